@@ -1,0 +1,3 @@
+from crossmodalrag.cli.main import main
+
+raise SystemExit(main())

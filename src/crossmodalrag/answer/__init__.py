@@ -1,0 +1,1 @@
+"""Turning retrieved evidence into an answer (deterministic now; an LLM later)."""

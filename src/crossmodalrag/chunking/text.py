@@ -1,0 +1,73 @@
+"""Boundary-aware splitting shared by every chunker: paragraphs, then sentences, then spaces."""
+
+from __future__ import annotations
+
+import re
+
+from crossmodalrag.types import Chunk, Document
+
+MAX_CHUNK_CHARS = 1200
+# Preferred cut points, best first. Each pattern matches the separator; we cut after it.
+PROSE_BOUNDARIES = (
+    re.compile(r"\n\s*\n"),
+    re.compile(r"(?<=[.!?])[\"')\]]?\s+"),
+    re.compile(r"\n"),
+    re.compile(r"\s+"),
+)
+LINE_BOUNDARIES = (re.compile(r"\n"), re.compile(r"\s+"))
+
+
+def split_span(
+    text: str,
+    start: int,
+    end: int,
+    max_chars: int = MAX_CHUNK_CHARS,
+    boundaries: tuple[re.Pattern[str], ...] = PROSE_BOUNDARIES,
+) -> list[tuple[int, int]]:
+    """Cut text[start:end] into trimmed spans of at most max_chars, never inside a word.
+
+    A single word longer than max_chars is the only thing ever cut mid-token.
+    """
+    spans = []
+    while start < end:
+        start = _skip_space(text, start, end)
+        if start >= end:
+            break
+        if end - start <= max_chars:
+            spans.append((start, _trim_end(text, start, end)))
+            break
+        cut = _best_cut(text, start, start + max_chars, boundaries)
+        spans.append((start, _trim_end(text, start, cut)))
+        start = cut
+    return [(s, e) for s, e in spans if e > s]
+
+
+def _best_cut(text: str, start: int, limit: int, boundaries: tuple[re.Pattern[str], ...]) -> int:
+    floor = start + (limit - start) // 3  # don't make a tiny first piece just to hit a paragraph break
+    for pattern in boundaries:
+        last = None
+        for match in pattern.finditer(text, floor, limit):
+            last = match
+        if last is not None:
+            return last.end()
+    return limit
+
+
+def _skip_space(text: str, start: int, end: int) -> int:
+    while start < end and text[start].isspace():
+        start += 1
+    return start
+
+
+def _trim_end(text: str, start: int, end: int) -> int:
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+def chunk_plain(doc: Document) -> list[Chunk]:
+    """Plain text: breadcrumb = title, body split at natural boundaries."""
+    return [
+        Chunk(text=f"{doc.title}\n{doc.text[s:e]}", locator=doc.locator, char_start=s, char_end=e)
+        for s, e in split_span(doc.text, 0, len(doc.text))
+    ]

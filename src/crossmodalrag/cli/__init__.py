@@ -1,0 +1,1 @@
+"""The `mem` command line: parse, call one library function, render."""

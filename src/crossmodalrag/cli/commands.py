@@ -1,0 +1,145 @@
+"""One function per `mem` command: resolve settings, call the library, render."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from crossmodalrag.answer.evidence import ask_without_llm, search_options
+from crossmodalrag.cli.progress import ProgressLine
+from crossmodalrag.cli.render import print_json, render_answer, render_eval, status_line
+from crossmodalrag.config import Settings, load_settings
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.evals.queries import gold_warnings, list_queries, load_queries_file, upsert_queries
+from crossmodalrag.evals.retrieval import evaluate as run_eval
+from crossmodalrag.ingest import IngestReport
+from crossmodalrag.store import Store, open_store
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings({"db_path": getattr(args, "db_path", None)})
+
+
+def _open(settings: Settings, create: bool = True) -> Store:
+    return open_store(settings.db_path, create=create)
+
+
+def notice(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def _finish_ingest(args: argparse.Namespace, report: IngestReport, progress: ProgressLine) -> int:
+    """Print per-item errors, the summary (or JSON); exit 1 if anything failed."""
+    for failure in report.failures:
+        notice(f"error: {failure}")
+    if args.json:
+        print_json(report.to_dict())
+    progress.finish(report)
+    return 1 if report.failed else 0
+
+
+def init_db(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    with _open(settings) as store:
+        notice(f"memory database ready at {store.path} (schema version {store.schema_version()})")
+    return 0
+
+
+def seed_sample(args: argparse.Namespace) -> int:
+    from crossmodalrag.sample.seed import seed_sample as seed
+
+    settings = _settings(args)
+    workspace = args.workspace_dir or settings.db_path.parent / "sample"
+    progress = ProgressLine("seed-sample")
+    with _open(settings) as store:
+        report = seed(store, workspace, force=args.force, progress=progress)
+    for message in report.notices:
+        notice(f"note: {message}")
+    combined = IngestReport()
+    for part in (report.notes, report.git):
+        if part:
+            for name in ("added", "updated", "unchanged", "removed", "chunks"):
+                setattr(combined, name, getattr(combined, name) + getattr(part, name))
+            combined.failures += part.failures
+    if args.json:
+        print_json(report.to_dict())
+    progress.finish(combined)
+    notice(
+        f"sample written to {report.workspace}; {report.queries} eval queries loaded into {settings.db_path}.\n"
+        'next: mem eval --query-prefix "[sample]"   or   mem ask "Why did I change the parser?" --no-llm'
+    )
+    return 1 if combined.failed else 0
+
+
+def _paths(given: list[Path], configured: list[Path], what: str, variable: str) -> list[Path]:
+    paths = given or configured
+    if not paths:
+        raise CMRAGError(f"no {what} given", f"pass paths, or set {variable}_1 in .env or [connectors] in crossmodalrag.toml")
+    return paths
+
+
+def ingest_notes(args: argparse.Namespace) -> int:
+    from crossmodalrag.ingest import ingest_notes as ingest
+
+    settings = _settings(args)
+    roots = _paths(args.paths, settings.notes_paths, "vault folders", "OBSIDIAN_VAULT_PATH")
+    progress = ProgressLine("ingest-notes")
+    with _open(settings) as store:
+        report = ingest(
+            store, roots, args.include or settings.notes_include, args.exclude or settings.notes_exclude, progress
+        )
+    return _finish_ingest(args, report, progress)
+
+
+def ingest_git(args: argparse.Namespace) -> int:
+    from crossmodalrag.ingest import ingest_git as ingest
+
+    settings = _settings(args)
+    repos = _paths(args.paths, settings.git_paths, "repositories", "REPO_PATH")
+    max_commits = settings.git_max_commits if args.max_commits is None else args.max_commits
+    progress = ProgressLine("ingest-git")
+    with _open(settings) as store:
+        report = ingest(
+            store, repos, max_commits or None, args.author,
+            args.include or settings.git_include, args.exclude or settings.git_exclude, progress,
+        )
+    return _finish_ingest(args, report, progress)
+
+
+def ask(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if not args.no_llm:
+        notice("note: no language model backend is configured yet; showing the evidence answer (--no-llm)")
+    with _open(settings, create=False) as store:
+        answer = ask_without_llm(store, args.query, settings, args.top_k)
+    if args.json:
+        print_json(answer.to_dict())
+    else:
+        print(render_answer(answer, args.explain, search_options(settings, args.top_k).weights()))
+        notice(status_line(answer))
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    top_k = args.top_k or settings.top_k
+    with _open(settings, create=args.load_queries is not None) as store:
+        if args.load_queries:
+            loaded = load_queries_file(args.load_queries)
+            upsert_queries(store, loaded)
+            notice(f"loaded {len(loaded)} queries from {args.load_queries}")
+        queries = list_queries(store, args.query_prefix)
+        if not queries:
+            raise CMRAGError(
+                "no eval queries" + (f" start with {args.query_prefix!r}" if args.query_prefix else " are stored"),
+                "run `mem seed-sample` or pass --load-queries FILE",
+            )
+        for warning in gold_warnings(store, queries):
+            notice(f"warning: {warning}")
+        report = run_eval(store, queries, settings, top_k).to_dict()
+    if args.json:
+        print_json(report)
+    else:
+        print(render_eval(report))
+    return 0

@@ -1,0 +1,108 @@
+"""`mem`: argument parsing and dispatch. Each command calls one library function and renders it.
+
+Exit codes: 0 success, 1 an expected failure (`error: … (hint: …)` on stderr), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+from crossmodalrag import __version__
+from crossmodalrag.cli import commands
+from crossmodalrag.errors import CMRAGError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db-path", type=Path, help="memory database (default: CMRAG_DB_PATH or ./data/memory.db)")
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
+    globs = argparse.ArgumentParser(add_help=False)
+    globs.add_argument("--include", action="append", metavar="GLOB", help="only paths matching GLOB (repeatable)")
+    globs.add_argument("--exclude", action="append", metavar="GLOB", help="never paths matching GLOB (repeatable)")
+
+    parser = argparse.ArgumentParser(prog="mem", description="A local-first personal memory with cited answers.")
+    parser.add_argument("--version", action="version", version=f"mem {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("init-db", parents=[common], help="create or upgrade the memory database")
+    p.set_defaults(run=commands.init_db)
+
+    p = sub.add_parser("seed-sample", parents=[common, as_json], help="write, ingest and load the bundled sample")
+    p.add_argument("--workspace-dir", type=Path, help="where to write the sample (default: beside the database)")
+    p.add_argument("--force", action="store_true", help="replace a non-empty workspace folder")
+    p.set_defaults(run=commands.seed_sample)
+
+    p = sub.add_parser("ingest-notes", parents=[common, as_json, globs], help="ingest markdown vaults")
+    p.add_argument("paths", nargs="*", type=Path, help="vault folders (default: configured OBSIDIAN_VAULT_PATH_<n>)")
+    p.set_defaults(run=commands.ingest_notes)
+
+    p = sub.add_parser("ingest-git", parents=[common, as_json, globs], help="ingest git commits and diffs")
+    p.add_argument("paths", nargs="*", type=Path, help="repositories (default: configured REPO_PATH_<n>)")
+    p.add_argument("--max-commits", type=_non_negative, help="newest N commits per repository (0 = all)")
+    p.add_argument("--author", help="only commits whose author matches this pattern")
+    p.set_defaults(run=commands.ingest_git)
+
+    p = sub.add_parser("ask", parents=[common, as_json], help="answer a question from memory, with citations")
+    p.add_argument("query", help="the question")
+    p.add_argument("--no-llm", action="store_true", help="deterministic evidence answer, no language model")
+    p.add_argument("--top-k", type=_positive, help="how many pieces of evidence (default 5)")
+    p.add_argument("--explain", action="store_true", help="show each hit's score components")
+    p.set_defaults(run=commands.ask)
+
+    p = sub.add_parser("eval", parents=[common, as_json], help="measure retrieval on the stored eval queries")
+    p.add_argument("--top-k", type=_positive, help="cut-off for the metrics (default 5)")
+    p.add_argument("--query-prefix", help='only queries starting with this text, e.g. "[sample]"')
+    p.add_argument("--load-queries", type=Path, metavar="FILE", help="upsert queries from a JSON file first")
+    p.set_defaults(run=commands.evaluate)
+    return parser
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def fail(message: str, hint: str = "") -> int:
+    sys.stderr.write(f"error: {message}" + (f" (hint: {hint})" if hint else "") + "\n")
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except CMRAGError as error:
+        return fail(error.message, error.hint)
+    except sqlite3.OperationalError as error:
+        if "locked" in str(error) or "busy" in str(error):
+            return fail(f"the database stayed locked: {error}", "another mem process is writing; retry when it finishes")
+        return fail(f"database error: {error}", "run `mem init-db`; if it persists, restore a backup")
+    except sqlite3.DatabaseError as error:
+        return fail(f"the database is damaged: {error}", "restore a backup or point CMRAG_DB_PATH elsewhere")
+    except KeyboardInterrupt:
+        fail("interrupted", "rerun the command; everything committed so far is kept")
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()  # the reader went away (e.g. `| head`): nothing left to say
+        return 0
+    except Exception as error:  # noqa: BLE001 - the last line of defence: no traceback reaches a user
+        if os.environ.get("CMRAG_DEBUG"):
+            raise
+        return fail(f"unexpected {type(error).__name__}: {error}", "rerun with CMRAG_DEBUG=1 and report the traceback")

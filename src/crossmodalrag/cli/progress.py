@@ -1,0 +1,33 @@
+"""Live counts on stderr while sources are ingested (only on a terminal), and the closing summary."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from crossmodalrag.ingest import IngestReport
+
+
+class ProgressLine:
+    """Redraws `label: N done, S unchanged, F failed` at most ten times a second on a TTY."""
+
+    def __init__(self, label: str, stream=None) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.last_draw = 0.0
+
+    def __call__(self, report: IngestReport) -> None:
+        now = time.monotonic()
+        if not self.live or now - self.last_draw < 0.1:
+            return
+        self.last_draw = now
+        done = report.added + report.updated
+        self.stream.write(f"\r{self.label}: {done} stored, {report.unchanged} unchanged, {report.failed} failed")
+        self.stream.flush()
+
+    def finish(self, report: IngestReport) -> None:
+        if self.live:
+            self.stream.write("\r\033[K")
+        self.stream.write(f"{self.label}: {report.summary()}\n")
+        self.stream.flush()

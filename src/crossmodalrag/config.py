@@ -1,0 +1,199 @@
+"""Settings, resolved as: CLI flag > environment (incl. ./.env) > TOML config > built-in default.
+
+The TOML file is `$CMRAG_CONFIG`, else `./crossmodalrag.toml`. Relative paths in it are resolved
+against the file's own folder, so a config keeps working from any working directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+from crossmodalrag.errors import ConfigError
+
+PROFILES = ("balanced", "relevant", "recent", "usage")
+
+
+@dataclass(frozen=True)
+class Setting:
+    env: str
+    toml: tuple[str, str]
+    parse: Callable[[str], Any]
+
+
+def _globs(value: str | list[str]) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _profile(value: str) -> str:
+    if value not in PROFILES:
+        raise ValueError(f"unknown profile {value!r}; choose one of {', '.join(PROFILES)}")
+    return value
+
+
+def _fraction(value: str) -> float:
+    number = float(value)
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"{value} is outside 0..1")
+    return number
+
+
+def _count(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"{value} is negative")
+    return number
+
+
+SCALARS: dict[str, Setting] = {
+    "top_k": Setting("CMRAG_TOP_K", ("retrieval", "top_k"), _count),
+    "profile": Setting("CMRAG_PROFILE", ("retrieval", "profile"), _profile),
+    "title_boost_weight": Setting("CMRAG_TITLE_BOOST_WEIGHT", ("retrieval", "title_boost_weight"), _fraction),
+    "recency_weight": Setting("CMRAG_RECENCY_WEIGHT", ("retrieval", "recency_weight"), _fraction),
+    "recency_half_life_days": Setting(
+        "CMRAG_RECENCY_HALF_LIFE_DAYS", ("retrieval", "recency_half_life_days"), float
+    ),
+    "max_chunks_per_source": Setting(
+        "CMRAG_MAX_CHUNKS_PER_SOURCE", ("retrieval", "max_chunks_per_source"), _count
+    ),
+    "dedupe_threshold": Setting("CMRAG_DEDUPE_THRESHOLD", ("retrieval", "dedupe_threshold"), _fraction),
+    "abstain_min_coverage": Setting(
+        "CMRAG_ABSTAIN_MIN_COVERAGE", ("retrieval", "abstain_min_coverage"), _fraction
+    ),
+    "git_max_commits": Setting("CMRAG_GIT_MAX_COMMITS", ("connectors", "git_max_commits"), _count),
+    "notes_include": Setting("CMRAG_NOTES_INCLUDE", ("connectors", "notes_include"), _globs),
+    "notes_exclude": Setting("CMRAG_NOTES_EXCLUDE", ("connectors", "notes_exclude"), _globs),
+    "git_include": Setting("CMRAG_GIT_INCLUDE", ("connectors", "git_include"), _globs),
+    "git_exclude": Setting("CMRAG_GIT_EXCLUDE", ("connectors", "git_exclude"), _globs),
+}
+
+# Connector folders: numbered environment variables, or a list in the TOML [connectors] table.
+PATH_LISTS = {
+    "notes_paths": ("OBSIDIAN_VAULT_PATH", "notes"),
+    "git_paths": ("REPO_PATH", "git"),
+}
+
+
+@dataclass
+class Settings:
+    db_path: Path = Path("data/memory.db")
+    config_path: Path | None = None
+    notes_paths: list[Path] = field(default_factory=list)
+    git_paths: list[Path] = field(default_factory=list)
+    top_k: int = 5
+    profile: str = "balanced"
+    title_boost_weight: float = 0.05
+    recency_weight: float = 0.10
+    recency_half_life_days: float = 180.0
+    max_chunks_per_source: int = 2
+    dedupe_threshold: float = 0.95
+    abstain_min_coverage: float = 0.5
+    git_max_commits: int = 1000
+    notes_include: list[str] = field(default_factory=list)
+    notes_exclude: list[str] = field(default_factory=list)
+    git_include: list[str] = field(default_factory=list)
+    git_exclude: list[str] = field(default_factory=list)
+
+
+def read_environment(cwd: Path) -> dict[str, str]:
+    """The process environment over the values of `./.env` (the real environment wins)."""
+    env_file = cwd / ".env"
+    merged: dict[str, str] = {}
+    if env_file.is_file():
+        from dotenv import dotenv_values
+
+        merged.update({k: v for k, v in dotenv_values(env_file).items() if v is not None})
+    merged.update(os.environ)
+    return merged
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}", "fix the file or unset CMRAG_CONFIG") from exc
+
+
+def _config_file(env: dict[str, str], cwd: Path) -> Path | None:
+    if env.get("CMRAG_CONFIG"):
+        path = Path(env["CMRAG_CONFIG"]).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file {path} not found", "fix or unset CMRAG_CONFIG")
+        return path
+    default = cwd / "crossmodalrag.toml"
+    return default if default.is_file() else None
+
+
+def _resolve(path: str, base: Path) -> Path:
+    expanded = Path(os.path.expandvars(path)).expanduser()
+    return expanded if expanded.is_absolute() else (base / expanded)
+
+
+def _numbered(env: dict[str, str], prefix: str) -> list[str]:
+    pattern = re.compile(rf"^{prefix}(?:_(\d+))?$")
+    found = [(int(m.group(1) or 0), value) for key, value in env.items() if (m := pattern.match(key)) and value]
+    return [value for _, value in sorted(found)]
+
+
+def load_settings(overrides: dict[str, Any] | None = None, cwd: Path | None = None) -> Settings:
+    """Resolve every setting once. Raises ConfigError on an unreadable file or invalid value."""
+    cwd = cwd or Path.cwd()
+    env = read_environment(cwd)
+    config_path = _config_file(env, cwd)
+    toml = _read_toml(config_path) if config_path else {}
+    base = config_path.parent if config_path else cwd
+    settings = Settings(config_path=config_path)
+
+    for name, setting in SCALARS.items():
+        section, key = setting.toml
+        raw, origin = env.get(setting.env), setting.env
+        if raw is None and key in toml.get(section, {}):
+            raw, origin = toml[section][key], f"[{section}] {key} in {config_path}"
+        if raw is None:
+            continue
+        try:
+            value = raw if isinstance(raw, list) and setting.parse is _globs else setting.parse(str(raw))
+        except ValueError as exc:
+            raise ConfigError(f"invalid {origin}: {exc}", "fix the value or remove it to use the default") from exc
+        setattr(settings, name, value)
+
+    for name, (prefix, key) in PATH_LISTS.items():
+        from_env = _numbered(env, prefix)
+        if from_env:
+            setattr(settings, name, [_resolve(p, cwd) for p in from_env])
+        else:
+            listed = toml.get("connectors", {}).get(key, [])
+            setattr(settings, name, [_resolve(str(p), base) for p in listed])
+
+    settings.db_path = _db_path(env, toml, cwd, base)
+    _apply_overrides(settings, overrides or {})
+    return settings
+
+
+def _db_path(env: dict[str, str], toml: dict[str, Any], cwd: Path, base: Path) -> Path:
+    if env.get("CMRAG_DB_PATH"):
+        return _resolve(env["CMRAG_DB_PATH"], cwd)
+    if env.get("CMRAG_HOME"):
+        return _resolve(env["CMRAG_HOME"], cwd) / "memory.db"
+    if "path" in toml.get("database", {}):
+        return _resolve(str(toml["database"]["path"]), base)
+    return cwd / "data" / "memory.db"
+
+
+def _apply_overrides(settings: Settings, overrides: dict[str, Any]) -> None:
+    known = {f.name for f in fields(Settings)}
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        if name not in known:
+            raise ConfigError(f"unknown setting {name!r}")
+        if name in SCALARS and isinstance(value, str):
+            value = SCALARS[name].parse(value)
+        setattr(settings, name, Path(value).expanduser() if name == "db_path" else value)

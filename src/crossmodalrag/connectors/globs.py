@@ -1,0 +1,47 @@
+"""Include/exclude globs over source-relative POSIX paths.
+
+`*` and `?` stay inside one folder, `**` spans folders (`work/**`, `**/draft-*.md`), and a pattern
+without a slash matches the file name at any depth, as in .gitignore (`*.tmp.md`).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+
+@lru_cache(maxsize=256)
+def _compile(pattern: str) -> re.Pattern[str]:
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def matches(path: str, pattern: str) -> bool:
+    """Does a relative POSIX path match one glob?"""
+    pattern = pattern.strip().lstrip("/")
+    if "/" not in pattern.rstrip("/"):
+        return bool(_compile(pattern).match(path.rsplit("/", 1)[-1])) or bool(_compile(pattern).match(path))
+    return bool(_compile(pattern.rstrip("/") + ("/**" if pattern.endswith("/") else "")).match(path))
+
+
+def selected(path: str, include: list[str], exclude: list[str]) -> bool:
+    """Kept when it matches some include (or none are given) and no exclude."""
+    if include and not any(matches(path, p) for p in include):
+        return False
+    return not any(matches(path, p) for p in exclude)

@@ -1,0 +1,1 @@
+"""Measuring retrieval: metrics, the eval query set, and runs over it."""

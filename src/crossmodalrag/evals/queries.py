@@ -1,0 +1,92 @@
+"""The eval query set in `queries_eval`: loading a JSON file, upserting, listing, sanity warnings."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crossmodalrag.errors import EvalError
+from crossmodalrag.store import Store
+
+
+LABEL = re.compile(r"\A\s*\[[^\]\n]{1,40}\]\s*")
+
+
+@dataclass
+class EvalQuery:
+    query_text: str
+    expected_source_uris: list[str]
+
+    @property
+    def question(self) -> str:
+        """The text a user would type: a leading `[label]` groups queries and is not searched."""
+        return LABEL.sub("", self.query_text, count=1)
+
+    @property
+    def answerable(self) -> bool:
+        return bool(self.expected_source_uris)
+
+
+def parse_queries(data: Any, origin: str = "queries") -> list[EvalQuery]:
+    """Validate `[{"query_text": str, "expected_source_uris": [str, …]}, …]`. Raises EvalError."""
+    if not isinstance(data, list):
+        raise EvalError(f"{origin}: expected a JSON list of queries", 'use [{"query_text": …, "expected_source_uris": […]}]')
+    queries = []
+    for index, item in enumerate(data):
+        if not isinstance(item, dict) or not isinstance(item.get("query_text"), str) or not item["query_text"].strip():
+            raise EvalError(f"{origin}: item {index} has no query_text string", "every item needs a non-empty query_text")
+        uris = item.get("expected_source_uris", [])
+        if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+            raise EvalError(f"{origin}: item {index} expected_source_uris is not a list of strings", "use [] for a query that must abstain")
+        queries.append(EvalQuery(item["query_text"].strip(), list(dict.fromkeys(uris))))
+    return queries
+
+
+def load_queries_file(path: Path) -> list[EvalQuery]:
+    """Read and validate a query file. Raises EvalError on a missing, unreadable or malformed file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise EvalError(f"{path}: no such file", "check the --load-queries path") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EvalError(f"{path}: not a readable JSON file ({exc})", "fix the file's JSON syntax") from exc
+    return parse_queries(data, str(path))
+
+
+def upsert_queries(store: Store, queries: list[EvalQuery]) -> None:
+    """Insert new queries, replace the gold of existing ones (matched by query_text)."""
+    now = time.time()
+    with store.transaction() as conn:
+        conn.executemany(
+            "INSERT INTO queries_eval (query_text, expected_source_uris, created_at, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(query_text) DO UPDATE SET expected_source_uris = excluded.expected_source_uris, "
+            "updated_at = excluded.updated_at",
+            [(q.query_text, json.dumps(q.expected_source_uris), now, now) for q in queries],
+        )
+
+
+def list_queries(store: Store, prefix: str | None = None) -> list[EvalQuery]:
+    """Stored queries, optionally only those starting with prefix, in insertion order."""
+    rows = store.conn.execute("SELECT query_text, expected_source_uris FROM queries_eval ORDER BY id").fetchall()
+    return [
+        EvalQuery(text, json.loads(uris)) for text, uris in rows if prefix is None or text.startswith(prefix)
+    ]
+
+
+def gold_warnings(store: Store, queries: list[EvalQuery]) -> list[str]:
+    """Gold uris that are relative, contain a doubled separator, or match no ingested source."""
+    warnings = []
+    for query in queries:
+        for uri in query.expected_source_uris:
+            path = uri.split("@", 1)[0]
+            if not path.startswith("/"):
+                warnings.append(f"gold uri {uri!r} is relative; uris are absolute paths (query {query.query_text!r})")
+            elif "//" in path:
+                warnings.append(f"gold uri {uri!r} contains a doubled path separator (query {query.query_text!r})")
+            elif store.conn.execute("SELECT 1 FROM sources WHERE uri = ?", (uri,)).fetchone() is None:
+                warnings.append(f"gold uri {uri!r} matches no ingested source (query {query.query_text!r})")
+    return warnings

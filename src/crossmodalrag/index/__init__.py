@@ -1,0 +1,1 @@
+"""Derived indexes over the store (rebuildable from `chunks`)."""

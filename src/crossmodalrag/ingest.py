@@ -1,0 +1,204 @@
+"""Connector → chunks → store → FTS index, one source per transaction.
+
+Each source is fingerprinted (content, title and CHUNKER_VERSION): an unchanged source is skipped,
+a changed one is re-chunked in place. A crash between sources leaves every committed source whole
+and no half-written one. Notes that left a vault are removed on the next ingest of that vault.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from crossmodalrag.chunking import CHUNKER_VERSION, chunk_document
+from crossmodalrag.connectors import git, notes
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.index import fts
+from crossmodalrag.store import Store
+from crossmodalrag.store.connection import WriteBatch
+from crossmodalrag.types import Document
+
+
+@dataclass
+class IngestReport:
+    """Counts of one ingest run, and one message per item that failed."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    chunks: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
+
+    def summary(self) -> str:
+        return (
+            f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{self.removed} removed, {self.failed} failed ({self.chunks} chunks written)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "removed": self.removed,
+            "failed": self.failed,
+            "chunks": self.chunks,
+            "failures": self.failures,
+        }
+
+
+Progress = Callable[[IngestReport], None]
+
+
+def fingerprint(doc: Document) -> str:
+    """What decides whether a stored source is still current."""
+    digest = hashlib.sha256()
+    for part in (CHUNKER_VERSION, doc.format, doc.modality, doc.title, doc.text):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def known_fingerprints(store: Store, uri_prefix: str) -> dict[str, str]:
+    """uri → fingerprint of stored sources whose uri starts with the prefix."""
+    rows = store.conn.execute(
+        "SELECT uri, fingerprint FROM sources WHERE uri >= ? AND uri < ?", (uri_prefix, uri_prefix + "\U0010ffff")
+    )
+    return {uri: print_ for uri, print_ in rows}
+
+
+def write_document(batch: WriteBatch, doc: Document, print_: str) -> tuple[bool, int]:
+    """Store one source and its chunks as one all-or-nothing unit; returns (was it new, chunk count)."""
+    chunks = chunk_document(doc)
+    metadata = json.dumps(doc.metadata, ensure_ascii=False)
+    with batch.unit() as conn:
+        row = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()
+        if row:
+            source_id = row[0]
+            conn.execute("DELETE FROM chunks WHERE source_id = ?", (source_id,))
+            conn.execute(
+                "UPDATE sources SET source_type=?, fingerprint=?, timestamp=?, title=?, metadata=?, ingested_at=? WHERE id=?",
+                (doc.source_type, print_, doc.timestamp, doc.title, metadata, time.time(), source_id),
+            )
+        else:
+            source_id = conn.execute(
+                "INSERT INTO sources (source_type, uri, fingerprint, timestamp, title, metadata, ingested_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (doc.source_type, doc.uri, print_, doc.timestamp, doc.title, metadata, time.time()),
+            ).lastrowid
+        # We hold the write lock, so ids after the current maximum are ours to assign.
+        first_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
+        conn.executemany(
+            "INSERT INTO chunks (id, source_id, chunk_index, text, locator, char_start, char_end, metadata, modality)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                (first_id + i, source_id, i, c.text, c.locator, c.char_start, c.char_end,
+                 json.dumps(c.metadata, ensure_ascii=False) if c.metadata else "{}", doc.modality)
+                for i, c in enumerate(chunks)
+            ),
+        )
+        rows = [(first_id + i, doc.title, c.text) for i, c in enumerate(chunks)]
+        batch.defer(lambda conn: fts.insert_rows(conn, rows))
+    return row is None, len(chunks)
+
+
+@dataclass
+class Failure:
+    """A source that could not be read this time; its stored version, if any, is kept."""
+
+    uri: str
+    error: CMRAGError
+
+
+def ingest_documents(
+    store: Store, items: Iterable[Document | Failure], known: dict[str, str], report: IngestReport,
+    progress: Progress | None = None,
+) -> set[str]:
+    """Write every changed document; record failures. Returns the uris seen (stored or failed)."""
+    seen: set[str] = set()
+    with store.batched() as batch:
+        for item in items:
+            _ingest_one(batch, item, known, report, seen)
+            if progress:
+                progress(report)
+    return seen
+
+
+def _ingest_one(
+    batch: WriteBatch, item: Document | Failure, known: dict[str, str], report: IngestReport, seen: set[str]
+) -> None:
+    seen.add(item.uri)
+    if isinstance(item, Failure):
+        report.failures.append(str(item.error))
+        return
+    print_ = fingerprint(item)
+    if known.get(item.uri) == print_:
+        report.unchanged += 1
+        return
+    added, count = write_document(batch, item, print_)
+    report.chunks += count
+    report.added += added
+    report.updated += not added
+
+
+def remove_sources(store: Store, uris: Iterable[str]) -> int:
+    """Delete sources with their chunks and index entries; returns how many went."""
+    removed = 0
+    with store.transaction() as conn:
+        for uri in uris:
+            removed += conn.execute("DELETE FROM sources WHERE uri = ?", (uri,)).rowcount
+    return removed
+
+
+def ingest_notes(
+    store: Store, roots: list[Path], include: list[str] | None = None, exclude: list[str] | None = None,
+    progress: Progress | None = None,
+) -> IngestReport:
+    """Ingest vaults; notes gone from a vault (deleted, renamed, now excluded) leave the memory."""
+    report = IngestReport()
+    for root in roots:
+        root = Path(root).expanduser().resolve()
+        if not root.is_dir():
+            report.failures.append(f"{root}: no such folder (hint: check the vault path; nothing was removed)")
+            continue
+        known = known_fingerprints(store, f"{root}/")
+        seen = ingest_documents(store, _read_vault(root, include, exclude), known, report, progress)
+        gone = [uri for uri in known if uri not in seen]
+        report.removed += remove_sources(store, gone) if gone else 0
+    return report
+
+
+def _read_vault(root: Path, include: list[str] | None, exclude: list[str] | None) -> Iterable[Document | Failure]:
+    for path in notes.find_notes(root, include or [], exclude or []):
+        try:
+            yield notes.read_note(root, path)
+        except CMRAGError as error:
+            yield Failure(str(path), error)
+
+
+def ingest_git(
+    store: Store, repos: list[Path], max_commits: int | None = None, author: str | None = None,
+    include: list[str] | None = None, exclude: list[str] | None = None, progress: Progress | None = None,
+) -> IngestReport:
+    """Ingest commits of each repository; a bad path fails alone and the others still ingest."""
+    report = IngestReport()
+    for repo in repos:
+        try:
+            root = git.repository_root(Path(repo).expanduser().resolve())
+            known = known_fingerprints(store, f"{root}@")
+            commits = git.read_commits(root, max_commits, author, include, exclude)
+            ingest_documents(store, commits, known, report, progress)
+        except CMRAGError as error:
+            report.failures.append(str(error))
+            if progress:
+                progress(report)
+    return report

@@ -1,0 +1,1 @@
+"""Ranking evidence: candidate generation, scoring, diversity and the abstention gate."""

@@ -1,0 +1,108 @@
+"""Numbered schema migrations. Append, never edit: a database records the versions it has applied.
+
+The FTS table is derived data (rebuildable from `chunks`); its rows are written by the ingest code,
+because the indexed text is normalized in Python (see index/fts.py), and a trigger removes them
+whenever a chunk goes, so no delete path can leave a stale, still-citable entry behind.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        """
+        CREATE TABLE sources (
+            id INTEGER PRIMARY KEY,
+            source_type TEXT NOT NULL,
+            uri TEXT NOT NULL UNIQUE,
+            fingerprint TEXT NOT NULL,
+            timestamp REAL,
+            title TEXT NOT NULL DEFAULT '',
+            metadata TEXT NOT NULL DEFAULT '{}',
+            ingested_at REAL NOT NULL
+        );
+        CREATE INDEX sources_type ON sources(source_type);
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY,
+            source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+            chunk_index INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            locator TEXT NOT NULL DEFAULT '',
+            char_start INTEGER NOT NULL,
+            char_end INTEGER NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            UNIQUE (source_id, chunk_index)
+        );
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            title, body, tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+            DELETE FROM chunks_fts WHERE rowid = old.id;
+        END;
+        CREATE TABLE queries_eval (
+            id INTEGER PRIMARY KEY,
+            query_text TEXT NOT NULL UNIQUE,
+            expected_source_uris TEXT NOT NULL DEFAULT '[]',
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        """,
+    ),
+    (
+        2,
+        """
+        ALTER TABLE chunks ADD COLUMN modality TEXT NOT NULL DEFAULT 'text';
+        UPDATE chunks SET modality = 'code'
+            WHERE source_id IN (SELECT id FROM sources WHERE source_type = 'commit');
+        CREATE INDEX sources_timestamp ON sources(timestamp);
+        """,
+    ),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]
+
+
+def applied_version(conn: sqlite3.Connection) -> int:
+    """The highest migration recorded in the database (0 for a new file)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+    )
+    row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return row[0] or 0
+
+
+def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION) -> list[int]:
+    """Apply pending migrations up to `target`, each in its own transaction; returns those applied."""
+    done = []
+    for version, sql in MIGRATIONS:
+        if version > target or version <= applied_version(conn):
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # executescript would commit early; run statement by statement inside our transaction.
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        done.append(version)
+    return done
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration script into complete statements (triggers contain inner semicolons)."""
+    statements, current = [], ""
+    for line in sql.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            if current.strip():
+                statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return statements

@@ -1,0 +1,115 @@
+"""Value types shared across layers. Result types render JSON through `to_dict` only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+
+@dataclass
+class Document:
+    """One source as a connector parsed it: the unit of fingerprinting and of one transaction."""
+
+    uri: str
+    source_type: str  # "note" | "commit"
+    title: str
+    text: str
+    format: str  # which chunker splits it: "markdown" | "diff" | "plain"
+    modality: str = "text"  # "text" for notes, "code" for git
+    timestamp: float | None = None  # unix seconds
+    locator: str = ""  # how to cite the whole source: a vault-relative path, repo@sha7
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Chunk:
+    """A piece of a document: what is indexed, retrieved and cited."""
+
+    text: str  # starts with a one-line breadcrumb so it stands on its own
+    locator: str
+    char_start: int  # offsets of the body into Document.text
+    char_end: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Hit:
+    """A retrieved chunk with its final score and the components that produced it."""
+
+    chunk_id: int
+    source_uri: str
+    source_type: str
+    modality: str
+    title: str
+    locator: str
+    text: str
+    timestamp: float | None
+    score: float = 0.0
+    components: dict[str, float] = field(default_factory=dict)
+
+
+def iso_time(timestamp: float | None) -> str | None:
+    """Unix seconds as an ISO-8601 UTC string (None stays None)."""
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def excerpt(text: str, limit: int = 280) -> str:
+    """The chunk body without its breadcrumb, collapsed to one line and cut at a word boundary."""
+    body = text.split("\n", 1)[1] if "\n" in text else text
+    flat = " ".join(body.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat.rfind(" ", 0, limit)
+    return flat[: cut if cut > 0 else limit] + " …"
+
+
+@dataclass
+class Evidence:
+    """A hit as presented to the user, numbered E1, E2, …"""
+
+    id: str
+    hit: Hit
+
+    def to_dict(self) -> dict[str, Any]:
+        hit = self.hit
+        return {
+            "id": self.id,
+            "source_uri": hit.source_uri,
+            "source_type": hit.source_type,
+            "modality": hit.modality,
+            "title": hit.title,
+            "locator": hit.locator,
+            "timestamp": iso_time(hit.timestamp),
+            "excerpt": excerpt(hit.text),
+            "score": round(hit.score, 6),
+            "components": {k: round(v, 6) for k, v in hit.components.items()},
+        }
+
+
+@dataclass
+class Answer:
+    """The outcome of `ask`: evidence (or an abstention) plus the rendered answer text."""
+
+    query: str
+    abstained: bool
+    abstention_reason: str | None
+    top_score: float
+    match_coverage: float
+    evidence: list[Evidence]
+    text: str
+    timing: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "answer": self.text,
+            "abstained": self.abstained,
+            "abstention_reason": self.abstention_reason,
+            "top_score": round(self.top_score, 6),
+            "match_coverage": round(self.match_coverage, 6),
+            "evidence": [e.to_dict() for e in self.evidence],
+            "timing": {k: round(v, 6) for k, v in self.timing.items()},
+        }
