@@ -32,7 +32,9 @@ class SearchOptions:
     recency_half_life_days: float = 180.0
     max_chunks_per_source: int = 2
     dedupe_threshold: float = 0.95
-    title_column_weight: float = 0.5  # BM25 weight of the title column next to the body's 1.0
+    # The title is already in every chunk's breadcrumb line, so BM25 ignores the title column by
+    # default: the title boost alone (0 disables it) decides how much a title match counts extra.
+    title_column_weight: float = 0.0
     min_candidates: int = 50
 
     def weights(self) -> dict[str, float]:

@@ -1,0 +1,148 @@
+"""The `mem` command line: exit codes, streams, JSON contract, and error lines."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.cli.main import main
+from tests.conftest import write_note
+
+EVIDENCE_KEYS = {"id", "source_uri", "source_type", "modality", "title", "locator", "timestamp", "excerpt", "score", "components"}
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = tmp_path / "vault"
+    write_note(root, "parser.md", "---\ndate: 2025-03-01\n---\n# Parser rewrite\nWe replaced regexes with a tokenizer.\n")
+    write_note(root, "cache.md", "# Render cache\nThe LRU cache served stale HTML after config changes.\n")
+    return root
+
+
+def test_ingest_then_ask_json_contract(capsys, vault):
+    code, _, err = run(capsys, "ingest-notes", str(vault))
+    assert code == 0 and "2 added" in err
+    code, out, _ = run(capsys, "ask", "why the tokenizer?", "--no-llm", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert {"query", "answer", "abstained", "abstention_reason", "top_score", "evidence", "timing"} <= set(data)
+    assert data["abstained"] is False and data["abstention_reason"] is None
+    first = data["evidence"][0]
+    assert EVIDENCE_KEYS <= set(first)
+    assert first["id"] == "E1" and first["source_uri"] == str(vault / "parser.md")
+    assert first["locator"] == "parser.md" and first["timestamp"].startswith("2025-03-01")
+    assert {"lexical", "recency", "title", "bm25"} <= set(first["components"])
+    assert data["timing"]["total_seconds"] >= 0
+
+
+def test_ask_text_cites_numbered_evidence_and_explain_shows_components(capsys, vault):
+    run(capsys, "ingest-notes", str(vault))
+    code, out, err = run(capsys, "ask", "stale cache", "--no-llm", "--explain")
+    assert code == 0
+    assert "[E1] Render cache — cache.md (note" in out
+    assert "score = 0.85×lexical" in out and "×recency" in out and "×title" in out
+    assert "[retrieval: lexical" in err  # the status line is not data
+
+
+def test_ask_abstains_on_an_unanswerable_question(capsys, vault):
+    run(capsys, "ingest-notes", str(vault))
+    code, out, _ = run(capsys, "ask", "What is the capital of France?", "--no-llm", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["abstained"] is True
+    assert data["abstention_reason"] == "weak_retrieval" and data["evidence"] == []
+
+
+def test_ask_without_a_database_is_a_one_line_error(capsys, db_path):
+    code, out, err = run(capsys, "ask", "anything", "--no-llm")
+    assert code == 1 and out == ""
+    assert err.startswith("error: no memory database at") and "hint:" in err and err.count("\n") == 1
+    assert not db_path.exists()
+
+
+def test_ingest_notes_without_paths_or_config_is_an_error(capsys):
+    code, _, err = run(capsys, "ingest-notes")
+    assert code == 1 and "OBSIDIAN_VAULT_PATH_1" in err
+
+
+def test_ingest_notes_reads_configured_vaults_from_dotenv(capsys, vault, isolated_env):
+    (isolated_env / ".env").write_text(f"OBSIDIAN_VAULT_PATH_1={vault}\n", encoding="utf-8")
+    code, _, err = run(capsys, "ingest-notes")
+    assert code == 0 and "2 added" in err
+
+
+def test_a_bad_note_is_one_error_line_and_exit_1_while_the_rest_ingests(capsys, vault):
+    write_note(vault, "latin1.md", "caf\xe9".encode("latin-1"))
+    code, _, err = run(capsys, "ingest-notes", str(vault), "--json")
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 1 and len(errors) == 1 and "not valid UTF-8" in errors[0] and "hint:" in errors[0]
+    assert "Traceback" not in err
+
+
+def test_ingest_json_summary(capsys, vault):
+    code, out, _ = run(capsys, "ingest-notes", str(vault), "--json", "--exclude", "cache.md")
+    assert code == 0
+    assert json.loads(out) == {"added": 1, "updated": 0, "unchanged": 0, "removed": 0, "failed": 0, "chunks": 1, "failures": []}
+
+
+def test_eval_loads_queries_and_warns_about_bad_gold(capsys, vault, tmp_path):
+    run(capsys, "ingest-notes", str(vault))
+    queries = tmp_path / "q.json"
+    queries.write_text(json.dumps([
+        {"query_text": "[t] tokenizer regexes", "expected_source_uris": [str(vault / "parser.md")]},
+        {"query_text": "[t] stale html", "expected_source_uris": ["cache.md"]},
+    ]), encoding="utf-8")
+    code, out, err = run(capsys, "eval", "--load-queries", str(queries), "--query-prefix", "[t]", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["overall"]["answerable"] == 2 and report["per_query"][0]["metrics"]["hit_rate"] == 1.0
+    assert "warning: gold uri 'cache.md' is relative" in err
+
+
+def test_eval_without_queries_is_an_error(capsys, vault):
+    run(capsys, "ingest-notes", str(vault))
+    code, _, err = run(capsys, "eval", "--query-prefix", "[nothing]")
+    assert code == 1 and "no eval queries" in err and "seed-sample" in err
+
+
+@pytest.mark.parametrize("argv", [["ask"], ["eval", "--top-k", "0"], ["ingest-git", "--max-commits", "-1"], ["frobnicate"]])
+def test_usage_errors_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+
+
+def test_a_corrupt_database_is_reported_without_traceback(capsys, db_path):
+    db_path.write_bytes(b"\x00garbage" * 512)
+    code, _, err = run(capsys, "ask", "x", "--no-llm")
+    assert code == 1 and err.startswith("error: cannot open") and "Traceback" not in err
+
+
+def test_unexpected_exceptions_become_one_error_line(capsys, monkeypatch, vault):
+    import crossmodalrag.cli.commands as commands
+
+    monkeypatch.setattr(commands, "ask_without_llm", lambda *a, **k: 1 / 0)
+    run(capsys, "ingest-notes", str(vault))
+    code, _, err = run(capsys, "ask", "x", "--no-llm")
+    assert code == 1 and err.startswith("error: unexpected ZeroDivisionError") and "CMRAG_DEBUG=1" in err
+
+
+def test_python_dash_m_and_console_script_work(tmp_path):
+    module = subprocess.run([sys.executable, "-m", "crossmodalrag", "--version"], capture_output=True, text=True)
+    assert module.returncode == 0 and module.stdout.startswith("mem ")
+    usage = subprocess.run([sys.executable, "-m", "crossmodalrag", "ask"], capture_output=True, text=True)
+    assert usage.returncode == 2 and "usage:" in usage.stderr
+
+
+def test_progress_is_not_drawn_when_stderr_is_not_a_terminal(capsys, vault):
+    _, _, err = run(capsys, "ingest-notes", str(vault))
+    assert "\r" not in err and err.strip().splitlines()[-1].startswith("ingest-notes: 2 added")

@@ -1,0 +1,89 @@
+"""Shared fixtures: every test gets its own data dir, real SQLite files, and no network."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.config import Settings
+from crossmodalrag.store import open_store
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run in an empty working dir with no CMRAG_/connector variables leaking in from the host."""
+    for key in list(os.environ):
+        if key.startswith(("CMRAG_", "OBSIDIAN_VAULT_PATH", "REPO_PATH")):
+            monkeypatch.delenv(key)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("CMRAG_DB_PATH", str(tmp_path / "memory.db"))
+    return work
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def store(db_path: Path):
+    with open_store(db_path) as opened:
+        yield opened
+
+
+@pytest.fixture
+def settings(db_path: Path) -> Settings:
+    return Settings(db_path=db_path)
+
+
+def write_note(root: Path, relative: str, text: str | bytes) -> Path:
+    """Create a note (and its folders) under a vault root."""
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def git(repo: Path, *args: str, date: str = "2025-01-01T12:00:00+00:00", author: str = "Ada Lovelace <ada@example.com>") -> str:
+    """Run git in repo with a fixed identity and date; returns stdout."""
+    name, email = author.rsplit(" <", 1)
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email.rstrip(">"),
+        "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email.rstrip(">"),
+        "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date,
+        "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    result = subprocess.run(
+        ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args],
+        cwd=repo, env=env, capture_output=True, text=True, check=True,
+    )
+    return result.stdout
+
+
+def commit_files(repo: Path, files: dict[str, str], message: str, **identity: str) -> str:
+    """Write files, commit them, return the new sha."""
+    for name, content in files.items():
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+    git(repo, "add", "-A", **identity)
+    git(repo, "commit", "-q", "-m", message, **identity)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """An empty git repository."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q")
+    return path

@@ -1,0 +1,71 @@
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crossmodalrag.errors import EvalError
+from crossmodalrag.evals.queries import (
+    EvalQuery,
+    gold_warnings,
+    list_queries,
+    load_queries_file,
+    parse_queries,
+    upsert_queries,
+)
+from tests.retrieval.helpers import add_docs, note
+
+
+def test_upsert_replaces_gold_by_query_text(store):
+    upsert_queries(store, [EvalQuery("[t] q1", ["/a"]), EvalQuery("[t] q2", [])])
+    upsert_queries(store, [EvalQuery("[t] q1", ["/b"]), EvalQuery("[u] q3", ["/c"])])
+    assert list_queries(store, "[t]") == [EvalQuery("[t] q1", ["/b"]), EvalQuery("[t] q2", [])]
+    assert len(list_queries(store)) == 3
+
+
+def test_the_label_prefix_is_not_part_of_the_question():
+    assert EvalQuery("[sample] Why did I change the parser?", []).question == "Why did I change the parser?"
+    assert EvalQuery("No label here", []).question == "No label here"
+
+
+def test_gold_warnings_name_relative_doubled_and_unknown_uris(store):
+    add_docs(store, note("known", "text"))
+    queries = [EvalQuery("q", ["/vault/known.md", "vault/rel.md", "/vault//double.md", "/vault/missing.md"])]
+    warnings = gold_warnings(store, queries)
+    assert len(warnings) == 3
+    assert "relative" in warnings[0] and "doubled" in warnings[1] and "matches no ingested source" in warnings[2]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "not a readable JSON"),
+        ('{"query_text": "x"}', "expected a JSON list"),
+        ('[{"expected_source_uris": []}]', "no query_text"),
+        ('[{"query_text": "q", "expected_source_uris": "/a"}]', "not a list of strings"),
+    ],
+)
+def test_malformed_query_files_are_eval_errors(tmp_path, content, message):
+    path = tmp_path / "q.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(EvalError, match=message):
+        load_queries_file(path)
+
+
+def test_missing_query_file(tmp_path):
+    with pytest.raises(EvalError, match="no such file"):
+        load_queries_file(tmp_path / "absent.json")
+
+
+def test_valid_file_round_trips(tmp_path):
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps([{"query_text": " q ", "expected_source_uris": ["/a", "/a"]}]), encoding="utf-8")
+    assert load_queries_file(path) == [EvalQuery("q", ["/a"])]
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)))
+def test_parse_queries_accepts_or_rejects_any_json_cleanly(data):
+    try:
+        parse_queries(data)
+    except EvalError:
+        pass

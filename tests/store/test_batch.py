@@ -1,0 +1,54 @@
+import sqlite3
+
+import pytest
+
+from crossmodalrag.store import open_store
+
+
+def add_source(conn: sqlite3.Connection, uri: str) -> None:
+    conn.execute("INSERT INTO sources (source_type, uri, fingerprint, ingested_at) VALUES ('note', ?, 'f', 0)", (uri,))
+
+
+def uris(db_path) -> list[str]:
+    """What another process would see right now."""
+    reader = sqlite3.connect(db_path)
+    try:
+        return [r[0] for r in reader.execute("SELECT uri FROM sources ORDER BY uri")]
+    finally:
+        reader.close()
+
+
+def test_a_failing_unit_rolls_back_alone_and_finished_units_are_committed(db_path):
+    store = open_store(db_path)
+    with pytest.raises(RuntimeError):
+        with store.batched(max_seconds=60) as batch:
+            with batch.unit() as conn:
+                add_source(conn, "/a")
+            with batch.unit() as conn:
+                add_source(conn, "/b")
+                raise RuntimeError("crash while writing b")
+    assert uris(db_path) == ["/a"]
+
+
+def test_deferred_actions_of_a_failed_unit_are_dropped(db_path):
+    store = open_store(db_path)
+    ran = []
+    with store.batched(max_seconds=60) as batch:
+        with batch.unit():
+            batch.defer(lambda conn: ran.append("a"))
+        with pytest.raises(ValueError):
+            with batch.unit():
+                batch.defer(lambda conn: ran.append("b"))
+                raise ValueError
+    assert ran == ["a"]
+
+
+def test_units_become_visible_to_readers_once_the_batch_window_passes(db_path):
+    store = open_store(db_path)
+    with store.batched(max_seconds=0) as batch:
+        with batch.unit() as conn:
+            add_source(conn, "/a")
+        assert uris(db_path) == ["/a"]  # committed without leaving the batch
+        with batch.unit() as conn:
+            add_source(conn, "/b")
+    assert uris(db_path) == ["/a", "/b"]

@@ -1,0 +1,78 @@
+import sqlite3
+
+import pytest
+
+from crossmodalrag.errors import StoreError
+from crossmodalrag.store import open_store
+from crossmodalrag.store.migrations import LATEST_VERSION, migrate
+
+
+def test_new_database_is_wal_with_busy_timeout_and_latest_schema(db_path):
+    with open_store(db_path) as store:
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert store.conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+        assert store.schema_version() == LATEST_VERSION
+        tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master")}
+    assert {"sources", "chunks", "chunks_fts", "queries_eval", "schema_migrations"} <= tables
+
+
+def test_a_version_1_database_upgrades_in_place_keeping_its_data(db_path):
+    """A database made by the first schema version, with data in it, migrates on open."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    migrate(conn, target=1)
+    conn.execute(
+        "INSERT INTO sources (id, source_type, uri, fingerprint, title, ingested_at) VALUES "
+        "(1, 'note', '/v/a.md', 'f1', 'A', 0), (2, 'commit', '/r@abc', 'f2', 'fix', 0)"
+    )
+    conn.execute(
+        "INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end) VALUES "
+        "(1, 1, 0, 'A\nalpha', 0, 5), (2, 2, 0, 'fix\nbeta', 0, 4)"
+    )
+    conn.execute("INSERT INTO chunks_fts (rowid, title, body) VALUES (1, 'A', 'A alpha'), (2, 'fix', 'fix beta')")
+    conn.close()
+
+    with open_store(db_path) as store:
+        assert store.schema_version() == LATEST_VERSION
+        modalities = dict(store.conn.execute("SELECT id, modality FROM chunks"))
+        found = store.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'alpha'").fetchall()
+    assert modalities == {1: "text", 2: "code"}
+    assert [r[0] for r in found] == [1]
+
+
+def test_reopening_applies_nothing_twice(db_path):
+    open_store(db_path).close()
+    with open_store(db_path) as store:
+        versions = [r[0] for r in store.conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+    assert versions == list(range(1, LATEST_VERSION + 1))
+
+
+def test_a_newer_database_is_refused(db_path):
+    open_store(db_path).close()
+    conn = sqlite3.connect(db_path)
+    conn.execute("INSERT INTO schema_migrations VALUES (999, 0)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="newer than this program"):
+        open_store(db_path)
+
+
+def test_a_file_that_is_not_a_database_is_a_store_error(db_path):
+    db_path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="cannot open"):
+        open_store(db_path)
+
+
+def test_opening_for_reading_never_creates_a_database(db_path):
+    with pytest.raises(StoreError, match="mem init-db"):
+        open_store(db_path, create=False)
+    assert not db_path.exists()
+
+
+def test_deleting_a_chunk_removes_its_fts_row(store):
+    with store.transaction() as conn:
+        conn.execute("INSERT INTO sources (id, source_type, uri, fingerprint, ingested_at) VALUES (1,'note','/a','f',0)")
+        conn.execute("INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end) VALUES (7,1,0,'x',0,1)")
+        conn.execute("INSERT INTO chunks_fts (rowid, title, body) VALUES (7, '', 'zebra')")
+    with store.transaction() as conn:
+        conn.execute("DELETE FROM sources WHERE id = 1")  # cascades to chunks, trigger to FTS
+    assert store.conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'zebra'").fetchone()[0] == 0

@@ -1,0 +1,87 @@
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.config import load_settings
+from crossmodalrag.errors import ConfigError
+
+
+def write_toml(folder: Path, body: str) -> Path:
+    path = folder / "crossmodalrag.toml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_defaults_put_the_database_under_the_working_dir(isolated_env, monkeypatch):
+    monkeypatch.delenv("CMRAG_DB_PATH")
+    settings = load_settings()
+    assert settings.db_path == isolated_env / "data" / "memory.db"
+    assert settings.top_k == 5 and settings.title_boost_weight == 0.05
+    assert settings.max_chunks_per_source == 2 and settings.dedupe_threshold == 0.95
+
+
+def test_precedence_is_cli_then_env_then_dotenv_then_toml(isolated_env, monkeypatch):
+    write_toml(isolated_env, "[retrieval]\ntop_k = 7\ntitle_boost_weight = 0.2\nprofile = 'recent'\n")
+    (isolated_env / ".env").write_text("CMRAG_TOP_K=8\nCMRAG_TITLE_BOOST_WEIGHT=0.3\n", encoding="utf-8")
+    monkeypatch.setenv("CMRAG_TOP_K", "9")
+    settings = load_settings()
+    assert settings.top_k == 9  # real environment beats .env
+    assert settings.title_boost_weight == 0.3  # .env beats TOML
+    assert settings.profile == "recent"  # TOML beats the default
+    assert load_settings({"top_k": 3}).top_k == 3  # a CLI flag beats everything
+
+
+def test_cmrag_config_names_the_toml_and_relative_paths_follow_the_file(tmp_path, monkeypatch):
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    config = write_toml(
+        folder,
+        '[database]\npath = "db/m.db"\n[connectors]\nnotes = ["vault", "~/other"]\ngit = ["code/repo"]\n'
+        'notes_exclude = ["private/**"]\n',
+    )
+    monkeypatch.setenv("CMRAG_CONFIG", str(config))
+    monkeypatch.delenv("CMRAG_DB_PATH")
+    settings = load_settings()
+    assert settings.config_path == config
+    assert settings.db_path == folder / "db" / "m.db"
+    assert settings.notes_paths == [folder / "vault", Path("~/other").expanduser()]
+    assert settings.git_paths == [folder / "code" / "repo"]
+    assert settings.notes_exclude == ["private/**"]
+
+
+def test_numbered_environment_connectors_replace_the_toml_list(isolated_env, monkeypatch):
+    write_toml(isolated_env, '[connectors]\nnotes = ["from-toml"]\n')
+    (isolated_env / ".env").write_text("OBSIDIAN_VAULT_PATH_2=/vaults/b\nOBSIDIAN_VAULT_PATH_1=/vaults/a\n")
+    monkeypatch.setenv("REPO_PATH_1", "/code/x")
+    monkeypatch.setenv("CMRAG_NOTES_INCLUDE", "work/**, projects/**")
+    settings = load_settings()
+    assert settings.notes_paths == [Path("/vaults/a"), Path("/vaults/b")]
+    assert settings.git_paths == [Path("/code/x")]
+    assert settings.notes_include == ["work/**", "projects/**"]
+
+
+def test_cmrag_home_places_the_database(tmp_path, monkeypatch):
+    monkeypatch.delenv("CMRAG_DB_PATH")
+    monkeypatch.setenv("CMRAG_HOME", str(tmp_path / "home"))
+    assert load_settings().db_path == tmp_path / "home" / "memory.db"
+
+
+@pytest.mark.parametrize(
+    "variable, value", [("CMRAG_TOP_K", "many"), ("CMRAG_DEDUPE_THRESHOLD", "1.5"), ("CMRAG_PROFILE", "fastest")]
+)
+def test_invalid_values_are_config_errors_naming_the_setting(monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=variable):
+        load_settings()
+
+
+def test_broken_toml_is_a_config_error(isolated_env):
+    write_toml(isolated_env, "[retrieval\ntop_k = ")
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_settings()
+
+
+def test_missing_cmrag_config_file_is_a_config_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("CMRAG_CONFIG", str(tmp_path / "nope.toml"))
+    with pytest.raises(ConfigError, match="not found"):
+        load_settings()
