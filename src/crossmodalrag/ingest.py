@@ -60,9 +60,9 @@ Progress = Callable[[IngestReport], None]
 
 
 def fingerprint(doc: Document) -> str:
-    """What decides whether a stored source is still current."""
+    """What decides whether a stored source is still current (the locator too: chunks carry it)."""
     digest = hashlib.sha256()
-    for part in (CHUNKER_VERSION, doc.format, doc.modality, doc.title, doc.text):
+    for part in (CHUNKER_VERSION, doc.format, doc.modality, doc.locator, doc.title, doc.text):
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\x00")
     return digest.hexdigest()

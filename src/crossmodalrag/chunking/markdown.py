@@ -15,7 +15,7 @@ from crossmodalrag.types import Chunk, Document
 
 FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
-FENCE = re.compile(r"^[ \t]{0,3}(```+|~~~+)")
+FENCE = re.compile(r"^[ \t]{0,3}(```+|~~~+)(.*)$")
 DATE_LINE = re.compile(r"\A\s*Date:[ \t]*(\d{4}-\d{2}-\d{2})\b[^\n]*(?:\n|\Z)", re.I)
 CODE = re.compile(r"^[ \t]{0,3}(```+|~~~+).*?^[ \t]{0,3}\1[ \t]*$|`[^`\n]+`", re.S | re.M)
 
@@ -42,6 +42,24 @@ class Section:
     headings: list[str]
     start: int  # body offsets in the document text
     end: int
+    heading_start: int = 0  # where its heading line starts
+
+    def contains(self, other: "Section") -> bool:
+        """Is `other` a subsection of this one?"""
+        return len(other.headings) > len(self.headings) and other.headings[: len(self.headings)] == self.headings
+
+
+def _fence_change(fence: str | None, line: str) -> tuple[str | None, bool]:
+    """(the open fence after this line, is this line a fence line)."""
+    match = FENCE.match(line)
+    if not match:
+        return fence, False
+    run = match.group(1)
+    if fence is None:
+        return run, True
+    # Only a run of the same character, at least as long, with nothing after it closes a fence.
+    closes = run[0] == fence[0] and len(run) >= len(fence) and not match.group(2).strip()
+    return (None if closes else fence), True
 
 
 def sections(text: str, body_start: int) -> list[Section]:
@@ -53,17 +71,14 @@ def sections(text: str, body_start: int) -> list[Section]:
     offset = body_start
     for line in text[body_start:].splitlines(keepends=True):
         stripped = line.rstrip("\r\n")
-        fence_match = FENCE.match(stripped)
-        if fence_match:
-            marker = fence_match.group(1)[0] * 3
-            fence = None if fence == marker else (fence or marker)
-        heading = None if fence or fence_match else HEADING.match(stripped)
+        fence, is_fence_line = _fence_change(fence, stripped)
+        heading = None if fence or is_fence_line else HEADING.match(stripped)
         if heading:
             current.end = offset
             found.append(current)
             level = len(heading.group(1))
             stack = [(lvl, name) for lvl, name in stack if lvl < level] + [(level, heading.group(2))]
-            current = Section([name for _, name in stack], offset + len(line), len(text))
+            current = Section([name for _, name in stack], offset + len(line), len(text), offset)
         offset += len(line)
     current.end = len(text)
     found.append(current)
@@ -83,11 +98,20 @@ def chunk_markdown(doc: Document) -> list[Chunk]:
     _, body_start = split_frontmatter(doc.text)
     _, body_start = leading_date(doc.text, body_start)
     chunks = []
-    for section in sections(doc.text, body_start):
+    found = sections(doc.text, body_start)
+    for index, section in enumerate(found):
         crumbs = breadcrumb(doc.title, section.headings)
         heading_path = " > ".join(crumbs[1:])
         locator = f"{doc.locator}#{heading_path}" if heading_path else doc.locator
-        for start, end in split_span(doc.text, section.start, section.end):
+        spans = split_span(doc.text, section.start, section.end)
+        is_leaf = index + 1 == len(found) or not section.contains(found[index + 1])
+        if not spans and section.headings and is_leaf:
+            # A heading with nothing under it (a list of headings, a stub) is still searchable;
+            # one that only introduces subsections is carried by their breadcrumbs instead.
+            spans = [(section.heading_start, section.start)]
+            spans = [(s, e) for s, e in spans if doc.text[s:e].strip()]
+            spans = [(s, s + len(doc.text[s:e].rstrip())) for s, e in spans]
+        for start, end in spans:
             chunks.append(
                 Chunk(
                     text=" > ".join(crumbs) + "\n" + doc.text[start:end],

@@ -43,14 +43,17 @@ def split_span(
 
 
 def _best_cut(text: str, start: int, limit: int, boundaries: tuple[re.Pattern[str], ...]) -> int:
-    floor = start + (limit - start) // 3  # don't make a tiny first piece just to hit a paragraph break
-    for pattern in boundaries:
-        last = None
-        for match in pattern.finditer(text, floor, limit):
-            last = match
-        if last is not None:
-            return last.end()
-    return limit
+    """The best boundary before limit; the last third of the window first, so pieces stay large."""
+    for lower in (start + (limit - start) // 3, start + 1):
+        for pattern in boundaries:
+            last = None
+            for match in pattern.finditer(text, lower, limit):
+                last = match
+            if last is not None:
+                return last.end()
+        if limit < len(text) and text[limit].isspace():
+            return limit
+    return limit  # a single word longer than the window: the only mid-word cut
 
 
 def _skip_space(text: str, start: int, end: int) -> int:

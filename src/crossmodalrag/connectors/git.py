@@ -41,7 +41,12 @@ def read_commits(
     include: list[str] | None = None,
     exclude: list[str] | None = None,
 ) -> Iterator[Document]:
-    """Commits of HEAD's history, newest first, as Documents of message plus diff hunks."""
+    """Commits of HEAD's history, newest first, as Documents of message plus diff hunks.
+
+    With include/exclude globs, a commit none of whose changed files is selected is left out.
+    """
+    if _git(root, "rev-parse", "--verify", "-q", "HEAD").returncode != 0:
+        return  # no commits yet: nothing to remember (checked directly, not via git's wording)
     args = ["-c", "core.quotepath=off", "log", "-p", "--no-color", "--no-ext-diff", "--find-renames", f"--format={LOG_FORMAT}"]
     if max_commits:
         args.append(f"--max-count={max_commits}")
@@ -50,12 +55,12 @@ def read_commits(
     result = _git(root, *args)
     if result.returncode != 0:
         message = result.stderr.decode("utf-8", "replace").strip()
-        if "does not have any commits" in message:
-            return
         raise ConnectorError(f"{root}: git log failed: {message.splitlines()[-1] if message else result.returncode}", "run `git fsck` in the repository")
     output = result.stdout.decode("utf-8", "replace")
     for record in output.split(RECORD)[1:]:
-        yield _commit(root, record, include or [], exclude or [])
+        commit = _commit(root, record, include or [], exclude or [])
+        if commit.metadata["files"] or not (include or exclude) or not FILE_START.search(record):
+            yield commit
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:

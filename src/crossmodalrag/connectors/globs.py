@@ -1,7 +1,8 @@
 """Include/exclude globs over source-relative POSIX paths.
 
-`*` and `?` stay inside one folder, `**` spans folders (`work/**`, `**/draft-*.md`), and a pattern
-without a slash matches the file name at any depth, as in .gitignore (`*.tmp.md`).
+`*` and `?` stay inside one folder, `**` spans folders (`work/**`, `**/draft-*.md`), a pattern
+without a slash matches the file name at any depth, as in .gitignore (`*.tmp.md`), and one ending
+in a slash means everything inside that folder (`private/`).
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ def _compile(pattern: str) -> re.Pattern[str]:
 def matches(path: str, pattern: str) -> bool:
     """Does a relative POSIX path match one glob?"""
     pattern = pattern.strip().lstrip("/")
-    if "/" not in pattern.rstrip("/"):
+    if pattern.endswith("/"):  # a folder: everything inside it, at any depth if it has no slash
+        core = pattern.rstrip("/")
+        return bool(_compile(("" if "/" in core else "**/") + core + "/**").match(path))
+    if "/" not in pattern:
         return bool(_compile(pattern).match(path.rsplit("/", 1)[-1])) or bool(_compile(pattern).match(path))
-    return bool(_compile(pattern.rstrip("/") + ("/**" if pattern.endswith("/") else "")).match(path))
+    return bool(_compile(pattern).match(path))
 
 
 def selected(path: str, include: list[str], exclude: list[str]) -> bool:

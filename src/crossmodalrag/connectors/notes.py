@@ -40,6 +40,11 @@ def read_note(root: Path, path: Path) -> Document:
     """Parse one note. Raises ConnectorError if it is unreadable, too large, empty or not UTF-8."""
     relative = path.relative_to(root).as_posix()
     try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        shown = os.fsencode(path).decode("utf-8", "replace")
+        raise ConnectorError(f"{shown}: file name is not valid UTF-8", "rename the file") from exc
+    try:
         stat = path.stat()
         if stat.st_size > MAX_NOTE_BYTES:
             raise ConnectorError(f"{path}: note is {stat.st_size // 2**20} MB", "notes over 20 MB are skipped; split it")

@@ -12,7 +12,6 @@ from typing import Any
 from crossmodalrag.errors import EvalError
 from crossmodalrag.store import Store
 
-
 LABEL = re.compile(r"\A\s*\[[^\]\n]{1,40}\]\s*")
 
 

@@ -100,7 +100,7 @@ class WriteBatch:
         """Run `action` inside the transaction just before it commits.
 
         FTS5 flushes its pending index on every savepoint; deferring the FTS inserts to the end
-        of the batch makes one flush per batch instead of one per source (3x ingest speed).
+        of the batch makes one flush per batch instead of one per source (2x ingest speed at 10k notes).
         """
         self.before_commit.append(action)
 

@@ -1,0 +1,149 @@
+"""The git connector against the real git binary on small throwaway repositories."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.chunking import chunk_document
+from crossmodalrag.connectors.git import read_commits, repository_root
+from crossmodalrag.errors import ConnectorError
+from tests.conftest import commit_files, git
+
+pytestmark = pytest.mark.integration
+
+BOB = "Bob Builder <bob@example.org>"
+CAROL = "Carol Chen <carol@example.net>"
+
+
+def commits(repo: Path, **options):
+    return list(read_commits(repository_root(repo), **options))
+
+
+def test_a_commit_becomes_a_document(repo: Path) -> None:
+    sha = commit_files(
+        repo, {"src/app.py": "print('hi')\n", "README.md": "# App\n"}, "Add the app\n\nWith a readme.",
+        date="2024-05-06T07:08:09+00:00",
+    )
+    [doc] = commits(repo)
+    assert doc.uri == f"{repo.resolve()}@{sha}"
+    assert Path(doc.uri.rsplit("@", 1)[0]).is_absolute()
+    assert doc.title == "Add the app"
+    assert doc.timestamp == datetime.fromisoformat("2024-05-06T07:08:09+00:00").timestamp()
+    assert (doc.source_type, doc.format, doc.modality) == ("commit", "diff", "code")
+    assert doc.locator == f"repo@{sha[:7]}"
+    assert doc.metadata["author"] == "Ada Lovelace"
+    assert doc.metadata["email"] == "ada@example.com"
+    assert doc.metadata["sha"] == sha
+    assert sorted(doc.metadata["files"]) == ["README.md", "src/app.py"]
+    assert doc.text.startswith("Add the app\n\nWith a readme.\n\ndiff --git")
+    assert "+print('hi')" in doc.text
+
+
+def test_timestamp_is_the_commit_time_not_the_author_time(repo: Path) -> None:
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "add", "-A")
+    # --date sets the author date only; the committer date comes from the environment
+    git(repo, "commit", "-q", "-m", "rebased later", "--date=2020-01-01T00:00:00+00:00", date="2024-01-01T00:00:00+00:00")
+    [doc] = commits(repo)
+    assert doc.timestamp == datetime.fromisoformat("2024-01-01T00:00:00+00:00").timestamp()
+
+
+def test_commits_come_newest_first_and_chunk_with_file_paths(repo: Path) -> None:
+    first = commit_files(repo, {"a.txt": "one\n"}, "first", date="2024-01-01T00:00:00+00:00")
+    second = commit_files(repo, {"a.txt": "two\n"}, "second", date="2024-02-01T00:00:00+00:00")
+    docs = commits(repo)
+    assert [d.metadata["sha"] for d in docs] == [second, first]
+    chunks = chunk_document(docs[0])
+    assert [c.locator for c in chunks] == [f"repo@{second[:7]}", f"repo@{second[:7]} a.txt"]
+    assert "-one\n+two" in chunks[1].text
+
+
+def test_commits_of_every_author_and_the_author_filter(repo: Path) -> None:
+    commit_files(repo, {"a.txt": "a\n"}, "by ada")
+    commit_files(repo, {"b.txt": "b\n"}, "by bob", author=BOB)
+    commit_files(repo, {"c.txt": "c\n"}, "by carol", author=CAROL)
+    assert sorted(d.metadata["author"] for d in commits(repo)) == ["Ada Lovelace", "Bob Builder", "Carol Chen"]
+    assert [d.title for d in commits(repo, author="Bob")] == ["by bob"]
+    assert [d.title for d in commits(repo, author="carol@example.net")] == ["by carol"]
+    assert commits(repo, author="Nobody") == []
+
+
+def test_max_commits_keeps_the_newest(repo: Path) -> None:
+    for n in range(5):
+        commit_files(repo, {"a.txt": f"{n}\n"}, f"commit {n}", date=f"2024-01-0{n + 1}T00:00:00+00:00")
+    assert [d.title for d in commits(repo, max_commits=2)] == ["commit 4", "commit 3"]
+    assert len(commits(repo)) == 5
+
+
+def test_include_and_exclude_globs_filter_diff_paths(repo: Path) -> None:
+    commit_files(
+        repo,
+        {"src/core.py": "core_marker = 1\n", "src/gen/table.py": "generated_marker = 1\n", "docs/guide.md": "doc_marker\n"},
+        "mixed change",
+    )
+    [doc] = commits(repo, include=["src/**"], exclude=["**/gen/**"])
+    assert doc.metadata["files"] == ["src/core.py"]
+    assert "core_marker" in doc.text
+    assert "generated_marker" not in doc.text and "doc_marker" not in doc.text
+    [unfiltered] = commits(repo)
+    assert "generated_marker" in unfiltered.text and "doc_marker" in unfiltered.text
+
+
+def test_a_path_inside_the_repository_resolves_to_its_root(repo: Path) -> None:
+    commit_files(repo, {"deep/er/file.txt": "x\n"}, "nested")
+    assert repository_root(repo / "deep" / "er") == repo.resolve()
+
+
+def test_a_folder_that_is_not_a_repository_raises(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(ConnectorError, match="not a git repository") as caught:
+        repository_root(plain)
+    assert caught.value.hint
+
+
+def test_a_missing_path_raises(tmp_path: Path) -> None:
+    with pytest.raises(ConnectorError, match="no such folder") as caught:
+        repository_root(tmp_path / "nope")
+    assert caught.value.hint
+
+
+def test_a_file_path_raises(tmp_path: Path) -> None:
+    file = tmp_path / "file.txt"
+    file.write_text("x")
+    with pytest.raises(ConnectorError):
+        repository_root(file)
+
+
+def test_an_empty_repository_yields_nothing(repo: Path) -> None:
+    assert commits(repo) == []
+
+
+def test_an_empty_repository_yields_nothing_under_a_translated_git(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("LANGUAGE", "de")
+    probe = subprocess.run(["git", "-C", str(repo), "log"], capture_output=True, text=True, check=False)
+    if "does not have any commits" in probe.stderr:
+        pytest.skip("this git has no German messages installed")
+    assert commits(repo) == []
+
+
+def test_non_utf8_bytes_in_a_diff_do_not_crash(repo: Path) -> None:
+    (repo / "latin1.txt").write_bytes(b"caf\xe9 cr\xe8me br\xfbl\xe9e\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "latin-1 file")
+    [doc] = commits(repo)
+    assert doc.title == "latin-1 file"
+    assert "caf\ufffd cr\ufffdme" in doc.text
+    assert any("latin1.txt" in c.locator for c in chunk_document(doc))
+
+
+def test_a_commit_message_with_unicode_and_a_multiline_body(repo: Path) -> None:
+    commit_files(repo, {"a.txt": "x\n"}, "Résumé: naïve café ☕\n\nLine two.\nLine three.")
+    [doc] = commits(repo)
+    assert doc.title == "Résumé: naïve café ☕"
+    assert doc.text.startswith("Résumé: naïve café ☕\n\nLine two.\nLine three.")

@@ -1,0 +1,71 @@
+"""Include/exclude globs over vault- or repo-relative POSIX paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from crossmodalrag.connectors.globs import matches, selected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("work/**", "work/a.md", True),
+        ("work/**", "work/deep/er/a.md", True),
+        ("work/**", "work.md", False),
+        ("work/**", "homework/a.md", False),
+        ("work/**", "other/work/a.md", False),
+        ("**/draft-*.md", "draft-1.md", True),
+        ("**/draft-*.md", "a/b/draft-x.md", True),
+        ("**/draft-*.md", "a/final-draft-x.md", False),
+        ("**/draft-*.md", "a/draft-x.txt", False),
+        ("*.tmp.md", "scratch.tmp.md", True),
+        ("*.tmp.md", "a/b/c/scratch.tmp.md", True),
+        ("*.tmp.md", "scratch.md", False),
+        ("*.tmp.md", "dir.tmp.md/real.md", False),
+        ("notes/*.md", "notes/a.md", True),
+        ("notes/*.md", "notes/sub/a.md", False),
+        ("?.md", "a.md", True),
+        ("?.md", "ab.md", False),
+        ("/top.md", "top.md", True),
+        ("a+b(1).md", "a+b(1).md", True),
+        ("a+b(1).md", "aab1.md", False),
+    ],
+)
+def test_matches(pattern: str, path: str, expected: bool) -> None:
+    assert matches(path, pattern) is expected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("private/", "private/diary.md", True),
+        ("private/", "private/deep/diary.md", True),
+        ("private/", "journal/private/diary.md", True),
+        ("private/", "private.md", False),
+        ("private/", "public/diary.md", False),
+        ("journal/private/", "journal/private/x.md", True),
+        ("journal/private/", "private/x.md", False),
+    ],
+)
+def test_a_trailing_slash_pattern_matches_everything_in_that_folder(pattern: str, path: str, expected: bool) -> None:
+    assert matches(path, pattern) is expected
+
+
+def test_no_include_means_everything_not_excluded() -> None:
+    assert selected("a/b.md", [], []) is True
+    assert selected("a/b.tmp.md", [], ["*.tmp.md"]) is False
+
+
+def test_include_and_exclude_together() -> None:
+    include, exclude = ["work/**", "journal/**"], ["**/draft-*.md", "*.tmp.md"]
+    kept = [
+        path
+        for path in ["work/plan.md", "work/draft-plan.md", "journal/2024/day.md", "journal/x.tmp.md", "home/todo.md"]
+        if selected(path, include, exclude)
+    ]
+    assert kept == ["work/plan.md", "journal/2024/day.md"]
+
+
+def test_excluding_a_folder_with_a_trailing_slash() -> None:
+    assert selected("private/diary.md", [], ["private/"]) is False

@@ -1,0 +1,194 @@
+"""The notes connector: finding notes in a vault and parsing one into a Document."""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.connectors.notes import find_notes, read_note
+from crossmodalrag.errors import ConnectorError
+from tests.conftest import write_note
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = tmp_path / "vault"
+    root.mkdir()
+    return root
+
+
+def read(vault: Path, relative: str, text: str | bytes):
+    return read_note(vault, write_note(vault, relative, text))
+
+
+def utc(*parts: int) -> float:
+    return datetime(*parts, tzinfo=timezone.utc).timestamp()
+
+
+def found(vault: Path, include: list[str] | None = None, exclude: list[str] | None = None) -> list[str]:
+    return [p.relative_to(vault).as_posix() for p in find_notes(vault, include or [], exclude or [])]
+
+
+# --- the Document ---------------------------------------------------------------------------
+
+
+def test_document_fields(vault: Path) -> None:
+    doc = read(vault, "projects/alpha.md", "# Alpha\nbody\n")
+    assert doc.uri == str(vault / "projects/alpha.md")
+    assert (doc.source_type, doc.format, doc.modality) == ("note", "markdown", "text")
+    assert doc.locator == "projects/alpha.md"
+    assert doc.text == "# Alpha\nbody\n"
+    assert doc.metadata["vault"] == str(vault) and doc.metadata["path"] == "projects/alpha.md"
+
+
+def test_a_byte_order_mark_is_dropped(vault: Path) -> None:
+    doc = read(vault, "bom.md", "\ufeff---\ntitle: With BOM\n---\ntext\n".encode())
+    assert doc.title == "With BOM" and not doc.text.startswith("\ufeff")
+
+
+# --- title ----------------------------------------------------------------------------------
+
+
+def test_title_from_frontmatter_wins_over_h1(vault: Path) -> None:
+    assert read(vault, "n.md", "---\ntitle: Front Title\n---\n# Heading Title\nx\n").title == "Front Title"
+
+
+def test_title_from_first_h1(vault: Path) -> None:
+    assert read(vault, "n.md", "intro\n## Second level\n# First H1 #\n# Later H1\n").title == "First H1"
+
+
+def test_title_ignores_an_h1_inside_code(vault: Path) -> None:
+    doc = read(vault, "stem-name.md", "```bash\n# a shell comment\n```\nNo heading here.\n")
+    assert doc.title == "stem-name"
+
+
+def test_title_falls_back_to_the_file_stem(vault: Path) -> None:
+    assert read(vault, "folder/My Note.md", "just text, #tag not a heading\n").title == "My Note"
+
+
+# --- timestamp ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "expected"),
+    [
+        ("date: 2024-03-05", utc(2024, 3, 5)),
+        ("date: 2024-03-05T10:30:00", utc(2024, 3, 5, 10, 30)),
+        ("date: 2024-03-05T10:30:00+02:00", utc(2024, 3, 5, 8, 30)),
+        ("date: '2024-03-05 10:30'", utc(2024, 3, 5, 10, 30)),
+        ("date: 2024-03-05\ncreated: 2020-01-01", utc(2024, 3, 5)),
+        ("created: 2020-01-01", utc(2020, 1, 1)),
+        ("date: someday\ncreated: 2020-01-01", utc(2020, 1, 1)),
+    ],
+    ids=["date", "datetime", "datetime-tz", "datetime-string", "date-beats-created", "created", "bad-date-then-created"],
+)
+def test_timestamp_from_frontmatter(vault: Path, frontmatter: str, expected: float) -> None:
+    doc = read(vault, "n.md", f"---\n{frontmatter}\n---\nDate: 1999-09-09\nbody\n")
+    assert doc.timestamp == expected
+
+
+def test_timestamp_from_a_leading_date_line(vault: Path) -> None:
+    assert read(vault, "n.md", "Date: 2023-07-14\n\nWhat happened.\n").timestamp == utc(2023, 7, 14)
+
+
+def test_timestamp_falls_back_to_mtime(vault: Path) -> None:
+    path = write_note(vault, "n.md", "Text that mentions Date: 2023-07-14 later.\n")
+    os.utime(path, (1_600_000_000, 1_600_000_000))
+    assert read_note(vault, path).timestamp == 1_600_000_000
+
+
+# --- tags and links -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tags", ["[alpha, beta]", "\n  - alpha\n  - beta", "alpha, beta", "'#alpha beta'"])
+def test_tags_from_frontmatter_list_or_string_plus_inline(vault: Path, tags: str) -> None:
+    doc = read(vault, "n.md", f"---\ntags: {tags}\n---\nSee #inline and #nested/tag-2 here.\n")
+    assert doc.metadata["tags"] == ["alpha", "beta", "inline", "nested/tag-2"]
+
+
+def test_headings_urls_and_code_are_not_tags(vault: Path) -> None:
+    text = "# Heading\n## Sub\nhttp://x.org/page#anchor and C# and `#notatag`\n```\n#codetag\n```\n#real\n"
+    assert read(vault, "n.md", text).metadata["tags"] == ["real"]
+
+
+def test_wikilinks_are_metadata_but_not_inside_code(vault: Path) -> None:
+    text = "Links: [[a]], [[b|alias]], [[c#heading]], [[ a ]].\n`[[inline-code]]`\n```\n[[fenced]]\n```\n"
+    assert read(vault, "n.md", text).metadata["wikilinks"] == ["a", "b", "c"]
+
+
+# --- unreadable notes -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"caf\xe9 latin-1 text\n", "not valid UTF-8"),
+        (b"", "empty"),
+        (b"  \n\t\n  ", "empty"),
+        (b"---\ntitle: only frontmatter\n---\n", "empty"),
+        (b"---\ntitle: x\n---\n\n   \n", "empty"),
+        (b"SQLite format 3\x00\x10\x00\x01\x01", "binary"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "bad.md"),
+    ],
+    ids=["bad-utf8", "empty", "whitespace", "frontmatter-only", "frontmatter-and-blank", "nul-bytes", "png"],
+)
+def test_unreadable_notes_raise_connector_error_with_a_hint(vault: Path, content: bytes, message: str) -> None:
+    path = write_note(vault, "bad.md", content)
+    with pytest.raises(ConnectorError) as caught:
+        read_note(vault, path)
+    assert message in caught.value.message
+    assert str(path) in caught.value.message
+    assert caught.value.hint
+
+
+def test_malformed_yaml_frontmatter_does_not_raise(vault: Path) -> None:
+    doc = read(vault, "broken.md", "---\ntitle: [unclosed\n  : : bad\n---\n# Real Title\nbody\n")
+    assert doc.title == "Real Title"
+    assert "frontmatter" not in doc.metadata
+    assert doc.metadata["tags"] == []
+
+
+def test_non_mapping_frontmatter_is_ignored(vault: Path) -> None:
+    doc = read(vault, "list.md", "---\n- a\n- b\n---\nbody\n")
+    assert doc.title == "list" and "frontmatter" not in doc.metadata
+
+
+# --- finding notes --------------------------------------------------------------------------
+
+
+def test_find_notes_skips_noise_hidden_and_non_markdown(vault: Path) -> None:
+    for relative in [
+        "a.md", "sub/b.markdown", "sub/deeper/c.MD",
+        ".obsidian/workspace.md", ".trash/old.md", ".git/x.md", ".hidden/secret.md", "sub/.cache/d.md",
+        "node_modules/pkg/readme.md", ".note.md.tmp", "sub/.hidden.md", "image.png", "notes.txt", "x.md.bak",
+    ]:
+        write_note(vault, relative, "content")
+    assert found(vault) == ["a.md", "sub/b.markdown", "sub/deeper/c.MD"]
+
+
+def test_find_notes_order_is_stable_and_sorted(vault: Path) -> None:
+    for relative in ["z.md", "b/y.md", "a.md", "b/a.md"]:
+        write_note(vault, relative, "x")
+    assert found(vault) == ["a.md", "z.md", "b/a.md", "b/y.md"]
+
+
+def test_find_notes_applies_include_and_exclude(vault: Path) -> None:
+    for relative in ["work/plan.md", "work/draft-plan.md", "home/list.md", "home/x.tmp.md"]:
+        write_note(vault, relative, "x")
+    assert found(vault, include=["work/**"]) == ["work/draft-plan.md", "work/plan.md"]
+    assert found(vault, exclude=["**/draft-*.md", "*.tmp.md"]) == ["home/list.md", "work/plan.md"]
+
+
+def test_a_symlink_loop_does_not_hang(vault: Path) -> None:
+    write_note(vault, "sub/note.md", "x")
+    os.symlink(vault, vault / "sub" / "loop")
+    result: list[list[str]] = []
+    walker = threading.Thread(target=lambda: result.append(found(vault)), daemon=True)
+    walker.start()
+    walker.join(timeout=5)
+    assert not walker.is_alive(), "find_notes hung on a symlink loop"
+    assert result == [["sub/note.md"]]

@@ -1,0 +1,355 @@
+"""Ingest end to end: connector → chunks → SQLite store → FTS, with fingerprints and deletions."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import crossmodalrag.connectors.notes as notes_module
+from crossmodalrag.chunking import chunk_document
+from crossmodalrag.connectors.notes import read_note
+from crossmodalrag.ingest import IngestReport, ingest_git, ingest_notes
+from crossmodalrag.retrieval.search import SearchOptions, search
+from crossmodalrag.store import Store
+from tests.conftest import commit_files, write_note
+
+NOTES = {
+    "alpha.md": "# Alpha\n\nThe aardvark eats ants near the river.\n",
+    "projects/beta.md": "---\ntags: [work]\n---\n# Beta\n\n## Goals\nBuild a birdhouse.\n\n## Risks\nBees.\n",
+    "journal/gamma.md": "Date: 2024-03-05\n\nGardening with geraniums today.\n",
+}
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = tmp_path / "vault"
+    for relative, text in NOTES.items():
+        write_note(root, relative, text)
+    return root
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def sources(store: Store) -> dict[str, int]:
+    """uri → source id."""
+    return {row["uri"]: row["id"] for row in store.conn.execute("SELECT id, uri FROM sources")}
+
+
+def chunk_ids(store: Store) -> dict[str, list[int]]:
+    """uri → ids of its chunks in order."""
+    rows = store.conn.execute(
+        "SELECT s.uri, c.id FROM chunks c JOIN sources s ON s.id = c.source_id ORDER BY s.uri, c.chunk_index"
+    )
+    found: dict[str, list[int]] = {}
+    for uri, chunk_id in rows:
+        found.setdefault(uri, []).append(chunk_id)
+    return found
+
+
+def fts_rowids(store: Store, word: str) -> set[int]:
+    rows = store.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (f'"{word}"',))
+    return {row[0] for row in rows}
+
+
+def searched_uris(store: Store, query: str) -> set[str]:
+    return {hit.source_uri for hit in search(store, query, SearchOptions()).hits}
+
+
+def count(store: Store, table: str) -> int:
+    return store.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+
+def assert_consistent(store: Store) -> None:
+    """No half-written source: every source has chunks, every chunk one FTS row, and nothing else."""
+    conn = store.conn
+    empty = conn.execute("SELECT uri FROM sources WHERE id NOT IN (SELECT source_id FROM chunks)").fetchall()
+    assert [row[0] for row in empty] == []
+    unindexed = conn.execute("SELECT id FROM chunks WHERE id NOT IN (SELECT rowid FROM chunks_fts)").fetchall()
+    assert unindexed == []
+    assert count(store, "chunks_fts") == count(store, "chunks")
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+
+
+def uri(root: Path, relative: str) -> str:
+    return str(root.resolve() / relative)
+
+
+def expected_chunk_count(root: Path, relative: str) -> int:
+    return len(chunk_document(read_note(root.resolve(), root.resolve() / relative)))
+
+
+# --- notes -----------------------------------------------------------------------------------
+
+
+def test_first_ingest_adds_every_note(store: Store, vault: Path) -> None:
+    report = ingest_notes(store, [vault])
+    assert (report.added, report.updated, report.unchanged, report.removed, report.failures) == (3, 0, 0, 0, [])
+    assert set(sources(store)) == {uri(vault, r) for r in NOTES}
+    assert report.chunks == count(store, "chunks") == sum(expected_chunk_count(vault, r) for r in NOTES)
+    assert searched_uris(store, "birdhouse") == {uri(vault, "projects/beta.md")}
+    assert searched_uris(store, "geraniums") == {uri(vault, "journal/gamma.md")}
+    assert_consistent(store)
+
+
+def test_stored_source_fields(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    row = store.conn.execute("SELECT * FROM sources WHERE uri = ?", (uri(vault, "journal/gamma.md"),)).fetchone()
+    assert (row["source_type"], row["title"]) == ("note", "gamma")
+    assert row["timestamp"] == 1709596800.0  # the Date: line, 2024-03-05 UTC
+    locators = [r[0] for r in store.conn.execute("SELECT locator FROM chunks ORDER BY locator")]
+    assert "projects/beta.md#Goals" in locators and "projects/beta.md#Risks" in locators
+
+
+def test_second_ingest_is_all_unchanged_and_writes_nothing(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    before_chunks = chunk_ids(store)
+    before_rows = store.conn.execute("SELECT * FROM sources ORDER BY id").fetchall()
+    report = ingest_notes(store, [vault])
+    assert (report.added, report.updated, report.unchanged, report.removed, report.chunks) == (0, 0, 3, 0, 0)
+    assert chunk_ids(store) == before_chunks
+    after_rows = store.conn.execute("SELECT * FROM sources ORDER BY id").fetchall()
+    assert [tuple(r) for r in after_rows] == [tuple(r) for r in before_rows], "ingested_at must not move"
+
+
+def test_a_changed_note_is_rechunked_in_place(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    alpha = uri(vault, "alpha.md")
+    source_id = sources(store)[alpha]
+    assert fts_rowids(store, "aardvark")
+    write_note(vault, "alpha.md", "# Alpha\n\nThe zebrafish swims upstream.\n")
+    report = ingest_notes(store, [vault])
+    assert (report.added, report.updated, report.unchanged) == (0, 1, 2)
+    assert sources(store)[alpha] == source_id
+    assert fts_rowids(store, "aardvark") == set()
+    assert fts_rowids(store, "zebrafish") == set(chunk_ids(store)[alpha])
+    assert searched_uris(store, "aardvark") == set()
+    assert searched_uris(store, "zebrafish") == {alpha}
+    assert_consistent(store)
+
+
+def test_a_deleted_note_leaves_with_its_chunks_and_index_rows(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    beta = uri(vault, "projects/beta.md")
+    beta_chunks = chunk_ids(store)[beta]
+    (vault / "projects/beta.md").unlink()
+    report = ingest_notes(store, [vault])
+    assert report.removed == 1 and report.unchanged == 2
+    assert beta not in sources(store)
+    placeholders = ",".join("?" * len(beta_chunks))
+    assert store.conn.execute(f"SELECT COUNT(*) FROM chunks WHERE id IN ({placeholders})", beta_chunks).fetchone()[0] == 0
+    assert fts_rowids(store, "birdhouse") == set()
+    assert searched_uris(store, "birdhouse bees") == set()
+    assert_consistent(store)
+
+
+def test_a_renamed_note_is_removed_at_the_old_path_and_added_at_the_new(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    (vault / "archive").mkdir()
+    os.rename(vault / "alpha.md", vault / "archive" / "alpha-renamed.md")
+    report = ingest_notes(store, [vault])
+    assert (report.added, report.removed, report.unchanged) == (1, 1, 2)
+    assert uri(vault, "alpha.md") not in sources(store)
+    assert searched_uris(store, "aardvark") == {uri(vault, "archive/alpha-renamed.md")}
+    assert_consistent(store)
+
+
+def test_an_editors_atomic_save_is_an_update(store: Store, vault: Path) -> None:
+    """Editors write a hidden temp file and rename it over the note: same source, no orphan."""
+    ingest_notes(store, [vault])
+    before = sources(store)
+    temp = write_note(vault, "projects/.beta.md.tmp", "# Beta\n\n## Goals\nBuild a treehouse.\n")
+    ingest_notes(store, [vault])  # the temp file is hidden and must not be picked up mid-save
+    assert sources(store) == before
+    os.replace(temp, vault / "projects" / "beta.md")
+    report = ingest_notes(store, [vault])
+    assert (report.added, report.updated, report.removed) == (0, 1, 0)
+    assert sources(store) == before
+    assert searched_uris(store, "treehouse") == {uri(vault, "projects/beta.md")}
+    assert fts_rowids(store, "birdhouse") == set()
+    assert_consistent(store)
+
+
+def test_a_bad_utf8_note_fails_alone_and_keeps_its_stored_version(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    write_note(vault, "alpha.md", b"# Alpha\n\ncaf\xe9 in latin-1\n")
+    write_note(vault, "delta.md", "Dolphins dive deep.\n")
+    report = ingest_notes(store, [vault])
+    assert len(report.failures) == 1
+    assert "alpha.md" in report.failures[0] and "UTF-8" in report.failures[0]
+    assert (report.added, report.removed, report.unchanged) == (1, 0, 2)
+    assert searched_uris(store, "aardvark") == {uri(vault, "alpha.md")}, "the last good version stays"
+    assert searched_uris(store, "dolphins") == {uri(vault, "delta.md")}
+    assert_consistent(store)
+
+
+def test_a_bad_note_on_first_ingest_does_not_stop_the_others(store: Store, vault: Path) -> None:
+    write_note(vault, "binary.md", b"\x00\x01\x02")
+    write_note(vault, "empty.md", "")
+    report = ingest_notes(store, [vault])
+    assert report.added == 3 and len(report.failures) == 2
+    assert set(sources(store)) == {uri(vault, r) for r in NOTES}
+
+
+def test_a_note_whose_file_name_is_not_utf8_fails_alone(store: Store, vault: Path) -> None:
+    write_note(vault, os.fsdecode(b"caf\xe9.md"), "Latin-1 named note.\n")
+    report = ingest_notes(store, [vault])
+    assert report.added == 3 and len(report.failures) == 1
+
+
+def test_a_missing_vault_is_a_failure_and_removes_nothing(store: Store, vault: Path, tmp_path: Path) -> None:
+    ingest_notes(store, [vault])
+    before = chunk_ids(store)
+    vault.rename(tmp_path / "unplugged-drive")
+    report = ingest_notes(store, [vault])
+    assert len(report.failures) == 1 and "no such folder" in report.failures[0]
+    assert (report.added, report.removed) == (0, 0)
+    assert chunk_ids(store) == before
+
+
+def test_a_missing_vault_does_not_stop_the_next_vault(store: Store, vault: Path, tmp_path: Path) -> None:
+    report = ingest_notes(store, [tmp_path / "nope", vault])
+    assert len(report.failures) == 1 and report.added == 3
+
+
+def test_globs_narrow_what_is_stored_and_a_newly_excluded_note_leaves(store: Store, vault: Path) -> None:
+    write_note(vault, "projects/draft-idea.md", "Draft about dragons.\n")
+    report = ingest_notes(store, [vault], include=["projects/**"])
+    assert set(sources(store)) == {uri(vault, "projects/beta.md"), uri(vault, "projects/draft-idea.md")}
+    assert report.added == 2
+    report = ingest_notes(store, [vault], include=["projects/**"], exclude=["**/draft-*.md"])
+    assert report.removed == 1 and report.unchanged == 1
+    assert set(sources(store)) == {uri(vault, "projects/beta.md")}
+    assert searched_uris(store, "dragons") == set()
+    assert_consistent(store)
+
+
+def test_bumping_the_chunker_version_rederives_every_source(
+    store: Store, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ingest_notes(store, [vault])
+    prints_before = dict(store.conn.execute("SELECT uri, fingerprint FROM sources").fetchall())
+    monkeypatch.setattr("crossmodalrag.ingest.CHUNKER_VERSION", "chunker-test-next")
+    report = ingest_notes(store, [vault])
+    assert (report.updated, report.unchanged, report.added) == (3, 0, 0)
+    prints_after = dict(store.conn.execute("SELECT uri, fingerprint FROM sources").fetchall())
+    assert prints_after.keys() == prints_before.keys()
+    assert all(prints_after[u] != prints_before[u] for u in prints_before)
+    assert ingest_notes(store, [vault]).unchanged == 3
+    assert_consistent(store)
+
+
+def failing_on_call(limit: int):
+    """A read_note that raises RuntimeError on its `limit`-th call, like a crash mid-run."""
+    calls = {"n": 0}
+
+    def read(root: Path, path: Path):
+        calls["n"] += 1
+        if calls["n"] == limit:
+            raise RuntimeError("simulated crash")
+        return read_note(root, path)
+
+    return read
+
+
+def test_a_crash_mid_run_keeps_finished_notes_whole_and_a_rerun_completes(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "big-vault"
+    long_body = "\n\n".join(f"Paragraph {i} about the lighthouse keeper and the stormy sea." * 6 for i in range(8))
+    names = [f"note{i}.md" for i in range(5)]
+    for name in names:
+        write_note(root, name, f"# {name}\n\n## Part\n{long_body}\n\n## Other {name[:-3]}\nunique{name[:-3]}word\n")
+    monkeypatch.setattr(notes_module, "read_note", failing_on_call(3))
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        ingest_notes(store, [root])
+    stored = chunk_ids(store)
+    assert set(stored) == {uri(root, n) for n in names[:2]}
+    for name in names[:2]:
+        assert len(stored[uri(root, name)]) == expected_chunk_count(root, name) > 2
+        assert fts_rowids(store, f"unique{name[:-3]}word")
+    assert_consistent(store)
+
+    monkeypatch.undo()
+    report = ingest_notes(store, [root])
+    assert (report.added, report.unchanged, report.failures) == (3, 2, [])
+    assert set(sources(store)) == {uri(root, n) for n in names}
+    assert all(fts_rowids(store, f"unique{n[:-3]}word") for n in names)
+    assert_consistent(store)
+
+
+def test_the_database_is_intact_after_a_whole_lifecycle(store: Store, vault: Path, tmp_path: Path) -> None:
+    ingest_notes(store, [vault])
+    write_note(vault, "alpha.md", "# Alpha\n\nnew text\n")
+    (vault / "journal/gamma.md").unlink()
+    write_note(vault, "journal/bad.md", b"\xff\xfe")
+    ingest_notes(store, [vault])
+    ingest_notes(store, [vault], exclude=["projects/**"])
+    ingest_notes(store, [tmp_path / "gone"])
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert_consistent(store)
+
+
+def test_progress_is_reported_per_item(store: Store, vault: Path) -> None:
+    seen: list[int] = []
+    ingest_notes(store, [vault], progress=lambda report: seen.append(report.added + report.failed))
+    assert seen == [1, 2, 3]
+
+
+def test_report_summary_and_dict() -> None:
+    report = IngestReport(added=2, updated=1, failures=["x: broken"])
+    assert report.summary() == "2 added, 1 updated, 0 unchanged, 0 removed, 1 failed (0 chunks written)"
+    assert report.to_dict()["failed"] == 1 and report.to_dict()["failures"] == ["x: broken"]
+
+
+# --- git -------------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_git_ingest_is_searchable_and_idempotent(store: Store, repo: Path) -> None:
+    first = commit_files(repo, {"src/engine.py": "def ignite():\n    return 'vroom'\n"}, "Add the engine ignition")
+    second = commit_files(repo, {"src/engine.py": "def ignite():\n    return 'whoosh'\n"}, "Quieter ignition sound")
+    report = ingest_git(store, [repo])
+    assert (report.added, report.failures) == (2, [])
+    root = repo.resolve()
+    assert set(sources(store)) == {f"{root}@{first}", f"{root}@{second}"}
+    assert f"{root}@{second}" in searched_uris(store, "whoosh")
+    before = chunk_ids(store)
+    again = ingest_git(store, [repo])
+    assert (again.added, again.updated, again.unchanged, again.chunks) == (0, 0, 2, 0)
+    assert chunk_ids(store) == before
+    modality = {row[0] for row in store.conn.execute("SELECT DISTINCT modality FROM chunks")}
+    assert modality == {"code"}
+    assert_consistent(store)
+
+
+@pytest.mark.integration
+def test_git_ingest_picks_up_new_commits_only(store: Store, repo: Path) -> None:
+    commit_files(repo, {"a.txt": "a\n"}, "first")
+    ingest_git(store, [repo])
+    commit_files(repo, {"a.txt": "b\n"}, "second")
+    report = ingest_git(store, [repo])
+    assert (report.added, report.unchanged) == (1, 1)
+
+
+@pytest.mark.integration
+def test_git_ingest_of_a_bad_path_fails_alone(store: Store, repo: Path, tmp_path: Path) -> None:
+    sha = commit_files(repo, {"a.txt": "hello\n"}, "Greeting file")
+    not_a_repo = tmp_path / "plain-folder"
+    not_a_repo.mkdir()
+    report = ingest_git(store, [not_a_repo, repo])
+    assert len(report.failures) == 1 and "not a git repository" in report.failures[0]
+    assert report.added == 1
+    assert searched_uris(store, "greeting") == {f"{repo.resolve()}@{sha}"}
+    assert_consistent(store)
+
+
+@pytest.mark.integration
+def test_git_ingest_of_an_empty_repository_adds_nothing(store: Store, repo: Path) -> None:
+    report = ingest_git(store, [repo])
+    assert (report.added, report.failures) == (0, [])
+    assert count(store, "sources") == 0
