@@ -52,19 +52,29 @@ def write_note(root: Path, relative: str, text: str | bytes) -> Path:
     return path
 
 
-def git(repo: Path, *args: str, date: str = "2025-01-01T12:00:00+00:00", author: str = "Ada Lovelace <ada@example.com>") -> str:
+def git(
+    repo: Path, *args: str, date: str = "2025-01-01T12:00:00+00:00", author: str = "Ada Lovelace <ada@example.com>"
+) -> str:
     """Run git in repo with a fixed identity and date; returns stdout."""
     name, email = author.rsplit(" <", 1)
     env = {
         **os.environ,
-        "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email.rstrip(">"),
-        "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email.rstrip(">"),
-        "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date,
-        "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email.rstrip(">"),
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email.rstrip(">"),
+        "GIT_AUTHOR_DATE": date,
+        "GIT_COMMITTER_DATE": date,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
     }
     result = subprocess.run(
         ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args],
-        cwd=repo, env=env, capture_output=True, text=True, check=True,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return result.stdout
 

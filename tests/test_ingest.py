@@ -141,7 +141,9 @@ def test_a_deleted_note_leaves_with_its_chunks_and_index_rows(store: Store, vaul
     assert report.removed == 1 and report.unchanged == 2
     assert beta not in sources(store)
     placeholders = ",".join("?" * len(beta_chunks))
-    assert store.conn.execute(f"SELECT COUNT(*) FROM chunks WHERE id IN ({placeholders})", beta_chunks).fetchone()[0] == 0
+    assert (
+        store.conn.execute(f"SELECT COUNT(*) FROM chunks WHERE id IN ({placeholders})", beta_chunks).fetchone()[0] == 0
+    )
     assert fts_rowids(store, "birdhouse") == set()
     assert searched_uris(store, "birdhouse bees") == set()
     assert_consistent(store)

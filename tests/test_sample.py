@@ -76,7 +76,8 @@ def test_the_wheel_ships_the_sample_as_package_data(tmp_path):
     root = Path(__file__).resolve().parents[1]
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     wheel = next(tmp_path.glob("crossmodalrag-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()

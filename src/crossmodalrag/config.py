@@ -56,16 +56,10 @@ SCALARS: dict[str, Setting] = {
     "profile": Setting("CMRAG_PROFILE", ("retrieval", "profile"), _profile),
     "title_boost_weight": Setting("CMRAG_TITLE_BOOST_WEIGHT", ("retrieval", "title_boost_weight"), _fraction),
     "recency_weight": Setting("CMRAG_RECENCY_WEIGHT", ("retrieval", "recency_weight"), _fraction),
-    "recency_half_life_days": Setting(
-        "CMRAG_RECENCY_HALF_LIFE_DAYS", ("retrieval", "recency_half_life_days"), float
-    ),
-    "max_chunks_per_source": Setting(
-        "CMRAG_MAX_CHUNKS_PER_SOURCE", ("retrieval", "max_chunks_per_source"), _count
-    ),
+    "recency_half_life_days": Setting("CMRAG_RECENCY_HALF_LIFE_DAYS", ("retrieval", "recency_half_life_days"), float),
+    "max_chunks_per_source": Setting("CMRAG_MAX_CHUNKS_PER_SOURCE", ("retrieval", "max_chunks_per_source"), _count),
     "dedupe_threshold": Setting("CMRAG_DEDUPE_THRESHOLD", ("retrieval", "dedupe_threshold"), _fraction),
-    "abstain_min_coverage": Setting(
-        "CMRAG_ABSTAIN_MIN_COVERAGE", ("retrieval", "abstain_min_coverage"), _fraction
-    ),
+    "abstain_min_coverage": Setting("CMRAG_ABSTAIN_MIN_COVERAGE", ("retrieval", "abstain_min_coverage"), _fraction),
     "git_max_commits": Setting("CMRAG_GIT_MAX_COMMITS", ("connectors", "git_max_commits"), _count),
     "notes_include": Setting("CMRAG_NOTES_INCLUDE", ("connectors", "notes_include"), _globs),
     "notes_exclude": Setting("CMRAG_NOTES_EXCLUDE", ("connectors", "notes_exclude"), _globs),

@@ -86,7 +86,8 @@ def write_document(batch: WriteBatch, doc: Document, print_: str) -> tuple[bool,
             source_id = row[0]
             conn.execute("DELETE FROM chunks WHERE source_id = ?", (source_id,))
             conn.execute(
-                "UPDATE sources SET source_type=?, fingerprint=?, timestamp=?, title=?, metadata=?, ingested_at=? WHERE id=?",
+                "UPDATE sources SET source_type = ?, fingerprint = ?, timestamp = ?, title = ?, metadata = ?,"
+                " ingested_at = ? WHERE id = ?",
                 (doc.source_type, print_, doc.timestamp, doc.title, metadata, time.time(), source_id),
             )
         else:
@@ -101,8 +102,17 @@ def write_document(batch: WriteBatch, doc: Document, print_: str) -> tuple[bool,
             "INSERT INTO chunks (id, source_id, chunk_index, text, locator, char_start, char_end, metadata, modality)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                (first_id + i, source_id, i, c.text, c.locator, c.char_start, c.char_end,
-                 json.dumps(c.metadata, ensure_ascii=False) if c.metadata else "{}", doc.modality)
+                (
+                    first_id + i,
+                    source_id,
+                    i,
+                    c.text,
+                    c.locator,
+                    c.char_start,
+                    c.char_end,
+                    json.dumps(c.metadata, ensure_ascii=False) if c.metadata else "{}",
+                    doc.modality,
+                )
                 for i, c in enumerate(chunks)
             ),
         )
@@ -120,7 +130,10 @@ class Failure:
 
 
 def ingest_documents(
-    store: Store, items: Iterable[Document | Failure], known: dict[str, str], report: IngestReport,
+    store: Store,
+    items: Iterable[Document | Failure],
+    known: dict[str, str],
+    report: IngestReport,
     progress: Progress | None = None,
 ) -> set[str]:
     """Write every changed document; record failures. Returns the uris seen (stored or failed)."""
@@ -160,7 +173,10 @@ def remove_sources(store: Store, uris: Iterable[str]) -> int:
 
 
 def ingest_notes(
-    store: Store, roots: list[Path], include: list[str] | None = None, exclude: list[str] | None = None,
+    store: Store,
+    roots: list[Path],
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
     progress: Progress | None = None,
 ) -> IngestReport:
     """Ingest vaults; notes gone from a vault (deleted, renamed, now excluded) leave the memory."""
@@ -186,8 +202,13 @@ def _read_vault(root: Path, include: list[str] | None, exclude: list[str] | None
 
 
 def ingest_git(
-    store: Store, repos: list[Path], max_commits: int | None = None, author: str | None = None,
-    include: list[str] | None = None, exclude: list[str] | None = None, progress: Progress | None = None,
+    store: Store,
+    repos: list[Path],
+    max_commits: int | None = None,
+    author: str | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    progress: Progress | None = None,
 ) -> IngestReport:
     """Ingest commits of each repository; a bad path fails alone and the others still ingest."""
     report = IngestReport()

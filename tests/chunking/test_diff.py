@@ -26,8 +26,13 @@ def hunk(old_line: int, removed: str, added: str) -> str:
 def commit(message: str, *diffs: str) -> Document:
     text = message + ("\n\n" + "\n".join(diffs) if diffs else "")
     return Document(
-        uri=f"/repos/proj@{SHA7}deadbeef", source_type="commit", title=message.splitlines()[0], text=text,
-        format="diff", modality="code", locator=LOCATOR,
+        uri=f"/repos/proj@{SHA7}deadbeef",
+        source_type="commit",
+        title=message.splitlines()[0],
+        text=text,
+        format="diff",
+        modality="code",
+        locator=LOCATOR,
     )
 
 
@@ -59,7 +64,11 @@ def test_each_hunk_chunk_carries_its_file_header_and_path() -> None:
     chunks = chunk_diff(doc)
     assert [c.locator for c in chunks] == [LOCATOR, f"{LOCATOR} src/a.py", f"{LOCATOR} docs/b.md"]
     a_chunk, b_chunk = chunks[1], chunks[2]
-    assert a_chunk.text.splitlines()[:3] == [f"{LOCATOR}: Touch two files (src/a.py)", "--- a/src/a.py", "+++ b/src/a.py"]
+    assert a_chunk.text.splitlines()[:3] == [
+        f"{LOCATOR}: Touch two files (src/a.py)",
+        "--- a/src/a.py",
+        "+++ b/src/a.py",
+    ]
     assert "+alpha_new" in a_chunk.text and "beta" not in a_chunk.text
     assert "--- a/docs/b.md" in b_chunk.text and "+beta_new" in b_chunk.text and "alpha" not in b_chunk.text
     assert a_chunk.metadata == {"path": "src/a.py"}

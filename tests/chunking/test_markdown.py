@@ -11,7 +11,9 @@ from crossmodalrag.types import Chunk, Document
 
 
 def note(text: str, title: str = "Trip notes", locator: str = "travel/trip.md") -> Document:
-    return Document(uri=f"/vault/{locator}", source_type="note", title=title, text=text, format="markdown", locator=locator)
+    return Document(
+        uri=f"/vault/{locator}", source_type="note", title=title, text=text, format="markdown", locator=locator
+    )
 
 
 def crumb_of(chunk: Chunk) -> str:
@@ -51,7 +53,10 @@ def test_every_chunk_starts_with_a_breadcrumb_of_title_and_headings() -> None:
         "Trip notes > Budget",
     ]
     assert [body_of(c) for c in chunks] == [
-        "Intro about the trip.", "Walk along the river.", "Visit the museum.", "Spend little.",
+        "Intro about the trip.",
+        "Walk along the river.",
+        "Visit the museum.",
+        "Spend little.",
     ]
 
 
@@ -173,7 +178,8 @@ def test_char_offsets_point_at_the_chunk_body_in_the_document(text: str) -> None
 def long_section_text(paragraphs: int = 12) -> str:
     sentences = [
         f"Sentence {p}-{s} talks about rivers, mountains and the quiet village of Alderbrook number {p}{s}."
-        for p in range(paragraphs) for s in range(6)
+        for p in range(paragraphs)
+        for s in range(6)
     ]
     paras = [" ".join(sentences[p * 6 : p * 6 + 6]) for p in range(paragraphs)]
     return "\n\n".join(paras)
@@ -186,8 +192,8 @@ def assert_split_at_word_boundaries(doc: Document, chunks: list[Chunk], section:
         assert len(body) <= MAX_CHUNK_CHARS
         assert body == body.strip(), "chunk body is not trimmed"
         s, e = chunk.char_start, chunk.char_end
-        assert s == 0 or text[s - 1].isspace(), f"chunk starts mid-word: {text[s - 5:s + 5]!r}"
-        assert e == len(text) or text[e].isspace(), f"chunk ends mid-word: {text[e - 5:e + 5]!r}"
+        assert s == 0 or text[s - 1].isspace(), f"chunk starts mid-word: {text[s - 5 : s + 5]!r}"
+        assert e == len(text) or text[e].isspace(), f"chunk ends mid-word: {text[e - 5 : e + 5]!r}"
     assert [w for c in chunks for w in words(body_of(c))] == words(section)
 
 

@@ -38,7 +38,7 @@ def assert_basic_invariants(text: str, start: int, end: int, max_chars: int, spa
 
 
 word = st.text(alphabet="abcdeXYZé0.,!?'\")", min_size=1, max_size=70)
-separator = st.sampled_from([" ", "  ", "\n", "\n\n", "\n \n", "\t", ". ", "? ", ".\" ", "\r\n"])
+separator = st.sampled_from([" ", "  ", "\n", "\n\n", "\n \n", "\t", ". ", "? ", '." ', "\r\n"])
 wordy_text = st.lists(st.tuples(word, separator), max_size=60).map(lambda pairs: "".join(w + s for w, s in pairs))
 
 

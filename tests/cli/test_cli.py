@@ -12,7 +12,18 @@ import pytest
 from crossmodalrag.cli.main import main
 from tests.conftest import write_note
 
-EVIDENCE_KEYS = {"id", "source_uri", "source_type", "modality", "title", "locator", "timestamp", "excerpt", "score", "components"}
+EVIDENCE_KEYS = {
+    "id",
+    "source_uri",
+    "source_type",
+    "modality",
+    "title",
+    "locator",
+    "timestamp",
+    "excerpt",
+    "score",
+    "components",
+}
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -24,7 +35,9 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def vault(tmp_path: Path) -> Path:
     root = tmp_path / "vault"
-    write_note(root, "parser.md", "---\ndate: 2025-03-01\n---\n# Parser rewrite\nWe replaced regexes with a tokenizer.\n")
+    write_note(
+        root, "parser.md", "---\ndate: 2025-03-01\n---\n# Parser rewrite\nWe replaced regexes with a tokenizer.\n"
+    )
     write_note(root, "cache.md", "# Render cache\nThe LRU cache served stale HTML after config changes.\n")
     return root
 
@@ -91,16 +104,29 @@ def test_a_bad_note_is_one_error_line_and_exit_1_while_the_rest_ingests(capsys, 
 def test_ingest_json_summary(capsys, vault):
     code, out, _ = run(capsys, "ingest-notes", str(vault), "--json", "--exclude", "cache.md")
     assert code == 0
-    assert json.loads(out) == {"added": 1, "updated": 0, "unchanged": 0, "removed": 0, "failed": 0, "chunks": 1, "failures": []}
+    assert json.loads(out) == {
+        "added": 1,
+        "updated": 0,
+        "unchanged": 0,
+        "removed": 0,
+        "failed": 0,
+        "chunks": 1,
+        "failures": [],
+    }
 
 
 def test_eval_loads_queries_and_warns_about_bad_gold(capsys, vault, tmp_path):
     run(capsys, "ingest-notes", str(vault))
     queries = tmp_path / "q.json"
-    queries.write_text(json.dumps([
-        {"query_text": "[t] tokenizer regexes", "expected_source_uris": [str(vault / "parser.md")]},
-        {"query_text": "[t] stale html", "expected_source_uris": ["cache.md"]},
-    ]), encoding="utf-8")
+    queries.write_text(
+        json.dumps(
+            [
+                {"query_text": "[t] tokenizer regexes", "expected_source_uris": [str(vault / "parser.md")]},
+                {"query_text": "[t] stale html", "expected_source_uris": ["cache.md"]},
+            ]
+        ),
+        encoding="utf-8",
+    )
     code, out, err = run(capsys, "eval", "--load-queries", str(queries), "--query-prefix", "[t]", "--json")
     assert code == 0
     report = json.loads(out)
@@ -114,7 +140,9 @@ def test_eval_without_queries_is_an_error(capsys, vault):
     assert code == 1 and "no eval queries" in err and "seed-sample" in err
 
 
-@pytest.mark.parametrize("argv", [["ask"], ["eval", "--top-k", "0"], ["ingest-git", "--max-commits", "-1"], ["frobnicate"]])
+@pytest.mark.parametrize(
+    "argv", [["ask"], ["eval", "--top-k", "0"], ["ingest-git", "--max-commits", "-1"], ["frobnicate"]]
+)
 def test_usage_errors_exit_2(capsys, argv):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)

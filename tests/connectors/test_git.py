@@ -25,7 +25,9 @@ def commits(repo: Path, **options):
 
 def test_a_commit_becomes_a_document(repo: Path) -> None:
     sha = commit_files(
-        repo, {"src/app.py": "print('hi')\n", "README.md": "# App\n"}, "Add the app\n\nWith a readme.",
+        repo,
+        {"src/app.py": "print('hi')\n", "README.md": "# App\n"},
+        "Add the app\n\nWith a readme.",
         date="2024-05-06T07:08:09+00:00",
     )
     [doc] = commits(repo)
@@ -47,7 +49,15 @@ def test_timestamp_is_the_commit_time_not_the_author_time(repo: Path) -> None:
     (repo / "a.txt").write_text("a\n")
     git(repo, "add", "-A")
     # --date sets the author date only; the committer date comes from the environment
-    git(repo, "commit", "-q", "-m", "rebased later", "--date=2020-01-01T00:00:00+00:00", date="2024-01-01T00:00:00+00:00")
+    git(
+        repo,
+        "commit",
+        "-q",
+        "-m",
+        "rebased later",
+        "--date=2020-01-01T00:00:00+00:00",
+        date="2024-01-01T00:00:00+00:00",
+    )
     [doc] = commits(repo)
     assert doc.timestamp == datetime.fromisoformat("2024-01-01T00:00:00+00:00").timestamp()
 
@@ -82,7 +92,11 @@ def test_max_commits_keeps_the_newest(repo: Path) -> None:
 def test_include_and_exclude_globs_filter_diff_paths(repo: Path) -> None:
     commit_files(
         repo,
-        {"src/core.py": "core_marker = 1\n", "src/gen/table.py": "generated_marker = 1\n", "docs/guide.md": "doc_marker\n"},
+        {
+            "src/core.py": "core_marker = 1\n",
+            "src/gen/table.py": "generated_marker = 1\n",
+            "docs/guide.md": "doc_marker\n",
+        },
         "mixed change",
     )
     [doc] = commits(repo, include=["src/**"], exclude=["**/gen/**"])

@@ -84,7 +84,15 @@ def test_title_falls_back_to_the_file_stem(vault: Path) -> None:
         ("created: 2020-01-01", utc(2020, 1, 1)),
         ("date: someday\ncreated: 2020-01-01", utc(2020, 1, 1)),
     ],
-    ids=["date", "datetime", "datetime-tz", "datetime-string", "date-beats-created", "created", "bad-date-then-created"],
+    ids=[
+        "date",
+        "datetime",
+        "datetime-tz",
+        "datetime-string",
+        "date-beats-created",
+        "created",
+        "bad-date-then-created",
+    ],
 )
 def test_timestamp_from_frontmatter(vault: Path, frontmatter: str, expected: float) -> None:
     doc = read(vault, "n.md", f"---\n{frontmatter}\n---\nDate: 1999-09-09\nbody\n")
@@ -162,9 +170,20 @@ def test_non_mapping_frontmatter_is_ignored(vault: Path) -> None:
 
 def test_find_notes_skips_noise_hidden_and_non_markdown(vault: Path) -> None:
     for relative in [
-        "a.md", "sub/b.markdown", "sub/deeper/c.MD",
-        ".obsidian/workspace.md", ".trash/old.md", ".git/x.md", ".hidden/secret.md", "sub/.cache/d.md",
-        "node_modules/pkg/readme.md", ".note.md.tmp", "sub/.hidden.md", "image.png", "notes.txt", "x.md.bak",
+        "a.md",
+        "sub/b.markdown",
+        "sub/deeper/c.MD",
+        ".obsidian/workspace.md",
+        ".trash/old.md",
+        ".git/x.md",
+        ".hidden/secret.md",
+        "sub/.cache/d.md",
+        "node_modules/pkg/readme.md",
+        ".note.md.tmp",
+        "sub/.hidden.md",
+        "image.png",
+        "notes.txt",
+        "x.md.bak",
     ]:
         write_note(vault, relative, "content")
     assert found(vault) == ["a.md", "sub/b.markdown", "sub/deeper/c.MD"]

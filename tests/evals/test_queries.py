@@ -63,7 +63,11 @@ def test_valid_file_round_trips(tmp_path):
     assert load_queries_file(path) == [EvalQuery("q", ["/a"])]
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)
+    )
+)
 def test_parse_queries_accepts_or_rejects_any_json_cleanly(data):
     try:
         parse_queries(data)

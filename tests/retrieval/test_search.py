@@ -4,9 +4,31 @@ from crossmodalrag.retrieval.search import SearchOptions, search
 from tests.retrieval.helpers import add_docs, note
 
 HOSTILE = [
-    '"', '""', '"unbalanced', "*", "parser*", "AND", "OR NOT", "a AND b OR", "NEAR(parser cache)", "NEAR(",
-    "-parser", "title:parser", "body : x", "{title body}: x", "^start", "(((", ")", "'; DROP TABLE chunks; --",
-    "\x00", "💥 emoji", "日本語の質問", "", "   ", "?", "f_1 F1 f1*",
+    '"',
+    '""',
+    '"unbalanced',
+    "*",
+    "parser*",
+    "AND",
+    "OR NOT",
+    "a AND b OR",
+    "NEAR(parser cache)",
+    "NEAR(",
+    "-parser",
+    "title:parser",
+    "body : x",
+    "{title body}: x",
+    "^start",
+    "(((",
+    ")",
+    "'; DROP TABLE chunks; --",
+    "\x00",
+    "💥 emoji",
+    "日本語の質問",
+    "",
+    "   ",
+    "?",
+    "f_1 F1 f1*",
 ]
 
 
@@ -66,7 +88,11 @@ def test_title_boost_adds_its_weight_for_title_matches_and_zero_disables_it(stor
 
 
 def test_recency_prefers_the_newer_of_two_equal_matches(store):
-    add_docs(store, note("old", "Notes on the wombat migration.", days=0), note("new", "Notes on the wombat migration!", days=300))
+    add_docs(
+        store,
+        note("old", "Notes on the wombat migration.", days=0),
+        note("new", "Notes on the wombat migration!", days=300),
+    )
     result = search(store, "wombat migration", SearchOptions(dedupe_threshold=0, title_boost_weight=0))
     assert uris(result) == ["/vault/new.md", "/vault/old.md"]
     assert result.hits[0].components["recency"] == 1.0

@@ -70,8 +70,12 @@ def test_opening_for_reading_never_creates_a_database(db_path):
 
 def test_deleting_a_chunk_removes_its_fts_row(store):
     with store.transaction() as conn:
-        conn.execute("INSERT INTO sources (id, source_type, uri, fingerprint, ingested_at) VALUES (1,'note','/a','f',0)")
-        conn.execute("INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end) VALUES (7,1,0,'x',0,1)")
+        conn.execute(
+            "INSERT INTO sources (id, source_type, uri, fingerprint, ingested_at) VALUES (1,'note','/a','f',0)"
+        )
+        conn.execute(
+            "INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end) VALUES (7,1,0,'x',0,1)"
+        )
         conn.execute("INSERT INTO chunks_fts (rowid, title, body) VALUES (7, '', 'zebra')")
     with store.transaction() as conn:
         conn.execute("DELETE FROM sources WHERE id = 1")  # cascades to chunks, trigger to FTS

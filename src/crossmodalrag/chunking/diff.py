@@ -35,7 +35,11 @@ def _file_chunks(doc: Document, crumb: str, path: str, start: int, end: int) -> 
     text = doc.text
     hunks = list(HUNK_START.finditer(text, start, end))
     header = text[start : hunks[0].start() if hunks else end].rstrip("\n")
-    header = "\n".join(line for line in header.splitlines() if line.startswith(("---", "+++", "Binary", "rename", "new file", "deleted file")))
+    header = "\n".join(
+        line
+        for line in header.splitlines()
+        if line.startswith(("---", "+++", "Binary", "rename", "new file", "deleted file"))
+    )
     locator = f"{doc.locator} {path}"
     lead = f"{crumb} ({path})\n{header}\n"
     if not hunks:
@@ -61,4 +65,6 @@ def _file_chunks(doc: Document, crumb: str, path: str, start: int, end: int) -> 
 
 def _chunk(doc: Document, lead: str, locator: str, path: str, start: int, end: int) -> Chunk:
     body = doc.text[start:end].rstrip()
-    return Chunk(text=lead + body, locator=locator, char_start=start, char_end=start + len(body), metadata={"path": path})
+    return Chunk(
+        text=lead + body, locator=locator, char_start=start, char_end=start + len(body), metadata={"path": path}
+    )

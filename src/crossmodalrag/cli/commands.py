@@ -75,7 +75,9 @@ def seed_sample(args: argparse.Namespace) -> int:
 def _paths(given: list[Path], configured: list[Path], what: str, variable: str) -> list[Path]:
     paths = given or configured
     if not paths:
-        raise CMRAGError(f"no {what} given", f"pass paths, or set {variable}_1 in .env or [connectors] in crossmodalrag.toml")
+        raise CMRAGError(
+            f"no {what} given", f"pass paths, or set {variable}_1 in .env or [connectors] in crossmodalrag.toml"
+        )
     return paths
 
 
@@ -101,8 +103,13 @@ def ingest_git(args: argparse.Namespace) -> int:
     progress = ProgressLine("ingest-git")
     with _open(settings) as store:
         report = ingest(
-            store, repos, max_commits or None, args.author,
-            args.include or settings.git_include, args.exclude or settings.git_exclude, progress,
+            store,
+            repos,
+            max_commits or None,
+            args.author,
+            args.include or settings.git_include,
+            args.exclude or settings.git_exclude,
+            progress,
         )
     return _finish_ingest(args, report, progress)
 

@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         return fail(error.message, error.hint)
     except sqlite3.OperationalError as error:
         if "locked" in str(error) or "busy" in str(error):
-            return fail(f"the database stayed locked: {error}", "another mem process is writing; retry when it finishes")
+            return fail(
+                f"the database stayed locked: {error}", "another mem process is writing; retry when it finishes"
+            )
         return fail(f"database error: {error}", "run `mem init-db`; if it persists, restore a backup")
     except sqlite3.DatabaseError as error:
         return fail(f"the database is damaged: {error}", "restore a backup or point CMRAG_DB_PATH elsewhere")

@@ -45,7 +45,9 @@ def render_eval(report: dict[str, Any]) -> str:
     for q in report["per_query"]:
         metrics = q["metrics"]
         if metrics:
-            cells = f"{metrics['hit_rate']:>4.0f} {metrics['recall']:>5.2f} {metrics['mrr']:>5.2f} {metrics['ndcg']:>5.2f}"
+            cells = (
+                f"{metrics['hit_rate']:>4.0f} {metrics['recall']:>5.2f} {metrics['mrr']:>5.2f} {metrics['ndcg']:>5.2f}"
+            )
         else:
             cells = f"{'abstain ok' if q['abstention_correct'] else 'ANSWERED':>22}"
         flag = "" if q["abstention_correct"] else "  (gate wrong)"

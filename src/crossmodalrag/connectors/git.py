@@ -47,7 +47,16 @@ def read_commits(
     """
     if _git(root, "rev-parse", "--verify", "-q", "HEAD").returncode != 0:
         return  # no commits yet: nothing to remember (checked directly, not via git's wording)
-    args = ["-c", "core.quotepath=off", "log", "-p", "--no-color", "--no-ext-diff", "--find-renames", f"--format={LOG_FORMAT}"]
+    args = [
+        "-c",
+        "core.quotepath=off",
+        "log",
+        "-p",
+        "--no-color",
+        "--no-ext-diff",
+        "--find-renames",
+        f"--format={LOG_FORMAT}",
+    ]
     if max_commits:
         args.append(f"--max-count={max_commits}")
     if author:
@@ -55,7 +64,10 @@ def read_commits(
     result = _git(root, *args)
     if result.returncode != 0:
         message = result.stderr.decode("utf-8", "replace").strip()
-        raise ConnectorError(f"{root}: git log failed: {message.splitlines()[-1] if message else result.returncode}", "run `git fsck` in the repository")
+        raise ConnectorError(
+            f"{root}: git log failed: {message.splitlines()[-1] if message else result.returncode}",
+            "run `git fsck` in the repository",
+        )
     output = result.stdout.decode("utf-8", "replace")
     for record in output.split(RECORD)[1:]:
         commit = _commit(root, record, include or [], exclude or [])

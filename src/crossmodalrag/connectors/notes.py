@@ -47,7 +47,9 @@ def read_note(root: Path, path: Path) -> Document:
     try:
         stat = path.stat()
         if stat.st_size > MAX_NOTE_BYTES:
-            raise ConnectorError(f"{path}: note is {stat.st_size // 2**20} MB", "notes over 20 MB are skipped; split it")
+            raise ConnectorError(
+                f"{path}: note is {stat.st_size // 2**20} MB", "notes over 20 MB are skipped; split it"
+            )
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConnectorError(f"{path}: not valid UTF-8 (byte {exc.start})", "re-save the note as UTF-8") from exc

@@ -33,14 +33,21 @@ class EvalQuery:
 def parse_queries(data: Any, origin: str = "queries") -> list[EvalQuery]:
     """Validate `[{"query_text": str, "expected_source_uris": [str, …]}, …]`. Raises EvalError."""
     if not isinstance(data, list):
-        raise EvalError(f"{origin}: expected a JSON list of queries", 'use [{"query_text": …, "expected_source_uris": […]}]')
+        raise EvalError(
+            f"{origin}: expected a JSON list of queries", 'use [{"query_text": …, "expected_source_uris": […]}]'
+        )
     queries = []
     for index, item in enumerate(data):
         if not isinstance(item, dict) or not isinstance(item.get("query_text"), str) or not item["query_text"].strip():
-            raise EvalError(f"{origin}: item {index} has no query_text string", "every item needs a non-empty query_text")
+            raise EvalError(
+                f"{origin}: item {index} has no query_text string", "every item needs a non-empty query_text"
+            )
         uris = item.get("expected_source_uris", [])
         if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
-            raise EvalError(f"{origin}: item {index} expected_source_uris is not a list of strings", "use [] for a query that must abstain")
+            raise EvalError(
+                f"{origin}: item {index} expected_source_uris is not a list of strings",
+                "use [] for a query that must abstain",
+            )
         queries.append(EvalQuery(item["query_text"].strip(), list(dict.fromkeys(uris))))
     return queries
 
@@ -71,9 +78,7 @@ def upsert_queries(store: Store, queries: list[EvalQuery]) -> None:
 def list_queries(store: Store, prefix: str | None = None) -> list[EvalQuery]:
     """Stored queries, optionally only those starting with prefix, in insertion order."""
     rows = store.conn.execute("SELECT query_text, expected_source_uris FROM queries_eval ORDER BY id").fetchall()
-    return [
-        EvalQuery(text, json.loads(uris)) for text, uris in rows if prefix is None or text.startswith(prefix)
-    ]
+    return [EvalQuery(text, json.loads(uris)) for text, uris in rows if prefix is None or text.startswith(prefix)]
 
 
 def gold_warnings(store: Store, queries: list[EvalQuery]) -> list[str]:

@@ -103,7 +103,7 @@ def _score(
     newest = conn.execute("SELECT MAX(timestamp) FROM sources").fetchone()[0]
     best = max(score for _, score in candidates) or 1.0
     titles = sorted({rows[i]["title"] for i in ids if i in rows})
-    title_match = dict(zip(titles, _coverages(conn, titles, weights)))
+    title_match = dict(zip(titles, _coverages(conn, titles, weights), strict=True))
     weights_of = options.weights()
     hits = []
     for rowid, bm25 in candidates:
@@ -118,8 +118,18 @@ def _score(
         }
         score = sum(weight * components[name] for name, weight in weights_of.items())
         hits.append(
-            Hit(rowid, row["uri"], row["source_type"], row["modality"], row["title"], row["locator"], row["text"],
-                row["timestamp"], score, components)
+            Hit(
+                rowid,
+                row["uri"],
+                row["source_type"],
+                row["modality"],
+                row["title"],
+                row["locator"],
+                row["text"],
+                row["timestamp"],
+                score,
+                components,
+            )
         )
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
     return hits

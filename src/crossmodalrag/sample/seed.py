@@ -81,9 +81,12 @@ def build_repo(target: Path) -> list[str]:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(content, encoding="utf-8")
         identity = {
-            "GIT_AUTHOR_NAME": commit["author_name"], "GIT_AUTHOR_EMAIL": commit["author_email"],
-            "GIT_COMMITTER_NAME": commit["author_name"], "GIT_COMMITTER_EMAIL": commit["author_email"],
-            "GIT_AUTHOR_DATE": commit["date"], "GIT_COMMITTER_DATE": commit["date"],
+            "GIT_AUTHOR_NAME": commit["author_name"],
+            "GIT_AUTHOR_EMAIL": commit["author_email"],
+            "GIT_COMMITTER_NAME": commit["author_name"],
+            "GIT_COMMITTER_EMAIL": commit["author_email"],
+            "GIT_AUTHOR_DATE": commit["date"],
+            "GIT_COMMITTER_DATE": commit["date"],
         }
         _git(target, identity, "add", "-A")
         _git(target, identity, "commit", "-q", "--no-verify", "-m", commit["message"])
@@ -95,7 +98,11 @@ def _git(cwd: Path, env: dict[str, str], *args: str) -> str:
     isolated = {**os.environ, **env, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
     result = subprocess.run(
         ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args],
-        cwd=cwd, env=isolated, capture_output=True, text=True, check=False,
+        cwd=cwd,
+        env=isolated,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if result.returncode != 0:
         raise CMRAGError(f"building the sample repository failed: {result.stderr.strip()}", "check that git works")

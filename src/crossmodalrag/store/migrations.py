@@ -67,9 +67,7 @@ LATEST_VERSION = MIGRATIONS[-1][0]
 
 def applied_version(conn: sqlite3.Connection) -> int:
     """The highest migration recorded in the database (0 for a new file)."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-    )
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)")
     row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
     return row[0] or 0
 
