@@ -22,6 +22,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     work.mkdir()
     monkeypatch.chdir(work)
     monkeypatch.setenv("CMRAG_DB_PATH", str(tmp_path / "memory.db"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no test may reach a model hub
     return work
 
 

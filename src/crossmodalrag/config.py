@@ -37,6 +37,12 @@ def _profile(value: str) -> str:
     return value
 
 
+def _fusion(value: str) -> str:
+    if value not in ("weighted", "rrf"):
+        raise ValueError(f"unknown fusion {value!r}; choose weighted or rrf")
+    return value
+
+
 def _fraction(value: str) -> float:
     number = float(value)
     if not 0.0 <= number <= 1.0:
@@ -60,6 +66,14 @@ SCALARS: dict[str, Setting] = {
     "max_chunks_per_source": Setting("CMRAG_MAX_CHUNKS_PER_SOURCE", ("retrieval", "max_chunks_per_source"), _count),
     "dedupe_threshold": Setting("CMRAG_DEDUPE_THRESHOLD", ("retrieval", "dedupe_threshold"), _fraction),
     "abstain_min_coverage": Setting("CMRAG_ABSTAIN_MIN_COVERAGE", ("retrieval", "abstain_min_coverage"), _fraction),
+    "embed_model": Setting("CMRAG_EMBED_MODEL", ("embeddings", "model"), str),
+    "embed_model_path": Setting("CMRAG_EMBED_MODEL_PATH", ("embeddings", "model_path"), str),
+    "embed_batch_size": Setting("CMRAG_EMBED_BATCH_SIZE", ("embeddings", "batch_size"), _count),
+    "ann_min_vectors": Setting("CMRAG_ANN_MIN_VECTORS", ("embeddings", "ann_min_vectors"), _count),
+    "fusion": Setting("CMRAG_FUSION", ("retrieval", "fusion"), _fusion),
+    "abstain_min_similarity": Setting(
+        "CMRAG_ABSTAIN_MIN_SIMILARITY", ("retrieval", "abstain_min_similarity"), _fraction
+    ),
     "git_max_commits": Setting("CMRAG_GIT_MAX_COMMITS", ("connectors", "git_max_commits"), _count),
     "notes_include": Setting("CMRAG_NOTES_INCLUDE", ("connectors", "notes_include"), _globs),
     "notes_exclude": Setting("CMRAG_NOTES_EXCLUDE", ("connectors", "notes_exclude"), _globs),
@@ -76,6 +90,8 @@ PATH_LISTS = {
 
 @dataclass
 class Settings:
+    """Every setting, resolved. `models_dir` derives from the database location."""
+
     db_path: Path = Path("data/memory.db")
     config_path: Path | None = None
     notes_paths: list[Path] = field(default_factory=list)
@@ -88,11 +104,22 @@ class Settings:
     max_chunks_per_source: int = 2
     dedupe_threshold: float = 0.95
     abstain_min_coverage: float = 0.5
+    abstain_min_similarity: float = 0.5
+    embed_model: str | None = None  # None: the offline MiniLM if installed, else BAAI/bge-small-en-v1.5
+    embed_model_path: str | None = None
+    embed_batch_size: int = 32
+    ann_min_vectors: int = 500_000  # below this, exact numpy search is fast enough (9 ms at 100k)
+    fusion: str = "weighted"
     git_max_commits: int = 1000
     notes_include: list[str] = field(default_factory=list)
     notes_exclude: list[str] = field(default_factory=list)
     git_include: list[str] = field(default_factory=list)
     git_exclude: list[str] = field(default_factory=list)
+
+    @property
+    def models_dir(self) -> Path:
+        """Where `mem models install` puts model files: beside the database."""
+        return self.db_path.parent / "models"
 
 
 def read_environment(cwd: Path) -> dict[str, str]:
@@ -167,6 +194,8 @@ def load_settings(overrides: dict[str, Any] | None = None, cwd: Path | None = No
             setattr(settings, name, [_resolve(str(p), base) for p in listed])
 
     settings.db_path = _db_path(env, toml, cwd, base)
+    if settings.embed_model_path:
+        settings.embed_model_path = str(_resolve(settings.embed_model_path, cwd))
     _apply_overrides(settings, overrides or {})
     return settings
 

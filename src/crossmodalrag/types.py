@@ -47,6 +47,7 @@ class Hit:
     timestamp: float | None
     score: float = 0.0
     components: dict[str, float] = field(default_factory=dict)
+    sub_query: str | None = None  # for comparative questions: which side's pass found it
 
 
 def iso_time(timestamp: float | None) -> str | None:
@@ -86,6 +87,7 @@ class Evidence:
             "excerpt": excerpt(hit.text),
             "score": round(hit.score, 6),
             "components": {k: round(v, 6) for k, v in hit.components.items()},
+            "sub_query": hit.sub_query,
         }
 
 
@@ -101,6 +103,9 @@ class Answer:
     evidence: list[Evidence]
     text: str
     timing: dict[str, float] = field(default_factory=dict)
+    retrieval: str = "lexical"  # or "hybrid"
+    similarity: float | None = None
+    comparison: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +115,9 @@ class Answer:
             "abstention_reason": self.abstention_reason,
             "top_score": round(self.top_score, 6),
             "match_coverage": round(self.match_coverage, 6),
+            "similarity": None if self.similarity is None else round(self.similarity, 6),
+            "retrieval": self.retrieval,
+            "comparison": self.comparison,
             "evidence": [e.to_dict() for e in self.evidence],
             "timing": {k: round(v, 6) for k, v in self.timing.items()},
         }

@@ -1,3 +1,4 @@
+from crossmodalrag.answer.evidence import open_retriever
 from crossmodalrag.config import Settings
 from crossmodalrag.evals.queries import EvalQuery
 from crossmodalrag.evals.retrieval import evaluate
@@ -11,7 +12,7 @@ def test_eval_reports_overall_and_per_query_with_gate_rates(store, db_path):
         EvalQuery("[t] dropped cache", ["/vault/cache.md", "/vault/missing.md"]),
         EvalQuery("[t] capital of France", []),
     ]
-    report = evaluate(store, queries, Settings(db_path=db_path), top_k=5).to_dict()
+    report = evaluate(open_retriever(store, Settings(db_path=db_path), top_k=5, lexical_only=True), queries).to_dict()
     overall = report["overall"]
     assert overall["answerable"] == 2 and overall["should_abstain"] == 1
     assert overall["hit_rate"] == 1.0 and overall["recall"] == 0.75

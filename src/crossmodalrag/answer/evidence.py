@@ -1,50 +1,74 @@
-"""The deterministic evidence answer behind `mem ask --no-llm`, with its abstention gate."""
+"""Retrieval as `mem ask` and `mem eval` use it, and the deterministic evidence answer (`--no-llm`)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
+from typing import Callable
 
 from crossmodalrag.config import Settings
-from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
+from crossmodalrag.retrieval.search import SearchOptions, SearchResult, is_weak, search
+from crossmodalrag.retrieval.semantic import SemanticIndex, open_semantic
 from crossmodalrag.store import Store
-from crossmodalrag.types import Answer, Evidence, excerpt, iso_time
+from crossmodalrag.types import Answer, Evidence, Hit, excerpt, iso_time
 
 WEAK_RETRIEVAL = "weak_retrieval"
 
 
-def search_options(settings: Settings, top_k: int | None = None) -> SearchOptions:
-    """The retrieval knobs a user can set, taken from resolved settings."""
+def search_options(settings: Settings, top_k: int | None = None, profile: str | None = None) -> SearchOptions:
+    """The retrieval knobs a user can set, taken from resolved settings (CLI values win)."""
     return SearchOptions(
         top_k=top_k if top_k is not None else settings.top_k,
+        profile=profile or settings.profile,
+        fusion=settings.fusion,
         title_boost_weight=settings.title_boost_weight,
         recency_weight=settings.recency_weight,
         recency_half_life_days=settings.recency_half_life_days,
         max_chunks_per_source=settings.max_chunks_per_source,
         dedupe_threshold=settings.dedupe_threshold,
+        min_coverage=settings.abstain_min_coverage,
+        min_similarity=settings.abstain_min_similarity,
     )
 
 
-def should_abstain(result: SearchResult, settings: Settings) -> bool:
-    """The gate: abstain when no returned evidence covers enough of the query's (idf-weighted) terms."""
-    return not result.hits or result.coverage < settings.abstain_min_coverage
+@dataclass
+class Retriever:
+    """Everything one command needs to search: options, the semantic index if any, and notices."""
+
+    store: Store
+    options: SearchOptions
+    semantic: SemanticIndex | None
+    notices: list[str] = field(default_factory=list)
+
+    def search(self, query: str) -> SearchResult:
+        return search(self.store, query, self.options, self.semantic)
 
 
-def ask_without_llm(store: Store, query: str, settings: Settings, top_k: int | None = None) -> Answer:
+def open_retriever(
+    store: Store, settings: Settings, top_k: int | None = None, profile: str | None = None, lexical_only: bool = False
+) -> Retriever:
+    """Set up retrieval once per command; says (in notices) when and why it is lexical only."""
+    options = search_options(settings, top_k, profile)
+    if lexical_only:
+        return Retriever(store, options, None)
+    status = open_semantic(store, settings)
+    notices = [status.notice] if status.notice else []
+    if status.index is None and profile:
+        notices.append(f"--profile {profile} needs vectors; ranking is lexical (BM25, recency, title) instead")
+    return Retriever(store, options, status.index, notices)
+
+
+def ask_without_llm(retriever: Retriever, query: str) -> Answer:
     """Retrieve evidence and render it as a numbered, cited answer, or abstain when it is weak."""
     started = time.perf_counter()
-    result = search(store, query, search_options(settings, top_k))
+    result = retriever.search(query)
     retrieval_seconds = time.perf_counter() - started
     top_score = result.hits[0].score if result.hits else 0.0
-    abstained = should_abstain(result, settings)
+    abstained = is_weak(result, retriever.options)
     evidence = [] if abstained else [Evidence(f"E{i}", hit) for i, hit in enumerate(result.hits, 1)]
-    if abstained:
-        text = (
-            "No answer: nothing in memory matches this question well enough "
-            f"(the best evidence covers {result.coverage:.0%} of the query; at least "
-            f"{settings.abstain_min_coverage:.0%} is needed)."
-        )
-    else:
-        text = render_evidence_answer(evidence)
+    text = (
+        abstention_text(result, retriever.options) if abstained else render_evidence_answer(evidence, result.comparison)
+    )
     return Answer(
         query=query,
         abstained=abstained,
@@ -54,6 +78,21 @@ def ask_without_llm(store: Store, query: str, settings: Settings, top_k: int | N
         evidence=evidence,
         text=text,
         timing={"retrieval_seconds": retrieval_seconds, "total_seconds": time.perf_counter() - started},
+        retrieval="hybrid" if result.hybrid else "lexical",
+        similarity=result.similarity,
+        comparison=result.comparison,
+    )
+
+
+def abstention_text(result: SearchResult, options: SearchOptions) -> str:
+    closeness = (
+        ""
+        if result.similarity is None
+        else f" and is {result.similarity:.2f} similar in meaning (needs {options.min_similarity:.2f})"
+    )
+    return (
+        "No answer: nothing in memory matches this question well enough "
+        f"(the best evidence covers {result.coverage:.0%} of the query, needs {options.min_coverage:.0%}{closeness})."
     )
 
 
@@ -64,9 +103,17 @@ def citation(evidence: Evidence) -> str:
     return f"{hit.locator} ({hit.source_type}{', ' + when[:10] if when else ''})"
 
 
-def render_evidence_answer(evidence: list[Evidence]) -> str:
+def render_evidence_answer(
+    evidence: list[Evidence], comparison: dict | None = None, explain: Callable[[Hit], str] | None = None
+) -> str:
+    """Numbered evidence with citations and excerpts; `explain` adds a line per hit."""
     lines = [f"Found {len(evidence)} piece{'s' if len(evidence) != 1 else ''} of evidence:"]
     for item in evidence:
-        lines.append(f"[{item.id}] {item.hit.title} — {citation(item)}")
+        side = f" [for: {item.hit.sub_query}]" if comparison and item.hit.sub_query else ""
+        lines.append(f"[{item.id}] {item.hit.title} — {citation(item)}{side}")
         lines.append(f"     {excerpt(item.hit.text)}")
+        if explain:
+            lines.append(explain(item.hit))
+    if comparison and comparison["missing"]:
+        lines.append("No evidence found for: " + ", ".join(comparison["missing"]))
     return "\n".join(lines)

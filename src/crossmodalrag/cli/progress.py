@@ -31,3 +31,23 @@ class ProgressLine:
             self.stream.write("\r\033[K")
         self.stream.write(f"{self.label}: {report.summary()}\n")
         self.stream.flush()
+
+
+class EmbedProgress:
+    """`embedding: N/M chunks (R chunks/s)` on a TTY while vectors are computed."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+
+    def __call__(self, report, remaining: int) -> None:
+        if self.live:
+            rate = report.chunks / report.seconds if report.seconds else 0.0
+            self.stream.write(f"\rembedding: {report.chunks}/{remaining} chunks ({rate:.1f}/s)")
+            self.stream.flush()
+
+    def finish(self, report) -> None:
+        if self.live:
+            self.stream.write("\r\033[K")
+        if report.chunks:
+            self.stream.write(f"embedding: {report.summary()}\n")

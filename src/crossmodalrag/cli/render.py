@@ -6,7 +6,8 @@ import json
 import sys
 from typing import Any
 
-from crossmodalrag.types import Answer
+from crossmodalrag.answer.evidence import render_evidence_answer
+from crossmodalrag.types import Answer, Hit
 
 
 def print_json(data: Any) -> None:
@@ -14,28 +15,32 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
-def explain_line(components: dict[str, float], weights: dict[str, float]) -> str:
-    parts = " + ".join(f"{weights[name]:.2f}×{name} {components[name]:.3f}" for name in weights)
-    return f"     score = {parts}   (bm25 {components['bm25']:.3f})"
+def explain_line(hit: Hit, weights: dict[str, float]) -> str:
+    """`score = 0.52×vector 0.910 + …` with the raw values (bm25, cosine) alongside."""
+    if "rrf" in hit.components:
+        parts = f"rrf {hit.components['rrf']:.4f} (reciprocal rank fusion of BM25 and vector ranks)"
+    else:
+        parts = " + ".join(
+            f"{weight:.2f}×{name} {hit.components.get(name, 0.0):.3f}" for name, weight in weights.items()
+        )
+    raw = f"bm25 {hit.components['bm25']:.3f}"
+    if "cosine" in hit.components:
+        raw += f", cosine {hit.components['cosine']:.3f}"
+    side = f", found by sub-query {hit.sub_query!r}" if hit.sub_query else ""
+    return f"     score = {parts} → {hit.score:.3f}   ({raw}{side})"
 
 
 def render_answer(answer: Answer, explain: bool, weights: dict[str, float]) -> str:
     if not explain or answer.abstained:
         return answer.text
-    lines = answer.text.splitlines()
-    out = [lines[0]]
-    body = iter(lines[1:])
-    for item in answer.evidence:
-        out.append(next(body))
-        out.append(next(body))
-        out.append(explain_line(item.hit.components, weights) + f" → {item.hit.score:.3f}")
-    return "\n".join(out)
+    return render_evidence_answer(answer.evidence, answer.comparison, lambda hit: explain_line(hit, weights))
 
 
 def status_line(answer: Answer) -> str:
     verdict = f"abstained ({answer.abstention_reason})" if answer.abstained else f"{len(answer.evidence)} evidence"
+    similarity = "" if answer.similarity is None else f" · similarity {answer.similarity:.2f}"
     return (
-        f"[retrieval: lexical · {verdict} · coverage {answer.match_coverage:.0%} · "
+        f"[retrieval: {answer.retrieval} · {verdict} · coverage {answer.match_coverage:.0%}{similarity} · "
         f"top score {answer.top_score:.3f} · {answer.timing['total_seconds'] * 1000:.0f} ms]"
     )
 
@@ -62,4 +67,24 @@ def render_eval(report: dict[str, Any]) -> str:
         f"ndcg {fmt(o['ndcg'])}  over {o['answerable']} answerable; abstention accuracy "
         f"{fmt(o['abstention_accuracy'])} over {o['queries']} queries"
     )
+    return "\n".join(lines)
+
+
+def render_doctor(report: dict[str, Any]) -> str:
+    database = report["database"]
+    lines = [f"database: {database['path']}" + ("" if database["exists"] else " (missing)")]
+    if database.get("schema_version") is not None:
+        lines.append(
+            f"  schema v{database['schema_version']}, {database['size_mb']} MB, integrity {database['integrity']}, "
+            f"{database['chunks']} chunks from {sum(database['sources'].values())} sources {database['sources']}"
+        )
+    lines.append(f"config file: {report['config_file'] or 'none (defaults and environment)'}")
+    lines.append(f"connectors: notes {report['connectors']['notes'] or '-'}; git {report['connectors']['git'] or '-'}")
+    lines.append("extras: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in report["extras"].items()))
+    embeddings = report["embeddings"]
+    line = f"embedding model: {embeddings['model']}"
+    if "embedded" in embeddings:
+        line += f" ({embeddings['embedded']}/{embeddings['chunks']} chunks embedded, window {embeddings['max_tokens']} tokens)"
+    lines.append(line)
+    lines += [f"problem: {p}" for p in report["problems"]] + [f"why: {e}" for e in report["explanations"]]
     return "\n".join(lines)

@@ -5,12 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossmodalrag.answer.evidence import search_options, should_abstain
-from crossmodalrag.config import Settings
+from crossmodalrag.answer.evidence import Retriever
 from crossmodalrag.evals.metrics import score_ranking
 from crossmodalrag.evals.queries import EvalQuery
-from crossmodalrag.retrieval.search import search
-from crossmodalrag.store import Store
+from crossmodalrag.retrieval.search import is_weak
 
 METRICS = ("hit_rate", "recall", "mrr", "ndcg")
 
@@ -18,6 +16,7 @@ METRICS = ("hit_rate", "recall", "mrr", "ndcg")
 @dataclass
 class EvalReport:
     top_k: int
+    hybrid: bool = False
     per_query: list[dict[str, Any]] = field(default_factory=list)
 
     def overall(self) -> dict[str, Any]:
@@ -36,29 +35,36 @@ class EvalReport:
         return summary
 
     def to_dict(self) -> dict[str, Any]:
-        return {"top_k": self.top_k, "overall": self.overall(), "per_query": self.per_query}
+        return {
+            "top_k": self.top_k,
+            "retrieval": "hybrid" if self.hybrid else "lexical",
+            "overall": self.overall(),
+            "per_query": self.per_query,
+        }
 
 
 def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 6) if values else None
 
 
-def evaluate(store: Store, queries: list[EvalQuery], settings: Settings, top_k: int) -> EvalReport:
+def evaluate(retriever: Retriever, queries: list[EvalQuery]) -> EvalReport:
     """Run every query through the same retrieval and gate `mem ask` uses."""
-    report = EvalReport(top_k)
-    options = search_options(settings, top_k)
+    report = EvalReport(retriever.options.top_k, retriever.semantic is not None)
     for query in queries:
-        result = search(store, query.question, options)
+        result = retriever.search(query.question)
         ranked = [hit.source_uri for hit in result.hits]
         gold = set(query.expected_source_uris)
-        abstained = should_abstain(result, settings)
+        abstained = is_weak(result, retriever.options)
         report.per_query.append(
             {
                 "query_text": query.query_text,
                 "expected_source_uris": query.expected_source_uris,
                 "retrieved_source_uris": list(dict.fromkeys(ranked)),
-                "metrics": {k: round(v, 6) for k, v in score_ranking(ranked, gold, top_k).items()} if gold else None,
+                "metrics": {k: round(v, 6) for k, v in score_ranking(ranked, gold, retriever.options.top_k).items()}
+                if gold
+                else None,
                 "coverage": round(result.coverage, 6),
+                "similarity": None if result.similarity is None else round(result.similarity, 6),
                 "abstained": abstained,
                 "abstention_correct": abstained != bool(gold),
             }

@@ -1,34 +1,44 @@
-"""Lexical retrieval: FTS5 BM25 candidates, re-scored with recency and a title boost.
+"""Ranking evidence: lexical (FTS5 BM25) and, when vectors exist, semantic candidates, fused.
 
-Score of a hit = (1 - w_recency - w_title) * lexical + w_recency * recency + w_title * title, where
-  lexical = BM25 / best BM25 among the candidates (so the best lexical match is 1.0),
-  recency = 0.5 ** (age / half-life), age measured from the newest source in memory (so a
-            result does not drift with the wall clock, and an old archive is not all zeros),
-  title   = fraction of the query's terms (idf-weighted) found in the source title.
-`coverage` measures, independently of the ranking, how much of the query the evidence contains:
-the idf-weighted fraction of query terms present in the best-covering returned hit. It is what
-the abstention gate reads, because BM25 values are not comparable across queries or corpora.
+Components of a hit, each in [0, 1] across the candidate pool:
+  lexical = BM25 / best BM25 in the pool (0 = no lexical match),
+  vector  = cosine similarity min-max spread over the pool (see fusion.min_max for why),
+  recency = 0.5 ** (age / half-life), age from the newest source in memory (so results do not
+            drift with the wall clock and an old archive is not all zeros),
+  title   = idf-weighted share of the query's terms found in the source title,
+  usage   = 0 until a usage history exists.
+Score = weights · components; the weights come from the profile (profiles.py) or, without
+vectors, from the lexical defaults. `fusion="rrf"` ranks by reciprocal rank fusion instead.
+`coverage` (idf-weighted share of query terms the best returned hit contains) and `similarity`
+(best raw cosine) say how well the evidence answers at all: the abstention gate reads them.
 """
 
 from __future__ import annotations
 
 import math
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from crossmodalrag.index import fts
-from crossmodalrag.retrieval.diversify import cap_per_source, drop_near_duplicates
+from crossmodalrag.retrieval.diversify import cap_per_source, drop_near_duplicates, jaccard, word_set
+from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
+from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
+from crossmodalrag.retrieval.query import split_comparison
+from crossmodalrag.retrieval.semantic import SemanticIndex
 from crossmodalrag.store import Store
 from crossmodalrag.types import Hit
 
 SECONDS_PER_DAY = 86400.0
+COVERAGE_DEPTH = 10
 
 
 @dataclass(frozen=True)
 class SearchOptions:
     top_k: int = 5
+    profile: str = "balanced"
+    fusion: str = "weighted"  # or "rrf"
     title_boost_weight: float = 0.05
-    recency_weight: float = 0.10
+    recency_weight: float = 0.10  # lexical-only ranking; profiles carry their own
     recency_half_life_days: float = 180.0
     max_chunks_per_source: int = 2
     dedupe_threshold: float = 0.95
@@ -36,11 +46,16 @@ class SearchOptions:
     # default: the title boost alone (0 disables it) decides how much a title match counts extra.
     title_column_weight: float = 0.0
     min_candidates: int = 50
+    # The abstention gate: evidence is weak when it covers too little of the query's terms AND
+    # (with vectors) is not semantically close either.
+    min_coverage: float = 0.5
+    min_similarity: float = 0.5
 
-    def weights(self) -> dict[str, float]:
-        """The blend of the normalized components; the lexical share is what the others leave."""
-        lexical = max(0.0, 1.0 - self.title_boost_weight - self.recency_weight)
-        return {"lexical": lexical, "recency": self.recency_weight, "title": self.title_boost_weight}
+    def weights(self, hybrid: bool) -> dict[str, float]:
+        """The per-component weights in force (they sum to 1)."""
+        if hybrid:
+            return hybrid_weights(self.profile, self.title_boost_weight)
+        return lexical_weights(self.recency_weight, self.title_boost_weight)
 
 
 @dataclass
@@ -48,25 +63,117 @@ class SearchResult:
     hits: list[Hit]
     terms: list[str]
     coverage: float = 0.0
+    similarity: float | None = None  # best raw cosine among the hits; None without vectors
+    hybrid: bool = False
+    comparison: dict | None = None  # {"sides": [x, y], "missing": [sides with no evidence]}
     term_weights: dict[str, float] = field(default_factory=dict)
 
 
-def search(store: Store, query: str, options: SearchOptions) -> SearchResult:
+def search(store: Store, query: str, options: SearchOptions, semantic: SemanticIndex | None = None) -> SearchResult:
     """Rank evidence for a query. Never raises on odd query text: it cannot reach FTS syntax."""
+    sides = split_comparison(query)
+    if sides is None:
+        return _search_one(store, query, options, semantic)
+    return _search_comparison(store, query, sides, options, semantic)
+
+
+def _search_one(store: Store, query: str, options: SearchOptions, semantic: SemanticIndex | None) -> SearchResult:
     terms = fts.query_terms(query)
-    if not terms:
-        return SearchResult([], [])
     conn = store.conn
-    stems = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])]
-    weights = _term_weights(conn, stems)
-    candidates = _candidates(conn, fts.match_expression(terms), options)
-    if not candidates:
-        return SearchResult([], [t.word for t in terms], 0.0, weights)
-    hits = _score(conn, candidates, weights, options)
+    weights = _term_weights(conn, [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])]) if terms else {}
+    limit = max(options.min_candidates, options.top_k * 3)
+    lexical = _lexical_candidates(conn, fts.match_expression(terms), options, limit) if terms else {}
+    cosines: dict[int, float] = {}
+    if semantic is not None:
+        vector = semantic.query_vector(query)
+        cosines = semantic.nearest(vector, limit)
+        cosines.update(semantic.scores_for(vector, [c for c in lexical if c not in cosines]))
+        if terms:
+            lexical.update(
+                _bm25_for(conn, fts.match_expression(terms), options, [c for c in cosines if c not in lexical])
+            )
+    pool = set(lexical) | set(cosines)
+    if not pool:
+        return SearchResult([], [t.word for t in terms], 0.0, None, semantic is not None, None, weights)
+    hits = _score(conn, pool, lexical, cosines, weights, options, hybrid=semantic is not None)
     hits = cap_per_source(hits, lambda h: h.source_uri, options.max_chunks_per_source)
-    hits = drop_near_duplicates(hits, lambda h: h.text.split("\n", 1)[-1], options.dedupe_threshold, options.top_k)
-    coverage = max(_coverages(conn, [h.text for h in hits], weights), default=0.0)
-    return SearchResult(hits, [t.word for t in terms], coverage, weights)
+    if semantic is None:
+        hits = drop_near_duplicates(hits, _body, options.dedupe_threshold, options.top_k)
+    else:
+        hits = _dedupe_with_vectors(hits, semantic, options)
+    # The gate needs the best-covering hit near the top; scanning past ten adds cost, not signal.
+    coverage = max(_coverages(conn, [h.text for h in hits[:COVERAGE_DEPTH]], weights), default=0.0)
+    similarity = max((cosines[h.chunk_id] for h in hits if h.chunk_id in cosines), default=None)
+    return SearchResult(hits, [t.word for t in terms], coverage, similarity, semantic is not None, None, weights)
+
+
+def _body(hit: Hit) -> str:
+    return hit.text.split("\n", 1)[-1]  # without the breadcrumb, which siblings share
+
+
+def _dedupe_with_vectors(hits: list[Hit], semantic: SemanticIndex, options: SearchOptions) -> list[Hit]:
+    """Near-duplicates by vector similarity where both chunks have vectors, else by word sets."""
+    if options.dedupe_threshold <= 0:
+        return hits[: options.top_k]
+    vectors = semantic.representative_vectors([h.chunk_id for h in hits])
+    kept: list[Hit] = []
+    for hit in hits:
+        if len(kept) >= options.top_k:
+            break
+        if any(_near_duplicate(hit, other, vectors, options.dedupe_threshold) for other in kept):
+            continue
+        kept.append(hit)
+    return kept
+
+
+def _near_duplicate(a: Hit, b: Hit, vectors: dict, threshold: float) -> bool:
+    if a.chunk_id in vectors and b.chunk_id in vectors:
+        return float(vectors[a.chunk_id] @ vectors[b.chunk_id]) >= threshold
+    return jaccard(word_set(_body(a)), word_set(_body(b))) >= threshold
+
+
+def _search_comparison(
+    store: Store, query: str, sides: tuple[str, str], options: SearchOptions, semantic: SemanticIndex | None
+) -> SearchResult:
+    """Three passes (whole question, X, Y) merged with reserved slots so neither side crowds out
+    the other; a side with no evidence is reported instead of silently missing."""
+    whole = _search_one(store, query, options, semantic)
+    reserved = max(1, options.top_k // 3)
+    passes = [(side, _search_one(store, side, replace(options, top_k=reserved), semantic)) for side in sides]
+    chosen: dict[int, Hit] = {}
+    missing = []
+    for side, result in passes:
+        # A side's pass always returns something once vectors exist; count it only if it is not weak.
+        found = [] if is_weak(result, options) else result.hits
+        if not found:
+            missing.append(side)
+        for hit in found:
+            chosen.setdefault(hit.chunk_id, replace(hit, sub_query=side))
+    for hit in whole.hits:
+        if len(chosen) >= options.top_k:
+            break
+        chosen.setdefault(hit.chunk_id, replace(hit, sub_query=query))
+    hits = sorted(chosen.values(), key=lambda h: (-h.score, h.chunk_id))[: options.top_k]
+    similarities = [r.similarity for _, r in passes if r.similarity is not None] + (
+        [whole.similarity] if whole.similarity is not None else []
+    )
+    return SearchResult(
+        hits,
+        whole.terms,
+        max([whole.coverage] + [r.coverage for _, r in passes]),
+        max(similarities) if similarities else None,
+        whole.hybrid,
+        {"sides": list(sides), "missing": missing},
+        whole.term_weights,
+    )
+
+
+def is_weak(result: SearchResult, options: SearchOptions) -> bool:
+    """The abstention gate: no hits, or too little of the query covered and nothing close in meaning."""
+    if not result.hits:
+        return True
+    close = result.similarity is not None and result.similarity >= options.min_similarity
+    return result.coverage < options.min_coverage and not close
 
 
 def _term_weights(conn: sqlite3.Connection, stems: list[list[str]]) -> dict[str, float]:
@@ -78,20 +185,39 @@ def _term_weights(conn: sqlite3.Connection, stems: list[list[str]]) -> dict[str,
     return {s: math.log(1 + (total - frequencies.get(s, 0) + 0.5) / (frequencies.get(s, 0) + 0.5)) for s in flat}
 
 
-def _candidates(conn: sqlite3.Connection, expression: str, options: SearchOptions) -> list[tuple[int, float]]:
-    limit = max(options.min_candidates, options.top_k * 10)
+def _lexical_candidates(
+    conn: sqlite3.Connection, expression: str, options: SearchOptions, limit: int
+) -> dict[int, float]:
     rows = conn.execute(
         "SELECT rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts WHERE chunks_fts MATCH ? "
         "ORDER BY bm25(chunks_fts, ?, 1.0) LIMIT ?",
         (options.title_column_weight, expression, options.title_column_weight, limit),
     ).fetchall()
-    return [(rowid, score) for rowid, score in rows]
+    return {rowid: score for rowid, score in rows}
+
+
+def _bm25_for(conn: sqlite3.Connection, expression: str, options: SearchOptions, ids: list[int]) -> dict[int, float]:
+    """BM25 of specific chunks (corpus statistics are global, so values match the main query)."""
+    if not ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts WHERE chunks_fts MATCH ? "
+        f"AND rowid IN ({','.join('?' * len(ids))})",
+        (options.title_column_weight, expression, *ids),
+    ).fetchall()
+    return {rowid: score for rowid, score in rows}
 
 
 def _score(
-    conn: sqlite3.Connection, candidates: list[tuple[int, float]], weights: dict[str, float], options: SearchOptions
+    conn: sqlite3.Connection,
+    pool: set[int],
+    lexical: dict[int, float],
+    cosines: dict[int, float],
+    term_weights: dict[str, float],
+    options: SearchOptions,
+    hybrid: bool,
 ) -> list[Hit]:
-    ids = [rowid for rowid, _ in candidates]
+    ids = sorted(pool)
     rows = {
         row["id"]: row
         for row in conn.execute(
@@ -101,25 +227,28 @@ def _score(
         )
     }
     newest = conn.execute("SELECT MAX(timestamp) FROM sources").fetchone()[0]
-    best = max(score for _, score in candidates) or 1.0
-    titles = sorted({rows[i]["title"] for i in ids if i in rows})
-    title_match = dict(zip(titles, _coverages(conn, titles, weights), strict=True))
-    weights_of = options.weights()
+    titles = sorted({row["title"] for row in rows.values()})
+    title_match = dict(zip(titles, _coverages(conn, titles, term_weights), strict=True))
+    lexical_norm = scale_to_best({i: lexical.get(i, 0.0) for i in rows})
+    vector_norm = min_max({i: cosines[i] for i in rows if i in cosines}) if hybrid else {}
+    rrf = _rrf(lexical, cosines) if options.fusion == "rrf" else {}
+    weights = options.weights(hybrid)
     hits = []
-    for rowid, bm25 in candidates:
-        row = rows.get(rowid)
-        if row is None:  # removed by a concurrent writer between the two reads
-            continue
+    for chunk_id, row in rows.items():  # a chunk removed by a concurrent writer is simply absent
         components = {
-            "bm25": bm25,
-            "lexical": bm25 / best,
+            "bm25": lexical.get(chunk_id, 0.0),
+            "lexical": lexical_norm[chunk_id],
             "recency": _recency(row["timestamp"], newest, options.recency_half_life_days),
             "title": title_match.get(row["title"], 0.0),
         }
-        score = sum(weight * components[name] for name, weight in weights_of.items())
+        if hybrid:
+            components.update(cosine=cosines.get(chunk_id, 0.0), vector=vector_norm.get(chunk_id, 0.0), usage=0.0)
+        score = rrf.get(chunk_id, 0.0) if rrf else blend(components, weights)
+        if rrf:
+            components["rrf"] = score
         hits.append(
             Hit(
-                rowid,
+                chunk_id,
                 row["uri"],
                 row["source_type"],
                 row["modality"],
@@ -133,6 +262,11 @@ def _score(
         )
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
     return hits
+
+
+def _rrf(lexical: dict[int, float], cosines: dict[int, float]) -> dict[int, float]:
+    rankings = [sorted(lexical, key=lambda i: -lexical[i]), sorted(cosines, key=lambda i: -cosines[i])]
+    return reciprocal_rank_fusion([r for r in rankings if r])
 
 
 def _recency(timestamp: float | None, newest: float | None, half_life_days: float) -> float:

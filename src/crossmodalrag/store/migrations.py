@@ -60,6 +60,30 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX sources_timestamp ON sources(timestamp);
         """,
     ),
+    (
+        3,
+        """
+        CREATE TABLE embedding_models (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            max_tokens INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            UNIQUE (name, sha256, dim)
+        );
+        CREATE TABLE chunk_vectors (
+            id INTEGER PRIMARY KEY,
+            chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+            model_id INTEGER NOT NULL REFERENCES embedding_models(id) ON DELETE CASCADE,
+            piece INTEGER NOT NULL,
+            pieces INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            UNIQUE (model_id, chunk_id, piece)
+        );
+        CREATE INDEX chunk_vectors_chunk ON chunk_vectors(chunk_id);
+        """,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

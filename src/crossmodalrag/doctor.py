@@ -1,0 +1,112 @@
+"""`mem doctor`: read-only facts about the memory and plain answers to "why is it doing that?"."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from typing import Any
+
+from crossmodalrag.config import Settings
+from crossmodalrag.store import open_store
+from crossmodalrag.store.migrations import LATEST_VERSION
+
+EXTRAS = {"embeddings": ("fastembed", "numpy"), "ann": ("usearch",)}
+
+
+@dataclass
+class Report:
+    facts: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    explanations: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.facts, "problems": self.problems, "explanations": self.explanations}
+
+
+def diagnose(settings: Settings) -> Report:
+    """Collect facts without writing anything (no migration, no model download)."""
+    report = Report()
+    report.facts["config_file"] = str(settings.config_path) if settings.config_path else None
+    report.facts["connectors"] = {
+        "notes": [str(p) for p in settings.notes_paths],
+        "git": [str(p) for p in settings.git_paths],
+    }
+    report.facts["extras"] = {name: all(find_spec(m) is not None for m in modules) for name, modules in EXTRAS.items()}
+    _database(settings, report)
+    _embeddings(settings, report)
+    return report
+
+
+def _database(settings: Settings, report: Report) -> None:
+    path = settings.db_path
+    facts = report.facts["database"] = {"path": str(path), "exists": path.exists()}
+    if not path.exists():
+        report.problems.append(f"no database at {path}: run `mem init-db` or `mem seed-sample`")
+        return
+    facts["size_mb"] = round(sum(os.path.getsize(p) for p in path.parent.glob(path.name + "*")) / 2**20, 2)
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        version = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
+        facts["schema_version"] = version
+        facts["integrity"] = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        facts["sources"] = dict(
+            conn.execute("SELECT source_type, COUNT(*) FROM sources GROUP BY source_type").fetchall()
+        )
+        facts["chunks"] = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    except sqlite3.DatabaseError as error:
+        report.problems.append(f"the database cannot be read: {error}")
+        return
+    finally:
+        conn.close()
+    if facts["integrity"] != "ok":
+        report.problems.append(f"integrity check failed: {facts['integrity']}; restore a backup")
+    if version is not None and version < LATEST_VERSION:
+        report.explanations.append(f"schema version {version} will be upgraded to {LATEST_VERSION} on the next command")
+
+
+def _embeddings(settings: Settings, report: Report) -> None:
+    from crossmodalrag.index.models import resolve_model
+
+    spec = resolve_model(settings)
+    facts = report.facts["embeddings"] = {"model": spec.name, "path": str(spec.path) if spec.path else None}
+    if not report.facts["extras"]["embeddings"]:
+        report.explanations.append(
+            'retrieval is lexical only because the embeddings extra is not installed: pip install -e ".[embeddings]"'
+        )
+        return
+    if not report.facts["database"].get("exists"):
+        return
+    try:
+        from crossmodalrag.index.embed import load_embedder
+        from crossmodalrag.index.embeddings import vector_status
+
+        embedder = load_embedder(settings)
+    except Exception as error:  # noqa: BLE001 - any failure to load is exactly what doctor reports
+        message = getattr(error, "message", str(error))
+        facts["loadable"] = False
+        report.explanations.append(f"retrieval is lexical only because the embedding model cannot load: {message}")
+        return
+    facts["loadable"] = True
+    with open_store(settings.db_path, create=False) as store:
+        status = vector_status(store, embedder.identity)
+        incomplete = store.conn.execute(
+            "SELECT COUNT(*) FROM (SELECT chunk_id FROM chunk_vectors v JOIN embedding_models m ON m.id = v.model_id "
+            "WHERE m.name = ? AND m.sha256 = ? GROUP BY chunk_id HAVING COUNT(*) != MAX(pieces))",
+            (embedder.identity.name, embedder.identity.sha256),
+        ).fetchone()[0]
+    facts.update(status, max_tokens=embedder.identity.max_tokens, incompletely_covered=incomplete)
+    if status["embedded"] == 0 and status["chunks"]:
+        report.explanations.append(
+            "retrieval is lexical only because the active model has no vectors yet: run `mem reindex-embeddings`"
+        )
+    elif status["missing"]:
+        report.problems.append(
+            f"{status['missing']} chunks have no vector for {spec.name}: run `mem reindex-embeddings`"
+        )
+    if incomplete:
+        report.problems.append(f"{incomplete} chunks are only partly covered by vectors: run `mem reindex-embeddings`")
+    if status["other_model_vectors"]:
+        report.explanations.append(f"{status['other_model_vectors']} vectors belong to other models and are ignored")

