@@ -106,23 +106,23 @@ def test_long_chunks_are_embedded_in_pieces_that_cover_them(store, db_path):
 
 
 def test_reindex_is_resumable_and_idempotent(store, embedder, monkeypatch):
-    add_docs(store, *[note(f"n{i}", f"# N{i}\nnote number {i}") for i in range(7)])
+    add_docs(store, *[note(f"n{i}", f"# N{i}\nnote number {i}") for i in range(20)])
     original = embedder.embed
     calls = {"n": 0}
 
     def flaky(texts):
         calls["n"] += 1
-        if calls["n"] == 2:
+        if calls["n"] == 10:  # inside the second group of 8 single-chunk batches
             raise RuntimeError("killed mid-run")
         return original(texts)
 
     monkeypatch.setattr(embedder, "embed", flaky)
     with pytest.raises(RuntimeError):
-        embed_missing(store, embedder, batch_size=3)
-    assert vector_status(store, embedder.identity)["embedded"] == 3  # the first batch was committed
+        embed_missing(store, embedder, batch_size=1)
+    assert vector_status(store, embedder.identity)["embedded"] == 8  # the first group was committed
     monkeypatch.setattr(embedder, "embed", original)
-    assert embed_missing(store, embedder, batch_size=3).chunks == 4
-    assert embed_missing(store, embedder, batch_size=3).chunks == 0
+    assert embed_missing(store, embedder, batch_size=1).chunks == 12
+    assert embed_missing(store, embedder, batch_size=1).chunks == 0
     assert vector_status(store, embedder.identity)["missing"] == 0
 
 

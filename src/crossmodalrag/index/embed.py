@@ -82,7 +82,8 @@ class FastEmbedder:
     def embed(self, texts: list[str]) -> "np.ndarray":
         import numpy as np
 
-        vectors = np.asarray(list(self._model.passage_embed(texts)), dtype=np.float32)
+        # One ONNX batch per call: the caller sizes batches (fastembed's default 256 needs GBs).
+        vectors = np.asarray(list(self._model.passage_embed(texts, batch_size=max(1, len(texts)))), dtype=np.float32)
         return _normalized(vectors)
 
     def embed_queries(self, texts: list[str]) -> "np.ndarray":

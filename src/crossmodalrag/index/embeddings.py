@@ -14,6 +14,8 @@ from typing import Callable
 from crossmodalrag.index.embed import Embedder, ModelIdentity, pieces
 from crossmodalrag.store import Store
 
+GROUP_BATCHES = 8  # batches fetched, length-sorted and committed together
+
 
 @dataclass
 class EmbedReport:
@@ -81,7 +83,7 @@ def embed_missing(
     model_id = model_row(store, embedder.identity)
     remaining = vector_status(store, embedder.identity)["missing"]
     after_id = 0
-    while rows := _missing(store, model_id, after_id, max(1, batch_size)):
+    while rows := _missing(store, model_id, after_id, max(1, batch_size) * GROUP_BATCHES):
         after_id = rows[-1][0]
         split = [
             (chunk_id, index, len(parts), part)
@@ -89,7 +91,7 @@ def embed_missing(
             for parts in [pieces(embedder, text)]
             for index, part in enumerate(parts)
         ]
-        vectors = embedder.embed([part for *_, part in split])
+        vectors = _embed_by_length(embedder, [part for *_, part in split], max(1, batch_size))
         with store.transaction() as conn:
             conn.executemany(
                 "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces, vector) VALUES (?, ?, ?, ?, ?)",
@@ -104,6 +106,19 @@ def embed_missing(
         if progress:
             progress(report, remaining)
     return report
+
+
+def _embed_by_length(embedder: Embedder, texts: list[str], batch_size: int):
+    """Embed in batches of similar length: a batch is padded to its longest text, so mixing a
+    short commit message with a full-window note wastes most of the work."""
+    import numpy as np
+
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out = np.empty((len(texts), embedder.identity.dim), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        out[batch] = embedder.embed([texts[i] for i in batch])
+    return out
 
 
 def load_vectors(store: Store, identity: ModelIdentity):

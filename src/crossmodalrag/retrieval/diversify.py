@@ -33,32 +33,47 @@ def cap_per_source(ranked: Sequence[T], source_of: Callable[[T], str], limit: in
     return kept
 
 
+def drop_duplicates(ranked: Sequence[T], is_duplicate: Callable[[T, T], bool], limit: int | None = None) -> list[T]:
+    """Keep items in rank order, dropping any that duplicates a better-ranked kept one; stop at limit."""
+    kept: list[T] = []
+    for item in ranked:
+        if limit is not None and len(kept) >= limit:
+            break
+        if not any(is_duplicate(item, other) for other in kept):
+            kept.append(item)
+    return kept
+
+
 def drop_near_duplicates(
     ranked: Sequence[T], text_of: Callable[[T], str], threshold: float, limit: int | None = None
 ) -> list[T]:
     """Drop an item whose word set is at least `threshold` Jaccard-similar to a better-ranked one.
 
-    Stops once `limit` items are kept. A threshold of 1.0 drops only exact word-set copies; 0
-    disables the check.
+    A threshold of 1.0 drops only exact word-set copies; 0 disables the check.
     """
     if threshold <= 0:
         return list(ranked[:limit])
-    kept: list[T] = []
-    kept_words: list[frozenset[str]] = []
-    for item in ranked:
-        if limit is not None and len(kept) >= limit:
-            break
-        words = word_set(text_of(item))
-        if any(_similar(words, other, threshold) for other in kept_words):
-            continue
-        kept.append(item)
-        kept_words.append(words)
-    return kept
+    words = WordSets(text_of)
+    return drop_duplicates(ranked, lambda a, b: words.similar(a, b, threshold), limit)
 
 
-def _similar(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
-    # Jaccard can never exceed min/max of the set sizes: skip the intersection when that is too low.
-    small, large = sorted((len(a), len(b)))
-    if large and small / large < threshold:
-        return False
-    return jaccard(a, b) >= threshold
+class WordSets:
+    """Word sets computed once per item, for repeated pairwise comparisons."""
+
+    def __init__(self, text_of: Callable[[T], str]) -> None:
+        self.text_of = text_of
+        self.cache: dict[int, frozenset[str]] = {}
+
+    def of(self, item: T) -> frozenset[str]:
+        key = id(item)
+        if key not in self.cache:
+            self.cache[key] = word_set(self.text_of(item))
+        return self.cache[key]
+
+    def similar(self, a: T, b: T, threshold: float) -> bool:
+        first, second = self.of(a), self.of(b)
+        # Jaccard can never exceed min/max of the set sizes: skip the intersection when that is too low.
+        small, large = sorted((len(first), len(second)))
+        if large and small / large < threshold:
+            return False
+        return jaccard(first, second) >= threshold

@@ -15,12 +15,13 @@ vectors, from the lexical defaults. `fusion="rrf"` ranks by reciprocal rank fusi
 
 from __future__ import annotations
 
+import heapq
 import math
 import sqlite3
 from dataclasses import dataclass, field, replace
 
 from crossmodalrag.index import fts
-from crossmodalrag.retrieval.diversify import cap_per_source, drop_near_duplicates, jaccard, word_set
+from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
@@ -82,16 +83,14 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: Sema
     conn = store.conn
     weights = _term_weights(conn, [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])]) if terms else {}
     limit = max(options.min_candidates, options.top_k * 3)
-    lexical = _lexical_candidates(conn, fts.match_expression(terms), options, limit) if terms else {}
+    every_match = _bm25_scores(conn, fts.match_expression(terms), options) if terms else {}
+    lexical = dict(heapq.nlargest(limit, every_match.items(), key=lambda item: (item[1], -item[0])))
     cosines: dict[int, float] = {}
     if semantic is not None:
         vector = semantic.query_vector(query)
         cosines = semantic.nearest(vector, limit)
         cosines.update(semantic.scores_for(vector, [c for c in lexical if c not in cosines]))
-        if terms:
-            lexical.update(
-                _bm25_for(conn, fts.match_expression(terms), options, [c for c in cosines if c not in lexical])
-            )
+        lexical.update({c: every_match[c] for c in cosines if c in every_match})
     pool = set(lexical) | set(cosines)
     if not pool:
         return SearchResult([], [t.word for t in terms], 0.0, None, semantic is not None, None, weights)
@@ -113,23 +112,18 @@ def _body(hit: Hit) -> str:
 
 def _dedupe_with_vectors(hits: list[Hit], semantic: SemanticIndex, options: SearchOptions) -> list[Hit]:
     """Near-duplicates by vector similarity where both chunks have vectors, else by word sets."""
-    if options.dedupe_threshold <= 0:
+    threshold = options.dedupe_threshold
+    if threshold <= 0:
         return hits[: options.top_k]
     vectors = semantic.representative_vectors([h.chunk_id for h in hits])
-    kept: list[Hit] = []
-    for hit in hits:
-        if len(kept) >= options.top_k:
-            break
-        if any(_near_duplicate(hit, other, vectors, options.dedupe_threshold) for other in kept):
-            continue
-        kept.append(hit)
-    return kept
+    words = WordSets(_body)
 
+    def is_duplicate(a: Hit, b: Hit) -> bool:
+        if a.chunk_id in vectors and b.chunk_id in vectors:
+            return float(vectors[a.chunk_id] @ vectors[b.chunk_id]) >= threshold
+        return words.similar(a, b, threshold)
 
-def _near_duplicate(a: Hit, b: Hit, vectors: dict, threshold: float) -> bool:
-    if a.chunk_id in vectors and b.chunk_id in vectors:
-        return float(vectors[a.chunk_id] @ vectors[b.chunk_id]) >= threshold
-    return jaccard(word_set(_body(a)), word_set(_body(b))) >= threshold
+    return drop_duplicates(hits, is_duplicate, options.top_k)
 
 
 def _search_comparison(
@@ -185,27 +179,14 @@ def _term_weights(conn: sqlite3.Connection, stems: list[list[str]]) -> dict[str,
     return {s: math.log(1 + (total - frequencies.get(s, 0) + 0.5) / (frequencies.get(s, 0) + 0.5)) for s in flat}
 
 
-def _lexical_candidates(
-    conn: sqlite3.Connection, expression: str, options: SearchOptions, limit: int
-) -> dict[int, float]:
+def _bm25_scores(conn: sqlite3.Connection, expression: str, options: SearchOptions) -> dict[int, float]:
+    """BM25 of every matching chunk. One unordered pass is cheaper than ORDER BY bm25 LIMIT (which
+    scores every match anyway) and than re-querying specific rowids (a MATCH per rowid)."""
     rows = conn.execute(
-        "SELECT rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts WHERE chunks_fts MATCH ? "
-        "ORDER BY bm25(chunks_fts, ?, 1.0) LIMIT ?",
-        (options.title_column_weight, expression, options.title_column_weight, limit),
+        "SELECT rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts WHERE chunks_fts MATCH ?",
+        (options.title_column_weight, expression),
     ).fetchall()
-    return {rowid: score for rowid, score in rows}
-
-
-def _bm25_for(conn: sqlite3.Connection, expression: str, options: SearchOptions, ids: list[int]) -> dict[int, float]:
-    """BM25 of specific chunks (corpus statistics are global, so values match the main query)."""
-    if not ids:
-        return {}
-    rows = conn.execute(
-        f"SELECT rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts WHERE chunks_fts MATCH ? "
-        f"AND rowid IN ({','.join('?' * len(ids))})",
-        (options.title_column_weight, expression, *ids),
-    ).fetchall()
-    return {rowid: score for rowid, score in rows}
+    return dict(rows)
 
 
 def _score(
