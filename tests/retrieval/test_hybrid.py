@@ -6,6 +6,7 @@ import pytest
 
 from crossmodalrag.answer.evidence import open_retriever
 from crossmodalrag.config import Settings
+from crossmodalrag.index import embed as embed_module
 from crossmodalrag.index.embeddings import embed_missing, vector_status
 from crossmodalrag.retrieval import semantic as semantic_module
 from crossmodalrag.retrieval.profiles import PROFILES
@@ -129,7 +130,7 @@ def test_reindex_is_resumable_and_idempotent(store, embedder, monkeypatch):
 def test_vectors_of_another_model_are_never_used(memory, embedder, db_path, monkeypatch):
     other = HashingEmbedder(name="fake/other-model")
     monkeypatch.setattr(semantic_module, "embeddings_installed", lambda: True)
-    monkeypatch.setattr(semantic_module, "load_embedder", lambda settings: other)
+    monkeypatch.setattr(embed_module, "load_embedder", lambda settings: other)
     retriever = open_retriever(memory, Settings(db_path=db_path))
     assert retriever.semantic is None
     assert any("another model" in n and "mem reindex-embeddings" in n for n in retriever.notices)

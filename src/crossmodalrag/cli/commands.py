@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
 from crossmodalrag.cli.progress import EmbedProgress, ProgressLine
@@ -13,8 +14,10 @@ from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.evals.queries import gold_warnings, list_queries, load_queries_file, upsert_queries
 from crossmodalrag.evals.retrieval import evaluate as run_eval
-from crossmodalrag.ingest import IngestReport
 from crossmodalrag.store import Store, open_store
+
+if TYPE_CHECKING:
+    from crossmodalrag.ingest import IngestReport
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -29,7 +32,7 @@ def notice(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
-def _finish_ingest(args: argparse.Namespace, report: IngestReport, progress: ProgressLine, store: Store) -> int:
+def _finish_ingest(args: argparse.Namespace, report: "IngestReport", progress: ProgressLine, store: Store) -> int:
     """Embed what is new (when a model is available), print per-item errors and the summary."""
     for failure in report.failures:
         notice(f"error: {failure}")
@@ -71,6 +74,7 @@ def init_db(args: argparse.Namespace) -> int:
 
 
 def seed_sample(args: argparse.Namespace) -> int:
+    from crossmodalrag.ingest import IngestReport
     from crossmodalrag.sample.seed import seed_sample as seed
 
     settings = _settings(args)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from crossmodalrag.ingest import IngestReport
+if TYPE_CHECKING:
+    from crossmodalrag.ingest import IngestReport
 
 
 class ProgressLine:
@@ -17,7 +19,7 @@ class ProgressLine:
         self.live = self.stream.isatty()
         self.last_draw = 0.0
 
-    def __call__(self, report: IngestReport) -> None:
+    def __call__(self, report: "IngestReport") -> None:
         now = time.monotonic()
         if not self.live or now - self.last_draw < 0.1:
             return
@@ -26,7 +28,7 @@ class ProgressLine:
         self.stream.write(f"\r{self.label}: {done} stored, {report.unchanged} unchanged, {report.failed} failed")
         self.stream.flush()
 
-    def finish(self, report: IngestReport) -> None:
+    def finish(self, report: "IngestReport") -> None:
         if self.live:
             self.stream.write("\r\033[K")
         self.stream.write(f"{self.label}: {report.summary()}\n")

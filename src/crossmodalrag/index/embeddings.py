@@ -94,7 +94,8 @@ def embed_missing(
         vectors = _embed_by_length(embedder, [part for *_, part in split], max(1, batch_size))
         with store.transaction() as conn:
             conn.executemany(
-                "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces, vector) VALUES (?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces, vector)"
+                " VALUES (?, ?, ?, ?, ?)",
                 [
                     (chunk_id, model_id, index, count, vector.astype("float32").tobytes())
                     for (chunk_id, index, count, _), vector in zip(split, vectors, strict=True)

@@ -19,15 +19,18 @@ import heapq
 import math
 import sqlite3
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from crossmodalrag.index import fts
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
-from crossmodalrag.retrieval.semantic import SemanticIndex
 from crossmodalrag.store import Store
 from crossmodalrag.types import Hit
+
+if TYPE_CHECKING:
+    from crossmodalrag.retrieval.semantic import SemanticIndex
 
 SECONDS_PER_DAY = 86400.0
 COVERAGE_DEPTH = 10
@@ -70,7 +73,7 @@ class SearchResult:
     term_weights: dict[str, float] = field(default_factory=dict)
 
 
-def search(store: Store, query: str, options: SearchOptions, semantic: SemanticIndex | None = None) -> SearchResult:
+def search(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None" = None) -> SearchResult:
     """Rank evidence for a query. Never raises on odd query text: it cannot reach FTS syntax."""
     sides = split_comparison(query)
     if sides is None:
@@ -78,7 +81,7 @@ def search(store: Store, query: str, options: SearchOptions, semantic: SemanticI
     return _search_comparison(store, query, sides, options, semantic)
 
 
-def _search_one(store: Store, query: str, options: SearchOptions, semantic: SemanticIndex | None) -> SearchResult:
+def _search_one(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None") -> SearchResult:
     terms = fts.query_terms(query)
     conn = store.conn
     weights = _term_weights(conn, [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])]) if terms else {}
@@ -110,7 +113,7 @@ def _body(hit: Hit) -> str:
     return hit.text.split("\n", 1)[-1]  # without the breadcrumb, which siblings share
 
 
-def _dedupe_with_vectors(hits: list[Hit], semantic: SemanticIndex, options: SearchOptions) -> list[Hit]:
+def _dedupe_with_vectors(hits: list[Hit], semantic: "SemanticIndex", options: SearchOptions) -> list[Hit]:
     """Near-duplicates by vector similarity where both chunks have vectors, else by word sets."""
     threshold = options.dedupe_threshold
     if threshold <= 0:
@@ -127,7 +130,7 @@ def _dedupe_with_vectors(hits: list[Hit], semantic: SemanticIndex, options: Sear
 
 
 def _search_comparison(
-    store: Store, query: str, sides: tuple[str, str], options: SearchOptions, semantic: SemanticIndex | None
+    store: Store, query: str, sides: tuple[str, str], options: SearchOptions, semantic: "SemanticIndex | None"
 ) -> SearchResult:
     """Three passes (whole question, X, Y) merged with reserved slots so neither side crowds out
     the other; a side with no evidence is reported instead of silently missing."""
@@ -262,5 +265,5 @@ def _coverages(conn: sqlite3.Connection, texts: list[str], weights: dict[str, fl
     total = sum(weights.values())
     if not texts or total <= 0:
         return [0.0 for _ in texts]
-    token_sets = fts.analyze(conn, [fts.index_body(t) for t in texts])
+    token_sets = fts.analyze(conn, [fts.index_body(t) for t in texts], only=set(weights))
     return [sum(w for token, w in weights.items() if token in tokens) / total for tokens in token_sets]

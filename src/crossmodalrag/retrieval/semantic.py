@@ -10,19 +10,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from crossmodalrag.config import Settings
-from crossmodalrag.index.embed import Embedder, embed_queries, load_embedder
-from crossmodalrag.index.embeddings import load_vectors, vector_status, vectors_stamp
-from crossmodalrag.index.models import ModelUnavailable
 from crossmodalrag.store import Store
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from crossmodalrag.index.embed import Embedder
+
 
 class SemanticIndex:
     """Nearest chunks to a query vector, by each chunk's best-matching piece."""
 
-    def __init__(self, store: Store, embedder: Embedder, settings: Settings) -> None:
+    def __init__(self, store: Store, embedder: "Embedder", settings: Settings) -> None:
         self.store = store
         self.embedder = embedder
         self.settings = settings
@@ -34,6 +33,7 @@ class SemanticIndex:
 
     def refresh(self) -> None:
         """Rebuild the in-memory index if the stored vectors changed since the last build."""
+        from crossmodalrag.index.embeddings import load_vectors, vectors_stamp
         from crossmodalrag.index.vectors import build_index
 
         stamp = vectors_stamp(self.store, self.embedder.identity)
@@ -50,6 +50,8 @@ class SemanticIndex:
         self.stamp = stamp
 
     def query_vector(self, text: str) -> "np.ndarray":
+        from crossmodalrag.index.embed import embed_queries
+
         return embed_queries(self.embedder, [text])[0]
 
     def nearest(self, query: "np.ndarray", n: int) -> dict[int, float]:
@@ -103,6 +105,10 @@ def open_semantic(store: Store, settings: Settings) -> SemanticStatus:
     """
     if not embeddings_installed():
         return SemanticStatus(None)
+    from crossmodalrag.index.embed import load_embedder
+    from crossmodalrag.index.embeddings import vector_status
+    from crossmodalrag.index.models import ModelUnavailable
+
     if store.conn.execute("SELECT 1 FROM chunk_vectors LIMIT 1").fetchone() is None:
         # Checked before loading the model: no vectors at all means nothing to gain from it.
         has_chunks = store.conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None

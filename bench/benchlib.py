@@ -1,0 +1,79 @@
+"""Small helpers shared by the scripts in bench/ (imported as a sibling module)."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+# Data lives beside the repository, in ../shared relative to the repo root; never copied in.
+DEFAULT_SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def log(message: str) -> None:
+    """Progress goes to stderr; stdout carries only the final JSON."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    position = (len(ordered) - 1) * q
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def latency_summary(milliseconds: Sequence[float], prefix: str = "ms") -> dict[str, float]:
+    return {
+        f"{prefix}_p50": round(percentile(milliseconds, 0.50), 3),
+        f"{prefix}_p95": round(percentile(milliseconds, 0.95), 3),
+        f"{prefix}_mean": round(sum(milliseconds) / len(milliseconds), 3) if milliseconds else float("nan"),
+        "samples": len(milliseconds),
+    }
+
+
+def machine() -> dict[str, object]:
+    return {
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+    }
+
+
+def clean_environment() -> dict[str, str]:
+    """This process's environment made benchmark-safe, and returned for subprocesses.
+
+    Drops every CMRAG_* setting (runs measure the defaults) and sets HF_HUB_OFFLINE=1, which makes
+    the product's embedder give up on a model that is not on disk instead of probing the hub:
+    benchmarks never touch the network.
+    """
+    dropped = sorted(k for k in os.environ if k.startswith("CMRAG_"))
+    if dropped:
+        log(f"note: ignoring {', '.join(dropped)} from the environment (benchmarks run with defaults)")
+    for key in dropped:
+        del os.environ[key]
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    return dict(os.environ)
+
+
+def source_state() -> dict[str, object]:
+    """Which code was measured: the repository's commit and whether src/ had uncommitted changes."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    changed = [line for line in git("status", "--porcelain", "--", "src").splitlines() if line.strip()]
+    return {"commit": git("rev-parse", "--short", "HEAD") or None, "src_uncommitted_files": len(changed)}
