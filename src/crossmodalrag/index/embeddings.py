@@ -7,7 +7,11 @@ are stored. Vectors are tagged with the model identity, so a changed model never
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Callable
 
@@ -149,3 +153,34 @@ def vectors_stamp(store: Store, identity: ModelIdentity) -> str:
         (identity.name, identity.sha256, identity.dim),
     ).fetchone()
     return f"{identity.sha256[:16]}-{identity.dim}-{count}-{newest}"
+
+
+def cached_vectors(store: Store, identity: ModelIdentity, stamp: str):
+    """load_vectors through a derived on-disk copy beside the database, memory-mapped.
+
+    Reading 100k vectors out of SQLite takes over a second; the copy loads in milliseconds. It
+    lives in `<db>.vectors/<stamp>/`, is written to a temporary folder and renamed into place
+    (readers never see half of it), and any copy with another stamp is stale and removed.
+    """
+    import numpy as np
+
+    root = store.path.with_name(store.path.name + ".vectors")
+    current = root / stamp
+    try:
+        keys = np.load(current / "keys.npy")
+        return keys[0], keys[1], np.load(current / "matrix.npy", mmap_mode="r")
+    except (OSError, ValueError, IndexError):
+        pass  # missing, stale or damaged: rebuild from the source of truth
+    ids, chunks, matrix = load_vectors(store, identity)
+    try:
+        root.mkdir(exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+        np.save(staging / "keys.npy", np.stack([ids, chunks]))
+        np.save(staging / "matrix.npy", matrix)
+        os.replace(staging, current)
+        for old in root.iterdir():
+            if old.is_dir() and old.name != stamp and not old.name.startswith(".tmp-"):
+                shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        pass  # a read-only folder only costs speed
+    return ids, chunks, matrix

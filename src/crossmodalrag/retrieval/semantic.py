@@ -27,26 +27,27 @@ class SemanticIndex:
         self.settings = settings
         self.stamp = ""
         self._index = None
-        self._matrix = None
-        self._chunk_of = None
-        self._rows_of: dict[int, list[int]] = {}
+        self._matrix = None  # one row per stored piece; the index's keys are row positions
+        self._chunks = None  # chunk id of each row
+        self._by_chunk = None  # row positions sorted by chunk id, for chunk -> rows lookups
 
     def refresh(self) -> None:
         """Rebuild the in-memory index if the stored vectors changed since the last build."""
-        from crossmodalrag.index.embeddings import load_vectors, vectors_stamp
+        import numpy as np
+
+        from crossmodalrag.index.embeddings import cached_vectors, vectors_stamp
         from crossmodalrag.index.vectors import build_index
 
         stamp = vectors_stamp(self.store, self.embedder.identity)
         if stamp == self.stamp:
             return
-        ids, chunks, matrix = load_vectors(self.store, self.embedder.identity)
-        cache = self.store.path.with_name(f"{self.store.path.name}.{self.embedder.identity.sha256[:12]}.usearch")
-        self._index = build_index(ids, matrix, self.settings.ann_min_vectors, cache, stamp)
-        self._matrix = matrix
-        self._chunk_of = dict(zip(ids.tolist(), chunks.tolist(), strict=True))
-        self._rows_of = {}  # chunk id -> positions of its pieces in the matrix
-        for position, chunk_id in enumerate(chunks.tolist()):
-            self._rows_of.setdefault(chunk_id, []).append(position)
+        _, chunks, matrix = cached_vectors(self.store, self.embedder.identity, stamp)
+        folder = self.store.path.with_name(f"{self.store.path.name}.vectors")
+        cache = folder / f"ann-{self.embedder.identity.sha256[:12]}.usearch"
+        positions = np.arange(len(chunks), dtype=np.int64)
+        self._index = build_index(positions, matrix, self.settings.ann_min_vectors, cache, stamp)
+        self._matrix, self._chunks = matrix, np.asarray(chunks)
+        self._by_chunk = np.argsort(self._chunks, kind="stable")
         self.stamp = stamp
 
     def query_vector(self, text: str) -> "np.ndarray":
@@ -59,26 +60,29 @@ class SemanticIndex:
         self.refresh()
         keys, scores = self._index.search(query, n * 2)  # pieces of one chunk share the result list
         best: dict[int, float] = {}
-        for key, score in zip(keys.tolist(), scores.tolist(), strict=True):
-            chunk = self._chunk_of[key]
+        for chunk, score in zip(self._chunks[keys].tolist(), scores.tolist(), strict=True):
             if chunk not in best:
                 best[chunk] = float(score)
         return dict(list(best.items())[:n])
 
+    def _rows(self, chunk_ids: list[int]) -> list[tuple[int, "np.ndarray"]]:
+        import numpy as np
+
+        sorted_chunks = self._chunks[self._by_chunk]
+        wanted = np.asarray(chunk_ids, dtype=np.int64)
+        low = np.searchsorted(sorted_chunks, wanted, "left")
+        high = np.searchsorted(sorted_chunks, wanted, "right")
+        return [(c, self._by_chunk[lo:hi]) for c, lo, hi in zip(chunk_ids, low, high, strict=True) if hi > lo]
+
     def scores_for(self, query: "np.ndarray", chunk_ids: list[int]) -> dict[int, float]:
         """Exact cosine of each given chunk (best piece); chunks without vectors are left out."""
         self.refresh()
-        best: dict[int, float] = {}
-        for chunk in chunk_ids:
-            positions = self._rows_of.get(chunk)
-            if positions:
-                best[chunk] = float((self._matrix[positions] @ query).max())
-        return best
+        return {chunk: float((self._matrix[rows] @ query).max()) for chunk, rows in self._rows(chunk_ids)}
 
     def representative_vectors(self, chunk_ids: list[int]) -> dict[int, "np.ndarray"]:
         """The first piece's vector of each chunk that has one (for near-duplicate checks)."""
         self.refresh()
-        return {c: self._matrix[self._rows_of[c][0]] for c in chunk_ids if c in self._rows_of}
+        return {chunk: self._matrix[rows[0]] for chunk, rows in self._rows(chunk_ids)}
 
 
 @dataclass
