@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
+
 from crossmodalrag.config import Settings
 from crossmodalrag.ingest import IngestReport, ingest_documents
 from crossmodalrag.retrieval.search import SearchOptions, search
@@ -139,12 +140,19 @@ def main() -> None:
     data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="locomo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    result = {"benchmark": "locomo", "conversations": len(data), "machine": machine(), "source": source_state(),
-              "lexical": run(data, workdir, hybrid=False)}
+    result = {
+        "benchmark": "locomo",
+        "conversations": len(data),
+        "machine": machine(),
+        "source": source_state(),
+        "lexical": run(data, workdir, hybrid=False),
+    }
     if not args.lexical_only:
         result["hybrid"] = run(data, workdir, hybrid=True)
         lexical, hybrid = result["lexical"]["metrics"]["overall"], result["hybrid"]["metrics"]["overall"]
-        result["ratio_hybrid_vs_lexical"] = {k: round(hybrid[k] / lexical[k], 3) for k in lexical if k != "questions" and lexical[k]}
+        result["ratio_hybrid_vs_lexical"] = {
+            k: round(hybrid[k] / lexical[k], 3) for k in lexical if k != "questions" and lexical[k]
+        }
     print(json.dumps(result, indent=2))
 
 

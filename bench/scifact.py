@@ -138,9 +138,9 @@ def index_with_mem(db_path: Path, corpus: list[dict]):
     }
 
 
-def mem_ranker(store, options: SearchOptions) -> Ranker:
+def mem_ranker(store, options: SearchOptions, semantic=None) -> Ranker:
     def rank(query: str) -> list[str]:
-        uris = [hit.source_uri for hit in search(store, query, options).hits]
+        uris = [hit.source_uri for hit in search(store, query, options, semantic).hits]
         return [uri.removeprefix("scifact:") for uri in dict.fromkeys(uris)]
 
     return rank
@@ -199,6 +199,61 @@ def run_baseline(name: str, corpus, queries, qrels, tokenizer: str | None, disti
 # ---------------------------------------------------------------- main
 
 
+def embedding_throughput(store, embedder, sample: int) -> dict:
+    """The product pipeline (split to the window, length-sorted batches, SQLite writes) against
+    fastembed alone on the very same piece texts, on the first `sample` chunks."""
+    from crossmodalrag.index.embed import pieces
+
+    rows = store.conn.execute("SELECT text FROM chunks ORDER BY id LIMIT ?", (sample,)).fetchall()
+    texts = [part for (text,) in rows for part in pieces(embedder, text)]
+    started = time.perf_counter()
+    list(embedder._model.passage_embed(texts, batch_size=32))
+    raw = time.perf_counter() - started
+    return {
+        "sample_chunks": len(rows),
+        "sample_pieces": len(texts),
+        "fastembed_seconds": round(raw, 2),
+        "fastembed_chunks_per_second": round(len(rows) / raw, 2),
+    }
+
+
+def run_hybrid(store, tmp: Path, options: SearchOptions, queries, qrels, sample: int) -> dict:
+    """Embed the corpus with the offline MiniLM, then score vector alone, each profile and RRF."""
+    from crossmodalrag.config import Settings
+    from crossmodalrag.index.embed import load_embedder
+    from crossmodalrag.index.embeddings import embed_missing
+    from crossmodalrag.index.models import install_offline
+    from crossmodalrag.retrieval import profiles
+    from crossmodalrag.retrieval.semantic import SemanticIndex
+
+    settings = Settings(db_path=store.path)
+    install_offline(settings)
+    embedder = load_embedder(settings)
+    log(f"hybrid: raw fastembed throughput on the first {sample} chunks")
+    throughput = embedding_throughput(store, embedder, sample)
+    log("hybrid: embedding the corpus through the product pipeline (mem reindex-embeddings' code)")
+    report = embed_missing(store, embedder, settings.embed_batch_size)
+    pipeline_rate = report.chunks / report.seconds
+    throughput.update(
+        corpus_chunks=report.chunks,
+        corpus_vectors=report.pieces,
+        pipeline_seconds=round(report.seconds, 1),
+        pipeline_chunks_per_second=round(pipeline_rate, 2),
+        pipeline_vs_fastembed=round(throughput["fastembed_chunks_per_second"] / pipeline_rate, 3),
+    )
+    semantic = SemanticIndex(store, embedder, settings)
+    # Diagnostic only: a profile that is all vector, to report "vector alone" through the same code.
+    profiles.PROFILES.setdefault("vector_only", {"vector": 1.0, "lexical": 0.0, "recency": 0.0, "usage": 0.0})
+    variants = {"vector_only": replace(options, profile="vector_only", title_boost_weight=0.0)}
+    variants.update({name: replace(options, profile=name) for name in ("balanced", "relevant", "recent", "usage")})
+    variants["rrf"] = replace(options, fusion="rrf")
+    scores = {}
+    for name, variant in variants.items():
+        log(f"hybrid: {name}")
+        scores[name] = evaluate(name, mem_ranker(store, variant, semantic), queries, qrels)
+    return {"model": embedder.identity.name, "embedding": throughput, "runs": scores}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="the shared/ folder (data/scifact inside)")
@@ -217,6 +272,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--sweep", action="store_true", help=f"also score title_column_weight in {SWEEP_TITLE_WEIGHTS} (diagnostic)"
     )
     parser.add_argument("--limit", type=int, default=None, help="score only the first N judged queries (smoke runs)")
+    parser.add_argument(
+        "--hybrid", action="store_true", help="also embed with the offline MiniLM and score hybrid runs"
+    )
+    parser.add_argument(
+        "--embed-sample", type=int, default=1000, help="chunks for the raw-vs-pipeline throughput check"
+    )
     return parser.parse_args(argv)
 
 
@@ -259,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"sweep: title_column_weight={weight}")
                 swept = replace(options, title_column_weight=weight)
                 sweep[str(weight)] = evaluate(f"sweep {weight}", mem_ranker(store, swept), queries, qrels)
+        hybrid = run_hybrid(store, Path(tmp), options, queries, qrels, args.embed_sample) if args.hybrid else None
         store.close()
 
     baseline = run_baseline("baseline_fts5", corpus, queries, qrels, None)
@@ -284,6 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     if sweep is not None:
         result["sweep_title_column_weight"] = sweep
+    if hybrid is not None:
+        result["hybrid"] = hybrid
+        lexical = mem["ndcg@10"]
+        result["ratio_ndcg10_hybrid_vs_lexical"] = {
+            k: round(v["ndcg@10"] / lexical, 4) for k, v in hybrid["runs"].items()
+        }
     print(json.dumps(result, indent=2))
     return 0
 

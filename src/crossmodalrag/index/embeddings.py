@@ -11,8 +11,8 @@ import os
 import shutil
 import tempfile
 import time
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from crossmodalrag.index.embed import Embedder, ModelIdentity, pieces
