@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from crossmodalrag.chunking.markdown import leading_date, split_frontmatter, without_code
+from crossmodalrag.connectors.frontmatter import parse_frontmatter
 from crossmodalrag.connectors.globs import selected
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.types import Document
@@ -59,7 +60,7 @@ def read_note(root: Path, path: Path) -> Document:
     if "\x00" in text:
         raise ConnectorError(f"{path}: binary data in a .md file", "this is not a text note; exclude it")
     frontmatter_text, body_start = split_frontmatter(text)
-    meta = _frontmatter(frontmatter_text)
+    meta = parse_frontmatter(frontmatter_text)
     if not text[body_start:].strip():
         raise ConnectorError(f"{path}: note is empty", "nothing to remember in it")
     prose = without_code(text[body_start:])
@@ -81,19 +82,6 @@ def read_note(root: Path, path: Path) -> Document:
             **({"frontmatter": _jsonable(meta)} if meta else {}),
         },
     )
-
-
-def _frontmatter(raw: str | None) -> dict[str, Any]:
-    if not raw:
-        return {}
-    import yaml  # imported here: only ingestion pays for it, not every query
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml is ~20x faster when present
-    try:
-        loaded = yaml.load(raw, Loader=loader)  # noqa: S506 - a safe loader either way
-    except yaml.YAMLError:
-        return {}  # malformed frontmatter stays out of the chunks and out of the metadata
-    return loaded if isinstance(loaded, dict) else {}
 
 
 def parse_date(value: Any) -> float | None:
