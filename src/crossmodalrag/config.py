@@ -20,9 +20,12 @@ PROFILES = ("balanced", "relevant", "recent", "usage")
 
 @dataclass(frozen=True)
 class Setting:
-    env: str
-    toml: tuple[str, str]
+    """A scalar setting: its TOML section (and key, if not the setting's name) and its parser.
+    Its environment variable is always CMRAG_ + the name in capitals."""
+
+    section: str
     parse: Callable[[str], Any]
+    key: str | None = None
 
 
 def _globs(value: str | list[str]) -> list[str]:
@@ -31,16 +34,13 @@ def _globs(value: str | list[str]) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-def _profile(value: str) -> str:
-    if value not in PROFILES:
-        raise ValueError(f"unknown profile {value!r}; choose one of {', '.join(PROFILES)}")
-    return value
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
+        return value
 
-
-def _fusion(value: str) -> str:
-    if value not in ("weighted", "rrf"):
-        raise ValueError(f"unknown fusion {value!r}; choose weighted or rrf")
-    return value
+    return parse
 
 
 def _fraction(value: str) -> float:
@@ -58,27 +58,25 @@ def _count(value: str) -> int:
 
 
 SCALARS: dict[str, Setting] = {
-    "top_k": Setting("CMRAG_TOP_K", ("retrieval", "top_k"), _count),
-    "profile": Setting("CMRAG_PROFILE", ("retrieval", "profile"), _profile),
-    "title_boost_weight": Setting("CMRAG_TITLE_BOOST_WEIGHT", ("retrieval", "title_boost_weight"), _fraction),
-    "recency_weight": Setting("CMRAG_RECENCY_WEIGHT", ("retrieval", "recency_weight"), _fraction),
-    "recency_half_life_days": Setting("CMRAG_RECENCY_HALF_LIFE_DAYS", ("retrieval", "recency_half_life_days"), float),
-    "max_chunks_per_source": Setting("CMRAG_MAX_CHUNKS_PER_SOURCE", ("retrieval", "max_chunks_per_source"), _count),
-    "dedupe_threshold": Setting("CMRAG_DEDUPE_THRESHOLD", ("retrieval", "dedupe_threshold"), _fraction),
-    "abstain_min_coverage": Setting("CMRAG_ABSTAIN_MIN_COVERAGE", ("retrieval", "abstain_min_coverage"), _fraction),
-    "embed_model": Setting("CMRAG_EMBED_MODEL", ("embeddings", "model"), str),
-    "embed_model_path": Setting("CMRAG_EMBED_MODEL_PATH", ("embeddings", "model_path"), str),
-    "embed_batch_size": Setting("CMRAG_EMBED_BATCH_SIZE", ("embeddings", "batch_size"), _count),
-    "ann_min_vectors": Setting("CMRAG_ANN_MIN_VECTORS", ("embeddings", "ann_min_vectors"), _count),
-    "fusion": Setting("CMRAG_FUSION", ("retrieval", "fusion"), _fusion),
-    "abstain_min_similarity": Setting(
-        "CMRAG_ABSTAIN_MIN_SIMILARITY", ("retrieval", "abstain_min_similarity"), _fraction
-    ),
-    "git_max_commits": Setting("CMRAG_GIT_MAX_COMMITS", ("connectors", "git_max_commits"), _count),
-    "notes_include": Setting("CMRAG_NOTES_INCLUDE", ("connectors", "notes_include"), _globs),
-    "notes_exclude": Setting("CMRAG_NOTES_EXCLUDE", ("connectors", "notes_exclude"), _globs),
-    "git_include": Setting("CMRAG_GIT_INCLUDE", ("connectors", "git_include"), _globs),
-    "git_exclude": Setting("CMRAG_GIT_EXCLUDE", ("connectors", "git_exclude"), _globs),
+    "top_k": Setting("retrieval", _count),
+    "profile": Setting("retrieval", _one_of(*PROFILES)),
+    "fusion": Setting("retrieval", _one_of("weighted", "rrf")),
+    "title_boost_weight": Setting("retrieval", _fraction),
+    "recency_weight": Setting("retrieval", _fraction),
+    "recency_half_life_days": Setting("retrieval", float),
+    "max_chunks_per_source": Setting("retrieval", _count),
+    "dedupe_threshold": Setting("retrieval", _fraction),
+    "abstain_min_coverage": Setting("retrieval", _fraction),
+    "abstain_min_similarity": Setting("retrieval", _fraction),
+    "embed_model": Setting("embeddings", str, "model"),
+    "embed_model_path": Setting("embeddings", str, "model_path"),
+    "embed_batch_size": Setting("embeddings", _count, "batch_size"),
+    "ann_min_vectors": Setting("embeddings", _count),
+    "git_max_commits": Setting("connectors", _count),
+    "notes_include": Setting("connectors", _globs),
+    "notes_exclude": Setting("connectors", _globs),
+    "git_include": Setting("connectors", _globs),
+    "git_exclude": Setting("connectors", _globs),
 }
 
 # Connector folders: numbered environment variables, or a list in the TOML [connectors] table.
@@ -173,8 +171,8 @@ def load_settings(overrides: dict[str, Any] | None = None, cwd: Path | None = No
     settings = Settings(config_path=config_path)
 
     for name, setting in SCALARS.items():
-        section, key = setting.toml
-        raw, origin = env.get(setting.env), setting.env
+        section, key, variable = setting.section, setting.key or name, f"CMRAG_{name.upper()}"
+        raw, origin = env.get(variable), variable
         if raw is None and key in toml.get(section, {}):
             raw, origin = toml[section][key], f"[{section}] {key} in {config_path}"
         if raw is None:
