@@ -109,7 +109,10 @@ def render_evidence_answer(
     """Numbered evidence with citations and excerpts; `explain` adds a line per hit."""
     lines = [f"Found {len(evidence)} piece{'s' if len(evidence) != 1 else ''} of evidence:"]
     for item in evidence:
-        side = f" [for: {item.hit.sub_query}]" if comparison and item.hit.sub_query else ""
+        side = ""
+        if comparison and item.hit.sub_query:
+            found_by = item.hit.sub_query if item.hit.sub_query in comparison["sides"] else "both"
+            side = f" [for: {found_by}]"
         lines.append(f"[{item.id}] {item.hit.title} — {citation(item)}{side}")
         lines.append(f"     {excerpt(item.hit.text)}")
         if explain:
