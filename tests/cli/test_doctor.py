@@ -1,0 +1,50 @@
+"""`mem doctor`: read-only, and it says in plain words why retrieval is lexical only."""
+
+from __future__ import annotations
+
+import json
+
+from crossmodalrag.cli.main import main
+from crossmodalrag.doctor import diagnose
+from tests.conftest import write_note
+
+
+def doctor_json(capsys) -> tuple[int, dict]:
+    code = main(["doctor", "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_a_missing_database_is_a_problem_and_nothing_is_created(capsys, db_path):
+    code, report = doctor_json(capsys)
+    assert code == 1 and not db_path.exists()
+    assert report["database"]["exists"] is False and "mem init-db" in report["problems"][0]
+
+
+def test_facts_about_a_healthy_lexical_memory(capsys, tmp_path, db_path):
+    write_note(tmp_path / "vault", "a.md", "# A\nalpha beta")
+    assert main(["ingest-notes", str(tmp_path / "vault")]) == 0
+    capsys.readouterr()
+    before = db_path.stat().st_mtime_ns
+    code, report = doctor_json(capsys)
+    database = report["database"]
+    assert database["integrity"] == "ok" and database["schema_version"] >= 3
+    assert database["chunks"] == 1 and database["sources"] == {"note": 1}
+    assert db_path.stat().st_mtime_ns == before  # read-only
+    assert any(e.startswith("retrieval is lexical only because") for e in report["explanations"])
+    assert code == 0
+
+
+def test_without_the_extra_doctor_names_the_install(monkeypatch, db_path):
+    from crossmodalrag import doctor
+    from crossmodalrag.config import Settings
+
+    monkeypatch.setattr(doctor, "find_spec", lambda name: None)
+    report = diagnose(Settings(db_path=db_path)).to_dict()
+    assert report["extras"] == {"embeddings": False, "ann": False}
+    assert any('pip install -e ".[embeddings]"' in e for e in report["explanations"])
+
+
+def test_text_output_is_readable(capsys):
+    main(["doctor"])
+    out = capsys.readouterr().out
+    assert out.startswith("database: ") and "embedding model:" in out
