@@ -73,10 +73,10 @@ def known_fingerprints(store: Store, uri_prefix: str) -> dict[str, str]:
     rows = store.conn.execute(
         "SELECT uri, fingerprint FROM sources WHERE uri >= ? AND uri < ?", (uri_prefix, uri_prefix + "\U0010ffff")
     )
-    return {uri: print_ for uri, print_ in rows}
+    return {uri: digest for uri, digest in rows}
 
 
-def write_document(batch: WriteBatch, doc: Document, print_: str) -> tuple[bool, int]:
+def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool, int]:
     """Store one source and its chunks as one all-or-nothing unit; returns (was it new, chunk count)."""
     chunks = chunk_document(doc)
     metadata = json.dumps(doc.metadata, ensure_ascii=False)
@@ -88,13 +88,13 @@ def write_document(batch: WriteBatch, doc: Document, print_: str) -> tuple[bool,
             conn.execute(
                 "UPDATE sources SET source_type = ?, fingerprint = ?, timestamp = ?, title = ?, metadata = ?,"
                 " ingested_at = ? WHERE id = ?",
-                (doc.source_type, print_, doc.timestamp, doc.title, metadata, time.time(), source_id),
+                (doc.source_type, digest, doc.timestamp, doc.title, metadata, time.time(), source_id),
             )
         else:
             source_id = conn.execute(
                 "INSERT INTO sources (source_type, uri, fingerprint, timestamp, title, metadata, ingested_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (doc.source_type, doc.uri, print_, doc.timestamp, doc.title, metadata, time.time()),
+                (doc.source_type, doc.uri, digest, doc.timestamp, doc.title, metadata, time.time()),
             ).lastrowid
         # We hold the write lock, so ids after the current maximum are ours to assign.
         first_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
@@ -153,11 +153,11 @@ def _ingest_one(
     if isinstance(item, Failure):
         report.failures.append(str(item.error))
         return
-    print_ = fingerprint(item)
-    if known.get(item.uri) == print_:
+    digest = fingerprint(item)
+    if known.get(item.uri) == digest:
         report.unchanged += 1
         return
-    added, count = write_document(batch, item, print_)
+    added, count = write_document(batch, item, digest)
     report.chunks += count
     report.added += added
     report.updated += not added
