@@ -83,6 +83,7 @@ SCALARS: dict[str, Setting] = {
 PATH_LISTS = {
     "notes_paths": ("OBSIDIAN_VAULT_PATH", "notes"),
     "git_paths": ("REPO_PATH", "git"),
+    "pdf_paths": ("PDF_PATH", "pdf"),
 }
 
 
@@ -94,6 +95,7 @@ class Settings:
     config_path: Path | None = None
     notes_paths: list[Path] = field(default_factory=list)
     git_paths: list[Path] = field(default_factory=list)
+    pdf_paths: list[Path] = field(default_factory=list)
     top_k: int = 5
     profile: str = "balanced"
     title_boost_weight: float = 0.05

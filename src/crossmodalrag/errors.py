@@ -29,3 +29,7 @@ class ConnectorError(CMRAGError):
 
 class EvalError(CMRAGError):
     """An evaluation input (query file, query set) is unusable."""
+
+
+class MissingExtraError(CMRAGError):
+    """An optional capability's packages are not installed; the hint names the pip install."""

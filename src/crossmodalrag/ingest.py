@@ -62,7 +62,7 @@ Progress = Callable[[IngestReport], None]
 def fingerprint(doc: Document) -> str:
     """What decides whether a stored source is still current (the locator too: chunks carry it)."""
     digest = hashlib.sha256()
-    for part in (CHUNKER_VERSION, doc.format, doc.modality, doc.locator, doc.title, doc.text):
+    for part in (CHUNKER_VERSION, doc.extractor, doc.format, doc.modality, doc.locator, doc.title, doc.text):
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\x00")
     return digest.hexdigest()
@@ -191,6 +191,37 @@ def ingest_notes(
         gone = [uri for uri in known if uri not in seen]
         report.removed += remove_sources(store, gone) if gone else 0
     return report
+
+
+def ingest_pdfs(store: Store, paths: list[Path], progress: Progress | None = None) -> IngestReport:
+    """Ingest PDF files or folders of them; PDFs gone from an ingested folder leave the memory.
+
+    Raises MissingExtraError when the pdf extra is not installed (before touching anything).
+    """
+    from crossmodalrag.connectors import pdf
+
+    pdf.extractor_version_or_raise()
+    report = IngestReport()
+    for path in paths:
+        path = Path(path).expanduser().resolve()
+        if not path.exists():
+            report.failures.append(f"{path}: no such file or folder (hint: check the path; nothing was removed)")
+            continue
+        known = known_fingerprints(store, f"{path}/") if path.is_dir() else {}
+        seen = ingest_documents(store, _read_pdfs(path), known, report, progress)
+        gone = [uri for uri in known if uri not in seen]
+        report.removed += remove_sources(store, gone) if gone else 0
+    return report
+
+
+def _read_pdfs(root: Path) -> Iterable[Document | Failure]:
+    from crossmodalrag.connectors import pdf
+
+    for path in pdf.find_pdfs(root):
+        try:
+            yield pdf.read_pdf(path)
+        except CMRAGError as error:
+            yield Failure(str(path), error)
 
 
 def _read_vault(root: Path, include: list[str] | None, exclude: list[str] | None) -> Iterable[Document | Failure]:

@@ -20,6 +20,7 @@ class Document:
     timestamp: float | None = None  # unix seconds
     locator: str = ""  # how to cite the whole source: a vault-relative path, repo@sha7
     metadata: dict[str, Any] = field(default_factory=dict)
+    extractor: str = ""  # e.g. "pypdfium2 5.15.2": part of the fingerprint, so upgrades re-derive
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Hit:
     score: float = 0.0
     components: dict[str, float] = field(default_factory=dict)
     sub_query: str | None = None  # for comparative questions: which side's pass found it
+    page: int | None = None  # 1-based, for PDF evidence
 
 
 def iso_time(timestamp: float | None) -> str | None:
@@ -88,6 +90,7 @@ class Evidence:
             "score": round(hit.score, 6),
             "components": {k: round(v, 6) for k, v in hit.components.items()},
             "sub_query": hit.sub_query,
+            **({"page": hit.page} if hit.page is not None else {}),
         }
 
 

@@ -15,7 +15,9 @@ from crossmodalrag.types import Answer, Evidence, Hit, excerpt, iso_time
 WEAK_RETRIEVAL = "weak_retrieval"
 
 
-def search_options(settings: Settings, top_k: int | None = None, profile: str | None = None) -> SearchOptions:
+def search_options(
+    settings: Settings, top_k: int | None = None, profile: str | None = None, modalities: tuple[str, ...] = ()
+) -> SearchOptions:
     """The retrieval knobs a user can set, taken from resolved settings (CLI values win)."""
     return SearchOptions(
         top_k=top_k if top_k is not None else settings.top_k,
@@ -28,6 +30,7 @@ def search_options(settings: Settings, top_k: int | None = None, profile: str | 
         dedupe_threshold=settings.dedupe_threshold,
         min_coverage=settings.abstain_min_coverage,
         min_similarity=settings.abstain_min_similarity,
+        modalities=tuple(modalities),
     )
 
 
@@ -45,10 +48,15 @@ class Retriever:
 
 
 def open_retriever(
-    store: Store, settings: Settings, top_k: int | None = None, profile: str | None = None, lexical_only: bool = False
+    store: Store,
+    settings: Settings,
+    top_k: int | None = None,
+    profile: str | None = None,
+    lexical_only: bool = False,
+    modalities: tuple[str, ...] = (),
 ) -> Retriever:
     """Set up retrieval once per command; says (in notices) when and why it is lexical only."""
-    options = search_options(settings, top_k, profile)
+    options = search_options(settings, top_k, profile, modalities)
     if lexical_only:
         return Retriever(store, options, None)
     status = open_semantic(store, settings)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from crossmodalrag.chunking.diff import chunk_diff
 from crossmodalrag.chunking.markdown import chunk_markdown
-from crossmodalrag.chunking.text import chunk_plain
+from crossmodalrag.chunking.text import chunk_pages, chunk_plain
 from crossmodalrag.types import Chunk, Document
 
 CHUNKER_VERSION = "1"
 
-CHUNKERS = {"markdown": chunk_markdown, "diff": chunk_diff, "plain": chunk_plain}
+CHUNKERS = {"markdown": chunk_markdown, "diff": chunk_diff, "plain": chunk_plain, "pages": chunk_pages}
 
 
 def chunk_document(doc: Document) -> list[Chunk]:

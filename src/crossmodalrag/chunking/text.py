@@ -74,3 +74,21 @@ def chunk_plain(doc: Document) -> list[Chunk]:
         Chunk(text=f"{doc.title}\n{doc.text[s:e]}", locator=doc.locator, char_start=s, char_end=e)
         for s, e in split_span(doc.text, 0, len(doc.text))
     ]
+
+
+def chunk_pages(doc: Document) -> list[Chunk]:
+    """Paged text (pages joined by form feeds): chunks never straddle a page; each knows its page."""
+    chunks, start = [], 0
+    for number, page in enumerate(doc.text.split("\f"), 1):
+        for s, e in split_span(doc.text, start, start + len(page)):
+            chunks.append(
+                Chunk(
+                    text=f"{doc.title} > p.{number}\n{doc.text[s:e]}",
+                    locator=f"{doc.locator} p.{number}",
+                    char_start=s,
+                    char_end=e,
+                    metadata={"page": number},
+                )
+            )
+        start += len(page) + 1
+    return chunks

@@ -143,12 +143,23 @@ def ingest_git(args: argparse.Namespace) -> int:
         return _finish_ingest(args, report, progress, store)
 
 
+def ingest_pdf(args: argparse.Namespace) -> int:
+    from crossmodalrag.ingest import ingest_pdfs
+
+    settings = _settings(args)
+    paths = _paths(args.paths, settings.pdf_paths, "PDF files or folders", "PDF_PATH")
+    progress = ProgressLine("ingest-pdf")
+    with _open(settings) as store:
+        report = ingest_pdfs(store, paths, progress)
+        return _finish_ingest(args, report, progress, store)
+
+
 def ask(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not args.no_llm:
         notice("note: no language model backend is configured yet; showing the evidence answer (--no-llm)")
     with _open(settings, create=False) as store:
-        retriever = open_retriever(store, settings, args.top_k, args.profile)
+        retriever = open_retriever(store, settings, args.top_k, args.profile, modalities=tuple(args.modality or ()))
         for message in retriever.notices:
             notice(f"note: {message}")
         answer = ask_without_llm(retriever, args.query)
@@ -176,7 +187,7 @@ def evaluate(args: argparse.Namespace) -> int:
             )
         for warning in gold_warnings(store, queries):
             notice(f"warning: {warning}")
-        retriever = open_retriever(store, settings, top_k, args.profile)
+        retriever = open_retriever(store, settings, top_k, args.profile, modalities=tuple(args.modality or ()))
         for message in retriever.notices:
             notice(f"note: {message}")
         report = run_eval(retriever, queries).to_dict()

@@ -16,6 +16,8 @@ from crossmodalrag.cli import commands
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError
 
+MODALITIES = ("text", "code", "pdf")
+
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -48,12 +50,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--author", help="only commits whose author matches this pattern")
     p.set_defaults(run=commands.ingest_git)
 
+    p = sub.add_parser("ingest-pdf", parents=[common, as_json], help="ingest PDF files or folders of them")
+    p.add_argument("paths", nargs="*", type=Path, help="PDF files or folders (default: configured PDF_PATH_<n>)")
+    p.set_defaults(run=commands.ingest_pdf)
+
     p = sub.add_parser("ask", parents=[common, as_json], help="answer a question from memory, with citations")
     p.add_argument("query", help="the question")
     p.add_argument("--no-llm", action="store_true", help="deterministic evidence answer, no language model")
     p.add_argument("--top-k", type=_positive, help="how many pieces of evidence (default 5)")
     p.add_argument("--explain", action="store_true", help="show each hit's score components")
     p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist (default: balanced)")
+    p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
     p.set_defaults(run=commands.ask)
 
     p = sub.add_parser("eval", parents=[common, as_json], help="measure retrieval on the stored eval queries")
@@ -61,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--query-prefix", help='only queries starting with this text, e.g. "[sample]"')
     p.add_argument("--load-queries", type=Path, metavar="FILE", help="upsert queries from a JSON file first")
     p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist")
+    p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
     p.set_defaults(run=commands.evaluate)
 
     p = sub.add_parser("reindex-embeddings", parents=[common, as_json], help="embed chunks that have no vector yet")

@@ -16,6 +16,7 @@ vectors, from the lexical defaults. `fusion="rrf"` ranks by reciprocal rank fusi
 from __future__ import annotations
 
 import heapq
+import json
 import math
 import sqlite3
 from dataclasses import dataclass, field, replace
@@ -50,6 +51,7 @@ class SearchOptions:
     # default: the title boost alone (0 disables it) decides how much a title match counts extra.
     title_column_weight: float = 0.0
     min_candidates: int = 50
+    modalities: tuple[str, ...] = ()  # only these kinds of evidence ("text", "code", "pdf"); () = all
     # The abstention gate: evidence is weak when it covers too little of the query's terms AND
     # (with vectors) is not semantically close either.
     min_coverage: float = 0.5
@@ -91,7 +93,9 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     cosines: dict[int, float] = {}
     if semantic is not None:
         vector = semantic.query_vector(query)
-        cosines = semantic.nearest(vector, limit)
+        # With a modality filter most nearest chunks may be of other kinds: look further.
+        wanted = _of_modalities(conn, semantic.nearest(vector, limit * (8 if options.modalities else 1)), options)
+        cosines = dict(list(wanted.items())[:limit])
         cosines.update(semantic.scores_for(vector, [c for c in lexical if c not in cosines]))
         lexical.update({c: every_match[c] for c in cosines if c in every_match})
     pool = set(lexical) | set(cosines)
@@ -183,13 +187,36 @@ def _term_weights(conn: sqlite3.Connection, stems: list[list[str]]) -> dict[str,
 
 
 def _bm25_scores(conn: sqlite3.Connection, expression: str, options: SearchOptions) -> dict[int, float]:
-    """BM25 of every matching chunk. One unordered pass is cheaper than ORDER BY bm25 LIMIT (which
-    scores every match anyway) and than re-querying specific rowids (a MATCH per rowid)."""
+    """BM25 of every matching chunk (of the wanted modalities). One unordered pass is cheaper than
+    ORDER BY bm25 LIMIT (which scores every match anyway) and than re-querying specific rowids."""
+    if not options.modalities:
+        rows = conn.execute(
+            "SELECT rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts WHERE chunks_fts MATCH ?",
+            (options.title_column_weight, expression),
+        ).fetchall()
+        return dict(rows)
+    marks = ",".join("?" * len(options.modalities))
     rows = conn.execute(
-        "SELECT rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts WHERE chunks_fts MATCH ?",
-        (options.title_column_weight, expression),
+        "SELECT f.rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+        f"WHERE chunks_fts MATCH ? AND c.modality IN ({marks})",
+        (options.title_column_weight, expression, *options.modalities),
     ).fetchall()
     return dict(rows)
+
+
+def _of_modalities(conn: sqlite3.Connection, scored: dict[int, float], options: SearchOptions) -> dict[int, float]:
+    """Keep (in order) the chunks whose modality is wanted."""
+    if not options.modalities or not scored:
+        return scored
+    ids = list(scored)
+    marks, kinds = ",".join("?" * len(ids)), ",".join("?" * len(options.modalities))
+    kept = {
+        row[0]
+        for row in conn.execute(
+            f"SELECT id FROM chunks WHERE id IN ({marks}) AND modality IN ({kinds})", (*ids, *options.modalities)
+        )
+    }
+    return {chunk: score for chunk, score in scored.items() if chunk in kept}
 
 
 def _score(
@@ -205,7 +232,7 @@ def _score(
     rows = {
         row["id"]: row
         for row in conn.execute(
-            "SELECT c.id, c.text, c.locator, c.modality, s.uri, s.source_type, s.title, s.timestamp "
+            "SELECT c.id, c.text, c.locator, c.modality, c.metadata, s.uri, s.source_type, s.title, s.timestamp "
             f"FROM chunks c JOIN sources s ON s.id = c.source_id WHERE c.id IN ({','.join('?' * len(ids))})",
             ids,
         )
@@ -242,10 +269,17 @@ def _score(
                 row["timestamp"],
                 score,
                 components,
+                page=_page(row),
             )
         )
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
     return hits
+
+
+def _page(row: sqlite3.Row) -> int | None:
+    if row["modality"] != "pdf":
+        return None
+    return json.loads(row["metadata"]).get("page")
 
 
 def _rrf(lexical: dict[int, float], cosines: dict[int, float]) -> dict[int, float]:

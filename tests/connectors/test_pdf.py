@@ -1,0 +1,106 @@
+"""PDFs through the real pypdfium2: page locators, bad files, folders, incremental re-ingest."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crossmodalrag.chunking import chunk_document
+from crossmodalrag.cli.main import main
+from crossmodalrag.connectors.pdf import read_pdf
+from crossmodalrag.errors import ConnectorError
+from crossmodalrag.ingest import ingest_pdfs
+from tests.conftest import write_note
+from tests.pdfs import write_pdf
+
+pytestmark = pytest.mark.integration
+pytest.importorskip("pypdfium2")
+
+
+def test_pages_become_chunks_with_page_locators_and_never_straddle(tmp_path):
+    path = write_pdf(
+        tmp_path / "spec.pdf",
+        ["Rate limits: 100 requests.", "", "Retries use backoff."],
+        title="API Spec",
+        created="D:20240301120000Z",
+    )
+    doc = read_pdf(path)
+    assert doc.title == "API Spec" and doc.modality == "pdf" and doc.metadata["empty_pages"] == [2]
+    assert doc.timestamp == 1709294400.0  # the PDF's creation date, not the file's mtime
+    chunks = chunk_document(doc)
+    assert [c.locator for c in chunks] == ["spec.pdf p.1", "spec.pdf p.3"]
+    assert [c.metadata["page"] for c in chunks] == [1, 3]
+    for chunk in chunks:
+        body = chunk.text.split("\n", 1)[1]
+        assert doc.text[chunk.char_start : chunk.char_end] == body and "\f" not in body
+
+
+@pytest.mark.parametrize("content", [b"not a pdf at all", b"%PDF-1.4\n1 0 obj << /Type /Catalog", b""])
+def test_corrupt_or_truncated_pdfs_are_connector_errors(tmp_path, content):
+    path = tmp_path / "bad.pdf"
+    path.write_bytes(content)
+    with pytest.raises(ConnectorError, match="cannot open as a PDF"):
+        read_pdf(path)
+
+
+def test_a_folder_ingests_and_a_bad_file_fails_alone_keeping_what_is_stored(store, tmp_path):
+    folder = tmp_path / "papers"
+    write_pdf(folder / "a.pdf", ["alpha page"])
+    write_pdf(folder / "deep" / "b.pdf", ["bravo page", "bravo second page"])
+    first = ingest_pdfs(store, [folder])
+    assert (first.added, first.failed) == (2, 0)
+    (folder / "a.pdf").write_bytes(b"garbage now")  # a broken update must not erase what we had
+    (folder / "c.pdf").write_bytes(b"also garbage")
+    second = ingest_pdfs(store, [folder])
+    assert second.failed == 2 and second.unchanged == 1 and second.removed == 0
+    uris = {r[0] for r in store.conn.execute("SELECT uri FROM sources")}
+    assert uris == {str((folder / "a.pdf").resolve()), str((folder / "deep" / "b.pdf").resolve())}
+
+
+def test_reingest_is_a_noop_and_deleted_pdfs_leave(store, tmp_path):
+    folder = tmp_path / "papers"
+    write_pdf(folder / "a.pdf", ["alpha"])
+    write_pdf(folder / "b.pdf", ["bravo"])
+    ingest_pdfs(store, [folder])
+    assert ingest_pdfs(store, [folder]).unchanged == 2
+    (folder / "b.pdf").unlink()
+    assert ingest_pdfs(store, [folder]).removed == 1
+    assert store.conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'bravo'").fetchone()[0] == 0
+
+
+def test_cli_cites_pages_and_filters_by_modality(capsys, tmp_path):
+    write_pdf(tmp_path / "spec.pdf", ["Intro page.", "The gateway enforces rate limits per token."])
+    write_note(tmp_path / "vault", "limits.md", "# Limits\nOur notes on rate limits for the gateway.")
+    assert main(["ingest-pdf", str(tmp_path / "spec.pdf")]) == 0
+    assert main(["ingest-notes", str(tmp_path / "vault")]) == 0
+    capsys.readouterr()
+    assert main(["ask", "gateway rate limits", "--no-llm", "--json", "--modality", "pdf"]) == 0
+    evidence = json.loads(capsys.readouterr().out)["evidence"]
+    assert [(e["modality"], e["locator"], e["page"]) for e in evidence] == [("pdf", "spec.pdf p.2", 2)]
+    assert main(["ask", "gateway rate limits", "--no-llm", "--json"]) == 0
+    kinds = {e["modality"] for e in json.loads(capsys.readouterr().out)["evidence"]}
+    assert kinds == {"pdf", "text"}
+    assert main(["ask", "gateway rate limits", "--no-llm"]) == 0
+    assert "spec.pdf p.2 (pdf" in capsys.readouterr().out
+
+
+def test_a_missing_path_is_one_error_line(capsys, tmp_path):
+    assert main(["ingest-pdf", str(tmp_path / "nope.pdf")]) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "no such file or folder" in errors[0]
+
+
+def test_without_the_pdf_extra_the_error_names_the_install(capsys, tmp_path, monkeypatch):
+    from importlib import metadata
+
+    from crossmodalrag.connectors import pdf
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(pdf.package_metadata, "version", missing)
+    write_pdf(tmp_path / "a.pdf", ["alpha"])
+    assert main(["ingest-pdf", str(tmp_path / "a.pdf")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: PDF support is not installed") and 'pip install -e ".[pdf]"' in err
