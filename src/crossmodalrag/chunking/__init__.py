@@ -11,7 +11,7 @@ from crossmodalrag.chunking.markdown import chunk_markdown
 from crossmodalrag.chunking.text import chunk_pages, chunk_plain
 from crossmodalrag.types import Chunk, Document
 
-CHUNKER_VERSION = "1"
+CHUNKER_VERSION = "2"
 
 CHUNKERS = {"markdown": chunk_markdown, "diff": chunk_diff, "plain": chunk_plain, "pages": chunk_pages}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from crossmodalrag.types import Chunk, Document
 
@@ -77,13 +78,18 @@ def chunk_plain(doc: Document) -> list[Chunk]:
 
 
 def chunk_pages(doc: Document) -> list[Chunk]:
-    """Paged text (pages joined by form feeds): chunks never straddle a page; each knows its page."""
+    """Paged text (pages joined by form feeds): chunks never straddle a page; each knows its page.
+
+    The breadcrumb names the file as well as the title: file names (`3M_2018_10K.pdf`) often say
+    more about a document than its embedded title does.
+    """
     chunks, start = [], 0
+    name = doc.locator if doc.title == Path(doc.locator).stem else f"{doc.locator} · {doc.title}"
     for number, page in enumerate(doc.text.split("\f"), 1):
         for s, e in split_span(doc.text, start, start + len(page)):
             chunks.append(
                 Chunk(
-                    text=f"{doc.title} > p.{number}\n{doc.text[s:e]}",
+                    text=f"{name} > p.{number}\n{doc.text[s:e]}",
                     locator=f"{doc.locator} p.{number}",
                     char_start=s,
                     char_end=e,
