@@ -84,6 +84,7 @@ PATH_LISTS = {
     "notes_paths": ("OBSIDIAN_VAULT_PATH", "notes"),
     "git_paths": ("REPO_PATH", "git"),
     "pdf_paths": ("PDF_PATH", "pdf"),
+    "image_paths": ("IMAGE_PATH", "images"),
 }
 
 
@@ -96,6 +97,7 @@ class Settings:
     notes_paths: list[Path] = field(default_factory=list)
     git_paths: list[Path] = field(default_factory=list)
     pdf_paths: list[Path] = field(default_factory=list)
+    image_paths: list[Path] = field(default_factory=list)
     top_k: int = 5
     profile: str = "balanced"
     title_boost_weight: float = 0.05

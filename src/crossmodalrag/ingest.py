@@ -194,13 +194,29 @@ def ingest_notes(
 
 
 def ingest_pdfs(store: Store, paths: list[Path], progress: Progress | None = None) -> IngestReport:
-    """Ingest PDF files or folders of them; PDFs gone from an ingested folder leave the memory.
-
-    Raises MissingExtraError when the pdf extra is not installed (before touching anything).
-    """
+    """Ingest PDF files or folders of them. Raises MissingExtraError without the pdf extra."""
     from crossmodalrag.connectors import pdf
 
     pdf.extractor_version_or_raise()
+    return _ingest_files(store, paths, pdf.find_pdfs, pdf.read_pdf, progress)
+
+
+def ingest_images(store: Store, paths: list[Path], progress: Progress | None = None) -> IngestReport:
+    """OCR images (files or folders). Raises MissingExtraError without the ocr extra."""
+    from crossmodalrag.connectors import images
+
+    images.extractor_version()
+    return _ingest_files(store, paths, images.find_images, images.read_image, progress)
+
+
+def _ingest_files(
+    store: Store,
+    paths: list[Path],
+    find: Callable[[Path], Iterable[Path]],
+    read: Callable[[Path], Document],
+    progress: Progress | None,
+) -> IngestReport:
+    """Files or folders of one kind; files gone from an ingested folder leave the memory."""
     report = IngestReport()
     for path in paths:
         path = Path(path).expanduser().resolve()
@@ -208,28 +224,22 @@ def ingest_pdfs(store: Store, paths: list[Path], progress: Progress | None = Non
             report.failures.append(f"{path}: no such file or folder (hint: check the path; nothing was removed)")
             continue
         known = known_fingerprints(store, f"{path}/") if path.is_dir() else {}
-        seen = ingest_documents(store, _read_pdfs(path), known, report, progress)
+        seen = ingest_documents(store, _read_each(find(path), read), known, report, progress)
         gone = [uri for uri in known if uri not in seen]
         report.removed += remove_sources(store, gone) if gone else 0
     return report
 
 
-def _read_pdfs(root: Path) -> Iterable[Document | Failure]:
-    from crossmodalrag.connectors import pdf
-
-    for path in pdf.find_pdfs(root):
+def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Iterable[Document | Failure]:
+    for path in paths:
         try:
-            yield pdf.read_pdf(path)
+            yield read(path)
         except CMRAGError as error:
             yield Failure(str(path), error)
 
 
 def _read_vault(root: Path, include: list[str] | None, exclude: list[str] | None) -> Iterable[Document | Failure]:
-    for path in notes.find_notes(root, include or [], exclude or []):
-        try:
-            yield notes.read_note(root, path)
-        except CMRAGError as error:
-            yield Failure(str(path), error)
+    return _read_each(notes.find_notes(root, include or [], exclude or []), lambda path: notes.read_note(root, path))
 
 
 def ingest_git(

@@ -50,6 +50,7 @@ class Hit:
     components: dict[str, float] = field(default_factory=dict)
     sub_query: str | None = None  # for comparative questions: which side's pass found it
     page: int | None = None  # 1-based, for PDF evidence
+    ocr_confidence: float | None = None  # for text recognized in an image
 
 
 def iso_time(timestamp: float | None) -> str | None:
@@ -91,6 +92,7 @@ class Evidence:
             "components": {k: round(v, 6) for k, v in hit.components.items()},
             "sub_query": hit.sub_query,
             **({"page": hit.page} if hit.page is not None else {}),
+            **({"ocr_confidence": round(hit.ocr_confidence, 4)} if hit.ocr_confidence is not None else {}),
         }
 
 

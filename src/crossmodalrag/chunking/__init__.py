@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from crossmodalrag.chunking.diff import chunk_diff
 from crossmodalrag.chunking.markdown import chunk_markdown
-from crossmodalrag.chunking.text import chunk_pages, chunk_plain
+from crossmodalrag.chunking.text import chunk_ocr, chunk_pages, chunk_plain
 from crossmodalrag.types import Chunk, Document
 
 CHUNKER_VERSION = "2"
 
-CHUNKERS = {"markdown": chunk_markdown, "diff": chunk_diff, "plain": chunk_plain, "pages": chunk_pages}
+CHUNKERS = {
+    "markdown": chunk_markdown,
+    "diff": chunk_diff,
+    "plain": chunk_plain,
+    "pages": chunk_pages,
+    "ocr": chunk_ocr,
+}
 
 
 def chunk_document(doc: Document) -> list[Chunk]:

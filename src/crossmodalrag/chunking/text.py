@@ -98,3 +98,18 @@ def chunk_pages(doc: Document) -> list[Chunk]:
             )
         start += len(page) + 1
     return chunks
+
+
+def chunk_ocr(doc: Document) -> list[Chunk]:
+    """Recognized text of an image: marked as OCR in the breadcrumb, with the OCR confidence."""
+    confidence = doc.metadata.get("ocr_confidence")
+    return [
+        Chunk(
+            text=f"{doc.locator} (image text)\n{doc.text[s:e]}",
+            locator=doc.locator,
+            char_start=s,
+            char_end=e,
+            metadata={"ocr_confidence": confidence},
+        )
+        for s, e in split_span(doc.text, 0, len(doc.text))
+    ]

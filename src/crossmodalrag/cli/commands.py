@@ -154,6 +154,17 @@ def ingest_pdf(args: argparse.Namespace) -> int:
         return _finish_ingest(args, report, progress, store)
 
 
+def ingest_images(args: argparse.Namespace) -> int:
+    from crossmodalrag.ingest import ingest_images as ingest
+
+    settings = _settings(args)
+    paths = _paths(args.paths, settings.image_paths, "image files or folders", "IMAGE_PATH")
+    progress = ProgressLine("ingest-images")
+    with _open(settings) as store:
+        report = ingest(store, paths, progress)
+        return _finish_ingest(args, report, progress, store)
+
+
 def ask(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not args.no_llm:

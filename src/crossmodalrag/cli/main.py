@@ -16,7 +16,7 @@ from crossmodalrag.cli import commands
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError
 
-MODALITIES = ("text", "code", "pdf")
+MODALITIES = ("text", "code", "pdf", "image")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest-pdf", parents=[common, as_json], help="ingest PDF files or folders of them")
     p.add_argument("paths", nargs="*", type=Path, help="PDF files or folders (default: configured PDF_PATH_<n>)")
     p.set_defaults(run=commands.ingest_pdf)
+
+    p = sub.add_parser("ingest-images", parents=[common, as_json], help="OCR images and diagrams into memory")
+    p.add_argument("paths", nargs="*", type=Path, help="image files or folders (default: configured IMAGE_PATH_<n>)")
+    p.set_defaults(run=commands.ingest_images)
 
     p = sub.add_parser("ask", parents=[common, as_json], help="answer a question from memory, with citations")
     p.add_argument("query", help="the question")

@@ -257,6 +257,12 @@ def _score(
         score = rrf.get(chunk_id, 0.0) if rrf else blend(components, weights)
         if rrf:
             components["rrf"] = score
+        extras = _chunk_extras(row)
+        if "ocr_confidence" in extras:
+            # Weak OCR is weak evidence: it ranks below an equally matching clean text.
+            components["ocr_confidence"] = extras["ocr_confidence"]
+            components["ocr_factor"] = ocr_factor(extras["ocr_confidence"])
+            score *= components["ocr_factor"]
         hits.append(
             Hit(
                 chunk_id,
@@ -269,17 +275,25 @@ def _score(
                 row["timestamp"],
                 score,
                 components,
-                page=_page(row),
+                page=extras.get("page"),
+                ocr_confidence=extras.get("ocr_confidence"),
             )
         )
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
     return hits
 
 
-def _page(row: sqlite3.Row) -> int | None:
-    if row["modality"] != "pdf":
-        return None
-    return json.loads(row["metadata"]).get("page")
+def ocr_factor(confidence: float | None) -> float:
+    """Score multiplier for OCR text: 1.0 at full confidence, down to 0.5 at none."""
+    return 1.0 if confidence is None else 0.5 + 0.5 * max(0.0, min(1.0, confidence))
+
+
+def _chunk_extras(row: sqlite3.Row) -> dict:
+    """Page (PDF) and OCR confidence (images) from chunk metadata; text and code have none."""
+    if row["modality"] not in ("pdf", "image"):
+        return {}
+    metadata = json.loads(row["metadata"])
+    return {k: metadata[k] for k in ("page", "ocr_confidence") if metadata.get(k) is not None}
 
 
 def _rrf(lexical: dict[int, float], cosines: dict[int, float]) -> dict[int, float]:

@@ -1,0 +1,84 @@
+"""Images through the real rapidocr engine: text in reading order, confidence, bad files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crossmodalrag.cli.main import main
+from crossmodalrag.connectors.images import read_image
+from crossmodalrag.errors import ConnectorError
+from crossmodalrag.ingest import ingest_images
+from crossmodalrag.retrieval.search import ocr_factor
+from tests.conftest import write_note
+from tests.images import write_text_image
+
+pytestmark = pytest.mark.integration
+pytest.importorskip("rapidocr")
+
+
+def test_ocr_reads_lines_in_order_and_labels_inside_boxes(tmp_path):
+    path = write_text_image(
+        tmp_path / "board.png", ["Next steps: ship the parser", "Then write the docs"], boxed=["Tokenizer", "Renderer"]
+    )
+    doc = read_image(path)
+    assert doc.modality == "image" and doc.source_type == "image"
+    lines = doc.text.splitlines()
+    assert lines[0] == "Next steps: ship the parser" and lines[1] == "Then write the docs"
+    assert "Tokenizer" in lines and "Renderer" in lines
+    assert 0.8 < doc.metadata["ocr_confidence"] <= 1.0
+
+
+def test_a_broken_image_is_a_connector_error(tmp_path):
+    path = tmp_path / "broken.png"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    with pytest.raises(ConnectorError, match="not a readable image"):
+        read_image(path)
+
+
+def test_an_image_without_text_registers_with_no_chunks(store, tmp_path):
+    write_text_image(tmp_path / "pics" / "blank.png", [])
+    write_text_image(tmp_path / "pics" / "notes.txt.png", ["Quarterly planning board"])
+    (tmp_path / "pics" / "readme.txt").write_text("not an image")
+    report = ingest_images(store, [tmp_path / "pics"])
+    assert (report.added, report.failed) == (2, 0)
+    counts = dict(
+        store.conn.execute(
+            "SELECT s.title, COUNT(c.id) FROM sources s LEFT JOIN chunks c ON c.source_id = s.id GROUP BY s.id"
+        )
+    )
+    assert counts == {"blank": 0, "notes.txt": 1}
+    assert ingest_images(store, [tmp_path / "pics"]).unchanged == 2
+
+
+def test_low_confidence_ocr_ranks_below_equal_clean_text():
+    assert ocr_factor(None) == 1.0 and ocr_factor(1.0) == 1.0
+    assert ocr_factor(0.6) == pytest.approx(0.8) and ocr_factor(0.0) == 0.5
+
+
+def test_cli_ingests_images_and_filters_by_modality(capsys, tmp_path):
+    write_text_image(tmp_path / "whiteboard.png", ["Next steps: migrate the billing service"])
+    write_note(tmp_path / "vault", "billing.md", "# Billing\nThe billing service migration is planned.")
+    assert main(["ingest-images", str(tmp_path / "whiteboard.png")]) == 0
+    assert main(["ingest-notes", str(tmp_path / "vault")]) == 0
+    capsys.readouterr()
+    assert main(["ask", "billing service migration next steps", "--no-llm", "--json", "--modality", "image"]) == 0
+    evidence = json.loads(capsys.readouterr().out)["evidence"]
+    assert len(evidence) == 1 and evidence[0]["modality"] == "image" and evidence[0]["locator"] == "whiteboard.png"
+    assert 0.8 < evidence[0]["ocr_confidence"] <= 1.0
+    assert evidence[0]["components"]["ocr_factor"] == pytest.approx(0.5 + 0.5 * evidence[0]["ocr_confidence"], abs=1e-3)
+
+
+def test_without_the_ocr_extra_the_error_names_the_install(capsys, tmp_path, monkeypatch):
+    from importlib import metadata
+
+    from crossmodalrag.connectors import images
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(images.package_metadata, "version", missing)
+    assert main(["ingest-images", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: OCR support is not installed") and 'pip install -e ".[ocr]"' in err
