@@ -11,7 +11,12 @@ from crossmodalrag.config import Settings
 from crossmodalrag.store import open_store
 from crossmodalrag.store.migrations import LATEST_VERSION
 
-EXTRAS = {"embeddings": ("fastembed", "numpy"), "ann": ("usearch",)}
+EXTRAS = {
+    "embeddings": ("fastembed", "numpy"),
+    "ann": ("usearch",),
+    "pdf": ("pypdfium2",),
+    "ocr": ("rapidocr", "onnxruntime"),
+}
 
 
 @dataclass

@@ -40,7 +40,7 @@ def test_without_the_extra_doctor_names_the_install(monkeypatch, db_path):
 
     monkeypatch.setattr(doctor, "find_spec", lambda name: None)
     report = diagnose(Settings(db_path=db_path)).to_dict()
-    assert report["extras"] == {"embeddings": False, "ann": False}
+    assert report["extras"] == {"embeddings": False, "ann": False, "pdf": False, "ocr": False}
     assert any('pip install -e ".[embeddings]"' in e for e in report["explanations"])
 
 
