@@ -85,3 +85,23 @@ def test_the_wheel_ships_the_sample_as_package_data(tmp_path):
     shipped = {p.relative_to(root / "src").as_posix() for p in (root / "src/crossmodalrag/sample/vault").rglob("*.md")}
     assert set(vault) == shipped and len(vault) >= 8
     assert "crossmodalrag/sample/repo.json" in names and "crossmodalrag/sample/queries.json" in names
+
+
+def test_cross_modal_sample_answers_text_and_misses_what_is_only_drawn(capsys, db_path):
+    pytest.importorskip("pypdfium2")
+    pytest.importorskip("rapidocr")
+    report = seed(capsys)
+    assert [f["added"] for f in report["files"]] == [1, 2]  # the PDF, then the two images
+    assert main(["eval", "--query-prefix", "[sample-xmodal-text]", "--json"]) == 0
+    text = json.loads(capsys.readouterr().out)["overall"]
+    assert text["answerable"] == 2 and text["recall"] == 1.0
+    root = Path(__file__).resolve().parents[1]
+    gate = subprocess.run(
+        [sys.executable, str(root / "scripts" / "xmodal_gate.py"), "--db-path", str(db_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    verdict = json.loads(gate.stdout)
+    assert verdict["text_slice_recall"] == 1.0 and verdict["visual_slice_recall"] == 0.0
+    assert verdict["native_image_embeddings_justified"] is True

@@ -223,8 +223,10 @@ def _ingest_files(
         if not path.exists():
             report.failures.append(f"{path}: no such file or folder (hint: check the path; nothing was removed)")
             continue
-        known = known_fingerprints(store, f"{path}/") if path.is_dir() else {}
+        known = known_fingerprints(store, f"{path}/" if path.is_dir() else str(path))
         seen = ingest_documents(store, _read_each(find(path), read), known, report, progress)
+        if not path.is_dir():
+            known = {}  # a single file: nothing else under it can have gone
         gone = [uri for uri in known if uri not in seen]
         report.removed += remove_sources(store, gone) if gone else 0
     return report

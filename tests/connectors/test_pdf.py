@@ -104,3 +104,12 @@ def test_without_the_pdf_extra_the_error_names_the_install(capsys, tmp_path, mon
     assert main(["ingest-pdf", str(tmp_path / "a.pdf")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: PDF support is not installed") and 'pip install -e ".[pdf]"' in err
+
+
+def test_reingesting_a_single_unchanged_file_is_a_noop(store, tmp_path):
+    path = write_pdf(tmp_path / "one.pdf", ["alpha"])
+    assert ingest_pdfs(store, [path]).added == 1
+    ids = [r[0] for r in store.conn.execute("SELECT id FROM chunks")]
+    again = ingest_pdfs(store, [path])
+    assert (again.unchanged, again.chunks) == (1, 0)
+    assert [r[0] for r in store.conn.execute("SELECT id FROM chunks")] == ids

@@ -177,3 +177,15 @@ def test_a_comparison_side_without_evidence_is_reported(memory):
     result = search(memory, "compare brakes with quasars", SearchOptions())
     assert result.comparison["missing"] == ["quasars"]
     assert all(h.sub_query != "quasars" for h in result.hits)
+
+
+def test_the_index_sees_a_reembedded_chunk_even_when_counts_and_ids_repeat(store, embedder, db_path):
+    """Re-chunking the newest source deletes and re-adds its vector: the stamp must still move."""
+    add_docs(store, note("a", "# A\napples"), note("b", "# B\nbananas"))
+    embed_missing(store, embedder)
+    index = semantic(store, embedder, db_path)
+    assert search(store, "bananas", SearchOptions(), index).hits[0].components["cosine"] > 0.5
+    add_docs(store, note("b", "# B\nblueberries"))  # same source, new text, same counts
+    embed_missing(store, embedder)
+    hit = search(store, "blueberries", SearchOptions(), index).hits[0]
+    assert hit.source_uri == "/vault/b.md" and hit.components["cosine"] > 0.5

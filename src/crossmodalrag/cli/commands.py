@@ -86,7 +86,7 @@ def seed_sample(args: argparse.Namespace) -> int:
     for message in report.notices:
         notice(f"note: {message}")
     combined = IngestReport()
-    for part in (report.notes, report.git):
+    for part in (report.notes, report.git, *report.files):
         if part:
             for name in ("added", "updated", "unchanged", "removed", "chunks"):
                 setattr(combined, name, getattr(combined, name) + getattr(part, name))

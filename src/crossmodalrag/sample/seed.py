@@ -16,9 +16,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from crossmodalrag.errors import CMRAGError
+from crossmodalrag.errors import CMRAGError, MissingExtraError
 from crossmodalrag.evals.queries import EvalQuery, upsert_queries
-from crossmodalrag.ingest import IngestReport, Progress, ingest_git, ingest_notes
+from crossmodalrag.ingest import IngestReport, Progress, ingest_git, ingest_images, ingest_notes, ingest_pdfs
+from crossmodalrag.sample.assets import write_assets
 from crossmodalrag.store import Store
 
 MARKER = ".cmrag-sample"
@@ -33,12 +34,14 @@ class SeedReport:
     git: IngestReport | None
     queries: int
     notices: list[str] = field(default_factory=list)
+    files: list[IngestReport] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "workspace": str(self.workspace),
             "notes": self.notes.to_dict(),
             "git": self.git.to_dict() if self.git else None,
+            "files": [report.to_dict() for report in self.files],
             "queries": self.queries,
             "notices": self.notices,
         }
@@ -126,7 +129,8 @@ def sample_queries(vault: Path, repo: Path | None, shas: list[str]) -> list[Eval
 
 
 def seed_sample(store: Store, workspace: Path, force: bool = False, progress: Progress | None = None) -> SeedReport:
-    """Write the sample vault and repository into workspace, ingest both, upsert the queries."""
+    """Write the sample vault, repository and cross-modal files into workspace, ingest what the
+    installed extras can read, upsert the queries."""
     workspace = workspace.expanduser().resolve()
     prepare_workspace(workspace, force)
     vault, repo = workspace / "vault", workspace / "quillmark"
@@ -140,5 +144,31 @@ def seed_sample(store: Store, workspace: Path, force: bool = False, progress: Pr
     notes_report = ingest_notes(store, [vault], progress=progress)
     git_report = ingest_git(store, [repo], progress=progress) if shas else None
     queries = sample_queries(vault, repo if shas else None, shas)
-    upsert_queries(store, queries)
-    return SeedReport(workspace, notes_report, git_report, len(queries), notices)
+    extra_reports, xmodal = ingest_assets(store, workspace / "files", notices, progress)
+    upsert_queries(store, queries + xmodal)
+    return SeedReport(workspace, notes_report, git_report, len(queries) + len(xmodal), notices, extra_reports)
+
+
+def ingest_assets(
+    store: Store, folder: Path, notices: list[str], progress: Progress | None
+) -> tuple[list[IngestReport], list[EvalQuery]]:
+    """Generate the PDF and images; ingest those an installed extra can read; their queries."""
+    assets = write_assets(folder)
+    ingested: dict[str, Path] = {}
+    reports = []
+    for kinds, ingest, extra in ((("spec",), ingest_pdfs, "pdf"), (("whiteboard", "diagram"), ingest_images, "ocr")):
+        paths = [assets[kind] for kind in kinds if kind in assets]
+        try:
+            reports.append(ingest(store, paths, progress) if paths else IngestReport())
+            ingested.update({kind: assets[kind] for kind in kinds if kind in assets})
+        except MissingExtraError:
+            notices.append(
+                f'the {extra} extra is not installed: {", ".join(kinds)} not ingested (pip install -e ".[{extra}]")'
+            )
+    raw = json.loads((resources.files("crossmodalrag.sample") / "xmodal_queries.json").read_text(encoding="utf-8"))
+    queries = []
+    for item in raw:
+        kinds = [ref.partition(":")[2] for ref in item["expected"]]
+        if all(kind in ingested for kind in kinds):
+            queries.append(EvalQuery(item["query_text"], [str(ingested[kind].resolve()) for kind in kinds]))
+    return reports, queries

@@ -73,7 +73,9 @@ MIGRATIONS: list[tuple[int, str]] = [
             UNIQUE (name, sha256, dim)
         );
         CREATE TABLE chunk_vectors (
-            id INTEGER PRIMARY KEY,
+            -- AUTOINCREMENT: ids are never reused, so (count, max id) changes on every write and
+            -- tells a derived vector index that it is stale.
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
             chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
             model_id INTEGER NOT NULL REFERENCES embedding_models(id) ON DELETE CASCADE,
             piece INTEGER NOT NULL,
