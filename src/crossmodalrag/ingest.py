@@ -33,6 +33,7 @@ class IngestReport:
     removed: int = 0
     chunks: int = 0
     failures: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # stored, but something is worth knowing
 
     @property
     def failed(self) -> int:
@@ -53,6 +54,7 @@ class IngestReport:
             "failed": self.failed,
             "chunks": self.chunks,
             "failures": self.failures,
+            "notices": self.notices,
         }
 
 
@@ -153,6 +155,8 @@ def _ingest_one(
     if isinstance(item, Failure):
         report.failures.append(str(item.error))
         return
+    if item.metadata.get("notice"):
+        report.notices.append(item.metadata["notice"])
     digest = fingerprint(item)
     if known.get(item.uri) == digest:
         report.unchanged += 1

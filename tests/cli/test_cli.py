@@ -112,6 +112,7 @@ def test_ingest_json_summary(capsys, vault):
         "failed": 0,
         "chunks": 1,
         "failures": [],
+        "notices": [],
         "embedded": 0,
     }
 

@@ -9,7 +9,7 @@ import pytest
 from crossmodalrag.cli.main import main
 from crossmodalrag.connectors.images import read_image
 from crossmodalrag.errors import ConnectorError
-from crossmodalrag.ingest import ingest_images
+from crossmodalrag.ingest import ingest_images, ingest_pdfs
 from crossmodalrag.retrieval.search import ocr_factor
 from tests.conftest import write_note
 from tests.images import write_text_image
@@ -82,3 +82,33 @@ def test_without_the_ocr_extra_the_error_names_the_install(capsys, tmp_path, mon
     assert main(["ingest-images", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: OCR support is not installed") and 'pip install -e ".[ocr]"' in err
+
+
+def test_a_scanned_pdf_page_is_read_by_ocr_and_tagged(store, tmp_path):
+    pytest.importorskip("pypdfium2")
+    from PIL import Image
+
+    from crossmodalrag.connectors.pdf import read_pdf
+
+    scan = write_text_image(tmp_path / "scan.png", ["Invoice total: 420 euros", "Due in thirty days"])
+    Image.open(scan).convert("RGB").save(tmp_path / "scanned.pdf")  # an image-only page, no text layer
+    doc = read_pdf(tmp_path / "scanned.pdf")
+    assert "Invoice total" in doc.text and "rapidocr" in doc.extractor
+    assert 0.8 < doc.metadata["ocr_pages"]["1"] <= 1.0 and "notice" not in doc.metadata
+    ingest_pdfs(store, [tmp_path / "scanned.pdf"])
+    text, metadata = store.conn.execute("SELECT text, metadata FROM chunks").fetchone()
+    assert text.startswith("scanned.pdf > p.1 (OCR)") and json.loads(metadata)["ocr_confidence"] > 0.8
+
+
+def test_without_ocr_a_scanned_page_registers_empty_with_a_notice(store, tmp_path, monkeypatch):
+    pytest.importorskip("pypdfium2")
+    from PIL import Image
+
+    from crossmodalrag.connectors import images
+
+    scan = write_text_image(tmp_path / "scan.png", ["Invoice total: 420 euros"])
+    Image.open(scan).convert("RGB").save(tmp_path / "scanned.pdf")
+    monkeypatch.setattr(images, "ocr_available", lambda: False)
+    report = ingest_pdfs(store, [tmp_path / "scanned.pdf"])
+    assert report.added == 1 and report.chunks == 0
+    assert report.notices and 'pip install -e ".[ocr]"' in report.notices[0]

@@ -85,15 +85,18 @@ def chunk_pages(doc: Document) -> list[Chunk]:
     """
     chunks, start = [], 0
     name = doc.locator if doc.title == Path(doc.locator).stem else f"{doc.locator} · {doc.title}"
+    ocr_pages = doc.metadata.get("ocr_pages", {})
     for number, page in enumerate(doc.text.split("\f"), 1):
+        confidence = ocr_pages.get(str(number))
+        ocr = {"ocr_confidence": confidence} if confidence is not None else {}
         for s, e in split_span(doc.text, start, start + len(page)):
             chunks.append(
                 Chunk(
-                    text=f"{name} > p.{number}\n{doc.text[s:e]}",
+                    text=f"{name} > p.{number}{' (OCR)' if ocr else ''}\n{doc.text[s:e]}",
                     locator=f"{doc.locator} p.{number}",
                     char_start=s,
                     char_end=e,
-                    metadata={"page": number},
+                    metadata={"page": number, **ocr},
                 )
             )
         start += len(page) + 1

@@ -36,6 +36,8 @@ def _finish_ingest(args: argparse.Namespace, report: "IngestReport", progress: P
     """Embed what is new (when a model is available), print per-item errors and the summary."""
     for failure in report.failures:
         notice(f"error: {failure}")
+    for message in report.notices:
+        notice(f"note: {message}")
     progress.finish(report)
     embedded = embed_new_chunks(store, _settings(args)) if report.chunks else None
     if args.json:

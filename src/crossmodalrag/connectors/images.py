@@ -54,9 +54,18 @@ def _engine():
     return _ENGINE
 
 
-def recognize(path: Path) -> list[tuple[str, float, tuple[float, float]]]:
-    """(text, confidence, (top, left)) per recognized line, in reading order."""
-    output = _engine()(str(path))
+def ocr_available() -> bool:
+    try:
+        extractor_version()
+    except MissingExtraError:
+        return False
+    return True
+
+
+def recognize(source) -> list[tuple[str, float, tuple[float, float]]]:
+    """(text, confidence, (top, left)) per recognized line of an image file or pixel array,
+    in reading order."""
+    output = _engine()(str(source) if isinstance(source, Path) else source)
     if output is None or not getattr(output, "txts", None):
         return []
     lines = []

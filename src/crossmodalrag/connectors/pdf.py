@@ -1,8 +1,9 @@
 """PDFs: text per page (pypdfium2: fast, permissively licensed, can also render pages).
 
 One source per file. Pages are kept apart (joined by form feeds) so chunks never straddle pages
-and each chunk is cited by page (`spec.pdf p.4`). Pages without extractable text (scans) are
-listed in the metadata; reading them needs OCR, which is not wired in yet.
+and each chunk is cited by page (`spec.pdf p.4`). A page without extractable text (a scan) is
+rendered and read by OCR when the ocr extra is installed, and tagged with its confidence; without
+it, the page is listed in the metadata and the ingest says how to read it.
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ def find_pdfs(path: Path) -> Iterator[Path]:
 
 
 def extractor_version() -> str:
-    """Folded into the fingerprint, so an extractor upgrade re-derives every PDF."""
-    return f"pypdfium2 {package_metadata.version('pypdfium2')}"
+    """Folded into the fingerprint, so an extractor (or OCR engine) upgrade re-derives every PDF."""
+    from crossmodalrag.connectors import images
+
+    version = f"pypdfium2 {package_metadata.version('pypdfium2')}"
+    return f"{version} + {images.extractor_version()}" if images.ocr_available() else version
 
 
 def extractor_version_or_raise() -> str:
@@ -58,6 +62,7 @@ def read_pdf(path: Path) -> Document:
         raise ConnectorError(f"{path}: cannot open as a PDF ({exc})", hint) from exc
     try:
         pages = [_page_text(document, index) for index in range(len(document))]
+        ocr_pages = _read_scanned_pages(document, pages)
         info = document.get_metadata_dict()
         title = (info.get("Title") or "").strip() or path.stem
     except pypdfium2.PdfiumError as exc:
@@ -83,9 +88,41 @@ def read_pdf(path: Path) -> Document:
             "pages": len(pages),
             "page_offsets": offsets,
             "empty_pages": [n for n, text in enumerate(pages, 1) if not text.strip()],
+            "ocr_pages": ocr_pages,
             "extractor": extractor_version(),
+            **({"notice": notice} if (notice := _scan_notice(path, pages, ocr_pages)) else {}),
         },
     )
+
+
+def _read_scanned_pages(document, pages: list[str]) -> dict[str, float]:
+    """OCR the pages that have no text layer, in place; returns {page number: confidence}."""
+    from crossmodalrag.connectors import images
+
+    empty = [index for index, text in enumerate(pages) if not text.strip()]
+    if not empty or not images.ocr_available():
+        return {}
+    import numpy as np
+
+    confidences = {}
+    for index in empty:
+        page = document[index]
+        try:
+            pixels = np.asarray(page.render(scale=2).to_pil().convert("RGB"))
+        finally:
+            page.close()
+        lines = images.recognize(pixels)
+        if lines:
+            pages[index] = "\n".join(text for text, _, _ in lines)
+            confidences[str(index + 1)] = sum(score for _, score, _ in lines) / len(lines)
+    return confidences
+
+
+def _scan_notice(path: Path, pages: list[str], ocr_pages: dict[str, float]) -> str | None:
+    unread = [n for n, text in enumerate(pages, 1) if not text.strip()]
+    if not unread or ocr_pages:
+        return None
+    return f"{path.name}: {len(unread)} page(s) have no text layer; {INSTALL_HINT.replace('pdf', 'ocr')} reads them"
 
 
 def _creation_time(value: str) -> float | None:
