@@ -72,6 +72,7 @@ SCALARS: dict[str, Setting] = {
     "embed_model_path": Setting("embeddings", str, "model_path"),
     "embed_batch_size": Setting("embeddings", _count, "batch_size"),
     "ann_min_vectors": Setting("embeddings", _count),
+    "ocr_engine": Setting("connectors", _one_of("rapidocr", "tesseract")),
     "git_max_commits": Setting("connectors", _count),
     "notes_include": Setting("connectors", _globs),
     "notes_exclude": Setting("connectors", _globs),
@@ -112,6 +113,7 @@ class Settings:
     embed_batch_size: int = 32
     ann_min_vectors: int = 500_000  # below this, exact numpy search is fast enough (9 ms at 100k)
     fusion: str = "weighted"
+    ocr_engine: str = "rapidocr"  # or "tesseract" (Debian's tesseract-ocr through pytesseract)
     git_max_commits: int = 1000
     notes_include: list[str] = field(default_factory=list)
     notes_exclude: list[str] = field(default_factory=list)

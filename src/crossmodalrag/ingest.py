@@ -197,20 +197,24 @@ def ingest_notes(
     return report
 
 
-def ingest_pdfs(store: Store, paths: list[Path], progress: Progress | None = None) -> IngestReport:
+def ingest_pdfs(
+    store: Store, paths: list[Path], progress: Progress | None = None, ocr_engine: str = "rapidocr"
+) -> IngestReport:
     """Ingest PDF files or folders of them. Raises MissingExtraError without the pdf extra."""
     from crossmodalrag.connectors import pdf
 
-    pdf.extractor_version_or_raise()
-    return _ingest_files(store, paths, pdf.find_pdfs, pdf.read_pdf, progress)
+    pdf.extractor_version_or_raise(ocr_engine)
+    return _ingest_files(store, paths, pdf.find_pdfs, lambda path: pdf.read_pdf(path, ocr_engine), progress)
 
 
-def ingest_images(store: Store, paths: list[Path], progress: Progress | None = None) -> IngestReport:
-    """OCR images (files or folders). Raises MissingExtraError without the ocr extra."""
+def ingest_images(
+    store: Store, paths: list[Path], progress: Progress | None = None, engine: str = "rapidocr"
+) -> IngestReport:
+    """OCR images (files or folders). Raises MissingExtraError without the chosen engine."""
     from crossmodalrag.connectors import images
 
-    images.extractor_version()
-    return _ingest_files(store, paths, images.find_images, images.read_image, progress)
+    images.extractor_version(engine)
+    return _ingest_files(store, paths, images.find_images, lambda path: images.read_image(path, engine), progress)
 
 
 def _ingest_files(

@@ -108,7 +108,38 @@ def test_without_ocr_a_scanned_page_registers_empty_with_a_notice(store, tmp_pat
 
     scan = write_text_image(tmp_path / "scan.png", ["Invoice total: 420 euros"])
     Image.open(scan).convert("RGB").save(tmp_path / "scanned.pdf")
-    monkeypatch.setattr(images, "ocr_available", lambda: False)
+    monkeypatch.setattr(images, "ocr_available", lambda engine="rapidocr": False)
     report = ingest_pdfs(store, [tmp_path / "scanned.pdf"])
     assert report.added == 1 and report.chunks == 0
     assert report.notices and 'pip install -e ".[ocr]"' in report.notices[0]
+
+
+def test_tesseract_is_an_alternative_engine(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("pytesseract")
+    from crossmodalrag.connectors import images
+
+    if not images.ocr_available("tesseract"):
+        pytest.skip("the tesseract program is not installed")
+    path = write_text_image(tmp_path / "board.png", ["Next steps: ship the parser", "Then write the docs"])
+    doc = read_image(path, engine="tesseract")
+    assert doc.extractor.startswith("tesseract ") and doc.text.splitlines()[0] == "Next steps: ship the parser"
+    assert 0.5 < doc.metadata["ocr_confidence"] <= 1.0
+    monkeypatch.setenv("CMRAG_OCR_ENGINE", "tesseract")
+    assert main(["ingest-images", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["added"] == 1
+
+
+def test_a_missing_tesseract_program_names_the_apt_package(monkeypatch):
+    pytest.importorskip("pytesseract")
+    import pytesseract
+
+    from crossmodalrag.connectors import images
+    from crossmodalrag.errors import MissingExtraError
+
+    def absent():
+        raise pytesseract.TesseractNotFoundError()
+
+    monkeypatch.setattr(pytesseract, "get_tesseract_version", absent)
+    with pytest.raises(MissingExtraError) as info:
+        images.extractor_version("tesseract")
+    assert "apt-get install tesseract-ocr" in info.value.hint

@@ -152,7 +152,7 @@ def ingest_pdf(args: argparse.Namespace) -> int:
     paths = _paths(args.paths, settings.pdf_paths, "PDF files or folders", "PDF_PATH")
     progress = ProgressLine("ingest-pdf")
     with _open(settings) as store:
-        report = ingest_pdfs(store, paths, progress)
+        report = ingest_pdfs(store, paths, progress, settings.ocr_engine)
         return _finish_ingest(args, report, progress, store)
 
 
@@ -163,7 +163,7 @@ def ingest_images(args: argparse.Namespace) -> int:
     paths = _paths(args.paths, settings.image_paths, "image files or folders", "IMAGE_PATH")
     progress = ProgressLine("ingest-images")
     with _open(settings) as store:
-        report = ingest(store, paths, progress)
+        report = ingest(store, paths, progress, settings.ocr_engine)
         return _finish_ingest(args, report, progress, store)
 
 

@@ -33,16 +33,37 @@ def find_images(path: Path) -> Iterator[Path]:
                 yield Path(folder, name)
 
 
-def extractor_version() -> str:
+ENGINES = ("rapidocr", "tesseract")
+TESSERACT_HINT = 'pip install -e ".[tesseract]" and apt-get install tesseract-ocr'
+
+
+def extractor_version(engine: str = "rapidocr") -> str:
     """The OCR engine and version, folded into the fingerprint. Raises MissingExtraError."""
+    if engine == "tesseract":
+        try:
+            import pytesseract
+
+            return f"tesseract {pytesseract.get_tesseract_version()}"
+        except ImportError as exc:
+            raise MissingExtraError("the tesseract OCR engine is not installed", TESSERACT_HINT) from exc
+        except pytesseract.TesseractNotFoundError as exc:
+            raise MissingExtraError("the tesseract program is not installed", "apt-get install tesseract-ocr") from exc
     try:
         return f"rapidocr {package_metadata.version('rapidocr')}"
     except package_metadata.PackageNotFoundError as exc:
         raise MissingExtraError("OCR support is not installed", INSTALL_HINT) from exc
 
 
-def _engine():
-    """One OCR engine per process (loading its three models takes about a second)."""
+def ocr_available(engine: str = "rapidocr") -> bool:
+    try:
+        extractor_version(engine)
+    except MissingExtraError:
+        return False
+    return True
+
+
+def _rapidocr():
+    """One rapidocr engine per process (loading its three models takes about a second)."""
     global _ENGINE
     if _ENGINE is None:
         try:
@@ -54,32 +75,55 @@ def _engine():
     return _ENGINE
 
 
-def ocr_available() -> bool:
-    try:
-        extractor_version()
-    except MissingExtraError:
-        return False
-    return True
+Line = tuple[str, float, tuple[float, float, float]]  # text, confidence, (top, left, height)
 
 
-def recognize(source) -> list[tuple[str, float, tuple[float, float]]]:
-    """(text, confidence, (top, left)) per recognized line of an image file or pixel array,
-    in reading order."""
-    output = _engine()(str(source) if isinstance(source, Path) else source)
+def _rapidocr_lines(source) -> list[Line]:
+    output = _rapidocr()(str(source) if isinstance(source, Path) else source)
     if output is None or not getattr(output, "txts", None):
         return []
     lines = []
     for text, score, box in zip(output.txts, output.scores, output.boxes, strict=True):
-        top, left = min(point[1] for point in box), min(point[0] for point in box)
-        lines.append((str(text), float(score), (top, left)))
+        ys, xs = [point[1] for point in box], [point[0] for point in box]
+        lines.append((str(text), float(score), (min(ys), min(xs), max(ys) - min(ys))))
+    return lines
+
+
+def _tesseract_lines(source) -> list[Line]:
+    """Words grouped back into tesseract's own lines; confidence is the words' mean (0-1)."""
+    import pytesseract
+    from PIL import Image
+
+    image = Image.open(source) if isinstance(source, Path) else Image.fromarray(source)
+    data = pytesseract.image_to_data(image, output_type=pytesseract.Output.DICT)
+    grouped: dict[tuple[int, int, int], list[int]] = {}
+    for i, word in enumerate(data["text"]):
+        if word.strip() and float(data["conf"][i]) >= 0:
+            grouped.setdefault((data["block_num"][i], data["par_num"][i], data["line_num"][i]), []).append(i)
+    lines = []
+    for members in grouped.values():
+        text = " ".join(data["text"][i] for i in members)
+        confidence = sum(float(data["conf"][i]) for i in members) / len(members) / 100
+        top, left = min(data["top"][i] for i in members), min(data["left"][i] for i in members)
+        lines.append((text, confidence, (top, left, max(data["height"][i] for i in members))))
+    return lines
+
+
+def recognize(source, engine: str = "rapidocr") -> list[tuple[str, float, tuple[float, float]]]:
+    """(text, confidence, (top, left)) per recognized line of an image file or pixel array,
+    in reading order."""
+    lines = _tesseract_lines(source) if engine == "tesseract" else _rapidocr_lines(source)
+    if not lines:
+        return []
     # Rows first (lines whose tops are within ~half a line height share a row), then left to right.
-    height = max(1.0, sum(max(p[1] for p in b) - min(p[1] for p in b) for b in output.boxes) / len(lines))
-    return sorted(lines, key=lambda line: (round(line[2][0] / (height / 2)), line[2][1]))
+    height = max(1.0, sum(box[2] for _, _, box in lines) / len(lines))
+    ordered = sorted(lines, key=lambda line: (round(line[2][0] / (height / 2)), line[2][1]))
+    return [(text, score, (box[0], box[1])) for text, score, box in ordered]
 
 
-def read_image(path: Path) -> Document:
+def read_image(path: Path, engine: str = "rapidocr") -> Document:
     """OCR one image. Raises ConnectorError for a file that is not a readable image."""
-    version = extractor_version()
+    version = extractor_version(engine)
     try:
         from PIL import Image, UnidentifiedImageError
 
@@ -88,7 +132,7 @@ def read_image(path: Path) -> Document:
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
         raise ConnectorError(f"{path}: not a readable image ({exc})", "check or re-export the file") from exc
     try:
-        lines = recognize(path)
+        lines = recognize(path, engine)
     except Exception as exc:  # noqa: BLE001 - the OCR runtime raises assorted errors on odd images
         raise ConnectorError(f"{path}: OCR failed ({exc})", "re-export the image as PNG") from exc
     confidence = sum(score for _, score, _ in lines) / len(lines) if lines else None

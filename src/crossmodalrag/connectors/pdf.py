@@ -33,23 +33,23 @@ def find_pdfs(path: Path) -> Iterator[Path]:
                 yield Path(folder, name)
 
 
-def extractor_version() -> str:
+def extractor_version(ocr_engine: str = "rapidocr") -> str:
     """Folded into the fingerprint, so an extractor (or OCR engine) upgrade re-derives every PDF."""
     from crossmodalrag.connectors import images
 
     version = f"pypdfium2 {package_metadata.version('pypdfium2')}"
-    return f"{version} + {images.extractor_version()}" if images.ocr_available() else version
+    return f"{version} + {images.extractor_version(ocr_engine)}" if images.ocr_available(ocr_engine) else version
 
 
-def extractor_version_or_raise() -> str:
+def extractor_version_or_raise(ocr_engine: str = "rapidocr") -> str:
     """The extractor version; MissingExtraError with the install command if it is absent."""
     try:
-        return extractor_version()
+        return extractor_version(ocr_engine)
     except package_metadata.PackageNotFoundError as exc:
         raise MissingExtraError("PDF support is not installed", INSTALL_HINT) from exc
 
 
-def read_pdf(path: Path) -> Document:
+def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
     """Text of every page. Raises ConnectorError for a corrupt, encrypted or unreadable file."""
     try:
         import pypdfium2
@@ -62,7 +62,7 @@ def read_pdf(path: Path) -> Document:
         raise ConnectorError(f"{path}: cannot open as a PDF ({exc})", hint) from exc
     try:
         pages = [_page_text(document, index) for index in range(len(document))]
-        ocr_pages = _read_scanned_pages(document, pages)
+        ocr_pages = _read_scanned_pages(document, pages, ocr_engine)
         info = document.get_metadata_dict()
         title = (info.get("Title") or "").strip() or path.stem
     except pypdfium2.PdfiumError as exc:
@@ -82,25 +82,25 @@ def read_pdf(path: Path) -> Document:
         modality="pdf",
         timestamp=_creation_time(info.get("CreationDate", "")) or path.stat().st_mtime,
         locator=path.name,
-        extractor=extractor_version(),
+        extractor=extractor_version(ocr_engine),
         metadata={
             "path": str(path),
             "pages": len(pages),
             "page_offsets": offsets,
             "empty_pages": [n for n, text in enumerate(pages, 1) if not text.strip()],
             "ocr_pages": ocr_pages,
-            "extractor": extractor_version(),
+            "extractor": extractor_version(ocr_engine),
             **({"notice": notice} if (notice := _scan_notice(path, pages, ocr_pages)) else {}),
         },
     )
 
 
-def _read_scanned_pages(document, pages: list[str]) -> dict[str, float]:
+def _read_scanned_pages(document, pages: list[str], engine: str) -> dict[str, float]:
     """OCR the pages that have no text layer, in place; returns {page number: confidence}."""
     from crossmodalrag.connectors import images
 
     empty = [index for index, text in enumerate(pages) if not text.strip()]
-    if not empty or not images.ocr_available():
+    if not empty or not images.ocr_available(engine):
         return {}
     import numpy as np
 
@@ -111,7 +111,7 @@ def _read_scanned_pages(document, pages: list[str]) -> dict[str, float]:
             pixels = np.asarray(page.render(scale=2).to_pil().convert("RGB"))
         finally:
             page.close()
-        lines = images.recognize(pixels)
+        lines = images.recognize(pixels, engine)
         if lines:
             pages[index] = "\n".join(text for text, _, _ in lines)
             confidences[str(index + 1)] = sum(score for _, score, _ in lines) / len(lines)
