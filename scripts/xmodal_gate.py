@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Is native image embedding worth building? Measures what OCR-only retrieval misses.
 
-    mem seed-sample && python scripts/xmodal_gate.py [--top-k 5] [--db-path PATH]
+    mem seed-sample && python scripts/xmodal_gate.py [--top-k 1] [--db-path PATH]
 
 Runs the sample's `[sample-xmodal-text]` queries (answers written as text inside a PDF or an image)
 and `[sample-xmodal-visual]` queries (answers carried only by layout and colour) through the same
 retrieval as `mem eval`, and prints both recalls and their gap as JSON. A large gap with a good
 text slice means OCR reads what is written but misses what is drawn: the case for image embeddings.
+Recall is taken at the top hit by default: the sample holds about two dozen sources, so at k=5 a
+fifth of the memory comes back and any question "finds" the diagram by chance.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ JUSTIFIED_GAP = 0.3  # a third of the visual questions lost, with text questions
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--top-k", type=int, default=1)
     parser.add_argument("--db-path", type=Path)
     args = parser.parse_args()
     settings = load_settings({"db_path": args.db_path})
