@@ -70,7 +70,8 @@ def _rapidocr():
             from rapidocr import RapidOCR
         except ImportError as exc:
             raise MissingExtraError("OCR support is not installed", INSTALL_HINT) from exc
-        logging.getLogger("RapidOCR").setLevel(logging.WARNING)  # it logs every model file at INFO
+        # It logs every model file at INFO and every blank image at WARNING; we report in one line.
+        logging.getLogger("RapidOCR").setLevel(logging.ERROR)
         _ENGINE = RapidOCR()
     return _ENGINE
 
