@@ -55,6 +55,7 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
         import pypdfium2
     except ImportError as exc:
         raise MissingExtraError("PDF support is not installed", INSTALL_HINT) from exc
+    version = extractor_version(ocr_engine)
     try:
         document = pypdfium2.PdfDocument(str(path))
     except pypdfium2.PdfiumError as exc:
@@ -82,14 +83,14 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
         modality="pdf",
         timestamp=_creation_time(info.get("CreationDate", "")) or path.stat().st_mtime,
         locator=path.name,
-        extractor=extractor_version(ocr_engine),
+        extractor=version,
         metadata={
             "path": str(path),
             "pages": len(pages),
             "page_offsets": offsets,
             "empty_pages": [n for n, text in enumerate(pages, 1) if not text.strip()],
             "ocr_pages": ocr_pages,
-            "extractor": extractor_version(ocr_engine),
+            "extractor": version,
             **({"notice": notice} if (notice := _scan_notice(path, pages, ocr_pages)) else {}),
         },
     )
