@@ -148,20 +148,20 @@ def ingest_git(args: argparse.Namespace) -> int:
 def ingest_pdf(args: argparse.Namespace) -> int:
     from crossmodalrag.ingest import ingest_pdfs
 
-    settings = _settings(args)
-    paths = _paths(args.paths, settings.pdf_paths, "PDF files or folders", "PDF_PATH")
-    progress = ProgressLine("ingest-pdf")
-    with _open(settings) as store:
-        report = ingest_pdfs(store, paths, progress, settings.ocr_engine)
-        return _finish_ingest(args, report, progress, store)
+    return _ingest_files(args, "ingest-pdf", ingest_pdfs, "pdf_paths", "PDF files or folders", "PDF_PATH")
 
 
 def ingest_images(args: argparse.Namespace) -> int:
-    from crossmodalrag.ingest import ingest_images as ingest
+    from crossmodalrag.ingest import ingest_images
 
+    return _ingest_files(args, "ingest-images", ingest_images, "image_paths", "image files or folders", "IMAGE_PATH")
+
+
+def _ingest_files(args: argparse.Namespace, label: str, ingest, configured: str, what: str, variable: str) -> int:
+    """PDFs and images: given or configured paths, one ingest call with the configured OCR engine."""
     settings = _settings(args)
-    paths = _paths(args.paths, settings.image_paths, "image files or folders", "IMAGE_PATH")
-    progress = ProgressLine("ingest-images")
+    paths = _paths(args.paths, getattr(settings, configured), what, variable)
+    progress = ProgressLine(label)
     with _open(settings) as store:
         report = ingest(store, paths, progress, settings.ocr_engine)
         return _finish_ingest(args, report, progress, store)

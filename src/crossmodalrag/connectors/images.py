@@ -8,11 +8,11 @@ its chunks, so weak OCR can rank below clean text. An image with no text registe
 from __future__ import annotations
 
 import logging
-import os
 from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Iterator
 
+from crossmodalrag.connectors.files import find_files
 from crossmodalrag.errors import ConnectorError, MissingExtraError
 from crossmodalrag.types import Document
 
@@ -22,15 +22,8 @@ _ENGINE = None
 
 
 def find_images(path: Path) -> Iterator[Path]:
-    """The file itself, or every image under a folder (hidden folders and other files skipped)."""
-    if path.is_file():
-        yield path
-        return
-    for folder, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.lower().endswith(IMAGE_SUFFIXES) and not name.startswith("."):
-                yield Path(folder, name)
+    """The image itself, or every image under a folder (other files ignored)."""
+    return find_files(path, IMAGE_SUFFIXES)
 
 
 ENGINES = ("rapidocr", "tesseract")

@@ -8,12 +8,12 @@ it, the page is listed in the metadata and the ingest says how to read it.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Iterator
 
+from crossmodalrag.connectors.files import find_files
 from crossmodalrag.errors import ConnectorError, MissingExtraError
 from crossmodalrag.types import Document
 
@@ -22,15 +22,8 @@ INSTALL_HINT = 'pip install -e ".[pdf]"'
 
 
 def find_pdfs(path: Path) -> Iterator[Path]:
-    """The file itself, or every PDF under a folder (hidden folders skipped), in a stable order."""
-    if path.is_file():
-        yield path
-        return
-    for folder, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.lower().endswith(".pdf") and not name.startswith("."):
-                yield Path(folder, name)
+    """The PDF itself, or every PDF under a folder."""
+    return find_files(path, (".pdf",))
 
 
 def extractor_version(ocr_engine: str = "rapidocr") -> str:
