@@ -43,3 +43,31 @@ class HashingEmbedder:
             return [text]
         starts = [words[i].start() for i in range(0, len(words), self.window)]
         return [text[s:e] for s, e in zip(starts, starts[1:] + [len(text)], strict=True)]
+
+
+class ScriptedLLM:
+    """Streams a fixed answer in small pieces, or fails as told: the stand-in for a model server."""
+
+    provider = "fake"
+    model = "scripted"
+
+    def __init__(self, text: str = "", fail: Exception | None = None, fail_after: int | None = None) -> None:
+        self.text = text
+        self.fail = fail
+        self.fail_after = fail_after
+        self.calls: list[list[dict]] = []
+        self.usage: dict[str, int] = {}
+
+    def check(self) -> str:
+        return "scripted model ready"
+
+    def stream(self, messages, generation):
+        self.calls.append(messages)
+        if self.fail and self.fail_after is None:
+            raise self.fail
+        pieces = re.findall(r"\S+\s*|\s+", self.text)
+        for index, piece in enumerate(pieces):
+            if self.fail and index == self.fail_after:
+                raise self.fail
+            yield piece
+        self.usage = {"completion_tokens": len(pieces)}

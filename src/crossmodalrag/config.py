@@ -16,6 +16,7 @@ from typing import Any, Callable
 from crossmodalrag.errors import ConfigError
 
 PROFILES = ("balanced", "relevant", "recent", "usage")
+LLM_PROVIDERS = ("auto", "ollama", "openai", "llamacpp", "none")
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,19 @@ SCALARS: dict[str, Setting] = {
     "notes_exclude": Setting("connectors", _globs),
     "git_include": Setting("connectors", _globs),
     "git_exclude": Setting("connectors", _globs),
+    "llm_provider": Setting("llm", _one_of(*LLM_PROVIDERS), "provider"),
+    "llm_model": Setting("llm", str, "model"),
+    "llm_model_path": Setting("llm", str, "model_path"),
+    "llm_base_url": Setting("llm", str, "base_url"),
+    "llm_api_key_env": Setting("llm", str, "api_key_env"),
+    "llm_timeout": Setting("llm", float, "timeout"),
+    "llm_connect_timeout": Setting("llm", float, "connect_timeout"),
+    "llm_keep_alive": Setting("llm", str, "keep_alive"),
+    "llm_max_tokens": Setting("llm", _count, "max_tokens"),
+    "llm_temperature": Setting("llm", float, "temperature"),
+    "llm_context_tokens": Setting("llm", _count, "context_tokens"),
+    "llm_evidence_chars": Setting("llm", _count, "evidence_chars"),
+    "llm_threads": Setting("llm", _count, "threads"),
 }
 
 # Connector folders: numbered environment variables, or a list in the TOML [connectors] table.
@@ -119,6 +133,19 @@ class Settings:
     notes_exclude: list[str] = field(default_factory=list)
     git_include: list[str] = field(default_factory=list)
     git_exclude: list[str] = field(default_factory=list)
+    llm_provider: str = "auto"  # see answer/llm/__init__.py for what "auto" picks
+    llm_model: str | None = None  # a model name for ollama / openai servers
+    llm_model_path: str | None = None  # a GGUF file for the in-process llamacpp backend
+    llm_base_url: str | None = None
+    llm_api_key_env: str | None = None  # the NAME of the variable holding an API key, never the key
+    llm_timeout: float = 120.0  # a whole generation
+    llm_connect_timeout: float = 3.0  # reaching the server: short, so a dead one falls back fast
+    llm_keep_alive: str = "5m"
+    llm_max_tokens: int = 320
+    llm_temperature: float = 0.1
+    llm_context_tokens: int = 4096
+    llm_evidence_chars: int = 2800  # the evidence budget of one prompt: ~700 tokens, ~10 s to read on 2 cores
+    llm_threads: int = 0  # in-process threads; 0 = every core (fastest on an idle machine)
 
     @property
     def models_dir(self) -> Path:
@@ -198,8 +225,9 @@ def load_settings(overrides: dict[str, Any] | None = None, cwd: Path | None = No
             setattr(settings, name, [_resolve(str(p), base) for p in listed])
 
     settings.db_path = _db_path(env, toml, cwd, base)
-    if settings.embed_model_path:
-        settings.embed_model_path = str(_resolve(settings.embed_model_path, cwd))
+    for name in ("embed_model_path", "llm_model_path"):
+        if getattr(settings, name):
+            setattr(settings, name, str(_resolve(getattr(settings, name), cwd)))
     _apply_overrides(settings, overrides or {})
     return settings
 

@@ -8,6 +8,7 @@ from importlib.util import find_spec
 from typing import Any
 
 from crossmodalrag.config import Settings
+from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import open_store
 from crossmodalrag.store.migrations import LATEST_VERSION
 
@@ -16,6 +17,8 @@ EXTRAS = {
     "ann": ("usearch",),
     "pdf": ("pypdfium2",),
     "ocr": ("rapidocr", "onnxruntime"),
+    "tesseract": ("pytesseract",),
+    "llm": ("llama_cpp",),
 }
 
 
@@ -36,10 +39,13 @@ def diagnose(settings: Settings) -> Report:
     report.facts["connectors"] = {
         "notes": [str(p) for p in settings.notes_paths],
         "git": [str(p) for p in settings.git_paths],
+        "pdf": [str(p) for p in settings.pdf_paths],
+        "images": [str(p) for p in settings.image_paths],
     }
     report.facts["extras"] = {name: all(find_spec(m) is not None for m in modules) for name, modules in EXTRAS.items()}
     _database(settings, report)
     _embeddings(settings, report)
+    _llm(settings, report)
     return report
 
 
@@ -115,3 +121,29 @@ def _embeddings(settings: Settings, report: Report) -> None:
         report.problems.append(f"{incomplete} chunks are only partly covered by vectors: run `mem reindex-embeddings`")
     if status["other_model_vectors"]:
         report.explanations.append(f"{status['other_model_vectors']} vectors belong to other models and are ignored")
+
+
+def _llm(settings: Settings, report: Report) -> None:
+    """Which language model `mem ask` would use, and whether it answers right now."""
+    from crossmodalrag.answer.llm import choose_provider, load_llm
+
+    provider, why = choose_provider(settings)
+    facts = report.facts["llm"] = {"provider": provider, "why": why, "ready": False}
+    if provider == "none":
+        report.explanations.append(
+            f"ask gives the evidence answer (no language model) because {why}: run `mem models install --llm`, "
+            "or set CMRAG_LLM_PROVIDER to ollama, openai or llamacpp"
+        )
+        return
+    try:
+        llm = load_llm(settings)
+        facts["detail"] = llm.check()
+        facts["model"] = llm.model
+        facts["ready"] = True
+    except CMRAGError as error:
+        facts["detail"] = str(error)
+        report.problems.append(f"the {provider} language model does not answer: {error}")
+        report.explanations.append(
+            "ask falls back to the evidence answer (the template) because the language model cannot be used; "
+            "the line above says why"
+        )

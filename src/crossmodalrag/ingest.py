@@ -192,7 +192,8 @@ def ingest_notes(
             continue
         known = known_fingerprints(store, f"{root}/")
         seen = ingest_documents(store, _read_vault(root, include, exclude), known, report, progress)
-        gone = [uri for uri in known if uri not in seen]
+        # A folder that could not be listed fails as a whole: the notes under it are not gone.
+        gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
         report.removed += remove_sources(store, gone) if gone else 0
     return report
 

@@ -111,6 +111,13 @@ class Answer:
     retrieval: str = "lexical"  # or "hybrid"
     similarity: float | None = None
     comparison: dict[str, Any] | None = None
+    mode: str = "evidence"  # "llm" when a language model wrote the text
+    llm: dict[str, str] | None = None  # {"provider", "model"} of the model that wrote it
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    citation_warnings: list[dict[str, str]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # e.g. why the model was not used
+    usage: dict[str, int] = field(default_factory=dict)  # prompt size and token counts
+    debug: dict[str, Any] | None = None  # raw prompt and output, with --debug
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,5 +131,12 @@ class Answer:
             "retrieval": self.retrieval,
             "comparison": self.comparison,
             "evidence": [e.to_dict() for e in self.evidence],
+            "mode": self.mode,
+            "llm": self.llm,
+            "citations": self.citations,
+            "citation_warnings": self.citation_warnings,
+            "notices": self.notices,
+            "usage": self.usage,
             "timing": {k: round(v, 6) for k, v in self.timing.items()},
+            **({"debug": self.debug} if self.debug is not None else {}),
         }

@@ -40,7 +40,8 @@ def test_without_the_extra_doctor_names_the_install(monkeypatch, db_path):
 
     monkeypatch.setattr(doctor, "find_spec", lambda name: None)
     report = diagnose(Settings(db_path=db_path)).to_dict()
-    assert report["extras"] == {"embeddings": False, "ann": False, "pdf": False, "ocr": False}
+    assert set(report["extras"]) == {"embeddings", "ann", "pdf", "ocr", "tesseract", "llm"}
+    assert not any(report["extras"].values())
     assert any('pip install -e ".[embeddings]"' in e for e in report["explanations"])
 
 
@@ -48,3 +49,19 @@ def test_text_output_is_readable(capsys):
     main(["doctor"])
     out = capsys.readouterr().out
     assert out.startswith("database: ") and "embedding model:" in out
+
+
+def test_doctor_says_why_ask_gives_the_evidence_answer(capsys, monkeypatch):
+    monkeypatch.setenv("CMRAG_LLM_PROVIDER", "none")
+    _, report = doctor_json(capsys)
+    assert report["llm"]["provider"] == "none" and report["llm"]["ready"] is False
+    assert any(e.startswith("ask gives the evidence answer") for e in report["explanations"])
+
+
+def test_doctor_reports_an_unreachable_model_server_as_a_problem(capsys, monkeypatch):
+    monkeypatch.setenv("CMRAG_LLM_PROVIDER", "openai")
+    monkeypatch.setenv("CMRAG_LLM_BASE_URL", "http://127.0.0.1:9/v1")  # the discard port: nothing listens
+    _, report = doctor_json(capsys)
+    assert report["llm"]["ready"] is False and "cannot connect" in report["llm"]["detail"]
+    assert any("language model does not answer" in p for p in report["problems"])
+    assert any("falls back to the evidence answer" in e for e in report["explanations"])

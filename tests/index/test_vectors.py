@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crossmodalrag.index.vectors import ApproximateIndex, ExactIndex, build_index, sidecar_path
+from crossmodalrag.index.vectors import ApproximateIndex, ExactIndex, build_index, sidecar_path, usearch_available
 
 
 def unit_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
@@ -152,7 +152,8 @@ def clustered_data() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def approximate(clustered_data) -> ApproximateIndex:
-    pytest.importorskip("usearch")
+    if not usearch_available():
+        pytest.skip("usearch is not installed")
     keys, vectors, _ = clustered_data
     return ApproximateIndex.build(keys, vectors)
 
@@ -203,7 +204,8 @@ def test_save_load_round_trip(tmp_path: Path, clustered_data, approximate: Appro
 
 
 def test_load_returns_none_when_stale_missing_or_corrupt(tmp_path: Path) -> None:
-    pytest.importorskip("usearch")
+    if not usearch_available():
+        pytest.skip("usearch is not installed")
     rng = np.random.default_rng(4)
     path = tmp_path / "vectors.usearch"
     ApproximateIndex.build(np.arange(500), unit_rows(rng, 500, 16)).save(path, stamp="v1")
@@ -223,7 +225,8 @@ def test_load_returns_none_when_stale_missing_or_corrupt(tmp_path: Path) -> None
 
 
 def test_build_index_switches_at_threshold_and_reuses_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("usearch")
+    if not usearch_available():
+        pytest.skip("usearch is not installed")
     rng = np.random.default_rng(5)
     keys, vectors = np.arange(10, 1210, dtype=np.int64) * 3, unit_rows(rng, 1200, 16)
     cache = tmp_path / "vectors.usearch"

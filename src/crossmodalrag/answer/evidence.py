@@ -70,18 +70,21 @@ def ask_without_llm(retriever: Retriever, query: str) -> Answer:
     """Retrieve evidence and render it as a numbered, cited answer, or abstain when it is weak."""
     started = time.perf_counter()
     result = retriever.search(query)
-    retrieval_seconds = time.perf_counter() - started
-    top_score = result.hits[0].score if result.hits else 0.0
-    abstained = is_weak(result, retriever.options)
+    return evidence_answer(query, result, retriever.options, started, time.perf_counter() - started)
+
+
+def evidence_answer(
+    query: str, result: SearchResult, options: SearchOptions, started: float, retrieval_seconds: float
+) -> Answer:
+    """The deterministic answer to a search result: its evidence listed and cited, or an abstention."""
+    abstained = is_weak(result, options)
     evidence = [] if abstained else [Evidence(f"E{i}", hit) for i, hit in enumerate(result.hits, 1)]
-    text = (
-        abstention_text(result, retriever.options) if abstained else render_evidence_answer(evidence, result.comparison)
-    )
+    text = abstention_text(result, options) if abstained else render_evidence_answer(evidence, result.comparison)
     return Answer(
         query=query,
         abstained=abstained,
         abstention_reason=WEAK_RETRIEVAL if abstained else None,
-        top_score=top_score,
+        top_score=result.hits[0].score if result.hits else 0.0,
         match_coverage=result.coverage,
         evidence=evidence,
         text=text,
@@ -89,7 +92,20 @@ def ask_without_llm(retriever: Retriever, query: str) -> Answer:
         retrieval="hybrid" if result.hybrid else "lexical",
         similarity=result.similarity,
         comparison=result.comparison,
+        citations=[cited(item) for item in evidence],
     )
+
+
+def cited(item: Evidence) -> dict:
+    """How a citation resolves in JSON: the evidence id and where it comes from."""
+    hit = item.hit
+    return {
+        "id": item.id,
+        "source_uri": hit.source_uri,
+        "locator": hit.locator,
+        "title": hit.title,
+        **({"page": hit.page} if hit.page is not None else {}),
+    }
 
 
 def abstention_text(result: SearchResult, options: SearchOptions) -> str:

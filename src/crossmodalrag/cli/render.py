@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from crossmodalrag.answer.evidence import render_evidence_answer
+from crossmodalrag.answer.evidence import citation, render_evidence_answer
 from crossmodalrag.types import Answer, Hit
 
 
@@ -33,17 +33,51 @@ def explain_line(hit: Hit, weights: dict[str, float]) -> str:
 
 
 def render_answer(answer: Answer, explain: bool, weights: dict[str, float]) -> str:
+    if answer.mode == "llm" and not answer.abstained:
+        return answer.text + "\n\n" + render_footer(answer, explain, weights)
     if not explain or answer.abstained:
         return answer.text
     return render_evidence_answer(answer.evidence, answer.comparison, lambda hit: explain_line(hit, weights))
 
 
+def render_footer(answer: Answer, explain: bool, weights: dict[str, float]) -> str:
+    """What follows a model's answer: the evidence it cited, then what was wrong with its citations."""
+    cited = {c["id"] for c in answer.citations}
+    shown = answer.evidence if explain else [e for e in answer.evidence if e.id in cited]
+    lines = ["Sources:"] if shown else ["Sources: none cited"]
+    for item in shown:
+        mark = "" if item.id in cited else "  (not cited)"
+        lines.append(f"[{item.id}] {item.hit.title} — {citation(item)}{mark}")
+        if explain:
+            lines.append(explain_line(item.hit, weights))
+    for warning in answer.citation_warnings:
+        lines.append(f"! {warning['kind'].replace('_', ' ')}: {warning['detail']}")
+    return "\n".join(lines)
+
+
+def render_debug(debug: dict[str, Any]) -> str:
+    """--debug: retrieval diagnostics, then the exact prompt and the model's raw output."""
+    parts = ["--- retrieval ---", json.dumps(debug.get("retrieval"), indent=2)]
+    for message in debug.get("prompt", []):
+        parts += [f"--- prompt: {message['role']} ---", message["content"]]
+    if "raw_output" in debug:
+        parts += ["--- raw model output ---", debug["raw_output"], "--- end ---"]
+    return "\n".join(parts)
+
+
 def status_line(answer: Answer) -> str:
     verdict = f"abstained ({answer.abstention_reason})" if answer.abstained else f"{len(answer.evidence)} evidence"
+    if answer.mode == "llm" and not answer.abstained:
+        verdict += f" · {len(answer.citations)} cited"
     similarity = "" if answer.similarity is None else f" · similarity {answer.similarity:.2f}"
+    model = f"llm: {answer.llm['model']} · " if answer.mode == "llm" and answer.llm else ""
+    timing = answer.timing
+    seconds = f"{timing['total_seconds'] * 1000:.0f} ms"
+    if "generation_seconds" in timing:
+        seconds = f"first token {timing['first_token_seconds']:.1f} s · {timing['total_seconds']:.1f} s"
     return (
-        f"[retrieval: {answer.retrieval} · {verdict} · coverage {answer.match_coverage:.0%}{similarity} · "
-        f"top score {answer.top_score:.3f} · {answer.timing['total_seconds'] * 1000:.0f} ms]"
+        f"[{model}retrieval: {answer.retrieval} · {verdict} · coverage {answer.match_coverage:.0%}{similarity} · "
+        f"top score {answer.top_score:.3f} · {seconds}]"
     )
 
 
@@ -72,6 +106,41 @@ def render_eval(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_generation_eval(report: dict[str, Any]) -> str:
+    lines = [f"{'verdict':>22} {'cited':>5} {'gold':>5} {'secs':>6}  query"]
+    for q in report["per_query"]:
+        verdict = (
+            f"abstained ({q['abstention_reason']})"
+            if q["abstained"]
+            else ("answered" if q["mode"] == "llm" else "fallback")
+        )
+        flags = ("" if q["abstention_correct"] else "  (abstention wrong)") + (
+            f"  invalid {' '.join(q['invalid_citations'])}" if q["invalid_citations"] else ""
+        )
+        gold = f"{len(q['cited_expected'])}/{len(q['expected_source_uris'])}" if q["expected_source_uris"] else "-"
+        lines.append(
+            f"{verdict:>22} {len(q['cited_source_uris']):>5} {gold:>5} {q['timing']['total_seconds']:>6.1f}  "
+            f"{q['query_text']}{flags}"
+        )
+    o = report["overall"]
+
+    def fmt(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+
+    lines.append(
+        f"model {report['model']['provider']} {report['model']['model']}, top {report['top_k']}: "
+        f"citation_validity {fmt(o['citation_validity'])}  source_grounding_hit {fmt(o['source_grounding_hit'])}  "
+        f"source_coverage {fmt(o['source_coverage'])}  abstention_correct {fmt(o['abstention_correct'])}"
+    )
+    lines.append(
+        f"answered {fmt(o['answered_answerable'])} of {o['answerable']} answerable, abstained on "
+        f"{fmt(o['abstained_unanswerable'])} of {o['should_abstain']} unanswerable; {o['fallbacks']} fallbacks; "
+        f"latency p50 {fmt(o['latency_p50_seconds'])} s (max {fmt(o['latency_max_seconds'])}), "
+        f"first token p50 {fmt(o['first_token_p50_seconds'])} s"
+    )
+    return "\n".join(lines)
+
+
 def render_doctor(report: dict[str, Any]) -> str:
     database = report["database"]
     lines = [f"database: {database['path']}" + ("" if database["exists"] else " (missing)")]
@@ -81,7 +150,7 @@ def render_doctor(report: dict[str, Any]) -> str:
             f"{database['chunks']} chunks from {sum(database['sources'].values())} sources {database['sources']}"
         )
     lines.append(f"config file: {report['config_file'] or 'none (defaults and environment)'}")
-    lines.append(f"connectors: notes {report['connectors']['notes'] or '-'}; git {report['connectors']['git'] or '-'}")
+    lines.append("connectors: " + "; ".join(f"{kind} {paths or '-'}" for kind, paths in report["connectors"].items()))
     lines.append("extras: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in report["extras"].items()))
     embeddings = report["embeddings"]
     line = f"embedding model: {embeddings['model']}"
@@ -89,5 +158,10 @@ def render_doctor(report: dict[str, Any]) -> str:
         counts = f"{embeddings['embedded']}/{embeddings['chunks']} chunks embedded"
         line += f" ({counts}, window {embeddings['max_tokens']} tokens)"
     lines.append(line)
+    llm = report["llm"]
+    lines.append(
+        f"language model: {llm['provider']} ({llm['why']})"
+        + (f" — {'ready' if llm['ready'] else 'NOT ready'}: {llm['detail']}" if "detail" in llm else "")
+    )
     lines += [f"problem: {p}" for p in report["problems"]] + [f"why: {e}" for e in report["explanations"]]
     return "\n".join(lines)

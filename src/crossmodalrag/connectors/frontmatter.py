@@ -3,7 +3,10 @@
 Nearly every note's frontmatter is a few `key: word`, `key: 2025-03-12` or `key: [a, b]` lines.
 Parsing those by hand gives exactly what YAML gives, at a fraction of the cost (PyYAML took a
 third of the ingest time at 10,000 notes); anything else (quotes, nesting, block lists, numbers,
-YAML's yes/no/null words) goes to the real YAML parser.
+YAML's yes/no/null words) goes to the real YAML parser, behind limits that hostile frontmatter
+cannot get past: nesting deeper than MAX_DEPTH (libyaml's composer recurses in C and crashes the
+process, not with an exception, at ~30,000 levels) and alias expansion past MAX_NODES (a
+"billion laughs" document is a few hundred bytes) make the frontmatter count as malformed.
 """
 
 from __future__ import annotations
@@ -12,11 +15,15 @@ import re
 from datetime import date
 from typing import Any
 
-LINE = re.compile(r"([A-Za-z_][\w-]*):[ \t]+(\S.*?)[ \t]*")
+# A greedy value, its trailing blanks stripped in Python: a lazy `(\S.*?)[ \t]*` is quadratic
+# in the length of a line full of spaces.
+LINE = re.compile(r"([A-Za-z_][\w-]*):[ \t]+(\S.*)")
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9 _./-]*")
 FLOW_LIST = re.compile(r"\[([^\[\]{}\"'#&*!|>%@`:]*)\]")
 YAML_WORDS = {"y", "yes", "n", "no", "true", "false", "on", "off", "null"}
+MAX_DEPTH = 32  # real frontmatter nests two or three levels
+MAX_NODES = 10_000  # values after alias expansion; real frontmatter has tens
 
 
 def parse_frontmatter(raw: str | None) -> dict[str, Any]:
@@ -30,12 +37,50 @@ def parse_frontmatter(raw: str | None) -> dict[str, Any]:
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml is ~20x faster when present
     try:
+        if _too_deep(yaml, raw, loader):
+            return {}
         loaded = yaml.load(raw, Loader=loader)  # noqa: S506 - a safe loader either way
-    except (yaml.YAMLError, ValueError, TypeError):
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError):
         # Malformed frontmatter (libyaml raises ValueError for e.g. month 13) stays out of the
         # chunks and out of the metadata; the note itself still ingests.
         return {}
-    return loaded if isinstance(loaded, dict) else {}
+    return loaded if isinstance(loaded, dict) and _bounded(loaded) else {}
+
+
+def _too_deep(yaml, raw: str, loader) -> bool:
+    """Does the YAML nest deeper than MAX_DEPTH? Read from the parser's event stream, which (unlike
+    composing the document) needs no recursion, and stops at the first level too deep."""
+    depth = 0
+    for event in yaml.parse(raw, Loader=loader):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+    return False
+
+
+def _bounded(value: Any) -> bool:
+    """Is the loaded value small, acyclic and storable? Aliases can make a tiny document expand
+    exponentially or refer to itself; pure-Python YAML lets lone surrogates (`"\\ud800"`) through,
+    which SQLite cannot store."""
+    stack, seen = [(value, 0)], 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if seen > MAX_NODES or depth > MAX_DEPTH:
+            return False
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        elif isinstance(item, dict):
+            stack.extend((part, depth + 1) for pair in item.items() for part in pair)
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend((part, depth + 1) for part in item)
+    return True
 
 
 def _simple(raw: str) -> dict[str, Any] | None:
@@ -45,9 +90,9 @@ def _simple(raw: str) -> dict[str, Any] | None:
         if not line.strip():
             continue
         match = LINE.fullmatch(line)
-        if not match:
-            return None
-        value = _scalar_or_list(match.group(2))
+        if not match or match.group(1).lower() in YAML_WORDS:
+            return None  # `on:` or `null:` is a boolean or null key to YAML, not a string
+        value = _scalar_or_list(match.group(2).rstrip(" \t"))
         if value is None:
             return None
         result[match.group(1)] = value

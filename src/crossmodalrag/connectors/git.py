@@ -45,8 +45,8 @@ def read_commits(
 
     With include/exclude globs, a commit none of whose changed files is selected is left out.
     """
-    if _git(root, "rev-parse", "--verify", "-q", "HEAD").returncode != 0:
-        return  # no commits yet: nothing to remember (checked directly, not via git's wording)
+    if not _has_commits(root):
+        return  # no commits yet: nothing to remember
     args = [
         "-c",
         "core.quotepath=off",
@@ -73,6 +73,20 @@ def read_commits(
         commit = _commit(root, record, include or [], exclude or [])
         if commit.metadata["files"] or not (include or exclude) or not FILE_START.search(record):
             yield commit
+
+
+def _has_commits(root: Path) -> bool:
+    """Does HEAD name a commit? False for a new repository (HEAD names a branch with no commits yet).
+    Raises ConnectorError if HEAD names neither, e.g. its branch file holds garbage: that must not
+    pass for "no commits yet". Decided from git's exit codes, not from the wording of its messages.
+    """
+    if _git(root, "rev-parse", "--verify", "-q", "HEAD").returncode == 0:
+        return True
+    if _git(root, "symbolic-ref", "-q", "HEAD").returncode == 0:
+        return False
+    raise ConnectorError(
+        f"{root}: HEAD does not point at a readable commit or branch", "run `git fsck` in the repository"
+    )
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:

@@ -4,30 +4,41 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from crossmodalrag.chunking.markdown import leading_date, split_frontmatter, without_code
+from crossmodalrag.chunking.markdown import clip, leading_date, split_frontmatter, without_code
 from crossmodalrag.connectors.frontmatter import parse_frontmatter
 from crossmodalrag.connectors.globs import selected
 from crossmodalrag.errors import ConnectorError
+from crossmodalrag.privacy import strip_private
 from crossmodalrag.types import Document
 
 NOTE_SUFFIXES = (".md", ".markdown")
 NOISE_DIRS = {".obsidian", ".trash", ".git", "node_modules"}
-MAX_NOTE_BYTES = 20 * 1024 * 1024
-H1 = re.compile(r"^#[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
-WIKILINK = re.compile(r"\[\[([^\]|#\n]+)(?:#[^\]|\n]*)?(?:\|[^\]\n]*)?\]\]")
+MAX_NOTE_BYTES = 20 * 1024 * 1024  # 20 MB of text is ~17,000 chunks; past that it is an export, not a note
+FIRST_MOMENT = datetime(1, 1, 2, tzinfo=timezone.utc).timestamp()
+LAST_MOMENT = datetime(9999, 12, 30, tzinfo=timezone.utc).timestamp()
+# The closing `#`s of a heading are stripped in Python (see heading_text): a lazy `(.+?)[ \t]*#*`
+# backtracks cubically on a line of spaces.
+H1 = re.compile(r"^#[ \t]+(.*)$", re.M)
+# No `[` inside a link: otherwise every `[[` of a `[[[[…` line scans to the end of the line.
+WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 INLINE_TAG = re.compile(r"(?<![\w&#/])#([A-Za-z][\w/-]*)")
 
 
 def find_notes(root: Path, include: list[str], exclude: list[str]) -> Iterator[Path]:
     """Every note under root in a stable order, skipping vault noise and hidden folders.
 
-    Symlinked folders are not followed, so a link loop cannot trap the walk.
+    Symlinked folders are not followed, so a link loop cannot trap the walk. A folder that cannot
+    be listed is yielded itself: reading it fails with a clear error, and the failure keeps the
+    notes stored from under it (instead of their looking deleted).
     """
-    for folder, dirs, files in os.walk(root):
+    unlisted: list[OSError] = []
+    for folder, dirs, files in os.walk(root, onerror=unlisted.append):
+        yield from _folders(unlisted)
         dirs[:] = sorted(d for d in dirs if d not in NOISE_DIRS and not d.startswith("."))
         for name in sorted(files):
             if name.startswith(".") or not name.lower().endswith(NOTE_SUFFIXES):
@@ -35,44 +46,54 @@ def find_notes(root: Path, include: list[str], exclude: list[str]) -> Iterator[P
             path = Path(folder, name)
             if selected(path.relative_to(root).as_posix(), include, exclude):
                 yield path
+    yield from _folders(unlisted)
+
+
+def _folders(errors: list[OSError]) -> Iterator[Path]:
+    """The folders os.walk could not list so far (and forget them)."""
+    while errors:
+        failed = errors.pop(0)
+        if failed.filename is not None:
+            yield Path(os.fsdecode(failed.filename))
 
 
 def read_note(root: Path, path: Path) -> Document:
-    """Parse one note. Raises ConnectorError if it is unreadable, too large, empty or not UTF-8."""
+    """Parse one note, without its `<private>` spans. Raises ConnectorError if it is unreadable,
+    not a regular file, too large, empty or not UTF-8.
+
+    A note that is empty only because all of it is private yields a Document without text, so the
+    version stored before the user marked it private is replaced (by nothing) rather than kept.
+    """
     relative = path.relative_to(root).as_posix()
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError as exc:
         shown = os.fsencode(path).decode("utf-8", "replace")
-        raise ConnectorError(f"{shown}: file name is not valid UTF-8", "rename the file") from exc
+        raise ConnectorError(f"{_shown(shown)}: file name is not valid UTF-8", "rename the file") from exc
+    raw, mtime = _read_bytes(path)
     try:
-        stat = path.stat()
-        if stat.st_size > MAX_NOTE_BYTES:
-            raise ConnectorError(
-                f"{path}: note is {stat.st_size // 2**20} MB", "notes over 20 MB are skipped; split it"
-            )
-        text = path.read_bytes().decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConnectorError(f"{path}: not valid UTF-8 (byte {exc.start})", "re-save the note as UTF-8") from exc
-    except OSError as exc:
-        raise ConnectorError(f"{path}: cannot read ({exc.strerror})", "check the file's permissions") from exc
+        raise ConnectorError(
+            f"{_shown(path)}: not valid UTF-8 (byte {exc.start})", "re-save the note as UTF-8"
+        ) from exc
     text = text.removeprefix("\ufeff")
     if "\x00" in text:
-        raise ConnectorError(f"{path}: binary data in a .md file", "this is not a text note; exclude it")
+        raise ConnectorError(f"{_shown(path)}: binary data in a .md file", "this is not a text note; exclude it")
+    if not text[split_frontmatter(text)[1] :].strip():
+        raise ConnectorError(f"{_shown(path)}: note is empty", "nothing to remember in it")
+    text = strip_private(text)
     frontmatter_text, body_start = split_frontmatter(text)
     meta = parse_frontmatter(frontmatter_text)
-    if not text[body_start:].strip():
-        raise ConnectorError(f"{path}: note is empty", "nothing to remember in it")
     prose = without_code(text[body_start:])
-    heading = H1.search(prose)
-    title = str(meta.get("title") or (heading.group(1) if heading else path.stem))
+    title = clip(str(meta.get("title") or heading_text(prose) or path.stem))
     return Document(
         uri=str(path),
         source_type="note",
         title=title,
-        text=text,
+        text=text if text[body_start:].strip() else "",
         format="markdown",
-        timestamp=_timestamp(meta, leading_date(text, body_start)[0], stat.st_mtime),
+        timestamp=_timestamp(meta, leading_date(text, body_start)[0], mtime),
         locator=relative,
         metadata={
             "vault": str(root),
@@ -82,6 +103,52 @@ def read_note(root: Path, path: Path) -> Document:
             **({"frontmatter": _jsonable(meta)} if meta else {}),
         },
     )
+
+
+def _read_bytes(path: Path) -> tuple[bytes, float]:
+    """(contents, mtime) of a regular file of at most MAX_NOTE_BYTES. Raises ConnectorError.
+
+    Opened non-blocking and checked before reading: a FIFO named `.md` would block forever and a
+    device (`/dev/zero`) would never end. The size is checked again after reading because a file
+    can grow between the check and the read.
+    """
+    shown, too_large = _shown(path), f"notes over {MAX_NOTE_BYTES // 2**20} MB are skipped; split or exclude it"
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        raise ConnectorError(f"{shown}: cannot read ({exc.strerror})", "check the file's permissions") from exc
+    try:
+        info = os.fstat(descriptor)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConnectorError(f"{shown}: cannot list this folder", "check the folder's permissions")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConnectorError(f"{shown}: not a regular file", "exclude it from the vault")
+        if info.st_size > MAX_NOTE_BYTES:
+            raise ConnectorError(f"{shown}: note is {info.st_size // 2**20} MB", too_large)
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            raw = handle.read(MAX_NOTE_BYTES + 1)
+    except OSError as exc:
+        raise ConnectorError(f"{shown}: cannot read ({exc.strerror})", "check the file's permissions") from exc
+    finally:
+        os.close(descriptor)
+    if len(raw) > MAX_NOTE_BYTES:
+        raise ConnectorError(f"{shown}: note grew past {MAX_NOTE_BYTES // 2**20} MB while being read", too_large)
+    return raw, info.st_mtime
+
+
+def _shown(path: Path | str) -> str:
+    """A path for a one-line message: control characters (a newline in a file name) escaped."""
+    text = str(path)
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def heading_text(prose: str) -> str | None:
+    """The text of the first non-empty `# ` heading, without a closing run of `#`s."""
+    for match in H1.finditer(prose):
+        text = match.group(1).rstrip(" \t\r").rstrip("#").rstrip(" \t")
+        if text:
+            return text
+    return None
 
 
 def parse_date(value: Any) -> float | None:
@@ -101,19 +168,25 @@ def parse_date(value: Any) -> float | None:
     return None
 
 
-def _timestamp(meta: dict[str, Any], date_line: str | None, mtime: float) -> float:
-    """Frontmatter `date:`/`created:`, else a leading `Date:` line, else the file's mtime."""
+def _timestamp(meta: dict[str, Any], date_line: str | None, mtime: float) -> float | None:
+    """Frontmatter `date:`/`created:`, else a leading `Date:` line, else the file's mtime; a moment
+    outside years 1-9999 is skipped (`date: 9999-12-31T23:59-12:00` would break every display)."""
     for value in (meta.get("date"), meta.get("created"), date_line):
-        if value is not None and (stamp := parse_date(value)) is not None:
+        if value is not None and (stamp := parse_date(value)) is not None and FIRST_MOMENT <= stamp <= LAST_MOMENT:
             return stamp
-    return mtime
+    return mtime if FIRST_MOMENT <= mtime <= LAST_MOMENT else None
 
 
 def _tags(meta: dict[str, Any], body: str) -> list[str]:
     raw = meta.get("tags") or meta.get("tag") or []
-    listed = raw.replace(",", " ").split() if isinstance(raw, str) else [str(t) for t in raw if t]
+    if isinstance(raw, str):
+        listed = raw.replace(",", " ").split()
+    elif isinstance(raw, (list, tuple, set, dict)):
+        listed = [str(t) for t in raw if t]
+    else:
+        listed = [str(raw)]  # `tags: 2025` or `tags: true` is one tag, not a crash
     inline = INLINE_TAG.findall(body) if "#" in body else []
-    return sorted({tag.lstrip("#") for tag in listed + inline})
+    return sorted({tag.lstrip("#") for tag in listed + inline} - {""})
 
 
 def _jsonable(value: Any) -> Any:

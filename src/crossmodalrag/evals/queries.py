@@ -48,18 +48,36 @@ def parse_queries(data: Any, origin: str = "queries") -> list[EvalQuery]:
                 f"{origin}: item {index} expected_source_uris is not a list of strings",
                 "use [] for a query that must abstain",
             )
+        if not _storable(item["query_text"], *uris):
+            raise EvalError(
+                f"{origin}: item {index} contains an invalid \\u escape (a lone surrogate)",
+                "write the text itself, or escape whole characters",
+            )
         queries.append(EvalQuery(item["query_text"].strip(), list(dict.fromkeys(uris))))
     return queries
+
+
+def _storable(*texts: str) -> bool:
+    """Can SQLite store these strings? JSON's `"\\ud800"` decodes to a lone surrogate, which cannot."""
+    try:
+        for text in texts:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def load_queries_file(path: Path) -> list[EvalQuery]:
     """Read and validate a query file. Raises EvalError on a missing, unreadable or malformed file."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # -sig: editors that write a BOM
     except FileNotFoundError as exc:
         raise EvalError(f"{path}: no such file", "check the --load-queries path") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        # ValueError covers JSONDecodeError and integers past Python's 4,300-digit conversion limit.
         raise EvalError(f"{path}: not a readable JSON file ({exc})", "fix the file's JSON syntax") from exc
+    except RecursionError as exc:
+        raise EvalError(f"{path}: JSON nested too deeply", "an eval file is a flat list of queries") from exc
     return parse_queries(data, str(path))
 
 

@@ -18,6 +18,9 @@ from crossmodalrag.retrieval.stopwords import STOPWORDS
 LOWER_UPPER = re.compile(r"[a-z0-9][A-Z]")
 CAMEL_PARTS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 WORD = re.compile(r"\w+")
+# A question has tens of content words; a pasted document can have tens of thousands, which cost
+# seconds per query (40,000 words: 9.5 s) and overflow SQLite builds limited to 999 bound variables.
+MAX_QUERY_TERMS = 256
 
 
 def _word_at(text: str, index: int) -> str:
@@ -75,10 +78,12 @@ class QueryTerm:
 
 
 def query_terms(query: str) -> list[QueryTerm]:
-    """The distinct content words of a query, in order; stopwords and lone letters dropped."""
+    """The distinct content words of a query, in order, at most MAX_QUERY_TERMS of them; stopwords
+    and lone letters dropped."""
     words: list[str] = []
     for token in WORD.findall(query):
-        lowered = token.lower()
+        # Lowercasing can add a non-word character: "İ" becomes "i" plus a combining dot.
+        lowered = "".join(WORD.findall(token.lower()))
         candidates = [lowered.replace("_", "")] if "_" in lowered else [lowered]
         if LOWER_UPPER.search(token):
             candidates += [part.lower() for part in CAMEL_PARTS.findall(token)]
@@ -86,7 +91,9 @@ def query_terms(query: str) -> list[QueryTerm]:
             if word in STOPWORDS or (len(word) < 2 and not word.isdigit()) or word in words:
                 continue
             words.append(word)
-    return [QueryTerm(word) for word in words]
+        if len(words) >= MAX_QUERY_TERMS:
+            break
+    return [QueryTerm(word) for word in words[:MAX_QUERY_TERMS]]
 
 
 def match_expression(terms: list[QueryTerm], column: str | None = None) -> str:

@@ -7,6 +7,7 @@ non-negative int64 ids (usearch stores unsigned keys and reserves the all-ones v
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
@@ -132,6 +133,10 @@ class ExactIndex:
 
 def _usearch():
     """Import usearch lazily so the core never needs it; raises ImportError naming the install."""
+    # usearch 2.26 + onnxruntime 1.32: importing onnxruntime AFTER usearch segfaults the process
+    # (their bundled SIMD libraries clash); the other order is fine, and the embedder needs it anyway.
+    with contextlib.suppress(ImportError):
+        import onnxruntime  # noqa: F401
     try:
         from usearch.index import Index
     except ImportError as error:

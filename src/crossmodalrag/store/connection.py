@@ -1,30 +1,137 @@
-"""Opening the database: WAL, a busy timeout, foreign keys, migrations; one transaction helper."""
+"""Opening the database: WAL, a busy timeout, foreign keys, migrations; write transactions that wait their turn.
+
+Any number of readers run beside one writer (WAL). A second writer waits for the write lock: SQLite's busy
+timeout first, then a bounded retry for the cases where SQLite answers SQLITE_BUSY without waiting (WAL
+recovery, a snapshot that went stale). Writers also take turns (see WriterTurns), so a long ingest cannot
+starve a short command for longer than one batch.
+"""
 
 from __future__ import annotations
 
+import os
+import random
 import sqlite3
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable, Iterator
 
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store.migrations import LATEST_VERSION, applied_version, migrate
 
+try:
+    import fcntl
+except ImportError:  # Windows: writers still wait for each other, only without taking turns
+    fcntl = None  # type: ignore[assignment]
+
 BUSY_TIMEOUT_SECONDS = 30.0
+HANDOFF_SECONDS = 0.15  # longer than SQLite's longest sleep between two tries of a waiting writer (100 ms)
+RETRY_SLEEP_CAP = 0.1  # our own retries poll at least as often, for the same reason
+BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED (their extended codes share the low byte)
+
+
+class WriterTurns:
+    """Lets writer processes take turns at the write lock.
+
+    SQLite's busy handler polls: a writer that commits and begins again within microseconds (a long
+    ingest, one batch after another) wins every race, and a second writer times out however long it waits
+    (measured: 7 s of waiting behind a 7 s ingest). A writer about to wait holds a shared `flock` on
+    `<db>-writers`; a writer that just committed checks for such locks and, if any, pauses until the
+    waiter got in. Locks die with their process, so a killed writer never leaves a turn behind.
+    """
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = db_path.with_name(db_path.name + "-writers")
+        self.fd: int | None = None
+        self.disabled = fcntl is None
+
+    def _handle(self) -> int | None:
+        if self.fd is None and not self.disabled:
+            try:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
+                self.disabled = True  # a read-only folder: writers still wait, only less fairly
+        return self.fd
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Announce a writer that wants the lock, for as long as it waits."""
+        fd = self._handle()
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def others_waiting(self) -> bool:
+        fd = self._handle()
+        if fd is None:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+
+    def hand_over(self) -> None:
+        """After a commit: if another writer waits, pause until it has the lock (at most HANDOFF_SECONDS)."""
+        deadline = time.monotonic() + HANDOFF_SECONDS
+        while self.others_waiting() and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def is_busy(error: sqlite3.Error) -> bool:
+    """Did SQLite refuse because another connection holds a lock (as opposed to a real error)?"""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in BUSY_CODES
+    text = str(error)
+    return "locked" in text or "busy" in text
+
+
+def begin_immediate(conn: sqlite3.Connection, turns: WriterTurns | None, patience: float) -> None:
+    """BEGIN IMMEDIATE, retried with backoff for up to `patience` seconds. Raises StoreError if it stays locked."""
+    started = time.monotonic()
+    delay = 0.005
+    with turns.waiting() if turns else nullcontext():
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as error:
+                if not is_busy(error):
+                    raise
+                waited = time.monotonic() - started
+                if waited + delay > patience:
+                    raise StoreError(
+                        f"the database stayed locked for {waited:.0f} s: {error}",
+                        "another mem process is writing; retry when it finishes",
+                    ) from error
+            time.sleep(delay * random.uniform(0.5, 1.0))  # jitter: two waiters do not retry in lockstep
+            delay = min(delay * 2, RETRY_SLEEP_CAP)
 
 
 class Store:
-    """A connection to the memory database. Writers use `transaction()`; reads run directly."""
+    """A connection to the memory database. Writers use `transaction()` or `batched()`; reads run directly."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, patience: float = BUSY_TIMEOUT_SECONDS) -> None:
         self.conn = conn
         self.path = path
+        self.patience = patience  # how long a writer retries beyond SQLite's own busy timeout
+        self.turns = WriterTurns(Path(path))
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE … COMMIT; any exception rolls the whole unit back."""
-        self.conn.execute("BEGIN IMMEDIATE")
+        """BEGIN IMMEDIATE … COMMIT; any exception rolls the whole unit back. Raises StoreError if locked."""
+        begin_immediate(self.conn, self.turns, self.patience)
         try:
             yield self.conn
         except BaseException:
@@ -34,13 +141,14 @@ class Store:
 
     def batched(self, max_seconds: float = 0.25) -> "WriteBatch":
         """Group many small units into one commit every `max_seconds` (see WriteBatch)."""
-        return WriteBatch(self.conn, max_seconds)
+        return WriteBatch(self.conn, max_seconds, self.turns, self.patience)
 
     def schema_version(self) -> int:
         return applied_version(self.conn)
 
     def close(self) -> None:
         self.conn.close()
+        self.turns.close()
 
     def __enter__(self) -> "Store":
         return self
@@ -49,35 +157,77 @@ class Store:
         self.close()
 
 
-def open_store(path: Path, create: bool = True) -> Store:
-    """Open (and migrate) the database. Raises StoreError if it is missing, corrupt or too new."""
+def open_store(path: Path, create: bool = True, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> Store:
+    """Open (and migrate) the database. Raises StoreError if it is missing, corrupt, too new or stays locked."""
     path = Path(path)
     if not path.exists():
         if not create:
             raise StoreError(f"no memory database at {path}", "run `mem init-db` or `mem seed-sample` first")
         path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        # NORMAL is durable in WAL mode except for the last commits before a power cut.
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        version = applied_version(conn)
-        if version > LATEST_VERSION:
+    patience = max(busy_timeout, BUSY_TIMEOUT_SECONDS)
+    started, delay = time.monotonic(), 0.005
+    while True:
+        conn = None
+        try:
+            conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+            _prepare(conn, path, busy_timeout)
+            break
+        except sqlite3.DatabaseError as exc:
+            if conn is not None:
+                conn.close()
+            busy = isinstance(exc, sqlite3.OperationalError) and is_busy(exc)
+            # Two processes opening a new WAL file at once: SQLite can answer BUSY without waiting.
+            if busy and time.monotonic() - started + delay < patience:
+                time.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, RETRY_SLEEP_CAP)
+                continue
+            if busy:
+                raise StoreError(
+                    f"{path} stayed locked while opening: {exc}",
+                    "another mem process is writing; retry when it finishes",
+                ) from exc
             raise StoreError(
-                f"{path} has schema version {version}, newer than this program's {LATEST_VERSION}",
-                "upgrade crossmodalrag (pip install -U crossmodalrag)",
-            )
-        if version < LATEST_VERSION:
-            migrate(conn)
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(
-            f"cannot open {path} as a memory database: {exc}",
-            "check the path (CMRAG_DB_PATH) or restore a backup",
-        ) from exc
+                f"cannot open {path} as a memory database: {exc}", "check the path (CMRAG_DB_PATH) or restore a backup"
+            ) from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
     conn.row_factory = sqlite3.Row
-    return Store(conn, path)
+    return Store(conn, path, patience)
+
+
+def _prepare(conn: sqlite3.Connection, path: Path, busy_timeout: float) -> None:
+    """Pragmas every connection needs, then the schema check. Raises StoreError if the file is too new."""
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    # NORMAL is durable in WAL mode except for the last commits before a power cut.
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    version = applied_version(conn)
+    if version > LATEST_VERSION:
+        raise StoreError(
+            f"{path} has schema version {version}, newer than this program's {LATEST_VERSION}",
+            "upgrade crossmodalrag (pip install -U crossmodalrag)",
+        )
+    if version < LATEST_VERSION:
+        _migrate_once(conn)
+
+
+def _migrate_once(conn: sqlite3.Connection) -> None:
+    """Migrate, tolerating another process that migrates the same new database at the same moment.
+
+    Both read version 0, the loser's CREATE TABLE fails once the winner committed; each migration
+    is its own transaction, so the loser rolled back cleanly and just re-reads where the winner got.
+    """
+    for _ in range(LATEST_VERSION + 1):
+        before = applied_version(conn)
+        try:
+            migrate(conn)
+            return
+        except sqlite3.OperationalError:
+            if applied_version(conn) <= before:
+                raise
 
 
 class WriteBatch:
@@ -90,9 +240,17 @@ class WriteBatch:
     which the next run redoes (fingerprints make it idempotent).
     """
 
-    def __init__(self, conn: sqlite3.Connection, max_seconds: float) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        max_seconds: float,
+        turns: WriterTurns | None = None,
+        patience: float = BUSY_TIMEOUT_SECONDS,
+    ) -> None:
         self.conn = conn
         self.max_seconds = max_seconds
+        self.turns = turns
+        self.patience = patience
         self.opened_at: float | None = None
         self.before_commit: list[Callable[[sqlite3.Connection], None]] = []
 
@@ -106,10 +264,10 @@ class WriteBatch:
 
     @contextmanager
     def unit(self) -> Iterator[sqlite3.Connection]:
-        """One all-or-nothing unit; actions it defers are dropped with it if it fails."""
+        """One all-or-nothing unit; actions it defers are dropped with it if it fails. Raises StoreError if locked."""
         pending, self.before_commit = self.before_commit, []
         if self.opened_at is None:
-            self.conn.execute("BEGIN IMMEDIATE")
+            begin_immediate(self.conn, self.turns, self.patience)
             self.opened_at = time.monotonic()
         self.conn.execute("SAVEPOINT unit")
         try:
@@ -137,6 +295,8 @@ class WriteBatch:
             self.before_commit = []
             self.opened_at = None
         self.conn.execute("COMMIT")
+        if self.turns:
+            self.turns.hand_over()
 
     def __enter__(self) -> "WriteBatch":
         return self

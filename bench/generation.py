@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Grounded generation with a real local model: the [sample] queries and 100 LoCoMo dev questions.
+
+    python bench/generation.py --model PATH.gguf [--shared DIR] [--per-category 20] [--lexical-only]
+
+1. [sample]: `mem seed-sample` then `mem eval-generation --query-prefix "[sample]" --json`, run as a
+   user would (subprocesses, a fresh database), with CMRAG_LLM_MODEL_PATH pointing at the model.
+2. LoCoMo dev: every turn indexed as one source (as bench/locomo.py does), one store per
+   conversation; `--per-category` questions drawn from each of the five categories with a fixed
+   seed; each asked through `ask_with_llm`, the function behind `mem ask`, with the product's
+   defaults. Category 5 ("adversarial": the conversation never says it) should be abstained on;
+   categories 1-4 should be answered. Reported: citation validity, abstention correctness per side,
+   LoCoMo's answer token-F1 against the gold answer (answerable questions; an abstention scores 0),
+   time to first token, total time per answer, and the evidence tokens the prompt carried.
+Prints one JSON object on stdout; progress on stderr. Data is read in place, never copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import string
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from benchlib import DEFAULT_SHARED, clean_environment, log, machine, percentile, source_state
+from locomo import turn_documents
+
+from crossmodalrag.answer.citations import CITATION
+from crossmodalrag.answer.evidence import open_retriever
+from crossmodalrag.answer.llm import load_llm
+from crossmodalrag.answer.synthesize import ask_with_llm
+from crossmodalrag.config import Settings
+from crossmodalrag.ingest import IngestReport, ingest_documents
+from crossmodalrag.store import open_store
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+def normalize(text: str) -> list[str]:
+    """LoCoMo's (SQuAD-style) answer normalisation: lower case, no punctuation or articles."""
+    text = CITATION.sub(" ", str(text)).lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    return re.sub(r"\b(a|an|the|and)\b", " ", text).split()
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    predicted, expected = normalize(prediction), normalize(gold)
+    common = sum((Counter(predicted) & Counter(expected)).values())
+    if not common:
+        return 0.0
+    precision, recall = common / len(predicted), common / len(expected)
+    return 2 * precision * recall / (precision + recall)
+
+
+def run_sample(model: Path, workdir: Path, env: dict[str, str]) -> dict:
+    env = {**env, "CMRAG_DB_PATH": str(workdir / "sample.db"), "CMRAG_LLM_MODEL_PATH": str(model)}
+    mem = [sys.executable, "-m", "crossmodalrag"]
+    subprocess.run([*mem, "seed-sample"], env=env, check=True, capture_output=True)
+    log("[sample] mem eval-generation --query-prefix [sample]")
+    done = subprocess.run(
+        [*mem, "eval-generation", "--query-prefix", "[sample]", "--json"], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"eval-generation failed: {done.stderr}")
+    report = json.loads(done.stdout)
+    return {"overall": report["overall"], "model": report["model"]}
+
+
+def pick_questions(data: list[dict], per_category: int) -> list[tuple[int, dict]]:
+    pool: dict[int, list[tuple[int, dict]]] = {c: [] for c in CATEGORIES}
+    for index, sample in enumerate(data):
+        for question in sample["qa"]:
+            if question.get("category") in CATEGORIES:
+                pool[question["category"]].append((index, question))
+    rng = random.Random(0)
+    return [item for category in CATEGORIES for item in rng.sample(pool[category], per_category)]
+
+
+def run_locomo(data: list[dict], model: Path, workdir: Path, per_category: int, hybrid: bool) -> dict:
+    settings = Settings(db_path=workdir / "unused.db", llm_model_path=str(model))
+    llm = load_llm(settings)
+    chosen = pick_questions(data, per_category)
+    stores, retrievers = {}, {}
+    for index in sorted({i for i, _ in chosen}):
+        conv_settings = Settings(db_path=workdir / f"locomo-{index}.db")
+        stores[index] = open_store(conv_settings.db_path)
+        ingest_documents(stores[index], turn_documents(index, data[index]["conversation"]), {}, IngestReport())
+        if hybrid:
+            from crossmodalrag.cli.commands import embed_new_chunks
+            from crossmodalrag.index.models import install_offline
+
+            install_offline(conv_settings)
+            embed_new_chunks(stores[index], conv_settings)
+        retrievers[index] = open_retriever(stores[index], conv_settings, lexical_only=not hybrid)
+        log(f"[locomo] conversation {index} indexed ({'hybrid' if hybrid else 'lexical'})")
+    rows = []
+    for number, (index, question) in enumerate(chosen, 1):
+        answer = ask_with_llm(retrievers[index], question["question"], settings, llm=llm, debug=True)
+        adversarial = question["category"] == 5
+        prompt = answer.debug.get("prompt") if answer.debug else None
+        prompt_tokens = llm.count_tokens("\n".join(m["content"] for m in prompt)) if prompt else None
+        evidence_tokens = llm.count_tokens(prompt[-1]["content"]) if prompt else None
+        rows.append(
+            {
+                "category": CATEGORIES[question["category"]],
+                "adversarial": adversarial,
+                "abstained": answer.abstained,
+                "abstention_reason": answer.abstention_reason,
+                "mode": answer.mode,
+                "invalid_citations": sum(1 for w in answer.citation_warnings if w["kind"] == "invalid_citation"),
+                "cited": len(answer.citations) if answer.mode == "llm" else 0,
+                "f1": None if adversarial else (0.0 if answer.abstained else token_f1(answer.text, question["answer"])),
+                "first_token_seconds": answer.timing.get("first_token_seconds"),
+                "total_seconds": answer.timing["total_seconds"],
+                "prompt_chars": answer.usage.get("prompt_chars"),
+                "prompt_tokens": prompt_tokens,
+                "evidence_tokens": evidence_tokens,
+            }
+        )
+        log(
+            f"[locomo] {number}/{len(chosen)} {CATEGORIES[question['category']]}: "
+            f"{answer.abstention_reason or 'answered'} in {answer.timing['total_seconds']:.1f} s"
+        )
+    for store in stores.values():
+        store.close()
+    return summarize(rows)
+
+
+def summarize(rows: list[dict]) -> dict:
+    generated = [r for r in rows if r["mode"] == "llm"]
+    answerable = [r for r in rows if not r["adversarial"]]
+    adversarial = [r for r in rows if r["adversarial"]]
+    first = [r["first_token_seconds"] for r in generated if r["first_token_seconds"] is not None]
+    total = [r["total_seconds"] for r in generated]
+    tokens = [r["prompt_tokens"] for r in generated if r["prompt_tokens"]]
+    evidence = [r["evidence_tokens"] for r in generated if r["evidence_tokens"]]
+
+    def mean(values: list[float]) -> float | None:
+        return round(sum(values) / len(values), 4) if values else None
+
+    per_category = {
+        name: {
+            "questions": len(items),
+            "abstained": mean([1.0 if r["abstained"] else 0.0 for r in items]),
+            "f1": mean([r["f1"] for r in items if r["f1"] is not None]),
+        }
+        for name in CATEGORIES.values()
+        if (items := [r for r in rows if r["category"] == name])
+    }
+    return {
+        "questions": len(rows),
+        "citation_validity": mean([0.0 if r["invalid_citations"] else 1.0 for r in generated]),
+        "adversarial_abstained": mean([1.0 if r["abstained"] else 0.0 for r in adversarial]),
+        "answerable_answered": mean([0.0 if r["abstained"] else 1.0 for r in answerable]),
+        "abstention_correct": mean([1.0 if r["abstained"] == r["adversarial"] else 0.0 for r in rows]),
+        "answer_f1": mean([r["f1"] for r in answerable]),
+        "answer_f1_when_answered": mean([r["f1"] for r in answerable if not r["abstained"]]),
+        "weak_retrieval_abstentions": sum(1 for r in rows if r["abstention_reason"] == "weak_retrieval"),
+        "first_token_seconds": {"p50": _p(first, 0.5), "p95": _p(first, 0.95)},
+        "total_seconds": {
+            "p50": _p(total, 0.5),
+            "p95": _p(total, 0.95),
+            "max": round(max(total), 2) if total else None,
+        },
+        "prompt_tokens": {"p50": _p(tokens, 0.5), "max": max(tokens) if tokens else None},
+        "evidence_message_tokens": {"p50": _p(evidence, 0.5), "max": max(evidence) if evidence else None},
+        "per_category": per_category,
+    }
+
+
+def _p(values: list[float], q: float) -> float | None:
+    return round(percentile(values, q), 2) if values else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, required=True, help="GGUF file (e.g. from `mem models install --llm`)")
+    parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
+    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--per-category", type=int, default=20)
+    parser.add_argument("--lexical-only", action="store_true", help="LoCoMo without embeddings")
+    parser.add_argument("--skip-sample", action="store_true")
+    args = parser.parse_args()
+    env = clean_environment()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="generation-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    result: dict = {"benchmark": "generation", "model": args.model.name, "machine": machine(), "source": source_state()}
+    if not args.skip_sample:
+        result["sample"] = run_sample(args.model.resolve(), workdir, env)
+    data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
+    result["locomo"] = run_locomo(data, args.model.resolve(), workdir, args.per_category, not args.lexical_only)
+    result["wall_seconds"] = round(time.perf_counter() - started, 1)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Checking a model's answer against its evidence: invented citations go, uncited claims are flagged,
+and "the evidence does not answer this" is recognised however the model phrases it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from crossmodalrag.answer.evidence import cited
+from crossmodalrag.answer.prompt import INSUFFICIENT
+from crossmodalrag.types import Evidence
+
+# [E1], [e2], [E1, E3], [E1; 3], [E1-E3] (ranges are expanded), with optional spaces.
+CITATION = re.compile(r"\[\s*[Ee]\s*\d+(?:\s*(?:[,;]|-|–|and)\s*(?:[Ee]\s*)?\d+)*\s*\]")
+_NUMBER = re.compile(r"\d+")
+_MARKER = re.compile(r"insufficient[\s_-]*evidence", re.IGNORECASE)
+# How models say "the evidence does not answer this" when they ignore the exact marker.
+_REFUSAL = re.compile(
+    r"\b(?:(?:does|do|did)\s*(?:not|n't)\s+(?:contain|mention|provide|include|say|specify|discuss|address|answer)"
+    r"|(?:no|not\s+(?:enough|sufficient|any))\s+(?:relevant\s+)?(?:information|evidence|details?|mention)"
+    r"|(?:cannot|can't|can\s+not|unable\s+to)\s+(?:be\s+)?(?:answer|determine|find|tell|say)"
+    r"|not\s+(?:mentioned|covered|stated|specified|provided|addressed)"
+    r"|there\s+is\s+no\s+(?:evidence|information|mention))",
+    re.IGNORECASE,
+)
+# A citation after the full stop still belongs to the sentence before it: never split before "[".
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+")
+CLAIM_MIN_WORDS = 6
+
+
+@dataclass
+class CitationReport:
+    """The cleaned answer text, the evidence it cites (in order of first use) and what was wrong."""
+
+    text: str
+    cited: list[Evidence] = field(default_factory=list)
+    warnings: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def invalid(self) -> list[str]:
+        return [w["citation"] for w in self.warnings if w["kind"] == "invalid_citation"]
+
+    def citations(self) -> list[dict[str, Any]]:
+        return [cited(item) for item in self.cited]
+
+
+def cited_ids(bracket: str) -> list[str]:
+    """`[E1, E3-E5]` → E1, E3, E4, E5 (a range is capped: a typo must not expand to thousands)."""
+    ids: list[int] = []
+    for part in re.split(r"[,;]|\band\b", bracket.strip("[] ")):
+        numbers = [int(n) for n in _NUMBER.findall(part)]
+        if len(numbers) == 2 and 0 < numbers[1] - numbers[0] <= 20:
+            ids.extend(range(numbers[0], numbers[1] + 1))
+        else:
+            ids.extend(numbers)
+    return [f"E{n}" for n in dict.fromkeys(ids)]
+
+
+def validate(text: str, evidence: list[Evidence]) -> CitationReport:
+    """Remove citations of evidence that does not exist and flag claims that cite nothing."""
+    by_id = {item.id: item for item in evidence}
+    report = CitationReport(text="")
+    order: dict[str, Evidence] = {}
+
+    def rewrite(match: re.Match[str]) -> str:
+        kept = []
+        for ref in cited_ids(match.group(0)):
+            if ref in by_id:
+                kept.append(ref)
+                order.setdefault(ref, by_id[ref])
+            else:
+                report.warnings.append(
+                    {"kind": "invalid_citation", "citation": f"[{ref}]", "detail": f"no evidence {ref}: removed"}
+                )
+        return "".join(f"[{ref}]" for ref in kept)
+
+    cleaned = CITATION.sub(rewrite, text)
+    cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
+    report.text, report.cited = cleaned, list(order.values())
+    if not report.cited:
+        if cleaned:
+            report.warnings.append({"kind": "no_citations", "citation": "", "detail": "the answer cites no evidence"})
+        return report
+    for sentence in _SENTENCE.split(cleaned):
+        words = sentence.split()
+        if len(words) >= CLAIM_MIN_WORDS and not CITATION.search(sentence) and not _REFUSAL.search(sentence):
+            report.warnings.append({"kind": "uncited_claim", "citation": "", "detail": " ".join(words)[:200]})
+    return report
+
+
+def is_insufficient(text: str, report: CitationReport) -> bool:
+    """Did the model judge the evidence irrelevant? The marker, or a refusal that cites nothing."""
+    head = text.strip().lstrip("*_#>`\"' ").lower()
+    if _MARKER.match(head):
+        return True
+    if report.cited:
+        return False  # a partial answer: it used evidence and says what is missing
+    return bool(_MARKER.search(text) or _REFUSAL.search(text) or not text.strip())
+
+
+def strip_marker(text: str) -> str:
+    """The answer without a stray marker (a model may append it to a partial answer)."""
+    return _MARKER.sub("", text).replace(INSUFFICIENT, "").strip()

@@ -1,0 +1,42 @@
+"""What every language-model backend offers: a streamed chat completion, and its errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Protocol
+
+from crossmodalrag.errors import CMRAGError
+
+Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": …}
+
+
+class LLMError(CMRAGError):
+    """The model server or runtime failed, or refused the request."""
+
+
+class LLMUnavailable(LLMError):
+    """No model could be reached or loaded: callers fall back to the evidence answer."""
+
+
+@dataclass
+class Generation:
+    """Knobs of one completion."""
+
+    max_tokens: int = 320
+    temperature: float = 0.1
+    stop: list[str] = field(default_factory=list)
+
+
+class LLM(Protocol):
+    provider: str  # "ollama" | "openai" | "llamacpp" | a fake's name in tests
+    model: str
+    usage: dict[str, int]  # token counts of the last completion, when the backend reports them
+
+    def stream(self, messages: list[Message], generation: Generation) -> Iterator[str]:
+        """Yield the answer's text piece by piece. Raises LLMUnavailable before the first piece
+        when the model cannot be reached, LLMError on any other failure."""
+        ...
+
+    def check(self) -> str:
+        """One line saying the model is ready. Raises LLMUnavailable / LLMError if it is not."""
+        ...

@@ -1,0 +1,90 @@
+"""`mem forget`: remove sources for good, after asking (or with --yes); `--vacuum` wipes the freed bytes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from crossmodalrag.cli.render import print_json
+from crossmodalrag.config import load_settings
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.store import open_store
+
+SHOWN_IN_PROMPT = 10
+
+
+def forget(args: argparse.Namespace) -> int:
+    from crossmodalrag.forget import ForgetReport, find_sources, forget_sources, wipe_free_space
+
+    if args.uri is None and args.path is None and not args.vacuum:
+        sys.stderr.write(
+            "usage: mem forget SOURCE_URI | --path PATH [--yes] [--vacuum] [--json]\n"
+            "mem forget: error: name a SOURCE_URI or --path PATH (or pass only --vacuum to wipe freed space)\n"
+        )
+        return 2
+    settings = load_settings({"db_path": args.db_path})
+    with open_store(settings.db_path, create=False) as store:
+        if args.uri is None and args.path is None:
+            wipe_free_space(store)
+            report = ForgetReport(vacuumed=True)
+        else:
+            sources = find_sources(store, uri=args.uri, path=args.path)
+            if not args.yes:
+                _confirm([s.uri for s in sources], sum(s.chunks for s in sources))
+            report = forget_sources(store, sources, vacuum=args.vacuum)
+    _render(args, report)
+    return 0
+
+
+def _confirm(uris: list[str], chunks: int) -> None:
+    """Ask on the terminal. Raises CMRAGError when declined or when there is no terminal to ask on."""
+    what = f"{_count(len(uris), 'source')} ({_count(chunks, 'chunk')})"
+    if not sys.stdin.isatty():
+        raise CMRAGError(f"not forgetting {what} without confirmation", "stdin is not a terminal: pass --yes")
+    for uri in uris[:SHOWN_IN_PROMPT]:
+        sys.stderr.write(f"  {uri}\n")
+    if len(uris) > SHOWN_IN_PROMPT:
+        sys.stderr.write(f"  … and {len(uris) - SHOWN_IN_PROMPT} more\n")
+    sys.stderr.write(f"forget {what} and everything derived from them? [y/N] ")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise CMRAGError("nothing was forgotten", "answer y to confirm, or pass --yes")
+
+
+def _render(args: argparse.Namespace, report) -> None:
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        for source in report.sources:
+            print(source.uri)
+    note = sys.stderr.write
+    if report.sources:
+        wiped = "; freed space wiped from the database files" if report.vacuumed else ""
+        counts = f"{_count(report.chunks, 'chunk')}, {_count(report.vectors, 'vector')}"
+        note(f"forgot {_count(len(report.sources), 'source')} ({counts}){wiped}\n")
+    elif report.vacuumed:
+        note("freed space wiped from the database files\n")
+    if report.sources and not report.vacuumed:
+        note("note: the text is no longer searchable; run `mem forget --vacuum` to also wipe its bytes from the file\n")
+    if report.still_on_disk:
+        shown = ", ".join(report.still_on_disk[:3]) + (", …" if len(report.still_on_disk) > 3 else "")
+        note(
+            f"note: still on disk, so the next ingest or sync reads it again: {shown}; delete or --exclude it, "
+            "or wrap what must never be stored in <private>…</private>\n"
+        )
+    if report.backups:
+        note(
+            f"note: {_count(len(report.backups), 'backup')} in {Path(report.backups[0]).parent} made before now may "
+            "still hold it; delete them if it must be gone everywhere\n"
+        )
+    if report.eval_queries:
+        note(
+            f"note: {_count(report.eval_queries, 'eval query')} name a forgotten source as expected evidence; "
+            "your labels are kept (`mem eval` warns about them)\n"
+        )
+
+
+def _count(number: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{number} {noun if number == 1 else plural}"

@@ -1,0 +1,47 @@
+"""`mem backup` and `mem restore`: call the store's backup functions and render their reports."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from crossmodalrag.cli.render import print_json
+from crossmodalrag.config import load_settings
+from crossmodalrag.store.backup import backup_database, checksum_path, restore_database
+
+
+def human_size(size: int) -> str:
+    value, unit = float(size), "bytes"
+    for bigger in ("KB", "MB", "GB", "TB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+
+
+def backup(args: argparse.Namespace) -> int:
+    settings = load_settings({"db_path": args.db_path})
+    report = backup_database(settings.db_path, args.dest)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        sys.stderr.write(
+            f"backup written to {report.path} ({human_size(report.bytes)}, schema version {report.schema_version})\n"
+            f"checksum in {checksum_path(report.path)}; restore with: mem restore {report.path} --force\n"
+        )
+    return 0
+
+
+def restore(args: argparse.Namespace) -> int:
+    settings = load_settings({"db_path": args.db_path})
+    report = restore_database(args.source, settings.db_path, force=args.force)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        sys.stderr.write(
+            f"restored {report.source} ({human_size(report.bytes)}, {report.sources} sources, "
+            f"schema version {report.schema_version}) into {report.path}\n"
+        )
+        if report.replaced:
+            sys.stderr.write(f"the replaced database is kept at {report.replaced}\n")
+    return 0

@@ -1,0 +1,222 @@
+"""Forgetting a source completely: its row, chunks, FTS entries, vectors and derived caches.
+
+What goes, and why nothing is left behind:
+  - `chunk_vectors`, `chunks` and `sources` rows are deleted explicitly (not only through ON DELETE
+    CASCADE, which needs `PRAGMA foreign_keys`); any other table that points at a source or chunk
+    must declare ON DELETE CASCADE (a test checks every foreign key in the schema);
+  - the chunks trigger removes the FTS rows, and an FTS5 'optimize' merges the index segments,
+    which otherwise keep the deleted tokens until some later merge;
+  - `PRAGMA secure_delete` zeroes the freed space as it is freed; with `vacuum`, the WAL is
+    checkpointed and truncated and the file rebuilt, so the bytes are gone from the disk files too;
+  - the vector cache beside the database (`<db>.vectors/`: memory-mapped copies and the ANN file)
+    is deleted: it is derived, and it would keep the forgotten vectors on disk until the next query.
+Eval queries are kept even when their gold names a forgotten source: they are the user's own
+labels, not derived data, and `mem eval` already warns about gold that matches no source.
+Backups (`mem backup`) are copies the user chose to keep: forget names them, and leaves them alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crossmodalrag.errors import CMRAGError, StoreError
+from crossmodalrag.store import Store
+
+# A checkpoint waits for readers through the busy handler; readers here are short queries, so a
+# reader still there after this long is a session (a server, `sync --watch`) that will not end soon.
+WIPE_WAIT_SECONDS = 5.0
+LAST_CHAR = "\U0010ffff"  # sorts after every character: [prefix, prefix + LAST_CHAR) is "starts with"
+
+
+@dataclass(frozen=True)
+class StoredSource:
+    id: int
+    uri: str
+    source_type: str
+    chunks: int
+
+
+@dataclass
+class ForgetReport:
+    """What one `forget` removed, and what the user should know afterwards."""
+
+    sources: list[StoredSource] = field(default_factory=list)
+    chunks: int = 0
+    vectors: int = 0
+    vacuumed: bool = False
+    eval_queries: int = 0  # stored eval queries whose gold names a forgotten source (kept)
+    still_on_disk: list[str] = field(default_factory=list)  # files or repositories an ingest would re-read
+    backups: list[str] = field(default_factory=list)  # backups made before: they may still hold the text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "forgotten": [{"uri": s.uri, "source_type": s.source_type, "chunks": s.chunks} for s in self.sources],
+            "sources": len(self.sources),
+            "chunks": self.chunks,
+            "vectors": self.vectors,
+            "vacuumed": self.vacuumed,
+            "eval_queries_naming_them": self.eval_queries,
+            "still_on_disk": self.still_on_disk,
+            "backups": self.backups,
+        }
+
+
+def find_sources(store: Store, uri: str | None = None, path: Path | None = None) -> list[StoredSource]:
+    """The stored sources with exactly this uri, or read from this file, folder or repository.
+    Raises CMRAGError if none match."""
+    if uri is not None:
+        rows = _select(store, "s.uri = ?", (uri,))
+        if not rows:
+            raise CMRAGError(
+                f"no stored source has the uri {uri!r}",
+                "uris are absolute paths (a commit's is <repo>@<sha>); for a file or folder use --path",
+            )
+        return rows
+    if path is None:
+        raise CMRAGError("nothing to forget was named", "give a SOURCE_URI or --path PATH")
+    found: dict[int, StoredSource] = {}
+    for candidate in path_candidates(path):
+        prefix = candidate.rstrip("/")
+        for clause, params in (
+            ("s.uri = ?", (candidate,)),
+            ("s.uri >= ? AND s.uri < ?", (prefix + "/", prefix + "/" + LAST_CHAR)),  # under a folder
+            ("s.uri >= ? AND s.uri < ?", (prefix + "@", prefix + "@" + LAST_CHAR)),  # a repository's commits
+        ):
+            found.update((row.id, row) for row in _select(store, clause, params))
+    if not found:
+        raise CMRAGError(
+            f"nothing stored was read from {path}",
+            "give the path as it was ingested (a note, PDF or image file, a folder, or a repository root)",
+        )
+    return sorted(found.values(), key=lambda s: s.uri)
+
+
+def path_candidates(path: Path) -> list[str]:
+    """The spellings a path may have in stored uris: as given (absolute) and with symlinks resolved.
+
+    Ingest resolves the vault or folder it is given but not the files inside, so a symlinked note
+    is stored under its link's path and a symlinked vault under its target's.
+    """
+    given = Path(os.path.abspath(Path(path).expanduser()))
+    return list(dict.fromkeys([str(given), str(given.resolve())]))
+
+
+def _select(store: Store, clause: str, params: tuple) -> list[StoredSource]:
+    rows = store.conn.execute(
+        "SELECT s.id, s.uri, s.source_type, (SELECT COUNT(*) FROM chunks c WHERE c.source_id = s.id) "
+        f"FROM sources s WHERE {clause}",
+        params,
+    ).fetchall()
+    return [StoredSource(*row) for row in rows]
+
+
+def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = False) -> ForgetReport:
+    """Delete the sources and everything derived from them, in one transaction; with vacuum, also
+    wipe the freed space from the database files. Raises StoreError if the database stays locked
+    or the space cannot be wiped (the sources are forgotten by then)."""
+    report = ForgetReport(sources=list(sources))
+    conn = store.conn
+    secure_before = conn.execute("PRAGMA secure_delete").fetchone()[0]
+    conn.execute("PRAGMA secure_delete = ON")  # zero freed pages and cells as they are freed
+    try:
+        with store.transaction():
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS forget_ids (id INTEGER PRIMARY KEY)")
+            conn.execute("DELETE FROM temp.forget_ids")
+            conn.executemany("INSERT OR IGNORE INTO temp.forget_ids VALUES (?)", [(s.id,) for s in sources])
+            chunk_ids = "SELECT id FROM chunks WHERE source_id IN (SELECT id FROM temp.forget_ids)"
+            report.vectors = conn.execute(
+                f"SELECT COUNT(*) FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})"
+            ).fetchone()[0]
+            report.chunks = conn.execute(f"SELECT COUNT(*) FROM ({chunk_ids})").fetchone()[0]
+            conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})")
+            conn.execute("DELETE FROM chunks WHERE source_id IN (SELECT id FROM temp.forget_ids)")  # FTS: trigger
+            conn.execute("DELETE FROM sources WHERE id IN (SELECT id FROM temp.forget_ids)")
+            conn.execute("DELETE FROM temp.forget_ids")
+            _merge_fts(conn)
+    except sqlite3.IntegrityError as error:
+        raise StoreError(
+            f"cannot forget: a table still points at these sources ({error})",
+            "a table referencing sources or chunks needs ON DELETE CASCADE; report this",
+        ) from error
+    finally:
+        conn.execute(f"PRAGMA secure_delete = {int(secure_before)}")
+    report.eval_queries = _eval_queries_naming(store, {s.uri for s in sources})
+    report.still_on_disk = still_on_disk(sources)
+    report.backups = existing_backups(store)
+    drop_vector_cache(store)
+    if vacuum:
+        wipe_free_space(store)
+        report.vacuumed = True
+    return report
+
+
+def _merge_fts(conn: sqlite3.Connection) -> None:
+    """Merge the FTS5 index into one segment: deleted rows' tokens stay in older segments until
+    their next merge, which may never come."""
+    conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
+
+
+def wipe_free_space(store: Store) -> None:
+    """Make deleted text unrecoverable from the database files: merge the FTS index, checkpoint and
+    truncate the WAL, rebuild the file (VACUUM), truncate the WAL again. Raises StoreError if another
+    connection keeps part of the WAL in use."""
+    conn = store.conn
+    with store.transaction():
+        _merge_fts(conn)
+    waited = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    conn.execute(f"PRAGMA busy_timeout = {int(WIPE_WAIT_SECONDS * 1000)}")
+    try:
+        _checkpoint(store)
+        conn.execute("VACUUM")
+        _checkpoint(store)
+    except sqlite3.OperationalError as error:
+        raise _still_in_use(store, str(error)) from error
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(waited)}")
+    drop_vector_cache(store)
+
+
+def _checkpoint(store: Store) -> None:
+    busy, _, _ = store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    if busy:
+        raise _still_in_use(store, "a reader kept the write-ahead log in use")
+
+
+def _still_in_use(store: Store, why: str) -> StoreError:
+    return StoreError(
+        f"could not wipe the freed space of {store.path}: {why}; forgotten data is no longer searchable,"
+        " but its bytes may remain in the database files",
+        "stop other mem processes (sync --watch, servers) and run `mem forget --vacuum`",
+    )
+
+
+def drop_vector_cache(store: Store) -> None:
+    """Delete `<db>.vectors/`: derived copies of the vectors, rebuilt from SQLite on the next query."""
+    shutil.rmtree(store.path.with_name(store.path.name + ".vectors"), ignore_errors=True)
+
+
+def _eval_queries_naming(store: Store, uris: set[str]) -> int:
+    rows = store.conn.execute("SELECT expected_source_uris FROM queries_eval").fetchall()
+    return sum(1 for (gold,) in rows if uris.intersection(json.loads(gold)))
+
+
+def existing_backups(store: Store) -> list[str]:
+    """Backup files in the default backups folder (they were made before this forget)."""
+    from crossmodalrag.store.backup import backups_dir
+
+    folder = backups_dir(store.path)
+    if not folder.is_dir():
+        return []
+    return sorted(str(p) for p in folder.iterdir() if p.is_file() and p.suffix != ".sha256" and p.name[0] != ".")
+
+
+def still_on_disk(sources: list[StoredSource]) -> list[str]:
+    """Files, and repositories of commits, that still exist: the next ingest or sync reads them again."""
+    paths = [s.uri.rsplit("@", 1)[0] if s.source_type == "commit" else s.uri for s in sources]
+    return [path for path in dict.fromkeys(paths) if os.path.lexists(path)]

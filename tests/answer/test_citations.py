@@ -1,0 +1,98 @@
+"""Citation validation and the "evidence is insufficient" judgement, on model outputs as they come."""
+
+from __future__ import annotations
+
+import pytest
+
+from crossmodalrag.answer.citations import cited_ids, is_insufficient, strip_marker, validate
+from crossmodalrag.types import Evidence, Hit
+
+
+def evidence(count: int = 3) -> list[Evidence]:
+    return [
+        Evidence(f"E{i}", Hit(i, f"/vault/n{i}.md", "note", "text", f"Note {i}", f"n{i}.md", f"body {i}", None))
+        for i in range(1, count + 1)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bracket", "ids"),
+    [
+        ("[E1]", ["E1"]),
+        ("[e2]", ["E2"]),
+        ("[E1, E3]", ["E1", "E3"]),
+        ("[E1; 2]", ["E1", "E2"]),
+        ("[E2-E4]", ["E2", "E3", "E4"]),
+        ("[E1 and E3]", ["E1", "E3"]),
+        ("[E1-E900]", ["E1", "E900"]),  # an absurd range is not expanded
+    ],
+)
+def test_cited_ids(bracket: str, ids: list[str]) -> None:
+    assert cited_ids(bracket) == ids
+
+
+def test_valid_citations_resolve_to_their_evidence_in_order_of_use() -> None:
+    report = validate("The parser was rewritten [E2]. It is fast now [E1][E2].", evidence())
+    assert [c["id"] for c in report.citations()] == ["E2", "E1"]
+    assert report.citations()[0]["source_uri"] == "/vault/n2.md"
+    assert report.warnings == []
+    assert report.text == "The parser was rewritten [E2]. It is fast now [E1][E2]."
+
+
+def test_invented_citations_are_removed_and_reported() -> None:
+    report = validate("It was rewritten [E7]. It is fast [E1, E9].", evidence())
+    assert report.text == "It was rewritten. It is fast [E1]."
+    assert report.invalid == ["[E7]", "[E9]"]
+    assert [c["id"] for c in report.citations()] == ["E1"]
+
+
+def test_an_answer_without_any_citation_is_flagged() -> None:
+    report = validate("The parser was rewritten because regexes backtracked.", evidence())
+    assert [w["kind"] for w in report.warnings] == ["no_citations"]
+
+
+def test_uncited_claims_are_flagged_but_statements_of_missing_coverage_are_not() -> None:
+    text = (
+        "The parser was rewritten to stop catastrophic backtracking [E1]. "
+        "It also made the renderer three times faster on large documents. "
+        "The evidence does not mention who reviewed the change."
+    )
+    report = validate(text, evidence())
+    assert [w["kind"] for w in report.warnings] == ["uncited_claim"]
+    assert "three times faster" in report.warnings[0]["detail"]
+
+
+def test_a_citation_after_the_full_stop_belongs_to_its_sentence() -> None:
+    report = validate("Grace is doing heading ids for the 1.0 release. [E3]", evidence())
+    assert report.warnings == []
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "INSUFFICIENT_EVIDENCE",
+        "  insufficient evidence.",
+        "**INSUFFICIENT_EVIDENCE**",
+        "The evidence does not contain any information about the capital of France.",
+        "I cannot answer this question from the provided excerpts.",
+        "There is no information about that in the evidence.",
+        "",
+    ],
+)
+def test_refusals_are_recognised_however_phrased(output: str) -> None:
+    assert is_insufficient(output, validate(output, evidence()))
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "The parser was rewritten [E1]. The evidence does not say who reviewed it.",
+        "Heading ids landed in July [E2].",
+    ],
+)
+def test_answers_and_partial_answers_are_not_refusals(output: str) -> None:
+    assert not is_insufficient(output, validate(output, evidence()))
+
+
+def test_a_stray_marker_after_a_partial_answer_is_stripped() -> None:
+    assert strip_marker("It was rewritten [E1]. INSUFFICIENT_EVIDENCE") == "It was rewritten [E1]."

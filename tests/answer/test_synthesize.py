@@ -1,0 +1,110 @@
+"""`ask_with_llm` with a scripted model: the gate, streaming, citations, abstention and fallback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.answer.evidence import open_retriever
+from crossmodalrag.answer.llm import LLMError, LLMUnavailable
+from crossmodalrag.answer.synthesize import MarkerGuard, ask_with_llm
+from crossmodalrag.config import Settings
+from crossmodalrag.ingest import ingest_notes
+from tests.conftest import write_note
+from tests.fakes import ScriptedLLM
+
+QUESTION = "Why did I rewrite the tokenizer?"
+
+
+@pytest.fixture
+def retriever(store, settings: Settings, tmp_path: Path):
+    vault = tmp_path / "vault"
+    write_note(vault, "tokenizer.md", "# Tokenizer rewrite\n\nI rewrote the tokenizer because regexes backtracked.\n")
+    write_note(vault, "garden.md", "# Garden\n\nThe tomatoes need water every morning in July.\n")
+    ingest_notes(store, [vault])
+    return open_retriever(store, settings, lexical_only=True)
+
+
+def test_a_cited_answer_streams_and_resolves_its_citations(retriever, settings: Settings) -> None:
+    llm = ScriptedLLM("The regexes backtracked, so I rewrote the tokenizer [E1].")
+    streamed: list[str] = []
+    answer = ask_with_llm(retriever, QUESTION, settings, streamed.append, llm=llm)
+    assert answer.mode == "llm" and not answer.abstained
+    assert "".join(streamed) == answer.text == "The regexes backtracked, so I rewrote the tokenizer [E1]."
+    assert len(streamed) > 3  # it arrived in pieces
+    assert [c["id"] for c in answer.citations] == ["E1"]
+    assert answer.citations[0]["source_uri"].endswith("tokenizer.md")
+    assert answer.llm == {"provider": "fake", "model": "scripted"}
+    assert {"retrieval_seconds", "first_token_seconds", "generation_seconds", "total_seconds"} <= set(answer.timing)
+    data = answer.to_dict()
+    assert data["citation_warnings"] == [] and data["abstention_reason"] is None
+
+
+def test_weak_retrieval_abstains_without_calling_the_model(retriever, settings: Settings) -> None:
+    llm = ScriptedLLM("should never be asked")
+    answer = ask_with_llm(retriever, "What is the capital of France?", settings, llm=llm)
+    assert answer.abstained and answer.abstention_reason == "weak_retrieval"
+    assert llm.calls == []
+
+
+def test_the_model_judging_evidence_irrelevant_abstains_and_the_marker_never_streams(
+    retriever, settings: Settings
+) -> None:
+    streamed: list[str] = []
+    answer = ask_with_llm(retriever, QUESTION, settings, streamed.append, llm=ScriptedLLM("INSUFFICIENT_EVIDENCE"))
+    assert answer.abstained and answer.abstention_reason == "llm_insufficient"
+    assert streamed == [] and answer.citations == []
+    assert answer.evidence  # what was retrieved is still shown
+
+
+def test_a_refusal_in_other_words_also_abstains(retriever, settings: Settings) -> None:
+    llm = ScriptedLLM("The provided evidence does not mention why the tokenizer was rewritten.")
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert answer.abstention_reason == "llm_insufficient"
+
+
+def test_invented_citations_are_removed_from_the_answer(retriever, settings: Settings) -> None:
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM("Regexes backtracked [E1][E4]."))
+    assert answer.text == "Regexes backtracked [E1]."
+    assert [w["citation"] for w in answer.citation_warnings] == ["[E4]"]
+
+
+@pytest.mark.parametrize("failure", [LLMUnavailable("cannot connect"), LLMError("server said 500")])
+def test_a_failing_model_falls_back_to_the_evidence_answer(retriever, settings: Settings, failure) -> None:
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM("x", fail=failure))
+    assert answer.mode == "evidence" and not answer.abstained
+    assert answer.text.startswith("Found ") and "[E1]" in answer.text
+    assert len(answer.notices) == 1 and "showing the evidence answer" in answer.notices[0]
+
+
+def test_a_model_failing_mid_answer_says_so(retriever, settings: Settings) -> None:
+    llm = ScriptedLLM("Regexes backtracked badly [E1].", fail=LLMError("connection reset"), fail_after=2)
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert answer.mode == "evidence" and "mid-answer" in answer.notices[0]
+
+
+def test_no_configured_model_falls_back_with_a_notice(retriever, settings: Settings, monkeypatch) -> None:
+    settings.llm_provider = "none"
+    answer = ask_with_llm(retriever, QUESTION, settings)
+    assert answer.mode == "evidence" and "no language model" in answer.notices[0]
+
+
+def test_debug_keeps_the_prompt_and_raw_output(retriever, settings: Settings) -> None:
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM("Regexes [E1]."), debug=True)
+    assert answer.debug["raw_output"] == "Regexes [E1]."
+    assert answer.debug["prompt"][1]["content"].count("[E1]") >= 1
+    assert answer.debug["retrieval"]["hits"]
+
+
+def test_the_marker_guard_holds_back_only_a_leading_marker() -> None:
+    out: list[str] = []
+    guard = MarkerGuard(out.append)
+    for piece in ["INSUFF", "ICIENT", "_EVIDENCE"]:
+        guard.feed(piece)
+    assert out == []
+    out.clear()
+    guard = MarkerGuard(out.append)
+    for piece in ["In", "sulin ", "is ", "mentioned [E1]."]:
+        guard.feed(piece)
+    assert "".join(out) == "Insulin is mentioned [E1]."

@@ -1,0 +1,295 @@
+"""`mem backup` / `mem restore`: consistent single-file copies, verified restores, the old database safe."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.cli.main import main
+from crossmodalrag.errors import StoreError
+from crossmodalrag.store import open_store
+from crossmodalrag.store.backup import backup_database, restore_database
+from crossmodalrag.store.migrations import LATEST_VERSION, migrate
+
+
+def add_source(conn: sqlite3.Connection, uri: str) -> None:
+    conn.execute("INSERT INTO sources (source_type, uri, fingerprint, ingested_at) VALUES ('note', ?, 'f', 0)", (uri,))
+
+
+def make_db(path: Path, uris: list[str]) -> None:
+    with open_store(path) as store, store.transaction() as conn:
+        for uri in uris:
+            add_source(conn, uri)
+
+
+def uris(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return [row[0] for row in conn.execute("SELECT uri FROM sources ORDER BY uri")]
+    finally:
+        conn.close()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Staging files a failed or finished operation must not leave behind."""
+    return sorted(p.name for p in folder.iterdir() if ".partial" in p.name or "-journal" in p.name)
+
+
+@pytest.fixture
+def backup_file(tmp_path: Path) -> Path:
+    """A backup of another database holding /v/a.md and /v/b.md (the active database does not exist yet)."""
+    origin = tmp_path / "origin" / "memory.db"
+    make_db(origin, ["/v/a.md", "/v/b.md"])
+    return backup_database(origin, tmp_path / "saved" / "backup.db").path
+
+
+def test_backup_is_one_standalone_file_with_a_sha256sum_checksum(db_path, tmp_path):
+    make_db(db_path, ["/v/a.md"])
+    report = backup_database(db_path, tmp_path / "out.db")
+    assert report.path == tmp_path / "out.db" and report.schema_version == LATEST_VERSION
+    assert report.bytes == report.path.stat().st_size and report.sha256 == sha256(report.path)
+    assert (tmp_path / "out.db.sha256").read_text() == f"{report.sha256}  out.db\n"
+    if shutil.which("sha256sum"):
+        check = subprocess.run(["sha256sum", "-c", "out.db.sha256"], cwd=tmp_path, capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+    # Rollback-journal mode: the copy needs nothing beside it, even copied alone to another machine.
+    assert report.path.read_bytes()[18:20] == b"\x01\x01"
+    alone = tmp_path / "alone" / "copy.db"
+    alone.parent.mkdir()
+    shutil.copyfile(report.path, alone)
+    assert uris(alone) == ["/v/a.md"]
+    assert leftovers(tmp_path) == []
+
+
+def test_backup_defaults_to_a_timestamped_file_in_backups_and_never_overwrites(db_path, tmp_path):
+    make_db(db_path, ["/v/a.md"])
+    first = backup_database(db_path).path
+    second = backup_database(db_path).path
+    assert first.parent == second.parent == db_path.parent / "backups"
+    assert first != second and first.name.startswith("memory-") and first.suffix == ".db"
+    into_folder = backup_database(db_path, tmp_path).path
+    assert into_folder.parent == tmp_path and into_folder.name.startswith("memory-")
+    with pytest.raises(StoreError, match="already exists"):
+        backup_database(db_path, first)
+    with pytest.raises(StoreError, match="no memory database"):
+        backup_database(tmp_path / "missing.db")
+
+
+def test_backup_takes_a_committed_snapshot_without_waiting_for_a_writer(db_path, tmp_path):
+    make_db(db_path, ["/v/a.md"])
+    with open_store(db_path) as writer:
+        writer.conn.execute("BEGIN IMMEDIATE")
+        add_source(writer.conn, "/v/uncommitted.md")
+        report = backup_database(db_path, tmp_path / "snap.db")  # the writer still holds the lock
+        writer.conn.execute("COMMIT")
+    assert uris(report.path) == ["/v/a.md"]
+    assert uris(db_path) == ["/v/a.md", "/v/uncommitted.md"]
+
+
+def test_restore_round_trip_keeps_the_replaced_database(db_path, backup_file):
+    make_db(db_path, ["/v/later.md"])
+    report = restore_database(backup_file, db_path, force=True)
+    assert uris(db_path) == ["/v/a.md", "/v/b.md"]
+    assert report.sources == 2 and report.schema_version == LATEST_VERSION and report.sha256 == sha256(backup_file)
+    assert report.replaced is not None and report.replaced.parent == db_path.parent / "backups"
+    assert uris(report.replaced) == ["/v/later.md"]
+    with open_store(db_path) as store:  # the restored database is an ordinary live one again
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert leftovers(db_path.parent) == []
+
+
+def test_restore_refuses_to_replace_a_database_without_force(db_path, backup_file):
+    make_db(db_path, ["/v/later.md"])
+    before = sha256(db_path)
+    with pytest.raises(StoreError, match="already exists") as caught:
+        restore_database(backup_file, db_path)
+    assert "--force" in caught.value.hint and "valid backup" in caught.value.message
+    assert sha256(db_path) == before and leftovers(db_path.parent) == []
+
+
+def test_restore_into_an_empty_place_needs_no_force(tmp_path, backup_file):
+    target = tmp_path / "fresh" / "memory.db"
+    report = restore_database(backup_file, target)
+    assert report.replaced is None and uris(target) == ["/v/a.md", "/v/b.md"]
+    assert not (target.parent / "backups").exists()
+
+
+def corrupt(path: Path, tmp_path: Path) -> Path:
+    """A copy whose b-tree pages are damaged (and no checksum file, so SQLite's own check must catch it)."""
+    damaged = tmp_path / "damaged.db"
+    shutil.copyfile(path, damaged)
+    size = damaged.stat().st_size
+    with damaged.open("r+b") as handle:
+        page = 4096
+        for offset in range(page, size, page):
+            handle.seek(offset)
+            handle.write(b"\x0d\xff\xff\xff\xff\xff\xff\xff")  # a leaf page header with nonsense counts
+    return damaged
+
+
+@pytest.mark.parametrize(
+    ("make_source", "message"),
+    [
+        (lambda tmp, good: tmp / "missing.db", "no backup file"),
+        (lambda tmp, good: _write(tmp / "text.db", b"not a database at all" * 300), "not a readable SQLite"),
+        (lambda tmp, good: _write(tmp / "empty.db", b""), "not a memory database"),
+        (lambda tmp, good: _other_sqlite(tmp / "other.db"), "not a memory database"),
+        (lambda tmp, good: _newer(good, tmp / "newer.db"), "schema version 999"),
+        (lambda tmp, good: corrupt(good, tmp), "integrity check|not a readable"),
+        (lambda tmp, good: _tampered(good, tmp / "tampered.db"), "fails its checksum"),
+    ],
+    ids=["missing", "not-sqlite", "empty", "other-sqlite", "too-new", "corrupt", "checksum"],
+)
+def test_a_bad_backup_is_refused_and_the_active_database_is_untouched(
+    db_path, tmp_path, backup_file, make_source, message
+):
+    make_db(db_path, ["/v/later.md"])
+    before = sha256(db_path)
+    with pytest.raises(StoreError, match=message):
+        restore_database(make_source(tmp_path, backup_file), db_path, force=True)
+    assert sha256(db_path) == before and uris(db_path) == ["/v/later.md"]
+    assert leftovers(db_path.parent) == [] and not (db_path.parent / "backups").exists()
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _other_sqlite(path: Path) -> Path:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (x)")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _newer(good: Path, path: Path) -> Path:
+    shutil.copyfile(good, path)
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO schema_migrations VALUES (999, 0)")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _tampered(good: Path, path: Path) -> Path:
+    """A valid database whose checksum file does not match it (a bit flipped in a text cell would be the same)."""
+    shutil.copyfile(good, path)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE sources SET title = 'changed'")
+    conn.commit()
+    conn.close()
+    Path(f"{path}.sha256").write_text(Path(f"{good}.sha256").read_text())
+    return path
+
+
+def test_restore_checkpoints_the_old_wal_into_the_kept_copy_and_leaves_none_behind(db_path, backup_file):
+    """The old database as a killed writer leaves it: its last commit only in the WAL."""
+    make_db(db_path, [])
+    checkpointed = db_path.read_bytes()
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    add_source(conn, "/v/only-in-the-wal.md")
+    wal = Path(f"{db_path}-wal").read_bytes()
+    conn.close()
+    db_path.write_bytes(checkpointed)
+    Path(f"{db_path}-wal").write_bytes(wal)
+    report = restore_database(backup_file, db_path, force=True)
+    assert uris(report.replaced) == ["/v/only-in-the-wal.md"]
+    assert uris(db_path) == ["/v/a.md", "/v/b.md"]
+    assert not Path(f"{report.replaced}-wal").exists()
+
+
+def test_a_stale_wal_beside_the_target_is_never_replayed_into_the_restored_file(tmp_path, backup_file):
+    """A WAL is not tied to its database file: a leftover one would be applied to the new file and corrupt it."""
+    target = tmp_path / "place" / "memory.db"
+    target.parent.mkdir()
+    conn = sqlite3.connect(target, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("CREATE TABLE junk (x)")
+    conn.executemany("INSERT INTO junk VALUES (?)", [("x" * 500,)] * 200)
+    stale = Path(f"{target}-wal").read_bytes()  # copied while the connection is open: a crashed process's WAL
+    conn.close()
+    target.unlink()
+    Path(f"{target}-wal").write_bytes(stale)
+    assert len(stale) > 4096
+    restore_database(backup_file, target)
+    assert not Path(f"{target}-wal").exists() or Path(f"{target}-wal").stat().st_size == 0
+    with open_store(target) as store:
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert [r[0] for r in store.conn.execute("SELECT uri FROM sources ORDER BY uri")] == ["/v/a.md", "/v/b.md"]
+
+
+def test_restore_refuses_while_another_connection_uses_the_database(db_path, backup_file):
+    make_db(db_path, ["/v/later.md"])
+    with open_store(db_path) as other:
+        other.conn.execute("SELECT COUNT(*) FROM sources").fetchone()
+        with pytest.raises(StoreError, match="in use by another process"):
+            restore_database(backup_file, db_path, force=True)
+    assert uris(db_path) == ["/v/later.md"]
+
+
+def test_restore_drops_the_vector_cache_derived_from_the_old_database(db_path, backup_file):
+    make_db(db_path, [])
+    cache = db_path.with_name(db_path.name + ".vectors") / "stamp"
+    cache.mkdir(parents=True)
+    (cache / "matrix.npy").write_bytes(b"old vectors")
+    restore_database(backup_file, db_path, force=True)
+    assert not cache.parent.exists()
+
+
+def test_an_older_backup_is_migrated_on_restore(tmp_path, db_path):
+    old = tmp_path / "v1.db"
+    conn = sqlite3.connect(old, isolation_level=None)
+    migrate(conn, target=1)
+    add_source(conn, "/v/old.md")
+    conn.close()
+    report = restore_database(old, db_path)
+    assert report.schema_version == LATEST_VERSION and uris(db_path) == ["/v/old.md"]
+
+
+def test_a_live_database_with_a_wal_beside_it_is_refused_as_a_source(tmp_path, db_path):
+    live = tmp_path / "live" / "memory.db"
+    make_db(live, ["/v/a.md"])
+    with open_store(live) as store:
+        add_source(store.conn, "/v/b.md")
+        with pytest.raises(StoreError, match="write-ahead log") as caught:
+            restore_database(live, db_path)
+    assert "mem backup --db-path" in caught.value.hint and not db_path.exists()
+
+
+def test_cli_backup_and_restore(capsys, db_path, tmp_path):
+    make_db(db_path, ["/v/a.md"])
+    assert main(["backup", str(tmp_path / "b.db"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) == {"path", "sha256", "bytes", "schema_version"} and report["bytes"] > 0
+    assert main(["backup"]) == 0
+    err = capsys.readouterr().err
+    assert "backup written to" in err and "KB" in err and ".db.sha256" in err
+
+    assert main(["restore", report["path"]]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: a memory database already exists") and "(hint: pass --force" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+    make_db(db_path, ["/v/later.md"])
+    assert main(["restore", report["path"], "--force", "--json"]) == 0
+    restored = json.loads(capsys.readouterr().out)
+    assert restored["sources"] == 1 and restored["replaced"] and uris(db_path) == ["/v/a.md"]
+
+    assert main(["restore", str(tmp_path / "nope.db")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no backup file") and err.count("\n") == 1

@@ -1,0 +1,268 @@
+"""`mem forget`: a source leaves completely (rows, FTS, vectors, caches), and with --vacuum its bytes too."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.cli.main import main
+from crossmodalrag.config import Settings
+from crossmodalrag.evals.queries import EvalQuery, upsert_queries
+from crossmodalrag.forget import find_sources, forget_sources
+from crossmodalrag.index.embeddings import cached_vectors, embed_missing, vectors_stamp
+from crossmodalrag.ingest import ingest_git, ingest_notes
+from crossmodalrag.retrieval.search import SearchOptions, search
+from crossmodalrag.retrieval.semantic import SemanticIndex
+from crossmodalrag.store import open_store
+from tests.conftest import commit_files, write_note
+from tests.fakes import HashingEmbedder
+from tests.test_privacy import database_bytes
+
+MARKER = "quokkamarmalade"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = tmp_path / "vault"
+    write_note(root, "keep.md", "# Keep\nThe aardvark stays in memory.\n")
+    write_note(root, "secret/gone.md", f"# Gone\nThe {MARKER} recipe.\n\n## More\n{MARKER} again, twice {MARKER}.\n")
+    write_note(root, "secret/also.md", "# Also\nAnother note in the folder.\n")
+    return root
+
+
+def ingest(vault: Path, db_path: Path) -> None:
+    """Through the library: the CLI would also try to load an embedding model."""
+    with open_store(db_path) as store:
+        assert not ingest_notes(store, [vault]).failures
+
+
+def counts(db_path: Path) -> dict[str, int]:
+    with sqlite3.connect(db_path) as conn:
+        return {
+            table: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            for table in ("sources", "chunks", "chunks_fts", "chunk_vectors")
+        }
+
+
+def fts_terms(db_path: Path) -> set[str]:
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, chunks_fts, row)")
+        return {row[0] for row in conn.execute("SELECT term FROM temp.terms")}
+
+
+def embed(db_path: Path) -> HashingEmbedder:
+    """Vectors for every chunk, plus the memory-mapped cache a query would build beside the database."""
+    embedder = HashingEmbedder()
+    with open_store(db_path) as store:
+        embed_missing(store, embedder)
+        cached_vectors(store, embedder.identity, vectors_stamp(store, embedder.identity))
+    return embedder
+
+
+# --- what goes --------------------------------------------------------------------------------
+
+
+def test_forget_by_uri_removes_everything_derived_and_nothing_else(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    embed(db_path)
+    assert Path(f"{db_path}.vectors").is_dir()
+    before = counts(db_path)
+    gone = str(vault / "secret/gone.md")
+    code, out, err = run(capsys, "forget", gone, "--yes")
+    assert code == 0 and out.strip() == gone
+    assert "forgot 1 source (2 chunks, 2 vectors)" in err and "no longer searchable" in err
+    after = counts(db_path)
+    assert after == {"sources": before["sources"] - 1, **{t: before[t] - 2 for t in after if t != "sources"}}
+    assert MARKER not in fts_terms(db_path) and "aardvark" in fts_terms(db_path)
+    assert not Path(f"{db_path}.vectors").exists()  # the derived copy of the vectors went too
+    with open_store(db_path) as store:
+        assert search(store, MARKER, SearchOptions()).hits == []
+        assert search(store, "aardvark", SearchOptions()).hits
+
+
+def test_the_semantic_index_stops_serving_forgotten_vectors(vault, db_path) -> None:
+    embedder = embed_and_ingest(vault, db_path)
+    with open_store(db_path) as store:
+        index = SemanticIndex(store, embedder, Settings(db_path=db_path))
+        hits = search(store, f"{MARKER} recipe", SearchOptions(), index).hits
+        assert hits[0].source_uri.endswith("gone.md")
+        forget_sources(store, find_sources(store, uri=str(vault / "secret/gone.md")))
+        hits = search(store, f"{MARKER} recipe", SearchOptions(), index).hits  # the same, long-lived index
+        assert all(not h.source_uri.endswith("gone.md") for h in hits)
+
+
+def embed_and_ingest(vault: Path, db_path: Path) -> HashingEmbedder:
+    ingest(vault, db_path)
+    return embed(db_path)
+
+
+def test_forget_a_folder_by_path(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    code, out, err = run(capsys, "forget", "--path", str(vault / "secret"), "--yes", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["sources"] == 2 and data["vacuumed"] is False
+    assert {s["uri"] for s in data["forgotten"]} == {str(vault / "secret/gone.md"), str(vault / "secret/also.md")}
+    assert set(data) == {"forgotten", "sources", "chunks", "vectors", "vacuumed", "eval_queries_naming_them",
+                         "still_on_disk", "backups"}  # fmt: skip
+    assert counts(db_path)["sources"] == 1
+
+
+def test_forget_by_a_relative_or_symlinked_path(capsys, vault, db_path, monkeypatch) -> None:
+    ingest(vault, db_path)
+    monkeypatch.chdir(vault)
+    assert run(capsys, "forget", "--path", "secret/also.md", "--yes")[0] == 0
+    link = vault.parent / "link-to-vault"
+    link.symlink_to(vault)
+    assert run(capsys, "forget", "--path", str(link / "secret"), "--yes")[0] == 0  # stored under the target
+    assert counts(db_path)["sources"] == 1
+
+
+def test_forget_a_repository_by_path(capsys, repo, db_path) -> None:
+    commit_files(repo, {"a.txt": f"{MARKER}\n"}, "first")
+    commit_files(repo, {"a.txt": "changed\n"}, "second")
+    with open_store(db_path) as store:
+        ingest_git(store, [repo])
+    code, out, err = run(capsys, "forget", "--path", str(repo), "--yes")
+    assert code == 0 and len(out.splitlines()) == 2 and all(line.startswith(f"{repo}@") for line in out.splitlines())
+    assert f"still on disk, so the next ingest or sync reads it again: {repo}" in err
+    assert counts(db_path)["chunks"] == 0
+
+
+def test_the_cli_says_a_file_still_on_disk_comes_back(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    gone = vault / "secret/gone.md"
+    assert "still on disk" in run(capsys, "forget", str(gone), "--yes")[2]
+    ingest(vault, db_path)
+    assert counts(db_path)["sources"] == 3  # as the note said: it came back
+    gone.unlink()
+    code, _, err = run(capsys, "forget", str(gone), "--yes")
+    assert code == 0 and "still on disk" not in err
+
+
+def test_eval_gold_is_kept_and_counted(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    gone = str(vault / "secret/gone.md")
+    with open_store(db_path) as store:
+        upsert_queries(store, [EvalQuery("where is the recipe?", [gone]), EvalQuery("aardvark?", [])])
+    code, out, err = run(capsys, "forget", gone, "--yes", "--json")
+    assert json.loads(out)["eval_queries_naming_them"] == 1
+    assert "1 eval query name a forgotten source" in err
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM queries_eval").fetchone()[0] == 2
+
+
+def test_backups_made_before_are_named(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    assert run(capsys, "backup")[0] == 0
+    code, out, err = run(capsys, "forget", str(vault / "secret/gone.md"), "--yes", "--json")
+    assert code == 0 and len(json.loads(out)["backups"]) == 1
+    assert f"1 backup in {db_path.parent / 'backups'} made before now may still hold it" in err
+
+
+# --- asking first, and refusing -------------------------------------------------------------
+
+
+def test_without_yes_and_without_a_terminal_nothing_is_forgotten(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    code, _, err = run(capsys, "forget", "--path", str(vault))
+    assert code == 1 and err.startswith("error: not forgetting 3 sources (4 chunks) without confirmation")
+    assert "pass --yes" in err and counts(db_path)["sources"] == 3
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("answer", "code", "left"), [("y\n", 0, 2), ("n\n", 1, 3), ("", 1, 3)])
+def test_on_a_terminal_it_asks(capsys, vault, db_path, monkeypatch, answer, code, left) -> None:
+    ingest(vault, db_path)
+    monkeypatch.setattr("sys.stdin", Terminal(answer))
+    result, _, err = run(capsys, "forget", str(vault / "secret/gone.md"))
+    assert result == code and "forget 1 source (2 chunks) and everything derived from them? [y/N]" in err
+    assert counts(db_path)["sources"] == left
+
+
+def test_nothing_matched_is_an_error_with_a_hint(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    code, _, err = run(capsys, "forget", "secret/gone.md", "--yes")
+    assert code == 1 and "no stored source has the uri" in err and "use --path" in err
+    code, _, err = run(capsys, "forget", "--path", str(vault / "nowhere"), "--yes")
+    assert code == 1 and err.count("\n") == 1 and "nothing stored was read from" in err
+
+
+def test_usage_errors_exit_2(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    assert run(capsys, "forget")[0] == 2
+    with pytest.raises(SystemExit) as exited:
+        main(["forget", "x", "--path", "y"])
+    assert exited.value.code == 2
+
+
+def test_no_database_is_an_error(capsys) -> None:
+    code, _, err = run(capsys, "forget", "/x.md", "--yes")
+    assert code == 1 and "no memory database" in err
+
+
+# --- the bytes ------------------------------------------------------------------------------
+
+
+def test_vacuum_wipes_the_forgotten_text_from_the_database_files(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    embed(db_path)
+    assert MARKER.encode() in database_bytes(db_path)
+    code, _, err = run(capsys, "forget", "--path", str(vault / "secret/gone.md"), "--yes", "--vacuum")
+    assert code == 0 and "freed space wiped" in err
+    assert MARKER.encode() not in database_bytes(db_path)
+    assert b"aardvark" in database_bytes(db_path)  # the rest is intact
+    with open_store(db_path) as store:
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert search(store, "aardvark", SearchOptions()).hits
+
+
+def test_vacuum_also_wipes_what_an_open_reader_wrote_before(capsys, vault, db_path) -> None:
+    """The WAL from the ingest is still there while another connection is open: it must be truncated."""
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        assert Path(f"{db_path}-wal").stat().st_size > 0
+        code, _, _ = run(capsys, "forget", str(vault / "secret/gone.md"), "--yes", "--vacuum")
+        assert code == 0
+        assert MARKER.encode() not in database_bytes(db_path)
+
+
+def test_vacuum_with_a_reader_in_a_transaction_says_what_to_do(capsys, vault, db_path, monkeypatch) -> None:
+    monkeypatch.setattr("crossmodalrag.forget.WIPE_WAIT_SECONDS", 0.2)
+    ingest(vault, db_path)
+    reader = sqlite3.connect(db_path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM chunks").fetchone()  # holds a snapshot of the WAL
+    try:
+        code, _, err = run(capsys, "forget", str(vault / "secret/gone.md"), "--yes", "--vacuum")
+    finally:
+        reader.close()
+    assert code == 1 and err.startswith("error: could not wipe the freed space") and err.count("\n") == 1
+    assert "run `mem forget --vacuum`" in err
+    assert counts(db_path)["sources"] == 2  # forgotten all the same
+    assert run(capsys, "forget", "--vacuum")[0] == 0
+    assert MARKER.encode() not in database_bytes(db_path)
+
+
+# --- the schema cannot grow a way around it ----------------------------------------------------
+
+
+def test_every_table_pointing_at_sources_or_chunks_cascades(store) -> None:
+    tables = [row[0] for row in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    for table in tables:
+        for key in store.conn.execute(f"PRAGMA foreign_key_list('{table}')").fetchall():
+            if key["table"] in ("sources", "chunks"):
+                assert key["on_delete"] == "CASCADE", f"{table}.{key['from']} must cascade, or forget leaves it"
