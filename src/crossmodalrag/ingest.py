@@ -11,6 +11,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -131,9 +132,20 @@ class Failure:
     error: CMRAGError
 
 
+@dataclass
+class Unchanged:
+    """A file whose size, mtime and extractor match what was stored: not even read again.
+
+    Reading is the expensive part for PDFs and images (OCR takes about a second per image), so
+    `mem sync` over a folder of unchanged screenshots must not redo it.
+    """
+
+    uri: str
+
+
 def ingest_documents(
     store: Store,
-    items: Iterable[Document | Failure],
+    items: Iterable[Document | Failure | Unchanged],
     known: dict[str, str],
     report: IngestReport,
     progress: Progress | None = None,
@@ -149,17 +161,30 @@ def ingest_documents(
 
 
 def _ingest_one(
-    batch: WriteBatch, item: Document | Failure, known: dict[str, str], report: IngestReport, seen: set[str]
+    batch: WriteBatch,
+    item: Document | Failure | Unchanged,
+    known: dict[str, str],
+    report: IngestReport,
+    seen: set[str],
 ) -> None:
     seen.add(item.uri)
     if isinstance(item, Failure):
         report.failures.append(str(item.error))
+        return
+    if isinstance(item, Unchanged):
+        report.unchanged += 1
         return
     if item.metadata.get("notice"):
         report.notices.append(item.metadata["notice"])
     digest = fingerprint(item)
     if known.get(item.uri) == digest:
         report.unchanged += 1
+        if "file_stamp" in item.metadata:  # same content, touched file: remember the new stamp
+            with batch.unit() as conn:
+                conn.execute(
+                    "UPDATE sources SET metadata = json_set(metadata, '$.file_stamp', ?) WHERE uri = ?",
+                    (item.metadata["file_stamp"], item.uri),
+                )
         return
     added, count = write_document(batch, item, digest)
     report.chunks += count
@@ -204,8 +229,8 @@ def ingest_pdfs(
     """Ingest PDF files or folders of them. Raises MissingExtraError without the pdf extra."""
     from crossmodalrag.connectors import pdf
 
-    pdf.extractor_version_or_raise(ocr_engine)
-    return _ingest_files(store, paths, pdf.find_pdfs, lambda path: pdf.read_pdf(path, ocr_engine), progress)
+    version = pdf.extractor_version_or_raise(ocr_engine)
+    return _ingest_files(store, paths, pdf.find_pdfs, partial(pdf.read_pdf, ocr_engine=ocr_engine), progress, version)
 
 
 def ingest_images(
@@ -214,8 +239,8 @@ def ingest_images(
     """OCR images (files or folders). Raises MissingExtraError without the chosen engine."""
     from crossmodalrag.connectors import images
 
-    images.extractor_version(engine)
-    return _ingest_files(store, paths, images.find_images, lambda path: images.read_image(path, engine), progress)
+    version = images.extractor_version(engine)
+    return _ingest_files(store, paths, images.find_images, partial(images.read_image, engine=engine), progress, version)
 
 
 def _ingest_files(
@@ -224,6 +249,7 @@ def _ingest_files(
     find: Callable[[Path], Iterable[Path]],
     read: Callable[[Path], Document],
     progress: Progress | None,
+    extractor: str,
 ) -> IngestReport:
     """Files or folders of one kind; files gone from an ingested folder leave the memory."""
     report = IngestReport()
@@ -232,13 +258,44 @@ def _ingest_files(
         if not path.exists():
             report.failures.append(f"{path}: no such file or folder (hint: check the path; nothing was removed)")
             continue
-        known = known_fingerprints(store, f"{path}/" if path.is_dir() else str(path))
-        seen = ingest_documents(store, _read_each(find(path), read), known, report, progress)
+        prefix = f"{path}/" if path.is_dir() else str(path)
+        known = known_fingerprints(store, prefix)
+        items = _read_changed(find(path), read, known_file_stamps(store, prefix), extractor)
+        seen = ingest_documents(store, items, known, report, progress)
         if not path.is_dir():
             known = {}  # a single file: nothing else under it can have gone
         gone = [uri for uri in known if uri not in seen]
         report.removed += remove_sources(store, gone) if gone else 0
     return report
+
+
+def known_file_stamps(store: Store, uri_prefix: str) -> dict[str, str]:
+    """uri → "size:mtime_ns:extractor" of stored files whose uri starts with the prefix."""
+    rows = store.conn.execute(
+        "SELECT uri, json_extract(metadata, '$.file_stamp') FROM sources WHERE uri >= ? AND uri < ?",
+        (uri_prefix, uri_prefix + "\U0010ffff"),
+    )
+    return {uri: stamp for uri, stamp in rows if stamp}
+
+
+def _read_changed(
+    paths: Iterable[Path], read: Callable[[Path], Document], stamps: dict[str, str], extractor: str
+) -> Iterable[Document | Failure | Unchanged]:
+    """Read only files whose stamp differs from the stored one; the stamp is taken before reading,
+    so a file written during the read is simply read again next time."""
+    for path in paths:
+        try:
+            stat = path.stat()
+        except OSError:
+            stat = None
+        stamp = f"{stat.st_size}:{stat.st_mtime_ns}:{extractor}" if stat else None
+        if stamp and stamps.get(str(path)) == stamp:
+            yield Unchanged(str(path))
+            continue
+        for item in _read_each([path], read):
+            if stamp and isinstance(item, Document):
+                item.metadata["file_stamp"] = stamp
+            yield item
 
 
 def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Iterable[Document | Failure]:

@@ -113,3 +113,33 @@ def test_reingesting_a_single_unchanged_file_is_a_noop(store, tmp_path):
     again = ingest_pdfs(store, [path])
     assert (again.unchanged, again.chunks) == (1, 0)
     assert [r[0] for r in store.conn.execute("SELECT id FROM chunks")] == ids
+
+
+def test_unchanged_files_are_not_read_again(tmp_path, store, monkeypatch):
+    """Re-reading is the slow part (OCR): a file whose size and mtime are unchanged is skipped unread."""
+    import os
+
+    from crossmodalrag.connectors import pdf
+
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    first = write_pdf(folder / "a.pdf", ["Alpha page."])
+    write_pdf(folder / "b.pdf", ["Beta page."])
+    reads: list[str] = []
+    real_read = pdf.read_pdf
+    monkeypatch.setattr(pdf, "read_pdf", lambda path, **kw: reads.append(path.name) or real_read(path, **kw))
+
+    assert ingest_pdfs(store, [folder]).added == 2 and sorted(reads) == ["a.pdf", "b.pdf"]
+    reads.clear()
+    report = ingest_pdfs(store, [folder])
+    assert report.unchanged == 2 and reads == []
+
+    os.utime(first, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns + 10**9))  # touched, same bytes
+    report = ingest_pdfs(store, [folder])
+    assert report.unchanged == 2 and reads == ["a.pdf"]
+    reads.clear()
+    assert ingest_pdfs(store, [folder]).unchanged == 2 and reads == []  # the new stamp was remembered
+
+    write_pdf(first, ["Alpha page, rewritten with more words."])
+    report = ingest_pdfs(store, [folder])
+    assert report.updated == 1 and reads == ["a.pdf"]
