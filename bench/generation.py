@@ -3,8 +3,9 @@
 
     python bench/generation.py --model PATH.gguf [--shared DIR] [--per-category 20] [--lexical-only]
 
-1. [sample]: `mem seed-sample` then `mem eval-generation --query-prefix "[sample]" --json`, run as a
-   user would (subprocesses, a fresh database), with CMRAG_LLM_MODEL_PATH pointing at the model.
+1. [sample]: `mem models install --offline`, `mem seed-sample`, then `mem eval-generation
+   --query-prefix "[sample]" --json`, run as a user would (subprocesses, a fresh database, hybrid
+   retrieval), with CMRAG_LLM_MODEL_PATH pointing at the model.
 2. LoCoMo dev: every turn indexed as one source (as bench/locomo.py does), one store per
    conversation; `--per-category` questions drawn from each of the five categories with a fixed
    seed; each asked through `ask_with_llm`, the function behind `mem ask`, with the product's
@@ -62,6 +63,8 @@ def token_f1(prediction: str, gold: str) -> float:
 def run_sample(model: Path, workdir: Path, env: dict[str, str]) -> dict:
     env = {**env, "CMRAG_DB_PATH": str(workdir / "sample.db"), "CMRAG_LLM_MODEL_PATH": str(model)}
     mem = [sys.executable, "-m", "crossmodalrag"]
+    # As the README's first command does: the offline embedding model first, so retrieval is hybrid.
+    subprocess.run([*mem, "models", "install", "--offline"], env=env, check=True, capture_output=True)
     subprocess.run([*mem, "seed-sample"], env=env, check=True, capture_output=True)
     log("[sample] mem eval-generation --query-prefix [sample]")
     done = subprocess.run(

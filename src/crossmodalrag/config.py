@@ -142,7 +142,7 @@ class Settings:
     llm_connect_timeout: float = 3.0  # reaching the server: short, so a dead one falls back fast
     llm_keep_alive: str = "5m"
     llm_max_tokens: int = 320
-    llm_temperature: float = 0.1
+    llm_temperature: float = 0.0  # greedy: the same question over the same memory gets the same answer
     llm_context_tokens: int = 4096
     llm_evidence_chars: int = 2800  # the evidence budget of one prompt: ~700 tokens, ~10 s to read on 2 cores
     llm_threads: int = 0  # in-process threads; 0 = every core (fastest on an idle machine)

@@ -64,7 +64,8 @@ def _rapidocr():
         except ImportError as exc:
             raise MissingExtraError("OCR support is not installed", INSTALL_HINT) from exc
         # It logs every model file at INFO and every blank image at WARNING; we report in one line.
-        logging.getLogger("RapidOCR").setLevel(logging.ERROR)
+        # A filter, not a level: RapidOCR() resets its logger's level to INFO while it starts.
+        logging.getLogger("RapidOCR").addFilter(lambda record: record.levelno >= logging.ERROR)
         _ENGINE = RapidOCR()
     return _ENGINE
 

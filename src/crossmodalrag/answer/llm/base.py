@@ -23,7 +23,7 @@ class Generation:
     """Knobs of one completion."""
 
     max_tokens: int = 320
-    temperature: float = 0.1
+    temperature: float = 0.0
     stop: list[str] = field(default_factory=list)
 
 
