@@ -81,6 +81,11 @@ def status_line(answer: Answer) -> str:
     )
 
 
+def fmt(value: float | None) -> str:
+    """A metric to three decimals, or n/a when there was nothing to average."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def render_eval(report: dict[str, Any]) -> str:
     lines = [f"{'hit':>4} {'rec':>5} {'mrr':>5} {'ndcg':>5} {'cov':>5}  query"]
     for q in report["per_query"]:
@@ -94,10 +99,6 @@ def render_eval(report: dict[str, Any]) -> str:
         flag = "" if q["abstention_correct"] else "  (gate wrong)"
         lines.append(f"{cells} {q['coverage']:>5.2f}  {q['query_text']}{flag}")
     o = report["overall"]
-
-    def fmt(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.3f}"
-
     lines.append(
         f"overall@{report['top_k']}: hit_rate {fmt(o['hit_rate'])}  recall {fmt(o['recall'])}  mrr {fmt(o['mrr'])}  "
         f"ndcg {fmt(o['ndcg'])}  over {o['answerable']} answerable; abstention accuracy "
@@ -123,10 +124,6 @@ def render_generation_eval(report: dict[str, Any]) -> str:
             f"{q['query_text']}{flags}"
         )
     o = report["overall"]
-
-    def fmt(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.3f}"
-
     lines.append(
         f"model {report['model']['provider']} {report['model']['model']}, top {report['top_k']}: "
         f"citation_validity {fmt(o['citation_validity'])}  source_grounding_hit {fmt(o['source_grounding_hit'])}  "
