@@ -77,6 +77,17 @@ class Evidence:
     id: str
     hit: Hit
 
+    def citation(self) -> dict[str, Any]:
+        """How a citation of this evidence resolves in JSON: its id and where it comes from."""
+        hit = self.hit
+        return {
+            "id": self.id,
+            "source_uri": hit.source_uri,
+            "locator": hit.locator,
+            "title": hit.title,
+            **({"page": hit.page} if hit.page is not None else {}),
+        }
+
     def to_dict(self) -> dict[str, Any]:
         hit = self.hit
         return {

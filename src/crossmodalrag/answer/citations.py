@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossmodalrag.answer.evidence import cited
 from crossmodalrag.answer.prompt import INSUFFICIENT
 from crossmodalrag.types import Evidence
 
@@ -42,7 +41,7 @@ class CitationReport:
         return [w["citation"] for w in self.warnings if w["kind"] == "invalid_citation"]
 
     def citations(self) -> list[dict[str, Any]]:
-        return [cited(item) for item in self.cited]
+        return [item.citation() for item in self.cited]
 
 
 def cited_ids(bracket: str) -> list[str]:

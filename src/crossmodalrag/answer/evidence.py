@@ -92,20 +92,8 @@ def evidence_answer(
         retrieval="hybrid" if result.hybrid else "lexical",
         similarity=result.similarity,
         comparison=result.comparison,
-        citations=[cited(item) for item in evidence],
+        citations=[item.citation() for item in evidence],
     )
-
-
-def cited(item: Evidence) -> dict:
-    """How a citation resolves in JSON: the evidence id and where it comes from."""
-    hit = item.hit
-    return {
-        "id": item.id,
-        "source_uri": hit.source_uri,
-        "locator": hit.locator,
-        "title": hit.title,
-        **({"page": hit.page} if hit.page is not None else {}),
-    }
 
 
 def abstention_text(result: SearchResult, options: SearchOptions) -> str:
