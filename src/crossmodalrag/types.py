@@ -51,6 +51,7 @@ class Hit:
     sub_query: str | None = None  # for comparative questions: which side's pass found it
     page: int | None = None  # 1-based, for PDF evidence
     ocr_confidence: float | None = None  # for text recognized in an image
+    source_id: int | None = None  # the database id: what `/sources/{id}` and `mem source ID` open
 
 
 def iso_time(timestamp: float | None) -> str | None:
@@ -92,6 +93,8 @@ class Evidence:
         hit = self.hit
         return {
             "id": self.id,
+            "source_id": hit.source_id,
+            "chunk_id": hit.chunk_id,
             "source_uri": hit.source_uri,
             "source_type": hit.source_type,
             "modality": hit.modality,

@@ -232,7 +232,8 @@ def _score(
     rows = {
         row["id"]: row
         for row in conn.execute(
-            "SELECT c.id, c.text, c.locator, c.modality, c.metadata, s.uri, s.source_type, s.title, s.timestamp "
+            "SELECT c.id, c.source_id, c.text, c.locator, c.modality, c.metadata, s.uri, s.source_type, s.title, "
+            "s.timestamp "
             f"FROM chunks c JOIN sources s ON s.id = c.source_id WHERE c.id IN ({','.join('?' * len(ids))})",
             ids,
         )
@@ -277,6 +278,7 @@ def _score(
                 components,
                 page=extras.get("page"),
                 ocr_confidence=extras.get("ocr_confidence"),
+                source_id=row["source_id"],
             )
         )
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
