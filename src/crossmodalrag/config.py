@@ -69,6 +69,7 @@ SCALARS: dict[str, Setting] = {
     "dedupe_threshold": Setting("retrieval", _fraction),
     "abstain_min_coverage": Setting("retrieval", _fraction),
     "abstain_min_similarity": Setting("retrieval", _fraction),
+    "match": Setting("retrieval", _one_of("any", "all", "phrase")),
     "embed_model": Setting("embeddings", str, "model"),
     "embed_model_path": Setting("embeddings", str, "model_path"),
     "embed_batch_size": Setting("embeddings", _count, "batch_size"),
@@ -120,6 +121,7 @@ class Settings:
     recency_half_life_days: float = 180.0
     max_chunks_per_source: int = 2
     dedupe_threshold: float = 0.95
+    match: str = "any"  # any query term, all of them, or the exact phrase (`--match`)
     abstain_min_coverage: float = 0.5
     abstain_min_similarity: float = 0.5
     embed_model: str | None = None  # None: the offline MiniLM if installed, else BAAI/bge-small-en-v1.5

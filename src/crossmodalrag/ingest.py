@@ -82,6 +82,7 @@ def known_fingerprints(store: Store, uri_prefix: str) -> dict[str, str]:
 def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool, int]:
     """Store one source and its chunks as one all-or-nothing unit; returns (was it new, chunk count)."""
     chunks = chunk_document(doc)
+    spans = utf8_offsets(doc.text, [offset for c in chunks for offset in (c.char_start, c.char_end)])
     metadata = json.dumps(doc.metadata, ensure_ascii=False)
     with batch.unit() as conn:
         row = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()
@@ -102,8 +103,8 @@ def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool,
         # We hold the write lock, so ids after the current maximum are ours to assign.
         first_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
         conn.executemany(
-            "INSERT INTO chunks (id, source_id, chunk_index, text, locator, char_start, char_end, metadata, modality)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO chunks (id, source_id, chunk_index, text, locator, char_start, char_end, metadata, modality,"
+            " byte_start, byte_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 (
                     first_id + i,
@@ -115,6 +116,8 @@ def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool,
                     c.char_end,
                     json.dumps(c.metadata, ensure_ascii=False) if c.metadata else "{}",
                     doc.modality,
+                    spans[c.char_start],
+                    spans[c.char_end],
                 )
                 for i, c in enumerate(chunks)
             ),
@@ -122,6 +125,15 @@ def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool,
         rows = [(first_id + i, doc.title, c.text) for i, c in enumerate(chunks)]
         batch.defer(lambda conn: fts.insert_rows(conn, rows))
     return row is None, len(chunks)
+
+
+def utf8_offsets(text: str, positions: list[int]) -> dict[int, int]:
+    """The UTF-8 byte offset of each character offset into text, in one pass over it."""
+    offsets, done, consumed = {}, 0, 0
+    for position in sorted(set(positions)):
+        consumed += len(text[done:position].encode("utf-8", "surrogatepass"))
+        offsets[position], done = consumed, position
+    return offsets
 
 
 @dataclass

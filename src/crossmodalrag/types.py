@@ -51,6 +51,12 @@ class Hit:
     sub_query: str | None = None  # for comparative questions: which side's pass found it
     page: int | None = None  # 1-based, for PDF evidence
     ocr_confidence: float | None = None  # for text recognized in an image
+    # Where the chunk's body sits in the source text: characters, and UTF-8 bytes (None for chunks
+    # stored before byte offsets were recorded).
+    char_start: int | None = None
+    char_end: int | None = None
+    byte_start: int | None = None
+    byte_end: int | None = None
     source_id: int | None = None  # the database id: what `/sources/{id}` and `mem source ID` open
 
 
@@ -107,6 +113,10 @@ class Evidence:
             "sub_query": hit.sub_query,
             **({"page": hit.page} if hit.page is not None else {}),
             **({"ocr_confidence": round(hit.ocr_confidence, 4)} if hit.ocr_confidence is not None else {}),
+            "char_start": hit.char_start,
+            "char_end": hit.char_end,
+            "byte_start": hit.byte_start,
+            "byte_end": hit.byte_end,
         }
 
 

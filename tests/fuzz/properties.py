@@ -204,9 +204,14 @@ def check_query(conn: sqlite3.Connection, query: str) -> None:
     terms = fts.query_terms(query)
     assert len(terms) <= fts.MAX_QUERY_TERMS
     for term in terms:
-        assert term.word and all(ch.isalnum() or ch == "_" for ch in term.word) and term.phrase == f'"{term.word}"'
+        assert term.word and all(ch.isalnum() or ch == "_" for ch in term.word)
+        assert term.phrase in (f'"{term.word}"', f'"{term.word}" *')
+        assert term.exact is None or (term.exact.isascii() and term.exact.isalpha())
     if terms:
         conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (fts.match_expression(terms),)).fetchall()
+        for mode in ("all", "phrase"):
+            expression = fts.match_expression(terms, mode=mode) if mode == "all" else fts.phrase_expression(query)
+            conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)).fetchall()
         conn.execute(
             "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (fts.match_expression(terms, "title"),)
         ).fetchall()

@@ -3,7 +3,7 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crossmodalrag.index.fts import match_expression, query_terms
+from crossmodalrag.index.fts import match_expression, phrase_expression, query_terms
 from crossmodalrag.retrieval.search import SearchOptions, search
 from tests.retrieval.helpers import add_docs, note
 
@@ -15,18 +15,39 @@ QUERY = st.lists(st.one_of(st.text(max_size=12), FTS_SYNTAX), max_size=12).map("
 def test_every_term_is_a_quoted_run_of_word_characters(query):
     for term in query_terms(query):
         assert term.word and all(ch.isalnum() or ch == "_" for ch in term.word)
-        assert term.phrase == f'"{term.word}"'
+        assert term.phrase in (f'"{term.word}"', f'"{term.word}" *')
+        assert term.exact is None or term.exact.isalpha() and term.exact.isascii()
+
+
+@given(QUERY)
+def test_a_phrase_is_one_quoted_run_of_words(query):
+    expression = phrase_expression(query)
+    if expression is not None:
+        inner = expression[1:-1]
+        assert expression[0] == expression[-1] == '"' and inner.strip()
+        assert all(ch.isalnum() or ch == " " for ch in inner)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(QUERY)
 def test_search_accepts_any_text(store, query):
     if store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 0:
-        add_docs(store, note("a", "# A\nsome text with NEAR and AND words, F_1 and parse_config()"))
-    search(store, query, SearchOptions())  # must not raise
+        add_docs(store, note("a", "# A\nsome text with NEAR and AND words, F_1 and parse_config(), 解析器 café"))
+    for match in ("any", "all", "phrase"):
+        search(store, query, SearchOptions(match=match))  # must not raise
 
 
 def test_match_expression_shapes():
     terms = query_terms("Parser NEAR cache")
-    assert match_expression(terms) == '"parser" OR "near" OR "cache"'
-    assert match_expression(terms, "title") == 'title : ("parser" OR "near" OR "cache")'
+    assert match_expression(terms) == '"parser" * OR "near" OR "cache"'
+    assert match_expression(terms, "title") == 'title : ("parser" * OR "near" OR "cache")'
+    assert match_expression(terms, mode="all") == '"parser" * AND "near" AND "cache"'
+
+
+def test_cjk_queries_become_bigrams_and_accented_words_carry_their_exact_form():
+    terms = query_terms("解析器为什么 quy trình bàn giao 猫")
+    assert [t.word for t in terms] == ["解析", "析器", "器为", "为什", "什么", "quy", "trình", "bàn", "giao", "猫"]
+    assert terms[-1].prefix  # a lone CJK character is found at the start of the bigrams
+    assert terms[7].exact and terms[7].exact.startswith("zx") and terms[8].exact is None  # giao has no accent
+    assert match_expression([terms[7]], mode="all") == f'("bàn" OR "{terms[7].exact}")'
+    assert phrase_expression("Rate-limit 解析器!") == '"rate limit 解析 析器"'

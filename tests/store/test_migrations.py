@@ -80,3 +80,31 @@ def test_deleting_a_chunk_removes_its_fts_row(store):
     with store.transaction() as conn:
         conn.execute("DELETE FROM sources WHERE id = 1")  # cascades to chunks, trigger to FTS
     assert store.conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'zebra'").fetchone()[0] == 0
+
+
+def test_an_older_index_is_re_tokenized_in_place_with_progress(db_path):
+    """A version-3 database indexed words only: Chinese was one token per clause. Opening it
+    re-tokenizes the stored chunks (no re-ingest) and reports progress."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    migrate(conn, target=3)
+    conn.execute(
+        "INSERT INTO sources (id, source_type, uri, fingerprint, title, ingested_at) VALUES (1, 'note', '/v/a.md', 'f', '解析器', 0)"
+    )
+    for chunk_id in range(1, 6):
+        text = f"解析器\n解析器为什么要重写第{chunk_id}次"
+        conn.execute(
+            "INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end) VALUES (?, 1, ?, ?, 0, 9)",
+            (chunk_id, chunk_id, text),
+        )
+        conn.execute("INSERT INTO chunks_fts (rowid, title, body) VALUES (?, '解析器', ?)", (chunk_id, text))
+    assert conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH '\"重写\"'").fetchone()[0] == 0
+    conn.close()
+
+    calls = []
+    with open_store(db_path, progress=lambda done, total: calls.append((done, total))) as store:
+        found = store.conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH '\"重写\"'").fetchone()[0]
+        rows = store.conn.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()[0]
+        columns = {r[1] for r in store.conn.execute("PRAGMA table_info(chunks)")}
+    assert found == 5 and rows == 5
+    assert calls and calls[-1] == (5, 5)
+    assert {"byte_start", "byte_end"} <= columns

@@ -31,6 +31,7 @@ def search_options(
         min_coverage=settings.abstain_min_coverage,
         min_similarity=settings.abstain_min_similarity,
         modalities=tuple(modalities),
+        match=settings.match,
     )
 
 

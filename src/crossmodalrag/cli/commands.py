@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
-from crossmodalrag.cli.progress import EmbedProgress, ProgressLine
+from crossmodalrag.cli.progress import EmbedProgress, ProgressLine, ReindexProgress
 from crossmodalrag.cli.render import (
     print_json,
     render_answer,
@@ -30,11 +30,11 @@ if TYPE_CHECKING:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings({"db_path": getattr(args, "db_path", None)})
+    return load_settings({"db_path": getattr(args, "db_path", None), "match": getattr(args, "match", None)})
 
 
 def _open(settings: Settings, create: bool = True) -> Store:
-    return open_store(settings.db_path, create=create)
+    return open_store(settings.db_path, create=create, progress=ReindexProgress())
 
 
 def notice(message: str) -> None:

@@ -19,6 +19,7 @@ from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError
 
 MODALITIES = ("text", "code", "pdf", "image")
+MATCH_MODES = ("any", "all", "phrase")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
     p.add_argument("--no-stream", action="store_true", help="print the whole answer at once (piped output always is)")
     p.add_argument("--debug", action="store_true", help="also show retrieval scores, the prompt, raw output")
+    p.add_argument("--match", choices=MATCH_MODES, help="any query term (default), all of them, or the exact phrase")
     p.set_defaults(run=commands.ask)
 
     p = sub.add_parser("eval", parents=[common, as_json], help="measure retrieval on the stored eval queries")
@@ -96,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--load-queries", type=Path, metavar="FILE", help="upsert queries from a JSON file first")
     p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist")
     p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
+    p.add_argument("--match", choices=MATCH_MODES, help="any query term (default), all of them, or the exact phrase")
     p.set_defaults(run=commands.evaluate)
 
     p = sub.add_parser(

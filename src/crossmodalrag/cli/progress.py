@@ -53,3 +53,24 @@ class EmbedProgress:
             self.stream.write("\r\033[K")
         if report.chunks:
             self.stream.write(f"embedding: {report.summary()}\n")
+
+
+class ReindexProgress:
+    """`re-tokenizing the search index: N/M chunks` while an upgrade rebuilds it (live on a TTY),
+    then one closing line, so a user knows why the first command after an upgrade took longer."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.started = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.live and done < total:
+            self.stream.write(f"\rre-tokenizing the search index: {done}/{total} chunks")
+            self.stream.flush()
+        elif done >= total:
+            if self.live:
+                self.stream.write("\r\033[K")
+            seconds = time.monotonic() - self.started
+            self.stream.write(f"search index re-tokenized for multilingual text: {total} chunks in {seconds:.1f} s\n")
+            self.stream.flush()

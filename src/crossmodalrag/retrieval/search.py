@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from crossmodalrag.index import fts
+from crossmodalrag.index.scripts import is_cjk, is_function_bigram
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 SECONDS_PER_DAY = 86400.0
 COVERAGE_DEPTH = 10
+STEM_MIN_LETTERS = 5  # the shortest leading part of a query word that counts as its stem (see _contains)
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,9 @@ class SearchOptions:
     title_column_weight: float = 0.0
     min_candidates: int = 50
     modalities: tuple[str, ...] = ()  # only these kinds of evidence ("text", "code", "pdf"); () = all
+    # "any" term (BM25 ranks), "all" terms, or the exact "phrase"; all and phrase also filter vector
+    # candidates, so a hybrid answer never shows evidence that lacks a required term.
+    match: str = "any"
     # The abstention gate: evidence is weak when it covers too little of the query's terms AND
     # (with vectors) is not semantically close either.
     min_coverage: float = 0.5
@@ -86,15 +91,19 @@ def search(store: Store, query: str, options: SearchOptions, semantic: "Semantic
 def _search_one(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None") -> SearchResult:
     terms = fts.query_terms(query)
     conn = store.conn
-    weights = _term_weights(conn, [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])]) if terms else {}
+    analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
+    weights = _term_weights(conn, analyzed)
     limit = max(options.min_candidates, options.top_k * 3)
-    every_match = _bm25_scores(conn, fts.match_expression(terms), options) if terms else {}
+    expression = _expression(query, terms, options.match)
+    every_match = _bm25_scores(conn, expression, options) if expression else {}
     lexical = dict(heapq.nlargest(limit, every_match.items(), key=lambda item: (item[1], -item[0])))
     cosines: dict[int, float] = {}
     if semantic is not None:
         vector = semantic.query_vector(query)
         # With a modality filter most nearest chunks may be of other kinds: look further.
         wanted = _of_modalities(conn, semantic.nearest(vector, limit * (8 if options.modalities else 1)), options)
+        if options.match != "any":
+            wanted = {chunk: cosine for chunk, cosine in wanted.items() if chunk in every_match}
         cosines = dict(list(wanted.items())[:limit])
         cosines.update(semantic.scores_for(vector, [c for c in lexical if c not in cosines]))
         lexical.update({c: every_match[c] for c in cosines if c in every_match})
@@ -108,7 +117,9 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     else:
         hits = _dedupe_with_vectors(hits, semantic, options)
     # The gate needs the best-covering hit near the top; scanning past ten adds cost, not signal.
-    coverage = max(_coverages(conn, [h.text for h in hits[:COVERAGE_DEPTH]], weights), default=0.0)
+    needed = _coverage_weights(terms, analyzed, weights)
+    texts = [h.text for h in hits[:COVERAGE_DEPTH]]
+    coverage = max(_coverages(conn, texts, needed, _prefixes(terms, analyzed)), default=0.0)
     similarity = max((cosines[h.chunk_id] for h in hits if h.chunk_id in cosines), default=None)
     return SearchResult(hits, [t.word for t in terms], coverage, similarity, semantic is not None, None, weights)
 
@@ -177,6 +188,33 @@ def is_weak(result: SearchResult, options: SearchOptions) -> bool:
     return result.coverage < options.min_coverage and not close
 
 
+def _expression(query: str, terms: list[fts.QueryTerm], match: str) -> str | None:
+    """The FTS5 MATCH expression of a query in a match mode; None when nothing can match."""
+    if match == "phrase":
+        return fts.phrase_expression(query)
+    return fts.match_expression(terms, mode=match) if terms else None
+
+
+def _coverage_weights(
+    terms: list[fts.QueryTerm], analyzed: list[list[str]], weights: dict[str, float]
+) -> dict[str, float]:
+    """The term weights the abstention gate counts: a CJK bigram is a term like any word, except
+    the grammar bigrams of questions (什么, です), which the answering note seldom contains."""
+    grammar = {
+        token
+        for term, tokens in zip(terms, analyzed, strict=True)
+        if term.is_cjk and is_function_bigram(term.word)
+        for token in tokens
+    }
+    kept = {token: weight for token, weight in weights.items() if token not in grammar}
+    return kept or weights
+
+
+def _prefixes(terms: list[fts.QueryTerm], analyzed: list[list[str]]) -> set[str]:
+    """Index tokens of the terms that match as prefixes: covered by any token that starts with them."""
+    return {token for term, tokens in zip(terms, analyzed, strict=True) if term.prefix for token in tokens}
+
+
 def _term_weights(conn: sqlite3.Connection, stems: list[list[str]]) -> dict[str, float]:
     """idf per query token; a token absent from memory gets the highest idf (it is unmatched)."""
     flat = sorted({s for group in stems for s in group})
@@ -233,7 +271,7 @@ def _score(
         row["id"]: row
         for row in conn.execute(
             "SELECT c.id, c.source_id, c.text, c.locator, c.modality, c.metadata, s.uri, s.source_type, s.title, "
-            "s.timestamp "
+            "s.timestamp, c.char_start, c.char_end, c.byte_start, c.byte_end "
             f"FROM chunks c JOIN sources s ON s.id = c.source_id WHERE c.id IN ({','.join('?' * len(ids))})",
             ids,
         )
@@ -279,6 +317,10 @@ def _score(
                 page=extras.get("page"),
                 ocr_confidence=extras.get("ocr_confidence"),
                 source_id=row["source_id"],
+                char_start=row["char_start"],
+                char_end=row["char_end"],
+                byte_start=row["byte_start"],
+                byte_end=row["byte_end"],
             )
         )
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
@@ -310,10 +352,34 @@ def _recency(timestamp: float | None, newest: float | None, half_life_days: floa
     return 0.5 ** (age_days / half_life_days)
 
 
-def _coverages(conn: sqlite3.Connection, texts: list[str], weights: dict[str, float]) -> list[float]:
-    """Idf-weighted fraction of the query's tokens that each text contains."""
+def _matches(
+    conn: sqlite3.Connection, texts: list[str], weights: dict[str, float], prefixes: set[str] | None = None
+) -> list[set[str]]:
+    """The query tokens (keys of `weights`) that each text covers (see _contains)."""
+    if not texts or not weights:
+        return [set() for _ in texts]
+    prefixes = prefixes or set()
+    token_sets = fts.analyze(conn, [fts.index_body(t) for t in texts])
+    return [{token for token in weights if _contains(tokens, token, token in prefixes)} for tokens in token_sets]
+
+
+def _coverages(
+    conn: sqlite3.Connection, texts: list[str], weights: dict[str, float], prefixes: set[str] | None = None
+) -> list[float]:
+    """Idf-weighted fraction of the query's tokens that each text covers."""
     total = sum(weights.values())
-    if not texts or total <= 0:
+    if total <= 0:
         return [0.0 for _ in texts]
-    token_sets = fts.analyze(conn, [fts.index_body(t) for t in texts], only=set(weights))
-    return [sum(w for token, w in weights.items() if token in tokens) / total for tokens in token_sets]
+    return [sum(weights[token] for token in found) / total for found in _matches(conn, texts, weights, prefixes)]
+
+
+def _contains(tokens: set[str], token: str, as_prefix: bool) -> bool:
+    """Does a text with these index tokens cover a query token? Exactly; or, for a long word that
+    matched as a prefix, through a word that starts with it (Gebäude in Gebäudekomplex); or
+    through the word's stem: an inflected query word (Turkish evlerinden, German Kaisers) counts
+    when the text has its first STEM_MIN_LETTERS or more letters as a word of its own (evler)."""
+    if token in tokens or (as_prefix and any(t.startswith(token) for t in tokens)):
+        return True
+    if len(token) <= STEM_MIN_LETTERS or is_cjk(token):
+        return False
+    return any(token[:n] in tokens for n in range(STEM_MIN_LETTERS, len(token)))

@@ -1,6 +1,11 @@
-"""English function words dropped from queries: they match everything and rank nothing."""
+"""Function words dropped from queries: they match everything and rank nothing.
 
-STOPWORDS = frozenset(
+Each list applies to its own language only: a query's language is guessed from which list its
+words hit most (English when nothing stands out), and only that language's words are dropped, so
+English `die` or `con` is never mistaken for German or Spanish and the other way round.
+"""
+
+ENGLISH = frozenset(
     """
 a about above after again against all also am an and any are aren arent as at be because been
 before being below between both but by can could d did didn didnt do does doesn doesnt doing don
@@ -13,3 +18,52 @@ was wasn wasnt we were what when where which while who whom why will with won wo
 you your yours yourself yourselves
 """.split()
 )
+STOPWORDS = ENGLISH  # the name other modules import
+
+GERMAN = frozenset(
+    """
+aber als am an auch auf aus bei bin bis bist da damit dann das dass dem den denn der des dich die
+dir doch dort du durch ein eine einem einen einer eines er es etwa für hat hatte hatten ich ihr im
+in ist ja je jede jedem jeden jeder kann kein keine man mich mir mit muss nach nicht noch nur ob
+oder ohne sehr sein seine sich sie sind so über um und uns unter vom von vor war waren was weil
+welche welchem welchen welcher welches wenn wer werden wie wieviel wieviele wird wo worden wurde
+wurden zu zum zur
+""".split()
+)
+SPANISH = frozenset(
+    """
+a al algo como con cual cuales cuando cuanto cuantos cuál cuáles cuándo cuánto cuántos cómo de
+del donde dónde el ella ellos en entre era es esa ese eso esta este esto fue fueron ha han hay la
+las le les lo los más me mi muy no nos o para pero por que quien quienes quién quiénes qué se
+sin sobre son su sus también un una unos y ya
+""".split()
+)
+VIETNAMESE = frozenset(
+    """
+ai bao các cái có của cho đã đâu để đó được gì hay là lúc mà mấy một này nào những nơi ra rằng
+sao thì trong và vào về với
+""".split()
+)
+FRENCH = frozenset(
+    """
+au aux avec ce ces combien comment dans de des du elle en est et il ils la le les leur lui mais
+ne nous on ou où par pas pour pourquoi quand que quel quelle quelles quels qui sa se ses son sont
+sur un une vous
+""".split()
+)
+BY_LANGUAGE = {"en": ENGLISH, "de": GERMAN, "es": SPANISH, "fr": FRENCH, "vi": VIETNAMESE}
+
+
+def guess_language(words: list[str]) -> str:
+    """The language whose function words the lowercase words hit most; English on a tie or none."""
+    best, best_hits = "en", sum(word in ENGLISH for word in words)
+    for language, stopwords in BY_LANGUAGE.items():
+        hits = sum(word in stopwords for word in words)
+        if hits > best_hits:
+            best, best_hits = language, hits
+    return best
+
+
+def stopwords_for(words: list[str]) -> frozenset[str]:
+    """The function words to drop from a query made of these (lowercase) words."""
+    return BY_LANGUAGE[guess_language(words)]

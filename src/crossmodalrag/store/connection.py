@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from crossmodalrag.errors import StoreError
-from crossmodalrag.store.migrations import LATEST_VERSION, applied_version, migrate
+from crossmodalrag.store.migrations import LATEST_VERSION, Progress, applied_version, migrate
 
 try:
     import fcntl
@@ -157,8 +157,11 @@ class Store:
         self.close()
 
 
-def open_store(path: Path, create: bool = True, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> Store:
-    """Open (and migrate) the database. Raises StoreError if it is missing, corrupt, too new or stays locked."""
+def open_store(
+    path: Path, create: bool = True, busy_timeout: float = BUSY_TIMEOUT_SECONDS, progress: Progress | None = None
+) -> Store:
+    """Open (and migrate) the database; `progress` hears from a long migration (re-tokenizing).
+    Raises StoreError if it is missing, corrupt, too new or stays locked."""
     path = Path(path)
     if not path.exists():
         if not create:
@@ -170,7 +173,7 @@ def open_store(path: Path, create: bool = True, busy_timeout: float = BUSY_TIMEO
         conn = None
         try:
             conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
-            _prepare(conn, path, busy_timeout)
+            _prepare(conn, path, busy_timeout, progress)
             break
         except sqlite3.DatabaseError as exc:
             if conn is not None:
@@ -197,7 +200,7 @@ def open_store(path: Path, create: bool = True, busy_timeout: float = BUSY_TIMEO
     return Store(conn, path, patience)
 
 
-def _prepare(conn: sqlite3.Connection, path: Path, busy_timeout: float) -> None:
+def _prepare(conn: sqlite3.Connection, path: Path, busy_timeout: float, progress: Progress | None = None) -> None:
     """Pragmas every connection needs, then the schema check. Raises StoreError if the file is too new."""
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
     conn.execute("PRAGMA journal_mode = WAL")
@@ -211,10 +214,10 @@ def _prepare(conn: sqlite3.Connection, path: Path, busy_timeout: float) -> None:
             "upgrade crossmodalrag (pip install -U crossmodalrag)",
         )
     if version < LATEST_VERSION:
-        _migrate_once(conn)
+        _migrate_once(conn, progress)
 
 
-def _migrate_once(conn: sqlite3.Connection) -> None:
+def _migrate_once(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
     """Migrate, tolerating another process that migrates the same new database at the same moment.
 
     Both read version 0, the loser's CREATE TABLE fails once the winner committed; each migration
@@ -223,7 +226,7 @@ def _migrate_once(conn: sqlite3.Connection) -> None:
     for _ in range(LATEST_VERSION + 1):
         before = applied_version(conn)
         try:
-            migrate(conn)
+            migrate(conn, progress=progress)
             return
         except sqlite3.OperationalError:
             if applied_version(conn) <= before:

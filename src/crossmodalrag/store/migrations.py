@@ -9,8 +9,22 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from typing import Callable
 
-MIGRATIONS: list[tuple[int, str]] = [
+from crossmodalrag.index import fts
+
+# (chunks done, chunks in all): how a long data migration reports where it is.
+Progress = Callable[[int, int], None]
+
+
+def retokenize(conn: sqlite3.Connection, progress: Progress | None) -> None:
+    """Rebuild chunks_fts from the stored chunks with today's text preparation (CJK bigrams,
+    exact forms of accented words): no re-ingest, no re-embedding."""
+    fts.rebuild(conn, progress)
+
+
+# (version, SQL) or (version, SQL, a Python step run after the SQL in the same transaction).
+MIGRATIONS: list[tuple] = [
     (
         1,
         """
@@ -86,6 +100,16 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX chunk_vectors_chunk ON chunk_vectors(chunk_id);
         """,
     ),
+    (
+        4,
+        """
+        -- UTF-8 byte offsets of a chunk's body in its source text, beside the character offsets;
+        -- NULL for chunks stored before this version, until their source changes.
+        ALTER TABLE chunks ADD COLUMN byte_start INTEGER;
+        ALTER TABLE chunks ADD COLUMN byte_end INTEGER;
+        """,
+        retokenize,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
@@ -98,10 +122,11 @@ def applied_version(conn: sqlite3.Connection) -> int:
     return row[0] or 0
 
 
-def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION) -> list[int]:
-    """Apply pending migrations up to `target`, each in its own transaction; returns those applied."""
+def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION, progress: Progress | None = None) -> list[int]:
+    """Apply pending migrations up to `target`, each in its own transaction; returns those applied.
+    `progress` hears from data migrations that rewrite many rows (re-tokenizing the index)."""
     done = []
-    for version, sql in MIGRATIONS:
+    for version, sql, *step in MIGRATIONS:
         if version > target or version <= applied_version(conn):
             continue
         conn.execute("BEGIN IMMEDIATE")
@@ -109,6 +134,8 @@ def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION) -> list[int]
             # executescript would commit early; run statement by statement inside our transaction.
             for statement in _statements(sql):
                 conn.execute(statement)
+            for action in step:
+                action(conn, progress)
             conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))
             conn.execute("COMMIT")
         except BaseException:

@@ -1,0 +1,41 @@
+"""Text preparation for many scripts: CJK bigrams and exact-form tokens, checked against FTS5 itself."""
+
+from __future__ import annotations
+
+import sqlite3
+import unicodedata
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crossmodalrag.index.scripts import EXACT_ALPHABET, EXACT_MARK, bigrams, exact_token, segment_cjk
+
+
+def test_cjk_runs_become_overlapping_bigrams_and_other_text_stays():
+    assert bigrams("解析器") == ["解析", "析器"] and bigrams("猫") == ["猫"]
+    assert segment_cjk("用parseConfig解析器").split() == ["用", "parseConfig", "解析", "析器"]
+    assert segment_cjk("東京で会議").split() == ["東京", "京で", "で会", "会議"]
+    assert segment_cjk("plain text") == "plain text"
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12))
+def test_an_exact_token_survives_the_index_tokenizer_unchanged_and_is_reversible(word):
+    token = exact_token(word)
+    if token is None:
+        return
+    assert token.startswith(EXACT_MARK) and set(token[2:]) <= set(EXACT_ALPHABET)
+    letters = token[2:]
+    decoded = bytes(
+        EXACT_ALPHABET.index(letters[i]) * 16 + EXACT_ALPHABET.index(letters[i + 1]) for i in range(0, len(letters), 2)
+    )
+    assert decoded.decode("utf-8") == unicodedata.normalize("NFC", word.lower())
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(b, tokenize = 'porter unicode61 remove_diacritics 2')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, row)")
+    conn.execute("INSERT INTO t (b) VALUES (?)", (token,))
+    assert [r[0] for r in conn.execute("SELECT term FROM v")] == [token]
+
+
+def test_words_that_folding_would_not_change_have_no_exact_token():
+    assert exact_token("giao") is None and exact_token("解析") is None
+    assert exact_token("bàn") != exact_token("bán")
