@@ -34,9 +34,6 @@ from benchlib import DEFAULT_SHARED, clean_environment, log, machine, percentile
 from locomo import turn_documents
 
 from crossmodalrag.answer.citations import CITATION
-from crossmodalrag.answer.evidence import open_retriever
-from crossmodalrag.answer.llm import load_llm
-from crossmodalrag.answer.synthesize import ask_with_llm
 from crossmodalrag.config import Settings
 from crossmodalrag.ingest import IngestReport, ingest_documents
 from crossmodalrag.store import open_store
@@ -76,64 +73,81 @@ def run_sample(model: Path, workdir: Path, env: dict[str, str]) -> dict:
     return {"overall": report["overall"], "model": report["model"]}
 
 
-def pick_questions(data: list[dict], per_category: int) -> list[tuple[int, dict]]:
+def pick_questions(data: list[dict], per_category: int, seed: int = 0) -> list[tuple[int, dict]]:
     pool: dict[int, list[tuple[int, dict]]] = {c: [] for c in CATEGORIES}
     for index, sample in enumerate(data):
         for question in sample["qa"]:
             if question.get("category") in CATEGORIES:
                 pool[question["category"]].append((index, question))
-    rng = random.Random(0)
+    rng = random.Random(seed)
     return [item for category in CATEGORIES for item in rng.sample(pool[category], per_category)]
 
 
-def run_locomo(data: list[dict], model: Path, workdir: Path, per_category: int, hybrid: bool) -> dict:
-    settings = Settings(db_path=workdir / "unused.db", llm_model_path=str(model))
-    llm = load_llm(settings)
-    chosen = pick_questions(data, per_category)
-    stores, retrievers = {}, {}
-    for index in sorted({i for i, _ in chosen}):
-        conv_settings = Settings(db_path=workdir / f"locomo-{index}.db")
-        stores[index] = open_store(conv_settings.db_path)
-        ingest_documents(stores[index], turn_documents(index, data[index]["conversation"]), {}, IngestReport())
-        if hybrid:
-            from crossmodalrag.cli.commands import embed_new_chunks
-            from crossmodalrag.index.models import install_offline
-
-            install_offline(conv_settings)
-            embed_new_chunks(stores[index], conv_settings)
-        retrievers[index] = open_retriever(stores[index], conv_settings, lexical_only=not hybrid)
-        log(f"[locomo] conversation {index} indexed ({'hybrid' if hybrid else 'lexical'})")
+def run_locomo(
+    data: list[dict], model: Path, workdir: Path, per_category: int, hybrid: bool, env: dict, seed: int = 0
+) -> tuple[dict, list[dict]]:
+    """Each conversation in its own memory (indexed in process: no `mem` command ingests LoCoMo's
+    turns yet), its questions asked through one `mem chat --json` process with the product's defaults."""
+    chosen = pick_questions(data, per_category, seed)
     rows = []
-    for number, (index, question) in enumerate(chosen, 1):
-        answer = ask_with_llm(retrievers[index], question["question"], settings, llm=llm, debug=True)
-        adversarial = question["category"] == 5
-        prompt = answer.debug.get("prompt") if answer.debug else None
-        prompt_tokens = llm.count_tokens("\n".join(m["content"] for m in prompt)) if prompt else None
-        evidence_tokens = llm.count_tokens(prompt[-1]["content"]) if prompt else None
-        rows.append(
-            {
-                "category": CATEGORIES[question["category"]],
-                "adversarial": adversarial,
-                "abstained": answer.abstained,
-                "abstention_reason": answer.abstention_reason,
-                "mode": answer.mode,
-                "invalid_citations": sum(1 for w in answer.citation_warnings if w["kind"] == "invalid_citation"),
-                "cited": len(answer.citations) if answer.mode == "llm" else 0,
-                "f1": None if adversarial else (0.0 if answer.abstained else token_f1(answer.text, question["answer"])),
-                "first_token_seconds": answer.timing.get("first_token_seconds"),
-                "total_seconds": answer.timing["total_seconds"],
-                "prompt_chars": answer.usage.get("prompt_chars"),
-                "prompt_tokens": prompt_tokens,
-                "evidence_tokens": evidence_tokens,
-            }
+    for index in sorted({i for i, _ in chosen}):
+        settings = Settings(db_path=workdir / f"locomo-{index}.db")
+        with open_store(settings.db_path) as store:
+            if not store.conn.execute("SELECT 1 FROM sources LIMIT 1").fetchone():
+                ingest_documents(store, turn_documents(index, data[index]["conversation"]), {}, IngestReport())
+            if hybrid:
+                from crossmodalrag.cli.commands import embed_new_chunks
+                from crossmodalrag.index.models import install_offline
+
+                install_offline(settings)
+                embed_new_chunks(store, settings)
+        questions = [q for i, q in chosen if i == index]
+        log(f"[locomo] conversation {index}: {len(questions)} questions through mem chat --json")
+        conv_env = {**env, "CMRAG_DB_PATH": str(settings.db_path), "CMRAG_LLM_MODEL_PATH": str(model)}
+        lines = "\n".join(" ".join(q["question"].split()) for q in questions) + "\n"
+        done = subprocess.run(
+            [sys.executable, "-m", "crossmodalrag", "chat", "--json"],
+            input=lines,
+            env=conv_env,
+            capture_output=True,
+            text=True,
         )
-        log(
-            f"[locomo] {number}/{len(chosen)} {CATEGORIES[question['category']]}: "
-            f"{answer.abstention_reason or 'answered'} in {answer.timing['total_seconds']:.1f} s"
-        )
-    for store in stores.values():
-        store.close()
+        answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+        if done.returncode != 0 or len(answers) != len(questions):
+            raise SystemExit(f"mem chat failed on conversation {index}: {done.stderr[-400:]}")
+        rows += [locomo_row(index, q, a) for q, a in zip(questions, answers, strict=True)]
+        log(f"[locomo] conversation {index}: {sum(r['abstained'] for r in rows[-len(questions) :])} abstained")
     return summarize(rows)
+
+
+def locomo_row(index: int, question: dict, answer: dict) -> dict:
+    adversarial = question["category"] == 5
+    claims = (answer.get("verification") or {}).get("claims", [])
+    cited_turns = {c["source_uri"].removeprefix(f"locomo:{index}:") for c in answer["citations"]}
+    gold = str(question.get("answer", ""))
+    short = answer.get("short_answer") or ""
+    return {
+        "category": CATEGORIES[question["category"]],
+        "adversarial": adversarial,
+        "abstained": answer["abstained"],
+        "abstention_reason": answer["abstention_reason"],
+        "mode": answer["mode"],
+        "invalid_citations": sum(1 for w in answer["citation_warnings"] if w["kind"] == "invalid_citation"),
+        "cited": len(answer["citations"]),
+        "cites_gold": bool(cited_turns & set(question.get("evidence", []))),
+        "f1": None if adversarial else (0.0 if answer["abstained"] else token_f1(short, gold)),
+        "f1_full_answer": None if adversarial else (0.0 if answer["abstained"] else token_f1(answer["answer"], gold)),
+        "claims_checked": sum(1 for c in claims if c["margin"] is not None),
+        "claims_unsupported": sum(1 for c in claims if not c["supported"]),
+        "gate_margin": (answer.get("verification") or {}).get("gate_margin"),
+        "claim_margins": [[c["margin"], c["short_answer"]] for c in claims],
+        "short_answer": short,
+        "gold": gold,
+        "first_token_seconds": answer["timing"].get("first_token_seconds"),
+        "total_seconds": answer["timing"]["total_seconds"],
+        "verifier_seconds": answer["timing"].get("gate_seconds", 0) + answer["timing"].get("verification_seconds", 0),
+        "prompt_chars": answer["usage"].get("prompt_chars"),
+    }
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -142,8 +156,9 @@ def summarize(rows: list[dict]) -> dict:
     adversarial = [r for r in rows if r["adversarial"]]
     first = [r["first_token_seconds"] for r in generated if r["first_token_seconds"] is not None]
     total = [r["total_seconds"] for r in generated]
-    tokens = [r["prompt_tokens"] for r in generated if r["prompt_tokens"]]
-    evidence = [r["evidence_tokens"] for r in generated if r["evidence_tokens"]]
+    chars = [r["prompt_chars"] for r in generated if r["prompt_chars"]]
+    checked = sum(r["claims_checked"] for r in generated)
+    verifier = [r["verifier_seconds"] for r in generated if r["verifier_seconds"]]
 
     def mean(values: list[float]) -> float | None:
         return round(sum(values) / len(values), 4) if values else None
@@ -172,14 +187,41 @@ def summarize(rows: list[dict]) -> dict:
             "p95": _p(total, 0.95),
             "max": round(max(total), 2) if total else None,
         },
-        "prompt_tokens": {"p50": _p(tokens, 0.5), "max": max(tokens) if tokens else None},
-        "evidence_message_tokens": {"p50": _p(evidence, 0.5), "max": max(evidence) if evidence else None},
+        "prompt_chars": {"p50": _p(chars, 0.5), "max": max(chars) if chars else None},
+        "short_answer_f1": mean([r["f1"] for r in answerable]),
+        "full_answer_f1": mean([r["f1_full_answer"] for r in answerable]),
+        "answered_citing_gold_evidence": mean(
+            [1.0 if r["cites_gold"] else 0.0 for r in answerable if not r["abstained"]]
+        ),
+        "claims_checked": checked,
+        "unsupported_sentence_rate_before_verification": round(
+            sum(r["claims_unsupported"] for r in generated) / checked, 4
+        )
+        if checked
+        else None,
+        "abstained_as_unsupported": sum(1 for r in rows if r["abstention_reason"] == "unsupported"),
+        "abstained_by_gate_or_model": sum(1 for r in rows if r["abstention_reason"] == "llm_insufficient"),
+        "verifier_seconds": {
+            "p50": _p(verifier, 0.5),
+            "pairs_per_second": round(
+                sum(r["claims_checked"] + 1 for r in generated if r["verifier_seconds"]) / sum(verifier), 2
+            )
+            if verifier
+            else None,
+        },
         "per_category": per_category,
     }
 
 
 def _p(values: list[float], q: float) -> float | None:
     return round(percentile(values, q), 2) if values else None
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, _, value = text.partition("=")
+    if not name or not value:
+        raise argparse.ArgumentTypeError("expected NAME=VALUE")
+    return name.strip(), value.strip()
 
 
 def main() -> None:
@@ -190,6 +232,17 @@ def main() -> None:
     parser.add_argument("--per-category", type=int, default=20)
     parser.add_argument("--lexical-only", action="store_true", help="LoCoMo without embeddings")
     parser.add_argument("--skip-sample", action="store_true")
+    parser.add_argument("--baseline", action="store_true", help="also run LoCoMo with verification off")
+    parser.add_argument("--seed", type=int, default=0, help="which LoCoMo questions (0: the benchmark's)")
+    parser.add_argument("--rows", action="store_true", help="include every question's row (margins, answers)")
+    parser.add_argument(
+        "--set",
+        type=_setting,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the asked questions, e.g. abstain_min_margin=-100 (calibration runs)",
+    )
     args = parser.parse_args()
     env = clean_environment()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="generation-"))
@@ -199,7 +252,19 @@ def main() -> None:
     if not args.skip_sample:
         result["sample"] = run_sample(args.model.resolve(), workdir, env)
     data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
-    result["locomo"] = run_locomo(data, args.model.resolve(), workdir, args.per_category, not args.lexical_only)
+    for name, value in args.set:
+        env[f"CMRAG_{name.upper()}"] = value  # recorded below: a calibration run, not the defaults
+    result["settings"] = dict(args.set)
+    model, hybrid = args.model.resolve(), not args.lexical_only
+    result["locomo"], rows = run_locomo(data, model, workdir, args.per_category, hybrid, env, args.seed)
+    if args.rows:
+        result["locomo_rows"] = rows
+    if args.baseline:
+        log("[locomo] baseline: the same questions with CMRAG_LLM_VERIFY=off")
+        off = {**env, "CMRAG_LLM_VERIFY": "off"}
+        result["locomo_without_verification"] = run_locomo(
+            data, model, workdir, args.per_category, hybrid, off, args.seed
+        )[0]
     result["wall_seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(result, indent=2))
 

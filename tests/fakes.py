@@ -51,12 +51,26 @@ class ScriptedLLM:
     provider = "fake"
     model = "scripted"
 
-    def __init__(self, text: str = "", fail: Exception | None = None, fail_after: int | None = None) -> None:
+    def __init__(
+        self,
+        text: str = "",
+        fail: Exception | None = None,
+        fail_after: int | None = None,
+        margins: list[float] | None = None,
+    ) -> None:
         self.text = text
         self.fail = fail
         self.fail_after = fail_after
         self.calls: list[list[dict]] = []
         self.usage: dict[str, int] = {}
+        # The judge's yes-minus-no margins, handed out in order (the gate's first, then one per
+        # checked sentence); once used up, every check passes with +5.
+        self.margins = list(margins or [])
+        self.judged: list[list[dict]] = []
+
+    def support_margins(self, prompts):
+        self.judged.extend(prompts)
+        return [self.margins.pop(0) if self.margins else 5.0 for _ in prompts]
 
     def check(self) -> str:
         return "scripted model ready"

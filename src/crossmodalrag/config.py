@@ -51,6 +51,15 @@ def _fraction(value: str) -> float:
     return number
 
 
+def _switch(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("on", "true", "yes", "1"):
+        return True
+    if lowered in ("off", "false", "no", "0"):
+        return False
+    raise ValueError(f"{value!r} is not on or off")
+
+
 def _count(value: str) -> int:
     number = int(value)
     if number < 0:
@@ -69,10 +78,16 @@ SCALARS: dict[str, Setting] = {
     "dedupe_threshold": Setting("retrieval", _fraction),
     "abstain_min_coverage": Setting("retrieval", _fraction),
     "abstain_min_similarity": Setting("retrieval", _fraction),
+    "abstain_min_matched_terms": Setting("retrieval", _count),
+    "abstain_min_coverage_long": Setting("retrieval", _fraction),
+    "abstain_min_margin": Setting("llm", float),
+    "verify_min_margin": Setting("llm", float),
+    "llm_verify": Setting("llm", _switch, "verify"),
     "match": Setting("retrieval", _one_of("any", "all", "phrase")),
     "embed_model": Setting("embeddings", str, "model"),
     "embed_model_path": Setting("embeddings", str, "model_path"),
     "embed_batch_size": Setting("embeddings", _count, "batch_size"),
+    "embed_threads": Setting("embeddings", _count, "threads"),
     "ann_min_vectors": Setting("embeddings", _count),
     "ocr_engine": Setting("connectors", _one_of("rapidocr", "tesseract")),
     "git_max_commits": Setting("connectors", _count),
@@ -124,9 +139,18 @@ class Settings:
     match: str = "any"  # any query term, all of them, or the exact phrase (`--match`)
     abstain_min_coverage: float = 0.5
     abstain_min_similarity: float = 0.5
+    # Fitted on SciFact train and LoCoMo dev (bench/calibrate_gate.py): a long question is answerable
+    # when 3+ of its terms occur in one passage covering 20%+ of its weight.
+    abstain_min_matched_terms: int = 3
+    abstain_min_coverage_long: float = 0.2
+    # The model's yes-minus-no logit margins (answer/verify.py), fitted on the same dev data.
+    abstain_min_margin: float = 0.0  # "does the evidence answer the question?"
+    verify_min_margin: float = 0.0  # "does the cited excerpt state this sentence?"
+    llm_verify: bool = True  # CMRAG_LLM_VERIFY=off: no gate margin, no claim checks
     embed_model: str | None = None  # None: the offline MiniLM if installed, else BAAI/bge-small-en-v1.5
     embed_model_path: str | None = None
     embed_batch_size: int = 32
+    embed_threads: int = 0  # 0 = the cores no other process keeps busy when the model loads (cpu.py)
     ann_min_vectors: int = 500_000  # below this, exact numpy search is fast enough (9 ms at 100k)
     fusion: str = "weighted"
     ocr_engine: str = "rapidocr"  # or "tesseract" (Debian's tesseract-ocr through pytesseract)
@@ -147,7 +171,7 @@ class Settings:
     llm_temperature: float = 0.0  # greedy: the same question over the same memory gets the same answer
     llm_context_tokens: int = 4096
     llm_evidence_chars: int = 2800  # the evidence budget of one prompt: ~700 tokens, ~10 s to read on 2 cores
-    llm_threads: int = 0  # in-process threads; 0 = every core (fastest on an idle machine)
+    llm_threads: int = 0  # in-process threads; 0 = the cores no other process keeps busy (cpu.py)
 
     @property
     def models_dir(self) -> Path:

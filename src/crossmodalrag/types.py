@@ -142,6 +142,9 @@ class Answer:
     notices: list[str] = field(default_factory=list)  # e.g. why the model was not used
     usage: dict[str, int] = field(default_factory=dict)  # prompt size and token counts
     debug: dict[str, Any] | None = None  # raw prompt and output, with --debug
+    short_answer: str | None = None  # the answer in a few words, when a model wrote one
+    # The model's own checks (answer/verify.py): the gate's margin and each sentence's verdict.
+    verification: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -162,5 +165,7 @@ class Answer:
             "notices": self.notices,
             "usage": self.usage,
             "timing": {k: round(v, 6) for k, v in self.timing.items()},
+            "short_answer": self.short_answer,
+            "verification": self.verification,
             **({"debug": self.debug} if self.debug is not None else {}),
         }

@@ -30,6 +30,8 @@ def search_options(
         dedupe_threshold=settings.dedupe_threshold,
         min_coverage=settings.abstain_min_coverage,
         min_similarity=settings.abstain_min_similarity,
+        min_matched_terms=settings.abstain_min_matched_terms,
+        min_coverage_long=settings.abstain_min_coverage_long,
         modalities=tuple(modalities),
         match=settings.match,
     )
@@ -105,7 +107,9 @@ def abstention_text(result: SearchResult, options: SearchOptions) -> str:
     )
     return (
         "No answer: nothing in memory matches this question well enough "
-        f"(the best evidence covers {result.coverage:.0%} of the query, needs {options.min_coverage:.0%}{closeness})."
+        f"(the best evidence covers {result.coverage:.0%} of the query with {result.matched_terms} of its terms, "
+        f"needs {options.min_coverage:.0%}, or {options.min_matched_terms} terms and {options.min_coverage_long:.0%}"
+        f"{closeness})."
     )
 
 

@@ -14,11 +14,13 @@ from crossmodalrag.answer.citations import is_insufficient, strip_marker, valida
 from crossmodalrag.answer.evidence import Retriever, evidence_answer
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages
+from crossmodalrag.answer.verify import Verification, gate_margin, short_answer, verify_answer
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.types import Answer
 
 LLM_INSUFFICIENT = "llm_insufficient"
+UNSUPPORTED = "unsupported"
 
 
 class MarkerGuard:
@@ -51,7 +53,10 @@ def ask_with_llm(
     debug: bool = False,
 ) -> Answer:
     """A grounded answer: model text citing [E#] evidence, an abstention with its reason, or the
-    evidence answer when no model can be used. `on_text` receives the answer as it streams."""
+    evidence answer when no model can be used. `on_text` receives the answer as it streams.
+
+    With verification on (the default), the model first judges whether the evidence answers the
+    question at all, then every sentence it wrote against the excerpts that sentence cites."""
     started = time.perf_counter()
     result = retriever.search(query)
     retrieval_seconds = time.perf_counter() - started
@@ -66,9 +71,43 @@ def ask_with_llm(
     except CMRAGError as error:
         fallback.notices.append(f"showing the evidence answer: {error}")
         return fallback
+    evidence, budget = fallback.evidence, settings.llm_evidence_chars
+    checks: dict = {}
+    timing = {"retrieval_seconds": retrieval_seconds}
+    messages, raw = build_messages(query, evidence, budget), ""
+    try:
+        if settings.llm_verify:
+            checked = time.perf_counter()
+            checks["gate_margin"] = round(gate_margin(llm, query, evidence, budget), 3)
+            checks["gate_min_margin"] = settings.abstain_min_margin
+            timing["gate_seconds"] = time.perf_counter() - checked
+        if checks.get("gate_margin", 0.0) < settings.abstain_min_margin:
+            answer = _abstain(fallback, LLM_INSUFFICIENT, _not_answered_text(evidence), model, checks, timing)
+        else:
+            raw, timing = _generate(llm, messages, settings, on_text, timing)
+            report = validate(strip_marker(raw) if not _leads_with_marker(raw) else "", evidence)
+            if is_insufficient(raw, report):
+                answer = _abstain(fallback, LLM_INSUFFICIENT, _insufficient_text(evidence), model, checks, timing)
+            else:
+                answer = _verified(llm, query, evidence, settings, report, fallback, model, checks, timing)
+    except LLMError as error:
+        fallback.notices.append(f"the language model failed ({error}); showing the evidence answer")
+        fallback.llm = model
+        fallback.timing["total_seconds"] = time.perf_counter() - started
+        return fallback
+    answer.usage = {
+        "prompt_chars": sum(len(m["content"]) for m in messages),
+        "evidence_chars": len(messages[-1]["content"]),
+        **llm.usage,
+    }
+    answer.timing["total_seconds"] = time.perf_counter() - started
+    if debug:
+        answer.debug = {**(fallback.debug or {}), "prompt": messages, "raw_output": raw, "verification": checks}
+    return answer
 
-    evidence = fallback.evidence
-    messages = build_messages(query, evidence, settings.llm_evidence_chars)
+
+def _generate(llm: LLM, messages: list, settings: Settings, on_text, timing: dict) -> tuple[str, dict]:
+    """Stream the answer (through the marker guard to `on_text`); the raw text and its timings."""
     generation = Generation(settings.llm_max_tokens, settings.llm_temperature)
     guard = MarkerGuard(on_text) if on_text else None
     pieces: list[str] = []
@@ -82,51 +121,84 @@ def ask_with_llm(
             if guard:
                 guard.feed(piece)
     except LLMError as error:
-        fallback.notices.append(
-            f"the language model failed{' mid-answer' if pieces else ''} ({error}); showing the evidence answer"
-        )
-        fallback.llm = model
-        fallback.timing["total_seconds"] = time.perf_counter() - started
-        return fallback
+        if pieces:
+            raise LLMError(f"{error.message} (mid-answer)", error.hint) from None
+        raise
     generation_seconds = time.perf_counter() - generation_started
+    gate = timing.get("gate_seconds", 0.0)
+    return "".join(pieces), {
+        **timing,
+        # What the user waits for: the gate's check happens before the first token can appear.
+        "first_token_seconds": gate + (first_token if first_token is not None else generation_seconds),
+        "generation_seconds": generation_seconds,
+    }
 
-    raw = "".join(pieces)
-    report = validate(strip_marker(raw) if not _leads_with_marker(raw) else "", evidence)
-    abstained = is_insufficient(raw, report)
-    answer = Answer(
-        query=query,
+
+def _verified(llm, query, evidence, settings, report, fallback, model, checks, timing) -> Answer:
+    """The model's answer after each sentence was checked: unsupported sentences removed, or an
+    abstention (`unsupported`) when the short answer or everything else fails."""
+    text = report.text
+    if settings.llm_verify:
+        started = time.perf_counter()
+        verification = verify_answer(
+            llm, query, evidence, settings.llm_evidence_chars, text, settings.verify_min_margin
+        )
+        timing["verification_seconds"] = time.perf_counter() - started
+        checks.update(claims=[v.to_dict() for v in verification.verdicts], claim_min_margin=settings.verify_min_margin)
+        if verification.unsupported:
+            return _abstain(fallback, UNSUPPORTED, _unsupported_text(verification), model, checks, timing)
+        if verification.dropped:
+            report = validate(verification.text(), evidence)
+            report.warnings += [
+                {"kind": "unsupported_claim", "citation": "", "detail": v.sentence[:200]} for v in verification.dropped
+            ]
+    answer = _copy(fallback, abstained=False, reason=None, text=report.text, model=model, checks=checks)
+    answer.citations, answer.citation_warnings = report.citations(), report.warnings
+    answer.short_answer = short_answer(report.text)
+    answer.timing = dict(timing)
+    return answer
+
+
+def _abstain(fallback: Answer, reason: str, text: str, model: dict, checks: dict, timing: dict) -> Answer:
+    answer = _copy(fallback, abstained=True, reason=reason, text=text, model=model, checks=checks)
+    answer.timing = dict(timing)
+    return answer
+
+
+def _copy(fallback: Answer, abstained: bool, reason: str | None, text: str, model: dict, checks: dict) -> Answer:
+    return Answer(
+        query=fallback.query,
         abstained=abstained,
-        abstention_reason=LLM_INSUFFICIENT if abstained else None,
+        abstention_reason=reason,
         top_score=fallback.top_score,
         match_coverage=fallback.match_coverage,
-        evidence=evidence,
-        text=_insufficient_text(evidence) if abstained else report.text,
+        evidence=fallback.evidence,
+        text=text,
         retrieval=fallback.retrieval,
         similarity=fallback.similarity,
         comparison=fallback.comparison,
         mode="llm",
         llm=model,
-        citations=[] if abstained else report.citations(),
-        citation_warnings=[] if abstained else report.warnings,
-        usage={
-            "prompt_chars": sum(len(m["content"]) for m in messages),
-            "evidence_chars": len(messages[-1]["content"]),
-            **llm.usage,
-        },
-        timing={
-            "retrieval_seconds": retrieval_seconds,
-            "first_token_seconds": first_token if first_token is not None else generation_seconds,
-            "generation_seconds": generation_seconds,
-            "total_seconds": time.perf_counter() - started,
-        },
+        verification=checks or None,
     )
-    if debug:
-        answer.debug = {**(fallback.debug or {}), "prompt": messages, "raw_output": raw}
-    return answer
 
 
 def _leads_with_marker(text: str) -> bool:
     return text.strip().lstrip("*_`\"' ").upper().replace(" ", "_").startswith(INSUFFICIENT)
+
+
+def _not_answered_text(evidence: list) -> str:
+    return (
+        f"No answer: the language model judged that the {len(evidence)} retrieved pieces of evidence do not answer "
+        "this question (see `--explain` for its margin)."
+    )
+
+
+def _unsupported_text(verification: Verification) -> str:
+    return (
+        "No answer: the language model's answer is not supported by the evidence it cites "
+        f"({len(verification.dropped)} of {len(verification.verdicts)} sentences failed the check), so it is withheld."
+    )
 
 
 def _insufficient_text(evidence: list) -> str:

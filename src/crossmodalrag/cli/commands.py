@@ -190,22 +190,28 @@ def ask(args: argparse.Namespace) -> int:
         else:
             stream = TextStream() if sys.stdout.isatty() and not (args.no_stream or args.json) else None
             answer = ask_with_llm(retriever, args.query, settings, stream.write if stream else None, debug=args.debug)
+    show_answer(answer, retriever, stream, args.json, args.explain, args.debug)
+    return 0
+
+
+def show_answer(answer, retriever, stream: "TextStream | None", as_json: bool, explain: bool, debug: bool) -> None:
+    """Print an answer as `mem ask` and `mem chat` do: JSON, or the text (or, when it streamed,
+    only what follows it) on stdout and notices and the status line on stderr."""
     for message in answer.notices:
         notice(f"note: {message}")
-    if args.json:
+    if as_json:
         print_json(answer.to_dict())
-        return 0
-    if args.debug and answer.debug:
+        return
+    if debug and answer.debug:
         notice(render_debug(answer.debug))
     weights = retriever.options.weights(retriever.semantic is not None)
     if stream and stream.written and answer.mode == "llm" and not answer.abstained:
-        print("\n" + render_footer(answer, args.explain, weights))  # the text itself is already on screen
+        print("\n" + render_footer(answer, explain, weights))  # the text itself is already on screen
     else:
         if stream and stream.written:
-            print()  # the model failed mid-answer: end its partial line before the evidence answer
-        print(render_answer(answer, args.explain, weights))
+            print()  # the model failed or was withheld mid-answer: end its partial line first
+        print(render_answer(answer, explain, weights))
     notice(status_line(answer))
-    return 0
 
 
 class TextStream:

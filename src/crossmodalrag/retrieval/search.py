@@ -61,6 +61,9 @@ class SearchOptions:
     # (with vectors) is not semantically close either.
     min_coverage: float = 0.5
     min_similarity: float = 0.5
+    # ... or when at least this many distinct query terms occur in one hit covering this much.
+    min_matched_terms: int = 3
+    min_coverage_long: float = 0.2
 
     def weights(self, hybrid: bool) -> dict[str, float]:
         """The per-component weights in force (they sum to 1)."""
@@ -78,6 +81,7 @@ class SearchResult:
     hybrid: bool = False
     comparison: dict | None = None  # {"sides": [x, y], "missing": [sides with no evidence]}
     term_weights: dict[str, float] = field(default_factory=dict)
+    matched_terms: int = 0  # distinct query terms in the best-covering hit (the gate reads it)
 
 
 def search(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None" = None) -> SearchResult:
@@ -119,9 +123,11 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     # The gate needs the best-covering hit near the top; scanning past ten adds cost, not signal.
     needed = _coverage_weights(terms, analyzed, weights)
     texts = [h.text for h in hits[:COVERAGE_DEPTH]]
-    coverage = max(_coverages(conn, texts, needed, _prefixes(terms, analyzed)), default=0.0)
+    coverage, matched = _best_coverage(_matches(conn, texts, needed, _prefixes(terms, analyzed)), needed)
     similarity = max((cosines[h.chunk_id] for h in hits if h.chunk_id in cosines), default=None)
-    return SearchResult(hits, [t.word for t in terms], coverage, similarity, semantic is not None, None, weights)
+    return SearchResult(
+        hits, [t.word for t in terms], coverage, similarity, semantic is not None, None, weights, matched
+    )
 
 
 def _body(hit: Hit) -> str:
@@ -169,23 +175,37 @@ def _search_comparison(
     similarities = [r.similarity for _, r in passes if r.similarity is not None] + (
         [whole.similarity] if whole.similarity is not None else []
     )
+    best = max([whole] + [r for _, r in passes], key=lambda r: (r.coverage, r.matched_terms))
     return SearchResult(
         hits,
         whole.terms,
-        max([whole.coverage] + [r.coverage for _, r in passes]),
+        best.coverage,
         max(similarities) if similarities else None,
         whole.hybrid,
         {"sides": list(sides), "missing": missing},
         whole.term_weights,
+        best.matched_terms,
     )
 
 
 def is_weak(result: SearchResult, options: SearchOptions) -> bool:
-    """The abstention gate: no hits, or too little of the query covered and nothing close in meaning."""
+    """The abstention gate without a model: no hits, or too little of the query covered and nothing
+    close in meaning. A long question (a claim, a pasted sentence) rarely has all its words in one
+    passage, so several distinct terms found together also count, down to a lower coverage floor."""
     if not result.hits:
         return True
     close = result.similarity is not None and result.similarity >= options.min_similarity
-    return result.coverage < options.min_coverage and not close
+    several = result.matched_terms >= options.min_matched_terms and result.coverage >= options.min_coverage_long
+    return result.coverage < options.min_coverage and not several and not close
+
+
+def _best_coverage(matches: list[set[str]], weights: dict[str, float]) -> tuple[float, int]:
+    """(coverage, matched term count) of the text covering the largest idf-weighted share."""
+    total = sum(weights.values())
+    if not matches or total <= 0:
+        return 0.0, 0
+    best = max(matches, key=lambda found: (sum(weights[t] for t in found), len(found)))
+    return sum(weights[t] for t in best) / total, len(best)
 
 
 def _expression(query: str, terms: list[fts.QueryTerm], match: str) -> str | None:

@@ -46,7 +46,8 @@ def test_a_short_completion_streams_non_empty_pieces(smollm: LlamaCppLLM):
     assert pieces and all(isinstance(p, str) and p for p in pieces)
     assert "".join(pieces).strip()
     assert len(pieces) <= 16  # one piece per generated token at most
-    assert smollm.usage == {"completion_tokens": len(pieces)}
+    assert smollm.usage == {"completion_tokens": len(pieces), "threads": smollm.threads}
+    assert smollm.threads >= 1
 
 
 def test_greedy_decoding_repeats_itself(smollm: LlamaCppLLM):
@@ -124,3 +125,54 @@ def test_a_truncated_download_is_unavailable(tmp_path: Path, gguf: Path):
         path.write_bytes(source.read(1 << 20))
     with pytest.raises(LLMUnavailable):
         LlamaCppLLM(path, 512, 60.0).check()
+
+
+JUDGE = [
+    {"role": "system", "content": "You check facts. Answer yes or no."},
+    {
+        "role": "user",
+        "content": "Evidence: The sky is blue.\nClaim: the sky is blue.\nIs the claim supported? Answer yes or no.",
+    },
+]
+
+
+def test_support_margins_read_the_first_token_logits(smollm: LlamaCppLLM):
+    import math
+
+    first, again = smollm.support_margins([JUDGE, JUDGE])
+    assert math.isfinite(first) and first == pytest.approx(again, abs=1e-3)  # no sampling involved
+    other = [JUDGE[0], {"role": "user", "content": JUDGE[1]["content"].replace("blue", "green", 1)}]
+    assert smollm.support_margins([other])[0] != pytest.approx(first, abs=1e-6)
+
+
+def test_judging_reuses_the_evaluated_prefix(smollm: LlamaCppLLM):
+    from crossmodalrag.answer.llm.llamacpp import _LOADED, chat_tokens
+
+    smollm.support_margins([JUDGE])
+    llama = _LOADED[(str(smollm.model_path), CONTEXT)]
+    tokens = chat_tokens(llama, JUDGE)
+    assert llama.n_tokens == len(tokens) and list(llama.input_ids[: llama.n_tokens]) == tokens
+    longer = [JUDGE[0], {"role": "user", "content": JUDGE[1]["content"] + " Be brief."}]
+    evaluated = []
+    original = llama.eval
+    llama.eval = lambda batch: (evaluated.append(len(batch)), original(batch))[1]
+    try:
+        smollm.support_margins([longer])
+    finally:
+        llama.eval = original
+    assert evaluated and evaluated[0] < len(chat_tokens(llama, longer)) // 2  # only the new tail
+
+
+def test_the_system_prompt_state_is_saved_once_and_restored_in_a_fresh_model(gguf: Path, tmp_path: Path):
+    from crossmodalrag.answer.llm import llamacpp
+
+    cache = tmp_path / "cache"
+    first = LlamaCppLLM(gguf, 512, 60.0, cache_dir=cache)  # its own context size: a model of its own
+    expected = "".join(first.stream(JUDGE, Generation(max_tokens=8)))
+    saved = list(cache.glob("prompt-*.kv"))
+    assert len(saved) == 1 and saved[0].stat().st_size > 0
+    llamacpp._LOADED.pop((str(gguf), 512)).close()  # as if a new process started
+    second = LlamaCppLLM(gguf, 512, 60.0, cache_dir=cache)
+    assert "".join(second.stream(JUDGE, Generation(max_tokens=8))) == expected
+    assert list(cache.glob("prompt-*.kv")) == saved
+    llamacpp._LOADED.pop((str(gguf), 512)).close()

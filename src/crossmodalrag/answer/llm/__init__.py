@@ -82,7 +82,13 @@ def load_llm(settings: Settings) -> LLM:
         raise LLMUnavailable(
             "the llamacpp backend needs a GGUF file", "set CMRAG_LLM_MODEL_PATH or run `mem models install --llm`"
         )
-    return LlamaCppLLM(Path(path), settings.llm_context_tokens, settings.llm_timeout, settings.llm_threads)
+    return LlamaCppLLM(
+        Path(path),
+        settings.llm_context_tokens,
+        settings.llm_timeout,
+        settings.llm_threads,
+        cache_dir=settings.models_dir / "llm" / "cache",
+    )
 
 
 def _auth_headers(settings: Settings) -> dict[str, str]:

@@ -1,17 +1,34 @@
-"""In-process generation with llama-cpp-python from a local GGUF file (the `[llm]` extra)."""
+"""In-process generation with llama-cpp-python from a local GGUF file (the `[llm]` extra).
+
+Beyond streaming an answer this backend gives two things the HTTP backends cannot:
+- `support_margins`: the model as a yes/no judge, read from the logits of its first answer token
+  (logsumexp of the "yes" spellings minus that of the "no" spellings), with no sampling;
+- prompt reuse: llama.cpp keeps the evaluated tokens in its KV cache, and every call here starts
+  from the longest prefix it shares with what is already there. The fixed system prompt is also
+  saved to disk once, so a fresh `mem ask` process does not re-read it.
+"""
 
 from __future__ import annotations
 
 import atexit
+import ctypes
+import hashlib
+import math
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
 
 from crossmodalrag.answer.llm.base import Generation, LLMError, LLMUnavailable, Message
+from crossmodalrag.cpu import auto_threads
 from crossmodalrag.errors import MissingExtraError
 
-_LOADED: dict[tuple[str, int, int], object] = {}
+_LOADED: dict[tuple[str, int], object] = {}
+# What the README and scripts/test build with: a native build crashes on CPUs with AMX.
+BUILD_FLAGS = "-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+YES = ("yes", "Yes", "YES", " yes", " Yes")
+NO = ("no", "No", "NO", " no", " No")
 
 
 @atexit.register
@@ -30,11 +47,18 @@ def llamacpp_installed() -> bool:
 class LlamaCppLLM:
     provider = "llamacpp"
 
-    def __init__(self, model_path: Path, context_tokens: int, timeout: float, threads: int = 0) -> None:
+    def __init__(
+        self,
+        model_path: Path,
+        context_tokens: int,
+        timeout: float,
+        threads: int = 0,
+        cache_dir: Path | None = None,
+    ) -> None:
         if not llamacpp_installed():
             raise MissingExtraError(
                 "the in-process LLM backend needs llama-cpp-python",
-                'CMAKE_ARGS="-DLLAVA_BUILD=OFF" pip install -e ".[llm]"',
+                f'CMAKE_ARGS="{BUILD_FLAGS}" pip install -e ".[llm]"',
             )
         if not model_path.is_file():
             raise LLMUnavailable(
@@ -44,21 +68,23 @@ class LlamaCppLLM:
         self.model = model_path.name
         self.context_tokens = context_tokens
         self.timeout = timeout
-        # llama.cpp's threads spin while they wait for each other: on a busy machine one thread per
-        # core can make generation 10x slower, so CMRAG_LLM_THREADS=1 is the remedy there.
-        self.threads = threads or os.cpu_count() or 2
+        self.configured_threads = threads  # 0: adapt to the cores free at each call (see cpu.py)
+        self.threads = threads or 0
+        self.cache_dir = cache_dir
         self.usage: dict[str, int] = {}
 
     def _load(self):
-        key = (str(self.model_path), self.context_tokens, self.threads)
+        key = (str(self.model_path), self.context_tokens)
         if key not in _LOADED:
             from llama_cpp import Llama
 
+            threads = auto_threads(self.configured_threads)
             try:
                 _LOADED[key] = Llama(
                     model_path=str(self.model_path),
                     n_ctx=self.context_tokens,
-                    n_threads=self.threads,
+                    n_threads=threads,
+                    n_threads_batch=threads,
                     verbose=False,
                 )
             except (ValueError, RuntimeError, OSError) as error:
@@ -66,6 +92,18 @@ class LlamaCppLLM:
                     f"llama.cpp cannot load {self.model_path}: {error}", "check that the file is a complete GGUF model"
                 ) from None
         return _LOADED[key]
+
+    def _ready(self, messages: list[Message]):
+        """The loaded model with its thread count set for this call and, in a fresh process, the
+        system prompt restored from the disk cache."""
+        import llama_cpp
+
+        llama = self._load()
+        self.threads = auto_threads(self.configured_threads)
+        llama_cpp.llama_set_n_threads(llama._ctx.ctx, self.threads, self.threads)
+        if llama.n_tokens == 0 and self.cache_dir is not None and messages and messages[0]["role"] == "system":
+            PromptCache(llama, self.cache_dir, self.model_path).restore(messages[0])
+        return llama
 
     def check(self) -> str:
         self._load()
@@ -75,7 +113,7 @@ class LlamaCppLLM:
         return len(self._load().tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def stream(self, messages: list[Message], generation: Generation) -> Iterator[str]:
-        llama = self._load()
+        llama = self._ready(messages)
         deadline = time.monotonic() + self.timeout
         self.usage = {}
         completion = 0
@@ -100,4 +138,132 @@ class LlamaCppLLM:
             raise LLMError(
                 f"llama.cpp: {error}", "lower CMRAG_LLM_EVIDENCE_CHARS or raise CMRAG_LLM_CONTEXT_TOKENS"
             ) from None
-        self.usage = {"completion_tokens": completion}
+        self.usage = {"completion_tokens": completion, "threads": self.threads}
+
+    def support_margins(self, prompts: list[list[Message]]) -> list[float]:
+        """For each chat prompt ending in a yes/no question: logsumexp(yes) - logsumexp(no) over the
+        logits of the first answer token. Prompts sharing a prefix (with each other or with the last
+        answer) only evaluate what differs. Raises LLMError when a prompt does not fit."""
+        import llama_cpp
+        import numpy as np
+
+        if not prompts:
+            return []
+        llama = self._ready(prompts[0])
+        yes, no = _answer_tokens(llama, YES), _answer_tokens(llama, NO)
+        margins = []
+        for messages in prompts:
+            tokens = chat_tokens(llama, messages)
+            if len(tokens) >= llama.n_ctx():
+                raise LLMError(
+                    f"a verification prompt of {len(tokens)} tokens does not fit the context ({llama.n_ctx()})",
+                    "lower CMRAG_LLM_EVIDENCE_CHARS or raise CMRAG_LLM_CONTEXT_TOKENS",
+                )
+            reuse = min(shared_prefix(llama.input_ids[: llama.n_tokens], tokens), len(tokens) - 1)
+            llama.n_tokens = reuse
+            llama.eval(tokens[reuse:])
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(llama.n_vocab(),))
+            margins.append(_logsumexp(logits[yes]) - _logsumexp(logits[no]))
+        return margins
+
+
+class PromptCache:
+    """The KV state after the fixed start of every prompt (system message and the user turn's
+    opening), kept in a file keyed by the model file, the context size and those tokens."""
+
+    def __init__(self, llama, folder: Path, model_path: Path) -> None:
+        self.llama, self.folder, self.model_path = llama, folder, model_path
+
+    def restore(self, system: Message) -> bool:
+        """Load the saved state (or compute and save it). False if the state could not be used."""
+        import llama_cpp
+
+        prefix = self._fixed_tokens(system)
+        if len(prefix) < 2:
+            return False
+        stat = self.model_path.stat()
+        key = f"{self.model_path.name}|{stat.st_size}|{stat.st_mtime_ns}|{self.llama.n_ctx()}|{prefix}"
+        path = self.folder / f"prompt-{hashlib.sha256(key.encode()).hexdigest()[:20]}.kv"
+        if path.is_file():
+            capacity = self.llama.n_ctx()
+            tokens = (llama_cpp.llama_token * capacity)()
+            count = ctypes.c_size_t(0)
+            ok = llama_cpp.llama_state_load_file(
+                self.llama._ctx.ctx, str(path).encode(), tokens, capacity, ctypes.byref(count)
+            )
+            if ok and list(tokens[: count.value]) == prefix:
+                self.llama.input_ids[: len(prefix)] = prefix
+                self.llama.n_tokens = len(prefix)
+                self.llama._requires_eval = True
+                return True
+            self.llama.reset()  # a stale or foreign file: recompute below
+        self.llama.reset()
+        self.llama.eval(prefix)
+        self._save(path, prefix)
+        return True
+
+    def _fixed_tokens(self, system: Message) -> list[int]:
+        first = chat_tokens(self.llama, [system, {"role": "user", "content": "A"}])
+        second = chat_tokens(self.llama, [system, {"role": "user", "content": "B"}])
+        return first[: shared_prefix(first, second)]
+
+    def _save(self, path: Path, prefix: list[int]) -> None:
+        import llama_cpp
+
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            handle, scratch = tempfile.mkstemp(dir=self.folder, suffix=".partial")
+            os.close(handle)
+            array = (llama_cpp.llama_token * len(prefix))(*prefix)
+            if llama_cpp.llama_state_save_file(self.llama._ctx.ctx, scratch.encode(), array, len(prefix)):
+                os.replace(scratch, path)
+            else:
+                os.unlink(scratch)
+        except OSError:
+            pass  # a read-only models folder only costs the re-read next time
+
+
+def chat_tokens(llama, messages: list[Message]) -> list[int]:
+    """The tokens `create_chat_completion` evaluates for `messages` (the GGUF's own chat template)."""
+    from llama_cpp import llama_chat_format
+
+    formatter = getattr(llama, "_cmrag_formatter", None)
+    if formatter is None:
+        template = llama.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise LLMError(f"{llama.model_path} has no chat template", "use an instruction-tuned GGUF model")
+        eos, bos = llama.token_eos(), llama.token_bos()
+        formatter = llama_chat_format.Jinja2ChatFormatter(
+            template=template,
+            eos_token=llama._model.token_get_text(eos) if eos != -1 else "",
+            bos_token=llama._model.token_get_text(bos) if bos != -1 else "",
+        )
+        llama._cmrag_formatter = formatter
+    result = formatter(messages=messages)
+    return llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
+
+
+def shared_prefix(first, second) -> int:
+    count = 0
+    for a, b in zip(first, second, strict=False):  # the shorter one bounds the prefix
+        if a != b:
+            break
+        count += 1
+    return count
+
+
+def _answer_tokens(llama, spellings: tuple[str, ...]) -> list[int]:
+    """Token ids of the spellings that are one token in this vocabulary."""
+    ids = []
+    for word in spellings:
+        tokens = llama.tokenize(word.encode("utf-8"), add_bos=False, special=False)
+        if len(tokens) == 1 and tokens[0] not in ids:
+            ids.append(tokens[0])
+    if not ids:
+        raise LLMError(f"{llama.model_path} has no single-token {spellings[0]!r}", "use another model for verification")
+    return ids
+
+
+def _logsumexp(values) -> float:
+    top = float(values.max())
+    return top + math.log(float(sum(math.exp(float(v) - top) for v in values)))

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""SciFact through the commands a user runs: `mem ingest-notes`, then `mem chat --json` / `mem ask --json`.
+
+    python bench/ask_scifact.py [--shared DIR] [--workdir DIR] [--hybrid] [--limit N] [--check-ask N]
+
+Every abstract becomes a note (`# title` + text) in a fresh vault, ingested with `mem ingest-notes`
+into a fresh database. Each judged train claim is then asked, with `--no-llm --top-k 10`, through
+one `mem chat --json` process (the same code path as `mem ask`, without paying the start-up per
+claim); `--check-ask N` also runs the first N claims through separate `mem ask --json` processes and
+counts answers that differ. Scored: nDCG@10 over the returned evidence (an abstention scores 0) and
+the share of claims abstained, at `--top-k 10` and at the default top-k. Both the gate in force and
+the previous gate (coverage >= 0.5 or cosine >= 0.5), recomputed from the same JSON, are reported:
+the baseline measured in the same run. `--hybrid` embeds with the offline MiniLM first.
+
+Prints one JSON object on stdout; progress on stderr. Data is read in place, never copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
+from scifact import load_corpus, load_qrels, load_queries, ndcg_at
+
+MEM = [sys.executable, "-m", "crossmodalrag"]
+
+
+def write_vault(corpus: list[dict], vault: Path) -> dict[str, str]:
+    """One note per abstract; returns note path -> corpus id."""
+    vault.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for row in corpus:
+        path = vault / f"{row['_id']}.md"
+        title = " ".join(row.get("title", "").split()) or row["_id"]
+        path.write_text(f"# {title}\n\n{row.get('text', '')}\n", encoding="utf-8")
+        paths[str(path.resolve())] = row["_id"]
+    return paths
+
+
+def mem(args: list[str], env: dict, **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run([*MEM, *args], env=env, capture_output=True, text=True, **kwargs)
+    if done.returncode != 0:
+        raise SystemExit(f"mem {' '.join(args[:2])} failed: {done.stderr.strip()[-500:]}")
+    return done
+
+
+def ask_all(claims: list[str], env: dict, top_k: int | None) -> tuple[list[dict], float]:
+    """Every claim through one `mem chat --json --no-llm` process: one JSON line per claim."""
+    started = time.perf_counter()
+    extra = ["--top-k", str(top_k)] if top_k else []
+    done = mem(["chat", "--json", "--no-llm", *extra], env, input="\n".join(claims) + "\n")
+    answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    if len(answers) != len(claims):
+        raise SystemExit(f"mem chat answered {len(answers)} of {len(claims)} claims")
+    return answers, time.perf_counter() - started
+
+
+def previous_gate_abstains(answer: dict) -> bool:
+    """The gate before this change (coverage >= 0.5, or cosine >= 0.5) abstained on every claim the
+    current gate abstains on, and also where the current one's several-terms rule alone answered."""
+    similarity = answer.get("similarity")
+    return answer["abstained"] or (answer["match_coverage"] < 0.5 and (similarity is None or similarity < 0.5))
+
+
+def score(answers: list[dict], ids: list[str], qrels: dict, paths: dict[str, str]) -> dict:
+    ndcg, ndcg_previous, abstained, previous = [], [], 0, 0
+    for query_id, answer in zip(ids, answers, strict=True):
+        ranked = list(dict.fromkeys(paths.get(e["source_uri"], "") for e in answer["evidence"]))
+        gain = ndcg_at(ranked, qrels[query_id], 10)
+        abstained += answer["abstained"]
+        old = previous_gate_abstains(answer)
+        previous += old
+        ndcg.append(0.0 if answer["abstained"] else gain)
+        ndcg_previous.append(0.0 if old else gain)
+    n = len(ids)
+    return {
+        "claims": n,
+        "ndcg@10": round(sum(ndcg) / n, 4),
+        "abstained": round(abstained / n, 4),
+        "previous_gate": {"ndcg@10": round(sum(ndcg_previous) / n, 4), "abstained": round(previous / n, 4)},
+    }
+
+
+def check_against_ask(claims: list[str], chat_answers: list[dict], env: dict) -> dict:
+    """`mem ask --json` per claim must give what `mem chat --json` gave (timings aside)."""
+    differing, seconds = 0, []
+    for claim, from_chat in zip(claims, chat_answers, strict=False):
+        started = time.perf_counter()
+        from_ask = json.loads(mem(["ask", claim, "--no-llm", "--json", "--top-k", "10"], env).stdout)
+        seconds.append(time.perf_counter() - started)
+        strip = lambda a: {k: v for k, v in a.items() if k != "timing"}  # noqa: E731
+        differing += strip(from_ask) != strip(from_chat)
+    return {
+        "claims": len(seconds),
+        "differing": differing,
+        "mem_ask_seconds_mean": round(sum(seconds) / len(seconds), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
+    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--hybrid", action="store_true", help="embed with the offline MiniLM (several minutes)")
+    parser.add_argument("--limit", type=int, help="only the first N judged claims")
+    parser.add_argument("--check-ask", type=int, default=20, help="claims also run through separate `mem ask`")
+    args = parser.parse_args()
+    env = clean_environment()
+    root = args.shared / "data" / "scifact"
+    corpus, queries, qrels = load_corpus(root), load_queries(root), load_qrels(root, "train")
+    ids = sorted(qrels, key=int)[: args.limit]
+    claims = [queries[i] for i in ids]
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="ask-scifact-"))
+    env = {**env, "CMRAG_DB_PATH": str(work / "memory.db")}
+    mode = "hybrid" if args.hybrid else "lexical"
+    paths = write_vault(corpus, work / "vault")
+    if args.hybrid:
+        mem(["models", "install", "--offline"], env)
+    log(f"[{mode}] mem ingest-notes: {len(corpus)} abstracts")
+    started = time.perf_counter()
+    mem(["ingest-notes", str(work / "vault")], env)
+    ingest_seconds = time.perf_counter() - started
+    result = {"benchmark": "ask_scifact", "mode": mode, "machine": machine(), "source": source_state()}
+    result["ingest_seconds"] = round(ingest_seconds, 1)
+    for label, top_k in (("top_k_10", 10), ("default_top_k", None)):
+        log(f"[{mode}] mem chat --json --no-llm ({label}) over {len(claims)} claims")
+        answers, seconds = ask_all(claims, env, top_k)
+        result[label] = {**score(answers, ids, qrels, paths), "seconds": round(seconds, 1)}
+        if label == "top_k_10" and args.check_ask:
+            log(f"[{mode}] mem ask --json on the first {args.check_ask} claims")
+            result["mem_ask_check"] = check_against_ask(claims[: args.check_ask], answers, env)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""`mem chat`: ask one question after another with the embedder and the language model kept loaded.
+
+Each question goes through exactly what `mem ask` runs (the same retriever, `ask_with_llm` and
+`show_answer`); only loading happens once. The model's KV cache keeps the fixed prompt between
+questions, so the second question starts in about a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from crossmodalrag.answer.evidence import ask_without_llm, open_retriever, render_evidence_answer
+from crossmodalrag.cli.commands import TextStream, _open, _settings, notice, show_answer
+from crossmodalrag.cli.render import explain_line, why_line
+from crossmodalrag.errors import CMRAGError
+
+HELP = """Type a question, or:
+  /sources   the evidence behind the last answer
+  /explain   the last answer's ranking and the model's checks
+  /help      this text
+  /quit      leave (also Ctrl-D)"""
+HISTORY_LINES = 1000
+
+
+def chat(args: argparse.Namespace) -> int:
+    from crossmodalrag.answer.llm import load_llm
+    from crossmodalrag.answer.synthesize import ask_with_llm
+
+    settings = _settings(args)
+    history = _start_history(settings.db_path.parent / "chat_history")
+    with _open(settings, create=False) as store:
+        retriever = open_retriever(store, settings, args.top_k, args.profile, modalities=tuple(args.modality or ()))
+        for message in retriever.notices:
+            notice(f"note: {message}")
+        llm = None
+        if not args.no_llm:
+            try:
+                llm = load_llm(settings)
+                llm.check()  # load the weights now, not at the first question
+            except CMRAGError as error:
+                notice(f"note: answering with the evidence only: {error.message}")
+        if sys.stdin.isatty():
+            notice(HELP.splitlines()[0] + " /help lists commands.")
+        last = None
+        prompt = "mem> " if sys.stdin.isatty() else ""  # piped input: keep stdout to the answers
+        while (line := _read(prompt)) is not None:
+            question = line.strip()
+            if not question:
+                continue
+            if question.startswith("/"):
+                if question in ("/quit", "/exit", "/q"):
+                    break
+                _command(question, last, retriever)
+                continue
+            stream = TextStream() if sys.stdout.isatty() and not args.json else None
+            try:
+                if llm is None:
+                    last = ask_without_llm(retriever, question)
+                else:
+                    last = ask_with_llm(retriever, question, settings, stream.write if stream else None, llm=llm)
+            except CMRAGError as error:  # one bad question must not end the session
+                notice(f"error: {error.message}" + (f" (hint: {error.hint})" if error.hint else ""))
+                continue
+            if args.json:  # one line per answer (JSON Lines): the `mem ask --json` payload
+                for message in last.notices:
+                    notice(f"note: {message}")
+                print(json.dumps(last.to_dict(), ensure_ascii=False), flush=True)
+            else:
+                show_answer(last, retriever, stream, as_json=False, explain=False, debug=False)
+    _save_history(history)
+    return 0
+
+
+def _command(command: str, last, retriever) -> None:
+    if command == "/help":
+        print(HELP)
+    elif last is None:
+        print("no answer yet: ask a question first")
+    elif command == "/sources":
+        print(render_evidence_answer(last.evidence, last.comparison) if last.evidence else "no evidence")
+    elif command == "/explain":
+        weights = retriever.options.weights(retriever.semantic is not None)
+        print(render_evidence_answer(last.evidence, last.comparison, lambda hit: explain_line(hit, weights)))
+        if last.verification:
+            print(why_line(last))
+    else:
+        print(f"unknown command {command}; /help lists them")
+
+
+def _read(prompt: str) -> str | None:
+    try:
+        return input(prompt)
+    except EOFError:
+        if prompt:
+            print()  # end the prompt's line on a terminal
+        return None
+    except KeyboardInterrupt:
+        print()
+        return ""
+
+
+def _start_history(path: Path) -> Path | None:
+    """Readline editing and a history kept beside the database, where readline exists."""
+    try:
+        import readline
+    except ImportError:
+        return None
+    try:
+        readline.read_history_file(path)
+    except OSError:
+        pass
+    readline.set_history_length(HISTORY_LINES)
+    return path
+
+
+def _save_history(path: Path | None) -> None:
+    if path is None:
+        return
+    import readline
+
+    try:
+        readline.write_history_file(path)
+    except OSError:
+        pass

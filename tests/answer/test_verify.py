@@ -1,0 +1,126 @@
+"""The model as a judge, with scripted margins: the gate, sentence checks, short answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.answer.evidence import open_retriever
+from crossmodalrag.answer.synthesize import ask_with_llm
+from crossmodalrag.answer.verify import REPLY_MARGIN, judge, short_answer, split_answer
+from crossmodalrag.config import Settings
+from crossmodalrag.ingest import ingest_notes
+from tests.conftest import write_note
+from tests.fakes import ScriptedLLM
+
+QUESTION = "Why did I rewrite the tokenizer?"
+ANSWER = "Answer: regexes backtracked [E1]\nThe old regexes backtracked for minutes [E1]. Tests got faster [E2]."
+
+
+@pytest.fixture
+def retriever(store, settings: Settings, tmp_path: Path):
+    vault = tmp_path / "vault"
+    write_note(vault, "tokenizer.md", "# Tokenizer rewrite\n\nI rewrote the tokenizer because regexes backtracked.\n")
+    write_note(vault, "tests.md", "# Tokenizer tests\n\nAfter the tokenizer rewrite the tests got faster.\n")
+    ingest_notes(store, [vault])
+    return open_retriever(store, settings, lexical_only=True)
+
+
+def test_split_answer_separates_the_short_answer_line_and_keeps_citations_with_their_sentence():
+    assert split_answer(ANSWER) == [
+        ("Answer: regexes backtracked [E1]", True),
+        ("The old regexes backtracked for minutes [E1].", False),
+        ("Tests got faster [E2].", False),
+    ]
+    assert split_answer("It was slow. [E1] It hung [E2].") == [("It was slow. [E1]", False), ("It hung [E2].", False)]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (ANSWER, "regexes backtracked"),
+        ("**Answer:** 7 May 2023 [E2].\nShe went the day before [E2].", "7 May 2023"),
+        ("She went on 7 May 2023 [E1]. It helped [E1].", "She went on 7 May 2023"),
+        ("", None),
+    ],
+)
+def test_short_answer(text, expected):
+    assert short_answer(text) == expected
+
+
+def test_all_supported_keeps_the_answer_and_reports_every_margin(retriever, settings: Settings):
+    llm = ScriptedLLM(ANSWER, margins=[2.0, 3.0, 1.5, 0.5])
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert not answer.abstained and answer.text == ANSWER
+    assert answer.short_answer == "regexes backtracked"
+    checks = answer.to_dict()["verification"]
+    assert checks["gate_margin"] == 2.0
+    assert [c["margin"] for c in checks["claims"]] == [3.0, 1.5, 0.5]
+    assert [c["cited"] for c in checks["claims"]] == [["E1"], ["E1"], ["E2"]]
+    assert "gate_seconds" in answer.timing and "verification_seconds" in answer.timing
+    # Each check asks about its own sentence and names the excerpts that sentence cites.
+    assert "excerpt [E2]" in llm.judged[-1][-1]["content"] and "Tests got faster" in llm.judged[-1][-1]["content"]
+
+
+def test_an_unsupported_sentence_is_dropped_and_flagged(retriever, settings: Settings):
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(ANSWER, margins=[2.0, 3.0, 1.5, -4.0]))
+    assert not answer.abstained
+    assert answer.text == "Answer: regexes backtracked [E1]\nThe old regexes backtracked for minutes [E1]."
+    assert [c["id"] for c in answer.citations] == ["E1"]  # E2 was cited only by the dropped sentence
+    assert [w["kind"] for w in answer.citation_warnings] == ["unsupported_claim"]
+
+
+def test_an_unsupported_short_answer_abstains_as_unsupported(retriever, settings: Settings):
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(ANSWER, margins=[2.0, -3.0, 1.5, 1.0]))
+    assert answer.abstained and answer.abstention_reason == "unsupported"
+    assert answer.citations == [] and answer.short_answer is None
+    assert answer.evidence  # what was retrieved is still shown
+    assert answer.to_dict()["verification"]["claims"][0]["supported"] is False
+
+
+def test_the_gate_abstains_before_any_text_is_generated(retriever, settings: Settings):
+    llm = ScriptedLLM(ANSWER, margins=[-2.0])
+    streamed: list[str] = []
+    answer = ask_with_llm(retriever, QUESTION, settings, streamed.append, llm=llm)
+    assert answer.abstained and answer.abstention_reason == "llm_insufficient"
+    assert llm.calls == [] and streamed == []
+    assert answer.to_dict()["verification"] == {"gate_margin": -2.0, "gate_min_margin": 0.0}
+
+
+def test_thresholds_are_settings(retriever, settings: Settings):
+    settings.abstain_min_margin = -3.0
+    settings.verify_min_margin = -5.0
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(ANSWER, margins=[-2.0, -4.0, -4.0, -4.0]))
+    assert not answer.abstained and answer.text == ANSWER
+
+
+def test_verification_off_asks_the_judge_nothing(retriever, settings: Settings):
+    settings.llm_verify = False
+    llm = ScriptedLLM(ANSWER, margins=[-9.0] * 4)
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert not answer.abstained and llm.judged == [] and answer.verification is None
+    assert answer.short_answer == "regexes backtracked"
+
+
+def test_a_statement_of_what_the_evidence_lacks_is_kept_unchecked(retriever, settings: Settings):
+    text = "Answer: regexes backtracked [E1]\nThe evidence does not say when this happened."
+    llm = ScriptedLLM(text, margins=[2.0, 2.0])
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert answer.text == text and len(llm.judged) == 2  # the gate and the short answer only
+
+
+class WordJudge:
+    """A backend without logits: it can only answer in words."""
+
+    def __init__(self, reply: str) -> None:
+        self.reply = reply
+
+    def stream(self, messages, generation):
+        assert generation.max_tokens <= 3
+        yield self.reply
+
+
+@pytest.mark.parametrize("reply, margin", [("Yes.", REPLY_MARGIN), ("no", -REPLY_MARGIN), ("Maybe", 0.0)])
+def test_backends_without_logits_are_judged_by_their_one_word_reply(reply, margin):
+    assert judge(WordJudge(reply), [[{"role": "user", "content": "?"}]]) == [margin]

@@ -1,0 +1,105 @@
+"""`mem chat`: the `mem ask` code path, one question after another, with the models loaded once."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.answer import llm as llm_package
+from crossmodalrag.answer import synthesize
+from crossmodalrag.cli.main import main
+from tests.conftest import write_note
+from tests.fakes import ScriptedLLM
+from tests.llm import require_llama_cpp, smollm_gguf
+
+QUESTIONS = ["why did we replace the regexes with a tokenizer?", "why was the render cache dropped?"]
+CITED = "Answer: they backtracked [E1]\nThe regexes backtracked, so we wrote a tokenizer [E1]."
+
+
+@pytest.fixture
+def vault(tmp_path: Path, capsys) -> Path:
+    root = tmp_path / "vault"
+    write_note(root, "parser.md", "# Parser rewrite\nWe replaced the regexes with a tokenizer: they backtracked.\n")
+    write_note(root, "cache.md", "# Render cache\nWe dropped the render cache: it served stale HTML.\n")
+    assert main(["ingest-notes", str(root)]) == 0
+    capsys.readouterr()
+    return root
+
+
+def chat(capsys, monkeypatch, lines: list[str], *flags: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(line + "\n" for line in lines)))
+    code = main(["chat", *flags])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def without_timing(answer: dict) -> dict:
+    return {key: value for key, value in answer.items() if key != "timing"}
+
+
+def test_json_lines_are_exactly_what_mem_ask_json_prints(capsys, monkeypatch, vault):
+    code, out, _ = chat(capsys, monkeypatch, QUESTIONS, "--no-llm", "--json")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(lines) == 2
+    for question, from_chat in zip(QUESTIONS, lines, strict=True):
+        assert main(["ask", question, "--no-llm", "--json"]) == 0
+        from_ask = json.loads(capsys.readouterr().out)
+        assert without_timing(from_chat) == without_timing(from_ask)
+
+
+def test_the_model_is_loaded_once_for_the_whole_session(capsys, monkeypatch, vault):
+    llm = ScriptedLLM(CITED)
+    loads = []
+    monkeypatch.setattr(llm_package, "load_llm", lambda settings: loads.append(1) or llm)
+    monkeypatch.setattr(synthesize, "load_llm", lambda settings: pytest.fail("chat must reuse its model"))
+    code, out, _ = chat(capsys, monkeypatch, QUESTIONS, "--json")
+    answers = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and loads == [1] and len(llm.calls) == 2
+    assert [a["short_answer"] for a in answers] == ["they backtracked", "they backtracked"]
+
+
+def test_sources_explain_help_and_quit(capsys, monkeypatch, vault):
+    monkeypatch.setattr(llm_package, "load_llm", lambda settings: ScriptedLLM(CITED))
+    lines = ["/sources", QUESTIONS[0], "/sources", "/explain", "/nonsense", "/help", "/quit", QUESTIONS[1]]
+    code, out, err = chat(capsys, monkeypatch, lines)
+    assert code == 0
+    assert out.startswith("no answer yet")
+    assert CITED in out and "Sources:" in out
+    assert out.count("Found 1 piece of evidence") == 2  # /sources, then /explain
+    assert "score = " in out and "why: the model judged that the evidence answers the question" in out
+    assert "unknown command /nonsense" in out and "/sources" in out
+    assert "render cache" not in out.split("/quit")[-1] and out.count(CITED) == 1  # nothing after /quit
+    assert "llm: scripted" in err
+
+
+def test_a_model_that_cannot_load_leaves_evidence_answers(capsys, monkeypatch, vault):
+    def unavailable(settings):
+        raise llm_package.LLMUnavailable("no language model (none is configured)", "run mem models install --llm")
+
+    monkeypatch.setattr(llm_package, "load_llm", unavailable)
+    code, out, err = chat(capsys, monkeypatch, QUESTIONS[:1])
+    assert code == 0 and "Found " in out and "answering with the evidence only" in err
+
+
+@pytest.mark.integration
+def test_a_real_model_answers_two_questions_in_one_process(vault, tmp_path):
+    require_llama_cpp()
+    env = {**os.environ, "CMRAG_LLM_MODEL_PATH": str(smollm_gguf()), "CMRAG_LLM_MAX_TOKENS": "32"}
+    done = subprocess.run(
+        [sys.executable, "-m", "crossmodalrag", "chat", "--json"],
+        input="\n".join(QUESTIONS) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["query"] for a in answers] == QUESTIONS
+    assert all(a["mode"] == "llm" and a["verification"]["gate_margin"] is not None for a in answers)

@@ -1,0 +1,51 @@
+"""The thread rule: as many threads as cores that no other process keeps busy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from crossmodalrag import cpu
+
+
+@pytest.mark.parametrize(
+    "cores, busy, threads",
+    [(2, 0.0, 2), (2, 0.3, 2), (2, 0.6, 1), (2, 1.0, 1), (2, 2.0, 1), (4, 1.2, 3), (1, 1.0, 1)],
+)
+def test_free_cores_become_threads(monkeypatch, cores, busy, threads):
+    monkeypatch.setattr(cpu, "usable_cores", lambda: cores)
+    monkeypatch.setattr(cpu, "busy_cores", lambda window=cpu.SAMPLE_SECONDS: busy)
+    assert cpu.auto_threads() == threads
+
+
+def test_a_configured_count_wins(monkeypatch):
+    monkeypatch.setattr(cpu, "busy_cores", lambda window=0: pytest.fail("not measured when configured"))
+    assert cpu.auto_threads(3) == 3
+
+
+def test_busy_cores_reads_the_machine_counters_over_a_window(monkeypatch):
+    samples = iter([(100, 1000), (150, 1100)])  # 50 of 100 ticks busy
+    monkeypatch.setattr(cpu, "_busy_and_total", lambda: next(samples))
+    monkeypatch.setattr(cpu.os, "cpu_count", lambda: 2)
+    assert cpu.busy_cores(window=0) == pytest.approx(1.0)
+
+
+def test_without_proc_stat_the_load_average_stands_in(monkeypatch):
+    monkeypatch.setattr(cpu, "_busy_and_total", lambda: None)
+    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (1.5, 1.0, 0.5))
+    assert cpu.busy_cores() == 1.5
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not cpu.PROC_STAT.exists(), reason="Linux /proc/stat")
+def test_a_spinning_process_shows_as_a_busy_core():
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        assert cpu.busy_cores(window=0.5) >= 0.5
+    finally:
+        spinner.kill()
+        spinner.wait()
