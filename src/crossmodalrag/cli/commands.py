@@ -22,7 +22,6 @@ from crossmodalrag.cli.render import (
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.evals.queries import gold_warnings, list_queries, load_queries_file, upsert_queries
-from crossmodalrag.evals.retrieval import evaluate as run_eval
 from crossmodalrag.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -227,11 +226,21 @@ class TextStream:
 
 
 def evaluate(args: argparse.Namespace) -> int:
+    from crossmodalrag.evals.report import run_retrieval_eval
+
     settings = _settings(args)
     with _open(settings, create=args.load_queries is not None) as store:
-        queries = _eval_queries(args, store)
-        retriever = _eval_retriever(args, store, settings)
-        report = run_eval(retriever, queries).to_dict()
+        if args.load_queries:
+            loaded = load_queries_file(args.load_queries)
+            upsert_queries(store, loaded)
+            notice(f"loaded {len(loaded)} queries from {args.load_queries}")
+        modalities = tuple(args.modality or ())
+        run = run_retrieval_eval(store, settings, args.top_k, args.query_prefix, args.profile, modalities)
+    for warning in run.warnings:
+        notice(f"warning: {warning}")
+    for message in run.notices:
+        notice(f"note: {message}")
+    report = run.report  # the same payload as the API's /eval
     if args.json:
         print_json(report)
     else:

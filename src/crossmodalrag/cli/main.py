@@ -13,6 +13,7 @@ from pathlib import Path
 
 from crossmodalrag import __version__
 from crossmodalrag.cli import commands, maintenance
+from crossmodalrag.cli import serve as serve_commands
 from crossmodalrag.cli import sync as sync_commands
 from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
@@ -126,6 +127,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, help="chunks per batch (default 32)")
     p.add_argument("--model", help="embed with this model instead of the configured one")
     p.set_defaults(run=commands.reindex_embeddings)
+
+    p = sub.add_parser("sources", parents=[common, as_json], help="list sources by kind, folder and date")
+    p.add_argument("--kind", choices=("note", "commit", "pdf", "image"), help="only this kind of source")
+    p.add_argument("--folder", help="only sources in this folder (vault folder, repository, directory) or below")
+    p.add_argument("--since", metavar="DATE", help="only sources dated on or after DATE (YYYY-MM-DD)")
+    p.add_argument("--until", metavar="DATE", help="only sources dated on or before DATE (YYYY-MM-DD)")
+    p.add_argument("--limit", type=_positive, default=50, help="how many to list (default 50, at most 500)")
+    p.add_argument("--offset", type=_non_negative, default=0, help="skip this many (paging)")
+    p.set_defaults(run=serve_commands.sources)
+
+    p = sub.add_parser("source", parents=[common, as_json], help="show one source and its chunks by id")
+    p.add_argument("source_id", type=_positive, metavar="ID", help="a source id (`source_id` in ask --json)")
+    p.set_defaults(run=serve_commands.source)
+
+    p = sub.add_parser("stats", parents=[common, as_json], help="what memory holds: sources, chunks, vectors")
+    p.set_defaults(run=serve_commands.stats)
+
+    p = sub.add_parser("serve", parents=[common], help="web console and read-only HTTP API (the ui extra)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a token)")
+    p.add_argument("--port", type=_positive, default=8765, help="port (default 8765)")
+    p.add_argument("--token-file", type=Path, help="file holding the access token (else CMRAG_SERVE_TOKEN)")
+    p.add_argument(
+        "--allow-host", action="append", metavar="NAME", help="also answer to this Host name (repeatable)"
+    )
+    p.set_defaults(run=serve_commands.serve)
 
     p = sub.add_parser("doctor", parents=[common, as_json], help="read-only health report and explanations")
     p.set_defaults(run=commands.doctor)

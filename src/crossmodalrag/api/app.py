@@ -1,0 +1,73 @@
+"""The FastAPI application behind `mem serve`: JSON API, console pages, static files, one guard."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from crossmodalrag import __version__
+from crossmodalrag.answer.llm import LLM
+from crossmodalrag.api.asking import Asker
+from crossmodalrag.api.security import LocalGuard
+from crossmodalrag.config import Settings
+from crossmodalrag.errors import CMRAGError, ConfigError, EvalError, MissingExtraError, StoreError
+from crossmodalrag.memory_views import MemoryNotBuilt
+from crossmodalrag.sources import BadFilter, SourceNotFound
+
+HERE = Path(__file__).parent
+STATUS = [  # the first matching class decides the HTTP status of a library error
+    (SourceNotFound, 404),
+    (EvalError, 404),
+    (BadFilter, 400),
+    (ConfigError, 400),
+    (MemoryNotBuilt, 501),
+    (MissingExtraError, 501),
+    (StoreError, 503),
+]
+DESCRIPTION = (
+    "The read-only HTTP API of a `mem` memory. Each JSON route returns exactly what its `mem … --json` twin "
+    'prints. Errors are `{"error": …, "hint": …}`.'
+)
+
+
+def status_of(error: CMRAGError) -> int:
+    return next((code for kind, code in STATUS if isinstance(error, kind)), 400)
+
+
+def create_app(
+    settings: Settings,
+    token: str | None = None,
+    allow_hosts: frozenset[str] = frozenset(),
+    llm_loader: Callable[[Settings], LLM] | None = None,
+) -> LocalGuard:
+    """The whole server as one ASGI app, wrapped in the security guard (see api/security.py).
+    `llm_loader` replaces the configured model (tests use a scripted stand-in)."""
+    from crossmodalrag.api import console, routes
+
+    app = FastAPI(
+        title="mem",
+        version=__version__,
+        description=DESCRIPTION,
+        docs_url=None,  # Swagger UI loads from a CDN and runs inline script: /docs is our own page instead
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.asker = Asker(settings, llm_loader)
+    app.state.ask_pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="mem-ask")
+    app.state.token_required = bool(token)
+
+    @app.exception_handler(CMRAGError)
+    async def library_error(request: Request, error: CMRAGError):
+        if console.wants_html(request):
+            return console.error_page(request, error, status_of(error))
+        return JSONResponse({"error": error.message, "hint": error.hint}, status_code=status_of(error))
+
+    app.include_router(routes.router)
+    app.include_router(console.router)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    return LocalGuard(app, token, allow_hosts)

@@ -1,0 +1,165 @@
+"""The console: server-rendered pages (Jinja2) over the same library helpers as the JSON API.
+
+htmx swaps fragments (a request with `HX-Request` gets the fragment alone); one small script streams
+answers and draws charts. Nothing here runs inline script or style: the CSP forbids both.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi import Path as PathParam
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
+
+from crossmodalrag import __version__
+from crossmodalrag.api.markup import render_diff, render_markdown
+from crossmodalrag.api.routes import Kind, Reader
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.memory_views import MEMORY_VIEWS, MemoryNotBuilt, memory_view
+from crossmodalrag.sources import list_sources, source_detail, store_stats
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+templates.env.filters["markdown"] = render_markdown
+templates.env.filters["diff"] = render_diff
+templates.env.globals["version"] = __version__
+router = APIRouter(include_in_schema=False)
+
+NAV = [
+    ("ask", "/", "Ask"),
+    ("sources", "/ui/sources", "Sources"),
+    ("timeline", "/ui/timeline", "Timeline"),
+    ("concepts", "/ui/concepts", "Concepts"),
+    ("drift", "/ui/drift", "Drift"),
+    ("forgetting", "/ui/forgetting", "Forgetting"),
+    ("recall", "/ui/recall", "Recall"),
+    ("stats", "/ui/stats", "Stats"),
+    ("docs", "/docs", "API"),
+]
+templates.env.globals["nav"] = NAV
+
+
+def wants_html(request: Request) -> bool:
+    path = request.url.path
+    return path == "/" or path.startswith("/ui/") or path == "/docs"
+
+
+def is_fragment(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, {"fragment": is_fragment(request), **context}, status_code=status)
+
+
+def error_page(request: Request, error: CMRAGError, status: int) -> HTMLResponse:
+    return page(request, "error.html", status, active="", error=error)
+
+
+@router.get("/", response_class=HTMLResponse)
+def ask_view(request: Request, q: Annotated[str, Query(max_length=1000)] = "") -> HTMLResponse:
+    return page(request, "ask.html", active="ask", q=q)
+
+
+@router.get("/ui/sources", response_class=HTMLResponse)
+def sources_view(
+    request: Request,
+    store: Reader,
+    kind: Kind | None = None,
+    folder: Annotated[str | None, Query(max_length=500)] = None,
+    since: Annotated[str | None, Query(max_length=32)] = None,
+    until: Annotated[str | None, Query(max_length=32)] = None,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> HTMLResponse:
+    listing = list_sources(store, kind or None, folder or None, since or None, until or None, 50, offset).to_dict()
+    return page(request, "sources.html", active="sources", listing=listing)
+
+
+@router.get("/ui/sources/{source_id}", response_class=HTMLResponse)
+def source_view(
+    request: Request,
+    store: Reader,
+    source_id: Annotated[int, PathParam(ge=1, le=2**62)],
+    chunk: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+) -> HTMLResponse:
+    detail = source_detail(store, source_id)
+    cited = chunk if any(c["id"] == chunk for c in detail["chunks"]) else None
+    return page(request, "source.html", active="sources", source=detail, cited=cited, sections=_sections(detail))
+
+
+def _sections(detail: dict[str, Any]) -> list[dict[str, Any]]:
+    """Chunks with the heading to show above each (notes: when the heading path changes)."""
+    sections, previous = [], None
+    for chunk in detail["chunks"]:
+        headings = chunk.get("headings") or []
+        heading = None
+        if detail["source_type"] == "note" and headings[1:] and headings != previous:
+            heading = {"level": min(len(headings), 6), "text": headings[-1]}
+        previous = headings
+        sections.append({**chunk, "heading": heading})
+    return sections
+
+
+@router.get("/ui/stats", response_class=HTMLResponse)
+def stats_view(request: Request, store: Reader) -> HTMLResponse:
+    stats = store_stats(store)
+    series = {"months": [m["month"] for m in stats["per_month"]], "sources": [m["sources"] for m in stats["per_month"]]}
+    return page(request, "stats.html", active="stats", stats=stats, chart=Markup(_json_island(series)))
+
+
+def _json_island(data: Any) -> str:
+    """JSON for a `<script type="application/json">` block: data, never executed; `<` escaped so no
+    string inside can close the block."""
+    return json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+@router.get("/ui/{view}", response_class=HTMLResponse)
+def memory_page(request: Request, store: Reader, view: Annotated[str, PathParam(max_length=40)]) -> HTMLResponse:
+    if view not in MEMORY_VIEWS:
+        raise_not_found(view)
+    command, shows = MEMORY_VIEWS[view]
+    try:
+        memory_view(store, view)
+    except MemoryNotBuilt as error:
+        return page(request, "empty.html", active=view, view=view, shows=shows, command=command, error=error)
+    raise AssertionError("unreachable in this version")  # pragma: no cover
+
+
+def raise_not_found(view: str) -> None:
+    from crossmodalrag.sources import SourceNotFound
+
+    raise SourceNotFound(f"no console page {view!r}", "use the navigation bar")
+
+
+@router.get("/docs", response_class=HTMLResponse)
+def api_docs(request: Request) -> HTMLResponse:
+    """The API reference, rendered from the OpenAPI schema (Swagger UI would need a CDN and inline script)."""
+    schema = request.app.openapi()
+    routes = []
+    for path, methods in schema["paths"].items():
+        for method, operation in methods.items():
+            routes.append(
+                {
+                    "method": method.upper(),
+                    "path": path,
+                    "summary": operation.get("summary") or "",
+                    "description": operation.get("description") or "",
+                    "parameters": [
+                        {
+                            "name": p["name"],
+                            "where": p["in"],
+                            "required": p.get("required", False),
+                            "description": p.get("description", ""),
+                            "schema": json.dumps(p.get("schema", {}), sort_keys=True),
+                        }
+                        for p in operation.get("parameters", [])
+                    ],
+                    "responses": sorted(operation.get("responses", {})),
+                }
+            )
+    return page(request, "docs.html", active="docs", routes=routes, info=schema["info"])

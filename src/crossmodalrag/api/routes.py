@@ -1,0 +1,223 @@
+"""The JSON API: each route parses its query, calls the library helper its `mem … --json` twin calls,
+and returns that payload unchanged (tests pin every route against its CLI twin)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Annotated, Any, AsyncIterator, Iterator, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import Response, StreamingResponse
+
+from crossmodalrag import __version__
+from crossmodalrag.api.asking import AskCancelled, with_match
+from crossmodalrag.config import PROFILES
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.evals.report import run_retrieval_eval
+from crossmodalrag.memory_views import MemoryNotBuilt, memory_view
+from crossmodalrag.sources import SOURCE_KINDS, image_png, list_sources, pdf_page_png, source_detail, store_stats
+from crossmodalrag.store import Store
+from crossmodalrag.store.readonly import open_reader
+
+router = APIRouter()
+
+Modality = Literal["text", "code", "pdf", "image"]
+Profile = Literal[PROFILES]  # type: ignore[valid-type]
+Kind = Literal[SOURCE_KINDS]  # type: ignore[valid-type]
+Match = Literal["any", "all", "phrase"]
+MAX_QUERY_CHARS = 1000
+POLL_SECONDS = 0.25  # how often a waiting stream checks that its client is still there
+
+
+def reader(request: Request) -> Iterator[Store]:
+    """A read-only connection for one request."""
+    with open_reader(request.app.state.settings.db_path) as store:
+        yield store
+
+
+Reader = Annotated[Store, Depends(reader)]
+
+
+class AskParams:
+    """The query parameters of /ask and /ask/stream, named as `mem ask`'s flags."""
+
+    def __init__(
+        self,
+        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="the question")],
+        top_k: Annotated[int | None, Query(ge=1, le=50, description="how many pieces of evidence")] = None,
+        profile: Annotated[Profile | None, Query(description="ranking profile when vectors exist")] = None,
+        level: Annotated[
+            Literal["evidence", "event", "episode", "concept"], Query(description="retrieve at this memory level")
+        ] = "evidence",
+        modality: Annotated[list[Modality] | None, Query(description="only this kind of evidence (repeatable)")] = None,
+        no_llm: Annotated[bool, Query(description="deterministic evidence answer, no language model")] = False,
+        match: Annotated[
+            Match | None, Query(description="any query term (default), all of them, or the phrase")
+        ] = None,
+    ) -> None:
+        if level != "evidence":
+            memory_view(None, "concepts")  # raises: levels above evidence need the memory hierarchy
+        self.q, self.top_k, self.profile, self.no_llm, self.match = q, top_k, profile, no_llm, match
+        self.modalities = tuple(modality or ())
+
+
+@router.get("/health", tags=["meta"], summary="liveness, version and database summary")
+def health(request: Request, store: Reader) -> dict[str, Any]:
+    counts = dict(store.conn.execute("SELECT source_type, COUNT(*) FROM sources GROUP BY 1 ORDER BY 1"))
+    return {
+        "status": "ok",
+        "version": __version__,
+        "database": str(store.path),
+        "read_only": True,
+        "sources": counts,
+        "token_required": request.app.state.token_required,
+    }
+
+
+NOT_BUILT = {501: {"description": "the memory hierarchy is not built yet (issue 11)"}}
+
+
+@router.get("/ask", tags=["ask"], responses=NOT_BUILT, summary="answer a question (the payload of `mem ask --json`)")
+def ask(request: Request, params: Annotated[AskParams, Depends()]) -> dict[str, Any]:
+    asker = request.app.state.asker
+    answer = asker.ask(params.q, params.top_k, params.profile, params.modalities, params.no_llm, match=params.match)
+    return answer.to_dict()
+
+
+@router.get(
+    "/ask/stream",
+    tags=["ask"],
+    summary="answer as JSON lines: token events, then exactly one answer or error event",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/jsonl": {}}}, **NOT_BUILT},
+)
+async def ask_stream(request: Request, params: Annotated[AskParams, Depends()]) -> StreamingResponse:
+    return StreamingResponse(_events(request, params), media_type="application/jsonl")
+
+
+async def _events(request: Request, params: AskParams) -> AsyncIterator[str]:
+    """Run the blocking ask in a worker; relay its tokens; always end with one answer or error event."""
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue = asyncio.Queue()
+    cancelled = threading.Event()
+    done = object()
+
+    def emit(event: Any) -> None:
+        loop.call_soon_threadsafe(events.put_nowait, event)
+
+    def work() -> None:
+        try:
+            answer = request.app.state.asker.ask(
+                params.q,
+                params.top_k,
+                params.profile,
+                params.modalities,
+                params.no_llm,
+                on_text=lambda text: emit({"type": "token", "text": text}),
+                cancelled=cancelled,
+                match=params.match,
+            )
+            emit({"type": "answer", **answer.to_dict()})
+        except AskCancelled:
+            pass
+        except CMRAGError as error:
+            emit({"type": "error", "error": error.message, "hint": error.hint})
+        except Exception as error:  # noqa: BLE001 - the final event must arrive whatever happened
+            emit(
+                {"type": "error", "error": f"unexpected {type(error).__name__}: {error}", "hint": "see the server log"}
+            )
+        finally:
+            emit(done)
+
+    loop.run_in_executor(request.app.state.ask_pool, work)
+    try:
+        while True:
+            try:
+                event = await asyncio.wait_for(events.get(), POLL_SECONDS)
+            except asyncio.TimeoutError:
+                if await request.is_disconnected():
+                    return
+                continue
+            if event is done:
+                return
+            yield json.dumps(event, ensure_ascii=False) + "\n"
+    finally:
+        cancelled.set()  # a no-op once the worker finished; stops generation when the client left
+
+
+@router.get("/sources", tags=["sources"], summary="sources by kind, folder and date (`mem sources --json`)")
+def sources(
+    store: Reader,
+    kind: Kind | None = None,
+    folder: Annotated[str | None, Query(max_length=500)] = None,
+    since: Annotated[str | None, Query(max_length=32, description="YYYY-MM-DD")] = None,
+    until: Annotated[str | None, Query(max_length=32, description="YYYY-MM-DD, inclusive")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> dict[str, Any]:
+    return list_sources(store, kind, folder, since, until, limit, offset).to_dict()
+
+
+SourceId = Annotated[int, Path(ge=1, le=2**62, description="the database id (`source_id` in evidence)")]
+
+
+@router.get("/sources/{source_id}", tags=["sources"], summary="one source and its chunks (`mem source ID --json`)")
+def source(store: Reader, source_id: SourceId) -> dict[str, Any]:
+    return source_detail(store, source_id)
+
+
+PNG = {200: {"content": {"image/png": {}}, "description": "a PNG image"}}
+
+
+@router.get("/sources/{source_id}/page/{page}.png", tags=["sources"], response_class=Response, responses=PNG)
+def pdf_page(
+    store: Reader,
+    source_id: SourceId,
+    page: Annotated[int, Path(ge=1, le=100_000)],
+    chunk: Annotated[int | None, Query(ge=1, le=2**62, description="box this chunk's text")] = None,
+) -> Response:
+    """A PDF page rendered as an image, the cited chunk's text boxed where the text layer allows."""
+    return Response(pdf_page_png(store, source_id, page, chunk), media_type="image/png")
+
+
+@router.get("/sources/{source_id}/image", tags=["sources"], response_class=Response, responses=PNG)
+def image(store: Reader, source_id: SourceId) -> Response:
+    """An ingested image, re-encoded as a plain PNG."""
+    return Response(image_png(store, source_id), media_type="image/png")
+
+
+@router.get("/stats", tags=["sources"], summary="what memory holds (`mem stats --json`)")
+def stats(store: Reader) -> dict[str, Any]:
+    return store_stats(store)
+
+
+@router.get("/eval", tags=["eval"], summary="retrieval metrics on the stored eval queries (`mem eval --json`)")
+def evaluation(
+    request: Request,
+    store: Reader,
+    top_k: Annotated[int | None, Query(ge=1, le=50)] = None,
+    query_prefix: Annotated[str | None, Query(max_length=200)] = None,
+    profile: Profile | None = None,
+    modality: Annotated[list[Modality] | None, Query()] = None,
+    match: Match | None = None,
+) -> dict[str, Any]:
+    settings = with_match(request.app.state.settings, match)
+    return run_retrieval_eval(store, settings, top_k, query_prefix, profile, tuple(modality or ())).report
+
+
+def _memory_route(view: str):
+    def route(store: Reader) -> dict[str, Any]:
+        return memory_view(store, view)
+
+    route.__name__ = f"memory_{view.replace('-', '_')}"
+    return route
+
+
+for _view in ("memory-stats", "concepts", "timeline", "forgetting", "recall", "drift", "distill", "usage"):
+    router.get(f"/{_view}", tags=["memory"], responses=NOT_BUILT, summary=f"memory hierarchy: {_view}")(
+        _memory_route(_view)
+    )
+
+__all__ = ["router", "MemoryNotBuilt"]

@@ -1,0 +1,184 @@
+"""The rules every request passes before any route runs: a pure ASGI wrapper, no framework magic.
+
+A local server that serves a private memory is attacked through the browser: DNS rebinding (a page
+on evil.example re-points its name at 127.0.0.1 and reads the answers: Ollama CVE-2024-28224, the
+MCP SDKs' CVE-2025-66416) and cross-site requests. So:
+- the Host header must be exactly a loopback name or address (any port) or an `--allow-host` name;
+  no prefix or suffix matching (`localhost.evil.example` is not local), an empty Host is not local;
+- a request a browser marks `Sec-Fetch-Site: cross-site` is refused, and no CORS header is ever sent;
+- with a token (required for any non-loopback bind) every request needs `Authorization: Bearer` or
+  the session cookie; a one-time `?token=` sets that cookie (HttpOnly, SameSite=Strict) and redirects
+  to the same URL without it, so the token does not stay in the address bar or history;
+- every response carries a strict CSP (no inline script or style), nosniff, no referrer, no caching;
+- request bodies and query strings are bounded (the API is read-only: GET and HEAD only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+from http.cookies import SimpleCookie
+from typing import Any, Awaitable, Callable
+from urllib.parse import parse_qsl, urlencode
+
+Scope = dict[str, Any]
+ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
+
+COOKIE = "mem_session"
+MAX_QUERY_BYTES = 4096
+MAX_BODY_BYTES = 16 * 1024
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+    (b"x-frame-options", b"DENY"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+]
+
+
+def split_host(header: str) -> tuple[str, str] | None:
+    """(name, port) of a Host header value, or None if it is not one: `[::1]:8765`, `localhost`."""
+    if not header or header != header.strip() or any(c in header for c in "/\\@ ,"):
+        return None
+    if header.startswith("["):
+        name, bracket, rest = header[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            return None
+        port = rest[1:]
+    else:
+        name, _, port = header.partition(":")
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        return None
+    return (name.lower(), port) if name else None
+
+
+def is_loopback(name: str) -> bool:
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def host_allowed(header: str, extra: frozenset[str] = frozenset()) -> bool:
+    """Is this Host header one of ours: loopback (127.0.0.0/8, ::1, localhost) or an --allow-host name?"""
+    parsed = split_host(header)
+    if parsed is None:
+        return False
+    name = parsed[0]
+    return is_loopback(name) or name in extra
+
+
+def session_value(token: str) -> str:
+    """What the cookie holds: derived from the token, so the token itself is never stored in the browser."""
+    return hmac.new(token.encode(), b"mem console session", hashlib.sha256).hexdigest()
+
+
+class LocalGuard:
+    """Applies the rules above around an ASGI app."""
+
+    def __init__(self, app: ASGIApp, token: str | None = None, allow_hosts: frozenset[str] = frozenset()) -> None:
+        self.app = app
+        self.token = token or None
+        self.session = session_value(token) if token else None
+        self.allow_hosts = frozenset(h.lower() for h in allow_hosts)
+
+    async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                await self.app(scope, receive, send)
+            return  # no websockets here
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            await _send_error(send, *refusal)
+            return
+        if self.token and not self._authorized(headers):
+            redirect = self._login_redirect(scope, headers)
+            if redirect is not None:
+                await _send(send, 303, b"", [(b"location", redirect.encode("latin-1")), _cookie(self.session)])
+                return
+            await _send_error(
+                send,
+                401,
+                "a token is required",
+                "open the login URL `mem serve` printed, or send `Authorization: Bearer <token>`",
+                [(b"www-authenticate", b"Bearer")],
+            )
+            return
+        await self.app(scope, receive, _with_headers(send))
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, str] | None:
+        if not host_allowed(headers.get("host", ""), self.allow_hosts):
+            return (
+                421,
+                "this server answers only to its local host names",
+                "open http://127.0.0.1:<port>/, or start `mem serve --allow-host NAME` for a name you trust",
+            )
+        if headers.get("sec-fetch-site") == "cross-site":
+            return 403, "cross-site requests are refused", "open the console from its own address"
+        if scope.get("method") not in ("GET", "HEAD"):
+            return 405, "this API is read-only: GET and HEAD only", ""
+        if len(scope.get("query_string", b"")) > MAX_QUERY_BYTES:
+            return 414, f"the query string is over {MAX_QUERY_BYTES} bytes", "ask a shorter question"
+        length = headers.get("content-length", "0")
+        if not length.isdigit() or int(length) > MAX_BODY_BYTES or "transfer-encoding" in headers:
+            return 413, "request bodies are not accepted", ""
+        return None
+
+    def _authorized(self, headers: dict[str, str]) -> bool:
+        scheme, _, given = headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode()):
+            return True
+        cookie = SimpleCookie()
+        try:
+            cookie.load(headers.get("cookie", ""))
+        except Exception:  # noqa: BLE001 - a malformed cookie header is simply no session
+            return False
+        held = cookie.get(COOKIE)
+        return held is not None and hmac.compare_digest(held.value.encode(), self.session.encode())
+
+    def _login_redirect(self, scope: Scope, headers: dict[str, str]) -> str | None:
+        """`?token=…` with the right token: where to send the browser once the cookie is set."""
+        pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        given = [v for k, v in pairs if k == "token"]
+        if len(given) != 1 or not hmac.compare_digest(given[0].encode(), self.token.encode()):
+            return None
+        rest = urlencode([(k, v) for k, v in pairs if k != "token"])
+        return scope.get("path", "/") + (f"?{rest}" if rest else "")
+
+
+def _cookie(session: str) -> tuple[bytes, bytes]:
+    return b"set-cookie", f"{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/".encode()
+
+
+def _with_headers(send: Callable) -> Callable:
+    async def wrapped(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            names = {name.lower() for name, _ in message.get("headers", [])}
+            extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return wrapped
+
+
+async def _send(send: Callable, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, *SECURITY_HEADERS]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_error(
+    send: Callable, status: int, message: str, hint: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps({"error": message, "hint": hint}).encode()
+    await _send(send, status, body, [(b"content-type", b"application/json"), *(headers or [])])

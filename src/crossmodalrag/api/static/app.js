@@ -1,0 +1,263 @@
+// mem console: streams answers, links citations to their evidence, keyboard paths, theme, charts.
+// Served under a CSP without 'unsafe-inline' or 'unsafe-eval': no inline handlers, no eval, no innerHTML
+// of model output (answer text is inserted as text nodes only).
+(() => {
+  "use strict";
+  const $ = (selector, root = document) => root.querySelector(selector);
+  const root = document.documentElement;
+
+  // ---- theme: the OS preference until the user picks one
+  const savedTheme = localStorage.getItem("mem-theme");
+  if (savedTheme) root.dataset.theme = savedTheme;
+  function toggleTheme() {
+    const dark = root.dataset.theme ? root.dataset.theme === "dark" : matchMedia("(prefers-color-scheme: dark)").matches;
+    root.dataset.theme = dark ? "light" : "dark";
+    localStorage.setItem("mem-theme", root.dataset.theme);
+  }
+
+  // ---- asking
+  let controller = null;
+  let evidenceLinks = [];
+  let current = -1;
+
+  function el(tag, attrs = {}, text = "") {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+    if (text) node.textContent = text;
+    return node;
+  }
+
+  function evidenceHref(item) {
+    return `/ui/sources/${item.source_id}?chunk=${item.chunk_id}#chunk-${item.chunk_id}`;
+  }
+
+  async function ask(question, noLlm) {
+    const answer = $("#answer"), text = $("#answer-text"), status = $("#answer-status");
+    if (controller) controller.abort();
+    controller = new AbortController();
+    const params = new URLSearchParams({ q: question });
+    if (noLlm) params.set("no_llm", "true");
+    history.replaceState(null, "", "/?" + params.toString());
+    answer.hidden = false;
+    answer.classList.remove("abstained");
+    answer.dataset.state = "streaming";
+    answer.dataset.tokens = "0";
+    text.textContent = "";
+    text.classList.add("streaming");
+    status.textContent = noLlm ? "retrieving…" : "retrieving, then generating…";
+    $("#evidence").replaceChildren();
+    $("#notices").replaceChildren();
+    $("#ask-button").disabled = true;
+    try {
+      const response = await fetch("/ask/stream?" + params.toString(), { signal: controller.signal });
+      if (!response.ok) {
+        const problem = await response.json().catch(() => ({}));
+        showError(problem.error || `HTTP ${response.status}`, problem.hint || "");
+        return;
+      }
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let newline;
+        while ((newline = buffer.indexOf("\n")) >= 0) {
+          const line = buffer.slice(0, newline);
+          buffer = buffer.slice(newline + 1);
+          if (line.trim()) handle(JSON.parse(line));
+        }
+      }
+      if (answer.dataset.state === "streaming") showError("the answer stream ended early", "ask again");
+    } catch (error) {
+      if (error.name !== "AbortError") showError(String(error), "is `mem serve` still running?");
+    } finally {
+      $("#ask-button").disabled = false;
+      text.classList.remove("streaming");
+    }
+  }
+
+  function handle(event) {
+    const answer = $("#answer");
+    if (event.type === "token") {
+      $("#answer-text").append(document.createTextNode(event.text));
+      answer.dataset.tokens = String(Number(answer.dataset.tokens) + 1);
+      $("#answer-status").textContent = "generating…";
+    } else if (event.type === "answer") {
+      renderAnswer(event);
+    } else if (event.type === "error") {
+      showError(event.error, event.hint);
+    }
+  }
+
+  function showError(message, hint) {
+    const answer = $("#answer");
+    answer.dataset.state = "error";
+    $("#answer-status").textContent = "error";
+    $("#answer-text").textContent = message + (hint ? ` (hint: ${hint})` : "");
+  }
+
+  function renderAnswer(payload) {
+    const answer = $("#answer"), text = $("#answer-text");
+    const byId = new Map(payload.evidence.map((item) => [item.id, item]));
+    text.replaceChildren();
+    for (const part of payload.answer.split(/(\[E\d+\])/)) {
+      const item = byId.get(part.slice(1, -1));
+      if (/^\[E\d+\]$/.test(part) && item) {
+        const link = el("a", { class: "cite", href: evidenceHref(item), "data-eid": item.id }, part);
+        text.append(link);
+      } else if (part) {
+        text.append(document.createTextNode(part));
+      }
+    }
+    answer.classList.toggle("abstained", payload.abstained);
+    const bits = [payload.mode === "llm" && payload.llm ? `${payload.llm.provider} ${payload.llm.model}` : "evidence answer"];
+    bits.push(`${payload.retrieval} retrieval`);
+    if (payload.abstained) bits.push(`abstained: ${payload.abstention_reason}`);
+    else bits.push(`${payload.evidence.length} evidence, ${payload.citations.length} cited`);
+    bits.push(`coverage ${(payload.match_coverage * 100).toFixed(0)}%`);
+    if (payload.similarity !== null) bits.push(`similarity ${payload.similarity.toFixed(2)}`);
+    bits.push(`${(payload.timing.total_seconds * 1000).toFixed(0)} ms`);
+    $("#answer-status").textContent = bits.join(" · ");
+    const notices = $("#notices");
+    for (const message of payload.notices) notices.append(el("li", {}, message));
+    for (const warning of payload.citation_warnings) notices.append(el("li", {}, `${warning.kind}: ${warning.detail}`));
+    const list = $("#evidence");
+    const cited = new Set(payload.citations.map((c) => c.id));
+    for (const item of payload.evidence) list.append(evidenceItem(item, cited.has(item.id)));
+    evidenceLinks = [...list.querySelectorAll("a.ev-open")];
+    current = -1;
+    answer.dataset.state = "final";
+  }
+
+  function evidenceItem(item, cited) {
+    const li = el("li", { id: `ev-${item.id}` });
+    const head = el("div", { class: "ev-head" });
+    head.append(el("span", { class: "ev-id" }, `[${item.id}]`));
+    head.append(el("a", { class: "ev-open", href: evidenceHref(item), "data-eid": item.id }, item.title || item.locator));
+    head.append(el("span", { class: "kind" }, item.modality));
+    if (!cited) head.append(el("span", { class: "sub" }, "not cited"));
+    li.append(head);
+    li.append(el("div", { class: "sub" }, item.locator + (item.timestamp ? ` · ${item.timestamp.slice(0, 10)}` : "")));
+    li.append(el("p", { class: "excerpt" }, item.excerpt));
+    const details = el("details");
+    details.append(el("summary", {}, `why it ranked: score ${item.score.toFixed(3)}`));
+    const table = el("table");
+    for (const [name, value] of Object.entries(item.components)) {
+      const row = el("tr");
+      row.append(el("td", {}, name), el("td", {}, Number(value).toFixed(3)));
+      table.append(row);
+    }
+    details.append(table);
+    li.append(details);
+    return li;
+  }
+
+  function openEvidence(link) {
+    document.querySelectorAll("#evidence li.current").forEach((li) => li.classList.remove("current"));
+    const li = $(`#ev-${link.dataset.eid}`);
+    if (li) li.classList.add("current");
+    current = evidenceLinks.findIndex((a) => a.dataset.eid === link.dataset.eid);
+    const panel = $("#panel");
+    if (!panel || !window.htmx) {
+      location.href = link.href;
+      return;
+    }
+    htmx.ajax("GET", link.getAttribute("href").split("#")[0], { target: "#panel", swap: "innerHTML" }).then(() => {
+      panel.dataset.loaded = link.dataset.eid;
+      scrollToCited(panel);
+    });
+  }
+
+  function scrollToCited(scope) {
+    const cited = scope.querySelector(".chunk.cited");
+    if (cited) cited.scrollIntoView({ block: "start" });
+  }
+
+  function moveEvidence(step) {
+    if (!evidenceLinks.length) return;
+    current = Math.max(0, Math.min(evidenceLinks.length - 1, current + step));
+    const link = evidenceLinks[current];
+    link.focus();
+    openEvidence(link);
+  }
+
+  // ---- charts (uPlot): data comes from a JSON block in the page
+  function drawMonthChart() {
+    const box = $("#month-chart"), data = $("#month-data");
+    if (!box || !data || !window.uPlot) return;
+    const series = JSON.parse(data.textContent);
+    if (!series.months.length) {
+      box.textContent = "No dated sources yet.";
+      return;
+    }
+    const xs = series.months.map((_, i) => i);
+    const bars = uPlot.paths.bars({ size: [0.7, 40] });
+    const options = {
+      width: Math.max(280, box.clientWidth || 600),
+      height: 240,
+      scales: { x: { time: false } },
+      axes: [
+        { values: (u, ticks) => ticks.map((t) => series.months[t] || ""), stroke: getComputedStyle(root).getPropertyValue("--muted") },
+        { stroke: getComputedStyle(root).getPropertyValue("--muted") },
+      ],
+      series: [{}, { label: "sources", fill: "rgba(26,95,180,0.45)", stroke: "#1a5fb4", paths: bars, points: { show: false } }],
+      legend: { show: false },
+    };
+    new uPlot(options, [xs, series.sources], box);
+    box.dataset.drawn = "1";
+  }
+
+  // ---- wiring
+  document.addEventListener("DOMContentLoaded", () => {
+    const theme = $("#theme");
+    if (theme) theme.addEventListener("click", toggleTheme);
+    const form = $("#ask-form");
+    if (form) {
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        const question = $("#q").value.trim();
+        if (question) ask(question, $("#no-llm").checked);
+      });
+      const params = new URLSearchParams(location.search);
+      if (params.get("no_llm") === "true") $("#no-llm").checked = true;
+      if (params.get("q")) ask(params.get("q"), $("#no-llm").checked);
+    }
+    scrollToCited(document);
+    drawMonthChart();
+  });
+
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("a.cite, a.ev-open");
+    if (!link || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+    event.preventDefault();
+    openEvidence(link);
+  });
+
+  document.addEventListener("keydown", (event) => {
+    const typing = event.target.closest("input, textarea, select, [contenteditable]");
+    if (event.key === "Escape") {
+      if (typing) event.target.blur();
+      const panel = $("#panel");
+      if (panel && panel.dataset.loaded) {
+        panel.replaceChildren();
+        delete panel.dataset.loaded;
+      }
+      return;
+    }
+    if (typing || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.key === "/") {
+      const box = $("#q");
+      if (box) {
+        event.preventDefault();
+        box.focus();
+        box.select();
+      }
+    } else if (event.key === "j") {
+      moveEvidence(1);
+    } else if (event.key === "k") {
+      moveEvidence(-1);
+    }
+  });
+})();

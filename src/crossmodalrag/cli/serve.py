@@ -1,0 +1,148 @@
+"""`mem serve`, and the browsing commands whose JSON the API serves too: `mem sources`, `mem source`, `mem stats`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import stat
+import sys
+from pathlib import Path
+
+from crossmodalrag.cli.render import print_json
+from crossmodalrag.config import Settings, load_settings, read_environment
+from crossmodalrag.errors import CMRAGError, ConfigError
+from crossmodalrag.sources import list_sources, source_detail, store_stats
+from crossmodalrag.store.readonly import open_reader
+
+MIN_TOKEN_CHARS = 16
+TOKEN_HINT = "e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > ~/.config/mem/token; chmod 600 it"
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings({"db_path": getattr(args, "db_path", None)})
+
+
+def notice(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def sources(args: argparse.Namespace) -> int:
+    with open_reader(_settings(args).db_path) as store:
+        listing = list_sources(store, args.kind, args.folder, args.since, args.until, args.limit, args.offset).to_dict()
+    if args.json:
+        print_json(listing)
+        return 0
+    for item in listing["sources"]:
+        when = (item["timestamp"] or "")[:10] or "-"
+        print(
+            f"{item['id']:>6}  {when:<10}  {item['source_type']:<6}  "
+            f"{item['title'] or item['locator']}  ({item['locator']})"
+        )
+    shown = len(listing["sources"])
+    notice(f"{shown} of {listing['total']} sources" + (" (page with --offset)" if shown < listing["total"] else ""))
+    return 0
+
+
+def source(args: argparse.Namespace) -> int:
+    with open_reader(_settings(args).db_path) as store:
+        detail = source_detail(store, args.source_id)
+    if args.json:
+        print_json(detail)
+        return 0
+    print(f"{detail['title'] or detail['locator']}\n{detail['source_type']} · {detail['uri']} · {detail['timestamp']}")
+    for chunk in detail["chunks"]:
+        print(f"\n--- chunk {chunk['id']}: {chunk['locator']}")
+        print(chunk["body"])
+    return 0
+
+
+def stats(args: argparse.Namespace) -> int:
+    with open_reader(_settings(args).db_path) as store:
+        report = store_stats(store)
+    if args.json:
+        print_json(report)
+        return 0
+    print(f"database: {report['database']} (schema v{report['schema_version']})")
+    print("sources: " + (", ".join(f"{k} {v}" for k, v in report["sources"].items()) or "none"))
+    print("chunks: " + (", ".join(f"{k} {v}" for k, v in report["chunks"].items()) or "none"))
+    print("embedded: " + (", ".join(f"{k} {v}" for k, v in report["embedded_chunks"].items()) or "none"))
+    print(f"dated from {report['first'] or '-'} to {report['last'] or '-'}; {report['eval_queries']} eval queries")
+    return 0
+
+
+def read_token(args: argparse.Namespace) -> str | None:
+    """The token from --token-file, else CMRAG_SERVE_TOKEN (environment or ./.env). Raises ConfigError."""
+    if args.token_file:
+        path = Path(args.token_file).expanduser()
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+            mode = path.stat().st_mode
+        except OSError as error:
+            raise ConfigError(f"cannot read the token file {path}: {error.strerror}", TOKEN_HINT) from None
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            notice(f"warning: {path} is readable by other users; chmod 600 it")
+    else:
+        token = read_environment(Path.cwd()).get("CMRAG_SERVE_TOKEN", "").strip() or None
+        if token is None:
+            return None
+    if len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):
+        raise ConfigError(f"the token must be at least {MIN_TOKEN_CHARS} characters without spaces", TOKEN_HINT)
+    return token
+
+
+def _check_port(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise CMRAGError(f"cannot listen on {host}:{port}: {error.strerror}", "pick another --port") from None
+
+
+def serve(args: argparse.Namespace) -> int:
+    from crossmodalrag.api import require_ui
+
+    require_ui()
+    from crossmodalrag.api.security import is_loopback
+
+    settings = _settings(args)
+    token = read_token(args)
+    loopback = is_loopback(args.host.strip("[]"))
+    if not loopback and not token:
+        raise CMRAGError(
+            f"refusing to serve your memory on {args.host} without a token",
+            f"pass --token-file FILE or set CMRAG_SERVE_TOKEN ({TOKEN_HINT})",
+        )
+    open_reader(settings.db_path).close()  # fail now, with the store's hint, not on the first request
+    allow = {name.lower() for name in args.allow_host or []}
+    if not loopback and args.host not in ("0.0.0.0", "::"):
+        allow.add(args.host.strip("[]").lower())
+    _check_port(args.host, args.port)
+
+    import uvicorn
+
+    from crossmodalrag.api.app import create_app
+
+    app = create_app(settings, token, frozenset(allow))
+    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    shown = f"[{shown}]" if ":" in shown else shown
+    url = f"http://{shown}:{args.port}/"
+    notice(f"mem console at {url} (API docs at {url}docs), serving {settings.db_path} read-only; Ctrl-C stops")
+    if token:
+        notice(
+            f"login once in the browser with {url}?token={token} (it sets a cookie and drops the token from the URL)"
+        )
+    if not loopback:
+        notice("other machines reach it only through names given with --allow-host (the Host header is checked)")
+    uvicorn.run(
+        app,
+        host=args.host.strip("[]"),
+        port=args.port,
+        log_level=os.environ.get("CMRAG_SERVE_LOG_LEVEL", "warning"),
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=2,
+    )
+    return 0

@@ -1,0 +1,42 @@
+"""The retrieval eval as `mem eval --json` and the API's `/eval` both run it: stored queries, one report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from crossmodalrag.answer.evidence import open_retriever
+from crossmodalrag.config import Settings
+from crossmodalrag.errors import EvalError
+from crossmodalrag.evals.queries import gold_warnings, list_queries
+from crossmodalrag.evals.retrieval import evaluate
+from crossmodalrag.store import Store
+
+
+@dataclass
+class EvalRun:
+    """The report (its JSON) plus what a person should be told beside it (notes and gold warnings)."""
+
+    report: dict[str, Any]
+    notices: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def run_retrieval_eval(
+    store: Store,
+    settings: Settings,
+    top_k: int | None = None,
+    query_prefix: str | None = None,
+    profile: str | None = None,
+    modalities: tuple[str, ...] = (),
+) -> EvalRun:
+    """Measure retrieval on the stored eval queries (those starting with `query_prefix`). Raises EvalError."""
+    queries = list_queries(store, query_prefix)
+    if not queries:
+        raise EvalError(
+            "no eval queries" + (f" start with {query_prefix!r}" if query_prefix else " are stored"),
+            "run `mem seed-sample` or pass --load-queries FILE",
+        )
+    warnings = gold_warnings(store, queries)
+    retriever = open_retriever(store, settings, top_k or settings.top_k, profile, modalities=tuple(modalities))
+    return EvalRun(evaluate(retriever, queries).to_dict(), list(retriever.notices), warnings)

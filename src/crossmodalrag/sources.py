@@ -1,0 +1,309 @@
+"""Browsing what memory holds: sources by kind, folder and date, one source with its chunks, store stats.
+
+One set of helpers builds the payloads of `mem sources`, `mem source ID`, `mem stats` and of the
+matching HTTP routes, so both return the same JSON. Sources are looked up by database id only;
+a file on disk is read only through the uri stored at ingest time, never a path from a caller.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from crossmodalrag.errors import CMRAGError, MissingExtraError
+from crossmodalrag.store import Store
+from crossmodalrag.types import iso_time
+
+SOURCE_KINDS = ("note", "commit", "pdf", "image")
+MAX_LIST = 500
+MAX_IMAGE_SIDE = 2000  # pixels: rendered pages and images are capped so one request stays cheap
+
+
+class SourceNotFound(CMRAGError):
+    """No source (or no such page, or its file is gone) for the id a caller gave."""
+
+
+class BadFilter(CMRAGError):
+    """A listing filter (kind, date, limit) cannot be used."""
+
+
+def parse_day(text: str | None, what: str) -> float | None:
+    """`YYYY-MM-DD` (or a full ISO time) as unix seconds, UTC. Raises BadFilter."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadFilter(f"--{what} {text!r} is not a date", "use YYYY-MM-DD, e.g. 2025-07-21") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def folder_of(source_type: str, uri: str, metadata: dict[str, Any]) -> str:
+    """Where a source lives, as a person would group it: the vault folder of a note, the repository
+    of a commit, the directory of a PDF or image."""
+    if source_type == "note" and metadata.get("path"):
+        parent = str(PurePosixPath(metadata["path"]).parent)
+        return "" if parent == "." else parent
+    if source_type == "commit" and metadata.get("repo"):
+        return Path(metadata["repo"]).name
+    return str(Path(uri).parent)
+
+
+def _locator(source_type: str, uri: str, metadata: dict[str, Any]) -> str:
+    if source_type == "note":
+        return metadata.get("path") or Path(uri).name
+    if source_type == "commit":
+        return f"{Path(metadata.get('repo', '')).name}@{metadata.get('sha', '')[:7]}"
+    return Path(uri).name
+
+
+def _in_folder(folder: str, wanted: str) -> bool:
+    wanted = wanted.strip().rstrip("/")
+    return folder == wanted or folder.startswith(wanted + "/")
+
+
+@dataclass
+class SourceList:
+    total: int
+    limit: int
+    offset: int
+    filters: dict[str, Any]
+    kinds: dict[str, int]
+    sources: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "limit": self.limit,
+            "offset": self.offset,
+            "filters": self.filters,
+            "kinds": self.kinds,
+            "sources": self.sources,
+        }
+
+
+def list_sources(
+    store: Store,
+    kind: str | None = None,
+    folder: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> SourceList:
+    """Sources newest first, filtered by kind, folder (and below) and date (inclusive days). Raises BadFilter."""
+    if kind is not None and kind not in SOURCE_KINDS:
+        raise BadFilter(f"unknown kind {kind!r}", f"use one of {', '.join(SOURCE_KINDS)}")
+    if not 1 <= limit <= MAX_LIST or offset < 0:
+        raise BadFilter(f"limit must be 1..{MAX_LIST} and offset at least 0", "page with --offset")
+    start, end = parse_day(since, "since"), parse_day(until, "until")
+    if end is not None and until and len(until) == 10:
+        end += 86_400  # an --until day includes that whole day
+    clauses, params = [], []
+    if kind:
+        clauses.append("s.source_type = ?")
+        params.append(kind)
+    if start is not None:
+        clauses.append("s.timestamp >= ?")
+        params.append(start)
+    if end is not None:
+        clauses.append("s.timestamp < ?")
+        params.append(end)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    rows = store.conn.execute(
+        "SELECT s.id, s.source_type, s.uri, s.title, s.timestamp, s.metadata, "
+        "(SELECT COUNT(*) FROM chunks c WHERE c.source_id = s.id) AS chunks "
+        f"FROM sources s {where} ORDER BY s.timestamp IS NULL, s.timestamp DESC, s.id DESC",
+        params,
+    ).fetchall()
+    listed = []
+    for row in rows:
+        metadata = json.loads(row["metadata"] or "{}")
+        where_from = folder_of(row["source_type"], row["uri"], metadata)
+        if folder and not _in_folder(where_from, folder):
+            continue
+        listed.append(
+            {
+                "id": row["id"],
+                "source_type": row["source_type"],
+                "title": row["title"],
+                "uri": row["uri"],
+                "locator": _locator(row["source_type"], row["uri"], metadata),
+                "folder": where_from,
+                "timestamp": iso_time(row["timestamp"]),
+                "chunks": row["chunks"],
+            }
+        )
+    kinds = dict(store.conn.execute("SELECT source_type, COUNT(*) FROM sources GROUP BY source_type ORDER BY 1"))
+    filters = {"kind": kind, "folder": folder, "since": since, "until": until}
+    return SourceList(len(listed), limit, offset, filters, kinds, listed[offset : offset + limit])
+
+
+def source_detail(store: Store, source_id: int) -> dict[str, Any]:
+    """One source with every chunk in order (breadcrumb apart from body). Raises SourceNotFound."""
+    row = store.conn.execute(
+        "SELECT id, source_type, uri, title, timestamp, ingested_at, metadata FROM sources WHERE id = ?", (source_id,)
+    ).fetchone()
+    if row is None:
+        raise SourceNotFound(f"no source with id {source_id}", "list them with `mem sources`")
+    metadata = json.loads(row["metadata"] or "{}")
+    chunks = []
+    for chunk in store.conn.execute(
+        "SELECT id, chunk_index, locator, modality, text, metadata FROM chunks "
+        "WHERE source_id = ? ORDER BY chunk_index",
+        (source_id,),
+    ):
+        extra = json.loads(chunk["metadata"] or "{}")
+        breadcrumb, _, body = chunk["text"].partition("\n")
+        chunks.append(
+            {
+                "id": chunk["id"],
+                "index": chunk["chunk_index"],
+                "locator": chunk["locator"],
+                "modality": chunk["modality"],
+                "breadcrumb": breadcrumb,
+                "body": body,
+                **{k: extra[k] for k in ("headings", "path", "page", "ocr_confidence") if extra.get(k) is not None},
+            }
+        )
+    return {
+        "id": row["id"],
+        "source_type": row["source_type"],
+        "title": row["title"],
+        "uri": row["uri"],
+        "locator": _locator(row["source_type"], row["uri"], metadata),
+        "folder": folder_of(row["source_type"], row["uri"], metadata),
+        "timestamp": iso_time(row["timestamp"]),
+        "ingested_at": iso_time(row["ingested_at"]),
+        "metadata": metadata,
+        "chunks": chunks,
+    }
+
+
+def store_stats(store: Store) -> dict[str, Any]:
+    """Counts a person checks first: sources per kind, chunks per modality, vectors per model, sources per month."""
+    conn = store.conn
+    months = conn.execute(
+        "SELECT strftime('%Y-%m', timestamp, 'unixepoch') AS month, COUNT(*) FROM sources "
+        "WHERE timestamp IS NOT NULL GROUP BY month ORDER BY month"
+    ).fetchall()
+    span = conn.execute("SELECT MIN(timestamp), MAX(timestamp) FROM sources").fetchone()
+    vectors = conn.execute(
+        "SELECT m.name, COUNT(DISTINCT v.chunk_id) FROM embedding_models m "
+        "JOIN chunk_vectors v ON v.model_id = m.id GROUP BY m.id ORDER BY m.name"
+    ).fetchall()
+    return {
+        "database": str(store.path),
+        "schema_version": _version(conn),
+        "sources": dict(conn.execute("SELECT source_type, COUNT(*) FROM sources GROUP BY 1 ORDER BY 1")),
+        "chunks": dict(conn.execute("SELECT modality, COUNT(*) FROM chunks GROUP BY 1 ORDER BY 1")),
+        "embedded_chunks": {name: count for name, count in vectors},
+        "eval_queries": conn.execute("SELECT COUNT(*) FROM queries_eval").fetchone()[0],
+        "first": iso_time(span[0]),
+        "last": iso_time(span[1]),
+        "per_month": [{"month": month, "sources": count} for month, count in months],
+    }
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+
+
+def _file_of(store: Store, source_id: int, source_type: str) -> Path:
+    row = store.conn.execute("SELECT source_type, uri FROM sources WHERE id = ?", (source_id,)).fetchone()
+    if row is None or row["source_type"] != source_type:
+        raise SourceNotFound(f"no {source_type} source with id {source_id}", "list them with `mem sources`")
+    path = Path(row["uri"])
+    if not path.is_file():
+        raise SourceNotFound(f"{path} is no longer on disk", "run `mem sync` to bring memory up to date")
+    return path
+
+
+def _png(image) -> bytes:
+    image.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE))
+    if image.mode not in ("RGB", "RGBA", "L"):
+        image = image.convert("RGBA")
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def pdf_page_png(store: Store, source_id: int, page: int, chunk_id: int | None = None) -> bytes:
+    """Page `page` (1-based) of a stored PDF as a PNG; with `chunk_id` (a chunk of this source) its
+    text is boxed where the page's text layer finds it. Raises SourceNotFound, MissingExtraError."""
+    path = _file_of(store, source_id, "pdf")
+    highlight = ""
+    if chunk_id is not None:
+        row = store.conn.execute(
+            "SELECT text FROM chunks WHERE id = ? AND source_id = ?", (chunk_id, source_id)
+        ).fetchone()
+        highlight = row["text"].partition("\n")[2] if row else ""
+    try:
+        import pypdfium2
+        from PIL import ImageDraw
+    except ImportError:
+        raise MissingExtraError(
+            "rendering PDF pages needs pypdfium2 and Pillow", 'pip install -e ".[ui,pdf]"'
+        ) from None
+    document = pypdfium2.PdfDocument(str(path))
+    try:
+        if not 1 <= page <= len(document):
+            raise SourceNotFound(f"{path.name} has no page {page}", f"pages run 1..{len(document)}")
+        pdf_page = document[page - 1]
+        scale = 1.5
+        image = pdf_page.render(scale=scale).to_pil().convert("RGB")
+        boxes = _text_boxes(pdf_page, highlight) if highlight else []
+        height = pdf_page.get_height()
+        draw = ImageDraw.Draw(image, "RGBA")
+        for left, bottom, right, top in boxes:
+            draw.rectangle(
+                [left * scale, (height - top) * scale, right * scale, (height - bottom) * scale],
+                fill=(255, 210, 0, 90),
+                outline=(200, 120, 0, 255),
+            )
+        return _png(image)
+    finally:
+        document.close()
+
+
+def _text_boxes(pdf_page, text: str) -> list[tuple[float, float, float, float]]:
+    """Rectangles (PDF points) of the first place the page's text layer holds `text` (its first words)."""
+    words = " ".join(text.split()[:12])
+    if not words:
+        return []
+    textpage = pdf_page.get_textpage()
+    try:
+        searcher = textpage.search(words, match_case=False)
+        found = searcher.get_next()
+        if not found:
+            return []
+        start, count = found
+        boxes = []
+        for index in range(textpage.count_rects(start, count)):
+            boxes.append(textpage.get_rect(index))
+        return boxes
+    finally:
+        textpage.close()
+
+
+def image_png(store: Store, source_id: int) -> bytes:
+    """A stored image re-encoded as a plain PNG (whatever it was, nothing active survives). Raises
+    SourceNotFound, MissingExtraError."""
+    path = _file_of(store, source_id, "image")
+    try:
+        from PIL import Image, UnidentifiedImageError
+    except ImportError:
+        raise MissingExtraError("showing images needs Pillow", 'pip install -e ".[ui]"') from None
+    try:
+        with Image.open(path) as image:
+            image.load()
+            return _png(image.copy())
+    except (UnidentifiedImageError, OSError) as error:
+        raise SourceNotFound(f"{path.name} cannot be read as an image: {error}", "run `mem sync`") from None

@@ -1,0 +1,56 @@
+"""Read-only connections, for servers that must never change the memory (the web console and API).
+
+SQLite enforces it (`mode=ro`), so no code path behind a request can write the file, however it was
+reached. (`PRAGMA query_only` would also forbid the TEMP tables the FTS query analyser uses as scratch.)
+Migrations cannot run on such a connection: an old database is an error with a hint.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+from crossmodalrag.errors import StoreError
+from crossmodalrag.store.connection import Store
+from crossmodalrag.store.migrations import LATEST_VERSION
+
+
+def open_reader(path: Path, busy_timeout: float = 5.0) -> Store:
+    """Open the database read-only. Raises StoreError if it is missing, not a memory database, or
+    at another schema version than this program's."""
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise StoreError(f"no memory database at {path}", "run `mem init-db` or `mem seed-sample` first")
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(str(path))}?mode=ro",
+            uri=True,
+            timeout=busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,  # one request = one thread at a time; FastAPI may hop threads
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        version = _schema_version(conn, path)
+    except sqlite3.DatabaseError as error:
+        raise StoreError(f"cannot open {path} read-only: {error}", "check the path (CMRAG_DB_PATH)") from error
+    if version != LATEST_VERSION:
+        conn.close()
+        newer = version > LATEST_VERSION
+        raise StoreError(
+            f"{path} has schema version {version}, this program's is {LATEST_VERSION}",
+            "upgrade crossmodalrag (pip install -U crossmodalrag)"
+            if newer
+            else "run `mem init-db` once to upgrade it (the server opens it read-only)",
+        )
+    conn.row_factory = sqlite3.Row
+    return Store(conn, path)
+
+
+def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
+    try:
+        row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    except sqlite3.OperationalError as error:
+        conn.close()
+        raise StoreError(f"{path} is not a memory database ({error})", "run `mem init-db` on it first") from error
+    return row[0] or 0

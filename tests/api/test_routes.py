@@ -1,0 +1,167 @@
+"""Every JSON route returns exactly what its `mem … --json` twin prints, and errors are JSON with a hint."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api.helpers import cli_json, without_timing
+
+QUESTION = "Why did I change the parser?"
+
+
+@pytest.fixture(autouse=True)
+def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI twin must not find a model the server does not have."""
+    monkeypatch.setenv("CMRAG_LLM_PROVIDER", "none")
+
+
+@pytest.mark.parametrize(
+    ("route", "args"),
+    [
+        ("/sources", ["sources"]),
+        ("/sources?kind=note&limit=3", ["sources", "--kind", "note", "--limit", "3"]),
+        ("/sources?kind=commit&offset=2&limit=4", ["sources", "--kind", "commit", "--offset", "2", "--limit", "4"]),
+        ("/sources?folder=projects", ["sources", "--folder", "projects"]),
+        ("/sources?since=2025-06-01&until=2025-07-21", ["sources", "--since", "2025-06-01", "--until", "2025-07-21"]),
+        ("/stats", ["stats"]),
+        ("/eval?query_prefix=%5Bsample%5D", ["eval", "--query-prefix", "[sample]"]),
+        ("/eval?top_k=3&modality=text", ["eval", "--top-k", "3", "--modality", "text"]),
+    ],
+)
+def test_route_returns_its_cli_twin(client, sample_db, capsys, route, args) -> None:
+    response = client.get(route)
+    assert response.status_code == 200, response.text
+    assert response.json() == cli_json(capsys, *args, "--db-path", str(sample_db))
+
+
+def test_source_detail_is_its_cli_twin_for_every_kind(client, sample_db, capsys) -> None:
+    listing = client.get("/sources?limit=500").json()
+    first_of_kind = {}
+    for item in listing["sources"]:
+        first_of_kind.setdefault(item["source_type"], item["id"])
+    assert set(first_of_kind) == {"note", "commit", "pdf", "image"}
+    for source_id in first_of_kind.values():
+        served = client.get(f"/sources/{source_id}").json()
+        assert served == cli_json(capsys, "source", str(source_id), "--db-path", str(sample_db))
+        assert served["chunks"], served
+
+
+@pytest.mark.parametrize(
+    ("query", "args"),
+    [
+        ({"q": QUESTION, "no_llm": "true"}, ["--no-llm"]),
+        ({"q": QUESTION}, []),  # no model: the evidence answer, with the notice saying why
+        (
+            {"q": QUESTION, "top_k": "2", "modality": ["text", "code"]},
+            ["--top-k", "2", "--modality", "text", "--modality", "code"],
+        ),
+        ({"q": "quantum chromodynamics of penguins", "no_llm": "true"}, ["--no-llm"]),  # abstains
+        ({"q": "parser tokenizer", "match": "all", "no_llm": "true"}, ["--match", "all", "--no-llm"]),
+    ],
+)
+def test_ask_returns_its_cli_twin(client, sample_db, capsys, query, args) -> None:
+    served = client.get("/ask", params=query)
+    assert served.status_code == 200, served.text
+    printed = cli_json(capsys, "ask", query["q"], *args, "--db-path", str(sample_db))
+    assert without_timing(served.json()) == without_timing(printed)
+
+
+def test_evidence_opens_its_source_and_cited_chunk(client) -> None:
+    answer = client.get("/ask", params={"q": QUESTION, "no_llm": "true"}).json()
+    assert not answer["abstained"] and answer["evidence"]
+    for item in answer["evidence"]:
+        source = client.get(f"/sources/{item['source_id']}").json()
+        assert source["uri"] == item["source_uri"]
+        assert item["chunk_id"] in {chunk["id"] for chunk in source["chunks"]}
+
+
+def test_pdf_page_and_image_render_as_png(client) -> None:
+    kinds = {s["source_type"]: s for s in client.get("/sources?limit=500").json()["sources"]}
+    pdf = client.get(f"/sources/{kinds['pdf']['id']}").json()
+    chunk = pdf["chunks"][0]
+    page = client.get(f"/sources/{pdf['id']}/page/{chunk['page']}.png", params={"chunk": chunk["id"]})
+    assert page.status_code == 200 and page.headers["content-type"] == "image/png"
+    assert page.content.startswith(b"\x89PNG\r\n\x1a\n")
+    image = client.get(f"/sources/{kinds['image']['id']}/image")
+    assert image.status_code == 200 and image.content.startswith(b"\x89PNG\r\n\x1a\n")
+    missing_page = client.get(f"/sources/{pdf['id']}/page/999.png")
+    assert missing_page.status_code == 404 and "no page 999" in missing_page.json()["error"]
+    wrong_kind = client.get(f"/sources/{pdf['id']}/image")
+    assert wrong_kind.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "view", ["memory-stats", "concepts", "timeline", "forgetting", "recall", "drift", "distill", "usage"]
+)
+def test_memory_views_say_the_hierarchy_is_not_built(client, view) -> None:
+    response = client.get(f"/{view}")
+    assert response.status_code == 501
+    body = response.json()
+    assert body["error"].startswith("the memory hierarchy is not built yet (issue 11)")
+    assert body["hint"]
+
+
+def test_errors_are_json_with_a_hint(client) -> None:
+    missing = client.get("/sources/999999")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "no source with id 999999", "hint": "list them with `mem sources`"}
+    bad_date = client.get("/sources", params={"since": "last tuesday"})
+    assert bad_date.status_code == 400 and "YYYY-MM-DD" in bad_date.json()["hint"]
+    assert client.get("/eval", params={"query_prefix": "[nothing]"}).status_code == 404
+    assert client.get("/ask", params={"q": QUESTION, "level": "concept"}).status_code == 501
+
+
+def test_health_reports_a_read_only_database(client, sample_db) -> None:
+    body = client.get("/health").json()
+    assert body["status"] == "ok" and body["read_only"] is True
+    assert body["database"] == str(sample_db.resolve())
+    assert body["sources"]["note"] == 10
+
+
+def test_missing_database_is_a_503_with_the_store_hint(tmp_path) -> None:
+    from fastapi.testclient import TestClient
+
+    from crossmodalrag.api.app import create_app
+    from tests.api.helpers import BASE, server_settings
+
+    with TestClient(create_app(server_settings(tmp_path / "absent.db")), base_url=BASE) as client:
+        response = client.get("/sources")
+    assert response.status_code == 503
+    assert "mem init-db" in response.json()["hint"]
+    assert not (tmp_path / "absent.db").exists()  # read-only: nothing was created
+
+
+def test_the_server_cannot_write_the_database(sample_db) -> None:
+    import sqlite3
+
+    from crossmodalrag.store.readonly import open_reader
+
+    with open_reader(sample_db) as store:
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store.conn.execute("DELETE FROM sources")
+
+
+def test_openapi_lists_every_route_and_docs_render(client) -> None:
+    schema = client.get("/openapi.json").json()
+    expected = {
+        "/health",
+        "/ask",
+        "/ask/stream",
+        "/sources",
+        "/sources/{source_id}",
+        "/stats",
+        "/eval",
+        "/sources/{source_id}/page/{page}.png",
+        "/sources/{source_id}/image",
+        "/memory-stats",
+        "/concepts",
+        "/timeline",
+        "/forgetting",
+        "/recall",
+        "/drift",
+        "/distill",
+        "/usage",
+    }
+    assert expected <= set(schema["paths"])
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "/ask/stream" in docs.text and "<script>" not in docs.text

@@ -1,0 +1,199 @@
+"""The rules a local server needs: Host allowlist (DNS rebinding), no cross-site requests, no CORS, a token
+for anything but loopback, strict headers, bounded requests, and hostile notes rendered inert."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from crossmodalrag.api.app import create_app
+from crossmodalrag.api.security import CSP, host_allowed, session_value
+from crossmodalrag.cli.main import main
+from tests.api.helpers import BASE, server_settings
+
+TOKEN = "s3cret-token-for-tests-0123456789"
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1:8765", "127.0.0.1", "localhost:8765", "LOCALHOST:1", "127.5.6.7:80", "[::1]:8765", "[::1]"],
+)
+def test_loopback_hosts_are_allowed(host: str) -> None:
+    assert host_allowed(host)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "",  # an empty Host is not local
+        "evil.example",  # DNS rebinding: the attacker's name now points at 127.0.0.1
+        "evil.example:8765",
+        "localhost.evil.example",  # no suffix games
+        "127.0.0.1.evil.example",
+        "localhostevil.example",
+        "evil.example@127.0.0.1",
+        "127.0.0.1:8765 ",
+        "127.0.0.1:notaport",
+        "127.0.0.1:0",
+        "[::1",
+        "[::1]x",
+        "0.0.0.0:8765",
+        "192.168.1.10:8765",
+        "localhost.",
+    ],
+)
+def test_other_hosts_are_refused(client: TestClient, host: str) -> None:
+    assert not host_allowed(host)
+    response = client.get("/health", headers={"host": host})
+    assert response.status_code in (400, 421)  # h11 itself rejects a few malformed ones before we see them
+
+
+def test_allow_host_adds_exact_names_only(sample_db) -> None:
+    app = create_app(server_settings(sample_db), allow_hosts=frozenset({"mem.lan"}))
+    with TestClient(app, base_url="http://mem.lan:8765") as client:
+        assert client.get("/health").status_code == 200
+        assert client.get("/health", headers={"host": "mem.lan.evil.example"}).status_code == 421
+        assert client.get("/health", headers={"host": "sub.mem.lan"}).status_code == 421
+
+
+def test_cross_site_requests_are_refused_and_no_cors(client: TestClient) -> None:
+    response = client.get(
+        "/ask?q=parser&no_llm=true", headers={"sec-fetch-site": "cross-site", "origin": "https://evil.example"}
+    )
+    assert response.status_code == 403
+    allowed = client.get("/health", headers={"sec-fetch-site": "same-origin", "origin": "https://evil.example"})
+    assert allowed.status_code == 200
+    preflight = client.options(
+        "/ask", headers={"origin": "https://evil.example", "access-control-request-method": "GET"}
+    )
+    for response in (allowed, preflight):
+        assert not any(name.lower().startswith("access-control-") for name in response.headers)
+
+
+def test_every_response_carries_the_security_headers(client: TestClient) -> None:
+    for path, status in [
+        ("/", 200),
+        ("/health", 200),
+        ("/static/app.js", 200),
+        ("/sources/999999", 404),
+        ("/ui/sources/999999", 404),
+        ("/concepts", 501),
+    ]:
+        response = client.get(path)
+        assert response.status_code == status, path
+        assert response.headers["content-security-policy"] == CSP
+        assert "unsafe-inline" not in CSP and "unsafe-eval" not in CSP
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["referrer-policy"] == "no-referrer"
+        assert response.headers["cache-control"] == "no-store"
+    refused = client.get("/health", headers={"host": "evil.example"})
+    assert refused.headers["content-security-policy"] == CSP
+
+
+def test_requests_are_bounded_and_read_only(client: TestClient) -> None:
+    assert client.get("/ask", params={"q": "x" * 5000}).status_code == 414  # the guard, before any parsing
+    assert client.get("/ask", params={"q": "word " * 250}).status_code == 422  # over 1000 characters
+    assert client.post("/ask?q=parser", content=b"{}").status_code == 405
+    assert client.delete("/sources/1").status_code == 405
+
+
+@pytest.fixture
+def locked(sample_db):
+    with TestClient(create_app(server_settings(sample_db), token=TOKEN), base_url=BASE) as client:
+        yield client
+
+
+def test_a_token_is_required_when_set(locked: TestClient) -> None:
+    assert locked.get("/health").status_code == 401
+    assert locked.get("/health", headers={"authorization": "Bearer wrong-token-0123456789"}).status_code == 401
+    assert locked.get("/health", headers={"authorization": f"Basic {TOKEN}"}).status_code == 401
+    assert locked.get("/health", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 200
+    locked.cookies.set("mem_session", TOKEN)
+    assert locked.get("/health").status_code == 401  # the cookie holds a value derived from the token, not it
+    locked.cookies.clear()
+
+
+def test_one_time_login_sets_a_strict_cookie_and_strips_the_token(locked: TestClient) -> None:
+    assert locked.get(f"/ui/sources?token=wrong-{TOKEN}&kind=note", follow_redirects=False).status_code == 401
+    response = locked.get(f"/ui/sources?token={TOKEN}&kind=note", follow_redirects=False)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/ui/sources?kind=note"
+    cookie = response.headers["set-cookie"]
+    assert f"mem_session={session_value(TOKEN)}" in cookie and TOKEN not in cookie
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert locked.get("/ui/sources?kind=note").status_code == 200  # the client kept the cookie
+
+
+def test_serve_refuses_a_public_bind_without_a_token(capsys, sample_db) -> None:
+    assert main(["serve", "--host", "0.0.0.0", "--db-path", str(sample_db)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: refusing to serve your memory on 0.0.0.0 without a token (hint: ")
+    assert "Traceback" not in err
+
+
+def test_serve_rejects_a_short_token(capsys, sample_db, tmp_path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("short\n")
+    token_file.chmod(0o600)
+    assert main(["serve", "--token-file", str(token_file), "--db-path", str(sample_db)]) == 1
+    assert "at least 16 characters" in capsys.readouterr().err
+
+
+def test_serve_without_the_ui_extra_names_the_install(monkeypatch, capsys, sample_db) -> None:
+    import crossmodalrag.api as api
+
+    real = api.find_spec
+    monkeypatch.setattr(api, "find_spec", lambda name, *a: None if name == "fastapi" else real(name, *a))
+    assert main(["serve", "--db-path", str(sample_db)]) == 1
+    assert 'pip install -e ".[ui]"' in capsys.readouterr().err
+
+
+HOSTILE = """# Innocent title <script>alert('note')</script>
+
+<img src=x onerror="alert('img')">
+
+[click me](javascript:alert('link')) and [data](data:text/html,<script>alert(1)</script>)
+
+<svg onload="alert('svg')"><circle r="4"/></svg>
+
+<iframe src="https://evil.example"></iframe>
+
+![remote](https://evil.example/track.png)
+
+Some text that stays.
+"""
+
+
+def test_hostile_note_content_renders_inert(tmp_path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "hostile.md").write_text(HOSTILE)
+    db = tmp_path / "memory.db"
+    assert main(["ingest-notes", str(vault), "--db-path", str(db)]) == 0
+    with TestClient(create_app(server_settings(db)), base_url=BASE) as client:
+        source_id = client.get("/sources").json()["sources"][0]["id"]
+        html = client.get(f"/ui/sources/{source_id}").text
+    body = html.split('<main id="main">', 1)[1].split("</main>", 1)[0]
+    assert "Some text that stays." in body
+    elements = parsed_elements(body)
+    tags = {tag for tag, _ in elements}
+    assert not tags & {"script", "img", "svg", "iframe", "object", "embed", "style"}, tags
+    for tag, attributes in elements:
+        for name, value in attributes:
+            assert not name.startswith("on"), (tag, name)
+            assert not (value or "").strip().lower().startswith(("javascript:", "data:")), (tag, name, value)
+    assert "&lt;script&gt;" in body  # shown as text, not dropped silently
+
+
+def parsed_elements(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    """Every start tag in `html` with its attributes, as a browser's tokenizer would see them."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Collect(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, attrs))
+
+    Collect().feed(html)
+    return found
