@@ -28,7 +28,10 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
 ]
 # What the stand-in model (a unit-test fake, not a real LLM) answers: it cites the first two pieces.
-ANSWER = "Answer: more code to own, and a simpler delimiter pass.\nIt is about 140 lines instead of 50 [E1], written after the regex parser backtracked [E3]."
+ANSWER = (
+    "Answer: more code to own, and a simpler delimiter pass.\n"
+    "It is about 140 lines instead of 50 [E1], written after the regex parser backtracked [E3]."
+)
 
 
 def pytest_collection_modifyitems(items) -> None:
