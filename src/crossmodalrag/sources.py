@@ -274,7 +274,8 @@ def pdf_page_png(store: Store, source_id: int, page: int, chunk_id: int | None =
 
 
 def _text_boxes(pdf_page, text: str) -> list[tuple[float, float, float, float]]:
-    """Rectangles (PDF points) of the first place the page's text layer holds `text` (its first words)."""
+    """Rectangles (PDF points) of `text` on the page: found by its first words in the text layer, then
+    boxed for as many characters as it has (pdfium's line breaks are \r\n where the stored text has \n)."""
     words = " ".join(text.split()[:12])
     if not words:
         return []
@@ -284,7 +285,9 @@ def _text_boxes(pdf_page, text: str) -> list[tuple[float, float, float, float]]:
         found = searcher.get_next()
         if not found:
             return []
-        start, count = found
+        start, _ = found
+        body = text.strip()
+        count = max(1, min(len(body) + body.count("\n"), textpage.count_chars() - start))
         boxes = []
         for index in range(textpage.count_rects(start, count)):
             boxes.append(textpage.get_rect(index))

@@ -102,7 +102,10 @@
     const answer = $("#answer"), text = $("#answer-text");
     const byId = new Map(payload.evidence.map((item) => [item.id, item]));
     text.replaceChildren();
-    for (const part of payload.answer.split(/(\[E\d+\])/)) {
+    // An evidence answer (no model) lists the evidence, which the cards below show better: keep its
+    // first line ("Found 5 pieces of evidence:") and let the cards speak.
+    const shown = payload.mode === "evidence" && !payload.abstained ? payload.answer.split("\n")[0] : payload.answer;
+    for (const part of shown.split(/(\[E\d+\])/)) {
       const item = byId.get(part.slice(1, -1));
       if (/^\[E\d+\]$/.test(part) && item) {
         const link = el("a", { class: "cite", href: evidenceHref(item), "data-eid": item.id }, part);
@@ -172,7 +175,13 @@
 
   function scrollToCited(scope) {
     const cited = scope.querySelector(".chunk.cited");
-    if (cited) cited.scrollIntoView({ block: "start" });
+    if (!cited) return;
+    if (scope.id === "panel") {
+      // the panel scrolls, the page stays put
+      scope.scrollTop += cited.getBoundingClientRect().top - scope.getBoundingClientRect().top - 8;
+    } else {
+      cited.scrollIntoView({ block: "start" });
+    }
   }
 
   function moveEvidence(step) {
