@@ -124,6 +124,8 @@ def run_eval(db: Path, questions: list[tuple[str, set]], names: dict[str, str], 
 
 def run_ask_sample(db: Path, questions: list[tuple[str, set]], rankings: dict, env: dict, size: int) -> dict:
     """`mem ask --json` on a sample: agreement with eval's ranking, and retrieval time per match mode."""
+    if size <= 0:
+        return {"ask_sample": 0}
     sample = questions[:: max(1, len(questions) // size)][:size]
     agree, timing = 0, {}
     for mode in ("any", "all", "phrase"):
@@ -193,6 +195,41 @@ def bench_language(lang: str, args: argparse.Namespace, workdir: Path, env: dict
     return out
 
 
+def embedding_speed(args: argparse.Namespace, workdir: Path) -> dict:
+    """Chunks/s of the offline MiniLM and the multilingual model on the same SciFact abstracts through
+    `embed_missing` (the product path), alternating models so drift on a shared machine cancels."""
+    from crossmodalrag.config import Settings
+    from crossmodalrag.index.embed import load_embedder
+    from crossmodalrag.index.embeddings import embed_missing
+    from crossmodalrag.index.models import install_offline
+    from crossmodalrag.ingest import IngestReport, ingest_documents
+    from crossmodalrag.store import open_store
+    from crossmodalrag.types import Document
+
+    corpus = args.shared / "data" / "scifact" / "corpus.jsonl"
+    rows = [json.loads(line) for _, line in zip(range(args.embed_speed), corpus.open(encoding="utf-8"))]
+    docs = [Document(str(r["_id"]), "note", r["title"], r["text"], "plain", timestamp=0.0) for r in rows]
+    rates: dict[str, list[float]] = {"minilm": [], MULTILINGUAL_MODEL: []}
+    for round_ in range(2):
+        for name in rates:
+            settings = Settings(db_path=workdir / f"speed-{name}-{round_}" / "memory.db")
+            if name != "minilm":
+                settings.embed_model = name
+            install_offline(settings)
+            embedder = load_embedder(settings)
+            with open_store(settings.db_path) as store:
+                ingest_documents(store, docs, known={}, report=IngestReport())
+                report = embed_missing(store, embedder, 32)
+            rates[name].append(report.chunks / report.seconds)
+            log(f"embedding speed round {round_ + 1}: {name} {rates[name][-1]:.2f} chunks/s")
+    best = {name: max(values) for name, values in rates.items()}
+    return {
+        "abstracts": len(docs),
+        **{f"{name}_chunks_per_s": round(rate, 2) for name, rate in best.items()},
+        "multilingual_slowdown": round(best["minilm"] / best[MULTILINGUAL_MODEL], 2),
+    }
+
+
 def _brief(result: dict) -> str:
     return f"nDCG@10 {result['ndcg@10']}, recall@10 {result['recall@10']}, answered {result['answered_ndcg@10']}"
 
@@ -206,6 +243,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-queries", type=int, help="only the first N judged questions per language")
     parser.add_argument("--ask-sample", type=int, default=20, help="questions also run through `mem ask` per mode")
     parser.add_argument("--workdir", type=Path, help="where vaults and databases go (default: a temp dir)")
+    parser.add_argument(
+        "--embed-speed", type=int, metavar="N", help="instead: MiniLM vs multilingual chunks/s on N SciFact abstracts"
+    )
     return parser.parse_args(argv)
 
 
@@ -216,8 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else src
     with tempfile.TemporaryDirectory(prefix="mem-multilingual-", dir=args.workdir) as tmp:
         workdir = Path(tmp)
-        results = {lang: bench_language(lang, args, workdir, env) for lang in args.langs.split(",")}
-    print(json.dumps({"machine": machine(), "source": source_state(), "languages": results}, ensure_ascii=False, indent=1))
+        if args.embed_speed:
+            results = {"embedding_speed": embedding_speed(args, workdir)}
+        else:
+            results = {"languages": {lang: bench_language(lang, args, workdir, env) for lang in args.langs.split(",")}}
+    print(json.dumps({"machine": machine(), "source": source_state(), **results}, ensure_ascii=False, indent=1))
     return 0
 
 

@@ -39,9 +39,11 @@ def test_search_accepts_any_text(store, query):
 
 def test_match_expression_shapes():
     terms = query_terms("Parser NEAR cache")
-    assert match_expression(terms) == '"parser" * OR "near" OR "cache"'
-    assert match_expression(terms, "title") == 'title : ("parser" * OR "near" OR "cache")'
-    assert match_expression(terms, mode="all") == '"parser" * AND "near" AND "cache"'
+    assert match_expression(terms) == '"parser" OR "near" OR "cache"'
+    assert match_expression(terms, "title") == 'title : ("parser" OR "near" OR "cache")'
+    assert match_expression(terms, mode="all") == '"parser" AND "near" AND "cache"'
+    german = query_terms("Wann wurde das Gebäude gebaut?")
+    assert [(t.word, t.prefix) for t in german] == [("gebäude", True), ("gebaut", False)]  # 7+ letters, German
 
 
 def test_cjk_queries_become_bigrams_and_accented_words_carry_their_exact_form():

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from crossmodalrag.index.scripts import exact_token, exact_tokens, is_cjk, segment_cjk
-from crossmodalrag.retrieval.stopwords import stopwords_for
+from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, guess_language
 
 LOWER_UPPER = re.compile(r"[a-z0-9][A-Z]")
 CAMEL_PARTS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
@@ -29,9 +29,12 @@ WORD = re.compile(r"\w+")
 # A question has tens of content words; a pasted document can have tens of thousands, which cost
 # seconds per query (40,000 words: 9.5 s) and overflow SQLite builds limited to 999 bound variables.
 MAX_QUERY_TERMS = 256
-# Query words this long also match as prefixes: German compounds and inflections (MLQA de nDCG@10
-# 0.672 -> 0.692 with Porter, bench/multilingual.py); shorter prefixes match too much.
-PREFIX_MIN_LETTERS = 6
+# In a German query, words this long also match as prefixes: compounds and inflections. MLQA de
+# nDCG@10 by minimum length: none 0.680, 5: 0.700, 6: 0.696, 7: 0.701, 8: 0.700 (docs/benchmarks.md). Not in English, where Porter already conflates forms and a
+# prefix also matches identifier variants (`incremental*` in IncrementalDecoder), which cost a
+# gold note its first place on the synthetic 10k vault.
+PREFIX_MIN_LETTERS = 7
+GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")
 FTS_VERSION = 2  # 1: words only; 2: CJK bigrams and exact-form tokens of accented words
 
@@ -132,9 +135,12 @@ def _candidates(token: str) -> list[str]:
 
 def query_terms(query: str) -> list[QueryTerm]:
     """The distinct content words of a query, in order, at most MAX_QUERY_TERMS of them; the
-    function words of the query's language and lone Latin letters dropped, CJK as bigrams."""
+    function words of the query's language and lone Latin letters dropped, CJK as bigrams, long
+    German words also as prefixes."""
     tokens = WORD.findall(segment_cjk(query))
-    stopwords = stopwords_for([t.lower() for t in tokens])
+    language = guess_language([t.lower() for t in tokens])
+    stopwords = BY_LANGUAGE[language]
+    compounding = language == "de" or bool(GERMAN_LETTERS.search(query))
     terms: dict[str, QueryTerm] = {}
     for token in tokens:
         for word in _candidates(token):
@@ -142,7 +148,7 @@ def query_terms(query: str) -> list[QueryTerm]:
             if word in terms or (not cjk and (word in stopwords or (len(word) < 2 and not word.isdigit()))):
                 continue
             # A lone CJK character (a one-character run) is found inside the bigrams that start with it.
-            prefix = len(word) == 1 if cjk else word.isalpha() and len(word) >= PREFIX_MIN_LETTERS
+            prefix = len(word) == 1 if cjk else compounding and word.isalpha() and len(word) >= PREFIX_MIN_LETTERS
             # Exact forms exist only in Vietnamese notes (index/scripts.py): elsewhere the term is absent.
             terms[word] = QueryTerm(word, prefix, None if cjk else exact_token(word))
         if len(terms) >= MAX_QUERY_TERMS:
@@ -168,9 +174,12 @@ def phrase_expression(query: str) -> str | None:
     return '"' + " ".join(words) + '"' if words else None
 
 
-def analyze(conn: sqlite3.Connection, texts: list[str], only: set[str] | None = None) -> list[set[str]]:
+def analyze(
+    conn: sqlite3.Connection, texts: list[str], only: set[str] | None = None, prefixes: set[str] | None = None
+) -> list[set[str]]:
     """The index tokens (stemmed, folded) of each text, produced by the index's own tokenizer;
-    with `only`, just those of these tokens that each text contains.
+    with `only`, just those of these tokens that each text contains, and those that start with one
+    of `prefixes` (reading back only what is asked is what keeps the abstention gate cheap).
 
     Runs in the connection's in-memory temp schema, so it takes no lock on the database, and in
     one savepoint, so FTS5 flushes once rather than once per text.
@@ -194,6 +203,11 @@ def analyze(conn: sqlite3.Connection, texts: list[str], only: set[str] | None = 
             rows = conn.execute(
                 f"SELECT term, doc FROM temp.analyzer_tokens WHERE term IN ({','.join('?' * len(wanted))})", wanted
             ).fetchall()
+            for prefix in sorted(prefixes or ()):
+                rows += conn.execute(
+                    "SELECT term, doc FROM temp.analyzer_tokens WHERE term >= ? AND term < ?",
+                    (prefix, prefix + "\U0010ffff"),
+                ).fetchall()
     finally:
         conn.execute("RELEASE analyze")
     for term, doc in rows:

@@ -39,14 +39,19 @@ EXACT_MARK = "zx"
 
 def bigrams(run: str) -> list[str]:
     """Overlapping character bigrams of a CJK run; a lone character stays itself."""
-    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+    return [run] if len(run) == 1 else list(map(str.__add__, run, run[1:]))
+
+
+def _spaced_bigrams(match: re.Match) -> str:
+    run = match.group(0)
+    return f" {run} " if len(run) == 1 else " " + " ".join(map(str.__add__, run, run[1:])) + " "
 
 
 def segment_cjk(text: str) -> str:
     """The text with every CJK run replaced by its space-separated bigrams (other text unchanged)."""
-    if not CJK_CHAR.search(text):
+    if text.isascii() or not CJK_CHAR.search(text):
         return text
-    return CJK_RUN.sub(lambda m: " " + " ".join(bigrams(m.group(0))) + " ", text)
+    return CJK_RUN.sub(_spaced_bigrams, text)
 
 
 def fold(word: str) -> str:

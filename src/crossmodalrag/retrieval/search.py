@@ -379,7 +379,8 @@ def _matches(
     if not texts or not weights:
         return [set() for _ in texts]
     prefixes = prefixes or set()
-    token_sets = fts.analyze(conn, [fts.index_body(t) for t in texts])
+    stems = {token[:n] for token in weights if not is_cjk(token) for n in range(STEM_MIN_LETTERS, len(token))}
+    token_sets = fts.analyze(conn, [fts.index_body(t) for t in texts], only=set(weights) | stems, prefixes=prefixes)
     return [{token for token in weights if _contains(tokens, token, token in prefixes)} for tokens in token_sets]
 
 

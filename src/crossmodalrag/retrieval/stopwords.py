@@ -26,8 +26,8 @@ aber als am an auch auf aus bei bin bis bist da damit dann das dass dem den denn
 dir doch dort du durch ein eine einem einen einer eines er es etwa für hat hatte hatten ich ihr im
 in ist ja je jede jedem jeden jeder kann kein keine man mich mir mit muss nach nicht noch nur ob
 oder ohne sehr sein seine sich sie sind so über um und uns unter vom von vor war waren was weil
-welche welchem welchen welcher welches wenn wer werden wie wieviel wieviele wird wo worden wurde
-wurden zu zum zur
+wann warum welche welchem welchen welcher welches wenn wer werden weshalb wie wieso wieviel wieviele
+wird wo woher wohin worden wurde wurden zu zum zur
 """.split()
 )
 SPANISH = frozenset(
