@@ -1,6 +1,6 @@
 """Answering questions for the server: the same library calls as `mem ask`, one model at a time.
 
-Each request opens its own read-only connection. Generation is serialised (one model in memory:
+Each request borrows a read-only connection from a small pool. Generation is serialised (one model in memory:
 llama.cpp's context is not thread-safe, and two generations on 2 cores only slow each other down),
 so concurrent askers queue on a lock instead of crashing. The blocking generation runs in a worker
 thread; a cancel flag, checked between tokens, stops it when the client goes away.
@@ -17,7 +17,7 @@ from crossmodalrag.answer.llm import LLM, load_llm
 from crossmodalrag.answer.synthesize import ask_with_llm
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.store.readonly import open_reader
+from crossmodalrag.store.readonly import ReaderPool
 from crossmodalrag.types import Answer
 
 
@@ -64,6 +64,7 @@ class Asker:
         self.llm_loader = llm_loader or load_llm
         self.model_turn = threading.Lock()
         self._llm: LLM | None = None
+        self.readers = ReaderPool(settings.db_path)
 
     def ask(
         self,
@@ -78,7 +79,7 @@ class Asker:
     ) -> Answer:
         """What `mem ask --json` computes for the same options. Raises CMRAGError, AskCancelled."""
         settings = with_match(self.settings, match)
-        with open_reader(settings.db_path) as store:
+        with self.readers.reader() as store:
             retriever = open_retriever(store, settings, top_k, profile, modalities=modalities)
             if no_llm:
                 return ask_without_llm(retriever, query)

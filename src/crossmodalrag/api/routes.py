@@ -19,7 +19,6 @@ from crossmodalrag.evals.report import run_retrieval_eval
 from crossmodalrag.memory_views import MemoryNotBuilt, memory_view
 from crossmodalrag.sources import SOURCE_KINDS, image_png, list_sources, pdf_page_png, source_detail, store_stats
 from crossmodalrag.store import Store
-from crossmodalrag.store.readonly import open_reader
 
 router = APIRouter()
 
@@ -32,8 +31,8 @@ POLL_SECONDS = 0.25  # how often a waiting stream checks that its client is stil
 
 
 def reader(request: Request) -> Iterator[Store]:
-    """A read-only connection for one request."""
-    with open_reader(request.app.state.settings.db_path) as store:
+    """A read-only connection for one request (from the pool the asker keeps)."""
+    with request.app.state.asker.readers.reader() as store:
         yield store
 
 

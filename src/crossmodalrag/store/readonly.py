@@ -7,8 +7,11 @@ Migrations cannot run on such a connection: an old database is an error with a h
 
 from __future__ import annotations
 
+import queue
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 from urllib.parse import quote
 
 from crossmodalrag.errors import StoreError
@@ -54,3 +57,38 @@ def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
         conn.close()
         raise StoreError(f"{path} is not a memory database ({error})", "run `mem init-db` on it first") from error
     return row[0] or 0
+
+
+class ReaderPool:
+    """Read-only connections kept between requests: a new connection starts with a cold page cache,
+    which at 10k notes made each question ~70 ms slower (bench/serve.py). One request holds a
+    connection at a time; at most `size` idle ones are kept."""
+
+    def __init__(self, path: Path, size: int = 4) -> None:
+        self.path = Path(path)
+        self.size = size
+        self.idle: queue.SimpleQueue[Store] = queue.SimpleQueue()
+
+    @contextmanager
+    def reader(self) -> Iterator[Store]:
+        """A connection for the duration of the block. Raises StoreError as open_reader does."""
+        try:
+            store = self.idle.get_nowait()
+        except queue.Empty:
+            store = open_reader(self.path)
+        try:
+            yield store
+        except BaseException:
+            store.close()  # whatever went wrong, do not hand this connection to the next request
+            raise
+        if self.idle.qsize() < self.size:
+            self.idle.put(store)
+        else:
+            store.close()
+
+    def close(self) -> None:
+        while True:
+            try:
+                self.idle.get_nowait().close()
+            except queue.Empty:
+                return
