@@ -2,6 +2,7 @@
 """SciFact through the commands a user runs: `mem ingest-notes`, then `mem chat --json` / `mem ask --json`.
 
     python bench/ask_scifact.py [--shared DIR] [--workdir DIR] [--hybrid] [--limit N] [--check-ask N]
+                                [--llm N --model PATH.gguf]
 
 Every abstract becomes a note (`# title` + text) in a fresh vault, ingested with `mem ingest-notes`
 into a fresh database. Each judged train claim is then asked, with `--no-llm --top-k 10`, through
@@ -10,7 +11,9 @@ claim); `--check-ask N` also runs the first N claims through separate `mem ask -
 counts answers that differ. Scored: nDCG@10 over the returned evidence (an abstention scores 0) and
 the share of claims abstained, at `--top-k 10` and at the default top-k. Both the gate in force and
 the previous gate (coverage >= 0.5 or cosine >= 0.5), recomputed from the same JSON, are reported:
-the baseline measured in the same run. `--hybrid` embeds with the offline MiniLM first.
+the baseline measured in the same run. `--hybrid` embeds with the offline MiniLM first. `--llm N`
+also asks the first N claims with the language model (its gate and checks included) and reports
+how many it answered.
 
 Prints one JSON object on stdout; progress on stderr. Data is read in place, never copied.
 """
@@ -50,11 +53,11 @@ def mem(args: list[str], env: dict, **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
-def ask_all(claims: list[str], env: dict, top_k: int | None) -> tuple[list[dict], float]:
-    """Every claim through one `mem chat --json --no-llm` process: one JSON line per claim."""
+def ask_all(claims: list[str], env: dict, top_k: int | None, llm: bool = False) -> tuple[list[dict], float]:
+    """Every claim through one `mem chat --json` process (`--no-llm` unless `llm`): a JSON line each."""
     started = time.perf_counter()
-    extra = ["--top-k", str(top_k)] if top_k else []
-    done = mem(["chat", "--json", "--no-llm", *extra], env, input="\n".join(claims) + "\n")
+    extra = (["--top-k", str(top_k)] if top_k else []) + ([] if llm else ["--no-llm"])
+    done = mem(["chat", "--json", *extra], env, input="\n".join(claims) + "\n")
     answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     if len(answers) != len(claims):
         raise SystemExit(f"mem chat answered {len(answers)} of {len(claims)} claims")
@@ -110,6 +113,8 @@ def main() -> None:
     parser.add_argument("--hybrid", action="store_true", help="embed with the offline MiniLM (several minutes)")
     parser.add_argument("--limit", type=int, help="only the first N judged claims")
     parser.add_argument("--check-ask", type=int, default=20, help="claims also run through separate `mem ask`")
+    parser.add_argument("--llm", type=int, default=0, help="also ask the first N claims with the language model")
+    parser.add_argument("--model", type=Path, help="GGUF file for --llm (default: what `mem` would choose)")
     args = parser.parse_args()
     env = clean_environment()
     root = args.shared / "data" / "scifact"
@@ -135,6 +140,17 @@ def main() -> None:
         if label == "top_k_10" and args.check_ask:
             log(f"[{mode}] mem ask --json on the first {args.check_ask} claims")
             result["mem_ask_check"] = check_against_ask(claims[: args.check_ask], answers, env)
+    if args.llm:
+        log(f"[{mode}] mem chat --json with the language model on {args.llm} claims")
+        llm_env = {**env, "CMRAG_LLM_MODEL_PATH": str(args.model.resolve())} if args.model else env
+        answers, seconds = ask_all(claims[: args.llm], llm_env, 10, llm=True)
+        scored = score(answers, ids[: args.llm], qrels, paths)
+        reasons: dict[str, int] = {}
+        for answer in answers:
+            reasons[answer["abstention_reason"] or "answered"] = (
+                reasons.get(answer["abstention_reason"] or "answered", 0) + 1
+            )
+        result["with_llm"] = {**scored, "outcomes": reasons, "seconds": round(seconds, 1)}
     print(json.dumps(result, indent=2))
 
 

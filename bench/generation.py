@@ -84,7 +84,14 @@ def pick_questions(data: list[dict], per_category: int, seed: int = 0) -> list[t
 
 
 def run_locomo(
-    data: list[dict], model: Path, workdir: Path, per_category: int, hybrid: bool, env: dict, seed: int = 0
+    data: list[dict],
+    model: Path,
+    workdir: Path,
+    per_category: int,
+    hybrid: bool,
+    env: dict,
+    seed: int = 0,
+    rows_file: Path | None = None,
 ) -> tuple[dict, list[dict]]:
     """Each conversation in its own memory (indexed in process: no `mem` command ingests LoCoMo's
     turns yet), its questions asked through one `mem chat --json` process with the product's defaults."""
@@ -117,7 +124,10 @@ def run_locomo(
             raise SystemExit(f"mem chat failed on conversation {index}: {done.stderr[-400:]}")
         rows += [locomo_row(index, q, a) for q, a in zip(questions, answers, strict=True)]
         log(f"[locomo] conversation {index}: {sum(r['abstained'] for r in rows[-len(questions) :])} abstained")
-    return summarize(rows)
+        if rows_file:  # a long run keeps what it measured even if a later step fails
+            with rows_file.open("a", encoding="utf-8") as handle:
+                handle.writelines(json.dumps(row) + "\n" for row in rows[-len(questions) :])
+    return summarize(rows), rows
 
 
 def locomo_row(index: int, question: dict, answer: dict) -> dict:
@@ -256,7 +266,8 @@ def main() -> None:
         env[f"CMRAG_{name.upper()}"] = value  # recorded below: a calibration run, not the defaults
     result["settings"] = dict(args.set)
     model, hybrid = args.model.resolve(), not args.lexical_only
-    result["locomo"], rows = run_locomo(data, model, workdir, args.per_category, hybrid, env, args.seed)
+    rows_file = workdir / "locomo_rows.jsonl"
+    result["locomo"], rows = run_locomo(data, model, workdir, args.per_category, hybrid, env, args.seed, rows_file)
     if args.rows:
         result["locomo_rows"] = rows
     if args.baseline:

@@ -167,10 +167,12 @@ class Settings:
     llm_timeout: float = 120.0  # a whole generation
     llm_connect_timeout: float = 3.0  # reaching the server: short, so a dead one falls back fast
     llm_keep_alive: str = "5m"
-    llm_max_tokens: int = 320
+    llm_max_tokens: int = 200  # a short answer and three sentences take ~120
     llm_temperature: float = 0.0  # greedy: the same question over the same memory gets the same answer
     llm_context_tokens: int = 4096
-    llm_evidence_chars: int = 2800  # the evidence budget of one prompt: ~700 tokens, ~10 s to read on 2 cores
+    # The evidence budget of one prompt: ~400 tokens, ~2.5 s to read on 2 calm cores (the first
+    # token's target is 3 s; bench/latency.py); 2800 took ~4.5 s.
+    llm_evidence_chars: int = 1600
     llm_threads: int = 0  # in-process threads; 0 = the cores no other process keeps busy (cpu.py)
 
     @property

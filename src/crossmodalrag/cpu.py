@@ -33,13 +33,15 @@ def _busy_and_total() -> tuple[int, int] | None:
     except OSError:
         return None
     ticks = [int(value) for value in fields[:8]]
-    idle = ticks[3] + ticks[4]  # idle + iowait
-    return sum(ticks) - idle, sum(ticks)
+    # user nice system idle iowait irq softirq steal: niced processes yield their core to us
+    # (CFS gives a nice-10 process a tenth of a nice-0 one's share), so they do not count as busy.
+    free = ticks[1] + ticks[3] + ticks[4]
+    return sum(ticks) - free, sum(ticks)
 
 
 def busy_cores(window: float = SAMPLE_SECONDS) -> float:
-    """Cores kept busy by all processes over `window` seconds (the load average where there is no
-    /proc/stat). Call it while this process is idle, or it counts itself."""
+    """Cores kept busy by processes of normal priority over `window` seconds (the load average where
+    there is no /proc/stat). Call it while this process is idle, or it counts itself."""
     first = _busy_and_total()
     if first is None:
         try:

@@ -60,7 +60,8 @@ def test_all_supported_keeps_the_answer_and_reports_every_margin(retriever, sett
     assert [c["cited"] for c in checks["claims"]] == [["E1"], ["E1"], ["E2"]]
     assert "gate_seconds" in answer.timing and "verification_seconds" in answer.timing
     # Each check asks about its own sentence and names the excerpts that sentence cites.
-    assert "excerpt [E2]" in llm.judged[-1][-1]["content"] and "Tests got faster" in llm.judged[-1][-1]["content"]
+    last = llm.judged[-1][-1]["content"]
+    assert "[E2]" in last and "[E1]" not in last and "Claim: Tests got faster" in last
 
 
 def test_an_unsupported_sentence_is_dropped_and_flagged(retriever, settings: Settings):

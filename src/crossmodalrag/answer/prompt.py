@@ -29,16 +29,12 @@ ANSWER_TAIL = (
     f"Answer from the evidence: the Answer: line first, then the support, each with its [E#] citations; or reply "
     f"{INSUFFICIENT} if no excerpt answers the question."
 )
-# The verifier's questions end the same user turn as the answer prompt, so llama.cpp reuses the
-# evaluated system prompt, evidence and question, and a check costs only its own few tokens.
-GATE_TAIL = (
-    "Do not answer yet. Does the evidence above state the answer to this question, about the person or thing the "
-    "question names? Answer yes or no."
-)
-CLAIM_TAIL = (
-    "Do not answer the question. Check this {kind} against {source}:\n{claim}\n"
-    "Does {source} state it, about the same person or thing? Answer yes or no."
-)
+# The judge gets a prompt of its own, short and with only the excerpts in question: inside the long
+# answer prompt the model's yes/no margins bunched together (-1.8 to -0.2 on answerable and
+# adversarial LoCoMo questions alike). Excerpts come first, so checks of sentences citing the same
+# excerpts share their evaluated prefix.
+JUDGE_SYSTEM = "You check facts against evidence. Reply with yes or no only."
+JUDGE_EXCERPT_CHARS = 500
 
 # Evidence that itself contains "[E3]" must not pose as a header or a citation of another excerpt.
 _CITATION_LIKE = re.compile(r"\[\s*([Ee]\s*\d+)\s*\]")
@@ -49,6 +45,12 @@ def evidence_header(item: Evidence) -> str:
     when = iso_time(hit.timestamp)
     parts = [hit.source_type, hit.title, hit.locator] + ([when[:10]] if when else [])
     return f"[{item.id}] ({' · '.join(p for p in parts if p)})"
+
+
+def _body(item: Evidence) -> str:
+    """The chunk without its breadcrumb line, citation-like text neutralised."""
+    text = item.hit.text.split("\n", 1)[1] if "\n" in item.hit.text else item.hit.text
+    return _CITATION_LIKE.sub(r"(\1)", text)
 
 
 def clip(text: str, limit: int) -> str:
@@ -65,34 +67,39 @@ def evidence_block(evidence: list[Evidence], budget_chars: int) -> str:
     blocks, remaining = [], budget_chars
     for index, item in enumerate(evidence):
         share = remaining // (len(evidence) - index)
-        body = item.hit.text.split("\n", 1)[1] if "\n" in item.hit.text else item.hit.text
-        body = clip(_CITATION_LIKE.sub(r"(\1)", body), max(share, 80))
+        body = clip(_body(item), max(share, 80))
         remaining -= len(body)
         blocks.append(f"{evidence_header(item)}\n{body}")
     return "\n\n".join(blocks)
 
 
-def build_messages(
-    question: str, evidence: list[Evidence], budget_chars: int, tail: str = ANSWER_TAIL
-) -> list[Message]:
+def build_messages(question: str, evidence: list[Evidence], budget_chars: int) -> list[Message]:
     """System rules plus one user message holding the evidence, the question and what to do."""
     ids = ", ".join(item.id for item in evidence)
-    user = f"Evidence ({ids}):\n\n{evidence_block(evidence, budget_chars)}\n\nQuestion: {question.strip()}\n\n{tail}"
+    block = evidence_block(evidence, budget_chars)
+    user = f"Evidence ({ids}):\n\n{block}\n\nQuestion: {question.strip()}\n\n{ANSWER_TAIL}"
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def gate_messages(question: str, evidence: list[Evidence], budget_chars: int) -> list[Message]:
-    """Ask whether the evidence answers the question at all (yes/no)."""
-    return build_messages(question, evidence, budget_chars, GATE_TAIL)
+def judge_evidence(items: list[Evidence]) -> str:
+    return "\n\n".join(f"{evidence_header(item)}\n{clip(_body(item), JUDGE_EXCERPT_CHARS)}" for item in items)
 
 
-def claim_messages(
-    question: str, evidence: list[Evidence], budget_chars: int, claim: str, cited: list[str], short: bool
-) -> list[Message]:
-    """Ask whether one sentence of an answer is stated by the excerpts it cites (all, if it cites none)."""
-    if cited:
-        source = ("excerpt " if len(cited) == 1 else "excerpts ") + " ".join(f"[{ref}]" for ref in cited)
-    else:
-        source = "the evidence above"
-    tail = CLAIM_TAIL.format(kind="proposed answer" if short else "statement", source=source, claim=claim)
-    return build_messages(question, evidence, budget_chars, tail)
+def gate_messages(question: str, evidence: list[Evidence]) -> list[Message]:
+    """Ask whether the top evidence answers the question at all (yes/no)."""
+    user = (
+        f"Evidence:\n{judge_evidence(evidence[:1])}\n\nQuestion: {question.strip()}\n\n"
+        "Does this evidence answer the question, about the person or thing the question names? Answer yes or no."
+    )
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def claim_messages(question: str, evidence: list[Evidence], claim: str, cited: list[str], short: bool) -> list[Message]:
+    """Ask whether one sentence of an answer is supported by the excerpts it cites (all, if none)."""
+    items = [item for item in evidence if item.id in cited] or evidence
+    statement = f'The answer to "{question.strip()}" is: {claim}' if short else claim
+    user = (
+        f"Evidence:\n{judge_evidence(items)}\n\nClaim: {statement}\n\n"
+        "Is the claim supported by the evidence, about the same person or thing? Answer yes or no."
+    )
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]

@@ -78,7 +78,7 @@ def ask_with_llm(
     try:
         if settings.llm_verify:
             checked = time.perf_counter()
-            checks["gate_margin"] = round(gate_margin(llm, query, evidence, budget), 3)
+            checks["gate_margin"] = round(gate_margin(llm, query, evidence), 3)
             checks["gate_min_margin"] = settings.abstain_min_margin
             timing["gate_seconds"] = time.perf_counter() - checked
         if checks.get("gate_margin", 0.0) < settings.abstain_min_margin:
@@ -140,9 +140,7 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
     text = report.text
     if settings.llm_verify:
         started = time.perf_counter()
-        verification = verify_answer(
-            llm, query, evidence, settings.llm_evidence_chars, text, settings.verify_min_margin
-        )
+        verification = verify_answer(llm, query, evidence, text, settings.verify_min_margin)
         timing["verification_seconds"] = time.perf_counter() - started
         checks.update(claims=[v.to_dict() for v in verification.verdicts], claim_min_margin=settings.verify_min_margin)
         if verification.unsupported:

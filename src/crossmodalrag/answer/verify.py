@@ -78,9 +78,9 @@ def judge(llm: LLM, prompts: list[list[Message]]) -> list[float]:
     return replies
 
 
-def gate_margin(llm: LLM, question: str, evidence: list[Evidence], budget_chars: int) -> float:
-    """How sure the model is that the evidence answers the question (> 0 leans yes)."""
-    return judge(llm, [gate_messages(question, evidence, budget_chars)])[0]
+def gate_margin(llm: LLM, question: str, evidence: list[Evidence]) -> float:
+    """How sure the model is that the top evidence answers the question (> 0 leans yes)."""
+    return judge(llm, [gate_messages(question, evidence)])[0]
 
 
 def split_answer(text: str) -> list[tuple[str, bool]]:
@@ -106,9 +106,7 @@ def short_answer(text: str) -> str | None:
     return bare or None
 
 
-def verify_answer(
-    llm: LLM, question: str, evidence: list[Evidence], budget_chars: int, text: str, min_margin: float
-) -> Verification:
+def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, min_margin: float) -> Verification:
     """Judge every sentence of `text` against the excerpts it cites (all of them if it cites none).
     Sentences that only say what the evidence lacks are kept unchecked; past MAX_CHECKS, dropped."""
     verdicts: list[Verdict] = []
@@ -122,7 +120,7 @@ def verify_answer(
         if not short and not cited and _REFUSAL.search(sentence):
             verdict.supported = True  # "the evidence does not say when" is not a claim about the world
         elif len(prompts) < MAX_CHECKS and claim:
-            prompts.append(claim_messages(question, evidence, budget_chars, claim, verdict.cited, short))
+            prompts.append(claim_messages(question, evidence, claim, verdict.cited, short))
             checked.append(verdict)
     for verdict, margin in zip(checked, judge(llm, prompts), strict=True):
         verdict.margin = margin
