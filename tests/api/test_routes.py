@@ -165,3 +165,14 @@ def test_openapi_lists_every_route_and_docs_render(client) -> None:
     assert expected <= set(schema["paths"])
     docs = client.get("/docs")
     assert docs.status_code == 200 and "/ask/stream" in docs.text and "<script>" not in docs.text
+
+
+def test_pages_add_up_to_the_whole_listing(client) -> None:
+    whole = client.get("/sources?limit=500").json()
+    pages = [client.get(f"/sources?limit=5&offset={offset}").json() for offset in range(0, whole["total"], 5)]
+    assert [s["id"] for page in pages for s in page["sources"]] == [s["id"] for s in whole["sources"]]
+    assert {page["total"] for page in pages} == {whole["total"]} == {len(whole["sources"])}
+    in_folder = client.get("/sources?folder=projects&limit=2&offset=1").json()
+    all_in_folder = client.get("/sources?folder=projects").json()
+    assert in_folder["total"] == all_in_folder["total"] == 4
+    assert in_folder["sources"] == all_in_folder["sources"][1:3]
