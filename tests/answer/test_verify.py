@@ -125,3 +125,13 @@ class WordJudge:
 @pytest.mark.parametrize("reply, margin", [("Yes.", REPLY_MARGIN), ("no", -REPLY_MARGIN), ("Maybe", 0.0)])
 def test_backends_without_logits_are_judged_by_their_one_word_reply(reply, margin):
     assert judge(WordJudge(reply), [[{"role": "user", "content": "?"}]]) == [margin]
+
+
+def test_generation_stops_after_the_short_answer_and_three_sentences(retriever, settings: Settings):
+    rambling = ANSWER + " It took minutes [E1]. Nobody liked it [E1]. The end came [E2]. Then more [E2]."
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(rambling))
+    assert answer.text == (
+        "Answer: regexes backtracked [E1]\nThe old regexes backtracked for minutes [E1]. "
+        "Tests got faster [E2]. It took minutes [E1]."
+    )
+    assert len(answer.verification["claims"]) == 4

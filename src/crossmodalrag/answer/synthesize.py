@@ -14,13 +14,14 @@ from crossmodalrag.answer.citations import is_insufficient, strip_marker, valida
 from crossmodalrag.answer.evidence import Retriever, evidence_answer
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages
-from crossmodalrag.answer.verify import Verification, gate_margin, short_answer, verify_answer
+from crossmodalrag.answer.verify import Verification, gate_margin, short_answer, split_answer, verify_answer
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.types import Answer
 
 LLM_INSUFFICIENT = "llm_insufficient"
 UNSUPPORTED = "unsupported"
+MAX_SENTENCES = 4  # the short answer and three sentences of support, as the prompt asks
 
 
 class MarkerGuard:
@@ -120,18 +121,31 @@ def _generate(llm: LLM, messages: list, settings: Settings, on_text, timing: dic
             pieces.append(piece)
             if guard:
                 guard.feed(piece)
+            if len(split_answer("".join(pieces))) > MAX_SENTENCES:
+                break  # small models ignore "at most three sentences": stop paying for the rest
     except LLMError as error:
         if pieces:
             raise LLMError(f"{error.message} (mid-answer)", error.hint) from None
         raise
     generation_seconds = time.perf_counter() - generation_started
     gate = timing.get("gate_seconds", 0.0)
-    return "".join(pieces), {
+    return _first_sentences("".join(pieces)), {
         **timing,
         # What the user waits for: the gate's check happens before the first token can appear.
         "first_token_seconds": gate + (first_token if first_token is not None else generation_seconds),
         "generation_seconds": generation_seconds,
     }
+
+
+def _first_sentences(text: str) -> str:
+    """The short-answer line and at most MAX_SENTENCES - 1 sentences of support."""
+    parts = split_answer(text)
+    if len(parts) <= MAX_SENTENCES:
+        return text
+    kept = parts[:MAX_SENTENCES]
+    short = [sentence for sentence, is_short in kept if is_short]
+    support = " ".join(sentence for sentence, is_short in kept if not is_short)
+    return "\n".join(short + [support])
 
 
 def _verified(llm, query, evidence, settings, report, fallback, model, checks, timing) -> Answer:
