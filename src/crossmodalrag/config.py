@@ -143,9 +143,10 @@ class Settings:
     # when 3+ of its terms occur in one passage covering 20%+ of its weight.
     abstain_min_matched_terms: int = 3
     abstain_min_coverage_long: float = 0.2
-    # The model's yes-minus-no logit margins (answer/verify.py), fitted on the same dev data.
-    abstain_min_margin: float = 0.0  # "does the evidence answer the question?"
-    verify_min_margin: float = 0.0  # "does the cited excerpt state this sentence?"
+    # The model's yes-minus-no logit margins (answer/verify.py), fitted on 25 LoCoMo dev questions
+    # (bench/generation.py --seed 1 --rows, thresholds off, then every pair tried; docs/benchmarks.md).
+    abstain_min_margin: float = -1.0  # "does the top evidence answer the question?"
+    verify_min_margin: float = -1.0  # "do the cited excerpts support this sentence?"
     llm_verify: bool = True  # CMRAG_LLM_VERIFY=off: no gate margin, no claim checks
     embed_model: str | None = None  # None: the offline MiniLM if installed, else BAAI/bge-small-en-v1.5
     embed_model_path: str | None = None
