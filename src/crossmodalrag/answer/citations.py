@@ -98,6 +98,11 @@ def is_insufficient(text: str, report: CitationReport) -> bool:
     return bool(_MARKER.search(text) or _REFUSAL.search(text) or not text.strip())
 
 
+def states_absence(sentence: str) -> bool:
+    """Does the sentence say what the evidence lacks ("the evidence does not say when")?"""
+    return bool(_REFUSAL.search(sentence))
+
+
 def strip_marker(text: str) -> str:
     """The answer without a stray marker (a model may append it to a partial answer)."""
     return _MARKER.sub("", text).replace(INSUFFICIENT, "").strip()

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossmodalrag.answer.citations import _REFUSAL, CITATION, cited_ids
+from crossmodalrag.answer.citations import CITATION, cited_ids, states_absence
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import claim_messages, gate_messages
 from crossmodalrag.types import Evidence
@@ -117,7 +117,7 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         claim = re.sub(r"\s+", " ", CITATION.sub("", _ANSWER_LINE.sub("", sentence) if short else sentence)).strip()
         verdict = Verdict(sentence, list(dict.fromkeys(cited)), None, False, short)
         verdicts.append(verdict)
-        if not short and not cited and _REFUSAL.search(sentence):
+        if not short and not cited and states_absence(sentence):
             verdict.supported = True  # "the evidence does not say when" is not a claim about the world
         elif len(prompts) < MAX_CHECKS and claim:
             prompts.append(claim_messages(question, evidence, claim, verdict.cited, short))
