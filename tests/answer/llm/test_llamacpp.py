@@ -163,16 +163,40 @@ def test_judging_reuses_the_evaluated_prefix(smollm: LlamaCppLLM):
     assert evaluated and evaluated[0] < len(chat_tokens(llama, longer)) // 2  # only the new tail
 
 
-def test_the_system_prompt_state_is_saved_once_and_restored_in_a_fresh_model(gguf: Path, tmp_path: Path):
+def test_the_fixed_prompt_state_is_saved_once_and_restored_when_the_cache_holds_something_else(
+    gguf: Path, tmp_path: Path
+):
     from crossmodalrag.answer.llm import llamacpp
+    from crossmodalrag.answer.prompt import SYSTEM
 
     cache = tmp_path / "cache"
+    answer_prompt = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Name one colour."}]
     first = LlamaCppLLM(gguf, 512, 60.0, cache_dir=cache)  # its own context size: a model of its own
-    expected = "".join(first.stream(JUDGE, Generation(max_tokens=8)))
+    expected = "".join(first.stream(answer_prompt, Generation(max_tokens=8)))
     saved = list(cache.glob("prompt-*.kv"))
     assert len(saved) == 1 and saved[0].stat().st_size > 0
+    first.support_margins([JUDGE])  # the judge's prompt replaces the cached start in the KV cache
+    llama = llamacpp._LOADED[(str(gguf), 512)]
+    loaded = []
+    original = llamacpp.PromptCache.restore
+    llamacpp.PromptCache.restore = lambda self, system: loaded.append(original(self, system)) or loaded[-1]
+    try:
+        assert "".join(first.stream(answer_prompt, Generation(max_tokens=8))) == expected
+    finally:
+        llamacpp.PromptCache.restore = original
+    assert loaded == [True] and list(cache.glob("prompt-*.kv")) == saved
     llamacpp._LOADED.pop((str(gguf), 512)).close()  # as if a new process started
     second = LlamaCppLLM(gguf, 512, 60.0, cache_dir=cache)
-    assert "".join(second.stream(JUDGE, Generation(max_tokens=8))) == expected
+    assert "".join(second.stream(answer_prompt, Generation(max_tokens=8))) == expected
     assert list(cache.glob("prompt-*.kv")) == saved
+    assert llama is not llamacpp._LOADED[(str(gguf), 512)]
+    llamacpp._LOADED.pop((str(gguf), 512)).close()
+
+
+def test_a_short_system_prompt_is_not_worth_a_file(gguf: Path, tmp_path: Path):
+    from crossmodalrag.answer.llm import llamacpp
+
+    llm = LlamaCppLLM(gguf, 512, 60.0, cache_dir=tmp_path / "cache")
+    llm.support_margins([JUDGE])
+    assert not (tmp_path / "cache").exists()
     llamacpp._LOADED.pop((str(gguf), 512)).close()

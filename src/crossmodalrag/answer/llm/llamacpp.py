@@ -4,8 +4,9 @@ Beyond streaming an answer this backend gives two things the HTTP backends canno
 - `support_margins`: the model as a yes/no judge, read from the logits of its first answer token
   (logsumexp of the "yes" spellings minus that of the "no" spellings), with no sampling;
 - prompt reuse: llama.cpp keeps the evaluated tokens in its KV cache, and every call here starts
-  from the longest prefix it shares with what is already there. The fixed system prompt is also
-  saved to disk once, so a fresh `mem ask` process does not re-read it.
+  from the longest prefix it shares with what is already there. The answer prompt's fixed start
+  (system message and the user turn's opening) is also saved to disk once and loaded back whenever
+  the cache holds something else (a fresh `mem ask` process, or the judge's prompts in between).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from crossmodalrag.errors import MissingExtraError
 _LOADED: dict[tuple[str, int], object] = {}
 # What the README and scripts/test build with: a native build crashes on CPUs with AMX.
 BUILD_FLAGS = "-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+MIN_CACHED_TOKENS = 64
 YES = ("yes", "Yes", "YES", " yes", " Yes")
 NO = ("no", "No", "NO", " no", " No")
 
@@ -101,7 +103,7 @@ class LlamaCppLLM:
         llama = self._load()
         self.threads = auto_threads(self.configured_threads)
         llama_cpp.llama_set_n_threads(llama._ctx.ctx, self.threads, self.threads)
-        if llama.n_tokens == 0 and self.cache_dir is not None and messages and messages[0]["role"] == "system":
+        if self.cache_dir is not None and messages and messages[0]["role"] == "system":
             PromptCache(llama, self.cache_dir, self.model_path).restore(messages[0])
         return llama
 
@@ -175,12 +177,15 @@ class PromptCache:
         self.llama, self.folder, self.model_path = llama, folder, model_path
 
     def restore(self, system: Message) -> bool:
-        """Load the saved state (or compute and save it). False if the state could not be used."""
+        """Make the KV cache start with the fixed prefix: it may already (a follow-up question), else
+        the saved state is loaded (or computed and saved). False when there is nothing worth it."""
         import llama_cpp
 
         prefix = self._fixed_tokens(system)
-        if len(prefix) < 2:
-            return False
+        if len(prefix) < MIN_CACHED_TOKENS:
+            return False  # cheaper to evaluate than to load (the judge's one-line system prompt)
+        if shared_prefix(self.llama.input_ids[: self.llama.n_tokens], prefix) == len(prefix):
+            return True
         stat = self.model_path.stat()
         key = f"{self.model_path.name}|{stat.st_size}|{stat.st_mtime_ns}|{self.llama.n_ctx()}|{prefix}"
         path = self.folder / f"prompt-{hashlib.sha256(key.encode()).hexdigest()[:20]}.kv"
