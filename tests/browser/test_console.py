@@ -76,6 +76,7 @@ def test_keyboard_only(watched, console_url) -> None:
     expect(page.locator("#evidence li").nth(1)).to_have_class(re.compile(r"\bcurrent\b"))
     page.keyboard.press("k")
     expect(page.locator("#evidence li").nth(0)).to_have_class(re.compile(r"\bcurrent\b"))
+    expect(page.locator("#panel .chunk.cited")).to_have_count(1)  # its panel has loaded: Escape must not race it
     page.keyboard.press("Escape")
     expect(page.locator("#panel .chunk")).to_have_count(0)
 
