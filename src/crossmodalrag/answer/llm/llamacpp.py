@@ -29,6 +29,7 @@ _LOADED: dict[tuple[str, int], object] = {}
 # What the README and scripts/test build with: a native build crashes on CPUs with AMX.
 BUILD_FLAGS = "-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 MIN_CACHED_TOKENS = 64
+THREADS_VALID_SECONDS = 5.0
 YES = ("yes", "Yes", "YES", " yes", " Yes")
 NO = ("no", "No", "NO", " no", " No")
 
@@ -72,6 +73,7 @@ class LlamaCppLLM:
         self.timeout = timeout
         self.configured_threads = threads  # 0: adapt to the cores free at each call (see cpu.py)
         self.threads = threads or 0
+        self._threads_measured = 0.0
         self.cache_dir = cache_dir
         self.usage: dict[str, int] = {}
 
@@ -101,7 +103,11 @@ class LlamaCppLLM:
         import llama_cpp
 
         llama = self._load()
-        self.threads = auto_threads(self.configured_threads)
+        # One answer makes several calls (gate, answer, checks): measure the free cores once per
+        # burst, not before each call (every measurement sleeps SAMPLE_SECONDS).
+        if not self.threads or time.monotonic() - self._threads_measured > THREADS_VALID_SECONDS:
+            self.threads = auto_threads(self.configured_threads)
+            self._threads_measured = time.monotonic()
         llama_cpp.llama_set_n_threads(llama._ctx.ctx, self.threads, self.threads)
         if self.cache_dir is not None and messages and messages[0]["role"] == "system":
             PromptCache(llama, self.cache_dir, self.model_path).restore(messages[0])
@@ -208,9 +214,13 @@ class PromptCache:
         return True
 
     def _fixed_tokens(self, system: Message) -> list[int]:
-        first = chat_tokens(self.llama, [system, {"role": "user", "content": "A"}])
-        second = chat_tokens(self.llama, [system, {"role": "user", "content": "B"}])
-        return first[: shared_prefix(first, second)]
+        """Computed once per system message: every model call asks (two template renders)."""
+        known = self.llama.__dict__.setdefault("_cmrag_fixed_tokens", {})
+        if system["content"] not in known:
+            first = chat_tokens(self.llama, [system, {"role": "user", "content": "A"}])
+            second = chat_tokens(self.llama, [system, {"role": "user", "content": "B"}])
+            known[system["content"]] = first[: shared_prefix(first, second)]
+        return known[system["content"]]
 
     def _save(self, path: Path, prefix: list[int]) -> None:
         import llama_cpp
