@@ -135,3 +135,19 @@ def test_generation_stops_after_the_short_answer_and_three_sentences(retriever, 
         "Tests got faster [E2]. It took minutes [E1]."
     )
     assert len(answer.verification["claims"]) == 4
+
+
+def test_a_sentence_citing_only_another_persons_words_fails_without_the_judge(store, settings: Settings, tmp_path):
+    vault = tmp_path / "chat"
+    write_note(vault, "race.md", "# Charity race\n\nMelanie: after the charity race I realized self-care matters.\n")
+    ingest_notes(store, [vault])
+    retriever = open_retriever(store, settings, lexical_only=True)
+    question = "What did Caroline realize after the charity race?"
+    llm = ScriptedLLM("Answer: self-care matters [E1]\nShe said so after the race [E1].", margins=[3.0, 3.0, 3.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    assert answer.abstained and answer.abstention_reason == "unsupported"
+    claims = answer.to_dict()["verification"]["claims"]
+    assert [(c["reason"], c["margin"]) for c in claims] == [("names_missing", None)] * 2
+    # The same answer to the question about the person who said it stands.
+    answer = ask_with_llm(retriever, question.replace("Caroline", "Melanie"), settings, llm=llm)
+    assert not answer.abstained and answer.short_answer == "self-care matters"

@@ -16,6 +16,7 @@ from typing import Any
 from crossmodalrag.answer.citations import CITATION, cited_ids, states_absence
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import claim_messages, gate_messages
+from crossmodalrag.answer.subjects import mentions_any, named_subjects
 from crossmodalrag.types import Evidence
 
 # A backend that can only say yes or no gets this margin, beyond any fitted threshold either way.
@@ -34,6 +35,7 @@ class Verdict:
     margin: float | None  # None: not checked (a statement of what the evidence lacks, or over budget)
     supported: bool
     short: bool = False  # the "Answer:" line
+    reason: str | None = None  # why an unsupported sentence failed without the judge
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +44,7 @@ class Verdict:
             "margin": None if self.margin is None else round(self.margin, 3),
             "supported": self.supported,
             "short_answer": self.short,
+            "reason": self.reason,
         }
 
 
@@ -108,17 +111,21 @@ def short_answer(text: str) -> str | None:
 
 def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, min_margin: float) -> Verification:
     """Judge every sentence of `text` against the excerpts it cites (all of them if it cites none).
-    Sentences that only say what the evidence lacks are kept unchecked; past MAX_CHECKS, dropped."""
+    Sentences that only say what the evidence lacks are kept unchecked; a sentence whose excerpts
+    never mention whom the question names fails without the judge; past MAX_CHECKS, dropped."""
     verdicts: list[Verdict] = []
     checked: list[Verdict] = []
     prompts: list[list[Message]] = []
+    names = named_subjects(question)
     for sentence, short in split_answer(text):
-        cited = [ref for match in CITATION.finditer(sentence) for ref in cited_ids(match.group(0))]
+        cited = _citations(sentence)
         claim = re.sub(r"\s+", " ", CITATION.sub("", _ANSWER_LINE.sub("", sentence) if short else sentence)).strip()
         verdict = Verdict(sentence, list(dict.fromkeys(cited)), None, False, short)
         verdicts.append(verdict)
         if not short and not cited and states_absence(sentence):
             verdict.supported = True  # "the evidence does not say when" is not a claim about the world
+        elif names and not mentions_any(_grounds(evidence, verdict.cited or _citations(text)), names):
+            verdict.reason = "names_missing"
         elif len(prompts) < MAX_CHECKS and claim:
             prompts.append(claim_messages(question, evidence, claim, verdict.cited, short))
             checked.append(verdict)
@@ -126,3 +133,12 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         verdict.margin = margin
         verdict.supported = margin >= min_margin
     return Verification(verdicts)
+
+
+def _citations(text: str) -> list[str]:
+    return [ref for match in CITATION.finditer(text) for ref in cited_ids(match.group(0))]
+
+
+def _grounds(evidence: list[Evidence], cited: list[str]) -> list[Evidence]:
+    """The excerpts a sentence rests on: those it cites, else every one."""
+    return [item for item in evidence if item.id in cited] or evidence
