@@ -116,6 +116,7 @@ PATH_LISTS = {
     "git_paths": ("REPO_PATH", "git"),
     "pdf_paths": ("PDF_PATH", "pdf"),
     "image_paths": ("IMAGE_PATH", "images"),
+    "chat_paths": ("CHAT_PATH", "chats"),  # mem ingest-chat: session folders and exports (issue 13)
 }
 
 
@@ -129,6 +130,7 @@ class Settings:
     git_paths: list[Path] = field(default_factory=list)
     pdf_paths: list[Path] = field(default_factory=list)
     image_paths: list[Path] = field(default_factory=list)
+    chat_paths: list[Path] = field(default_factory=list)
     top_k: int = 5
     profile: str = "balanced"
     title_boost_weight: float = 0.05

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -82,8 +83,7 @@ def known_fingerprints(store: Store, uri_prefix: str) -> dict[str, str]:
 def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool, int]:
     """Store one source and its chunks as one all-or-nothing unit; returns (was it new, chunk count)."""
     chunks = chunk_document(doc)
-    spans = utf8_offsets(doc.text, [offset for c in chunks for offset in (c.char_start, c.char_end)])
-    metadata = json.dumps(doc.metadata, ensure_ascii=False)
+    metadata = stored_metadata(doc)
     with batch.unit() as conn:
         row = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()
         if row:
@@ -100,31 +100,56 @@ def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool,
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (doc.source_type, doc.uri, digest, doc.timestamp, doc.title, metadata, time.time()),
             ).lastrowid
-        # We hold the write lock, so ids after the current maximum are ours to assign.
-        first_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
-        conn.executemany(
-            "INSERT INTO chunks (id, source_id, chunk_index, text, locator, char_start, char_end, metadata, modality,"
-            " byte_start, byte_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                (
-                    first_id + i,
-                    source_id,
-                    i,
-                    c.text,
-                    c.locator,
-                    c.char_start,
-                    c.char_end,
-                    json.dumps(c.metadata, ensure_ascii=False) if c.metadata else "{}",
-                    doc.modality,
-                    spans[c.char_start],
-                    spans[c.char_end],
-                )
-                for i, c in enumerate(chunks)
-            ),
-        )
-        rows = [(first_id + i, doc.title, c.text) for i, c in enumerate(chunks)]
-        batch.defer(lambda conn: fts.insert_rows(conn, rows))
+        _insert_chunks(batch, conn, source_id, doc, chunks, 0)
     return row is None, len(chunks)
+
+
+def extend_document(batch: WriteBatch, source_id: int, doc: Document, digest: str, keep: int, chunks: list) -> int:
+    """Update a stored source in place: keep its first `keep` chunks, replace the rest by `chunks`
+    (offsets into doc.text). A growing transcript thus writes, and embeds, only its new turns."""
+    with batch.unit() as conn:
+        conn.execute("DELETE FROM chunks WHERE source_id = ? AND chunk_index >= ?", (source_id, keep))
+        conn.execute(
+            "UPDATE sources SET fingerprint = ?, timestamp = ?, title = ?, metadata = ?, ingested_at = ? WHERE id = ?",
+            (digest, doc.timestamp, doc.title, stored_metadata(doc), time.time(), source_id),
+        )
+        _insert_chunks(batch, conn, source_id, doc, chunks, keep)
+    return len(chunks)
+
+
+def stored_metadata(doc: Document) -> str:
+    """The metadata column: keys starting with `_` are for the chunker only (e.g. turn spans)."""
+    return json.dumps({k: v for k, v in doc.metadata.items() if not k.startswith("_")}, ensure_ascii=False)
+
+
+def _insert_chunks(
+    batch: WriteBatch, conn: sqlite3.Connection, source_id: int, doc: Document, chunks: list, first_index: int
+) -> None:
+    spans = utf8_offsets(doc.text, [offset for c in chunks for offset in (c.char_start, c.char_end)])
+    # We hold the write lock, so ids after the current maximum are ours to assign.
+    first_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
+    conn.executemany(
+        "INSERT INTO chunks (id, source_id, chunk_index, text, locator, char_start, char_end, metadata, modality,"
+        " byte_start, byte_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            (
+                first_id + i,
+                source_id,
+                first_index + i,
+                c.text,
+                c.locator,
+                c.char_start,
+                c.char_end,
+                json.dumps(c.metadata, ensure_ascii=False) if c.metadata else "{}",
+                doc.modality,
+                spans[c.char_start],
+                spans[c.char_end],
+            )
+            for i, c in enumerate(chunks)
+        ),
+    )
+    rows = [(first_id + i, doc.title, c.text) for i, c in enumerate(chunks)]
+    batch.defer(lambda conn: fts.insert_rows(conn, rows))
 
 
 def utf8_offsets(text: str, positions: list[int]) -> dict[int, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from crossmodalrag.chunking.diff import chunk_diff
 from crossmodalrag.chunking.markdown import chunk_markdown
 from crossmodalrag.chunking.text import chunk_ocr, chunk_pages, chunk_plain
+from crossmodalrag.chunking.turns import chunk_turns
 from crossmodalrag.types import Chunk, Document
 
 CHUNKER_VERSION = "2"
@@ -19,6 +20,7 @@ CHUNKERS = {
     "plain": chunk_plain,
     "pages": chunk_pages,
     "ocr": chunk_ocr,
+    "turns": chunk_turns,
 }
 
 

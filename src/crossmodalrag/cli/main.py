@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from crossmodalrag import __version__
-from crossmodalrag.cli import commands, maintenance
+from crossmodalrag.cli import agent, commands, maintenance
 from crossmodalrag.cli import serve as serve_commands
 from crossmodalrag.cli import sync as sync_commands
 from crossmodalrag.cli.chat import chat as chat_command
@@ -181,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--vacuum", action="store_true", help="also wipe the freed bytes from the files (alone: only that)")
     p.set_defaults(run=forget_command)
+    agent.register(sub, common, as_json)
     return parser
 
 

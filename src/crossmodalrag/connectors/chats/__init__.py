@@ -1,0 +1,168 @@
+"""Chat and agent-session transcripts: detect the format of a file, read it into Sessions of Turns.
+
+Formats: Claude Code session JSONL, Codex rollout JSONL, ChatGPT and Claude.ai `conversations.json`
+exports, LoCoMo-style JSON. Every reader streams (a line or an array element at a time), reports a
+malformed part in `problems` and keeps going, and masks secrets in every turn it yields. A Session
+becomes one Document (`session_document`); each turn keeps the format's own id for citations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from crossmodalrag.connectors.chats.secrets import mask_secrets
+from crossmodalrag.errors import ConnectorError
+from crossmodalrag.privacy import strip_private
+from crossmodalrag.types import Document
+
+FORMATS = ("claude-code", "codex", "chatgpt", "claude-ai", "locomo")
+SUFFIXES = (".jsonl", ".json")
+SNIFF_BYTES = 64 * 1024
+
+
+@dataclass
+class Turn:
+    speaker: str  # "user", "assistant", "tool", or a person's name (LoCoMo)
+    text: str
+    turn_id: str  # the format's own id: Claude Code uuid, ChatGPT message id, LoCoMo dia_id, Codex line
+    timestamp: float | None = None
+
+
+@dataclass
+class Session:
+    key: str  # unique within its file: the session or conversation id
+    title: str
+    format: str
+    turns: list[Turn] = field(default_factory=list)
+    timestamp: float | None = None  # when it started: what recency and the timeline read
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ChatRead:
+    """What reading one file gave: its sessions (a generator) and, as they happen, its problems."""
+
+    path: Path
+    format: str
+    problems: list[str] = field(default_factory=list)
+    secrets_masked: int = 0
+
+    def sessions(self) -> Iterator[Session]:
+        from crossmodalrag.connectors.chats import claude_code, codex, exports
+
+        reader = {
+            "claude-code": claude_code.read_sessions,
+            "codex": codex.read_sessions,
+            "chatgpt": exports.read_chatgpt,
+            "claude-ai": exports.read_claude_ai,
+            "locomo": exports.read_locomo,
+        }[self.format]
+        for session in reader(self.path, self.problems):
+            session.turns = [self._clean(turn) for turn in session.turns]
+            session.turns = [turn for turn in session.turns if turn.text]
+            yield session
+
+    def _clean(self, turn: Turn) -> Turn:
+        text, masked = mask_secrets(strip_private(turn.text).strip())
+        self.secrets_masked += masked
+        turn.text = text
+        return turn
+
+
+def find_chat_files(path: Path) -> Iterator[Path]:
+    """A file as given, or every .jsonl/.json file under a folder (sorted, hidden folders skipped)."""
+    if not path.is_dir():
+        yield path
+        return
+    for folder, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(SUFFIXES) and not name.startswith("."):
+                yield Path(folder, name)
+
+
+def open_chat(path: Path) -> ChatRead:
+    """The reader for a file. Raises ConnectorError when it is unreadable or no known chat format."""
+    chat_format = detect_format(path)
+    if chat_format is None:
+        raise ConnectorError(
+            f"{path}: not a chat transcript this version reads",
+            "give a Claude Code or Codex session (.jsonl), a ChatGPT or Claude.ai conversations.json, or LoCoMo JSON",
+        )
+    return ChatRead(path, chat_format)
+
+
+def detect_format(path: Path) -> str | None:
+    """Which format a file is in, from its first 64 KB. Raises ConnectorError if it cannot be read."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(SNIFF_BYTES).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+    except OSError as error:
+        raise ConnectorError(f"{path}: cannot be read ({error.strerror})", "check the path and permissions") from error
+    if head.startswith(("[", "{")) and not _first_line_is_record(head):
+        if '"mapping"' in head and '"current_node"' in head:
+            return "chatgpt"
+        if '"chat_messages"' in head:
+            return "claude-ai"
+        if '"conversation"' in head and '"speaker_a"' in head:
+            return "locomo"
+    for line in head.splitlines()[:20]:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "payload" in record and record.get("type") in CODEX_TYPES:
+            return "codex"
+        if isinstance(record, dict) and ("sessionId" in record or record.get("type") in CLAUDE_CODE_TYPES):
+            return "claude-code"
+    return None
+
+
+CODEX_TYPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
+CLAUDE_CODE_TYPES = {"user", "assistant", "summary", "file-history-snapshot", "queue-operation", "progress"}
+
+
+def _first_line_is_record(head: str) -> bool:
+    """A JSONL file also starts with `{`: its first line is a whole JSON object on its own."""
+    first = head.split("\n", 1)[0]
+    try:
+        return isinstance(json.loads(first), dict) and "\n" in head
+    except ValueError:
+        return False
+
+
+def session_document(path: Path, session: Session) -> Document:
+    """One session as a Document: the turns' text joined, each turn's span kept for the chunker.
+
+    The uri is `<file>@<session key>`, so `mem forget --path FILE` reaches every session of a file.
+    """
+    parts, spans, offset = [], [], 0
+    for turn in session.turns:
+        body = f"{turn.speaker}: {turn.text}"
+        spans.append([offset, offset + len(body), turn.speaker, turn.turn_id, turn.timestamp])
+        parts.append(body)
+        offset += len(body) + 2
+    return Document(
+        uri=f"{path}@{session.key}",
+        source_type="conversation",
+        title=session.title,
+        text="\n\n".join(parts),
+        format="turns",
+        timestamp=session.timestamp if session.timestamp is not None else _first_time(session),
+        locator=session.title,
+        metadata={
+            "chat_format": session.format,
+            "session": session.key,
+            "turns": len(session.turns),
+            **session.metadata,
+            "_turns": spans,  # read by chunking/turns.py; underscore keys are not stored
+        },
+    )
+
+
+def _first_time(session: Session) -> float | None:
+    return next((turn.timestamp for turn in session.turns if turn.timestamp is not None), None)

@@ -1,0 +1,186 @@
+"""Claude Code session transcripts (`~/.claude/projects/<project>/<session>.jsonl`).
+
+Records form a tree through `parentUuid`. The session as it stands is the chain from the last
+message up to the root, plus the branches hanging off it that hold no typed user prompt (parallel
+tool calls answer into side branches); a branch that starts with a user prompt off that chain was
+edited away or rewound, and is dropped. Sub-agent work is kept apart: sidechain records and the
+sub-agent messages streamed as `agent_progress` become sessions of their own (`<id>/agent-<agentId>`).
+Tool calls and results are summarised to their name, arguments and outcome; thinking is left out.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from crossmodalrag.connectors.chats import Session, Turn
+from crossmodalrag.connectors.chats.jsonio import clip, json_lines, parse_time
+
+TOOL_ARGS_CHARS = 240
+TOOL_RESULT_CHARS = 240
+TITLE_CHARS = 80
+
+
+@dataclass
+class Record:
+    uuid: str
+    parent: str | None
+    speaker: str  # "user" (typed), "assistant", "tool"; "" for records that only link the tree
+    text: str
+    timestamp: float | None
+
+
+def read_sessions(path: Path, problems: list[str]) -> Iterator[Session]:
+    """The main session of a file, then one session per sub-agent."""
+    parents: dict[str, str | None] = {}
+    main: list[Record] = []
+    agents: dict[str, list[Record]] = {}
+    meta: dict[str, Any] = {}
+    for _, record in json_lines(path, problems):
+        uuid = record.get("uuid")
+        if isinstance(uuid, str):
+            parents[uuid] = record.get("parentUuid")
+        _remember_meta(meta, record)
+        if record.get("type") == "progress" and (record.get("data") or {}).get("type") == "agent_progress":
+            data = record["data"]
+            agent = str(data.get("agentId") or record.get("parentToolUseID") or "agent")
+            inner = data.get("message") or {}
+            parsed = _record(inner, f"{uuid}", record.get("timestamp"))
+            if parsed:
+                agents.setdefault(agent, []).append(parsed)
+            continue
+        parsed = _record(record, uuid, record.get("timestamp")) if isinstance(uuid, str) else None
+        if parsed is None:
+            continue
+        if record.get("isSidechain"):
+            agents.setdefault(str(record.get("agentId") or "sidechain"), []).append(parsed)
+        else:
+            main.append(parsed)
+    key = str(meta.get("session_id") or path.stem)
+    kept = live_records(main, parents)
+    title = meta.get("summary") or _title(kept) or path.stem
+    extra = {k: meta[k] for k in ("cwd", "git_branch", "version") if k in meta}
+    if kept:
+        yield _session(key, title, kept, extra)
+    for agent, records in agents.items():
+        yield _session(f"{key}/agent-{agent}", f"{title} · sub-agent {agent}", records, {**extra, "sidechain": True})
+
+
+def _remember_meta(meta: dict[str, Any], record: dict[str, Any]) -> None:
+    if record.get("type") == "summary" and isinstance(record.get("summary"), str):
+        meta.setdefault("summary", clip(record["summary"], TITLE_CHARS))
+    for source, target in (
+        ("sessionId", "session_id"),
+        ("cwd", "cwd"),
+        ("gitBranch", "git_branch"),
+        ("version", "version"),
+    ):
+        if isinstance(record.get(source), str) and record[source]:
+            meta.setdefault(target, record[source])
+
+
+def _session(key: str, title: str, records: list[Record], metadata: dict[str, Any]) -> Session:
+    turns: list[Turn] = []
+    for record in records:
+        if turns and turns[-1].speaker == record.speaker:
+            turns[-1].text += "\n" + record.text  # one API response is split over several records
+        else:
+            turns.append(Turn(record.speaker, record.text, record.uuid, record.timestamp))
+    start = next((r.timestamp for r in records if r.timestamp is not None), None)
+    return Session(key, title, "claude-code", turns, start, metadata)
+
+
+def live_records(records: list[Record], parents: dict[str, str | None]) -> list[Record]:
+    """The records of the conversation as it stands (see the module docstring), in file order."""
+    if not records:
+        return []
+    chain: set[str] = set()
+    node: str | None = records[-1].uuid
+    while node is not None and node not in chain:
+        chain.add(node)
+        node = parents.get(node)
+    typed = {r.uuid for r in records if r.speaker == "user"}
+    verdict: dict[str, bool] = {}  # uuid -> is it on a live path
+
+    def live(uuid: str) -> bool:
+        path, node = [], uuid
+        while node is not None and node not in chain and node not in verdict:
+            path.append(node)
+            node = parents.get(node)
+        if node is not None and node in verdict:
+            alive = verdict[node]
+        else:  # reached the chain (or an unknown parent): dead if it left the chain with a typed prompt
+            alive = not (node in chain and path and path[-1] in typed)
+        for step in path:
+            verdict[step] = alive
+        return alive
+
+    return [r for r in records if r.uuid in chain or live(r.uuid)]
+
+
+def _record(record: dict[str, Any], uuid: str | None, timestamp: Any) -> Record | None:
+    """A user or assistant record as one speaker's text; None for anything else."""
+    kind = record.get("type")
+    message = record.get("message")
+    if kind not in ("user", "assistant") or not isinstance(message, dict) or record.get("isMeta"):
+        return None
+    speaker, text = _content(kind, message.get("content"))
+    if not text:
+        return None
+    return Record(str(uuid or message.get("id") or ""), record.get("parentUuid"), speaker, text, parse_time(timestamp))
+
+
+def _content(kind: str, content: Any) -> tuple[str, str]:
+    if isinstance(content, str):
+        return kind, _command(content) if kind == "user" else content
+    speaker, pieces = kind, []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        block_type = block.get("type")
+        if block_type == "text" and block.get("text", "").strip():
+            pieces.append(block["text"].strip())
+        elif block_type == "tool_use":
+            pieces.append(tool_call(block.get("name", "tool"), block.get("input")))
+        elif block_type == "tool_result":
+            speaker = "tool"
+            pieces.append(tool_result(block.get("content"), bool(block.get("is_error"))))
+        elif block_type == "image":
+            pieces.append("[image]")
+    return speaker, "\n".join(pieces)
+
+
+def _command(text: str) -> str:
+    """A slash command's tags (`<command-name>/x</command-name>`) as the command line the user typed."""
+    if "<command-name>" not in text:
+        return text
+    name = text.split("<command-name>", 1)[1].split("</command-name>", 1)[0]
+    args = text.split("<command-args>", 1)[1].split("</command-args>", 1)[0] if "<command-args>" in text else ""
+    return f"{name} {args}".strip()
+
+
+def tool_call(name: str, arguments: Any) -> str:
+    """`[tool Name] key=value …`: what was called and with what, one line."""
+    if isinstance(arguments, dict):
+        shown = " ".join(f"{key}={clip(_flat(value), 120)}" for key, value in arguments.items())
+    else:
+        shown = _flat(arguments)
+    return f"[tool {name}] {clip(shown, TOOL_ARGS_CHARS)}".rstrip()
+
+
+def tool_result(content: Any, is_error: bool) -> str:
+    """`[result] first line …` or `[error] …`: the outcome, not the whole output."""
+    if isinstance(content, list):
+        content = " ".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return f"[{'error' if is_error else 'result'}] {clip(_flat(content), TOOL_RESULT_CHARS)}".rstrip()
+
+
+def _flat(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _title(records: list[Record]) -> str:
+    first = next((r.text for r in records if r.speaker == "user" and not r.text.startswith(("/", "["))), "")
+    return clip(first, TITLE_CHARS)

@@ -1,0 +1,143 @@
+"""Export files holding many conversations: ChatGPT and Claude.ai `conversations.json`, LoCoMo JSON.
+
+ChatGPT keeps every edit and regeneration in a tree (`mapping`); the conversation as it was last
+shown is the path from `current_node` up to the root, and that path is what is ingested: branches
+edited away are left out (they were replaced by the user, and would answer questions with words
+nobody stood by). Hidden system messages and empty parts are skipped; browsing results and tool
+invocations are summarised. Claude.ai messages keep their text blocks (thinking left out).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+from crossmodalrag.connectors.chats import Session, Turn
+from crossmodalrag.connectors.chats.claude_code import tool_call, tool_result
+from crossmodalrag.connectors.chats.jsonio import clip, json_array, parse_time
+
+TITLE_CHARS = 80
+
+
+def read_chatgpt(path: Path, problems: list[str]) -> Iterator[Session]:
+    for index, conversation in enumerate(json_array(path, problems)):
+        if not isinstance(conversation, dict) or not isinstance(conversation.get("mapping"), dict):
+            problems.append(f"{path}: conversation {index} has no message tree, skipped")
+            continue
+        turns = [turn for node in current_path(conversation) if (turn := _chatgpt_turn(node))]
+        key = str(conversation.get("conversation_id") or conversation.get("id") or index)
+        title = str(conversation.get("title") or "") or _first_words(turns) or key
+        yield Session(key, title, "chatgpt", turns, parse_time(conversation.get("create_time")))
+
+
+def current_path(conversation: dict[str, Any]) -> list[dict[str, Any]]:
+    """The nodes from the root down to `current_node` (the last leaf in the file if it is unset)."""
+    mapping = conversation["mapping"]
+    node_id = conversation.get("current_node")
+    if node_id not in mapping:
+        leaves = [key for key, node in mapping.items() if isinstance(node, dict) and not node.get("children")]
+        node_id = leaves[-1] if leaves else None
+    path, seen = [], set()
+    while node_id in mapping and node_id not in seen:
+        seen.add(node_id)
+        node = mapping[node_id]
+        path.append(node)
+        node_id = node.get("parent") if isinstance(node, dict) else None
+    return [node for node in reversed(path) if isinstance(node, dict)]
+
+
+def _chatgpt_turn(node: dict[str, Any]) -> Turn | None:
+    message = node.get("message")
+    if not isinstance(message, dict):
+        return None
+    metadata = message.get("metadata") or {}
+    role = (message.get("author") or {}).get("role", "")
+    if message.get("weight") == 0 or metadata.get("is_visually_hidden_from_conversation") or role == "system":
+        return None
+    text = _chatgpt_text(message.get("content") or {}, message.get("recipient", "all"))
+    if not text:
+        return None
+    speaker = role if role in ("user", "assistant") else "tool"
+    return Turn(speaker, text, str(message.get("id") or node.get("id")), parse_time(message.get("create_time")))
+
+
+def _chatgpt_text(content: dict[str, Any], recipient: str) -> str:
+    kind = content.get("content_type")
+    if kind in ("text", "multimodal_text"):
+        parts = [p if isinstance(p, str) else "[image]" for p in content.get("parts") or [] if p]
+        return "\n".join(parts).strip()
+    if kind == "code":
+        return tool_call(recipient if recipient != "all" else "code", content.get("text", ""))
+    if kind in ("tether_quote", "tether_browsing_display", "execution_output", "system_error"):
+        shown = content.get("title") or content.get("text") or content.get("result") or content.get("summary")
+        return tool_result(shown or "", kind == "system_error")
+    return ""  # thoughts, reasoning recaps, user context: not the conversation's words
+
+
+def read_claude_ai(path: Path, problems: list[str]) -> Iterator[Session]:
+    for index, conversation in enumerate(json_array(path, problems)):
+        if not isinstance(conversation, dict) or not isinstance(conversation.get("chat_messages"), list):
+            problems.append(f"{path}: conversation {index} has no chat_messages, skipped")
+            continue
+        turns = [turn for message in conversation["chat_messages"] if (turn := _claude_turn(message))]
+        key = str(conversation.get("uuid") or index)
+        title = str(conversation.get("name") or "") or _first_words(turns) or key
+        yield Session(key, title, "claude-ai", turns, parse_time(conversation.get("created_at")))
+
+
+def _claude_turn(message: Any) -> Turn | None:
+    if not isinstance(message, dict):
+        return None
+    pieces = []
+    for block in message.get("content") or []:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and str(block.get("text", "")).strip():
+            pieces.append(block["text"].strip())
+        elif kind == "tool_use":
+            pieces.append(tool_call(str(block.get("name", "tool")), block.get("input")))
+        elif kind == "tool_result":
+            pieces.append(tool_result(block.get("content"), bool(block.get("is_error"))))
+    if not message.get("content"):  # older exports: only the flattened text
+        pieces.append(str(message.get("text") or "").strip())
+    names = [f["file_name"] for f in message.get("attachments") or [] if isinstance(f, dict) and f.get("file_name")]
+    if names:
+        pieces.append("[attached: " + ", ".join(names) + "]")
+    text = "\n".join(p for p in pieces if p)
+    if not text:
+        return None
+    speaker = "user" if message.get("sender") == "human" else "assistant"
+    return Turn(speaker, text, str(message.get("uuid", "")), parse_time(message.get("created_at")))
+
+
+def read_locomo(path: Path, problems: list[str]) -> Iterator[Session]:
+    """LoCoMo samples: each `session_<n>` a session dated by `session_<n>_date_time`, turns by `dia_id`."""
+    for index, sample in enumerate(json_array(path, problems)):
+        conversation = sample.get("conversation") if isinstance(sample, dict) else None
+        if not isinstance(conversation, dict):
+            problems.append(f"{path}: sample {index} has no conversation, skipped")
+            continue
+        sample_id = str(sample.get("sample_id") or index)
+        people = " & ".join(str(conversation.get(k)) for k in ("speaker_a", "speaker_b") if conversation.get(k))
+        numbers = sorted(
+            int(key.split("_")[1])
+            for key in conversation
+            if key.startswith("session_") and key.split("_")[1].isdigit() and isinstance(conversation[key], list)
+        )
+        for number in numbers:
+            when = conversation.get(f"session_{number}_date_time")
+            turns = [turn for raw in conversation[f"session_{number}"] if (turn := _locomo_turn(raw))]
+            title = f"{people} · session {number}" + (f" ({when})" if when else "")
+            yield Session(f"{sample_id}/session_{number}", title, "locomo", turns, parse_time(when))
+
+
+def _locomo_turn(raw: Any) -> Turn | None:
+    if not isinstance(raw, dict) or not raw.get("text"):
+        return None
+    text = str(raw["text"])
+    if raw.get("blip_caption"):
+        text += f" [shares a photo: {raw['blip_caption']}]"
+    return Turn(str(raw.get("speaker", "")), text, str(raw.get("dia_id", "")))
+
+
+def _first_words(turns: list[Turn]) -> str:
+    return clip(next((t.text for t in turns if t.speaker == "user"), ""), TITLE_CHARS)

@@ -1,0 +1,100 @@
+"""Reading chat files without loading them whole: JSON Lines one line at a time, a JSON array one
+element at a time, and the timestamp spellings the formats use."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+BLOCK = 1 << 20  # bytes read at a time from a JSON array
+MAX_LINE = 64 << 20  # a single JSONL record past this is not a chat turn (a pasted dump): skipped
+DECODER = json.JSONDecoder()
+SEPARATORS = re.compile(r"[\s,]*")
+
+
+def json_lines(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of each JSON object line; a malformed line is reported and skipped."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            if len(raw) > MAX_LINE:
+                problems.append(f"{path}:{number}: a {len(raw) >> 20} MB line, skipped")
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                problems.append(f"{path}:{number}: not valid JSON, skipped (a truncated or damaged line)")
+                continue
+            if isinstance(record, dict):
+                yield number, record
+
+
+def json_array(path: Path, problems: list[str]) -> Iterator[Any]:
+    """Each element of a top-level JSON array (or the one top-level object), read block by block:
+    a 1 GB export never sits in memory whole, only its largest element does. A truncated file
+    yields its complete elements and reports where it broke off."""
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        buffer, position, eof = handle.read(BLOCK).lstrip("\ufeff \t\r\n"), 0, False
+        if buffer.startswith("{"):
+            buffer += handle.read()
+            try:
+                yield DECODER.decode(buffer)
+            except ValueError as error:
+                problems.append(f"{path}: not valid JSON ({error.msg} at character {error.pos}), skipped")
+            return
+        if not buffer.startswith("["):
+            problems.append(f"{path}: not a JSON array, skipped")
+            return
+        position, count = 1, 0
+        while True:
+            position = SEPARATORS.match(buffer, position).end()
+            if buffer.startswith("]", position):
+                return
+            try:
+                element, end = DECODER.raw_decode(buffer, position)
+            except ValueError:
+                if eof:
+                    if buffer[position:].strip():
+                        problems.append(f"{path}: truncated after {count} complete conversations; the rest skipped")
+                    return
+                more = handle.read(max(BLOCK, len(buffer) - position))  # doubling: linear overall
+                eof = not more
+                buffer, position = buffer[position:] + more, 0
+                continue
+            count += 1
+            yield element
+            position = end
+
+
+def parse_time(value: Any) -> float | None:
+    """Unix seconds from epoch numbers, ISO 8601 strings (with Z) or LoCoMo's '1:56 pm on 8 May, 2023'."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) if value > 0 else None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+        for pattern in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B %Y", "%Y-%m-%d"):
+            try:
+                moment = datetime.strptime(text, pattern)
+                break
+            except ValueError:
+                continue
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def clip(text: str, limit: int) -> str:
+    """One line of at most `limit` characters (an ellipsis marks a cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -1,0 +1,51 @@
+"""Secrets in chat transcripts: API keys, tokens and passwords are masked before anything is stored.
+
+Agents paste environment dumps, curl commands and config files into their sessions; none of that
+may reach the index. The patterns are the common, high-precision shapes (provider key prefixes,
+bearer headers, `password=`-style assignments, private key blocks); each match becomes
+`[secret masked]` and is counted, so the ingest report can say how many were hidden.
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "[secret masked]"
+
+# Whole-match secrets: the match itself is the secret.
+TOKENS = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)"
+    r"|\b(?:sk|rk|pk)-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{20,}"  # OpenAI, Anthropic, Stripe
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{30,}"  # GitHub
+    r"|\bglpat-[A-Za-z0-9_-]{20,}"  # GitLab
+    r"|\bxox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
+    r"|\bAIza[0-9A-Za-z_-]{35}"  # Google API key
+    r"|\bhf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r"|\bnpm_[A-Za-z0-9]{36}"
+    r"|\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"  # JWT
+)
+# Assignments and headers: the name stays (it says what was there), the value goes.
+ASSIGNED = re.compile(
+    r"(?i)(\b(?:authorization:\s*(?:bearer|basic|token)|bearer)\s+)([A-Za-z0-9._~+/=-]{16,})"
+    r"|(\b[\w.-]*(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|private[_-]?key)"
+    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"',;]{6,})"
+)
+
+
+def mask_secrets(text: str) -> tuple[str, int]:
+    """The text with secrets replaced by MASK, and how many were replaced."""
+    text, count = TOKENS.subn(MASK, text)
+    masked = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal masked
+        prefix = match.group(1) or match.group(3)
+        value = match.group(2) or match.group(4)
+        if value == MASK or value.startswith("[secret"):
+            return match.group(0)
+        masked += 1
+        return prefix + MASK
+
+    text = ASSIGNED.sub(replace, text)
+    return text, count + masked

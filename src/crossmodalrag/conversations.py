@@ -1,0 +1,125 @@
+"""`mem ingest-chat`: chat transcripts into memory, one source per session, incrementally.
+
+A session read again is compared turn by turn (each chunk records its turn's digest): the turns
+that are unchanged keep their chunks and vectors, and only what follows them is written. A
+transcript that grows (an agent session being appended to) thus costs only its new turns.
+Sessions that left a file (a conversation deleted from an export) leave the memory with it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crossmodalrag.chunking.turns import chunk_turns, turn_digest
+from crossmodalrag.connectors.chats import ChatRead, find_chat_files, open_chat, session_document
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.ingest import (
+    IngestReport,
+    Progress,
+    extend_document,
+    fingerprint,
+    known_fingerprints,
+    remove_sources,
+    write_document,
+)
+from crossmodalrag.store import Store
+from crossmodalrag.store.connection import WriteBatch
+from crossmodalrag.types import Document
+
+SOURCE_TYPE = "conversation"
+
+
+def ingest_conversations(store: Store, paths: list[Path], progress: Progress | None = None) -> IngestReport:
+    """Ingest chat files or folders of them. Unreadable files fail alone; within a file a malformed
+    line or conversation is a notice (with its line number) and the rest ingests."""
+    report = IngestReport()
+    for given in paths:
+        root = Path(given).expanduser().resolve()
+        if not root.exists():
+            report.failures.append(f"{root}: no such file or folder (hint: check the path; nothing was removed)")
+            continue
+        for path in find_chat_files(root):
+            try:
+                chat = open_chat(path)
+            except CMRAGError as error:
+                if path == root:  # a file named on purpose; in a folder, other JSON files are not chats
+                    report.failures.append(str(error))
+                continue
+            _ingest_file(store, chat, report, progress)
+    return report
+
+
+def _ingest_file(store: Store, chat: ChatRead, report: IngestReport, progress: Progress | None) -> None:
+    known = known_fingerprints(store, f"{chat.path}@")
+    seen: set[str] = set()
+    with store.batched() as batch:
+        for session in chat.sessions():
+            if not session.turns:
+                continue
+            doc = session_document(chat.path, session)
+            seen.add(doc.uri)
+            _write_session(batch, doc, known.get(doc.uri), report)
+            if progress:
+                progress(report)
+    report.notices.extend(chat.problems)
+    if chat.secrets_masked:
+        report.notices.append(f"{chat.path}: {chat.secrets_masked} secrets (keys, tokens, passwords) masked")
+    gone = [uri for uri in known if uri not in seen]
+    if gone and not chat.problems:  # a file that broke off early keeps the sessions stored from it
+        report.removed += remove_sources(store, gone)
+
+
+def _write_session(batch: WriteBatch, doc: Document, stored_digest: str | None, report: IngestReport) -> None:
+    digest = fingerprint(doc)
+    if stored_digest == digest:
+        report.unchanged += 1
+        return
+    conn = batch.conn
+    row = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()
+    stored = stored_turns(conn, row[0]) if row else []
+    new = [turn_digest(doc.text[start:end]) for start, end, *_ in doc.metadata["_turns"]]
+    same = _common_prefix(stored, new)
+    # Unchanged turns keep their chunks; a changed title changes every breadcrumb, so all are rewritten.
+    if row and same and stored_digest and _same_title(batch, row[0], doc.title):
+        keep = _chunks_before(batch, row[0], same)
+        report.chunks += extend_document(batch, row[0], doc, digest, keep, chunk_turns(doc, first_turn=same))
+        report.updated += 1
+        return
+    added, count = write_document(batch, doc, digest)
+    report.chunks += count
+    report.added += added
+    report.updated += not added
+
+
+def stored_turns(conn, source_id: int) -> list[str]:
+    """The digests of a stored session's turns, in order."""
+    rows = conn.execute(
+        "SELECT json_extract(metadata, '$.turn'), json_extract(metadata, '$.digest') FROM chunks"
+        " WHERE source_id = ? ORDER BY chunk_index",
+        (source_id,),
+    )
+    turns: dict[int, str] = {}
+    for turn, digest in rows:
+        if turn is not None:
+            turns.setdefault(int(turn), digest)
+    return [turns[i] for i in sorted(turns)]
+
+
+def _common_prefix(stored: list[str], new: list[str]) -> int:
+    count = 0
+    for old, fresh in zip(stored, new, strict=False):
+        if old != fresh:
+            break
+        count += 1
+    return count
+
+
+def _same_title(batch: WriteBatch, source_id: int, title: str) -> bool:
+    row = batch.conn.execute("SELECT title FROM sources WHERE id = ?", (source_id,)).fetchone()
+    return row is not None and row[0] == title
+
+
+def _chunks_before(batch: WriteBatch, source_id: int, turn: int) -> int:
+    return batch.conn.execute(
+        "SELECT COUNT(*) FROM chunks WHERE source_id = ? AND json_extract(metadata, '$.turn') < ?", (source_id, turn)
+    ).fetchone()[0]

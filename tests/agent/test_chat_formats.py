@@ -1,0 +1,200 @@
+"""Parsers of every chat format: the real samples, trees and branches, damage, secrets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crossmodalrag.connectors.chats import detect_format, open_chat
+from crossmodalrag.connectors.chats.secrets import MASK, mask_secrets
+from crossmodalrag.errors import ConnectorError
+from tests.agent.chats import LOCOMO, SAMPLES, claude_record, needs_samples, write_jsonl
+
+
+def sessions(path):
+    chat = open_chat(path)
+    return chat, list(chat.sessions())
+
+
+@needs_samples
+@pytest.mark.parametrize(
+    "relative, expected",
+    [
+        ("claude-code/short.jsonl", "claude-code"),
+        ("codex/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl", "codex"),
+        ("chatgpt/conversations.json", "chatgpt"),
+        ("claude-ai/conversations.json", "claude-ai"),
+        ("README.md", None),
+    ],
+)
+def test_formats_are_detected(relative, expected):
+    assert detect_format(SAMPLES / relative) == expected
+
+
+@needs_samples
+def test_locomo_sessions_carry_dates_and_dia_ids():
+    assert detect_format(LOCOMO) == "locomo"
+    chat, found = sessions(LOCOMO)
+    first = found[0]
+    assert first.key.endswith("/session_1") and "session 1" in first.title
+    assert first.turns[0].turn_id == "D1:1" and first.turns[0].speaker == "Caroline"
+    assert first.timestamp is not None and len(found) > 100 and not chat.problems
+
+
+@needs_samples
+def test_claude_code_tool_calls_are_summarised_and_subagents_kept_apart():
+    chat, found = sessions(SAMPLES / "claude-code/subagent.jsonl")
+    main, agent = found
+    assert main.title == "create the beads"  # the first typed prompt, not a slash command or an interruption
+    assert "sub-agent" in agent.title and agent.metadata["sidechain"] and len(agent.turns) > 5
+    texts = "\n".join(t.text for t in main.turns)
+    assert "[tool WebSearch] query=" in texts and "[result]" in texts
+    assert all(len(line) < 400 for line in texts.splitlines() if line.startswith(("[tool", "[result")))
+    assert "Let me research" not in texts  # thinking is left out
+    assert {t.speaker for t in main.turns} == {"user", "assistant", "tool"}
+    assert all(len(t.turn_id) == 36 for t in main.turns)  # Claude Code uuids
+
+
+def test_claude_code_follows_the_tree_and_drops_an_edited_away_branch(tmp_path):
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            claude_record("u1", None, "user", "What port does the cache use?"),
+            claude_record("a1", "u1", "assistant", [{"type": "text", "text": "Port 6379."}]),
+            claude_record("u2", "a1", "user", "Use port 7000 instead"),  # rewound and replaced below
+            claude_record("a2", "u2", "assistant", [{"type": "text", "text": "Switched to 7000."}]),
+            claude_record("u2b", "a1", "user", "Keep the default port"),
+            claude_record(
+                "t1", "u2b", "assistant", [{"type": "tool_use", "id": "x", "name": "Bash", "input": {"command": "ls"}}]
+            ),
+            claude_record(
+                "t2", "t1", "assistant", [{"type": "tool_use", "id": "y", "name": "Read", "input": {"file_path": "a"}}]
+            ),
+            claude_record("r1", "t1", "user", [{"type": "tool_result", "tool_use_id": "x", "content": "a b"}]),
+            claude_record(
+                "r2", "t2", "user", [{"type": "tool_result", "tool_use_id": "y", "content": "boom", "is_error": True}]
+            ),
+            claude_record("a3", "r2", "assistant", [{"type": "text", "text": "Kept the default."}]),
+        ],
+    )
+    _, (session,) = sessions(path)
+    text = "\n".join(f"{t.speaker}: {t.text}" for t in session.turns)
+    assert "7000" not in text  # the edited-away branch
+    assert "[tool Bash] command=ls" in text and "[result] a b" in text and "[error] boom" in text  # parallel calls
+    assert session.turns[0].turn_id == "u1" and session.title == "What port does the cache use?"
+
+
+def test_a_malformed_line_is_reported_with_its_number_and_the_rest_reads(tmp_path):
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            claude_record("u1", None, "user", "first question"),
+            '{"type": "assistant", "uuid": "a1", "parentUu',
+            claude_record("u2", "u1", "user", "second question"),
+        ],
+    )
+    chat, (session,) = sessions(path)
+    assert [t.text for t in session.turns] == ["first question\nsecond question"]
+    assert chat.problems == [f"{path}:2: not valid JSON, skipped (a truncated or damaged line)"]
+
+
+@needs_samples
+def test_codex_keeps_one_copy_of_each_message_and_no_injected_context():
+    path = next((SAMPLES / "codex").glob("rollout-2026-02-23T20-34-25*.jsonl"))
+    _, (session,) = sessions(path)
+    users = [t for t in session.turns if t.speaker == "user"]
+    assert len(users) == 1 and users[0].text.startswith("[REDACTED_MESSAGE len=98")  # the typed message only
+    texts = "\n".join(t.text for t in session.turns)
+    assert "len=4508" not in texts  # developer instructions
+    assert "len=5296" not in texts  # the injected AGENTS.md-style user item
+    assert texts.count("sha=2a40230f") == 1  # the assistant message, not also its event_msg copy
+    assert "[tool mcp__cloud-associates__search_workflows]" in texts
+    assert users[0].turn_id == "019c8bfe-ed40-7a21-b57f-6447436c5881/L10"  # the Codex turn id and the line
+
+
+@needs_samples
+def test_chatgpt_reads_the_current_branch_only():
+    _, found = sessions(SAMPLES / "chatgpt/conversations.json")
+    logo = next(s for s in found if s.title.startswith("Logo design"))
+    conversation = next(
+        c for c in json.loads((SAMPLES / "chatgpt/conversations.json").read_text()) if c["title"] == logo.title
+    )
+    on_path, node = set(), conversation["current_node"]
+    while node:
+        on_path.add(node)
+        node = conversation["mapping"][node]["parent"]
+    assert {t.turn_id for t in logo.turns} <= on_path
+    off_path = {n for n in conversation["mapping"] if n not in on_path}
+    assert off_path and not {t.turn_id for t in logo.turns} & off_path
+    assert logo.turns[0].speaker == "user" and logo.timestamp is not None
+
+
+@needs_samples
+def test_claude_ai_keeps_text_without_thinking():
+    _, (session,) = sessions(SAMPLES / "claude-ai/conversations.json")
+    assert [t.speaker for t in session.turns] == ["user", "assistant"]
+    assert "saliva" in session.turns[0].text and "The user is asking" not in session.turns[1].text
+
+
+def test_a_truncated_export_keeps_its_complete_conversations(tmp_path):
+    conversation = {
+        "uuid": "c1",
+        "name": "One",
+        "created_at": "2025-07-06T03:10:13Z",
+        "chat_messages": [
+            {
+                "uuid": "m1",
+                "sender": "human",
+                "text": "hello there",
+                "content": [{"type": "text", "text": "hello there"}],
+            }
+        ],
+    }
+    whole = json.dumps([conversation, {**conversation, "uuid": "c2"}])
+    path = tmp_path / "conversations.json"
+    path.write_text(whole[: len(whole) - 40])
+    chat, found = sessions(path)
+    assert [s.key for s in found] == ["c1"] and "truncated after 1 complete" in chat.problems[0]
+
+
+def test_an_empty_session_and_an_unknown_file(tmp_path):
+    empty = write_jsonl(tmp_path / "e.jsonl", [{"type": "file-history-snapshot", "messageId": "x", "sessionId": "s"}])
+    assert sessions(empty)[1] == []
+    other = tmp_path / "other.json"
+    other.write_text('{"hello": 1}')
+    with pytest.raises(ConnectorError, match="not a chat transcript"):
+        open_chat(other)
+
+
+def test_secrets_are_masked_and_counted_and_private_spans_dropped(tmp_path):
+    key = "sk-proj-" + "a1B2c3D4" * 5
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [claude_record("u1", None, "user", f"use {key} and password: hunter2hunter <private>my pin 1234</private> ok")],
+    )
+    chat, (session,) = sessions(path)
+    text = session.turns[0].text
+    assert key not in text and "hunter2hunter" not in text and "1234" not in text
+    assert text.count(MASK) == 2 and chat.secrets_masked == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ghp_" + "x" * 36,
+        "AKIAIOSFODNN7EXAMPLE",
+        "Authorization: Bearer abcdefghijklmnop1234",
+        "export OPENAI_API_KEY=sk-abcdefghijklmnopqrstuv",
+        "xoxb-1234567890-abcdefghij",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
+    ],
+)
+def test_common_secret_shapes_are_masked(text):
+    masked, count = mask_secrets(text)
+    assert count >= 1 and MASK in masked
+
+
+def test_ordinary_prose_is_not_masked():
+    text = "The password policy says rotate monthly; the api key lives in the vault. sk-learn is a library."
+    assert mask_secrets(text) == (text, 0)

@@ -1,0 +1,137 @@
+"""`mem ingest-chat`: one source per session, turn chunks with locators, incremental growth."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import pytest
+
+from crossmodalrag.cli.main import main
+from crossmodalrag.connectors.chats import open_chat
+from crossmodalrag.conversations import ingest_conversations
+from tests.agent.chats import SAMPLES, claude_record, needs_samples, write_jsonl
+
+
+def chunk_rows(store, uri_part):
+    return store.conn.execute(
+        "SELECT c.id, c.locator, c.text, c.metadata FROM chunks c JOIN sources s ON s.id = c.source_id"
+        " WHERE s.uri LIKE ? ORDER BY c.chunk_index",
+        (f"%{uri_part}%",),
+    ).fetchall()
+
+
+@needs_samples
+def test_every_sample_ingests_as_one_source_per_session(store):
+    report = ingest_conversations(store, [SAMPLES])
+    assert report.failed == 0 and report.added == 11 and not report.notices
+    kinds = dict(store.conn.execute("SELECT source_type, COUNT(*) FROM sources GROUP BY source_type").fetchall())
+    assert kinds == {"conversation": 11}
+    again = ingest_conversations(store, [SAMPLES])
+    assert (again.added, again.updated, again.unchanged, again.chunks) == (0, 0, 11, 0)
+
+
+@needs_samples
+def test_a_turn_chunk_cites_its_session_and_turn(store):
+    ingest_conversations(store, [SAMPLES / "claude-code/short.jsonl"])
+    _, locator, text, metadata = chunk_rows(store, "short.jsonl")[0]
+    meta = json.loads(metadata)
+    assert locator == f"mix phx.server doesnt seem to start · {meta['turn_id']}"
+    assert text.startswith("mix phx.server doesnt seem to start · 2026-02-10\nuser: ")
+    assert meta["speaker"] == "user" and meta["turn"] == 0 and meta["time"] > 0
+
+
+def test_a_growing_session_writes_only_its_new_turns(store, tmp_path):
+    records = [
+        claude_record("u1", None, "user", "How do we deploy?"),
+        claude_record("a1", "u1", "assistant", [{"type": "text", "text": "Through the VPN."}]),
+    ]
+    path = write_jsonl(tmp_path / "s.jsonl", records)
+    ingest_conversations(store, [path])
+    before = chunk_rows(store, "s.jsonl")
+    records += [
+        claude_record("u2", "a1", "user", "And the staging key?"),
+        claude_record("a2", "u2", "assistant", [{"type": "text", "text": "It rotates monthly."}]),
+    ]
+    write_jsonl(path, records)
+    report = ingest_conversations(store, [path])
+    after = chunk_rows(store, "s.jsonl")
+    assert report.updated == 1 and report.chunks == 2
+    assert after[:2] == before and len(after) == 4  # the old chunks (ids, vectors) untouched
+    assert "rotates monthly" in after[3][2]
+
+
+def test_a_changed_earlier_turn_rewrites_from_there(store, tmp_path):
+    records = [
+        claude_record("u1", None, "user", "one"),
+        claude_record("a1", "u1", "assistant", "two"),
+        claude_record("u2", "a1", "user", "three"),
+    ]
+    path = write_jsonl(tmp_path / "s.jsonl", records)
+    ingest_conversations(store, [path])
+    records[1] = claude_record("a1", "u1", "assistant", "TWO")
+    write_jsonl(path, records)
+    report = ingest_conversations(store, [path])
+    assert report.chunks == 2 and [r[2].split("\n")[1] for r in chunk_rows(store, "s.jsonl")] == [
+        "user: one",
+        "assistant: TWO",
+        "user: three",
+    ]
+
+
+def test_a_conversation_gone_from_an_export_leaves_memory(store, tmp_path):
+    def export(*names):
+        return [
+            {
+                "uuid": n,
+                "name": n,
+                "created_at": "2025-01-01T00:00:00Z",
+                "chat_messages": [{"uuid": n + "m", "sender": "human", "text": f"about {n}", "content": []}],
+            }
+            for n in names
+        ]
+
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(export("alpha", "beta")))
+    ingest_conversations(store, [path])
+    path.write_text(json.dumps(export("alpha")))
+    report = ingest_conversations(store, [path])
+    assert report.removed == 1 and report.unchanged == 1
+
+
+def test_cli_reports_bad_lines_and_masked_secrets_and_forget_reaches_sessions(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "s.jsonl", [claude_record("u1", None, "user", "token ghp_" + "k" * 36), "{broken"])
+    assert main(["ingest-chat", str(path), "--json"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["added"] == 1 and f"{path}:2: not valid JSON" in out["notices"][0]
+    assert "1 secrets" in out["notices"][1] and "note: " in captured.err
+    assert main(["forget", "--path", str(path), "--yes", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sources"] == 1
+
+
+def test_cli_with_nothing_to_ingest_names_the_setting(capsys):
+    assert main(["ingest-chat"]) == 1
+    assert "CHAT_PATH_1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_100_mb_session_streams_without_being_loaded_whole(tmp_path):
+    path = tmp_path / "big.jsonl"
+    output = "x" * 50_000  # tool output: summarised to a line, never kept whole
+    with path.open("w") as handle:
+        parent = None
+        for i in range(2100):
+            tool = claude_record(
+                f"r{i}", parent, "user", [{"type": "tool_result", "tool_use_id": "t", "content": output}]
+            )
+            handle.write(json.dumps(claude_record(f"u{i}", parent, "user", f"question {i}")) + "\n")
+            handle.write(json.dumps({**tool, "parentUuid": f"u{i}"}) + "\n")
+            parent = f"r{i}"
+    assert path.stat().st_size > 100_000_000
+    tracemalloc.start()
+    chat = open_chat(path)
+    (session,) = list(chat.sessions())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(session.turns) == 4200 and peak < 20_000_000  # a fifth of the file at most
