@@ -193,8 +193,43 @@ def test_a_bad_note_on_first_ingest_does_not_stop_the_others(store: Store, vault
     write_note(vault, "binary.md", b"\x00\x01\x02")
     write_note(vault, "empty.md", "")
     report = ingest_notes(store, [vault])
-    assert report.added == 3 and len(report.failures) == 2
+    assert report.added == 3 and len(report.failures) == 1 and report.empty == 1
     assert set(sources(store)) == {uri(vault, r) for r in NOTES}
+
+
+def test_an_empty_note_is_skipped_and_counted_not_a_failure(store: Store, vault: Path) -> None:
+    write_note(vault, "Untitled.md", "")
+    write_note(vault, "blank.md", "---\ntitle: x\n---\n  \n")
+    report = ingest_notes(store, [vault])
+    assert (report.added, report.empty, report.failures) == (3, 2, [])
+    assert "2 empty skipped" in report.summary() and report.to_dict()["empty"] == 2
+
+
+def test_a_note_emptied_after_it_was_stored_leaves_the_memory(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    write_note(vault, "alpha.md", "")
+    report = ingest_notes(store, [vault])
+    assert (report.empty, report.removed, report.failures) == (1, 1, [])
+    assert uri(vault, "alpha.md") not in sources(store)
+
+
+def test_an_emptied_vault_is_not_read_as_every_note_deleted(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    before = chunk_ids(store)
+    for note in vault.rglob("*.md"):
+        note.unlink()  # an unmounted drive leaves an empty mount point
+    report = ingest_notes(store, [vault])
+    assert report.removed == 0 and len(report.failures) == 1
+    assert "3 of its 3 stored sources are gone" in report.failures[0] and "--allow-mass-delete" in report.failures[0]
+    assert chunk_ids(store) == before
+    report = ingest_notes(store, [vault], allow_mass_delete=True)
+    assert report.removed == 3 and not report.failures and sources(store) == {}
+
+
+def test_removing_less_than_half_of_a_vault_needs_no_flag(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    (vault / "alpha.md").unlink()
+    assert ingest_notes(store, [vault]).removed == 1
 
 
 def test_a_note_whose_file_name_is_not_utf8_fails_alone(store: Store, vault: Path) -> None:

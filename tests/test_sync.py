@@ -23,6 +23,7 @@ CONNECTOR_KEYS = {
     "updated",
     "unchanged",
     "removed",
+    "empty",
     "failed",
     "chunks",
     "failures",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from crossmodalrag.config import Settings
@@ -42,11 +43,26 @@ def diagnose(settings: Settings) -> Report:
         "pdf": [str(p) for p in settings.pdf_paths],
         "images": [str(p) for p in settings.image_paths],
     }
+    _overlaps(settings, report)
     report.facts["extras"] = {name: all(find_spec(m) is not None for m in modules) for name, modules in EXTRAS.items()}
     _database(settings, report)
     _embeddings(settings, report)
     _llm(settings, report)
     return report
+
+
+def _overlaps(settings: Settings, report: Report) -> None:
+    """A vault that is also a git repository (the obsidian-git plugin) is stored twice: as notes and
+    as the commits that changed them. Say so, because forgetting a note leaves those commits."""
+    for repo in settings.git_paths:
+        for vault in settings.notes_paths:
+            repo_path, vault_path = Path(repo).expanduser().resolve(), Path(vault).expanduser().resolve()
+            if repo_path == vault_path or repo_path in vault_path.parents or vault_path in repo_path.parents:
+                report.explanations.append(
+                    f"the git repository {repo_path} overlaps the vault {vault_path}: its commits store the notes' "
+                    "diffs too (private spans are stripped from them); to forget a note everywhere, also "
+                    f"`mem forget --path {repo_path}` or leave the repository out of the git connector"
+                )
 
 
 def _database(settings: Settings, report: Report) -> None:

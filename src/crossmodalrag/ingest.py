@@ -24,6 +24,8 @@ from crossmodalrag.store import Store
 from crossmodalrag.store.connection import WriteBatch
 from crossmodalrag.types import Document
 
+MASS_DELETE_MIN_SOURCES = 3
+
 
 @dataclass
 class IngestReport:
@@ -33,6 +35,7 @@ class IngestReport:
     updated: int = 0
     unchanged: int = 0
     removed: int = 0
+    empty: int = 0  # skipped, having nothing to store (an empty note): neither stored nor a failure
     chunks: int = 0
     failures: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # stored, but something is worth knowing
@@ -42,9 +45,10 @@ class IngestReport:
         return len(self.failures)
 
     def summary(self) -> str:
+        skipped = f"{self.empty} empty skipped, " if self.empty else ""
         return (
             f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
-            f"{self.removed} removed, {self.failed} failed ({self.chunks} chunks written)"
+            f"{self.removed} removed, {skipped}{self.failed} failed ({self.chunks} chunks written)"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -53,6 +57,7 @@ class IngestReport:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "removed": self.removed,
+            "empty": self.empty,
             "failed": self.failed,
             "chunks": self.chunks,
             "failures": self.failures,
@@ -170,6 +175,13 @@ class Failure:
 
 
 @dataclass
+class Skipped:
+    """A file with nothing to remember (an empty note): counted, not a failure, and not kept."""
+
+    uri: str
+
+
+@dataclass
 class Unchanged:
     """A file whose size, mtime and extractor match what was stored: not even read again.
 
@@ -182,7 +194,7 @@ class Unchanged:
 
 def ingest_documents(
     store: Store,
-    items: Iterable[Document | Failure | Unchanged],
+    items: Iterable[Document | Failure | Unchanged | Skipped],
     known: dict[str, str],
     report: IngestReport,
     progress: Progress | None = None,
@@ -199,11 +211,14 @@ def ingest_documents(
 
 def _ingest_one(
     batch: WriteBatch,
-    item: Document | Failure | Unchanged,
+    item: Document | Failure | Unchanged | Skipped,
     known: dict[str, str],
     report: IngestReport,
     seen: set[str],
 ) -> None:
+    if isinstance(item, Skipped):  # not seen: a note emptied since it was stored leaves the memory
+        report.empty += 1
+        return
     seen.add(item.uri)
     if isinstance(item, Failure):
         report.failures.append(str(item.error))
@@ -238,14 +253,34 @@ def remove_sources(store: Store, uris: Iterable[str]) -> int:
     return removed
 
 
+def remove_gone(
+    store: Store, root: Path, gone: list[str], stored: int, report: IngestReport, allow_mass_delete: bool
+) -> None:
+    """Remove sources whose files left `root`, unless that is more than half of the `stored` ones:
+    an unmounted drive leaves an empty mount point, which must not read as "everything deleted".
+    A folder of one or two sources is exempt: emptying it is ordinary, and refusing would only nag."""
+    if not gone:
+        return
+    if len(gone) * 2 > stored >= MASS_DELETE_MIN_SOURCES and not allow_mass_delete:
+        report.failures.append(
+            f"{root}: {len(gone)} of its {stored} stored sources are gone from disk; nothing was removed, in case "
+            "the folder is an unmounted drive or emptied by mistake (hint: if you deleted them, run again with "
+            "--allow-mass-delete)"
+        )
+        return
+    report.removed += remove_sources(store, gone)
+
+
 def ingest_notes(
     store: Store,
     roots: list[Path],
     include: list[str] | None = None,
     exclude: list[str] | None = None,
     progress: Progress | None = None,
+    allow_mass_delete: bool = False,
 ) -> IngestReport:
-    """Ingest vaults; notes gone from a vault (deleted, renamed, now excluded) leave the memory."""
+    """Ingest vaults; notes gone from a vault (deleted, renamed, now excluded) leave the memory,
+    unless more than half of a vault would go (see remove_gone)."""
     report = IngestReport()
     for root in roots:
         root = Path(root).expanduser().resolve()
@@ -256,28 +291,38 @@ def ingest_notes(
         seen = ingest_documents(store, _read_vault(root, include, exclude), known, report, progress)
         # A folder that could not be listed fails as a whole: the notes under it are not gone.
         gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
-        report.removed += remove_sources(store, gone) if gone else 0
+        remove_gone(store, root, gone, len(known), report, allow_mass_delete)
     return report
 
 
 def ingest_pdfs(
-    store: Store, paths: list[Path], progress: Progress | None = None, ocr_engine: str = "rapidocr"
+    store: Store,
+    paths: list[Path],
+    progress: Progress | None = None,
+    ocr_engine: str = "rapidocr",
+    allow_mass_delete: bool = False,
 ) -> IngestReport:
     """Ingest PDF files or folders of them. Raises MissingExtraError without the pdf extra."""
     from crossmodalrag.connectors import pdf
 
     version = pdf.extractor_version_or_raise(ocr_engine)
-    return _ingest_files(store, paths, pdf.find_pdfs, partial(pdf.read_pdf, ocr_engine=ocr_engine), progress, version)
+    read = partial(pdf.read_pdf, ocr_engine=ocr_engine)
+    return _ingest_files(store, paths, pdf.find_pdfs, read, progress, version, allow_mass_delete)
 
 
 def ingest_images(
-    store: Store, paths: list[Path], progress: Progress | None = None, engine: str = "rapidocr"
+    store: Store,
+    paths: list[Path],
+    progress: Progress | None = None,
+    engine: str = "rapidocr",
+    allow_mass_delete: bool = False,
 ) -> IngestReport:
     """OCR images (files or folders). Raises MissingExtraError without the chosen engine."""
     from crossmodalrag.connectors import images
 
     version = images.extractor_version(engine)
-    return _ingest_files(store, paths, images.find_images, partial(images.read_image, engine=engine), progress, version)
+    read = partial(images.read_image, engine=engine)
+    return _ingest_files(store, paths, images.find_images, read, progress, version, allow_mass_delete)
 
 
 def _ingest_files(
@@ -287,6 +332,7 @@ def _ingest_files(
     read: Callable[[Path], Document],
     progress: Progress | None,
     extractor: str,
+    allow_mass_delete: bool = False,
 ) -> IngestReport:
     """Files or folders of one kind; files gone from an ingested folder leave the memory."""
     report = IngestReport()
@@ -302,7 +348,7 @@ def _ingest_files(
         if not path.is_dir():
             known = {}  # a single file: nothing else under it can have gone
         gone = [uri for uri in known if uri not in seen]
-        report.removed += remove_sources(store, gone) if gone else 0
+        remove_gone(store, path, gone, len(known), report, allow_mass_delete)
     return report
 
 
@@ -335,10 +381,12 @@ def _read_changed(
             yield item
 
 
-def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Iterable[Document | Failure]:
+def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Iterable[Document | Failure | Skipped]:
     for path in paths:
         try:
             yield read(path)
+        except notes.EmptyNote:
+            yield Skipped(str(path))
         except CMRAGError as error:
             yield Failure(str(path), error)
 

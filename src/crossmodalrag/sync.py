@@ -21,7 +21,7 @@ CONNECTORS = ("notes", "git", "pdf", "image")
 PATH_SETTINGS = {"notes": "notes_paths", "git": "git_paths", "pdf": "pdf_paths", "image": "image_paths"}
 VARIABLES = {"notes": "OBSIDIAN_VAULT_PATH", "git": "REPO_PATH", "pdf": "PDF_PATH", "image": "IMAGE_PATH"}
 TOML_KEYS = {"notes": "notes", "git": "git", "pdf": "pdf", "image": "images"}
-COUNTS = ("added", "updated", "unchanged", "removed", "chunks")
+COUNTS = ("added", "updated", "unchanged", "removed", "empty", "chunks")
 
 
 @dataclass
@@ -126,17 +126,19 @@ def run_ingest(
     paths: list[Path],
     max_commits: int | None = None,
     progress: ingest.Progress | None = None,
+    allow_mass_delete: bool = False,
 ) -> IngestReport:
     """One connector's ingest with the configured globs and OCR engine. Raises MissingExtraError."""
     if connector == "notes":
-        return ingest.ingest_notes(store, paths, settings.notes_include, settings.notes_exclude, progress)
+        include, exclude = settings.notes_include, settings.notes_exclude
+        return ingest.ingest_notes(store, paths, include, exclude, progress, allow_mass_delete)
     if connector == "git":
         limit = git_commit_limit(settings, max_commits)
         return ingest.ingest_git(store, paths, limit, None, settings.git_include, settings.git_exclude, progress)
     if connector == "pdf":
-        return ingest.ingest_pdfs(store, paths, progress, settings.ocr_engine)
+        return ingest.ingest_pdfs(store, paths, progress, settings.ocr_engine, allow_mass_delete)
     if connector == "image":
-        return ingest.ingest_images(store, paths, progress, settings.ocr_engine)
+        return ingest.ingest_images(store, paths, progress, settings.ocr_engine, allow_mass_delete)
     raise CMRAGError(f"unknown connector {connector!r}", f"use one of {', '.join(CONNECTORS)}")
 
 
@@ -147,11 +149,12 @@ def sync_connector(
     paths: list[Path],
     max_commits: int | None = None,
     progress: Callable[[IngestReport], None] | None = None,
+    allow_mass_delete: bool = False,
 ) -> ConnectorSync:
     """Ingest one connector's paths; a missing extra skips it, any other failure is recorded."""
     result = ConnectorSync(connector, paths)
     try:
-        result.report = run_ingest(store, settings, connector, paths, max_commits, progress)
+        result.report = run_ingest(store, settings, connector, paths, max_commits, progress, allow_mass_delete)
     except MissingExtraError as error:
         result.skipped = str(error)
         result.report.notices.append(f"{connector} skipped: {error}")
@@ -166,12 +169,13 @@ def sync(
     only: tuple[str, ...] | list[str] = (),
     max_commits: int | None = None,
     progress: SyncProgress | None = None,
+    allow_mass_delete: bool = False,
 ) -> SyncReport:
     """Every configured connector (or those in `only`), in one pass. Raises CMRAGError if none is configured."""
     report = SyncReport()
     for connector, paths in configured_paths(settings, only).items():
         step = (lambda counts, name=connector: progress.step(name, counts)) if progress else None
-        result = sync_connector(store, settings, connector, paths, max_commits, step)
+        result = sync_connector(store, settings, connector, paths, max_commits, step, allow_mass_delete)
         report.connectors.append(result)
         if progress:
             progress.done(result)

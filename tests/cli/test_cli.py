@@ -109,12 +109,35 @@ def test_ingest_json_summary(capsys, vault):
         "updated": 0,
         "unchanged": 0,
         "removed": 0,
+        "empty": 0,
         "failed": 0,
         "chunks": 1,
         "failures": [],
         "notices": [],
         "embedded": 0,
     }
+
+
+def test_an_empty_note_exits_0_and_a_real_failure_still_exits_1(capsys, vault):
+    write_note(vault, "Untitled.md", "")
+    code, out, err = run(capsys, "ingest-notes", str(vault), "--json")
+    assert code == 0 and json.loads(out)["empty"] == 1 and "error:" not in err
+    write_note(vault, "latin1.md", "caf\xe9".encode("latin-1"))
+    code, out, _ = run(capsys, "ingest-notes", str(vault), "--json")
+    assert code == 1 and json.loads(out)["failed"] == 1 and json.loads(out)["empty"] == 1
+
+
+def test_an_emptied_vault_is_refused_until_allow_mass_delete(capsys, tmp_path):
+    vault = tmp_path / "drive"
+    for name in ("a.md", "b.md", "c.md"):
+        write_note(vault, name, f"# {name}\nsome words\n")
+    assert run(capsys, "ingest-notes", str(vault))[0] == 0
+    for note in vault.glob("*.md"):
+        note.unlink()
+    code, _, err = run(capsys, "ingest-notes", str(vault), "--json")
+    assert code == 1 and "--allow-mass-delete" in err
+    code, out, _ = run(capsys, "ingest-notes", str(vault), "--json", "--allow-mass-delete")
+    assert code == 0 and json.loads(out)["removed"] == 3
 
 
 def test_eval_loads_queries_and_warns_about_bad_gold(capsys, vault, tmp_path):

@@ -65,3 +65,15 @@ def test_doctor_reports_an_unreachable_model_server_as_a_problem(capsys, monkeyp
     assert report["llm"]["ready"] is False and "cannot connect" in report["llm"]["detail"]
     assert any("language model does not answer" in p for p in report["problems"])
     assert any("falls back to the evidence answer" in e for e in report["explanations"])
+
+
+def test_doctor_says_when_a_configured_repository_overlaps_a_vault(tmp_path):
+    from crossmodalrag.config import Settings
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    overlapping = Settings(db_path=tmp_path / "m.db", notes_paths=[vault], git_paths=[tmp_path])
+    separate = Settings(db_path=tmp_path / "m.db", notes_paths=[vault], git_paths=[tmp_path / "code"])
+    said = [e for e in diagnose(overlapping).explanations if "overlaps the vault" in e]
+    assert len(said) == 1 and str(vault) in said[0]
+    assert not [e for e in diagnose(separate).explanations if "overlaps" in e]

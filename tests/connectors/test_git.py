@@ -161,3 +161,31 @@ def test_a_commit_message_with_unicode_and_a_multiline_body(repo: Path) -> None:
     [doc] = commits(repo)
     assert doc.title == "Résumé: naïve café ☕"
     assert doc.text.startswith("Résumé: naïve café ☕\n\nLine two.\nLine three.")
+
+
+# --- private spans (a vault kept in git) -------------------------------------------------------
+
+
+def test_private_spans_leave_commit_messages_and_hunks(repo: Path) -> None:
+    commit_files(
+        repo, {"note.md": "# Keys\n\n<private>\nline one\nline two\nline three\nline four\n</private>\nopen\n"}, "init"
+    )
+    commit_files(
+        repo,
+        {"note.md": "# Keys\n\n<private>\nline one\nline two\nhunter2 here\nline four\n</private>\nopen\n"},
+        "rotate <private>the vault pin 4711</private> key",
+    )
+    commit_files(repo, {"code.py": "x = 1  # <private>tok-secret</private>\n"}, "code")
+    texts = "\n".join(doc.text for doc in commits(repo))
+    for secret in ("hunter2", "4711", "line three", "tok-secret", "<private>", "</private>"):
+        assert secret not in texts
+    assert "rotate" in texts and "key" in texts and "+open" in texts and "x = 1" in texts
+
+
+def test_a_hunk_inside_a_private_span_shows_neither_tag_and_still_hides_it(repo: Path) -> None:
+    body = "\n".join(f"filler {i}" for i in range(20))
+    commit_files(repo, {"n.md": f"<private>\n{body}\nsecret-a\n{body}\n</private>\n"}, "one")
+    commit_files(repo, {"n.md": f"<private>\n{body}\nsecret-b\n{body}\n</private>\n"}, "two")
+    newest = commits(repo)[0]
+    assert "secret-a" not in newest.text and "secret-b" not in newest.text and "filler" not in newest.text
+    assert "@@" in newest.text, "the hunk itself is kept, only its private lines are blank"

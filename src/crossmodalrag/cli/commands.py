@@ -127,9 +127,8 @@ def ingest_notes(args: argparse.Namespace) -> int:
     roots = _paths(args.paths, settings.notes_paths, "vault folders", "OBSIDIAN_VAULT_PATH")
     progress = ProgressLine("ingest-notes")
     with _open(settings) as store:
-        report = ingest(
-            store, roots, args.include or settings.notes_include, args.exclude or settings.notes_exclude, progress
-        )
+        include, exclude = args.include or settings.notes_include, args.exclude or settings.notes_exclude
+        report = ingest(store, roots, include, exclude, progress, args.allow_mass_delete)
         return _finish_ingest(args, report, progress, store)
 
 
@@ -171,11 +170,12 @@ def _ingest_files(args: argparse.Namespace, label: str, ingest, configured: str,
     paths = _paths(args.paths, getattr(settings, configured), what, variable)
     progress = ProgressLine(label)
     with _open(settings) as store:
-        report = ingest(store, paths, progress, settings.ocr_engine)
+        report = ingest(store, paths, progress, settings.ocr_engine, args.allow_mass_delete)
         return _finish_ingest(args, report, progress, store)
 
 
 def ask(args: argparse.Namespace) -> int:
+    from crossmodalrag.agent.browse import note_changes
     from crossmodalrag.answer.synthesize import ask_with_llm
 
     settings = _settings(args)
@@ -189,6 +189,7 @@ def ask(args: argparse.Namespace) -> int:
         else:
             stream = TextStream() if sys.stdout.isatty() and not (args.no_stream or args.json) else None
             answer = ask_with_llm(retriever, args.query, settings, stream.write if stream else None, debug=args.debug)
+        note_changes(store, answer)
     show_answer(answer, retriever, stream, args.json, args.explain, args.debug)
     return 0
 

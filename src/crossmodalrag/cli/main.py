@@ -32,6 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
     globs = argparse.ArgumentParser(add_help=False)
     globs.add_argument("--include", action="append", metavar="GLOB", help="only paths matching GLOB (repeatable)")
     globs.add_argument("--exclude", action="append", metavar="GLOB", help="never paths matching GLOB (repeatable)")
+    mass = argparse.ArgumentParser(add_help=False)
+    mass.add_argument(
+        "--allow-mass-delete",
+        action="store_true",
+        help="remove sources even when more than half of a folder's are gone (refused by default: unmounted drive?)",
+    )
 
     parser = argparse.ArgumentParser(prog="mem", description="A local-first personal memory with cited answers.")
     parser.add_argument("--version", action="version", version=f"mem {__version__}")
@@ -45,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace a non-empty workspace folder")
     p.set_defaults(run=commands.seed_sample)
 
-    p = sub.add_parser("ingest-notes", parents=[common, as_json, globs], help="ingest markdown vaults")
+    p = sub.add_parser("ingest-notes", parents=[common, as_json, globs, mass], help="ingest markdown vaults")
     p.add_argument("paths", nargs="*", type=Path, help="vault folders (default: configured OBSIDIAN_VAULT_PATH_<n>)")
     p.set_defaults(run=commands.ingest_notes)
 
@@ -55,15 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--author", help="only commits whose author matches this pattern")
     p.set_defaults(run=commands.ingest_git)
 
-    p = sub.add_parser("ingest-pdf", parents=[common, as_json], help="ingest PDF files or folders of them")
+    p = sub.add_parser("ingest-pdf", parents=[common, as_json, mass], help="ingest PDF files or folders of them")
     p.add_argument("paths", nargs="*", type=Path, help="PDF files or folders (default: configured PDF_PATH_<n>)")
     p.set_defaults(run=commands.ingest_pdf)
 
-    p = sub.add_parser("ingest-images", parents=[common, as_json], help="OCR images and diagrams into memory")
+    p = sub.add_parser("ingest-images", parents=[common, as_json, mass], help="OCR images and diagrams into memory")
     p.add_argument("paths", nargs="*", type=Path, help="image files or folders (default: configured IMAGE_PATH_<n>)")
     p.set_defaults(run=commands.ingest_images)
 
-    p = sub.add_parser("sync", parents=[common, as_json], help="re-ingest every configured connector, or --watch")
+    p = sub.add_parser("sync", parents=[common, as_json, mass], help="re-ingest every configured connector, or --watch")
     p.add_argument(
         "--only",
         action="extend",

@@ -84,7 +84,7 @@ def _sync_once(
     """Sync, print the per-connector lines and a total, embed new chunks; returns (report, embedded)."""
     from crossmodalrag.sync import sync as run_sync
 
-    report = run_sync(store, settings, only, args.max_commits, SyncLines())
+    report = run_sync(store, settings, only, args.max_commits, SyncLines(), args.allow_mass_delete)
     total = report.total
     if len(report.connectors) > 1:
         notice(f"sync: {total.summary()}")

@@ -14,12 +14,16 @@ from typing import Iterator
 
 from crossmodalrag.connectors.globs import selected
 from crossmodalrag.errors import ConnectorError
+from crossmodalrag.privacy import has_private, strip_private
 from crossmodalrag.types import Document
 
 RECORD, FIELD = "\x1e", "\x1f"
 LOG_FORMAT = f"{RECORD}%H{FIELD}%an{FIELD}%ae{FIELD}%ct{FIELD}%B{FIELD}"
 FILE_START = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.M)
+HUNK_START = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+NOTE_SUFFIXES = (".md", ".markdown")
 MAX_FILE_DIFF_CHARS = 100_000  # generated files and lockfiles would drown the real changes
+BLOB_BATCH = 256  # commits whose notes are read back in one `git cat-file --batch`
 
 
 def repository_root(path: Path) -> Path:
@@ -69,10 +73,17 @@ def read_commits(
             "run `git fsck` in the repository",
         )
     output = result.stdout.decode("utf-8", "replace")
-    for record in output.split(RECORD)[1:]:
-        commit = _commit(root, record, include or [], exclude or [])
-        if commit.metadata["files"] or not (include or exclude) or not FILE_START.search(record):
-            yield commit
+    records = output.split(RECORD)[1:]
+    for start in range(0, len(records), BLOB_BATCH):
+        batch = [
+            (_commit(root, record, include or [], exclude or []), record)
+            for record in records[start : start + BLOB_BATCH]
+        ]
+        blobs = _read_blobs(root, [spec for commit, _ in batch for spec in _private_specs(commit)])
+        for commit, record in batch:
+            commit.text = _without_private(commit, blobs)
+            if commit.metadata["files"] or not (include or exclude) or not FILE_START.search(record):
+                yield commit
 
 
 def _has_commits(root: Path) -> bool:
@@ -112,6 +123,98 @@ def _commit(root: Path, record: str, include: list[str], exclude: list[str]) -> 
         locator=f"{root.name}@{sha[:7]}",
         metadata=metadata,
     )
+
+
+def _file_diffs(diff: str) -> list[tuple[re.Match[str], str]]:
+    """(its `diff --git` line, its text) of each file in a commit's diff."""
+    starts = list(FILE_START.finditer(diff))
+    ends = [match.start() for match in starts[1:]] + [len(diff)]
+    return [(match, diff[match.start() : end]) for match, end in zip(starts, ends, strict=True)]
+
+
+def _needs_files(match: re.Match[str], piece: str) -> bool:
+    return match.group(2).lower().endswith(NOTE_SUFFIXES) or has_private(piece)
+
+
+def _blob_specs(sha: str, match: re.Match[str]) -> tuple[str, str]:
+    return f"{sha}^:{match.group(1)}", f"{sha}:{match.group(2)}"
+
+
+def _private_specs(commit: Document) -> list[str]:
+    """The file versions (`sha:path`) needed to strip private spans from this commit's hunks."""
+    _, _, diff = commit.text.partition("\n\ndiff --git ")
+    pieces = _file_diffs("diff --git " + diff) if diff else []
+    sha = commit.metadata["sha"]
+    return [spec for match, piece in pieces if _needs_files(match, piece) for spec in _blob_specs(sha, match)]
+
+
+def _read_blobs(root: Path, specs: list[str]) -> dict[str, list[str] | None]:
+    """Each `sha:path` → its lines with private spans stripped (None if it did not exist), read by one
+    `git cat-file --batch` process."""
+    if not specs:
+        return {}
+    result = subprocess.run(
+        ["git", "-C", str(root), "cat-file", "--batch"],
+        input="\n".join(specs).encode("utf-8") + b"\n",
+        capture_output=True,
+        check=False,
+    )
+    blobs, out, position = {}, result.stdout, 0
+    for spec in specs:
+        end = out.find(b"\n", position)
+        header = out[position:end].split()
+        if end < 0 or len(header) != 3:
+            blobs[spec], position = None, end + 1  # "<spec> missing"
+            continue
+        size = int(header[2])
+        text = out[end + 1 : end + 1 + size].decode("utf-8", "replace")
+        blobs[spec], position = strip_private(text).split("\n"), end + 2 + size
+    return blobs
+
+
+def _without_private(commit: Document, blobs: dict[str, list[str] | None]) -> str:
+    """The commit's text without `<private>` spans: the notes connector strips them from a vault, and a
+    vault kept in git (the obsidian-git plugin) must not store them through its diffs either.
+
+    A hunk shows a few lines of context, so a changed line inside a private span often shows neither
+    tag: for notes, and for any file whose diff shows a tag, each line is replaced by that line of the
+    whole file (before or after the commit) with its private spans stripped, which keeps line numbers.
+    """
+    message, _, diff = commit.text.partition("\n\ndiff --git ")
+    message = strip_private(message)
+    if not diff:
+        return message
+    pieces = []
+    for match, piece in _file_diffs("diff --git " + diff):
+        if _needs_files(match, piece):
+            old, new = (blobs.get(spec) for spec in _blob_specs(commit.metadata["sha"], match))
+            piece = _strip_hunks(piece, old, new)
+        pieces.append(piece)
+    return f"{message}\n\n{''.join(pieces)}"
+
+
+def _strip_hunks(piece: str, old: list[str] | None, new: list[str] | None) -> str:
+    """Rewrite each hunk line from the stripped file it came from; without the file, strip the line
+    itself (an unclosed tag then hides the rest of the hunk, which errs on the side of hiding)."""
+    out, old_line, new_line = [], 0, 0
+    for line in piece.split("\n"):
+        hunk = HUNK_START.match(line)
+        if hunk:
+            old_line, new_line = int(hunk.group(1)), int(hunk.group(2))
+            out.append(hunk.group(0))  # without the line git shows after it, which may be private
+            continue
+        if not old_line and not new_line or not line or line[0] not in " +-":
+            out.append(line)  # headers before the first hunk, "\ No newline at end of file"
+            continue
+        marker, side = line[0], old if line[0] == "-" else new
+        number = old_line if marker == "-" else new_line
+        if side is not None and 0 < number <= len(side):
+            out.append(marker + side[number - 1])
+        else:
+            out.append(line if not has_private(line) else marker + strip_private(line[1:]))
+        old_line += marker != "+"
+        new_line += marker != "-"
+    return strip_private("\n".join(out)) if has_private("\n".join(out)) else "\n".join(out)
 
 
 def _filter_diff(patch: str, include: list[str], exclude: list[str]) -> tuple[str, list[str], list[str]]:

@@ -57,9 +57,13 @@ def _folders(errors: list[OSError]) -> Iterator[Path]:
             yield Path(os.fsdecode(failed.filename))
 
 
+class EmptyNote(ConnectorError):
+    """A note with nothing in it (a freshly created `Untitled.md`): skipped, not a failure."""
+
+
 def read_note(root: Path, path: Path) -> Document:
     """Parse one note, without its `<private>` spans. Raises ConnectorError if it is unreadable,
-    not a regular file, too large, empty or not UTF-8.
+    not a regular file, too large or not UTF-8, EmptyNote (a ConnectorError) if it is empty.
 
     A note that is empty only because all of it is private yields a Document without text, so the
     version stored before the user marked it private is replaced (by nothing) rather than kept.
@@ -81,7 +85,7 @@ def read_note(root: Path, path: Path) -> Document:
     if "\x00" in text:
         raise ConnectorError(f"{_shown(path)}: binary data in a .md file", "this is not a text note; exclude it")
     if not text[split_frontmatter(text)[1] :].strip():
-        raise ConnectorError(f"{_shown(path)}: note is empty", "nothing to remember in it")
+        raise EmptyNote(f"{_shown(path)}: note is empty", "nothing to remember in it")
     text = strip_private(text)
     frontmatter_text, body_start = split_frontmatter(text)
     meta = parse_frontmatter(frontmatter_text)
