@@ -112,8 +112,8 @@ def test_forget_a_folder_by_path(capsys, vault, db_path) -> None:
     data = json.loads(out)
     assert code == 0 and data["sources"] == 2 and data["vacuumed"] is False
     assert {s["uri"] for s in data["forgotten"]} == {str(vault / "secret/gone.md"), str(vault / "secret/also.md")}
-    assert set(data) == {"forgotten", "sources", "chunks", "vectors", "vacuumed", "eval_queries_naming_them",
-                         "still_on_disk", "backups"}  # fmt: skip
+    assert set(data) == {"forgotten", "sources", "chunks", "vectors", "memory_nodes", "vacuumed",
+                         "eval_queries_naming_them", "still_on_disk", "backups"}  # fmt: skip
     assert counts(db_path)["sources"] == 1
 
 
@@ -264,5 +264,9 @@ def test_every_table_pointing_at_sources_or_chunks_cascades(store) -> None:
     tables = [row[0] for row in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     for table in tables:
         for key in store.conn.execute(f"PRAGMA foreign_key_list('{table}')").fetchall():
-            if key["table"] in ("sources", "chunks"):
+            if (table, key["from"]) == ("memory_nodes", "source_id"):
+                # SET NULL, so a build can report events whose source a sync saw deleted; forget itself
+                # removes them in its transaction (memory.stats.forget_derived, tests/memory).
+                assert key["on_delete"] == "SET NULL"
+            elif key["table"] in ("sources", "chunks"):
                 assert key["on_delete"] == "CASCADE", f"{table}.{key['from']} must cascade, or forget leaves it"

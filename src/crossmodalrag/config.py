@@ -108,6 +108,18 @@ SCALARS: dict[str, Setting] = {
     "llm_context_tokens": Setting("llm", _count, "context_tokens"),
     "llm_evidence_chars": Setting("llm", _count, "evidence_chars"),
     "llm_threads": Setting("llm", _count, "threads"),
+    # The memory hierarchy (memory/, issue 11).
+    "extract_model": Setting("memory", str),
+    "extract_window_chars": Setting("memory", _count),
+    "event_support_min_cosine": Setting("memory", _fraction),
+    "episode_gap_hours": Setting("memory", float),
+    "concept_sim_threshold": Setting("memory", _fraction),
+    "drift_window_days": Setting("memory", float),
+    "distill_compression_ratio": Setting("memory", _fraction),
+    "distill_epsilon": Setting("memory", _fraction),
+    "usage_tracking": Setting("memory", _switch),
+    "usage_halflife_days": Setting("memory", float),
+    "usage_saturation": Setting("memory", float),
 }
 
 # Connector folders: numbered environment variables, or a list in the TOML [connectors] table.
@@ -177,6 +189,20 @@ class Settings:
     # token's target is 3 s; bench/latency.py); 2800 took ~4.5 s.
     llm_evidence_chars: int = 1600
     llm_threads: int = 0  # in-process threads; 0 = the cores no other process keeps busy (cpu.py)
+    # The memory hierarchy (memory/).
+    extract_model: str | None = None  # event extraction: a GGUF file or a server's model name; None = the LLM's
+    extract_window_chars: int = 3000  # source text per extraction call (~750 tokens, ~30 s on 2 cores)
+    # An event is supported when a linked chunk is this close by embedding (non-supporting LoCoMo
+    # turns sit below ~0.59 to an event; supporting ones mostly above 0.5).
+    event_support_min_cosine: float = 0.45
+    episode_gap_hours: float = 24.0
+    concept_sim_threshold: float = 0.6
+    drift_window_days: float = 30.0
+    distill_compression_ratio: float = 0.25  # share of a node's chunks kept as its stand-ins
+    distill_epsilon: float = 0.02  # the Recall@K loss the distillation gate tolerates
+    usage_tracking: bool = False  # opt-in: CMRAG_USAGE_TRACKING=on, or --track per call
+    usage_halflife_days: float = 14.0
+    usage_saturation: float = 5.0  # rehearsals at which strength reaches ~63%
 
     @property
     def models_dir(self) -> Path:

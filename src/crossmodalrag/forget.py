@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from crossmodalrag.errors import CMRAGError, StoreError
+from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
 
 # A checkpoint waits for readers through the busy handler; readers here are short queries, so a
@@ -49,6 +50,7 @@ class ForgetReport:
     sources: list[StoredSource] = field(default_factory=list)
     chunks: int = 0
     vectors: int = 0
+    memory_nodes: int = 0  # events, episodes and concepts derived from the forgotten text
     vacuumed: bool = False
     eval_queries: int = 0  # stored eval queries whose gold names a forgotten source (kept)
     still_on_disk: list[str] = field(default_factory=list)  # files or repositories an ingest would re-read
@@ -60,6 +62,7 @@ class ForgetReport:
             "sources": len(self.sources),
             "chunks": self.chunks,
             "vectors": self.vectors,
+            "memory_nodes": self.memory_nodes,
             "vacuumed": self.vacuumed,
             "eval_queries_naming_them": self.eval_queries,
             "still_on_disk": self.still_on_disk,
@@ -137,6 +140,7 @@ def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = Fal
             conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})")
             conn.execute("DELETE FROM chunks WHERE source_id IN (SELECT id FROM temp.forget_ids)")  # FTS: trigger
             conn.execute("DELETE FROM sources WHERE id IN (SELECT id FROM temp.forget_ids)")
+            report.memory_nodes = forget_derived(conn)
             conn.execute("DELETE FROM temp.forget_ids")
             _merge_fts(conn)
     except sqlite3.IntegrityError as error:

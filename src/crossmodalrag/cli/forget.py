@@ -62,6 +62,8 @@ def _render(args: argparse.Namespace, report) -> None:
     if report.sources:
         wiped = "; freed space wiped from the database files" if report.vacuumed else ""
         counts = f"{_count(report.chunks, 'chunk')}, {_count(report.vectors, 'vector')}"
+        if report.memory_nodes:
+            counts += f", {_count(report.memory_nodes, 'memory node')}"
         note(f"forgot {_count(len(report.sources), 'source')} ({counts}){wiped}\n")
     elif report.vacuumed:
         note("freed space wiped from the database files\n")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from crossmodalrag import __version__
 from crossmodalrag.cli import agent, commands, maintenance
+from crossmodalrag.cli import memory as memory_commands
 from crossmodalrag.cli import serve as serve_commands
 from crossmodalrag.cli import sync as sync_commands
 from crossmodalrag.cli.chat import chat as chat_command
@@ -188,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vacuum", action="store_true", help="also wipe the freed bytes from the files (alone: only that)")
     p.set_defaults(run=forget_command)
     agent.register(sub, common, as_json)
+    memory_commands.register(sub, common, as_json)
     return parser
 
 

@@ -110,6 +110,84 @@ MIGRATIONS: list[tuple] = [
         """,
         retokenize,
     ),
+    (
+        5,
+        """
+        -- The memory hierarchy (issue 11; memory/): L1 events, L2 episodes, L3 concepts as nodes
+        -- with stable text ids, each linked to the exact chunks that support it.
+        CREATE TABLE memory_nodes (
+            id TEXT PRIMARY KEY,  -- ev_/ep_/co_ + a hash: stable across rebuilds
+            level TEXT NOT NULL CHECK (level IN ('event', 'episode', 'concept')),
+            kind TEXT NOT NULL DEFAULT '',  -- an event's type (decision, fix, ...); '' above events
+            title TEXT NOT NULL,
+            statement TEXT NOT NULL DEFAULT '',  -- an event's sentence, a node's summary
+            project TEXT NOT NULL DEFAULT '',
+            people TEXT NOT NULL DEFAULT '[]',
+            first_time REAL,
+            last_time REAL,
+            confidence REAL NOT NULL DEFAULT 1.0,
+            supported INTEGER NOT NULL DEFAULT 1,  -- 0: provenance check failed, kept out of retrieval
+            -- An event's source; NULL once the source is forgotten, so the build can report it.
+            source_id INTEGER REFERENCES sources(id) ON DELETE SET NULL,
+            source_uri TEXT NOT NULL DEFAULT '',
+            fingerprint TEXT NOT NULL,  -- content hash: what cached cards and rebuilds compare
+            centrality REAL NOT NULL DEFAULT 0.0,
+            vector BLOB,  -- float32, normalized, of the statement (or members' centroid)
+            metadata TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX memory_nodes_level ON memory_nodes(level, first_time);
+        CREATE INDEX memory_nodes_source ON memory_nodes(source_id);
+        CREATE TABLE memory_evidence (
+            node_id TEXT NOT NULL REFERENCES memory_nodes(id) ON DELETE CASCADE,
+            chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+            role TEXT NOT NULL,  -- cited | nearest | subject | member | distill
+            score REAL,
+            PRIMARY KEY (node_id, chunk_id, role)
+        ) WITHOUT ROWID;
+        CREATE INDEX memory_evidence_chunk ON memory_evidence(chunk_id);
+        CREATE TABLE memory_edges (
+            src TEXT NOT NULL REFERENCES memory_nodes(id) ON DELETE CASCADE,
+            dst TEXT NOT NULL REFERENCES memory_nodes(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,  -- in_episode | in_concept | co_occurs
+            weight REAL NOT NULL DEFAULT 1.0,
+            PRIMARY KEY (src, dst, kind)
+        ) WITHOUT ROWID;
+        CREATE INDEX memory_edges_dst ON memory_edges(dst, kind);
+        CREATE TABLE memory_extractions (
+            source_id INTEGER PRIMARY KEY REFERENCES sources(id) ON DELETE CASCADE,
+            source_fingerprint TEXT NOT NULL,  -- sources.fingerprint when extracted (the cheap check)
+            text_hash TEXT NOT NULL,  -- the source text alone: a re-chunk keeps it, so no new LLM call
+            model TEXT NOT NULL,
+            prompt_version TEXT NOT NULL,
+            status TEXT NOT NULL,  -- done | failed
+            reason TEXT NOT NULL DEFAULT '',
+            events INTEGER NOT NULL DEFAULT 0,
+            llm_calls INTEGER NOT NULL DEFAULT 0,
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            seconds REAL NOT NULL DEFAULT 0.0,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE memory_usage (
+            id INTEGER PRIMARY KEY,
+            target_id TEXT NOT NULL,  -- a node id, or chunk:<id>; never the query text
+            event TEXT NOT NULL,  -- retrieved | accepted | feedback_up | feedback_down | opened
+            at REAL NOT NULL
+        );
+        CREATE INDEX memory_usage_target ON memory_usage(target_id, at);
+        CREATE TABLE memory_cards (
+            node_id TEXT PRIMARY KEY REFERENCES memory_nodes(id) ON DELETE CASCADE,
+            node_fingerprint TEXT NOT NULL,
+            question TEXT NOT NULL,
+            answer TEXT NOT NULL,
+            citations TEXT NOT NULL DEFAULT '[]',
+            generator TEXT NOT NULL,  -- "template" or provider/model
+            created_at REAL NOT NULL
+        );
+        """,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -25,6 +25,9 @@ class Generation:
     max_tokens: int = 320
     temperature: float = 0.0
     stop: list[str] = field(default_factory=list)
+    # A JSON schema the output must follow: enforced by a grammar where the backend has one
+    # (llama.cpp, Ollama's `format`, OpenAI-compatible `response_format`); callers still validate.
+    json_schema: dict | None = None
 
 
 class LLM(Protocol):

@@ -132,6 +132,10 @@ class LlamaCppLLM:
                 temperature=generation.temperature,
                 stop=generation.stop or None,
                 stream=True,
+                # llama-cpp-python builds a grammar only from this form (not OpenAI's json_schema one).
+                response_format={"type": "json_object", "schema": generation.json_schema}
+                if generation.json_schema
+                else None,
             )
             for chunk in chunks:
                 piece = chunk["choices"][0]["delta"].get("content")

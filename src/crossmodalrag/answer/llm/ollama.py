@@ -54,6 +54,7 @@ class OllamaLLM:
                 "num_ctx": self.context_tokens,
                 **({"stop": generation.stop} if generation.stop else {}),
             },
+            **({"format": generation.json_schema} if generation.json_schema else {}),
         }
         self.usage = {}
         for line in self.endpoint.stream_lines("/api/chat", payload):

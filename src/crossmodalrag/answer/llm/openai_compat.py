@@ -45,6 +45,7 @@ class OpenAICompatLLM:
             "max_tokens": generation.max_tokens,
             "temperature": generation.temperature,
             **({"stop": generation.stop} if generation.stop else {}),
+            **({"response_format": _schema_format(generation.json_schema)} if generation.json_schema else {}),
         }
         self.usage = {}
         finished = False
@@ -72,3 +73,8 @@ class OpenAICompatLLM:
                     yield piece
         if not finished:
             raise LLMError(f"the answer from {self.endpoint.base_url} ended without [DONE] or a finish reason")
+
+
+def _schema_format(schema: dict) -> dict:
+    """OpenAI's structured-output form; servers that ignore it get repaired and validated output."""
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}

@@ -1,0 +1,212 @@
+"""The memory-hierarchy commands (`mem build-memory`, `events`, `timeline`, `concepts`, …): parse,
+call one library function in memory/, render its payload (or print it with --json)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from crossmodalrag.cli.commands import _open, _settings, notice
+from crossmodalrag.cli.render import print_json
+from crossmodalrag.memory.build import LEVELS
+from crossmodalrag.memory.extract import EVENT_TYPES
+
+NODE_LEVELS = ("event", "episode", "concept")
+
+
+def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+    """Add the memory commands to `mem`'s subcommands (called once from cli/main.py)."""
+    p = sub.add_parser("build-memory", parents=[common, as_json], help="build events, episodes, concepts, graph")
+    p.add_argument("--level", choices=(*LEVELS, "all"), default="all", help="only this level (default: all)")
+    p.add_argument("--limit", type=int, metavar="N", help="extract events from at most N sources this run")
+    p.add_argument("--max-minutes", type=float, metavar="M", help="stop extracting after M minutes")
+    p.add_argument("--model", metavar="ID", help="extraction model: a GGUF file or a server's model name")
+    p.set_defaults(run=build_memory)
+
+    p = sub.add_parser("events", parents=[common, as_json], help="L1 events with their evidence")
+    p.add_argument("--source", metavar="URI", help="only events of this source")
+    p.add_argument("--type", choices=EVENT_TYPES, help="only events of this type")
+    p.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    p.set_defaults(run=events)
+
+    p = sub.add_parser("memory-stats", parents=[common, as_json], help="node and edge counts, integrity, pending")
+    p.set_defaults(run=memory_stats)
+
+    p = sub.add_parser("concepts", parents=[common, as_json], help="L3 concepts by centrality")
+    p.add_argument("--top", type=int, default=20, help="how many (default 20)")
+    p.set_defaults(run=concepts)
+
+    p = sub.add_parser("timeline", parents=[common, as_json], help="L2 episodes, oldest first")
+    p.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    p.add_argument("--project", help="only this project (folder, repository or its name)")
+    p.set_defaults(run=timeline)
+
+    p = sub.add_parser("drift", parents=[common, as_json], help="how each concept moved over time")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--min-support", type=int, default=2, help="concepts with at least N events (default 2)")
+    p.set_defaults(run=drift)
+
+    p = sub.add_parser("distill", parents=[common, as_json], help="the few chunks that stand for each node")
+    p.add_argument("--top", type=int, default=20)
+    p.set_defaults(run=distill)
+
+
+def build_memory(args: argparse.Namespace) -> int:
+    from crossmodalrag.memory.build import build_memory as build
+
+    settings = _settings(args)
+    levels = LEVELS if args.level == "all" else (args.level,)
+    progress = ExtractProgress()
+    with _open(settings, create=False) as store:
+        report = build(store, settings, levels, args.limit, args.max_minutes, args.model, progress)
+    progress.finish()
+    for message in report.notices:
+        notice(f"note: {message}")
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        for level, result in report.levels.items():
+            notice(f"{level}: {_summary(result)}")
+        for failure in report.levels.get("event", {}).get("failed", []):
+            notice(f"failed: {failure['uri']} (source {failure['source_id']}): {failure['reason']}")
+    return 0 if report.ran else 1
+
+
+def _summary(result: dict) -> str:
+    if "skipped" in result:
+        return f"skipped: {result['skipped']}"
+    shown = {k: v for k, v in result.items() if not isinstance(v, (list, dict))}
+    gone = result.get("removed_orphans")
+    text = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items())
+    return text + (f"; {len(gone)} events whose source is gone were removed" if gone else "")
+
+
+class ExtractProgress:
+    """`events: 3/40 sources, ETA 2m10s: <title>` on a TTY while the model extracts."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.started = time.monotonic()
+
+    def __call__(self, done: int, total: int, title: str) -> None:
+        if not self.live:
+            return
+        eta = ""
+        if done:
+            left = (time.monotonic() - self.started) / done * (total - done)
+            eta = f", ETA {int(left // 60)}m{int(left % 60):02d}s"
+        self.stream.write(f"\r\033[Kevents: {done}/{total} sources{eta}: {title[:40]}")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.live:
+            self.stream.write("\r\033[K")
+
+
+def events(args: argparse.Namespace) -> int:
+    from crossmodalrag.memory.events import list_events
+
+    with _open(_settings(args), create=False) as store:
+        found = list_events(store, args.source, args.type, args.limit)
+    if args.json:
+        print_json({"events": found})
+        return 0
+    for event in found:
+        flag = "" if event["supported"] else "  [unsupported]"
+        print(f"{(event['first_time'] or '')[:10]}  {event['type']:<8} {event['statement']}{flag}")
+        print(f"    {event['id']}  {_locators(event['evidence'])}")
+    return 0
+
+
+def _locators(evidence: list[dict]) -> str:
+    return "; ".join(f"{e['locator']}#{e['chunk_id']}" for e in evidence[:3]) or "(no evidence left)"
+
+
+def memory_stats(args: argparse.Namespace) -> int:
+    from crossmodalrag.memory.stats import memory_stats as stats
+
+    with _open(_settings(args), create=False) as store:
+        report = stats(store)
+    if args.json:
+        print_json(report)
+        return 0
+    nodes, integrity, sources = report["nodes"], report["integrity"], report["sources"]
+    print("nodes: " + ", ".join(f"{level} {count}" for level, count in nodes.items()))
+    print("edges: " + (", ".join(f"{kind} {count}" for kind, count in report["edges"].items()) or "none"))
+    print(f"evidence links: {report['evidence_links']}")
+    print("integrity: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in integrity.items()))
+    print(f"sources: {sources['extracted']} extracted, {sources['pending']} pending, {len(sources['failed'])} failed")
+    for failure in sources["failed"]:
+        print(f"  failed: {failure['uri']}: {failure['reason']}")
+    print(
+        f"drift concepts {report['drift_concepts']}, distilled nodes {report['distilled_nodes']},"
+        f" recall cards {report['recall_cards']}, usage events {report['usage_events']}"
+    )
+    return 0
+
+
+def concepts(args: argparse.Namespace) -> int:
+    from crossmodalrag.memory.concepts import list_concepts
+
+    with _open(_settings(args), create=False) as store:
+        found = list_concepts(store, args.top)
+    if args.json:
+        print_json({"concepts": found})
+        return 0
+    if not found:
+        notice("no concepts yet: run `mem build-memory` (concepts need embeddings)")
+    for item in found:
+        print(f"{item['centrality']:7.3f}  {item['title']}  ({item['support']} events, {item['projects']} projects)")
+        print(f"         {item['id']}  {_locators(item['evidence'])}")
+    return 0
+
+
+def timeline(args: argparse.Namespace) -> int:
+    from crossmodalrag.memory.episodes import timeline as episodes
+
+    with _open(_settings(args), create=False) as store:
+        found = episodes(store, args.limit, args.project)
+    if args.json:
+        print_json({"episodes": found})
+        return 0
+    if not found:
+        notice("no episodes yet: run `mem build-memory`")
+    for item in found:
+        print(f"{item['title']}")
+        print(f"    {item['statement'][:160]}")
+        print(f"    {item['id']}  {_locators(item['evidence'])}")
+    return 0
+
+
+def drift(args: argparse.Namespace) -> int:
+    from crossmodalrag.memory.drift import drift_view, sparkline
+
+    with _open(_settings(args), create=False) as store:
+        found = drift_view(store, args.top, args.min_support)
+    if args.json:
+        print_json({"concepts": found})
+        return 0
+    if not found:
+        notice("no concept spans two drift windows yet (CMRAG_DRIFT_WINDOW_DAYS); run `mem build-memory`")
+    for item in found:
+        line = sparkline([w["drift"] for w in item["windows"]])
+        again = "  relearning" if item["relearning"] else ""
+        print(f"{line:<24} drift {item['overall_drift']:.3f}  {item['title']}{again}")
+        print(f"{'':<24} {item['concept_id']}  {item['grounding_uri']}")
+    return 0
+
+
+def distill(args: argparse.Namespace) -> int:
+    from crossmodalrag.memory.distill import distill_view
+
+    with _open(_settings(args), create=False) as store:
+        found = distill_view(store, args.top)
+    if args.json:
+        print_json({"nodes": found})
+        return 0
+    for item in found:
+        print(f"{item['level']:<8} {item['title']}  ({len(item['stand_ins'])} of {item['chunks_total']} chunks)")
+        print(f"         {_locators(item['stand_ins'])}")
+    return 0

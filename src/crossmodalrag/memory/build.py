@@ -1,0 +1,116 @@
+"""`mem build-memory`: run the levels in order, each skipped with one line when what it needs is missing.
+
+Order: events (LLM; git without) -> episodes -> concepts (embeddings) -> graph -> drift -> distill.
+A level that cannot run says why and what to run; the others still run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crossmodalrag.config import Settings
+from crossmodalrag.errors import CMRAGError, MissingExtraError
+from crossmodalrag.memory.events import Extraction, Progress, build_events
+from crossmodalrag.store import Store
+
+LEVELS = ("event", "episode", "concept", "graph", "drift", "distill")
+
+
+@dataclass
+class BuildReport:
+    levels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ran(self) -> bool:
+        return any("skipped" not in result for result in self.levels.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"levels": self.levels, "notices": self.notices, "seconds": round(self.seconds, 3)}
+
+
+def require_numpy() -> None:
+    from importlib.util import find_spec
+
+    if find_spec("numpy") is None:
+        raise MissingExtraError("the memory hierarchy needs numpy", 'pip install -e ".[memory]"')
+
+
+def extraction_llm(settings: Settings, model: str | None = None):
+    """(the model that extracts events, or None, and why not): CMRAG_EXTRACT_MODEL / --model, else the LLM."""
+    from crossmodalrag.answer.llm import load_llm
+
+    chosen = model or settings.extract_model
+    if chosen:
+        if chosen.endswith(".gguf") or Path(chosen).expanduser().is_file():
+            settings.llm_model_path = str(Path(chosen).expanduser().resolve())
+        else:
+            settings.llm_model = chosen
+    try:
+        return load_llm(settings), ""
+    except CMRAGError as error:
+        return None, error.message
+
+
+def semantic_index(store: Store, settings: Settings):
+    from crossmodalrag.retrieval.semantic import open_semantic
+
+    status = open_semantic(store, settings)
+    return status.index, status.notice
+
+
+def build_memory(
+    store: Store,
+    settings: Settings,
+    levels: tuple[str, ...] = LEVELS,
+    limit: int | None = None,
+    max_minutes: float | None = None,
+    model: str | None = None,
+    progress: Progress | None = None,
+    llm=None,
+    semantic=None,
+) -> BuildReport:
+    """Build the requested levels. `llm` / `semantic` override what settings would load (tests, benches)."""
+    require_numpy()
+    started, report = time.monotonic(), BuildReport()
+    if semantic is None:
+        semantic, notice = semantic_index(store, settings)
+        if notice:
+            report.notices.append(notice)
+    if "event" in levels:
+        why = ""
+        if llm is None:
+            llm, why = extraction_llm(settings, model)
+        how = Extraction(llm, semantic, settings.extract_window_chars, settings.event_support_min_cosine)
+        events = build_events(store, how, limit, max_minutes, progress)
+        report.levels["event"] = events.to_dict()
+        if events.waiting:
+            report.notices.append(
+                f"{events.waiting} sources wait for a language model ({why}); git commits became events without one"
+                " (hint: `mem models install --llm`, or set CMRAG_EXTRACT_MODEL)"
+            )
+    _run_upper_levels(store, settings, levels, llm, semantic, report)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _run_upper_levels(store: Store, settings: Settings, levels, llm, semantic, report: BuildReport) -> None:
+    from crossmodalrag.memory import concepts, distill, drift, episodes, graph
+
+    has_events = store.conn.execute("SELECT 1 FROM memory_nodes WHERE level = 'event' LIMIT 1").fetchone()
+    no_events = {"skipped": "no events yet: run `mem build-memory --level event` (needs a language model for notes)"}
+    events = episodes.load_events(store.conn) if has_events else []
+    steps = {
+        "episode": lambda: episodes.build_episodes(store, settings.episode_gap_hours, events),
+        "concept": lambda: concepts.build_concepts(store, settings.concept_sim_threshold, llm, events),
+        "graph": lambda: graph.build_graph(store),
+        "drift": lambda: drift.build_drift(store, settings.drift_window_days),
+        "distill": lambda: distill.build_distill(store, settings.distill_compression_ratio),
+    }
+    for level, step in steps.items():
+        if level in levels:
+            report.levels[level] = step() if has_events else dict(no_events)

@@ -1,0 +1,155 @@
+"""L2 episodes: a project's events split where the time between two of them passes a gap.
+
+A project is a repository, a conversation, or a folder (notes, PDFs and screenshots side by side
+form one cross-modal episode). Titles and summaries are deterministic, so a rebuild of the same
+events writes nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from itertools import groupby
+from typing import TYPE_CHECKING, Any
+
+from crossmodalrag.memory.nodes import Link, Node, delete_nodes, node_ids, rows, stable_id, with_evidence, write_nodes
+from crossmodalrag.memory.sources import project_name
+from crossmodalrag.store import Store
+from crossmodalrag.types import iso_time
+
+if TYPE_CHECKING:
+    import numpy as np
+
+KIND_ORDER = {"decision": 0, "fix": 1, "change": 2, "learning": 3, "plan": 4, "task": 5, "fact": 6}
+
+
+@dataclass
+class EventRow:
+    id: str
+    project: str
+    time: float | None
+    statement: str
+    kind: str
+    source_type: str
+    vector: "np.ndarray | None"
+    chunks: dict[int, float] = field(default_factory=dict)  # supporting chunk -> best score
+
+
+def load_events(conn: sqlite3.Connection) -> list[EventRow]:
+    """Supported events, oldest first, with their vectors and supporting chunks (what the levels above use)."""
+    import numpy as np
+
+    events = {
+        row[0]: EventRow(
+            row[0], row[1], row[2], row[3], row[4], row[5], np.frombuffer(row[6], dtype=np.float32) if row[6] else None
+        )
+        for row in conn.execute(
+            "SELECT n.id, n.project, n.first_time, n.statement, n.kind, COALESCE(s.source_type, ''), n.vector"
+            " FROM memory_nodes n LEFT JOIN sources s ON s.id = n.source_id"
+            " WHERE n.level = 'event' AND n.supported = 1 ORDER BY n.first_time IS NULL, n.first_time, n.id"
+        )
+    }
+    for node_id, chunk_id, score in conn.execute(
+        "SELECT e.node_id, e.chunk_id, MAX(COALESCE(e.score, 0)) FROM memory_evidence e"
+        " JOIN memory_nodes n ON n.id = e.node_id WHERE n.level = 'event' GROUP BY e.node_id, e.chunk_id"
+    ):
+        if node_id in events:
+            events[node_id].chunks[chunk_id] = score
+    return [event for event in events.values() if event.chunks]  # nothing left to cite: not built on
+
+
+def split_episodes(events: list[EventRow], gap_hours: float) -> list[list[EventRow]]:
+    """Events grouped by project, each group cut where consecutive events are more than gap_hours apart."""
+    gap = gap_hours * 3600.0
+    episodes = []
+    by_project = sorted(events, key=lambda e: (e.project, e.time or 0.0, e.id))
+    for _, group in groupby(by_project, key=lambda e: e.project):
+        current: list[EventRow] = []
+        for event in group:
+            if current and (event.time or 0.0) - (current[-1].time or 0.0) > gap:
+                episodes.append(current)
+                current = []
+            current.append(event)
+        episodes.append(current)
+    return episodes
+
+
+def episode_node(members: list[EventRow]) -> Node:
+    project = members[0].project
+    times = [e.time for e in members if e.time is not None]
+    first, last = (min(times), max(times)) if times else (None, None)
+    span = (iso_time(first) or "")[:10]
+    if last is not None and (iso_time(last) or "")[:10] != span:
+        span += f" to {(iso_time(last) or '')[:10]}"
+    leading = sorted(members, key=lambda e: (KIND_ORDER.get(e.kind, 9), e.time or 0.0))[:3]
+    chunks: dict[int, float] = {}
+    for event in members:
+        for chunk, score in event.chunks.items():
+            chunks[chunk] = max(score, chunks.get(chunk, 0.0))
+    return Node(
+        id=stable_id("episode", project, members[0].id),
+        level="episode",
+        title=f"{project_name(project)}: {span or 'undated'} ({len(members)} events)",
+        statement=" ".join(e.statement for e in leading)[:400],
+        project=project,
+        first_time=first,
+        last_time=last,
+        links=[Link(chunk, "member", score) for chunk, score in sorted(chunks.items())],
+        vector=_centroid([e.vector for e in members]),
+        metadata={"events": len(members), "kinds": sorted({e.source_type for e in members})},
+    )
+
+
+def _centroid(vectors: list["np.ndarray | None"]) -> bytes | None:
+    import numpy as np
+
+    present = [v for v in vectors if v is not None]
+    if not present:
+        return None
+    mean = np.mean(present, axis=0)
+    return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32).tobytes()
+
+
+def build_episodes(store: Store, gap_hours: float, events: list[EventRow] | None = None) -> dict[str, int]:
+    """Rebuild L2 from the current events; unchanged episodes are not rewritten. Returns counts."""
+    events = load_events(store.conn) if events is None else events
+    groups = split_episodes(events, gap_hours)
+    nodes = [episode_node(members) for members in groups]
+    with store.transaction() as conn:
+        stale = node_ids(conn, "episode") - {n.id for n in nodes}
+        delete_nodes(conn, stale)
+        changed = write_nodes(conn, nodes)
+        conn.execute("DELETE FROM memory_edges WHERE kind = 'in_episode'")
+        conn.executemany(
+            "INSERT INTO memory_edges (src, dst, kind, weight) VALUES (?, ?, 'in_episode', 1.0)",
+            [(event.id, node.id) for node, members in zip(nodes, groups, strict=True) for event in members],
+        )
+    return {"episodes": len(nodes), "changed": changed, "removed": len(stale)}
+
+
+def timeline(store: Store, limit: int = 50, project: str | None = None) -> list[dict[str, Any]]:
+    """Episodes, oldest first, each with its events' ids and its supporting chunks (for `mem timeline`,
+    the console and the MCP tool memory_timeline). `project` matches the folder/repo path or its name."""
+    where, params = "level = 'episode'", ()
+    if project:
+        where += " AND (project = ? OR project LIKE ?)"
+        params = (project, f"%/{project}")
+    found = rows(store.conn, where, params, "first_time IS NULL, first_time, id", limit)
+    out = with_evidence(store.conn, found, ("member",))
+    members = members_of(store.conn, [row["id"] for row in found], "in_episode")
+    for item in out:
+        item["events"] = members.get(item["id"], [])
+    return out
+
+
+def members_of(conn: sqlite3.Connection, parents: list[str], kind: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for start in range(0, len(parents), 500):
+        part = parents[start : start + 500]
+        for src, dst in conn.execute(
+            f"SELECT e.src, e.dst FROM memory_edges e JOIN memory_nodes n ON n.id = e.src WHERE e.kind = ?"
+            f" AND e.dst IN ({','.join('?' * len(part))}) ORDER BY n.first_time, e.src",
+            (kind, *part),
+        ):
+            found.setdefault(dst, []).append(src)
+    return found

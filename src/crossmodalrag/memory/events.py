@@ -1,0 +1,299 @@
+"""L1 events: extracted from each source by the LLM (git commits: their subject, no LLM), each linked
+to the exact chunks it was drawn from, with its provenance checked by embedding.
+
+Incremental and resumable: a source's extraction is keyed on its fingerprint, the model and the
+prompt version, and each source is committed on its own, so a killed build loses at most the source
+in flight. A source whose chunks changed but whose text did not (a re-chunk) keeps its events,
+re-anchored to the new chunk ids by character span.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from crossmodalrag.memory.extract import PROMPT_VERSION, extract_window
+from crossmodalrag.memory.nodes import Link, Node, delete_nodes, rows, stable_id, with_evidence, write_nodes
+from crossmodalrag.memory.sources import ChunkRow, SourceRow, all_sources, chunks_of, text_hash, windows
+from crossmodalrag.store import Store
+from crossmodalrag.types import iso_time
+
+if TYPE_CHECKING:
+    from crossmodalrag.answer.llm import LLM
+    from crossmodalrag.retrieval.semantic import SemanticIndex
+
+GIT_MODEL, GIT_PROMPT = "git", "commit-subject-v1"
+WORD = re.compile(r"[^\W_]{4,}")
+Progress = Callable[[int, int, str], None]  # (done, total, what is being done)
+
+
+@dataclass
+class EventsReport:
+    sources: int = 0
+    extracted: int = 0  # sources that went through the LLM this run
+    from_git: int = 0
+    unchanged: int = 0
+    reanchored: int = 0
+    events: int = 0  # events written this run
+    unsupported: int = 0
+    waiting: int = 0  # sources that need a model none is configured for
+    pending: int = 0  # left for the next run (--limit / --max-minutes)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    removed_orphans: list[dict[str, Any]] = field(default_factory=list)
+    llm_calls: int = 0
+    prompt_chars: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Extraction:
+    """How events are made this run: the model (or none) and the provenance check."""
+
+    llm: "LLM | None"
+    semantic: "SemanticIndex | None"
+    window_chars: int = 3000
+    min_cosine: float = 0.45
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.llm.provider}/{self.llm.model}" if self.llm else ""
+
+
+def build_events(
+    store: Store,
+    how: Extraction,
+    limit: int | None = None,
+    max_minutes: float | None = None,
+    progress: Progress | None = None,
+) -> EventsReport:
+    """Extract events from every source that needs it, newest first. Never raises on model output:
+    a source that fails validation twice is recorded as failed and retried next run."""
+    started, report = time.monotonic(), EventsReport()
+    report.removed_orphans = remove_orphans(store)
+    sources = all_sources(store.conn)
+    report.sources = len(sources)
+    states = _states(store)
+    todo = [s for s in sources if _needs_work(s, states.get(s.id), how, report)]
+    for done, source in enumerate(todo):
+        over_time = max_minutes is not None and time.monotonic() - started > max_minutes * 60
+        if (limit is not None and report.extracted >= limit) or over_time:
+            report.pending = len(todo) - done
+            break
+        if progress:
+            progress(done, len(todo), source.title)
+        _process(store, source, states.get(source.id), how, report)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _states(store: Store) -> dict[int, tuple]:
+    return {
+        row[0]: tuple(row[1:])
+        for row in store.conn.execute(
+            "SELECT source_id, source_fingerprint, text_hash, model, prompt_version, status FROM memory_extractions"
+        )
+    }
+
+
+def _needs_work(source: SourceRow, state: tuple | None, how: Extraction, report: EventsReport) -> bool:
+    model, prompt = (GIT_MODEL, GIT_PROMPT) if source.source_type == "commit" else (how.model_id, PROMPT_VERSION)
+    if state and state[0] == source.fingerprint and state[2:5] == (model, prompt, "done"):
+        report.unchanged += 1
+        return False
+    if source.source_type != "commit" and how.llm is None:
+        report.waiting += 1
+        return False
+    return True
+
+
+def _process(store: Store, source: SourceRow, state: tuple | None, how: Extraction, report: EventsReport) -> None:
+    chunks = chunks_of(store.conn, source.id)
+    digest = text_hash(chunks)
+    if source.source_type == "commit":
+        _record(store, source, digest, (GIT_MODEL, GIT_PROMPT), [_commit_event(source, chunks)], report)
+        report.from_git += 1
+        return
+    if state and state[1] == digest and state[2:5] == (how.model_id, PROMPT_VERSION, "done"):
+        _reanchor(store, source, chunks)
+        report.reanchored += 1
+        return
+    report.extracted += 1
+    nodes, error, cost = _extract(source, chunks, how)
+    report.llm_calls += cost["calls"]
+    report.prompt_chars += cost["prompt_chars"]
+    report.completion_tokens += cost["completion_tokens"]
+    if error:
+        _fail(store, source, digest, how.model_id, error, cost)
+        report.failed.append({"source_id": source.id, "uri": source.uri, "reason": error})
+        return
+    report.unsupported += sum(not n.supported for n in nodes)
+    _record(store, source, digest, (how.model_id, PROMPT_VERSION), nodes, report, cost)
+
+
+def _extract(source: SourceRow, chunks: list[ChunkRow], how: Extraction) -> tuple[list[Node], str, dict]:
+    cost = {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
+    nodes: dict[str, Node] = {}
+    when = (iso_time(source.timestamp) or "")[:10]
+    for group in windows(chunks, how.window_chars):
+        excerpts = [c.body[: how.window_chars] for c in group]
+        result = extract_window(how.llm, source.title, when, excerpts)
+        cost["calls"] += result.calls
+        cost["prompt_chars"] += result.prompt_chars * result.calls
+        cost["completion_tokens"] += result.completion_tokens
+        if result.error:
+            return [], f"invalid model output after a retry: {result.error}", cost
+        for event in result.events:
+            node = _event_node(source, event.statement, event.type, [group[i] for i in event.cited])
+            node.people, node.metadata["when"] = event.people, event.when
+            node.metadata["mentioned_project"] = event.project
+            nodes.setdefault(node.id, node)
+    _check_provenance(list(nodes.values()), chunks, how)
+    return list(nodes.values()), "", cost
+
+
+def _event_node(source: SourceRow, statement: str, kind: str, cited: list[ChunkRow]) -> Node:
+    return Node(
+        id=stable_id("event", source.uri, statement.lower()),
+        level="event",
+        title=statement[:80],
+        statement=statement,
+        kind=kind,
+        project=source.project,
+        first_time=source.timestamp,
+        last_time=source.timestamp,
+        source_id=source.id,
+        source_uri=source.uri,
+        links=[Link(c.id, "cited") for c in cited],
+        metadata={"anchors": {str(c.id): [c.char_start, c.char_end] for c in cited}},
+    )
+
+
+def _commit_event(source: SourceRow, chunks: list[ChunkRow]) -> Node:
+    """A commit is a change event: its subject, linked to the message chunk (no model involved)."""
+    node = _event_node(source, source.title, "change", chunks[:1])
+    node.links = [Link(c.id, "subject", 1.0) for c in chunks[:1]]
+    node.people = [source.metadata["author"]] if source.metadata.get("author") else []
+    return node
+
+
+def _check_provenance(nodes: list[Node], chunks: list[ChunkRow], how: Extraction) -> None:
+    """Link each event to its nearest chunk of the source too, score every link, and flag events no
+    link supports. By embedding when vectors exist; else by the share of the statement's words found."""
+    by_id = {c.id: c for c in chunks}
+    if how.semantic is not None and nodes:
+        vectors = how.semantic.embedder.embed([n.statement for n in nodes])
+        for node, vector in zip(nodes, vectors, strict=True):
+            scores = how.semantic.scores_for(vector, list(by_id))
+            _link_nearest(node, scores, by_id)
+            node.vector = vector.astype("float32").tobytes()
+    else:
+        for node in nodes:
+            _link_nearest(node, {c.id: _word_support(node.statement, c.body) for c in chunks}, by_id)
+    for node in nodes:
+        best = max((link.score or 0.0 for link in node.links), default=0.0)
+        node.confidence = round(best, 4)
+        node.supported = best >= how.min_cosine
+
+
+def _link_nearest(node: Node, scores: dict[int, float], by_id: dict[int, ChunkRow]) -> None:
+    for link in node.links:
+        link.score = scores.get(link.chunk_id, 0.0)
+    if scores:
+        nearest = max(scores, key=lambda c: (scores[c], -c))
+        if nearest not in {link.chunk_id for link in node.links}:
+            node.links.append(Link(nearest, "nearest", scores[nearest]))
+            chunk = by_id[nearest]
+            node.metadata["anchors"][str(nearest)] = [chunk.char_start, chunk.char_end]
+
+
+def _word_support(statement: str, body: str) -> float:
+    words = {w.lower() for w in WORD.findall(statement)}
+    found = {w.lower() for w in WORD.findall(body)}
+    return len(words & found) / len(words) if words else 0.0
+
+
+def _record(
+    store: Store,
+    source: SourceRow,
+    digest: str,
+    key: tuple[str, str],
+    nodes: list[Node],
+    report: EventsReport,
+    cost: dict | None = None,
+) -> None:
+    """Replace the source's events and mark it done, in one transaction."""
+    cost = cost or {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
+    with store.transaction() as conn:
+        old = {row[0] for row in conn.execute("SELECT id FROM memory_nodes WHERE source_id = ?", (source.id,))}
+        delete_nodes(conn, old - {n.id for n in nodes})
+        report.events += write_nodes(conn, nodes)
+        _save_state(conn, source, digest, key, "done", "", len(nodes), cost)
+
+
+def _fail(store: Store, source: SourceRow, digest: str, model: str, reason: str, cost: dict) -> None:
+    """Keep whatever events the source had; remember the failure so the next run retries it."""
+    with store.transaction() as conn:
+        _save_state(conn, source, digest, (model, PROMPT_VERSION), "failed", reason[:300], 0, cost)
+
+
+def _save_state(conn, source: SourceRow, digest: str, key, status: str, reason: str, count: int, cost: dict) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO memory_extractions (source_id, source_fingerprint, text_hash, model, prompt_version,"
+        " status, reason, events, llm_calls, prompt_tokens, completion_tokens, seconds, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            source.id, source.fingerprint, digest, *key, status, reason, count, cost["calls"],
+            cost["prompt_chars"] // 4, cost["completion_tokens"], time.monotonic() - cost["started"], time.time(),
+        ),
+    )  # fmt: skip
+
+
+def _reanchor(store: Store, source: SourceRow, chunks: list[ChunkRow]) -> None:
+    """Move each event's links onto the new chunks covering the spans its old chunks covered."""
+    import json
+
+    with store.transaction() as conn:
+        for row in conn.execute("SELECT id, metadata FROM memory_nodes WHERE source_id = ?", (source.id,)).fetchall():
+            metadata = json.loads(row[1])
+            spans = list(metadata.get("anchors", {}).values())
+            covering = {c.id: c for c in chunks for s, e in spans if c.char_start < e and s < c.char_end}
+            metadata["anchors"] = {str(c.id): [c.char_start, c.char_end] for c in covering.values()}
+            conn.execute("DELETE FROM memory_evidence WHERE node_id = ?", (row[0],))
+            conn.executemany(
+                "INSERT OR IGNORE INTO memory_evidence (node_id, chunk_id, role) VALUES (?, ?, 'cited')",
+                [(row[0], chunk_id) for chunk_id in covering],
+            )
+            conn.execute("UPDATE memory_nodes SET metadata = ? WHERE id = ?", (json.dumps(metadata), row[0]))
+        conn.execute(
+            "UPDATE memory_extractions SET source_fingerprint = ?, updated_at = ? WHERE source_id = ?",
+            (source.fingerprint, time.time(), source.id),
+        )
+
+
+def remove_orphans(store: Store) -> list[dict[str, Any]]:
+    """Events whose source is gone (a sync saw the file deleted): removed, and listed so the build reports them."""
+    with store.transaction() as conn:
+        gone = conn.execute(
+            "SELECT id, source_uri, statement FROM memory_nodes WHERE level = 'event' AND source_id IS NULL"
+        ).fetchall()
+        delete_nodes(conn, [row[0] for row in gone])
+    return [{"id": row[0], "source_uri": row[1], "statement": row[2]} for row in gone]
+
+
+def list_events(store: Store, source: str | None = None, kind: str | None = None, limit: int = 50) -> list[dict]:
+    """Events (newest first) with their evidence locators, for `mem events` and the API."""
+    where, params = ["level = 'event'"], []
+    if source:
+        where.append("source_uri = ?")
+        params.append(source)
+    if kind:
+        where.append("kind = ?")
+        params.append(kind)
+    found = rows(store.conn, " AND ".join(where), tuple(params), "first_time IS NULL, first_time DESC, id", limit)
+    return with_evidence(store.conn, found)

@@ -1,0 +1,96 @@
+"""What the memory levels need to know about an L0 source: its project, its text, its chunks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class SourceRow:
+    id: int
+    uri: str
+    source_type: str
+    fingerprint: str
+    timestamp: float | None
+    title: str
+    metadata: dict
+
+    @property
+    def project(self) -> str:
+        return project_of(self.uri, self.source_type, self.metadata)
+
+
+@dataclass
+class ChunkRow:
+    id: int
+    text: str
+    char_start: int
+    char_end: int
+
+    @property
+    def body(self) -> str:
+        """The chunk's own text without its breadcrumb line (which repeats the title)."""
+        return self.text.split("\n", 1)[1] if "\n" in self.text else self.text
+
+
+def project_of(uri: str, source_type: str, metadata: dict) -> str:
+    """What groups a source's events into episodes: its repository, its conversation, else its folder.
+    A folder mixing notes, PDFs and screenshots is one project, so its episodes are cross-modal."""
+    if source_type == "commit" and metadata.get("repo"):
+        return str(metadata["repo"])
+    if source_type == "conversation":
+        return str(metadata.get("session") or metadata.get("session_id") or uri)
+    return str(Path(uri).parent) if "/" in uri or "\\" in uri else uri
+
+
+def project_name(project: str) -> str:
+    return Path(project).name or project
+
+
+def all_sources(conn: sqlite3.Connection) -> list[SourceRow]:
+    """Every source, newest first (the order extraction works in)."""
+    rows = conn.execute(
+        "SELECT id, uri, source_type, fingerprint, timestamp, title, metadata FROM sources"
+        " ORDER BY timestamp IS NULL, timestamp DESC, id DESC"
+    )
+    return [SourceRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6] or "{}")) for r in rows]
+
+
+def chunks_of(conn: sqlite3.Connection, source_id: int) -> list[ChunkRow]:
+    rows = conn.execute(
+        "SELECT id, text, char_start, char_end FROM chunks WHERE source_id = ? ORDER BY chunk_index", (source_id,)
+    )
+    return [ChunkRow(*row) for row in rows]
+
+
+def text_hash(chunks: list[ChunkRow]) -> str:
+    """A hash of the source text the chunks cover, independent of where they cut it: a re-chunk
+    keeps it, so events are re-anchored to the new chunks instead of extracted again."""
+    digest, covered = hashlib.sha256(), 0
+    for chunk in sorted(chunks, key=lambda c: (c.char_start, c.char_end)):
+        if chunk.char_end <= covered:
+            continue
+        span = chunk.char_end - chunk.char_start
+        body = chunk.text[-span:] if span > 0 else ""
+        digest.update(body[max(0, covered - chunk.char_start) :].encode("utf-8", "surrogatepass"))
+        covered = chunk.char_end
+    return digest.hexdigest()[:32]
+
+
+def windows(chunks: list[ChunkRow], max_chars: int) -> list[list[ChunkRow]]:
+    """Consecutive chunks grouped up to max_chars of body each (one extraction call per group)."""
+    groups: list[list[ChunkRow]] = []
+    size = 0
+    for chunk in chunks:
+        length = min(len(chunk.body), max_chars)
+        if groups and size + length <= max_chars:
+            groups[-1].append(chunk)
+            size += length
+        else:
+            groups.append([chunk])
+            size = length
+    return groups

@@ -1,0 +1,77 @@
+"""`mem memory-stats`: what the hierarchy holds, whether it is sound, and what is left to build;
+and the cascade `mem forget` runs so that nothing derived from a forgotten source survives it."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from crossmodalrag.memory.nodes import LEVELS, delete_nodes
+from crossmodalrag.store import Store
+
+
+def memory_stats(store: Store) -> dict[str, Any]:
+    """Counts per level and edge kind, integrity checks, pending and failed sources."""
+    conn = store.conn
+    levels = {level: 0 for level in LEVELS}
+    levels.update(dict(conn.execute("SELECT level, COUNT(*) FROM memory_nodes GROUP BY level").fetchall()))
+    edges = dict(conn.execute("SELECT kind, COUNT(*) FROM memory_edges GROUP BY kind").fetchall())
+    failed = conn.execute(
+        "SELECT x.source_id, s.uri, x.reason FROM memory_extractions x JOIN sources s ON s.id = x.source_id"
+        " WHERE x.status = 'failed' ORDER BY s.uri"
+    ).fetchall()
+    scalar = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+    return {
+        "nodes": levels,
+        "edges": edges,
+        "evidence_links": scalar("SELECT COUNT(*) FROM memory_evidence"),
+        "integrity": {
+            "unsupported_events": scalar("SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND supported=0"),
+            "nodes_without_evidence": scalar(
+                "SELECT COUNT(*) FROM memory_nodes n WHERE NOT EXISTS"
+                " (SELECT 1 FROM memory_evidence e WHERE e.node_id = n.id)"
+            ),
+            "events_with_source_gone": scalar(
+                "SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND source_id IS NULL"
+            ),
+        },
+        "sources": {
+            "total": scalar("SELECT COUNT(*) FROM sources"),
+            "extracted": scalar(
+                "SELECT COUNT(*) FROM memory_extractions x JOIN sources s ON s.id = x.source_id"
+                " WHERE x.status = 'done' AND x.source_fingerprint = s.fingerprint"
+            ),
+            "pending": scalar(
+                "SELECT COUNT(*) FROM sources s WHERE NOT EXISTS (SELECT 1 FROM memory_extractions x"
+                " WHERE x.source_id = s.id AND x.status = 'done' AND x.source_fingerprint = s.fingerprint)"
+            ),
+            "failed": [{"source_id": r[0], "uri": r[1], "reason": r[2]} for r in failed],
+        },
+        "drift_concepts": scalar(
+            "SELECT COUNT(*) FROM memory_nodes WHERE level='concept' AND json_type(metadata, '$.drift') IS NOT NULL"
+        ),
+        "distilled_nodes": scalar("SELECT COUNT(DISTINCT node_id) FROM memory_evidence WHERE role = 'distill'"),
+        "recall_cards": scalar("SELECT COUNT(*) FROM memory_cards"),
+        "usage_events": scalar("SELECT COUNT(*) FROM memory_usage"),
+    }
+
+
+def forget_derived(conn: sqlite3.Connection) -> int:
+    """Inside `mem forget`'s transaction, after its sources are deleted: remove their events and every
+    episode or concept built on them (their titles and summaries came from forgotten text; the next
+    `mem build-memory` re-derives them from what remains). Returns how many nodes went."""
+    gone = [row[0] for row in conn.execute("SELECT id FROM memory_nodes WHERE level='event' AND source_id IS NULL")]
+    if not gone:
+        return 0
+    parents: set[str] = set()
+    for start in range(0, len(gone), 500):
+        part = gone[start : start + 500]
+        parents |= {
+            row[0]
+            for row in conn.execute(
+                f"SELECT dst FROM memory_edges WHERE src IN ({','.join('?' * len(part))})"
+                " AND kind IN ('in_episode', 'in_concept')",
+                part,
+            )
+        }
+    return delete_nodes(conn, gone) + delete_nodes(conn, parents)

@@ -1,0 +1,164 @@
+"""L1 events: extraction through a scripted model, validation and retry, provenance, incrementality."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crossmodalrag.memory.events import list_events
+from crossmodalrag.memory.extract import MAX_EVENTS, event_schema, parse_events
+from crossmodalrag.memory.stats import memory_stats
+from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output, note
+
+PARSER = note(
+    "parser",
+    "# Parser\n\nWe decided to replace the regex parser with a tokenizer because regexes backtracked.\n\n"
+    "## Tests\n\nThe tokenizer fixed the catastrophic backtracking bug in nested emphasis.\n",
+)
+
+
+def test_events_link_to_the_exact_chunks_they_cite(store, db_path) -> None:
+    add_docs(store, PARSER)
+    llm = ScriptedExtractor(events_output(event("We decided to replace the regex parser with a tokenizer.", [1])))
+    report = build(store, db_path, llm=llm, levels=("event",))
+    assert report.levels["event"]["extracted"] == 1 and report.levels["event"]["llm_calls"] == 1
+    (found,) = list_events(store)
+    assert found["type"] == "decision" and found["supported"]
+    cited = [e for e in found["evidence"] if e["role"] == "cited"]
+    chunk_text = store.conn.execute("SELECT text FROM chunks WHERE id = ?", (cited[0]["chunk_id"],)).fetchone()[0]
+    assert "regex parser" in chunk_text  # the [E1] excerpt of the prompt, not every chunk of the source
+    assert cited[0]["locator"] and cited[0]["source_uri"] == "/vault/parser.md"
+    assert llm.generations[0].json_schema == event_schema(2)  # constrained decoding was asked for
+
+
+def test_an_unchanged_memory_makes_no_model_call(store, db_path) -> None:
+    add_docs(store, PARSER)
+    llm = ScriptedExtractor(events_output(event("We decided to replace the regex parser with a tokenizer.")))
+    build(store, db_path, llm=llm)
+    again = build(store, db_path, llm=llm)
+    assert len(llm.calls) == 1
+    assert again.levels["event"]["unchanged"] == 1 and again.levels["episode"]["changed"] == 0
+
+
+def test_invalid_output_is_retried_once_then_stored_as_failed(store, db_path) -> None:
+    add_docs(store, PARSER)
+    llm = ScriptedExtractor("not json at all", '{"events": [{"type": "decision"}]}')
+    report = build(store, db_path, llm=llm, levels=("event",))
+    assert len(llm.calls) == 2
+    (failed,) = report.levels["event"]["failed"]
+    assert failed["uri"] == "/vault/parser.md" and "lacks" in failed["reason"]
+    assert memory_stats(store)["sources"]["failed"][0]["uri"] == "/vault/parser.md"
+    fixed = ScriptedExtractor(events_output(event("The tokenizer fixed the backtracking bug.", [2], "fix")))
+    assert build(store, db_path, llm=fixed, levels=("event",)).levels["event"]["extracted"] == 1  # retried
+    assert memory_stats(store)["sources"]["failed"] == []
+
+
+def test_a_retry_that_validates_is_kept(store, db_path) -> None:
+    add_docs(store, PARSER)
+    llm = ScriptedExtractor("```json\n{oops", events_output(event("The tokenizer fixed the backtracking bug.", [2])))
+    report = build(store, db_path, llm=llm, levels=("event",))
+    assert report.levels["event"]["events"] == 1 and report.levels["event"]["llm_calls"] == 2
+
+
+def test_an_event_no_chunk_supports_is_flagged_and_counted(store, db_path) -> None:
+    add_docs(store, PARSER)
+    llm = ScriptedExtractor(events_output(event("Bob adopted three kittens from the shelter in Lisbon.")))
+    report = build(store, db_path, llm=llm, levels=("event",))
+    assert report.levels["event"]["unsupported"] == 1
+    (found,) = list_events(store)
+    assert not found["supported"]
+    assert memory_stats(store)["integrity"]["unsupported_events"] == 1
+
+
+def test_without_a_model_commits_become_events_and_notes_wait(store, db_path, tmp_path) -> None:
+    from crossmodalrag.types import Document
+
+    commit = Document(
+        "/repo@abc",
+        "commit",
+        "Fix nested emphasis",
+        "Fix nested emphasis\n\nbody",
+        "diff",
+        "code",
+        1_735_689_600.0,
+        "repo@abc",
+        {"repo": "/repo", "author": "Ada"},
+    )
+    add_docs(store, PARSER, commit)
+    report = build(store, db_path, llm=None)
+    assert report.levels["event"]["from_git"] == 1 and report.levels["event"]["waiting"] == 1
+    assert any("wait for a language model" in n for n in report.notices)
+    (found,) = list_events(store)
+    assert found["statement"] == "Fix nested emphasis" and found["type"] == "change" and found["people"] == ["Ada"]
+    assert report.levels["episode"]["episodes"] == 1  # the levels that can run still run
+
+
+def test_limit_bounds_a_run_and_newest_sources_go_first(store, db_path) -> None:
+    add_docs(
+        store, note("old", "# Old\n\nWe planned the release.", days=0), note("new", "# New\n\nWe shipped it.", days=5)
+    )
+    llm = ScriptedExtractor(events_output(event("We shipped the release to users.")))
+    first = build(store, db_path, llm=llm, levels=("event",), **{})
+    assert first.levels["event"]["extracted"] == 2  # no limit
+    store.conn.execute("DELETE FROM memory_extractions")
+    from crossmodalrag.config import Settings
+    from crossmodalrag.memory.build import build_memory
+
+    limited = build_memory(store, Settings(db_path=db_path, llm_provider="none"), ("event",), limit=1, llm=llm)
+    assert limited.levels["event"]["extracted"] == 1 and limited.levels["event"]["pending"] == 1
+    assert "new" in llm.calls[-1][1]["content"]
+
+
+def test_a_rechunked_source_is_reanchored_without_the_model(store, db_path) -> None:
+    add_docs(store, PARSER)
+    llm = ScriptedExtractor(events_output(event("The tokenizer fixed the backtracking bug.", [2], "fix")))
+    build(store, db_path, llm=llm, levels=("event",))
+    # A new chunker version: same text, new fingerprint, new chunk ids.
+    source_id = store.conn.execute("SELECT id FROM sources").fetchone()[0]
+    with store.transaction() as conn:
+        old = conn.execute(
+            "SELECT id, source_id, chunk_index, text, locator, char_start, char_end FROM chunks ORDER BY id"
+        ).fetchall()
+        conn.execute("DELETE FROM chunks")
+        conn.executemany(
+            "INSERT INTO chunks (id, source_id, chunk_index, text, locator, char_start, char_end)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(r[0] + 100, *r[1:]) for r in old],
+        )
+        conn.execute("UPDATE sources SET fingerprint = 'rechunked' WHERE id = ?", (source_id,))
+    assert memory_stats(store)["integrity"]["nodes_without_evidence"] >= 1
+    report = build(store, db_path, llm=llm, levels=("event",))
+    assert report.levels["event"]["reanchored"] == 1 and len(llm.calls) == 1
+    (found,) = list_events(store)
+    assert {e["chunk_id"] for e in found["evidence"]} and all(e["chunk_id"] > 100 for e in found["evidence"])
+
+
+@pytest.mark.parametrize(
+    ("raw", "ok"),
+    [
+        (
+            '```json\n{"events": [{"type": "Fix", "statement": "Fixed the parser bug.", "when": "", "project": "",'
+            ' "people": [], "evidence": ["E1"]},]}\n```',
+            True,
+        ),
+        (
+            '{"events": [{"type": "fix", "statement": "Fixed the parser bug.", "when": "", "project": "",'
+            ' "people": [], "evidence": [7]}]}',
+            False,
+        ),
+        (
+            '{"events": [{"type": "rumour", "statement": "Fixed the parser bug.", "when": "", "project": "",'
+            ' "people": [], "evidence": [1]}]}',
+            False,
+        ),
+        (json.dumps({"events": [event("Fixed the parser bug.")] * (MAX_EVENTS + 1)}), False),
+    ],
+)
+def test_parse_repairs_syntax_but_rejects_bad_content(raw: str, ok: bool) -> None:
+    if ok:
+        (parsed,) = parse_events(raw, 2)
+        assert parsed.type == "fix" and parsed.cited == [0]
+    else:
+        with pytest.raises(ValueError):
+            parse_events(raw, 2)

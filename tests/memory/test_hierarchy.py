@@ -1,0 +1,143 @@
+"""Episodes, concepts and the graph over scripted events; forget cascades; the CLI's JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from crossmodalrag.cli.main import main
+from crossmodalrag.forget import find_sources, forget_sources
+from crossmodalrag.memory.concepts import list_concepts
+from crossmodalrag.memory.episodes import timeline
+from crossmodalrag.memory.graph import pagerank
+from crossmodalrag.memory.stats import memory_stats
+from crossmodalrag.types import Document
+from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output
+
+TOKENIZER = "We replaced the regex parser with a tokenizer for markdown."
+
+
+def _doc(uri: str, days: float, kind: str = "note", text: str = TOKENIZER) -> Document:
+    return Document(
+        uri,
+        kind,
+        uri.rsplit("/", 1)[-1],
+        f"# T\n\n{text}\n",
+        "markdown",
+        timestamp=1_735_689_600.0 + days * 86400,
+        locator=uri.rsplit("/", 1)[-1],
+    )
+
+
+def _memory(store, db_path, docs, statement=TOKENIZER):
+    add_docs(store, *docs)
+    llm = ScriptedExtractor(events_output(event(statement)))
+    return build(store, db_path, llm=llm), llm
+
+
+def test_episodes_split_by_project_and_gap_and_mix_modalities(store, db_path) -> None:
+    docs = [
+        _doc("/work/a/n1.md", 0),
+        _doc("/work/a/shot.png", 0.5, "image"),
+        _doc("/work/a/n2.md", 5),
+        _doc("/work/b/n3.md", 0),
+    ]
+    _memory(store, db_path, docs)
+    episodes = timeline(store)
+    by_title = sorted((e["project"], len(e["events"])) for e in episodes)
+    assert by_title == [("/work/a", 1), ("/work/a", 2), ("/work/b", 1)]  # the 5-day gap cuts /work/a
+    first = next(e for e in episodes if len(e["events"]) == 2)
+    assert {ev["source_type"] for ev in first["evidence"]} == {"note", "image"}  # one cross-modal episode
+    assert all(ev["role"] == "member" for ev in first["evidence"])
+    assert timeline(store, project="b")[0]["project"] == "/work/b"
+
+
+def test_concepts_are_stable_and_a_rebuild_is_a_no_op(store, db_path) -> None:
+    docs = [_doc(f"/work/p{i}/n.md", i * 3) for i in range(4)]
+    first, llm = _memory(store, db_path, docs)
+    assert first.levels["concept"]["concepts"] == 1
+    (concept,) = list_concepts(store)
+    assert concept["support"] == 4 and concept["projects"] == 4 and concept["centrality"] > 0
+    assert concept["title"]  # the deterministic fallback name (the scripted model has no label to give)
+    calls = len(llm.calls)
+    again = build(store, db_path, llm=llm)
+    assert len(llm.calls) == calls  # no extraction, no naming
+    assert again.levels["concept"]["changed"] == 0 and again.levels["episode"]["changed"] == 0
+    assert list_concepts(store)[0]["id"] == concept["id"] and list_concepts(store)[0]["title"] == concept["title"]
+    add_docs(store, _doc("/work/p9/n.md", 30))  # newer events never move older ones
+    build(store, db_path, llm=llm)
+    assert list_concepts(store)[0]["id"] == concept["id"]
+
+
+def test_concepts_are_skipped_with_a_reason_without_embeddings(store, db_path) -> None:
+    add_docs(store, _doc("/work/a/n.md", 0))
+    llm = ScriptedExtractor(events_output(event(TOKENIZER)))
+
+    class NoVectors:  # an index whose model cannot embed statements is the same as none
+        embedder = None
+
+    from crossmodalrag.config import Settings
+    from crossmodalrag.memory.build import build_memory
+
+    report = build_memory(store, Settings(db_path=db_path, llm_provider="none"), llm=llm, semantic=None)
+    assert "reindex-embeddings" in report.levels["concept"]["skipped"]
+    assert report.levels["episode"]["episodes"] == 1
+
+
+def test_pagerank_ranks_the_hub_first_and_sums_to_one() -> None:
+    scores = pagerank(5, np.array([0, 0, 0, 0]), np.array([1, 2, 3, 4]), np.ones(4))
+    assert abs(scores.sum() - 1.0) < 1e-6
+    assert scores.argmax() == 0 and np.allclose(scores[1:], scores[1])
+
+
+def test_forget_removes_derived_nodes_and_nothing_cites_the_chunks(store, db_path) -> None:
+    docs = [_doc(f"/work/p{i}/n.md", i * 3) for i in range(3)]
+    _memory(store, db_path, docs)
+    before = memory_stats(store)["nodes"]
+    report = forget_sources(store, find_sources(store, "/work/p0/n.md"))
+    assert report.memory_nodes >= 2  # its event, its episode, and the concept built on it
+    after = memory_stats(store)
+    assert after["nodes"]["event"] == before["event"] - 1 and after["nodes"]["concept"] == 0
+    gone = store.conn.execute(
+        "SELECT COUNT(*) FROM memory_evidence e LEFT JOIN chunks c ON c.id = e.chunk_id WHERE c.id IS NULL"
+    ).fetchone()[0]
+    assert gone == 0
+
+
+def test_a_source_deleted_by_sync_is_reported_by_the_next_build(store, db_path) -> None:
+    from crossmodalrag.ingest import remove_sources
+
+    _memory(store, db_path, [_doc("/work/a/n.md", 0), _doc("/work/b/n.md", 1)])
+    remove_sources(store, ["/work/a/n.md"])
+    assert memory_stats(store)["integrity"]["events_with_source_gone"] == 1
+    report = build(store, db_path, llm=ScriptedExtractor(events_output(event(TOKENIZER))))
+    (gone,) = report.levels["event"]["removed_orphans"]
+    assert gone["source_uri"] == "/work/a/n.md"
+    assert memory_stats(store)["integrity"]["events_with_source_gone"] == 0
+
+
+def test_cli_json_contracts(store, db_path, capsys) -> None:
+    docs = [_doc(f"/work/p{i}/n.md", i * 3) for i in range(3)]
+    _memory(store, db_path, docs)
+    for argv, key in (
+        (["memory-stats", "--json"], "nodes"),
+        (["events", "--json"], "events"),
+        (["timeline", "--json"], "episodes"),
+        (["concepts", "--json"], "concepts"),
+        (["distill", "--json"], "nodes"),
+        (["drift", "--json"], "concepts"),
+    ):
+        assert main([*argv, "--db-path", str(db_path)]) == 0
+        payload = json.loads(capsys.readouterr().out)
+        assert key in payload
+    assert main(["events", "--db-path", str(db_path)]) == 0
+    assert TOKENIZER in capsys.readouterr().out
+
+
+def test_build_memory_cli_exits_1_when_nothing_can_run(db_path, capsys) -> None:
+    from crossmodalrag.store import open_store
+
+    open_store(db_path).close()
+    assert main(["build-memory", "--db-path", str(db_path), "--level", "concept"]) == 1
+    assert "skipped: no events yet" in capsys.readouterr().err
