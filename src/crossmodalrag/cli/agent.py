@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from crossmodalrag.cli.commands import _finish_ingest, _open, _paths, _settings
+from crossmodalrag.cli.commands import _finish_ingest, _open, _paths, _settings, notice
 from crossmodalrag.cli.progress import ProgressLine
+from crossmodalrag.cli.render import print_json
 
 
 def register(
@@ -20,6 +21,7 @@ def register(
         "paths", nargs="*", type=Path, help="session files, exports or folders of them (default: [connectors] chats)"
     )
     p.set_defaults(run=ingest_chat)
+    register_memory_commands(sub, common, as_json)
 
 
 def ingest_chat(args: argparse.Namespace) -> int:
@@ -31,3 +33,71 @@ def ingest_chat(args: argparse.Namespace) -> int:
     with _open(settings) as store:
         report = ingest_conversations(store, paths, progress)
         return _finish_ingest(args, report, progress, store)
+
+
+def register_memory_commands(sub, common, as_json) -> None:
+    p = sub.add_parser("remember", parents=[common, as_json], help="store a memory (what an agent or you learned)")
+    p.add_argument("content", help="the memory; <private>…</private> spans are never stored")
+    p.add_argument("--tags", default="", help="comma-separated tags, e.g. ops,deploy")
+    p.add_argument("--importance", type=float, default=0.5, help="0 to 1 (default 0.5)")
+    p.add_argument("--kind", default="note", help="fact, decision, preference, task, note, … (default note)")
+    p.add_argument("--session", default="", help="the session it came from")
+    p.add_argument("--agent", default="", help="the agent that wrote it")
+    p.set_defaults(run=remember)
+
+    p = sub.add_parser("memories", parents=[common, as_json], help="list stored memories, newest first")
+    p.add_argument("--kind", help="only this kind")
+    p.add_argument("--tag", action="append", help="only memories with this tag (repeatable)")
+    p.add_argument("--history", action="store_true", help="also memories a newer one superseded")
+    p.add_argument("--limit", type=int, default=50, help="how many (default 50, at most 500)")
+    p.set_defaults(run=memories)
+
+
+def remember(args: argparse.Namespace) -> int:
+    from crossmodalrag.agent.memories import load_memory_embedder
+    from crossmodalrag.agent.memories import remember as store_memory
+
+    settings = _settings(args)
+    embedder, why = load_memory_embedder(settings)
+    if why:
+        notice(f"note: {why}")
+    with _open(settings) as store:
+        result = store_memory(
+            store, args.content, args.tags, args.importance, args.kind, args.session, args.agent, embedder
+        )
+    if args.json:
+        print_json(result.to_dict())
+        return 0
+    print(render_stored(result))
+    return 0
+
+
+def render_stored(result) -> str:
+    if result.status == "duplicate":
+        return f"already remembered as memory {result.id}"
+    if result.status == "merged":
+        return f"merged into memory {result.id} (similarity {result.similarity:.2f}): tags and times kept"
+    lines = [f"remembered as memory {result.id}"]
+    if result.supersedes:
+        lines.append("supersedes memory " + ", ".join(map(str, result.supersedes)) + " (see `mem memories --history`)")
+    if result.links:
+        lines.append("linked to " + ", ".join(f"{link['id']} ({link['similarity']:.2f})" for link in result.links))
+    return "\n".join(lines)
+
+
+def memories(args: argparse.Namespace) -> int:
+    from crossmodalrag.agent.browse import list_memories
+
+    settings = _settings(args)
+    with _open(settings, create=False) as store:
+        found = list_memories(store, args.kind, args.tag, history=args.history, limit=args.limit)
+    if args.json:
+        print_json({"memories": found})
+        return 0
+    for item in found:
+        mark = f" [superseded by {item['superseded_by']}]" if item.get("superseded_by") else ""
+        tags = f" #{' #'.join(item['tags'])}" if item.get("tags") else ""
+        print(f"{item['id']:>6}  {item['created'][:10]}  {item['kind']}{tags}{mark}\n        {item['text']}")
+    if not found:
+        notice("no memories yet: `mem remember TEXT` stores one")
+    return 0

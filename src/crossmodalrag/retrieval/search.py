@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 SECONDS_PER_DAY = 86400.0
 COVERAGE_DEPTH = 10
 STEM_MIN_LETTERS = 5  # the shortest leading part of a query word that counts as its stem (see _contains)
+SUPERSEDED_FACTOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,10 @@ def _score(
             components["ocr_confidence"] = extras["ocr_confidence"]
             components["ocr_factor"] = ocr_factor(extras["ocr_confidence"])
             score *= components["ocr_factor"]
+        if '"superseded_by"' in row["metadata"]:
+            # An agent memory whose fact a newer memory restated (agent/memories.py): kept, ranked lower.
+            components["superseded"] = 1.0
+            score *= SUPERSEDED_FACTOR
         hits.append(
             Hit(
                 chunk_id,

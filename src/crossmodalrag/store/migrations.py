@@ -188,6 +188,36 @@ MIGRATIONS: list[tuple] = [
         );
         """,
     ),
+    (
+        6,
+        """
+        -- Agent-written memories (issue 13): sources of type 'memory' with their agent attributes.
+        CREATE TABLE agent_memories (
+            source_id INTEGER PRIMARY KEY REFERENCES sources(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL DEFAULT 'note',  -- fact | decision | preference | task | note | ...
+            importance REAL NOT NULL DEFAULT 0.5,
+            tags TEXT NOT NULL DEFAULT '[]',
+            session_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT '',
+            content_hash TEXT NOT NULL,  -- of the normalized text: exact duplicates return this memory
+            times TEXT NOT NULL DEFAULT '[]',  -- every time it was stored (a merged duplicate adds its time)
+            -- The newer memory that restated this fact with another value; kept, shown with --history.
+            superseded_by INTEGER REFERENCES sources(id) ON DELETE SET NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX agent_memories_hash ON agent_memories(content_hash);
+        CREATE INDEX agent_memories_session ON agent_memories(session_id);
+        CREATE TABLE agent_memory_links (
+            source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+            target_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+            relation TEXT NOT NULL,  -- similar | supersedes
+            similarity REAL NOT NULL,
+            PRIMARY KEY (source_id, target_id, relation)
+        ) WITHOUT ROWID;
+        CREATE INDEX agent_memory_links_target ON agent_memory_links(target_id);
+        """,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,341 @@
+"""Agent-written memories: a source type of its own (`memory`), stored, chunked, embedded and cited
+like any other source, with kind, importance, tags and session/agent attribution.
+
+Storing one: `<private>` spans are stripped; an exact duplicate (same normalized text) returns the
+stored memory; a near duplicate (cosine >= 0.95) is merged into it (tags unioned, importance max,
+both times kept); otherwise the new memory is linked to its closest ones (cosine >= 0.75, at most
+5), and an older memory whose fact it restates with another value is marked superseded (kept,
+listed with --history, ranked lower by search). Without an embedding model the similarity is the
+word-set Jaccard of the two texts, with the same thresholds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from crossmodalrag.agent.updates import restates_with_new_value
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.ingest import fingerprint, write_document
+from crossmodalrag.privacy import strip_private
+from crossmodalrag.retrieval.diversify import jaccard, word_set
+from crossmodalrag.store import Store
+from crossmodalrag.types import Document, iso_time
+
+if TYPE_CHECKING:
+    from crossmodalrag.config import Settings
+    from crossmodalrag.index.embed import Embedder
+
+SOURCE_TYPE = "memory"
+MERGE_SIMILARITY = 0.95
+LINK_SIMILARITY = 0.75
+MAX_LINKS = 5
+UPDATE_CANDIDATES = 20  # the most similar memories checked for a restated fact
+MAX_CHARS = 20_000
+MAX_TAGS = 20
+KIND = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+TAG = re.compile(r"^[\w][\w./:-]{0,63}$")
+
+
+class InvalidMemory(CMRAGError):
+    """A memory's content or attributes are unusable (empty, too long, out of range)."""
+
+
+@dataclass
+class StoreResult:
+    """What `remember` did: stored a new memory, found an exact duplicate, or merged a near one."""
+
+    id: int
+    status: str  # "stored" | "duplicate" | "merged"
+    similarity: float | None = None  # to the memory it was merged into
+    links: list[dict[str, Any]] = field(default_factory=list)
+    supersedes: list[int] = field(default_factory=list)
+    measure: str = "cosine"  # or "jaccard" without an embedding model
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "uri": f"mem://source/{self.id}",
+            "status": self.status,
+            "similarity": None if self.similarity is None else round(self.similarity, 4),
+            "links": self.links,
+            "supersedes": self.supersedes,
+            "similarity_measure": self.measure,
+        }
+
+
+def remember(
+    store: Store,
+    content: str,
+    tags: list[str] | None = None,
+    importance: float = 0.5,
+    kind: str = "note",
+    session_id: str = "",
+    agent_id: str = "",
+    embedder: "Embedder | None" = None,
+) -> StoreResult:
+    """Store a memory (see the module docstring). Raises InvalidMemory for unusable input."""
+    text = clean_content(content)
+    tags, importance, kind = check_attributes(tags or [], importance, kind)
+    now = time.time()
+    digest = content_hash(text)
+    conn = store.conn
+    row = conn.execute("SELECT source_id FROM agent_memories WHERE content_hash = ?", (digest,)).fetchone()
+    if row:
+        _merge_into(store, row[0], tags, importance, now)
+        return StoreResult(row[0], "duplicate", 1.0)
+    vector = _embed(embedder, text)
+    similar = _similarities(store, text, vector, embedder)
+    measure = "cosine" if vector is not None else "jaccard"
+    best = max(similar.items(), key=lambda item: item[1], default=None)
+    if best and best[1] >= MERGE_SIMILARITY:
+        _merge_into(store, best[0], tags, importance, now)
+        return StoreResult(best[0], "merged", best[1], measure=measure)
+    source_id = _insert(store, text, tags, importance, kind, session_id, agent_id, digest, now)
+    if vector is not None:
+        _store_vector(store, embedder, source_id, vector)
+    links = _link(store, source_id, similar)
+    replaced = _supersede(store, source_id, text, similar)
+    return StoreResult(source_id, "stored", None, links, replaced, measure)
+
+
+def load_memory_embedder(settings: "Settings") -> tuple["Embedder | None", str | None]:
+    """The embedding model for similarity checks, or None and why (word overlap is used instead)."""
+    from crossmodalrag.retrieval.semantic import embeddings_installed
+
+    if not embeddings_installed():
+        return None, None
+    from crossmodalrag.index.embed import load_embedder
+    from crossmodalrag.index.models import ModelUnavailable
+
+    try:
+        return load_embedder(settings), None
+    except ModelUnavailable as error:
+        return None, f"duplicates and links judged by shared words: {error.message}"
+
+
+def clean_content(content: Any) -> str:
+    if not isinstance(content, str):
+        raise InvalidMemory("a memory's content must be text", "pass the memory as a string")
+    if len(content) > MAX_CHARS * 2:
+        raise InvalidMemory(f"a memory is at most {MAX_CHARS} characters", "store a summary, or ingest the file")
+    text = strip_private(content).strip()
+    if not text:
+        raise InvalidMemory("the memory is empty (or all of it was <private>)", "give the text to remember")
+    if len(text) > MAX_CHARS:
+        raise InvalidMemory(f"a memory is at most {MAX_CHARS} characters", "store a summary, or ingest the file")
+    return text
+
+
+def check_attributes(tags: Any, importance: Any, kind: Any) -> tuple[list[str], float, str]:
+    """Validated (tags, importance, kind). Raises InvalidMemory."""
+    if isinstance(tags, str):
+        tags = [t for t in re.split(r"[,\s]+", tags) if t]
+    if not isinstance(tags, list) or len(tags) > MAX_TAGS or not all(isinstance(t, str) and TAG.match(t) for t in tags):
+        raise InvalidMemory(f"tags must be up to {MAX_TAGS} words of letters, digits, ./:_-", "e.g. tags ops,deploy")
+    if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 1:
+        raise InvalidMemory("importance must be a number from 0 to 1", "e.g. 0.8 for something to keep in mind")
+    if not isinstance(kind, str) or not KIND.match(kind):
+        raise InvalidMemory("kind must be one short lowercase word", "e.g. fact, decision, preference, task, note")
+    return sorted({t.lower() for t in tags}), float(importance), kind
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(" ".join(text.lower().split()).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def memory_document(text: str, key: str, when: float, attributes: dict[str, Any]) -> Document:
+    first_line = text.split("\n", 1)[0]
+    title = first_line if len(first_line) <= 80 else first_line[:79] + "…"
+    return Document(
+        uri=f"memory:{key}",
+        source_type=SOURCE_TYPE,
+        title=title,
+        text=text,
+        format="plain",
+        timestamp=when,
+        locator=f"memory {key[:8]}",
+        metadata=attributes,
+    )
+
+
+def _insert(store, text, tags, importance, kind, session_id, agent_id, digest, now) -> int:
+    key = uuid.uuid4().hex
+    attributes = {"kind": kind, "tags": tags, "importance": importance, "session_id": session_id, "agent_id": agent_id}
+    doc = memory_document(text, key, now, attributes)
+    with store.batched() as batch:
+        write_document(batch, doc, fingerprint(doc))
+        with batch.unit() as conn:
+            source_id = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()[0]
+            conn.execute(
+                "INSERT INTO agent_memories (source_id, kind, importance, tags, session_id, agent_id, content_hash,"
+                " times, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    source_id,
+                    kind,
+                    importance,
+                    json.dumps(tags),
+                    session_id,
+                    agent_id,
+                    digest,
+                    json.dumps([now]),
+                    now,
+                    now,
+                ),
+            )
+    return source_id
+
+
+def _merge_into(store: Store, source_id: int, tags: list[str], importance: float, now: float) -> None:
+    with store.transaction() as conn:
+        old_tags, times, old_importance = conn.execute(
+            "SELECT tags, times, importance FROM agent_memories WHERE source_id = ?", (source_id,)
+        ).fetchone()
+        merged = sorted(set(json.loads(old_tags)) | set(tags))
+        conn.execute(
+            "UPDATE agent_memories SET tags = ?, importance = ?, times = ?, updated_at = ? WHERE source_id = ?",
+            (
+                json.dumps(merged),
+                max(importance, old_importance),
+                json.dumps([*json.loads(times), now]),
+                now,
+                source_id,
+            ),
+        )
+        conn.execute(
+            "UPDATE sources SET metadata = json_set(metadata, '$.tags', json(?), '$.importance', ?) WHERE id = ?",
+            (json.dumps(merged), max(importance, old_importance), source_id),
+        )
+
+
+def _embed(embedder: "Embedder | None", text: str):
+    return None if embedder is None else embedder.embed([text])[0]
+
+
+def _similarities(store: Store, text: str, vector, embedder: "Embedder | None") -> dict[int, float]:
+    """source id -> similarity of every current memory to the new text."""
+    if vector is not None:
+        from crossmodalrag.index.embeddings import model_row
+
+        model_id = model_row(store, embedder.identity)
+        rows = store.conn.execute(
+            "SELECT c.source_id, v.vector FROM agent_memories m JOIN chunks c ON c.source_id = m.source_id"
+            " JOIN chunk_vectors v ON v.chunk_id = c.id AND v.model_id = ? AND v.piece = 0"
+            " WHERE m.superseded_by IS NULL",
+            (model_id,),
+        ).fetchall()
+        import numpy as np
+
+        best: dict[int, float] = {}
+        for source_id, blob in rows:
+            score = float(np.frombuffer(blob, dtype=np.float32) @ vector)
+            best[source_id] = max(score, best.get(source_id, -1.0))
+        return best
+    words = word_set(text)
+    rows = store.conn.execute(
+        "SELECT m.source_id, group_concat(c.text, ' ') FROM agent_memories m JOIN chunks c ON c.source_id = m.source_id"
+        " WHERE m.superseded_by IS NULL GROUP BY m.source_id"
+    ).fetchall()
+    # A chunk's breadcrumb is the memory's own first line: it adds no foreign words to the set.
+    return {source_id: jaccard(words, word_set(joined)) for source_id, joined in rows}
+
+
+def _store_vector(store: Store, embedder: "Embedder", source_id: int, vector) -> None:
+    """The memory's vector now (not at the next reindex): it is compared against the very next memory."""
+    from crossmodalrag.index.embed import pieces
+    from crossmodalrag.index.embeddings import model_row
+
+    model_id = model_row(store, embedder.identity)
+    chunks = store.conn.execute("SELECT id, text FROM chunks WHERE source_id = ?", (source_id,)).fetchall()
+    rows = []
+    for chunk_id, text in chunks:
+        parts = pieces(embedder, text)
+        vectors = embedder.embed(parts)
+        rows += [(chunk_id, model_id, i, len(parts), v.astype("float32").tobytes()) for i, v in enumerate(vectors)]
+    with store.transaction() as conn:
+        conn.executemany(
+            "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces, vector) VALUES (?, ?, ?, ?, ?)",
+            rows,
+        )
+
+
+def _link(store: Store, source_id: int, similar: dict[int, float]) -> list[dict[str, Any]]:
+    closest = sorted(((s, i) for i, s in similar.items() if s >= LINK_SIMILARITY), reverse=True)[:MAX_LINKS]
+    with store.transaction() as conn:
+        conn.executemany(
+            "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
+            " VALUES (?, ?, 'similar', ?)",
+            [(source_id, target, score) for score, target in closest],
+        )
+    return [{"id": target, "similarity": round(score, 4)} for score, target in closest]
+
+
+def _supersede(store: Store, source_id: int, text: str, similar: dict[int, float]) -> list[int]:
+    """Mark older memories whose fact the new one restates with another value (see agent/updates.py)."""
+    candidates = sorted(similar, key=lambda i: -similar[i])[:UPDATE_CANDIDATES]
+    if not candidates:
+        return []
+    texts = memory_texts(store, candidates)
+    replaced = sorted(old for old, old_text in texts.items() if restates_with_new_value(old_text, text))
+    with store.transaction() as conn:
+        for old in replaced:
+            conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, old))
+            # Search reads this mark from the chunk row it already loads (retrieval/search.py).
+            conn.execute(
+                "UPDATE chunks SET metadata = json_set(metadata, '$.superseded_by', ?) WHERE source_id = ?",
+                (source_id, old),
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
+                " VALUES (?, ?, 'supersedes', ?)",
+                (source_id, old, similar[old]),
+            )
+    return replaced
+
+
+def memory_texts(store: Store, source_ids: list[int]) -> dict[int, str]:
+    """The stored text of each memory (its chunks' bodies, without their breadcrumb lines)."""
+    marks = ",".join("?" * len(source_ids))
+    texts: dict[int, list[str]] = {}
+    for source_id, text in store.conn.execute(
+        f"SELECT source_id, text FROM chunks WHERE source_id IN ({marks}) ORDER BY source_id, chunk_index", source_ids
+    ):
+        texts.setdefault(source_id, []).append(text.split("\n", 1)[-1])
+    return {source_id: "\n".join(parts) for source_id, parts in texts.items()}
+
+
+def memory_record(conn, source_id: int) -> dict[str, Any] | None:
+    """A stored memory with its attributes, links and history, or None if there is none."""
+    row = conn.execute(
+        "SELECT m.kind, m.importance, m.tags, m.session_id, m.agent_id, m.times, m.superseded_by, m.created_at,"
+        " m.updated_at, s.title FROM agent_memories m JOIN sources s ON s.id = m.source_id WHERE m.source_id = ?",
+        (source_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    kind, importance, tags, session_id, agent_id, times, superseded_by, created, updated, title = row
+    links = conn.execute(
+        "SELECT target_id, relation, similarity FROM agent_memory_links WHERE source_id = ?"
+        " UNION ALL SELECT source_id, CASE relation WHEN 'supersedes' THEN 'superseded_by' ELSE relation END,"
+        " similarity FROM agent_memory_links WHERE target_id = ?",
+        (source_id, source_id),
+    ).fetchall()
+    return {
+        "id": source_id,
+        "title": title,
+        "kind": kind,
+        "importance": importance,
+        "tags": json.loads(tags),
+        "session_id": session_id,
+        "agent_id": agent_id,
+        "created": iso_time(created),
+        "updated": iso_time(updated),
+        "stored_times": [iso_time(t) for t in json.loads(times)],
+        "superseded_by": superseded_by,
+        "links": [{"id": i, "relation": r, "similarity": round(s, 4)} for i, r, s in links],
+    }

@@ -1,0 +1,121 @@
+"""Agent-written memories: duplicates, merges, links, knowledge updates, history, validation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crossmodalrag.agent.browse import change_notices, list_memories
+from crossmodalrag.agent.memories import InvalidMemory, remember
+from crossmodalrag.cli.main import main
+from crossmodalrag.retrieval.search import SearchOptions, search
+from tests.fakes import HashingEmbedder
+
+
+@pytest.fixture
+def embedder():
+    return HashingEmbedder(dim=256)
+
+
+def test_a_memory_is_a_source_with_its_attributes(store, embedder):
+    result = remember(
+        store, "Deploys need the VPN <private>pin 4242</private>", ["Ops"], 0.8, "fact", "s1", "claude", embedder
+    )
+    assert result.status == "stored" and result.to_dict()["uri"] == f"mem://source/{result.id}"
+    (record,) = list_memories(store)
+    assert record["text"] == "Deploys need the VPN" and record["tags"] == ["ops"]
+    assert (record["kind"], record["importance"], record["session_id"], record["agent_id"]) == (
+        "fact",
+        0.8,
+        "s1",
+        "claude",
+    )
+    assert "4242" not in str([tuple(r) for r in store.conn.execute("SELECT * FROM chunks")])
+    assert store.conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0] == 1  # embedded at once
+
+
+def test_an_exact_duplicate_returns_the_stored_memory(store, embedder):
+    first = remember(store, "The cache lives on port 6379", ["a"], 0.2, embedder=embedder)
+    again = remember(store, "  the cache lives on PORT 6379 ", ["b"], 0.9, embedder=embedder)
+    assert (again.id, again.status) == (first.id, "duplicate")
+    (record,) = list_memories(store)
+    assert record["tags"] == ["a", "b"] and record["importance"] == 0.9 and len(record["stored_times"]) == 2
+
+
+def test_a_near_duplicate_is_merged_and_says_so(store):
+    embedder = HashingEmbedder(dim=256, synonyms={"uses": "runs", "runs": "runs"})
+    first = remember(store, "The build runs on Python 3.11", ["ci"], 0.3, embedder=embedder)
+    merged = remember(store, "The build uses on Python 3.11", ["python"], 0.6, embedder=embedder)
+    assert merged.status == "merged" and merged.id == first.id and merged.similarity >= 0.95
+    (record,) = list_memories(store)
+    assert record["tags"] == ["ci", "python"] and record["importance"] == 0.6 and len(record["stored_times"]) == 2
+
+
+def test_new_memories_link_to_their_closest_ones(store, embedder):
+    a = remember(store, "the release checklist needs the changelog the tag and the signed wheel", embedder=embedder)
+    remember(store, "lunch on friday is pizza", embedder=embedder)
+    b = remember(
+        store,
+        "the release checklist needs the changelog and the signed wheel plus docs and screenshots",
+        embedder=embedder,
+    )
+    assert [link["id"] for link in b.links] == [a.id] and b.links[0]["similarity"] >= 0.75
+
+
+def test_a_restated_fact_supersedes_the_older_memory(store, embedder):
+    old = remember(store, "Deploys need the VPN; the staging key rotates monthly", embedder=embedder)
+    new = remember(store, "The staging key rotates weekly", embedder=embedder)
+    assert new.supersedes == [old.id]
+    assert [m["id"] for m in list_memories(store)] == [new.id]
+    assert {m["id"] for m in list_memories(store, history=True)} == {old.id, new.id}
+    assert "replaced an older one" in change_notices(store, [old.id])[0]
+    result = search(store, "staging key rotates", SearchOptions(top_k=2))
+    assert [h.source_id for h in result.hits] == [new.id, old.id]
+    assert result.hits[1].components["superseded"] == 1.0
+
+
+def test_an_unrelated_memory_supersedes_nothing(store, embedder):
+    remember(store, "The staging key rotates monthly", embedder=embedder)
+    assert remember(store, "Alice prefers tea in the morning", embedder=embedder).supersedes == []
+
+
+def test_without_an_embedding_model_word_overlap_decides(store):
+    first = remember(store, "Backups run nightly at two")
+    assert remember(store, "backups run nightly at two!").status == "merged"
+    assert remember(store, "Backups run weekly at two").supersedes == [first.id]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"content": ""}, "empty"),
+        ({"content": "<private>all of it</private>"}, "empty"),
+        ({"content": 42}, "must be text"),
+        ({"content": "x" * 50_000}, "at most"),
+        ({"content": "ok", "importance": 1.5}, "from 0 to 1"),
+        ({"content": "ok", "importance": "high"}, "from 0 to 1"),
+        ({"content": "ok", "kind": "Robert'); DROP TABLE"}, "kind"),
+        ({"content": "ok", "tags": ["a b c"]}, "tags"),
+        ({"content": "ok", "tags": [str(i) for i in range(30)]}, "tags"),
+    ],
+)
+def test_unusable_input_is_refused(store, kwargs, message):
+    with pytest.raises(InvalidMemory, match=message):
+        remember(store, **kwargs)
+    assert store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 0
+
+
+def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
+    assert main(["remember", "Deploys need the VPN; the staging key rotates monthly", "--tags", "ops"]) == 0
+    assert "remembered as memory 1" in capsys.readouterr().out
+    assert main(["remember", "The staging key rotates weekly", "--kind", "fact", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["supersedes"] == [1]
+    assert main(["memories", "--history", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["memories"]
+    assert [(m["id"], m["superseded_by"]) for m in listed] == [(2, None), (1, 2)]
+    assert main(["ask", "how often does the staging key rotate", "--no-llm", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["evidence"][0]["source_id"] == 2 and any("replaced an older one" in n for n in out["notices"])
+    assert main(["remember", "", "--json"]) == 1
+    assert "error: the memory is empty" in capsys.readouterr().err
