@@ -1,18 +1,20 @@
-"""The memory-hierarchy views (timeline, concepts, drift, forgetting, recall, distill, usage, stats).
+"""The memory-hierarchy views (timeline, concepts, drift, forgetting, recall, distill, usage, stats)
+as one payload each: what `mem <view> --json`, the API's `/<view>` and the console show.
 
-The hierarchy itself (events, episodes, concepts: issue 11) does not exist in this version, so every
-view says so, the same way on the CLI side (once its commands exist), in the API and in the console,
-instead of showing an empty list that would read as "you have no concepts".
+Views read only: recall cards not cached yet are shown as template cards without being stored (the
+API's connections are read-only). Until `mem build-memory` has made a node, every view except the
+stats and the usage log says so instead of showing empty lists that would read as "you have no concepts".
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import Any, Callable
 
+from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import Store
 
-# view name -> (the command that will print it, what it shows)
+# view name -> (the command that prints it, what it shows)
 MEMORY_VIEWS: dict[str, tuple[str, str]] = {
     "timeline": ("mem timeline", "episodes (sessions of related work), oldest first"),
     "concepts": ("mem concepts", "recurring topics ranked by centrality"),
@@ -24,18 +26,40 @@ MEMORY_VIEWS: dict[str, tuple[str, str]] = {
     "memory-stats": ("mem memory-stats", "node and edge counts per level"),
 }
 
-NOT_BUILT = "the memory hierarchy is not built yet (issue 11)"
+NOT_BUILT = "the memory hierarchy is not built yet"
 
 
 class MemoryNotBuilt(CMRAGError):
-    """A memory-hierarchy view was asked for, but this version cannot build the hierarchy."""
+    """A memory-hierarchy view or level was asked for before `mem build-memory` made its nodes."""
 
 
-def memory_view(store: Store, view: str) -> NoReturn | dict[str, Any]:
-    """The payload of a memory-hierarchy view. Raises MemoryNotBuilt (always, in this version) or
+def _payloads(settings: Settings) -> dict[str, Callable[[Store], dict[str, Any]]]:
+    from crossmodalrag.memory import concepts, distill, drift, episodes, forgetting, recall, stats, usage
+
+    half_life = settings.usage_halflife_days
+    return {
+        "timeline": lambda store: {"episodes": episodes.timeline(store)},
+        "concepts": lambda store: {"concepts": concepts.list_concepts(store)},
+        "drift": lambda store: {"concepts": drift.drift_view(store)},
+        "forgetting": lambda store: {"items": forgetting.forgetting(store, "all", 20, 1, half_life)},
+        "recall": lambda store: {"cards": recall.recall_cards(store, "all", 20, 1, half_life, write=False)},
+        "distill": lambda store: {"nodes": distill.distill_view(store)},
+        "usage": lambda store: usage.usage_view(store),
+        "memory-stats": lambda store: stats.memory_stats(store),
+    }
+
+
+def memory_view(store: Store, view: str, settings: Settings | None = None) -> dict[str, Any]:
+    """The payload of a memory-hierarchy view. Raises MemoryNotBuilt before the first build, or
     KeyError for an unknown view."""
     command, _ = MEMORY_VIEWS[view]
-    raise MemoryNotBuilt(
-        f"{NOT_BUILT}: `{command}` and `mem build-memory` do not exist in this version",
-        "Ask, Sources and Stats work now; this view fills in once `mem build-memory` exists and has run",
-    )
+    if view not in ("memory-stats", "usage") and not _built(store):
+        raise MemoryNotBuilt(
+            f"{NOT_BUILT}: `{command}` shows it once `mem build-memory` has run",
+            "run `mem build-memory` (notes need a language model, git commits do not); Ask, Sources and Stats work now",
+        )
+    return _payloads(settings or Settings(db_path=store.path))[view](store)
+
+
+def _built(store: Store) -> bool:
+    return store.conn.execute("SELECT 1 FROM memory_nodes LIMIT 1").fetchone() is not None

@@ -145,6 +145,9 @@ class Answer:
     short_answer: str | None = None  # the answer in a few words, when a model wrote one
     # The model's own checks (answer/verify.py): the gate's margin and each sentence's verdict.
     verification: dict[str, Any] | None = None
+    # Retrieval at a memory level (`--level event|episode|concept`): the level and the nodes it matched.
+    level: str = "evidence"
+    matched_nodes: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -168,4 +171,5 @@ class Answer:
             "short_answer": self.short_answer,
             "verification": self.verification,
             **({"debug": self.debug} if self.debug is not None else {}),
+            **({"level": self.level, "matched_nodes": self.matched_nodes} if self.matched_nodes is not None else {}),
         }

@@ -31,3 +31,22 @@ def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def client(sample_db: Path) -> Iterator[TestClient]:
     with TestClient(create_app(server_settings(sample_db)), base_url=BASE) as test_client:
         yield test_client
+
+
+@pytest.fixture(scope="session")
+def built_db(sample_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the sample with its memory hierarchy built (no language model: git commits as events)."""
+    import sqlite3
+
+    db = tmp_path_factory.mktemp("built") / "memory.db"
+    with sqlite3.connect(sample_db) as source, sqlite3.connect(db) as copy:
+        source.backup(copy)
+    with redirect_stdout(io.StringIO()):
+        assert main(["build-memory", "--db-path", str(db)]) == 0
+    return db
+
+
+@pytest.fixture
+def built_client(built_db: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(server_settings(built_db)), base_url=BASE) as test_client:
+        yield test_client

@@ -110,7 +110,7 @@ def test_every_view_loads_without_errors_in_both_themes(watched, console_url) ->
 def test_memory_views_say_what_is_missing(watched, console_url) -> None:
     page = watched
     page.goto(console_url + "/ui/drift")
-    expect(page.locator(".empty-state")).to_contain_text("the memory hierarchy is not built yet (issue 11)")
+    expect(page.locator(".empty-state")).to_contain_text("the memory hierarchy is not built yet")
 
 
 @pytest.mark.parametrize("view", ["/", "/ui/sources", "/ui/stats"])

@@ -17,6 +17,7 @@ from crossmodalrag.answer.llm import LLM, load_llm
 from crossmodalrag.answer.synthesize import ask_with_llm
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.memory.retrieve import at_level, with_nodes
 from crossmodalrag.store.readonly import ReaderPool
 from crossmodalrag.types import Answer
 
@@ -76,20 +77,22 @@ class Asker:
         on_text: Callable[[str], None] | None = None,
         cancelled: threading.Event | None = None,
         match: str | None = None,
+        level: str = "evidence",
     ) -> Answer:
         """What `mem ask --json` computes for the same options. Raises CMRAGError, AskCancelled."""
         settings = with_match(self.settings, match)
         with self.readers.reader() as store:
             retriever = open_retriever(store, settings, top_k, profile, modalities=modalities)
+            retriever = at_level(retriever, level, settings)
             if no_llm:
-                return ask_without_llm(retriever, query)
+                return with_nodes(ask_without_llm(retriever, query), retriever)
             with self.model_turn:  # queued askers wait here, in their worker threads
                 if cancelled is not None and cancelled.is_set():
                     raise AskCancelled()
                 llm = self._model()
                 if llm is not None and cancelled is not None:
                     llm = CancellableLLM(llm, cancelled)
-                return ask_with_llm(retriever, query, settings, on_text, llm=llm)
+                return with_nodes(ask_with_llm(retriever, query, settings, on_text, llm=llm), retriever)
 
     def _model(self) -> LLM | None:
         """The backend, loaded once. None when it cannot be: ask_with_llm then tries itself, fails the

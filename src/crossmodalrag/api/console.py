@@ -20,6 +20,7 @@ from crossmodalrag import __version__
 from crossmodalrag.api.markup import render_diff, render_markdown
 from crossmodalrag.api.routes import Kind, Reader
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.memory.drift import sparkline
 from crossmodalrag.memory_views import MEMORY_VIEWS, MemoryNotBuilt, memory_view
 from crossmodalrag.sources import list_sources, source_detail, store_stats
 
@@ -124,10 +125,11 @@ def memory_page(request: Request, store: Reader, view: Annotated[str, PathParam(
         raise_not_found(view)
     command, shows = MEMORY_VIEWS[view]
     try:
-        memory_view(store, view)
+        data = memory_view(store, view, request.app.state.settings)
     except MemoryNotBuilt as error:
         return page(request, "empty.html", active=view, view=view, shows=shows, command=command, error=error)
-    raise AssertionError("unreachable in this version")  # pragma: no cover
+    spark = lambda windows: sparkline([w["drift"] for w in windows])  # noqa: E731
+    return page(request, "memory.html", active=view, view=view, shows=shows, command=command, data=data, spark=spark)
 
 
 def raise_not_found(view: str) -> None:

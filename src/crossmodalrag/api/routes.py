@@ -56,8 +56,7 @@ class AskParams:
             Match | None, Query(description="any query term (default), all of them, or the phrase")
         ] = None,
     ) -> None:
-        if level != "evidence":
-            memory_view(None, "concepts")  # raises: levels above evidence need the memory hierarchy
+        self.level = level
         self.q, self.top_k, self.profile, self.no_llm, self.match = q, top_k, profile, no_llm, match
         self.modalities = tuple(modality or ())
 
@@ -75,13 +74,15 @@ def health(request: Request, store: Reader) -> dict[str, Any]:
     }
 
 
-NOT_BUILT = {501: {"description": "the memory hierarchy is not built yet (issue 11)"}}
+NOT_BUILT = {501: {"description": "the memory hierarchy is not built yet (run `mem build-memory`)"}}
 
 
 @router.get("/ask", tags=["ask"], responses=NOT_BUILT, summary="answer a question (the payload of `mem ask --json`)")
 def ask(request: Request, params: Annotated[AskParams, Depends()]) -> dict[str, Any]:
     asker = request.app.state.asker
-    answer = asker.ask(params.q, params.top_k, params.profile, params.modalities, params.no_llm, match=params.match)
+    answer = asker.ask(
+        params.q, params.top_k, params.profile, params.modalities, params.no_llm, match=params.match, level=params.level
+    )
     return answer.to_dict()
 
 
@@ -117,6 +118,7 @@ async def _events(request: Request, params: AskParams) -> AsyncIterator[str]:
                 on_text=lambda text: emit({"type": "token", "text": text}),
                 cancelled=cancelled,
                 match=params.match,
+                level=params.level,
             )
             emit({"type": "answer", **answer.to_dict()})
         except AskCancelled:
@@ -207,8 +209,8 @@ def evaluation(
 
 
 def _memory_route(view: str):
-    def route(store: Reader) -> dict[str, Any]:
-        return memory_view(store, view)
+    def route(request: Request, store: Reader) -> dict[str, Any]:
+        return memory_view(store, view, request.app.state.settings)
 
     route.__name__ = f"memory_{view.replace('-', '_')}"
     return route

@@ -17,11 +17,13 @@ from crossmodalrag.cli.render import (
     render_eval,
     render_footer,
     render_generation_eval,
+    render_matched_nodes,
     status_line,
 )
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.evals.queries import gold_warnings, list_queries, load_queries_file, upsert_queries
+from crossmodalrag.memory.retrieve import after_answer, at_level
 from crossmodalrag.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -181,6 +183,7 @@ def ask(args: argparse.Namespace) -> int:
     settings = _settings(args)
     with _open(settings, create=False) as store:
         retriever = open_retriever(store, settings, args.top_k, args.profile, modalities=tuple(args.modality or ()))
+        retriever = at_level(retriever, getattr(args, "level", "evidence"), settings)
         for message in retriever.notices:
             notice(f"note: {message}")
         stream = None
@@ -189,6 +192,7 @@ def ask(args: argparse.Namespace) -> int:
         else:
             stream = TextStream() if sys.stdout.isatty() and not (args.no_stream or args.json) else None
             answer = ask_with_llm(retriever, args.query, settings, stream.write if stream else None, debug=args.debug)
+        after_answer(store, answer, retriever, args, settings)
         note_changes(store, answer)
     show_answer(answer, retriever, stream, args.json, args.explain, args.debug)
     return 0
@@ -205,6 +209,8 @@ def show_answer(answer, retriever, stream: "TextStream | None", as_json: bool, e
     if debug and answer.debug:
         notice(render_debug(answer.debug))
     weights = retriever.options.weights(retriever.semantic is not None)
+    if answer.matched_nodes:
+        print(render_matched_nodes(answer))
     if stream and stream.written and answer.mode == "llm" and not answer.abstained:
         print("\n" + render_footer(answer, explain, weights))  # the text itself is already on screen
     else:
@@ -236,7 +242,8 @@ def evaluate(args: argparse.Namespace) -> int:
             upsert_queries(store, loaded)
             notice(f"loaded {len(loaded)} queries from {args.load_queries}")
         modalities = tuple(args.modality or ())
-        run = run_retrieval_eval(store, settings, args.top_k, args.query_prefix, args.profile, modalities)
+        level = getattr(args, "level", "evidence")
+        run = run_retrieval_eval(store, settings, args.top_k, args.query_prefix, args.profile, modalities, level)
     for warning in run.warnings:
         notice(f"warning: {warning}")
     for message in run.notices:
@@ -307,6 +314,7 @@ def _eval_retriever(args: argparse.Namespace, store: Store, settings: Settings):
         args.profile,
         modalities=tuple(getattr(args, "modality", None) or ()),
     )
+    retriever = at_level(retriever, getattr(args, "level", "evidence"), settings)
     for message in retriever.notices:
         notice(f"note: {message}")
     return retriever

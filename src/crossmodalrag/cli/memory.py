@@ -51,6 +51,40 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
     p.add_argument("--top", type=int, default=20)
     p.set_defaults(run=distill)
 
+    p = sub.add_parser("forgetting", parents=[common, as_json], help="what you are likely forgetting, and why")
+    p.add_argument("--level", choices=(*NODE_LEVELS, "all"), default="concept", help="default: concept")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--min-support", type=int, default=1, help="episodes/concepts with at least N events")
+    p.set_defaults(run=forgetting)
+
+    p = sub.add_parser("recall", parents=[common, as_json], help="study cards from your own evidence")
+    p.add_argument("--level", choices=(*NODE_LEVELS, "all"), default="all", help="default: all")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--min-support", type=int, default=1, help="episodes/concepts with at least N events")
+    p.add_argument("--regenerate", action="store_true", help="write the cards again even if cached")
+    p.set_defaults(run=recall)
+
+    p = sub.add_parser("usage", parents=[common, as_json], help="the opt-in usage log (never the questions)")
+    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--clear", action="store_true", help="wipe the usage log")
+    p.set_defaults(run=usage)
+    _extend_ask_and_eval(sub)
+
+
+def _extend_ask_and_eval(sub) -> None:
+    """`--level` on ask, eval and eval-generation; the usage flags on ask (they live with the hierarchy)."""
+    for name in ("ask", "eval", "eval-generation"):
+        sub.choices[name].add_argument(
+            "--level",
+            choices=("evidence", *NODE_LEVELS),
+            default="evidence",
+            help="retrieve through this memory level, drilling down to evidence (default: evidence)",
+        )
+    ask = sub.choices["ask"]
+    ask.add_argument("--track", action="store_true", help="log what this answer showed (usage log, opt-in)")
+    ask.add_argument("--accept", action="store_true", help="log this answer as accepted (implies --track)")
+    ask.add_argument("--no-track", action="store_true", help="never log this call (wins over the others)")
+
 
 def build_memory(args: argparse.Namespace) -> int:
     from crossmodalrag.memory.build import build_memory as build
@@ -209,4 +243,62 @@ def distill(args: argparse.Namespace) -> int:
     for item in found:
         print(f"{item['level']:<8} {item['title']}  ({len(item['stand_ins'])} of {item['chunks_total']} chunks)")
         print(f"         {_locators(item['stand_ins'])}")
+    return 0
+
+
+def usage(args: argparse.Namespace) -> int:
+    from crossmodalrag.memory.usage import clear, usage_view
+
+    with _open(_settings(args), create=False) as store:
+        if args.clear:
+            notice(f"usage log cleared ({clear(store)} events)")
+        report = usage_view(store, args.top)
+    if args.json:
+        print_json(report)
+        return 0
+    if not report["events"]:
+        notice("the usage log is empty (opt in with CMRAG_USAGE_TRACKING=on or `mem ask --track`)")
+    for item in report["targets"]:
+        events = ", ".join(f"{k} {v}" for k, v in sorted(item["events"].items()))
+        print(f"{item['uses']:5d}  {item['target_id']:<20} {events}  (last {item['last_used']})")
+    return 0
+
+
+def forgetting(args: argparse.Namespace) -> int:
+    from crossmodalrag.memory.forgetting import forgetting as at_risk
+
+    settings = _settings(args)
+    with _open(settings, create=False) as store:
+        found = at_risk(store, args.level, args.top, args.min_support, settings.usage_halflife_days)
+    if args.json:
+        print_json({"items": found})
+        return 0
+    if not found:
+        notice(f"no {args.level} nodes yet: run `mem build-memory`")
+    for item in found:
+        why = f"importance {item['importance']:.2f} x staleness {item['staleness']:.2f}"
+        age = f"{item['days_since_touched']:.0f} days ({item['touched_by'].replace('_', ' ')})"
+        print(f"{item['risk']:.2f}  {item['level']:<8} {item['title']}  [{why}; {age}]")
+        print(f"      {_locators(item['evidence'])}")
+    return 0
+
+
+def recall(args: argparse.Namespace) -> int:
+    from crossmodalrag.memory.build import extraction_llm
+    from crossmodalrag.memory.recall import recall_cards
+
+    settings = _settings(args)
+    llm, why = extraction_llm(settings)
+    if llm is None:
+        notice(f"note: template cards (no language model: {why})")
+    with _open(settings, create=False) as store:
+        cards = recall_cards(
+            store, args.level, args.top, args.min_support, settings.usage_halflife_days, llm, args.regenerate
+        )
+    if args.json:
+        print_json({"cards": cards})
+        return 0
+    for number, card in enumerate(cards, 1):
+        print(f"{number}. {card['question']}")
+        print(f"   {card['answer']}  [{_locators(card['cited'])}]")
     return 0

@@ -42,6 +42,14 @@ def render_answer(answer: Answer, explain: bool, weights: dict[str, float]) -> s
     return render_evidence_answer(answer.evidence, answer.comparison, lambda hit: explain_line(hit, weights))
 
 
+def render_matched_nodes(answer: Answer, shown: int = 5) -> str:
+    """`mem ask --level …`: the nodes retrieval went through, before the evidence they drill down to."""
+    lines = [f"Matched {answer.level}s:"]
+    for node in answer.matched_nodes[:shown]:
+        lines.append(f"  {node['title']}  ({node['id']}, score {node['score']:.3f})")
+    return "\n".join(lines) + "\n"
+
+
 def why_line(answer: Answer) -> str:
     """--explain: the model's own checks behind answering or abstaining."""
     checks = answer.verification or {}

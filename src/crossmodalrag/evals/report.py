@@ -10,6 +10,7 @@ from crossmodalrag.config import Settings
 from crossmodalrag.errors import EvalError
 from crossmodalrag.evals.queries import gold_warnings, list_queries
 from crossmodalrag.evals.retrieval import evaluate
+from crossmodalrag.memory.retrieve import at_level
 from crossmodalrag.store import Store
 
 
@@ -29,6 +30,7 @@ def run_retrieval_eval(
     query_prefix: str | None = None,
     profile: str | None = None,
     modalities: tuple[str, ...] = (),
+    level: str = "evidence",
 ) -> EvalRun:
     """Measure retrieval on the stored eval queries (those starting with `query_prefix`). Raises EvalError."""
     queries = list_queries(store, query_prefix)
@@ -39,4 +41,5 @@ def run_retrieval_eval(
         )
     warnings = gold_warnings(store, queries)
     retriever = open_retriever(store, settings, top_k or settings.top_k, profile, modalities=tuple(modalities))
+    retriever = at_level(retriever, level, settings)  # above evidence: only the top-k drilled-down chunks count
     return EvalRun(evaluate(retriever, queries).to_dict(), list(retriever.notices), warnings)

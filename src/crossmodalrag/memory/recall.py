@@ -1,0 +1,130 @@
+"""Recall cards: a question and a one-sentence answer drawn strictly from a node's L0 evidence, cited.
+
+Cards are made for the nodes most at risk of being forgotten, cached per node fingerprint (a card
+is made again only when its node changed, or with --regenerate). The model writes them when one
+answers and cites a real excerpt; otherwise a template card asks about the node and answers with
+the first sentence of its best evidence: real text, never a paraphrase.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from crossmodalrag.memory.forgetting import forgetting
+from crossmodalrag.memory.sources import project_name
+from crossmodalrag.store import Store
+
+if TYPE_CHECKING:
+    from crossmodalrag.answer.llm import LLM
+
+EXCERPTS = 3
+SENTENCE = re.compile(r"(.+?[.!?])(?:\s|$)")
+CARD_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "question": {"type": "string", "minLength": 8, "maxLength": 160},
+        "answer": {"type": "string", "minLength": 3, "maxLength": 220},
+        "evidence": {"type": "integer", "minimum": 1, "maximum": EXCERPTS},
+    },
+    "required": ["question", "answer", "evidence"],
+}
+
+
+def first_sentence(text: str, limit: int = 220) -> str:
+    flat = " ".join(text.split())
+    match = SENTENCE.match(flat)
+    sentence = match.group(1) if match else flat
+    return sentence if len(sentence) <= limit else sentence[: limit - 2].rsplit(" ", 1)[0] + " …"
+
+
+def template_card(node: dict[str, Any]) -> dict[str, Any]:
+    best = node["evidence"][0]
+    when = (node["first_time"] or "")[:10]
+    if node["level"] == "event":
+        question = f"What {node['type'] or 'thing'} is recorded in {best['title']}" + (f" ({when})?" if when else "?")
+    elif node["level"] == "episode":
+        question = f"What happened in {project_name(node['project'])}" + (f" around {when}?" if when else "?")
+    else:
+        question = f"What do you know about {node['title']}?"
+    return {"question": question, "answer": first_sentence(best["excerpt"]), "cited": [best], "generator": "template"}
+
+
+def llm_card(llm: "LLM", node: dict[str, Any]) -> dict[str, Any] | None:
+    """A card written by the model from the node's excerpts, or None unless it validates."""
+    from crossmodalrag.answer.llm import Generation, LLMError
+
+    excerpts = node["evidence"][:EXCERPTS]
+    prompt = (
+        "Write one study question about what these excerpts record and its one-sentence answer, using only "
+        "facts stated in them. evidence is the number of the excerpt the answer comes from. Answer JSON.\n\n"
+        + "\n".join(f"[E{i}] {e['excerpt']}" for i, e in enumerate(excerpts, 1))
+    )
+    try:
+        raw = "".join(llm.stream([{"role": "user", "content": prompt}], Generation(160, 0.0, json_schema=CARD_SCHEMA)))
+        data = json.loads(raw[raw.find("{") : raw.rfind("}") + 1])
+        cited = excerpts[int(data["evidence"]) - 1]
+        question, answer = " ".join(str(data["question"]).split()), " ".join(str(data["answer"]).split())
+    except (LLMError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    if not (8 <= len(question) <= 160 and 3 <= len(answer) <= 220) or int(data["evidence"]) < 1:
+        return None
+    return {"question": question, "answer": answer, "cited": [cited], "generator": f"{llm.provider}/{llm.model}"}
+
+
+def recall_cards(
+    store: Store,
+    level: str = "all",
+    top: int = 10,
+    min_support: int = 1,
+    half_life_days: float = 14.0,
+    llm: "LLM | None" = None,
+    regenerate: bool = False,
+    write: bool = True,
+) -> list[dict[str, Any]]:
+    """Cards for the riskiest nodes: cached ones reused, others made (and cached when `write`)."""
+    nodes = [n for n in forgetting(store, level, top, min_support, half_life_days) if n["evidence"]]
+    cached = _cached(store, [n["id"] for n in nodes])
+    fingerprints = dict(
+        store.conn.execute(
+            f"SELECT id, fingerprint FROM memory_nodes WHERE id IN ({','.join('?' * len(nodes))})",
+            [n["id"] for n in nodes],
+        ).fetchall()
+    ) if nodes else {}  # fmt: skip
+    cards = []
+    for node in nodes:
+        card = cached.get(node["id"])
+        if regenerate or card is None or card["node_fingerprint"] != fingerprints[node["id"]]:
+            card = (llm_card(llm, node) if llm is not None else None) or template_card(node)
+            card["node_fingerprint"] = fingerprints[node["id"]]
+            if write:
+                _save(store, node["id"], card)
+        cards.append({"node_id": node["id"], "level": node["level"], "title": node["title"], "risk": node["risk"],
+                      **{k: card[k] for k in ("question", "answer", "cited", "generator")}})  # fmt: skip
+    return cards
+
+
+def _cached(store: Store, ids: list[str]) -> dict[str, dict[str, Any]]:
+    if not ids:
+        return {}
+    found = store.conn.execute(
+        "SELECT node_id, node_fingerprint, question, answer, citations, generator FROM memory_cards"
+        f" WHERE node_id IN ({','.join('?' * len(ids))})",
+        ids,
+    ).fetchall()
+    return {
+        r[0]: {"node_fingerprint": r[1], "question": r[2], "answer": r[3], "cited": json.loads(r[4]), "generator": r[5]}
+        for r in found
+    }
+
+
+def _save(store: Store, node_id: str, card: dict[str, Any]) -> None:
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT OR REPLACE INTO memory_cards (node_id, node_fingerprint, question, answer, citations, generator,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (node_id, card["node_fingerprint"], card["question"], card["answer"], json.dumps(card["cited"]),
+             card["generator"], time.time()),
+        )  # fmt: skip

@@ -1,0 +1,296 @@
+"""Retrieval at a memory level (`mem ask --level event|episode|concept`), always ending in L0 chunks.
+
+- event: the best events' cited chunks, fused by reciprocal rank with ordinary L0 retrieval (on
+  LoCoMo with gold events, fusion beat either alone; episode-first retrieval lost recall);
+- episode / concept: the best nodes (`matched_nodes`), then every chunk under them ranked by how
+  well it matches the question, blended with its node's score.
+Node ranking blends meaning, words, recency and centrality; without embeddings it is lexical.
+A `LevelRetriever` stands in for the plain one, so `mem ask`, `mem eval` and the API reuse their
+answer, gate and metrics code unchanged; the gate reads the plain L0 search's coverage.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from crossmodalrag.answer.evidence import Retriever
+from crossmodalrag.retrieval.fusion import min_max, reciprocal_rank_fusion
+from crossmodalrag.retrieval.search import SearchResult
+from crossmodalrag.retrieval.stopwords import STOPWORDS
+from crossmodalrag.store import Store
+from crossmodalrag.types import Hit, iso_time
+
+NODE_LEVELS = ("event", "episode", "concept")
+WORD = re.compile(r"[^\W_]{2,}")
+MATCHED_NODES = 3  # episodes/concepts drilled into per question
+EVENTS_DRILLED = 20  # events whose chunks join the fusion
+HYBRID = {"semantic": 0.55, "lexical": 0.25, "recency": 0.10, "centrality": 0.10}
+LEXICAL = {"lexical": 0.70, "recency": 0.15, "centrality": 0.15}
+DAY = 86400.0
+
+
+def words(text: str) -> set[str]:
+    return {w for w in (m.lower() for m in WORD.findall(text)) if w not in STOPWORDS}
+
+
+@dataclass
+class NodeTable:
+    """One level's nodes in memory, cached until the level changes (count and last update)."""
+
+    ids: list[str]
+    titles: list[str]
+    times: list[float | None]
+    centrality: Any
+    words: list[set[str]]
+    vectors: Any  # matrix with one row per node (zeros where a node has none), or None
+    stamp: tuple = ()
+
+
+_TABLES: dict[tuple[str, str], NodeTable] = {}
+
+
+def node_table(store: Store, level: str) -> NodeTable:
+    import numpy as np
+
+    stamp = tuple(
+        store.conn.execute(
+            "SELECT COUNT(*), MAX(updated_at), SUM(centrality) FROM memory_nodes WHERE level = ? AND supported = 1",
+            (level,),
+        ).fetchone()
+    )
+    key = (str(store.path), level)
+    if key in _TABLES and _TABLES[key].stamp == stamp:
+        return _TABLES[key]
+    found = store.conn.execute(
+        "SELECT id, title, statement, first_time, centrality, vector FROM memory_nodes"
+        " WHERE level = ? AND supported = 1 ORDER BY id",
+        (level,),
+    ).fetchall()
+    dims = {len(row[5]) // 4 for row in found if row[5]}
+    vectors = None
+    if len(dims) == 1:
+        vectors = np.zeros((len(found), dims.pop()), dtype=np.float32)
+        for i, row in enumerate(found):
+            if row[5]:
+                vectors[i] = np.frombuffer(row[5], dtype=np.float32)
+    table = NodeTable(
+        [r[0] for r in found],
+        [r[1] for r in found],
+        [r[3] for r in found],
+        np.array([r[4] for r in found], dtype=np.float64),
+        [words(f"{r[1]} {r[2]}") for r in found],
+        vectors,
+        stamp,
+    )
+    _TABLES[key] = table
+    return table
+
+
+def rank_nodes(table: NodeTable, query: str, query_vector, half_life_days: float, limit: int) -> list[tuple]:
+    """(node index, score, components) of the best nodes for a question, best first."""
+    import numpy as np
+
+    terms = words(query)
+    count = len(table.ids)
+    if not count:
+        return []
+    frequency = {t: sum(t in ws for ws in table.words) for t in terms}
+    idf = {t: np.log(1 + count / (1 + frequency[t])) for t in terms}
+    total = sum(idf.values()) or 1.0
+    lexical = np.array([sum(idf[t] for t in terms & ws) / total for ws in table.words])
+    semantic = None
+    if query_vector is not None and table.vectors is not None and table.vectors.shape[1] == len(query_vector):
+        semantic = table.vectors @ query_vector
+    pool = set(np.nonzero(lexical > 0)[0].tolist())
+    if semantic is not None:
+        pool |= set(np.argsort(-semantic)[:50].tolist())
+    if not pool:
+        return []
+    newest = max((t for t in table.times if t is not None), default=None)
+    peak = float(table.centrality.max()) or 1.0
+    spread = min_max({i: float(semantic[i]) for i in pool}) if semantic is not None else {}
+    weights = HYBRID if semantic is not None else LEXICAL
+    ranked = []
+    for i in pool:
+        age = (newest - table.times[i]) / DAY if newest is not None and table.times[i] is not None else None
+        parts = {
+            "lexical": float(lexical[i]),
+            "recency": 0.5 ** (age / half_life_days) if age is not None and half_life_days > 0 else 0.0,
+            "centrality": float(table.centrality[i]) / peak,
+        }
+        if semantic is not None:
+            parts.update(semantic=spread[i], cosine=float(semantic[i]))
+        ranked.append((i, sum(w * parts[name] for name, w in weights.items()), parts))
+    ranked.sort(key=lambda item: (-item[1], table.ids[item[0]]))
+    return ranked[:limit]
+
+
+@dataclass
+class LevelRetriever:
+    """A Retriever whose search answers at a memory level; `matched_nodes` holds the last query's nodes."""
+
+    base: Retriever
+    level: str
+    half_life_days: float = 180.0
+    matched_nodes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def options(self):
+        return self.base.options
+
+    @property
+    def semantic(self):
+        return self.base.semantic
+
+    @property
+    def store(self) -> Store:
+        return self.base.store
+
+    @property
+    def notices(self) -> list[str]:
+        return self.base.notices
+
+    def search(self, query: str) -> SearchResult:
+        top_k = self.options.top_k
+        # Fusion needs a deeper plain ranking than the answer shows; the drill-down only its gate values.
+        wide = replace(self.options, top_k=max(top_k * 2, 20)) if self.level == "event" else self.options
+        plain = replace(self.base, options=wide).search(query)
+        vector = self.semantic.query_vector(query) if self.semantic is not None else None
+        table = node_table(self.store, self.level)
+        limit = EVENTS_DRILLED if self.level == "event" else MATCHED_NODES
+        ranked = rank_nodes(table, query, vector, self.half_life_days, limit)
+        self.matched_nodes = _matched(self.store, table, ranked)
+        if self.level == "event":
+            chunks = self._fuse(plain, ranked, table)
+        else:
+            chunks = self._drill(query, vector, ranked, table)
+        known = {hit.chunk_id: hit for hit in plain.hits}
+        hits = hits_for(self.store, [c for c, _ in chunks[:top_k]], dict(chunks), known)
+        return replace(plain, hits=hits)
+
+    def _fuse(self, plain: SearchResult, ranked: list[tuple], table: NodeTable) -> list[tuple[int, float]]:
+        from_events = _ordered_chunks(self.store, [table.ids[i] for i, _, _ in ranked])
+        fused = reciprocal_rank_fusion([[h.chunk_id for h in plain.hits], from_events])
+        return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+    def _drill(self, query: str, vector, ranked: list[tuple], table: NodeTable) -> list[tuple[int, float]]:
+        """Every chunk under the matched nodes, by its match to the question blended with its node's score."""
+        best_node: dict[int, float] = {}
+        top = ranked[0][1] if ranked and ranked[0][1] > 0 else 1.0
+        for index, score, _ in ranked:
+            for chunk in _ordered_chunks(self.store, [table.ids[index]]):
+                best_node[chunk] = max(best_node.get(chunk, 0.0), score / top)
+        relevance = _chunk_relevance(self.store, self.semantic, query, vector, list(best_node))
+        scored = {c: 0.5 * best_node[c] + 0.5 * relevance.get(c, 0.0) for c in best_node}
+        return sorted(scored.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _ordered_chunks(store: Store, node_ids: list[str]) -> list[int]:
+    """The nodes' supporting chunks: node by node, each node's best-supported first (drill-down order)."""
+    order: dict[int, None] = {}
+    for node in node_ids:
+        for (chunk,) in store.conn.execute(
+            "SELECT chunk_id FROM memory_evidence WHERE node_id = ? AND role != 'distill'"
+            " GROUP BY chunk_id ORDER BY MAX(COALESCE(score, 0)) DESC, chunk_id",
+            (node,),
+        ):
+            order.setdefault(chunk, None)
+    return list(order)
+
+
+def _chunk_relevance(store: Store, semantic, query: str, vector, chunk_ids: list[int]) -> dict[int, float]:
+    if semantic is not None and vector is not None:
+        return min_max(semantic.scores_for(vector, chunk_ids))
+    terms = words(query)
+    found = {}
+    for start in range(0, len(chunk_ids), 500):
+        part = chunk_ids[start : start + 500]
+        for chunk, text in store.conn.execute(
+            f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
+        ):
+            found[chunk] = len(terms & words(text)) / len(terms) if terms else 0.0
+    return found
+
+
+def _matched(store: Store, table: NodeTable, ranked: list[tuple]) -> list[dict[str, Any]]:
+    from crossmodalrag.memory.nodes import evidence_of
+
+    ids = [table.ids[i] for i, _, _ in ranked]
+    evidence = evidence_of(store.conn, ids)
+    return [
+        {
+            "id": table.ids[i],
+            "title": table.titles[i],
+            "first_time": iso_time(table.times[i]),
+            "score": round(score, 6),
+            "components": {k: round(v, 6) for k, v in parts.items()},
+            "evidence": [e for e in evidence[table.ids[i]] if e["role"] != "distill"][:5],
+        }
+        for i, score, parts in ranked
+    ]
+
+
+def hits_for(store: Store, chunk_ids: list[int], scores: dict[int, float], known: dict[int, Hit]) -> list[Hit]:
+    """Hits for chunk ids in the given order: the plain search's own where it found them, else built here."""
+    missing = [c for c in chunk_ids if c not in known]
+    built: dict[int, Hit] = {}
+    if missing:
+        for row in store.conn.execute(
+            "SELECT c.id, c.source_id, c.text, c.locator, c.modality, c.metadata, s.uri, s.source_type, s.title,"
+            " s.timestamp, c.char_start, c.char_end, c.byte_start, c.byte_end FROM chunks c"
+            f" JOIN sources s ON s.id = c.source_id WHERE c.id IN ({','.join('?' * len(missing))})",
+            missing,
+        ):
+            page = json.loads(row["metadata"] or "{}").get("page")
+            built[row["id"]] = Hit(
+                row["id"], row["uri"], row["source_type"], row["modality"], row["title"], row["locator"],
+                row["text"], row["timestamp"], page=page, source_id=row["source_id"], char_start=row["char_start"],
+                char_end=row["char_end"], byte_start=row["byte_start"], byte_end=row["byte_end"],
+            )  # fmt: skip
+    hits = []
+    for chunk in chunk_ids:
+        hit = known.get(chunk) or built.get(chunk)
+        if hit is not None:
+            hits.append(replace(hit, score=scores[chunk], components={**hit.components, "level": scores[chunk]}))
+    return hits
+
+
+def at_level(retriever: Retriever, level: str, settings) -> Retriever | LevelRetriever:
+    """The retriever for a level: the plain one for "evidence", else a LevelRetriever around it.
+    Raises MemoryNotBuilt when the level has no nodes yet (with what to run)."""
+    if level in (None, "evidence"):
+        return retriever
+    if level not in NODE_LEVELS:
+        raise ValueError(f"unknown level {level!r}")
+    require_level(retriever.store, level)
+    return LevelRetriever(retriever, level, settings.recency_half_life_days)
+
+
+def require_level(store: Store, level: str) -> None:
+    from crossmodalrag.memory_views import MemoryNotBuilt
+
+    if store.conn.execute("SELECT 1 FROM memory_nodes WHERE level = ? LIMIT 1", (level,)).fetchone() is None:
+        raise MemoryNotBuilt(
+            f"no {level} nodes yet: the memory hierarchy is not built to that level",
+            "run `mem build-memory` (events need a language model, concepts embeddings); `mem memory-stats` shows it",
+        )
+
+
+def with_nodes(answer, retriever):
+    """The answer with the level and matched nodes of a level retriever (unchanged for plain retrieval)."""
+    if isinstance(retriever, LevelRetriever):
+        answer.level, answer.matched_nodes = retriever.level, retriever.matched_nodes
+    return answer
+
+
+def after_answer(store: Store, answer, retriever, args, settings) -> None:
+    """Attach the matched nodes of a level answer, and log usage if this call opted in (--track, --accept)."""
+    from crossmodalrag.memory.usage import is_enabled, record_answer
+
+    with_nodes(answer, retriever)
+    flags = {k: bool(getattr(args, k, False)) for k in ("track", "no_track", "accept")}
+    if is_enabled(settings, **flags):
+        record_answer(store, answer, "accepted" if flags["accept"] else "retrieved")

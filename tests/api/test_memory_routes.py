@@ -1,0 +1,47 @@
+"""The memory-hierarchy routes over a built sample: each one is its CLI twin's JSON."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api.helpers import cli_json, without_timing
+
+TWINS = {
+    "memory-stats": ["memory-stats"],
+    "timeline": ["timeline"],
+    "concepts": ["concepts"],
+    "drift": ["drift"],
+    "distill": ["distill"],
+    "usage": ["usage"],
+}
+
+
+@pytest.mark.parametrize("view", sorted(TWINS))
+def test_memory_routes_equal_their_cli_twin(built_client, built_db, capsys, monkeypatch, view) -> None:
+    monkeypatch.setenv("CMRAG_LLM_PROVIDER", "none")
+    response = built_client.get(f"/{view}")
+    assert response.status_code == 200
+    assert response.json() == cli_json(capsys, *TWINS[view], "--db-path", str(built_db))
+
+
+def test_timeline_cites_l0_evidence(built_client) -> None:
+    episodes = built_client.get("/timeline").json()["episodes"]
+    assert episodes and all(e["evidence"] and e["events"] for e in episodes)
+    assert all(item["source_uri"] and item["chunk_id"] for e in episodes for item in e["evidence"])
+
+
+def test_forgetting_and_recall_ground_every_item(built_client) -> None:
+    items = built_client.get("/forgetting").json()["items"]
+    assert items and all(i["risk"] == pytest.approx(i["importance"] * i["staleness"], abs=1e-5) for i in items)
+    cards = built_client.get("/recall").json()["cards"]
+    assert cards and all(c["cited"] and c["generator"] == "template" for c in cards)
+
+
+def test_ask_at_the_event_level_returns_matched_nodes(built_client, built_db, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("CMRAG_LLM_PROVIDER", "none")
+    question = "Why did I drop the LRU render cache?"
+    body = built_client.get("/ask", params={"q": question, "level": "event", "no_llm": True}).json()
+    assert body["level"] == "event" and body["matched_nodes"]
+    assert body["matched_nodes"][0]["id"].startswith("ev_") and body["evidence"]
+    twin = cli_json(capsys, "ask", question, "--level", "event", "--no-llm", "--db-path", str(built_db))
+    assert without_timing(body) == without_timing(twin)

@@ -1,0 +1,119 @@
+"""Retrieval at a level, usage, forgetting, recall cards, drift and distillation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
+from crossmodalrag.config import Settings
+from crossmodalrag.memory import usage
+from crossmodalrag.memory.distill import distill_view, stand_ins
+from crossmodalrag.memory.drift import concept_drift, sparkline
+from crossmodalrag.memory.forgetting import forgetting
+from crossmodalrag.memory.recall import recall_cards
+from crossmodalrag.memory.retrieve import LevelRetriever, at_level, with_nodes
+from crossmodalrag.memory_views import MemoryNotBuilt
+from crossmodalrag.types import Document
+from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output, semantic_for
+
+DAY = 86400.0
+CACHE = "We dropped the LRU render cache and memoized rendering by content hash."
+XSS = "We escaped link titles to fix the XSS hole in the renderer."
+
+
+def _doc(name: str, text: str, days: float) -> Document:
+    return Document(f"/work/{name}/n.md", "note", name, f"# {name}\n\n{text}\n", "markdown",
+                    timestamp=1_735_689_600.0 + days * DAY, locator=f"{name}/n.md")  # fmt: skip
+
+
+class PerSource(ScriptedExtractor):
+    """Answers with the event whose statement is the source's own sentence (it is in the prompt)."""
+
+    def stream(self, messages, generation):
+        statement = CACHE if "LRU" in messages[-1]["content"] else XSS
+        self.outputs = [json.dumps(events_output(event(statement)))]
+        yield from super().stream(messages, generation)
+
+
+@pytest.fixture
+def memory(store, db_path):
+    add_docs(store, _doc("cache", CACHE, 0), _doc("xss", XSS, 2), _doc("cache2", CACHE + " Again.", 40))
+    build(store, db_path, llm=PerSource("{}"))
+    return store
+
+
+def _retriever(store, db_path, level, top_k=3, lexical=True):
+    base = open_retriever(store, Settings(db_path=db_path), top_k, lexical_only=lexical)
+    return at_level(base, level, Settings(db_path=db_path))
+
+
+@pytest.mark.parametrize("level", ["event", "episode", "concept"])
+def test_levels_drill_down_to_l0_chunks_and_name_their_nodes(memory, db_path, level) -> None:
+    retriever = _retriever(memory, db_path, level, lexical=level != "concept")
+    if level == "concept":
+        retriever = LevelRetriever(retriever.base, "concept")
+        retriever.base.semantic = semantic_for(memory, db_path)
+    answer = with_nodes(ask_without_llm(retriever, "Why was the LRU render cache dropped?"), retriever)
+    assert answer.level == level and answer.matched_nodes
+    assert answer.evidence and "LRU" in answer.evidence[0].hit.text
+    assert len(answer.evidence) <= 3  # only the top-k drilled-down chunks, never every chunk under a node
+    payload = answer.to_dict()
+    assert payload["matched_nodes"][0]["evidence"][0]["chunk_id"]
+
+
+def test_a_level_that_is_not_built_says_what_to_run(store, db_path) -> None:
+    base = open_retriever(store, Settings(db_path=db_path), 3, lexical_only=True)
+    with pytest.raises(MemoryNotBuilt, match="no concept nodes"):
+        at_level(base, "concept", Settings(db_path=db_path))
+
+
+def test_usage_is_opt_in_and_never_stores_the_question(memory, db_path) -> None:
+    settings = Settings(db_path=db_path)
+    assert not usage.is_enabled(settings) and usage.is_enabled(settings, track=True)
+    assert not usage.is_enabled(Settings(db_path=db_path, usage_tracking=True), no_track=True)
+    retriever = _retriever(memory, db_path, "event")
+    answer = with_nodes(ask_without_llm(retriever, "Why was the LRU render cache dropped?"), retriever)
+    assert usage.record_answer(memory, answer) > 0
+    dump = "\n".join(" ".join(map(str, row)) for row in memory.conn.execute("SELECT * FROM memory_usage"))
+    assert "dropped" not in dump and "LRU" not in dump and "chunk:" in dump and "ev_" in dump
+    strength = usage.strength(memory.conn, [answer.matched_nodes[0]["id"]], 14.0, 5.0)
+    assert 0.0 < next(iter(strength.values())) < 1.0
+    assert usage.clear(memory) > 0 and usage.usage_view(memory)["events"] == 0
+
+
+def test_forgetting_is_importance_times_staleness_and_usage_refreshes(memory) -> None:
+    items = forgetting(memory, "event", top=10, now=1_735_689_600.0 + 100 * DAY)
+    assert items and all(i["risk"] == pytest.approx(i["importance"] * i["staleness"], abs=1e-5) for i in items)
+    assert all(i["touched_by"] == "content_age" and i["evidence"] for i in items)
+    usage.record(memory, [items[0]["id"]], "accepted")
+    again = {i["id"]: i for i in forgetting(memory, "event", top=10)}
+    assert again[items[0]["id"]]["touched_by"] == "usage" and again[items[0]["id"]]["staleness"] < 0.01
+
+
+def test_recall_cards_are_cached_per_node_and_cite_real_text(memory) -> None:
+    cards = recall_cards(memory, "event", top=2)
+    assert cards and all(c["generator"] == "template" and c["cited"] for c in cards)
+    for card in cards:
+        assert card["answer"].rstrip(" …") in " ".join(card["cited"][0]["excerpt"].split())  # real L0 text
+    model = ScriptedExtractor({"question": "What was memoized instead?", "answer": "Rendering.", "evidence": 1})
+    assert recall_cards(memory, "event", top=2, llm=model) == cards and not model.calls  # cached
+    regenerated = recall_cards(memory, "event", top=2, llm=model, regenerate=True)
+    assert regenerated[0]["question"] == "What was memoized instead?" and len(model.calls) == 2
+
+
+def test_drift_windows_flag_relearning_and_draw_a_sparkline() -> None:
+    a, b = np.array([1.0, 0.0], dtype=np.float32), np.array([0.0, 1.0], dtype=np.float32)
+    times = [0.0, 1 * DAY, 65 * DAY]  # window 0, window 0, (empty window 1), window 2
+    result = concept_drift(times, np.vstack([a, a, b]), 30.0)
+    assert [w["events"] for w in result["windows"]] == [2, 0, 1]
+    assert result["relearning"] and result["windows"][2]["drift"] == pytest.approx(1.0)
+    assert sparkline([w["drift"] for w in result["windows"]]) == "··█"
+
+
+def test_distill_keeps_the_most_shared_real_chunks(memory) -> None:
+    assert stand_ins({1: (3, 0.5), 2: (1, 0.9), 3: (1, 0.2), 4: (2, 0.1)}, 0.5) == [(1, 1.0), (4, 2 / 3)]
+    for node in distill_view(memory):
+        assert 1 <= len(node["stand_ins"]) <= node["chunks_total"]
