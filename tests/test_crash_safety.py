@@ -28,6 +28,7 @@ import crossmodalrag
 from crossmodalrag.config import Settings
 from crossmodalrag.ingest import ingest_notes
 from crossmodalrag.store import open_store
+from crossmodalrag.versioning.verify import verify
 
 pytestmark = [
     pytest.mark.slow,
@@ -89,6 +90,9 @@ def inspect(db: Path) -> State:
             return State()  # killed before the first migration committed
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+        if "change_log" in tables:  # the change log stays consistent with the tables (issue 14)
+            verified = verify(conn)
+            assert verified.ok, f"mem verify after a kill: {[p.describe() for p in verified.problems[:3]]}"
         chunk_ids = [row[0] for row in conn.execute("SELECT id FROM chunks ORDER BY id")]
         assert [row[0] for row in conn.execute("SELECT rowid FROM chunks_fts ORDER BY rowid")] == chunk_ids
         state = State()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from crossmodalrag.ingest import ingest_git, ingest_notes
 from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.retrieval.semantic import SemanticIndex
 from crossmodalrag.store import open_store
+from crossmodalrag.versioning.verify import verify
 from tests.conftest import commit_files, write_note
 from tests.fakes import HashingEmbedder
 from tests.test_privacy import database_bytes
@@ -221,13 +223,25 @@ def test_vacuum_wipes_the_forgotten_text_from_the_database_files(capsys, vault, 
     ingest(vault, db_path)
     embed(db_path)
     assert MARKER.encode() in database_bytes(db_path)
+    logged = logged_states_with(db_path, MARKER)  # the change log's compressed copies of the note
+    assert logged and all(blob in database_bytes(db_path) for blob in logged)
     code, _, err = run(capsys, "forget", "--path", str(vault / "secret/gone.md"), "--yes", "--vacuum")
     assert code == 0 and "freed space wiped" in err
     assert MARKER.encode() not in database_bytes(db_path)
+    assert not any(blob in database_bytes(db_path) for blob in logged)
     assert b"aardvark" in database_bytes(db_path)  # the rest is intact
     with open_store(db_path) as store:
         assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert search(store, "aardvark", SearchOptions()).hits
+        assert not logged_states_with(db_path, MARKER)
+        assert verify(store.conn).ok  # the log kept a tombstone, so the chain and the live rows agree
+
+
+def logged_states_with(db_path: Path, marker: str) -> list[bytes]:
+    """The change log's stored states (zlib'd) whose text holds the marker."""
+    with open_store(db_path) as store:
+        rows = store.conn.execute("SELECT state FROM change_states").fetchall()
+    return [row[0] for row in rows if marker.encode() in zlib.decompress(row[0])]
 
 
 def test_vacuum_also_wipes_what_an_open_reader_wrote_before(capsys, vault, db_path) -> None:

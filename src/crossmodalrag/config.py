@@ -120,6 +120,7 @@ SCALARS: dict[str, Setting] = {
     "usage_tracking": Setting("memory", _switch),
     "usage_halflife_days": Setting("memory", float),
     "usage_saturation": Setting("memory", float),
+    "versioning": Setting("database", _switch),  # CMRAG_VERSIONING=off: no change log (issue 14)
 }
 
 # Connector folders: numbered environment variables, or a list in the TOML [connectors] table.
@@ -203,6 +204,7 @@ class Settings:
     usage_tracking: bool = False  # opt-in: CMRAG_USAGE_TRACKING=on, or --track per call
     usage_halflife_days: float = 14.0
     usage_saturation: float = 5.0  # rehearsals at which strength reaches ~63%
+    versioning: bool = True  # an append-only, hash-chained change log (versioning/); off: nothing recorded
 
     @property
     def models_dir(self) -> Path:

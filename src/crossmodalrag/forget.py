@@ -8,6 +8,8 @@ What goes, and why nothing is left behind:
     which otherwise keep the deleted tokens until some later merge;
   - `PRAGMA secure_delete` zeroes the freed space as it is freed; with `vacuum`, the WAL is
     checkpointed and truncated and the file rebuilt, so the bytes are gone from the disk files too;
+  - the change log (versioning/) loses every stored state of the sources and keeps a tombstone: their
+    uri, the time, the reason and the erased content's hash, so `mem verify` still passes;
   - the vector cache beside the database (`<db>.vectors/`: memory-mapped copies and the ANN file)
     is deleted: it is derived, and it would keep the forgotten vectors on disk until the next query.
 Eval queries are kept even when their gold names a forgotten source: they are the user's own
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crossmodalrag import versioning
 from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
@@ -132,6 +135,8 @@ def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = Fal
             conn.execute("CREATE TEMP TABLE IF NOT EXISTS forget_ids (id INTEGER PRIMARY KEY)")
             conn.execute("DELETE FROM temp.forget_ids")
             conn.executemany("INSERT OR IGNORE INTO temp.forget_ids VALUES (?)", [(s.id,) for s in sources])
+            for source in sources:  # the change log's copies of the text go too, leaving tombstones
+                versioning.forgotten(conn, "source", source.uri, "mem forget")
             chunk_ids = "SELECT id FROM chunks WHERE source_id IN (SELECT id FROM temp.forget_ids)"
             report.vectors = conn.execute(
                 f"SELECT COUNT(*) FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})"

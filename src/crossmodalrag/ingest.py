@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from crossmodalrag import versioning
 from crossmodalrag.chunking import CHUNKER_VERSION, chunk_document
 from crossmodalrag.connectors import git, notes
 from crossmodalrag.errors import CMRAGError
@@ -106,6 +107,7 @@ def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool,
                 (doc.source_type, doc.uri, digest, doc.timestamp, doc.title, metadata, time.time()),
             ).lastrowid
         _insert_chunks(batch, conn, source_id, doc, chunks, 0)
+        versioning.changed(conn, "source", doc.uri)
     return row is None, len(chunks)
 
 
@@ -119,6 +121,7 @@ def extend_document(batch: WriteBatch, source_id: int, doc: Document, digest: st
             (digest, doc.timestamp, doc.title, stored_metadata(doc), time.time(), source_id),
         )
         _insert_chunks(batch, conn, source_id, doc, chunks, keep)
+        versioning.changed(conn, "source", doc.uri)
     return len(chunks)
 
 
@@ -250,6 +253,7 @@ def remove_sources(store: Store, uris: Iterable[str]) -> int:
     with store.transaction() as conn:
         for uri in uris:
             removed += conn.execute("DELETE FROM sources WHERE uri = ?", (uri,)).rowcount
+            versioning.changed(conn, "source", uri)
     return removed
 
 

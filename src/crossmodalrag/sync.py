@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from crossmodalrag import ingest
+from crossmodalrag import ingest, versioning
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError, MissingExtraError
 from crossmodalrag.ingest import IngestReport
@@ -173,10 +173,11 @@ def sync(
 ) -> SyncReport:
     """Every configured connector (or those in `only`), in one pass. Raises CMRAGError if none is configured."""
     report = SyncReport()
-    for connector, paths in configured_paths(settings, only).items():
-        step = (lambda counts, name=connector: progress.step(name, counts)) if progress else None
-        result = sync_connector(store, settings, connector, paths, max_commits, step, allow_mass_delete)
-        report.connectors.append(result)
-        if progress:
-            progress.done(result)
+    with versioning.acting(store.conn, "sync"):
+        for connector, paths in configured_paths(settings, only).items():
+            step = (lambda counts, name=connector: progress.step(name, counts)) if progress else None
+            result = sync_connector(store, settings, connector, paths, max_commits, step, allow_mass_delete)
+            report.connectors.append(result)
+            if progress:
+                progress.done(result)
     return report

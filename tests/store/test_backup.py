@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from crossmodalrag import versioning
 from crossmodalrag.cli.main import main
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store import open_store
@@ -20,6 +21,7 @@ from crossmodalrag.store.migrations import LATEST_VERSION, migrate
 
 def add_source(conn: sqlite3.Connection, uri: str) -> None:
     conn.execute("INSERT INTO sources (source_type, uri, fingerprint, ingested_at) VALUES ('note', ?, 'f', 0)", (uri,))
+    versioning.changed(conn, "source", uri)  # as mem's own writes do, so a restore verifies
 
 
 def make_db(path: Path, uris: list[str]) -> None:

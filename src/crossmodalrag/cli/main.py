@@ -16,6 +16,7 @@ from crossmodalrag.cli import agent, commands, maintenance
 from crossmodalrag.cli import memory as memory_commands
 from crossmodalrag.cli import serve as serve_commands
 from crossmodalrag.cli import sync as sync_commands
+from crossmodalrag.cli import versions as version_commands
 from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.config import PROFILES
@@ -158,7 +159,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-host", action="append", metavar="NAME", help="also answer to this Host name (repeatable)"
     )
-    p.add_argument("--mcp", action="store_true", help="also serve the MCP tools at /mcp (streamable HTTP; mcp extra)")
     p.set_defaults(run=serve_commands.serve)
 
     p = sub.add_parser("doctor", parents=[common, as_json], help="read-only health report and explanations")
@@ -191,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=forget_command)
     agent.register(sub, common, as_json)
     memory_commands.register(sub, common, as_json)
+    version_commands.register(sub, common, as_json)
     return parser
 
 

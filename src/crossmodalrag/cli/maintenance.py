@@ -44,4 +44,11 @@ def restore(args: argparse.Namespace) -> int:
         )
         if report.replaced:
             sys.stderr.write(f"the replaced database is kept at {report.replaced}\n")
+    verified = report.verified or {}
+    if not verified.get("ok", True):
+        sys.stderr.write(
+            f"error: the restored memory does not verify ({len(verified['problems'])} problems; "
+            "hint: run `mem verify` to see them)\n"
+        )
+        return 1
     return 0

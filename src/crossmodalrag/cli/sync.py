@@ -70,6 +70,7 @@ def sync(args: argparse.Namespace) -> int:
     only = tuple(args.only or ())
     configured_paths(settings, only)  # nothing configured: fail before creating a database
     with open_store(settings.db_path) as store:
+        store.conn.actor = "sync"  # the change log's actor for everything this command (or its watch) writes
         if args.watch:
             return _watch(args, settings, store, only)
         report, embedded = _sync_once(args, settings, store, only, lambda: _embed(store, settings))

@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store
+from crossmodalrag.versioning.verify import verify
 from crossmodalrag.store.migrations import LATEST_VERSION
 
 SIDECARS = ("-wal", "-shm", "-journal")  # SQLite files that belong to one database file, by name
@@ -59,6 +60,7 @@ class RestoreReport:
     schema_version: int
     sources: int
     replaced: Path | None
+    verified: dict[str, Any] | None = None  # `mem verify` of the restored memory (versioning/verify.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +71,7 @@ class RestoreReport:
             "schema_version": self.schema_version,
             "sources": self.sources,
             "replaced": str(self.replaced) if self.replaced else None,
+            "verify": self.verified,
         }
 
 
@@ -153,7 +156,8 @@ def restore_database(source: Path, db_path: Path, force: bool = False) -> Restor
     shutil.rmtree(db_path.with_name(db_path.name + ".vectors"), ignore_errors=True)
     with open_store(db_path, create=False) as store:  # sets WAL again; migrates an older backup
         version = store.schema_version()
-    return RestoreReport(db_path, source, digest, size, version, sources, replaced)
+        verified = verify(store.conn).to_dict()  # the change log came along: prove it still matches
+    return RestoreReport(db_path, source, digest, size, version, sources, replaced, verified)
 
 
 def _backup_target(db_path: Path, dest: Path | None) -> Path:

@@ -119,6 +119,15 @@ def begin_immediate(conn: sqlite3.Connection, turns: WriterTurns | None, patienc
             delay = min(delay * 2, RETRY_SLEEP_CAP)
 
 
+class MemoryConnection(sqlite3.Connection):
+    """A connection that carries who is writing (`actor`: cli, sync, mcp:<agent id>) and whether changes
+    are versioned (None: ask the settings on first write); the change log reads both (versioning/)."""
+
+    actor: str = "cli"
+    versioning: bool | None = None
+    has_change_log: bool = False
+
+
 class Store:
     """A connection to the memory database. Writers use `transaction()` or `batched()`; reads run directly."""
 
@@ -172,7 +181,7 @@ def open_store(
     while True:
         conn = None
         try:
-            conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+            conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, factory=MemoryConnection)
             _prepare(conn, path, busy_timeout, progress)
             break
         except sqlite3.DatabaseError as exc:

@@ -23,6 +23,13 @@ def retokenize(conn: sqlite3.Connection, progress: Progress | None) -> None:
     fts.rebuild(conn, progress)
 
 
+def versioning_genesis(conn: sqlite3.Connection, progress: Progress | None) -> None:
+    """One genesis record per existing source (and other versioned row): history starts here."""
+    from crossmodalrag import versioning
+
+    versioning.genesis(conn)
+
+
 # (version, SQL) or (version, SQL, a Python step run after the SQL in the same transaction).
 MIGRATIONS: list[tuple] = [
     (
@@ -217,6 +224,34 @@ MIGRATIONS: list[tuple] = [
         ) WITHOUT ROWID;
         CREATE INDEX agent_memory_links_target ON agent_memory_links(target_id);
         """,
+    ),
+    (
+        7,
+        """
+        -- Versioning (issue 14; versioning/): an append-only, hash-chained log of every change of a
+        -- versioned row (sources with their chunks, ...); hash = sha256(prev hash || record).
+        CREATE TABLE change_log (
+            seq INTEGER PRIMARY KEY,  -- 1, 2, 3, ... never reused: records are never deleted
+            at REAL NOT NULL,
+            op TEXT NOT NULL,  -- genesis | insert | update | delete | forget | checkpoint
+            kind TEXT NOT NULL,  -- source, ... (versioning.KINDS)
+            target TEXT NOT NULL,  -- the row's stable key: a source's uri
+            actor TEXT NOT NULL,  -- cli, sync, migration, mcp:<agent id>, ...
+            content_hash TEXT,  -- sha256 of the new state; NULL after a delete; a forget keeps the erased one
+            reason TEXT NOT NULL DEFAULT '',
+            hash TEXT NOT NULL
+        );
+        CREATE INDEX change_log_target ON change_log(kind, target, seq);
+        CREATE INDEX change_log_at ON change_log(at);
+        -- The states themselves, apart from the chain so that forget can erase them (zlib'd canonical JSON).
+        CREATE TABLE change_states (content_hash TEXT PRIMARY KEY, state BLOB NOT NULL) WITHOUT ROWID;
+        CREATE TABLE checkpoints (
+            name TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL,  -- the log's head when it was made
+            at REAL NOT NULL
+        );
+        """,
+        versioning_genesis,
     ),
 ]
 

@@ -1,0 +1,136 @@
+"""Versioning commands (issue 14): `mem log`, `history`, `checkpoint`, `rollback`, `diff`, `verify`."""
+
+from __future__ import annotations
+
+import argparse
+
+from crossmodalrag.cli.commands import _open, _settings, notice
+from crossmodalrag.cli.render import print_json
+
+
+def register(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser
+) -> None:
+    """Add this module's commands to `mem`'s parser."""
+    p = sub.add_parser("log", parents=[common, as_json], help="the change log, newest first")
+    p.add_argument("--limit", type=int, default=50, help="how many records (default 50)")
+    p.add_argument("--source", metavar="URI", help="only this source's records")
+    p.set_defaults(run=show_log)
+
+    p = sub.add_parser("history", parents=[common, as_json], help="one source's recorded versions")
+    p.add_argument("source", metavar="SOURCE_URI_OR_ID")
+    p.set_defaults(run=show_history)
+
+    p = sub.add_parser("checkpoint", parents=[common, as_json], help="name the current state as a restore point")
+    p.add_argument("name")
+    p.set_defaults(run=make_checkpoint)
+
+    p = sub.add_parser("rollback", parents=[common, as_json], help="restore a checkpoint's state as new versions")
+    p.add_argument("point", metavar="CHECKPOINT_OR_SEQ_OR_TIME")
+    p.add_argument("--dry-run", action="store_true", help="only say what would change")
+    p.set_defaults(run=do_rollback)
+
+    p = sub.add_parser("diff", parents=[common, as_json], help="sources added, removed and changed between points")
+    p.add_argument("since", metavar="FROM", help="a checkpoint, seq or time")
+    p.add_argument("until", metavar="TO", nargs="?", default="now", help="a checkpoint, seq, time or now (default)")
+    p.set_defaults(run=show_diff)
+
+    p = sub.add_parser("verify", parents=[common, as_json], help="check the change log's chain and the live rows")
+    p.set_defaults(run=run_verify)
+
+
+def show_log(args: argparse.Namespace) -> int:
+    from crossmodalrag.versioning.history import recent_changes
+
+    with _open(_settings(args), create=False) as store:
+        changes = recent_changes(store.conn, args.limit, args.source)
+    if args.json:
+        print_json({"changes": [c.to_dict() for c in changes]})
+    for change in changes if not args.json else []:
+        row = change.to_dict()
+        reason = f"  ({change.reason})" if change.reason else ""
+        print(f"{change.seq:>7}  {row['at']}  {change.op:<10} {change.actor:<10} {change.target}{reason}")
+    return 0
+
+
+def show_history(args: argparse.Namespace) -> int:
+    from crossmodalrag.versioning.history import source_history
+
+    with _open(_settings(args), create=False) as store:
+        changes = source_history(store.conn, args.source)
+    if args.json:
+        print_json({"source": changes[0].target, "versions": [c.to_dict() for c in changes]})
+        return 0
+    print(changes[0].target)
+    for change in changes:
+        row = change.to_dict()
+        digest = (change.content_hash or "-")[:12]
+        print(f"{change.seq:>7}  {row['at']}  {change.op:<8} {change.actor:<10} {digest}  {change.reason}".rstrip())
+    return 0
+
+
+def make_checkpoint(args: argparse.Namespace) -> int:
+    from crossmodalrag.versioning.history import checkpoint
+
+    with _open(_settings(args), create=False) as store:
+        seq = checkpoint(store, args.name)
+    if args.json:
+        print_json({"name": args.name, "seq": seq})
+    else:
+        notice(f"checkpoint {args.name} at seq {seq}")
+    return 0
+
+
+def do_rollback(args: argparse.Namespace) -> int:
+    from crossmodalrag.versioning.history import rollback
+
+    with _open(_settings(args), create=False) as store:
+        plan = rollback(store, args.point, args.dry_run)
+    if args.json:
+        print_json(plan.to_dict())
+        return 0
+    verb = "would" if plan.dry_run else "did"
+    for kind, target in plan.restore:
+        print(f"restore  {kind} {target}")
+    for kind, target in plan.remove:
+        print(f"remove   {kind} {target}")
+    notice(f"rollback to {args.point} (seq {plan.seq}) {verb} restore {len(plan.restore)}, remove {len(plan.remove)}")
+    if plan.restore and not plan.dry_run:
+        notice("restored text is searchable now; run `mem reindex-embeddings` to embed it again")
+    return 0
+
+
+def show_diff(args: argparse.Namespace) -> int:
+    from crossmodalrag.versioning.history import diff
+
+    with _open(_settings(args), create=False) as store:
+        result = diff(store.conn, args.since, args.until)
+    if args.json:
+        print_json(result.to_dict())
+        return 0
+    for sign, keys in (("+", result.added), ("-", result.removed), ("~", result.changed)):
+        for kind, target in keys:
+            print(f"{sign} {kind} {target}")
+    notice(
+        f"seq {result.since} -> {result.until}: {len(result.added)} added, {len(result.removed)} removed, "
+        f"{len(result.changed)} changed"
+    )
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from crossmodalrag.versioning.verify import verify
+
+    with _open(_settings(args), create=False) as store:
+        report = verify(store.conn)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        if not report.versioning:
+            notice("versioning is off (CMRAG_VERSIONING=off): changes since then are not recorded")
+        for problem in report.problems:
+            print(f"MISMATCH {problem.describe()}")
+        state = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        print(f"{state}: {report.records} records, {report.rows_checked} rows checked in {report.seconds:.2f} s")
+        print(f"chain head: seq {report.head_seq} {report.head_hash}")
+    return 0 if report.ok else 1

@@ -1,0 +1,47 @@
+"""Versioned, tamper-evident memory: a hash-chained change log of sources and other registered kinds.
+
+`changed(conn, kind, key)` after a write records it; `verify` proves the chain and the live rows agree.
+Kinds register on import: list a new kind's module in KIND_MODULES so verify and genesis always see it.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from crossmodalrag.versioning.log import (
+    KINDS,
+    Kind,
+    acting,
+    changed,
+    enabled,
+    forgotten,
+    genesis,
+    head,
+    register_kind,
+)
+
+KIND_MODULES = ("crossmodalrag.versioning.sources",)
+
+
+def load_kinds() -> None:
+    for module in KIND_MODULES:
+        importlib.import_module(module)
+
+
+load_kinds()
+
+from crossmodalrag.versioning.sources import changed_source  # noqa: E402  (registers the source kind)
+
+__all__ = [
+    "KINDS",
+    "Kind",
+    "acting",
+    "changed",
+    "changed_source",
+    "enabled",
+    "forgotten",
+    "genesis",
+    "head",
+    "load_kinds",
+    "register_kind",
+]

@@ -1,0 +1,210 @@
+"""Reading the log: recent changes, one row's versions, the state at a point, diffs, checkpoints, rollback.
+
+A point in history is a seq, a checkpoint name, `now`, or an ISO time (the last change at or before
+it). The state at a point is, per row, its newest record at or before that seq: nothing is copied.
+Rollback appends new versions that restore the older states; the chain never rewinds.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.store import Store
+from crossmodalrag.versioning.log import KINDS, append, changed, enabled, head, load_state
+
+RECORD_COLUMNS = "seq, at, op, kind, target, actor, content_hash, reason"
+GONE_OPS = ("delete", "forget")
+
+
+def iso(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Change:
+    seq: int
+    at: float
+    op: str
+    kind: str
+    target: str
+    actor: str
+    content_hash: str | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "at": iso(self.at),
+            "op": self.op,
+            "kind": self.kind,
+            "target": self.target,
+            "actor": self.actor,
+            "content_hash": self.content_hash,
+            "reason": self.reason,
+        }
+
+
+def recent_changes(conn: sqlite3.Connection, limit: int = 50, target: str | None = None) -> list[Change]:
+    """Newest first; only one target's when given."""
+    where, params = ("WHERE target = ?", (target,)) if target else ("", ())
+    rows = conn.execute(
+        f"SELECT {RECORD_COLUMNS} FROM change_log {where} ORDER BY seq DESC LIMIT ?", (*params, limit)
+    ).fetchall()
+    return [Change(*row) for row in rows]
+
+
+def source_history(conn: sqlite3.Connection, uri_or_id: str) -> list[Change]:
+    """Every recorded version of one source, newest first. Raises CMRAGError if the log never saw it."""
+    candidates = [uri_or_id, os.path.abspath(os.path.expanduser(uri_or_id))]
+    if uri_or_id.isdigit():
+        row = conn.execute("SELECT uri FROM sources WHERE id = ?", (int(uri_or_id),)).fetchone()
+        candidates.insert(0, row[0] if row else uri_or_id)
+    for uri in candidates:
+        rows = conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM change_log WHERE kind = 'source' AND target = ? ORDER BY seq DESC", (uri,)
+        ).fetchall()
+        if rows:
+            break
+    if not rows:
+        raise CMRAGError(f"no recorded history for {uri_or_id!r}", "give a source's uri or id (see `mem sources`)")
+    return [Change(*row) for row in rows]
+
+
+def resolve_point(conn: sqlite3.Connection, point: str) -> int:
+    """A checkpoint name, `now`, a seq or an ISO time → a seq. Raises CMRAGError for anything else."""
+    row = conn.execute("SELECT seq FROM checkpoints WHERE name = ?", (point,)).fetchone()
+    if row:
+        return row[0]
+    if point == "now":
+        return head(conn)[0]
+    if point.isdigit():
+        return int(point)
+    try:
+        moment = datetime.fromisoformat(point.replace("Z", "+00:00"))
+    except ValueError:
+        raise CMRAGError(
+            f"{point!r} is not a checkpoint, a seq or a time",
+            "give a checkpoint name (mem checkpoint NAME), `now`, a seq from `mem log`, or 2026-11-20T09:00",
+        ) from None
+    stamp = (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    row = conn.execute("SELECT MAX(seq) FROM change_log WHERE at <= ?", (stamp,)).fetchone()
+    return row[0] or 0
+
+
+def states_at(conn: sqlite3.Connection, seq: int) -> dict[tuple[str, str], str]:
+    """(kind, target) → content hash of every row present at `seq`."""
+    rows = conn.execute(
+        "SELECT kind, target, op, content_hash FROM change_log WHERE seq IN (SELECT MAX(seq) FROM change_log"
+        " WHERE seq <= ? AND op != 'checkpoint' GROUP BY kind, target)",
+        (seq,),
+    )
+    return {(kind, target): digest for kind, target, op, digest in rows if op not in GONE_OPS}
+
+
+@dataclass
+class Diff:
+    since: int
+    until: int
+    added: list[tuple[str, str]]
+    removed: list[tuple[str, str]]
+    changed: list[tuple[str, str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        def rows(keys: list[tuple[str, str]]) -> list[dict[str, str]]:
+            return [{"kind": kind, "target": target} for kind, target in keys]
+
+        return {
+            "since": self.since,
+            "until": self.until,
+            "added": rows(self.added),
+            "removed": rows(self.removed),
+            "changed": rows(self.changed),
+        }
+
+
+def diff(conn: sqlite3.Connection, since: str, until: str = "now") -> Diff:
+    """What was added, removed and changed between two points."""
+    a, b = resolve_point(conn, since), resolve_point(conn, until)
+    before, after = states_at(conn, a), states_at(conn, b)
+    return Diff(
+        a,
+        b,
+        sorted(after.keys() - before.keys()),
+        sorted(before.keys() - after.keys()),
+        sorted(key for key in before.keys() & after.keys() if before[key] != after[key]),
+    )
+
+
+def checkpoint(store: Store, name: str) -> int:
+    """Name the log's current head; returns its seq. Raises CMRAGError if the name is taken or unusable."""
+    if not name or name == "now" or name.isdigit():
+        raise CMRAGError(f"{name!r} cannot name a checkpoint", "use a word such as before-cleanup")
+    if not enabled(store.conn):
+        raise CMRAGError("versioning is off, so a checkpoint could not be rolled back to", "unset CMRAG_VERSIONING")
+    with store.transaction() as conn:
+        if conn.execute("SELECT 1 FROM checkpoints WHERE name = ?", (name,)).fetchone():
+            raise CMRAGError(f"a checkpoint named {name!r} exists", "choose another name (see `mem log`)")
+        seq = append(conn, "checkpoint", "checkpoint", name, None)
+        conn.execute("INSERT INTO checkpoints (name, seq, at) VALUES (?, ?, ?)", (name, seq, time.time()))
+    return seq
+
+
+@dataclass
+class RollbackPlan:
+    point: str
+    seq: int
+    restore: list[tuple[str, str]]  # rows whose content goes back to the checkpoint's
+    remove: list[tuple[str, str]]  # rows added since
+    dry_run: bool
+    applied_seq: int | None = None  # the log's head after rolling back
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "point": self.point,
+            "seq": self.seq,
+            "dry_run": self.dry_run,
+            "restore": [{"kind": k, "target": t} for k, t in self.restore],
+            "remove": [{"kind": k, "target": t} for k, t in self.remove],
+            "head_seq": self.applied_seq,
+        }
+
+
+def rollback(store: Store, point: str, dry_run: bool = False) -> RollbackPlan:
+    """Restore every versioned row to its state at `point`, as new versions. Raises CMRAGError when some
+    content cannot come back (erased by forget) or a kind cannot be restored; then nothing changes."""
+    conn = store.conn
+    seq = resolve_point(conn, point)
+    then, now = states_at(conn, seq), states_at(conn, head(conn)[0])
+    restore = sorted(key for key, digest in then.items() if now.get(key) != digest)
+    plan = RollbackPlan(point, seq, restore, sorted(now.keys() - then.keys()), dry_run)
+    _check_restorable(conn, plan, then)
+    if dry_run or not (plan.restore or plan.remove):
+        return plan
+    with store.transaction():
+        for kind, target in plan.restore:
+            KINDS[kind].restore(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
+            changed(conn, kind, target, reason=f"rollback to {point}")
+        for kind, target in plan.remove:
+            KINDS[kind].restore(conn, target, None)  # type: ignore[misc]
+            changed(conn, kind, target, reason=f"rollback to {point}")
+    plan.applied_seq = head(conn)[0]
+    return plan
+
+
+def _check_restorable(conn: sqlite3.Connection, plan: RollbackPlan, then: dict[tuple[str, str], str]) -> None:
+    fixed = [key for key in plan.restore + plan.remove if key[0] not in KINDS or KINDS[key[0]].restore is None]
+    if fixed:
+        raise CMRAGError(f"{fixed[0][0]} rows cannot be rolled back", "roll back to a point after they changed")
+    erased = [target for key in plan.restore if load_state(conn, then[key]) is None for target in key[1:]]
+    if erased:
+        shown = ", ".join(erased[:3]) + (f" and {len(erased) - 3} more" if len(erased) > 3 else "")
+        raise CMRAGError(
+            f"cannot roll back to {plan.point!r}: the content of {shown} was erased by `mem forget`; nothing changed",
+            "forgotten text cannot come back: re-ingest the file, or roll back to a later checkpoint",
+        )

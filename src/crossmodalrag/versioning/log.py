@@ -1,0 +1,201 @@
+"""The change log: one hash-chained record per change of a versioned row, in the writer's transaction.
+
+A record is (seq, at, op, kind, target, actor, content_hash, reason) and `hash = sha256(prev_hash ||
+canonical record)`. The state a change produced is kept apart from the chain, in `change_states`
+(zlib-compressed canonical JSON, keyed by its content hash): `mem forget` can erase it and leave the
+chain, which only holds hashes, intact and verifiable.
+
+Tables join by registering a Kind (how to read one row's state, every row's state, and how to put a
+state back) and calling `changed(conn, kind, key)` after writing, inside the same transaction: the
+state is read back from the table, so what is hashed is exactly what `verify` will recompute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from crossmodalrag.errors import CMRAGError
+
+GENESIS_HASH = "0" * 64
+State = dict[str, Any]
+OPS = ("genesis", "insert", "update", "delete", "forget", "checkpoint")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A versioned table: `read` one row's state by key (None if absent), `read_all` every (key, state),
+    `restore` writes a state back (None deletes); a kind without `restore` cannot be rolled back."""
+
+    name: str
+    read: Callable[[sqlite3.Connection, str], State | None]
+    read_all: Callable[[sqlite3.Connection], Iterable[tuple[str, State]]]
+    restore: Callable[[sqlite3.Connection, str, State | None], None] | None = None
+
+
+KINDS: dict[str, Kind] = {}
+
+
+def register_kind(kind: Kind) -> None:
+    KINDS[kind.name] = kind
+
+
+def canonical(value: Any) -> bytes:
+    """One byte string per value: sorted keys, no spaces, floats as repr (exact round trip)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def content_hash(state: State) -> str:
+    return hashlib.sha256(canonical(state)).hexdigest()
+
+
+def chain_hash(prev_hash: str, record: tuple) -> str:
+    return hashlib.sha256(prev_hash.encode("ascii") + canonical(list(record))).hexdigest()
+
+
+def actor_of(conn: sqlite3.Connection) -> str:
+    return getattr(conn, "actor", None) or "cli"
+
+
+@contextmanager
+def acting(conn: sqlite3.Connection, actor: str) -> Iterator[None]:
+    """Record changes made inside the block as `actor` (a store's connection carries it)."""
+    before = getattr(conn, "actor", None)
+    conn.actor = actor  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        conn.actor = before  # type: ignore[attr-defined]
+
+
+def enabled(conn: sqlite3.Connection) -> bool:
+    """Is versioning on for this connection? Asked once per connection (CMRAG_VERSIONING)."""
+    flag = getattr(conn, "versioning", None)
+    if flag is None:
+        from crossmodalrag.config import load_settings
+
+        flag = load_settings().versioning
+        try:
+            conn.versioning = flag  # type: ignore[attr-defined]
+        except AttributeError:
+            pass  # a plain sqlite3 connection: asked again next time
+    return flag and has_log(conn)
+
+
+def has_log(conn: sqlite3.Connection) -> bool:
+    if getattr(conn, "has_change_log", False):
+        return True
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'change_log'").fetchone() is not None
+    if found:
+        try:
+            conn.has_change_log = True  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+    return found
+
+
+def head(conn: sqlite3.Connection) -> tuple[int, str]:
+    """(seq, hash) of the newest record; (0, GENESIS_HASH) for an empty log."""
+    row = conn.execute("SELECT seq, hash FROM change_log ORDER BY seq DESC LIMIT 1").fetchone()
+    return (row[0], row[1]) if row else (0, GENESIS_HASH)
+
+
+def append(
+    conn: sqlite3.Connection,
+    op: str,
+    kind: str,
+    target: str,
+    state_hash: str | None,
+    reason: str = "",
+    actor: str | None = None,
+) -> int:
+    """Append one chained record; the caller holds the write transaction. Returns its seq."""
+    seq, prev = head(conn)
+    record = (seq + 1, time.time(), op, kind, target, actor or actor_of(conn), state_hash, reason)
+    conn.execute(
+        "INSERT INTO change_log (seq, at, op, kind, target, actor, content_hash, reason, hash)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*record, chain_hash(prev, record)),
+    )
+    return seq + 1
+
+
+def keep_state(conn: sqlite3.Connection, state: State) -> str:
+    """Store a state under its content hash (once); returns the hash."""
+    data = canonical(state)
+    digest = hashlib.sha256(data).hexdigest()
+    conn.execute(
+        "INSERT OR IGNORE INTO change_states (content_hash, state) VALUES (?, ?)", (digest, zlib.compress(data, 6))
+    )
+    return digest
+
+
+def load_state(conn: sqlite3.Connection, digest: str) -> State | None:
+    """The state stored under a content hash; None if it was erased (forgotten)."""
+    row = conn.execute("SELECT state FROM change_states WHERE content_hash = ?", (digest,)).fetchone()
+    return json.loads(zlib.decompress(row[0])) if row else None
+
+
+def latest_hash(conn: sqlite3.Connection, kind: str, target: str) -> str | None:
+    """The content hash the log last recorded for a row (None: never recorded, or deleted)."""
+    row = conn.execute(
+        "SELECT content_hash FROM change_log WHERE kind = ? AND target = ? ORDER BY seq DESC LIMIT 1", (kind, target)
+    ).fetchone()
+    return row[0] if row else None
+
+
+def changed(conn: sqlite3.Connection, kind: str, target: str, op: str | None = None, reason: str = "") -> None:
+    """Record the row's current state if it differs from the last recorded one (inside the write
+    transaction). `op` defaults to insert, update or delete as the states say."""
+    if not enabled(conn):
+        return
+    state = _kind(kind).read(conn, target)
+    before = latest_hash(conn, kind, target)
+    if state is None:
+        if before is not None:
+            append(conn, op or "delete", kind, target, None, reason)
+        return
+    digest = keep_state(conn, state)
+    if digest != before:
+        append(conn, op or ("insert" if before is None else "update"), kind, target, digest, reason)
+
+
+def forgotten(conn: sqlite3.Connection, kind: str, target: str, reason: str = "forgotten") -> None:
+    """Erase every stored state of a row and append a tombstone (its erased content's hash), inside the
+    forget's transaction. Done even with versioning off: forgetting must reach the log's copies too."""
+    if not has_log(conn):
+        return
+    digests = conn.execute(
+        "SELECT DISTINCT content_hash FROM change_log WHERE kind = ? AND target = ? AND content_hash IS NOT NULL",
+        (kind, target),
+    ).fetchall()
+    conn.executemany("DELETE FROM change_states WHERE content_hash = ?", digests)
+    last = conn.execute(
+        "SELECT content_hash FROM change_log WHERE kind = ? AND target = ? AND content_hash IS NOT NULL"
+        " ORDER BY seq DESC LIMIT 1",
+        (kind, target),
+    ).fetchone()
+    append(conn, "forget", kind, target, last[0] if last else None, reason)
+
+
+def genesis(conn: sqlite3.Connection, progress: Callable[[int, int], None] | None = None) -> int:
+    """One genesis record per existing row of every kind (an upgrade: nothing re-ingested)."""
+    written = 0
+    for kind in KINDS.values():
+        for target, state in kind.read_all(conn):
+            append(conn, "genesis", kind.name, target, keep_state(conn, state), actor="migration")
+            written += 1
+    return written
+
+
+def _kind(name: str) -> Kind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise CMRAGError(f"no versioned kind {name!r}", f"known kinds: {', '.join(sorted(KINDS))}") from None

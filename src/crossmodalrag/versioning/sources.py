@@ -1,0 +1,115 @@
+"""Sources as a versioned kind: a source's state is its row and its chunks, keyed by uri.
+
+The state leaves out what is bookkeeping, not content: ids (a rewrite renumbers chunks), `ingested_at`
+and the file stamp (a touched but unchanged file). Vectors are derived: a restored source is embedded
+again by the next `mem reindex-embeddings` or ingest.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import Iterable, Iterator
+
+from crossmodalrag.index import fts
+from crossmodalrag.versioning.log import Kind, State, changed, register_kind
+
+SOURCE_COLUMNS = "id, uri, source_type, title, timestamp, metadata, fingerprint"
+CHUNK_COLUMNS = "text, locator, char_start, char_end, metadata, modality, byte_start, byte_end"
+BOOKKEEPING = ("file_stamp",)
+
+
+def _state(row: sqlite3.Row | tuple, chunks: list[list]) -> State:
+    _, uri, source_type, title, timestamp, metadata, fingerprint = row
+    meta = json.loads(metadata)
+    for key in BOOKKEEPING:
+        meta.pop(key, None)
+    return {
+        "uri": uri,
+        "source_type": source_type,
+        "title": title,
+        "timestamp": timestamp,
+        "metadata": meta,
+        "fingerprint": fingerprint,
+        "chunks": chunks,
+    }
+
+
+def read_source(conn: sqlite3.Connection, uri: str) -> State | None:
+    row = conn.execute(f"SELECT {SOURCE_COLUMNS} FROM sources WHERE uri = ?", (uri,)).fetchone()
+    if row is None:
+        return None
+    chunks = conn.execute(
+        f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE source_id = ? ORDER BY chunk_index", (row[0],)
+    ).fetchall()
+    return _state(row, [list(chunk) for chunk in chunks])
+
+
+def read_all_sources(conn: sqlite3.Connection) -> Iterator[tuple[str, State]]:
+    """Every source's state, in two ordered scans (not one query per source)."""
+    sources = conn.execute(f"SELECT {SOURCE_COLUMNS} FROM sources ORDER BY id").fetchall()
+    chunks = conn.execute(f"SELECT source_id, {CHUNK_COLUMNS} FROM chunks ORDER BY source_id, chunk_index")
+    pending = next(chunks, None)
+    for row in sources:
+        own = []
+        while pending is not None and pending[0] < row[0]:
+            pending = next(chunks, None)  # a chunk whose source is gone: verify sees it through its source
+        while pending is not None and pending[0] == row[0]:
+            own.append(list(pending)[1:])
+            pending = next(chunks, None)
+        yield row[1], _state(row, own)
+
+
+def restore_source(conn: sqlite3.Connection, uri: str, state: State | None) -> None:
+    """Make the stored source equal to `state` (None removes it), keeping its id when it exists."""
+    row = conn.execute("SELECT id FROM sources WHERE uri = ?", (uri,)).fetchone()
+    if state is None:
+        if row:
+            conn.execute("DELETE FROM chunk_vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE source_id = ?)", row)
+            conn.execute("DELETE FROM chunks WHERE source_id = ?", row)
+            conn.execute("DELETE FROM sources WHERE id = ?", row)
+        return
+    values = (
+        state["source_type"],
+        state["fingerprint"],
+        state["timestamp"],
+        state["title"],
+        json.dumps(state["metadata"], ensure_ascii=False),
+        time.time(),
+    )
+    if row:
+        source_id = row[0]
+        conn.execute("DELETE FROM chunks WHERE source_id = ?", (source_id,))
+        conn.execute(
+            "UPDATE sources SET source_type = ?, fingerprint = ?, timestamp = ?, title = ?, metadata = ?,"
+            " ingested_at = ? WHERE id = ?",
+            (*values, source_id),
+        )
+    else:
+        source_id = conn.execute(
+            "INSERT INTO sources (source_type, fingerprint, timestamp, title, metadata, ingested_at, uri)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*values, uri),
+        ).lastrowid
+    _insert_chunks(conn, source_id, state)
+
+
+def _insert_chunks(conn: sqlite3.Connection, source_id: int, state: State) -> None:
+    first_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
+    rows: Iterable = ((first_id + i, source_id, i, *chunk) for i, chunk in enumerate(state["chunks"]))
+    conn.executemany(
+        f"INSERT INTO chunks (id, source_id, chunk_index, {CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    fts.insert_rows(conn, [(first_id + i, state["title"], chunk[0]) for i, chunk in enumerate(state["chunks"])])
+
+
+def changed_source(conn: sqlite3.Connection, source_id: int, reason: str = "") -> None:
+    """Record a source after a direct update of its row or chunks (by id), inside the same transaction."""
+    row = conn.execute("SELECT uri FROM sources WHERE id = ?", (source_id,)).fetchone()
+    if row:
+        changed(conn, "source", row[0], reason=reason)
+
+
+register_kind(Kind("source", read_source, read_all_sources, restore_source))

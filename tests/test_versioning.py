@@ -1,0 +1,302 @@
+"""Versioned memory (issue 14): the hash-chained change log, verify, history, checkpoints, rollback, diff."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag import versioning
+from crossmodalrag.cli.main import main
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.forget import find_sources, forget_sources
+from crossmodalrag.ingest import ingest_notes
+from crossmodalrag.store import Store, open_store
+from crossmodalrag.store.migrations import migrate
+from crossmodalrag.versioning.history import checkpoint, diff, recent_changes, rollback, source_history
+from crossmodalrag.versioning.verify import verify
+from tests.conftest import write_note
+
+NOTES = {
+    "alpha.md": "# Alpha\n\nAardvarks eat ants.\n",
+    "beta.md": "# Beta\n\nBees build.\n",
+    "gamma.md": "# Gamma\n\nGeese.\n",
+}
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    for name, text in NOTES.items():
+        write_note(tmp_path / "vault", name, text)
+    return (tmp_path / "vault").resolve()
+
+
+def ops(store: Store) -> list[tuple[str, str]]:
+    rows = store.conn.execute("SELECT op, target FROM change_log ORDER BY seq")
+    return [(op, Path(target).name) for op, target in rows]
+
+
+def problems(store: Store) -> list[tuple[str, str, int | None]]:
+    return [(p.problem, Path(p.target).name, p.seq) for p in verify(store.conn).problems]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- the log and its chain ------------------------------------------------------------------
+
+
+def test_every_insert_update_and_delete_appends_one_chained_record(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    write_note(vault, "alpha.md", "# Alpha\n\nAardvarks eat termites too.\n")
+    (vault / "beta.md").unlink()
+    ingest_notes(store, [vault])
+    assert ops(store) == [
+        ("insert", "alpha.md"),
+        ("insert", "beta.md"),
+        ("insert", "gamma.md"),
+        ("update", "alpha.md"),
+        ("delete", "beta.md"),
+    ]
+    ingest_notes(store, [vault])  # nothing changed: nothing recorded
+    assert len(ops(store)) == 5
+    report = verify(store.conn)
+    assert report.ok and report.records == 5 and report.head_seq == 5 and len(report.head_hash) == 64
+
+
+def test_verify_catches_direct_edits_inserts_and_deletes_of_live_rows(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    conn = store.conn
+    conn.execute(
+        "UPDATE chunks SET text = 'tampered' WHERE source_id = (SELECT id FROM sources WHERE uri LIKE '%alpha.md')"
+    )
+    conn.execute("DELETE FROM sources WHERE uri LIKE '%beta.md'")
+    conn.execute(
+        "INSERT INTO sources (source_type, uri, fingerprint, title, ingested_at)"
+        " VALUES ('note', '/x/planted.md', 'f', 't', 0)"
+    )
+    assert sorted(problems(store)) == [
+        ("deleted_outside", "beta.md", 2),
+        ("edited_outside", "alpha.md", 1),
+        ("inserted_outside", "planted.md", None),
+    ]
+
+
+def test_verify_catches_a_rewritten_log_record_and_the_cli_exits_1(capsys, store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    code, out, _ = run(capsys, "verify")
+    assert code == 0 and "chain head: seq 3 " in out
+    store.conn.execute("UPDATE change_log SET actor = 'someone else' WHERE seq = 2")
+    assert problems(store) == [("chain_broken", "beta.md", 2)]
+    code, out, _ = run(capsys, "verify", "--json")
+    data = json.loads(out)
+    assert (
+        code == 1
+        and data["ok"] is False
+        and data["problems"][0]
+        == {
+            "problem": "chain_broken",
+            "kind": "source",
+            "target": str(vault / "beta.md"),
+            "seq": 2,
+        }
+    )
+    assert set(data) == {"ok", "versioning", "records", "head", "rows_checked", "problems", "seconds"}
+
+
+def test_a_removed_log_record_is_caught(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    store.conn.execute("DELETE FROM change_log WHERE seq = 2")
+    assert ("chain_broken", "gamma.md", 3) in problems(store)
+    store.conn.execute("DELETE FROM change_log WHERE seq = 3")  # now the newest: only the live rows tell
+    assert problems(store) == [("inserted_outside", "beta.md", None), ("inserted_outside", "gamma.md", None)]
+
+
+def test_a_direct_update_recorded_with_changed_source_verifies(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    with store.transaction() as conn:
+        conn.execute("UPDATE sources SET metadata = json_set(metadata, '$.importance', 0.9) WHERE id = 1")
+        versioning.changed_source(conn, 1, reason="merged")
+    assert ops(store)[-1] == ("update", "alpha.md") and verify(store.conn).ok
+
+
+def test_the_actor_is_recorded(store: Store, vault: Path, settings) -> None:
+    settings.notes_paths = [vault]
+    from crossmodalrag.sync import sync
+
+    sync(store, settings)
+    with versioning.acting(store.conn, "mcp:claude"):
+        (vault / "gamma.md").unlink()
+        ingest_notes(store, [vault])
+    actors = [row[0] for row in store.conn.execute("SELECT actor FROM change_log ORDER BY seq")]
+    assert actors == ["sync", "sync", "sync", "mcp:claude"] and store.conn.actor == "cli"
+
+
+def test_versioning_off_records_nothing_and_verify_says_so(capsys, monkeypatch, db_path, vault: Path) -> None:
+    monkeypatch.setenv("CMRAG_VERSIONING", "off")
+    assert main(["ingest-notes", str(vault)]) == 0
+    code, out, _ = run(capsys, "verify", "--json")
+    data = json.loads(out)
+    assert data["versioning"] is False and data["records"] == 0
+    monkeypatch.delenv("CMRAG_VERSIONING")
+    code, out, err = run(capsys, "verify")
+    assert code == 1 and "inserted outside mem" in out  # changes made while it was off are unaccounted for
+
+
+def test_an_upgraded_memory_gets_one_genesis_record_per_source(tmp_path: Path, vault: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, target=6)
+    ingest_notes(Store(conn, path), [vault])
+    assert conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 3
+    conn.close()
+    with open_store(path) as store:  # migrates to 7 without re-ingesting
+        rows = store.conn.execute("SELECT op, actor FROM change_log").fetchall()
+        assert [tuple(r) for r in rows] == [("genesis", "migration")] * 3
+        assert verify(store.conn).ok
+        assert ingest_notes(store, [vault]).unchanged == 3
+
+
+# --- history, checkpoints, diff, rollback --------------------------------------------------------
+
+
+def test_history_lists_one_sources_versions_newest_first(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    write_note(vault, "alpha.md", "# Alpha\n\nsecond version\n")
+    ingest_notes(store, [vault])
+    versions = source_history(store.conn, str(vault / "alpha.md"))
+    assert [c.op for c in versions] == ["update", "insert"]
+    source_id = store.conn.execute("SELECT id FROM sources WHERE uri LIKE '%alpha.md'").fetchone()[0]
+    assert source_history(store.conn, str(source_id)) == versions
+    with pytest.raises(CMRAGError, match="no recorded history"):
+        source_history(store.conn, "/nowhere.md")
+
+
+def test_rollback_restores_a_checkpoint_as_new_versions(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    checkpoint(store, "before-cleanup")
+    write_note(vault, "alpha.md", "# Alpha\n\nrewritten by an agent\n")
+    write_note(vault, "delta.md", "# Delta\n\nnew note\n")
+    (vault / "beta.md").unlink()
+    ingest_notes(store, [vault])
+    changes = diff(store.conn, "before-cleanup")
+    assert [Path(t).name for _, t in changes.added] == ["delta.md"]
+    assert [Path(t).name for _, t in changes.removed] == ["beta.md"]
+    assert [Path(t).name for _, t in changes.changed] == ["alpha.md"]
+
+    head_before = versioning.head(store.conn)[0]
+    plan = rollback(store, "before-cleanup", dry_run=True)
+    assert versioning.head(store.conn)[0] == head_before and len(plan.restore) == 2 and len(plan.remove) == 1
+    plan = rollback(store, "before-cleanup")
+    assert plan.applied_seq == head_before + 3  # appended, never rewound
+    texts = " ".join(row[0] for row in store.conn.execute("SELECT text FROM chunks"))
+    assert (
+        "Bees build" in texts and "Aardvarks eat ants" in texts and "rewritten" not in texts and "new note" not in texts
+    )
+    hits = store.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'bees'").fetchall()
+    assert len(hits) == 1, "restored chunks are searchable"
+    assert verify(store.conn).ok
+    assert diff(store.conn, "before-cleanup").to_dict() | {"since": 0, "until": 0} == {
+        "since": 0,
+        "until": 0,
+        "added": [],
+        "removed": [],
+        "changed": [],
+    }
+
+
+def test_rollback_refuses_content_erased_by_forget(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    checkpoint(store, "cp")
+    forget_sources(store, find_sources(store, uri=str(vault / "alpha.md")))
+    before = versioning.head(store.conn)[0]
+    with pytest.raises(CMRAGError, match="erased by `mem forget`"):
+        rollback(store, "cp")
+    assert versioning.head(store.conn)[0] == before
+
+
+def test_checkpoint_names_are_unique_and_not_points(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    checkpoint(store, "one")
+    for bad in ("one", "now", "42", ""):
+        with pytest.raises(CMRAGError):
+            checkpoint(store, bad)
+
+
+def test_points_can_be_seqs_and_times(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    assert len(diff(store.conn, "0").added) == 3 and len(diff(store.conn, "1").added) == 2
+    assert len(diff(store.conn, "2000-01-01T00:00").added) == 3
+    with pytest.raises(CMRAGError, match="not a checkpoint, a seq or a time"):
+        diff(store.conn, "yesterday-ish")
+
+
+# --- forget ---------------------------------------------------------------------------------
+
+
+def test_forget_erases_the_text_from_the_log_and_leaves_a_tombstone(store: Store, vault: Path) -> None:
+    write_note(vault, "alpha.md", "# Alpha\n\nzebraxylophone one\n")
+    ingest_notes(store, [vault])
+    write_note(vault, "alpha.md", "# Alpha\n\nzebraxylophone two\n")
+    ingest_notes(store, [vault])
+    forget_sources(store, find_sources(store, uri=str(vault / "alpha.md")), vacuum=True)
+    last = recent_changes(store.conn, 1)[0]
+    assert (last.op, Path(last.target).name, last.reason) == ("forget", "alpha.md", "mem forget")
+    assert last.content_hash  # the erased content's hash
+    states = [zlib.decompress(row[0]) for row in store.conn.execute("SELECT state FROM change_states")]
+    assert len(states) == 2 and not any(b"zebraxylophone" in s for s in states)
+    assert verify(store.conn).ok
+    assert b"zebraxylophone" not in Path(store.path).read_bytes()
+
+
+# --- the CLI --------------------------------------------------------------------------------
+
+
+def test_cli_log_history_checkpoint_diff_rollback_json(capsys, vault: Path) -> None:
+    assert main(["ingest-notes", str(vault)]) == 0
+    code, out, _ = run(capsys, "checkpoint", "cp", "--json")
+    assert code == 0 and json.loads(out) == {"name": "cp", "seq": 4}
+    write_note(vault, "alpha.md", "# Alpha\n\nchanged\n")
+    main(["ingest-notes", str(vault)])
+    capsys.readouterr()
+    code, out, _ = run(capsys, "log", "--limit", "2", "--json")
+    changes = json.loads(out)["changes"]
+    assert [c["op"] for c in changes] == ["update", "checkpoint"]
+    assert set(changes[0]) == {"seq", "at", "op", "kind", "target", "actor", "content_hash", "reason"}
+    code, out, _ = run(capsys, "history", str(vault / "alpha.md"), "--json")
+    assert [v["op"] for v in json.loads(out)["versions"]] == ["update", "insert"]
+    code, out, _ = run(capsys, "diff", "cp", "--json")
+    assert json.loads(out)["changed"] == [{"kind": "source", "target": str(vault / "alpha.md")}]
+    code, out, _ = run(capsys, "rollback", "cp", "--dry-run", "--json")
+    data = json.loads(out)
+    assert data["dry_run"] is True and data["head_seq"] is None and len(data["restore"]) == 1
+    code, out, err = run(capsys, "rollback", "cp")
+    assert code == 0 and "did restore 1" in err
+    code, _, err = run(capsys, "rollback", "no-such-point")
+    assert code == 1 and err.startswith("error:") and "Traceback" not in err
+
+
+# --- backup and restore ---------------------------------------------------------------------
+
+
+def test_backups_carry_the_log_and_restore_verifies(capsys, tmp_path: Path, db_path: Path, vault: Path) -> None:
+    assert main(["ingest-notes", str(vault)]) == 0
+    backup = tmp_path / "copy.db"
+    assert main(["backup", str(backup)]) == 0
+    code, out, _ = run(capsys, "restore", str(backup), "--force", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["verify"]["ok"] is True and data["verify"]["records"] == 3
+
+    conn = sqlite3.connect(backup)  # edited behind mem's back, then restored
+    conn.execute("UPDATE chunks SET text = 'planted' WHERE id = 1")
+    conn.commit()
+    conn.close()
+    Path(f"{backup}.sha256").unlink()
+    code, out, err = run(capsys, "restore", str(backup), "--force")
+    assert code == 1 and "does not verify" in err
