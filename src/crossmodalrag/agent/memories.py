@@ -98,7 +98,7 @@ def remember(
         return StoreResult(best[0], "merged", best[1], measure=measure)
     source_id = _insert(store, text, tags, importance, kind, session_id, agent_id, digest, now)
     if vector is not None:
-        _store_vector(store, embedder, source_id, vector)
+        embed_source(store, embedder, source_id)
     links = _link(store, source_id, similar)
     replaced = _supersede(store, source_id, text, similar)
     return StoreResult(source_id, "stored", None, links, replaced, measure)
@@ -245,7 +245,7 @@ def _similarities(store: Store, text: str, vector, embedder: "Embedder | None") 
     return {source_id: jaccard(words, word_set(joined)) for source_id, joined in rows}
 
 
-def _store_vector(store: Store, embedder: "Embedder", source_id: int, vector) -> None:
+def embed_source(store: Store, embedder: "Embedder", source_id: int) -> None:
     """The memory's vector now (not at the next reindex): it is compared against the very next memory."""
     from crossmodalrag.index.embed import pieces
     from crossmodalrag.index.embeddings import model_row

@@ -44,9 +44,11 @@ def create_app(
     token: str | None = None,
     allow_hosts: frozenset[str] = frozenset(),
     llm_loader: Callable[[Settings], LLM] | None = None,
+    mcp_app: Callable | None = None,
 ) -> LocalGuard:
     """The whole server as one ASGI app, wrapped in the security guard (see api/security.py).
-    `llm_loader` replaces the configured model (tests use a scripted stand-in)."""
+    `llm_loader` replaces the configured model (tests use a scripted stand-in); `mcp_app` (from
+    mcp_server.http) answers /mcp behind the same guard."""
     from crossmodalrag.api import console, routes
 
     app = FastAPI(
@@ -70,4 +72,8 @@ def create_app(
     app.include_router(routes.router)
     app.include_router(console.router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
-    return LocalGuard(app, token, allow_hosts)
+    if mcp_app is None:
+        return LocalGuard(app, token, allow_hosts)
+    from crossmodalrag.mcp_server.http import MCP_PATH, with_mcp
+
+    return LocalGuard(with_mcp(app, mcp_app), token, allow_hosts, mcp_path=MCP_PATH)

@@ -10,7 +10,9 @@ MCP SDKs' CVE-2025-66416) and cross-site requests. So:
   the session cookie; a one-time `?token=` sets that cookie (HttpOnly, SameSite=Strict) and redirects
   to the same URL without it, so the token does not stay in the address bar or history;
 - every response carries a strict CSP (no inline script or style), nosniff, no referrer, no caching;
-- request bodies and query strings are bounded (the API is read-only: GET and HEAD only).
+- request bodies and query strings are bounded (the API is read-only: GET and HEAD only);
+- the MCP endpoint (`mem serve --mcp`, under /mcp) also takes POST and DELETE with JSON bodies up to
+  1 MB, and a request carrying an Origin header must come from one of the allowed hosts.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 COOKIE = "mem_session"
 MAX_QUERY_BYTES = 4096
 MAX_BODY_BYTES = 16 * 1024
+MCP_BODY_BYTES = 1024 * 1024
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -86,8 +89,15 @@ def session_value(token: str) -> str:
 class LocalGuard:
     """Applies the rules above around an ASGI app."""
 
-    def __init__(self, app: ASGIApp, token: str | None = None, allow_hosts: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str | None = None,
+        allow_hosts: frozenset[str] = frozenset(),
+        mcp_path: str | None = None,
+    ) -> None:
         self.app = app
+        self.mcp_path = mcp_path
         self.token = token or None
         self.session = session_value(token) if token else None
         self.allow_hosts = frozenset(h.lower() for h in allow_hosts)
@@ -126,6 +136,8 @@ class LocalGuard:
             )
         if headers.get("sec-fetch-site") == "cross-site":
             return 403, "cross-site requests are refused", "open the console from its own address"
+        if self.mcp_path and scope.get("path", "").rstrip("/") == self.mcp_path:
+            return self._mcp_refusal(scope, headers)
         if scope.get("method") not in ("GET", "HEAD"):
             return 405, "this API is read-only: GET and HEAD only", ""
         if len(scope.get("query_string", b"")) > MAX_QUERY_BYTES:
@@ -133,6 +145,18 @@ class LocalGuard:
         length = headers.get("content-length", "0")
         if not length.isdigit() or int(length) > MAX_BODY_BYTES or "transfer-encoding" in headers:
             return 413, "request bodies are not accepted", ""
+        return None
+
+    def _mcp_refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, str] | None:
+        """The MCP endpoint: its methods, bounded JSON bodies, and an Origin (if any) that is ours."""
+        origin = headers.get("origin")
+        if origin is not None and not host_allowed(origin.partition("://")[2], self.allow_hosts):
+            return 403, "requests from other origins are refused", "MCP clients send no Origin, or their own host"
+        if scope.get("method") not in ("GET", "POST", "DELETE"):
+            return 405, "the MCP endpoint takes GET, POST and DELETE", ""
+        length = headers.get("content-length", "0")
+        if not length.isdigit() or int(length) > MCP_BODY_BYTES or "transfer-encoding" in headers:
+            return 413, f"MCP request bodies are at most {MCP_BODY_BYTES} bytes, with a Content-Length", ""
         return None
 
     def _authorized(self, headers: dict[str, str]) -> bool:

@@ -23,6 +23,11 @@ def register(
     p.set_defaults(run=ingest_chat)
     register_memory_commands(sub, common, as_json)
 
+    p = sub.add_parser(
+        "mcp", parents=[common], help="MCP server on stdio for AI agents (claude mcp add mem -- mem mcp)"
+    )
+    p.set_defaults(run=mcp)
+
 
 def ingest_chat(args: argparse.Namespace) -> int:
     from crossmodalrag.conversations import ingest_conversations
@@ -100,4 +105,21 @@ def memories(args: argparse.Namespace) -> int:
         print(f"{item['id']:>6}  {item['created'][:10]}  {item['kind']}{tags}{mark}\n        {item['text']}")
     if not found:
         notice("no memories yet: `mem remember TEXT` stores one")
+    return 0
+
+
+def mcp(args: argparse.Namespace) -> int:
+    """Serve the MCP tools on stdin/stdout until the client closes them (stdout carries only protocol)."""
+    from crossmodalrag.mcp_server import require_mcp
+
+    require_mcp()
+    from crossmodalrag.mcp_server.server import build_server
+
+    settings = _settings(args)
+    _open(settings).close()  # create or migrate the database now: a failure is an error line, not a hung client
+    server = build_server(settings)
+    try:
+        server.run("stdio")
+    finally:
+        server.service.close()
     return 0

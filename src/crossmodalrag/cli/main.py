@@ -159,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-host", action="append", metavar="NAME", help="also answer to this Host name (repeatable)"
     )
+    p.add_argument("--mcp", action="store_true", help="also serve the MCP tools at /mcp (streamable HTTP; mcp extra)")
     p.set_defaults(run=serve_commands.serve)
 
     p = sub.add_parser("doctor", parents=[common, as_json], help="read-only health report and explanations")

@@ -101,6 +101,17 @@ def _check_port(host: str, port: int) -> None:
             raise CMRAGError(f"cannot listen on {host}:{port}: {error.strerror}", "pick another --port") from None
 
 
+def _mcp_app(args: argparse.Namespace, settings: Settings):
+    if not getattr(args, "mcp", False):
+        return None
+    from crossmodalrag.mcp_server import require_mcp
+
+    require_mcp()
+    from crossmodalrag.mcp_server.http import mcp_http_app
+
+    return mcp_http_app(settings)
+
+
 def serve(args: argparse.Namespace) -> int:
     from crossmodalrag.api import require_ui
 
@@ -125,7 +136,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from crossmodalrag.api.app import create_app
 
-    app = create_app(settings, token, frozenset(allow))
+    app = create_app(settings, token, frozenset(allow), mcp_app=_mcp_app(args, settings))
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     shown = f"[{shown}]" if ":" in shown else shown
     url = f"http://{shown}:{args.port}/"
@@ -134,6 +145,8 @@ def serve(args: argparse.Namespace) -> int:
         notice(
             f"login once in the browser with {url}?token={token} (it sets a cookie and drops the token from the URL)"
         )
+    if args.mcp:
+        notice(f"MCP tools at {url}mcp (streamable HTTP; they can store and forget: same host and token rules)")
     if not loopback:
         notice("other machines reach it only through names given with --allow-host (the Host header is checked)")
     uvicorn.run(

@@ -47,7 +47,8 @@ def event_schema(excerpts: int) -> dict[str, Any]:
                 "type": "array",
                 "minItems": 1,
                 "maxItems": MAX_CITED,
-                "items": {"type": "integer", "minimum": 1, "maximum": max(1, excerpts)},
+                # An enum, not minimum/maximum: llama.cpp's grammar builder ignores integer bounds.
+                "items": {"type": "integer", "enum": list(range(1, max(1, excerpts) + 1))},
             },
         },
         "required": ["type", "statement", "when", "project", "people", "evidence"],

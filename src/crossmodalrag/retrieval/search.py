@@ -38,6 +38,7 @@ SECONDS_PER_DAY = 86400.0
 COVERAGE_DEPTH = 10
 STEM_MIN_LETTERS = 5  # the shortest leading part of a query word that counts as its stem (see _contains)
 SUPERSEDED_FACTOR = 0.5
+EXACT_FILTERED = 20_000  # filtered chunks scored exactly by vector rather than picked from the global nearest
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ class SearchOptions:
     title_column_weight: float = 0.0
     min_candidates: int = 50
     modalities: tuple[str, ...] = ()  # only these kinds of evidence ("text", "code", "pdf"); () = all
+    source_types: tuple[str, ...] = ()  # only these kinds of source ("note", "conversation", "memory"); () = all
+    after: float | None = None  # only sources dated at or after this (unix seconds)
+    before: float | None = None  # ... and before this
     # "any" term (BM25 ranks), "all" terms, or the exact "phrase"; all and phrase also filter vector
     # candidates, so a hybrid answer never shows evidence that lacks a required term.
     match: str = "any"
@@ -105,8 +109,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     cosines: dict[int, float] = {}
     if semantic is not None:
         vector = semantic.query_vector(query)
-        # With a modality filter most nearest chunks may be of other kinds: look further.
-        wanted = _of_modalities(conn, semantic.nearest(vector, limit * (8 if options.modalities else 1)), options)
+        wanted = _nearest_passing(conn, semantic, vector, limit, options)
         if options.match != "any":
             wanted = {chunk: cosine for chunk, cosine in wanted.items() if chunk in every_match}
         cosines = dict(list(wanted.items())[:limit])
@@ -246,33 +249,76 @@ def _term_weights(conn: sqlite3.Connection, stems: list[list[str]]) -> dict[str,
 
 
 def _bm25_scores(conn: sqlite3.Connection, expression: str, options: SearchOptions) -> dict[int, float]:
-    """BM25 of every matching chunk (of the wanted modalities). One unordered pass is cheaper than
+    """BM25 of every matching chunk (that passes the filters). One unordered pass is cheaper than
     ORDER BY bm25 LIMIT (which scores every match anyway) and than re-querying specific rowids."""
-    if not options.modalities:
+    if not _filtered(options):
         rows = conn.execute(
             "SELECT rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts WHERE chunks_fts MATCH ?",
             (options.title_column_weight, expression),
         ).fetchall()
         return dict(rows)
-    marks = ",".join("?" * len(options.modalities))
+    where, params = _filter_clause(options)
     rows = conn.execute(
         "SELECT f.rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-        f"WHERE chunks_fts MATCH ? AND c.modality IN ({marks})",
-        (options.title_column_weight, expression, *options.modalities),
+        f"JOIN sources s ON s.id = c.source_id WHERE chunks_fts MATCH ? AND {where}",
+        (options.title_column_weight, expression, *params),
     ).fetchall()
     return dict(rows)
 
 
-def _of_modalities(conn: sqlite3.Connection, scored: dict[int, float], options: SearchOptions) -> dict[int, float]:
-    """Keep (in order) the chunks whose modality is wanted."""
-    if not options.modalities or not scored:
+def _filtered(options: SearchOptions) -> bool:
+    return bool(options.modalities or options.source_types) or options.after is not None or options.before is not None
+
+
+def _filter_clause(options: SearchOptions) -> tuple[str, list]:
+    """SQL over chunks `c` joined to sources `s` for the modality, source type and date filters."""
+    clauses, params = ["1 = 1"], []
+    for column, values in (("c.modality", options.modalities), ("s.source_type", options.source_types)):
+        if values:
+            clauses.append(f"{column} IN ({','.join('?' * len(values))})")
+            params.extend(values)
+    if options.after is not None:
+        clauses.append("s.timestamp >= ?")
+        params.append(options.after)
+    if options.before is not None:
+        clauses.append("s.timestamp < ?")
+        params.append(options.before)
+    return " AND ".join(clauses), params
+
+
+def _nearest_passing(
+    conn: sqlite3.Connection, semantic: "SemanticIndex", vector, limit: int, options: SearchOptions
+) -> dict[int, float]:
+    """The nearest chunks that pass the filters, best first. A narrow filter (one week of a large
+    memory) may hold none of the global nearest: up to EXACT_FILTERED chunks are scored exactly."""
+    if not _filtered(options):
+        return semantic.nearest(vector, limit)
+    where, params = _filter_clause(options)
+    ids = [
+        row[0]
+        for row in conn.execute(
+            f"SELECT c.id FROM chunks c JOIN sources s ON s.id = c.source_id WHERE {where} LIMIT ?",
+            (*params, EXACT_FILTERED + 1),
+        )
+    ]
+    if len(ids) <= EXACT_FILTERED:
+        scored = semantic.scores_for(vector, ids)
+        return dict(heapq.nlargest(limit, scored.items(), key=lambda item: (item[1], -item[0])))
+    return _passing_filters(conn, semantic.nearest(vector, limit * 8), options)
+
+
+def _passing_filters(conn: sqlite3.Connection, scored: dict[int, float], options: SearchOptions) -> dict[int, float]:
+    """Keep (in order) the chunks that pass the filters (modality, source type, dates)."""
+    if not _filtered(options) or not scored:
         return scored
     ids = list(scored)
-    marks, kinds = ",".join("?" * len(ids)), ",".join("?" * len(options.modalities))
+    where, params = _filter_clause(options)
     kept = {
         row[0]
         for row in conn.execute(
-            f"SELECT id FROM chunks WHERE id IN ({marks}) AND modality IN ({kinds})", (*ids, *options.modalities)
+            f"SELECT c.id FROM chunks c JOIN sources s ON s.id = c.source_id WHERE c.id IN ({','.join('?' * len(ids))})"
+            f" AND {where}",
+            (*ids, *params),
         )
     }
     return {chunk: score for chunk, score in scored.items() if chunk in kept}

@@ -1,0 +1,83 @@
+"""Changing and erasing what is stored: `memory_update` (an agent memory's text or attributes) and
+`memory_forget` (any source, erased as `mem forget` erases it: chunks, vectors, derived nodes)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from crossmodalrag.agent.memories import (
+    check_attributes,
+    clean_content,
+    content_hash,
+    embed_source,
+    memory_document,
+    memory_record,
+)
+from crossmodalrag.agent.tools import InvalidArgument
+from crossmodalrag.forget import find_sources, forget_sources
+from crossmodalrag.ingest import fingerprint, write_document
+from crossmodalrag.store import Store
+
+if TYPE_CHECKING:
+    from crossmodalrag.index.embed import Embedder
+
+
+def update_memory(
+    store: Store,
+    source_id: int,
+    content: str | None = None,
+    tags: list[str] | None = None,
+    importance: float | None = None,
+    kind: str | None = None,
+    embedder: "Embedder | None" = None,
+) -> dict[str, Any]:
+    """Change a memory in place (same id). Raises InvalidArgument / InvalidMemory."""
+    record = memory_record(store.conn, source_id)
+    if record is None:
+        raise InvalidArgument(
+            f"no agent memory with id {source_id}", "memory_update changes memories; list them with memory_browse"
+        )
+    tags, importance, kind = check_attributes(
+        record["tags"] if tags is None else tags,
+        record["importance"] if importance is None else importance,
+        record["kind"] if kind is None else kind,
+    )
+    now = time.time()
+    if content is not None:
+        _rewrite(store, source_id, clean_content(content), embedder)
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE agent_memories SET tags = ?, importance = ?, kind = ?, updated_at = ? WHERE source_id = ?",
+            (json.dumps(tags), importance, kind, now, source_id),
+        )
+        conn.execute(
+            "UPDATE sources SET metadata = json_set(metadata, '$.tags', json(?), '$.importance', ?, '$.kind', ?)"
+            " WHERE id = ?",
+            (json.dumps(tags), importance, kind, source_id),
+        )
+    return memory_record(store.conn, source_id)
+
+
+def _rewrite(store: Store, source_id: int, text: str, embedder: "Embedder | None") -> None:
+    uri, when, metadata = store.conn.execute(
+        "SELECT uri, timestamp, metadata FROM sources WHERE id = ?", (source_id,)
+    ).fetchone()
+    doc = memory_document(text, uri.removeprefix("memory:"), when, json.loads(metadata))
+    with store.batched() as batch:
+        write_document(batch, doc, fingerprint(doc))
+        with batch.unit() as conn:
+            conn.execute(
+                "UPDATE agent_memories SET content_hash = ? WHERE source_id = ?", (content_hash(text), source_id)
+            )
+    if embedder is not None:
+        embed_source(store, embedder, source_id)
+
+
+def forget_source(store: Store, source_id: int) -> dict[str, Any]:
+    """Erase one source and everything derived from it. Raises InvalidArgument if there is none."""
+    row = store.conn.execute("SELECT uri FROM sources WHERE id = ?", (int(source_id),)).fetchone()
+    if row is None:
+        raise InvalidArgument(f"no source with id {source_id}", "ids come from memory_search or memory_browse")
+    return forget_sources(store, find_sources(store, uri=row[0])).to_dict()

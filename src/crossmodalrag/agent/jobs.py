@@ -1,0 +1,156 @@
+"""Work too long for one tool call (ingesting a folder, digesting a big transcript) runs as a job:
+the call returns its id at once and `memory_job` reports progress. Jobs run one at a time on their
+own thread with their own database connection; they live as long as the server process.
+
+An agent may only make `mem` read paths the user already configured (vaults, repositories, PDF,
+image and chat folders, plus the agents' own transcript folders for `memory_digest_session`):
+a tool argument can never point the memory at ~/.ssh.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from crossmodalrag.agent.tools import InvalidArgument
+from crossmodalrag.config import Settings
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.store import Store
+from crossmodalrag.types import iso_time
+
+AGENT_TRANSCRIPTS = ("~/.claude/projects", "~/.codex/sessions")
+MAX_JOBS_KEPT = 200
+
+Work = Callable[[Store, Callable[[dict], None]], dict]
+
+
+@dataclass
+class Job:
+    id: str
+    kind: str
+    target: str
+    status: str = "queued"  # queued | running | done | failed
+    progress: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.id,
+            "kind": self.kind,
+            "target": self.target,
+            "status": self.status,
+            "progress": self.progress,
+            "result": self.result,
+            "error": self.error,
+            "started": iso_time(self.started),
+            "finished": iso_time(self.finished),
+        }
+
+
+class JobRunner:
+    def __init__(self, open_store: Callable[[], Store]) -> None:
+        self.open_store = open_store
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mem-job")
+        self.jobs: dict[str, Job] = {}
+        self.lock = threading.Lock()
+
+    def start(self, kind: str, target: str, work: Work) -> Job:
+        job = Job(uuid.uuid4().hex[:12], kind, target)
+        with self.lock:
+            self.jobs[job.id] = job
+            for stale in list(self.jobs)[:-MAX_JOBS_KEPT]:
+                del self.jobs[stale]
+        self.pool.submit(self._run, job, work)
+        return job
+
+    def _run(self, job: Job, work: Work) -> None:
+        job.status = "running"
+        try:
+            with self.open_store() as store:
+                job.result = work(store, lambda progress: setattr(job, "progress", progress))
+            job.status = "done"
+        except CMRAGError as error:
+            job.status, job.error = "failed", str(error)
+        except Exception as error:  # noqa: BLE001 - a job must never take the server down
+            job.status, job.error = "failed", f"unexpected {type(error).__name__}: {error}"
+        job.finished = time.time()
+
+    def get(self, job_id: str) -> Job:
+        job = self.jobs.get(str(job_id))
+        if job is None:
+            raise InvalidArgument(
+                f"no job {str(job_id)[:20]!r}", "job ids come from memory_ingest or memory_digest_session"
+            )
+        return job
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def ingest_target(settings: Settings, path: str, transcripts: bool = False) -> tuple[str, Path]:
+    """(connector, path to ingest) for a path inside a configured folder. Raises InvalidArgument."""
+    if not isinstance(path, str) or not path or len(path) > 4096 or "\x00" in path:
+        raise InvalidArgument("path must be a file or folder path", "e.g. a note folder configured for mem")
+    resolved = Path(path).expanduser().resolve()
+    roots = [
+        ("notes", settings.notes_paths),
+        ("git", settings.git_paths),
+        ("pdf", settings.pdf_paths),
+        ("image", settings.image_paths),
+        ("chat", settings.chat_paths + ([Path(p) for p in AGENT_TRANSCRIPTS] if transcripts else [])),
+    ]
+    for connector, folders in roots:
+        for folder in folders:
+            root = Path(folder).expanduser().resolve()
+            if resolved == root or root in resolved.parents:
+                if transcripts and connector != "chat":
+                    continue
+                # A vault or a repository is ingested whole (fingerprints make that cheap).
+                return connector, root if connector in ("notes", "git") else resolved
+    raise InvalidArgument(
+        f"{path} is outside the folders mem is configured to read",
+        "add the folder to [connectors] in crossmodalrag.toml (notes, git, pdf, images, chats) first",
+    )
+
+
+def ingest_work(settings: Settings, connector: str, path: Path) -> Work:
+    """The job that ingests one configured path and embeds what is new."""
+
+    def work(store: Store, progress: Callable[[dict], None]) -> dict:
+        from crossmodalrag import ingest
+        from crossmodalrag.conversations import ingest_conversations
+
+        step = lambda report: progress(report.to_dict())  # noqa: E731
+        if connector == "notes":
+            report = ingest.ingest_notes(store, [path], settings.notes_include, settings.notes_exclude, step)
+        elif connector == "git":
+            report = ingest.ingest_git(store, [path], settings.git_max_commits or None, progress=step)
+        elif connector == "pdf":
+            report = ingest.ingest_pdfs(store, [path], step, settings.ocr_engine)
+        elif connector == "image":
+            report = ingest.ingest_images(store, [path], step, settings.ocr_engine)
+        else:
+            report = ingest_conversations(store, [path], step)
+        return {**report.to_dict(), "embedded": embed_new(store, settings) if report.chunks else 0}
+
+    return work
+
+
+def embed_new(store: Store, settings: Settings) -> int:
+    """Embed chunks without vectors when a model is available (0 otherwise)."""
+    from crossmodalrag.agent.memories import load_memory_embedder
+
+    embedder, _ = load_memory_embedder(settings)
+    if embedder is None:
+        return 0
+    from crossmodalrag.index.embeddings import embed_missing
+
+    return embed_missing(store, embedder, settings.embed_batch_size).chunks

@@ -1,0 +1,258 @@
+"""The library side of the MCP tools (and of `mem` commands that mirror them): each function takes
+plain arguments, validates them, calls the library and returns the JSON-ready dict the tool sends.
+No MCP types here; mcp_server/ only adapts these to tools."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from crossmodalrag.agent.browse import list_memories, memory_counts, note_changes
+from crossmodalrag.agent.memories import memory_record
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.retrieval.search import search
+from crossmodalrag.sources import SourceNotFound, source_detail, store_stats
+from crossmodalrag.store import Store
+from crossmodalrag.types import Evidence, excerpt, iso_time
+
+if TYPE_CHECKING:
+    from crossmodalrag.answer.evidence import Retriever
+
+MAX_RESULTS = 50
+MAX_IDS = 20
+MAX_SOURCE_CHARS = 40_000
+PREVIEW_CHARS = 100
+CHARS_PER_TOKEN = 4  # a rough, model-independent estimate: budgets are approximate by nature
+
+
+class InvalidArgument(CMRAGError):
+    """A tool argument is out of range or malformed."""
+
+
+def parse_when(value: str | None, what: str) -> float | None:
+    """Unix seconds from an ISO date or date-time (UTC unless it says otherwise). Raises InvalidArgument."""
+    if value is None or value == "":
+        return None
+    try:
+        moment = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(f"{what} must be an ISO date such as 2026-11-01", f"got {str(value)[:40]!r}") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def tokens(value: Any) -> int:
+    return max(1, len(json.dumps(value, ensure_ascii=False)) // CHARS_PER_TOKEN)
+
+
+def search_memory(
+    retriever: "Retriever",
+    query: str,
+    limit: int = 10,
+    kind: str | None = None,
+    tags: list[str] | None = None,
+    source_types: list[str] | None = None,
+    after: str | None = None,
+    before: str | None = None,
+    compact: bool = True,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
+    """Ranked evidence for a query. `compact`: id, one-line preview and score per result (~50 tokens);
+    otherwise full results, as many as fit in `max_tokens`. Raises InvalidArgument."""
+    if not 1 <= limit <= MAX_RESULTS:
+        raise InvalidArgument(f"limit must be 1..{MAX_RESULTS}", "ask for fewer results")
+    types = tuple(source_types or ()) or (("memory",) if kind or tags else ())
+    options = replace(
+        retriever.options,
+        top_k=limit * (4 if kind or tags else 1),
+        source_types=types,
+        after=parse_when(after, "after"),
+        before=parse_when(before, "before"),
+    )
+    hits = search(retriever.store, query, options, retriever.semantic).hits
+    if kind or tags:
+        hits = [h for h in hits if _memory_matches(retriever.store, h.source_id, kind, tags)][:limit]
+    evidence = [Evidence(f"E{i}", hit) for i, hit in enumerate(hits, 1)]
+    results = [compact_result(e) for e in evidence] if compact else _packed(evidence, max_tokens)
+    return {"query": query, "compact": compact, "count": len(results), "results": results}
+
+
+def ask_memory(retriever: "Retriever", question: str, after: str | None = None, before: str | None = None) -> dict:
+    """The `mem ask --json --no-llm` answer: cited evidence or an abstention, noting changed facts."""
+    from crossmodalrag.answer.evidence import ask_without_llm
+
+    retriever.options = replace(
+        retriever.options, after=parse_when(after, "after"), before=parse_when(before, "before")
+    )
+    answer = ask_without_llm(retriever, question)
+    note_changes(retriever.store, answer)
+    return answer.to_dict()
+
+
+def compact_result(item: Evidence) -> dict[str, Any]:
+    hit = item.hit
+    return {
+        "id": hit.source_id,
+        "chunk_id": hit.chunk_id,
+        "type": hit.source_type,
+        "title": excerpt(hit.title, 60),
+        "preview": excerpt(hit.text, PREVIEW_CHARS),
+        "date": (iso_time(hit.timestamp) or "")[:10] or None,
+        "score": round(hit.score, 4),
+    }
+
+
+def _packed(evidence: list[Evidence], max_tokens: int | None) -> list[dict[str, Any]]:
+    """Full results (the chunk's whole text), best first, while they fit the budget (at least one)."""
+    results, used = [], 0
+    for item in evidence:
+        full = {**item.to_dict(), "text": item.hit.text.split("\n", 1)[-1], "uri": f"mem://source/{item.hit.source_id}"}
+        full.pop("excerpt", None)
+        cost = tokens(full)
+        if max_tokens is not None and results and used + cost > max_tokens:
+            break
+        results.append(full)
+        used += cost
+    return results
+
+
+def _memory_matches(store: Store, source_id: int | None, kind: str | None, tags: list[str] | None) -> bool:
+    record = memory_record(store.conn, source_id) if source_id else None
+    if record is None or (kind and record["kind"] != kind):
+        return False
+    return all(tag.lower() in record["tags"] for tag in tags or [])
+
+
+def get_sources(store: Store, ids: list[int]) -> dict[str, Any]:
+    """The full text of each source (and a memory's attributes), for ids from search or citations."""
+    if not ids or len(ids) > MAX_IDS:
+        raise InvalidArgument(f"give 1 to {MAX_IDS} ids", "search first; ids are the `id` of its results")
+    found, missing = [], []
+    for source_id in ids:
+        try:
+            found.append(full_source(store, int(source_id)))
+        except SourceNotFound:
+            missing.append(source_id)
+    return {"sources": found, "missing": missing}
+
+
+def full_source(store: Store, source_id: int) -> dict[str, Any]:
+    """One source as text with its chunk locators. Raises SourceNotFound."""
+    detail = source_detail(store, source_id)
+    text = "\n\n".join(chunk["body"] for chunk in detail["chunks"])
+    item = {
+        "id": source_id,
+        "uri": f"mem://source/{source_id}",
+        "source_type": detail["source_type"],
+        "title": detail["title"],
+        "locator": detail["locator"],
+        "timestamp": detail["timestamp"],
+        "text": text[:MAX_SOURCE_CHARS],
+        "truncated": len(text) > MAX_SOURCE_CHARS,
+        "chunks": [{"id": c["id"], "locator": c["locator"]} for c in detail["chunks"]],
+    }
+    memory = memory_record(store.conn, source_id)
+    return {**item, "memory": memory} if memory else item
+
+
+def context_for(retriever: "Retriever", topic: str | None = None, max_tokens: int = 1500) -> dict[str, Any]:
+    """What to load at the start of a session: recent decisions, open tasks, memories relevant to
+    the topic, and the latest sessions, filled in that order until the token budget is spent."""
+    store = retriever.store
+    sections = {
+        "decisions": [_brief(m) for m in list_memories(store, kind="decision", limit=10)],
+        "tasks": [_brief(m) for m in list_memories(store, kind="task", limit=10)],
+        "relevant": search_memory(retriever, topic, limit=10, compact=False)["results"] if topic else [],
+        "recent_sessions": _recent_sessions(store, 10),
+    }
+    packed, used = {name: [] for name in sections}, 0
+    for name, items in sections.items():
+        for item in items:
+            cost = tokens(item)
+            if used + cost > max_tokens:
+                break
+            packed[name].append(item)
+            used += cost
+    return {"topic": topic, "max_tokens": max_tokens, "tokens": used, **packed}
+
+
+def _brief(memory: dict[str, Any]) -> dict[str, Any]:
+    keys = ("id", "kind", "importance", "tags", "created", "text")
+    return {k: memory[k] for k in keys if k in memory}
+
+
+def _recent_sessions(store: Store, limit: int) -> list[dict[str, Any]]:
+    rows = store.conn.execute(
+        "SELECT id, title, timestamp FROM sources WHERE source_type = 'conversation'"
+        " ORDER BY timestamp IS NULL, timestamp DESC LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [{"id": i, "title": t, "date": (iso_time(ts) or "")[:10] or None} for i, t, ts in rows]
+
+
+def timeline_view(store: Store, after: str | None = None, before: str | None = None, limit: int = 50) -> dict:
+    """Sources by their own dates, newest first, grouped by day; episodes too once the hierarchy is
+    built (`mem build-memory`)."""
+    start, end = parse_when(after, "after"), parse_when(before, "before")
+    rows = store.conn.execute(
+        "SELECT id, source_type, title, timestamp FROM sources WHERE timestamp IS NOT NULL"
+        " AND timestamp >= ? AND timestamp < ? ORDER BY timestamp DESC LIMIT ?",
+        (start if start is not None else float("-inf"), end if end is not None else float("inf"), min(limit, 500)),
+    ).fetchall()
+    days: dict[str, list] = {}
+    for source_id, kind, title, when in rows:
+        days.setdefault(iso_time(when)[:10], []).append({"id": source_id, "type": kind, "title": title})
+    return {"days": [{"date": day, "sources": items} for day, items in days.items()], "episodes": _episodes(store)}
+
+
+def _episodes(store: Store) -> list[dict[str, Any]]:
+    try:
+        from crossmodalrag.memory.episodes import timeline
+    except ImportError:
+        return []
+    return timeline(store, limit=50)
+
+
+def changes_since(store: Store, since: str) -> dict[str, Any]:
+    """Sources added or updated since a time, and memories superseded since then."""
+    moment = parse_when(since, "since")
+    if moment is None:
+        raise InvalidArgument("since is required", "e.g. 2026-11-01 or 2026-11-30T09:00")
+    rows = store.conn.execute(
+        "SELECT id, source_type, title, ingested_at FROM sources WHERE ingested_at >= ? ORDER BY ingested_at DESC"
+        " LIMIT 200",
+        (moment,),
+    ).fetchall()
+    superseded = store.conn.execute(
+        "SELECT source_id, superseded_by FROM agent_memories WHERE superseded_by IS NOT NULL AND updated_at >= ?"
+        " UNION SELECT m.source_id, m.superseded_by FROM agent_memories m JOIN sources s ON s.id = m.superseded_by"
+        " WHERE s.ingested_at >= ?",
+        (moment, moment),
+    ).fetchall()
+    return {
+        "since": iso_time(moment),
+        "changed": [{"id": i, "type": k, "title": t, "ingested": iso_time(at)} for i, k, t, at in rows],
+        "superseded": [{"id": old, "by": new} for old, new in superseded],
+    }
+
+
+def stats_view(store: Store) -> dict[str, Any]:
+    return {**store_stats(store), "agent_memories": memory_counts(store)}
+
+
+def record_feedback(store: Store, chunk_ids: list[int], useful: bool) -> dict[str, Any]:
+    """Mark results useful (or not): feeds the usage signal of the `usage` ranking profile."""
+    from crossmodalrag.memory.usage import chunk_target, record
+
+    if not chunk_ids or len(chunk_ids) > MAX_RESULTS:
+        raise InvalidArgument(f"give 1 to {MAX_RESULTS} chunk ids", "the `chunk_id` of search results")
+    known = {
+        row[0]
+        for row in store.conn.execute(
+            f"SELECT id FROM chunks WHERE id IN ({','.join('?' * len(chunk_ids))})", [int(c) for c in chunk_ids]
+        )
+    }
+    written = record(store, [chunk_target(c) for c in known], "feedback_up" if useful else "feedback_down")
+    return {"recorded": written, "unknown": sorted(set(map(int, chunk_ids)) - known), "at": iso_time(time.time())}

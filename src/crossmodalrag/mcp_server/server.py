@@ -1,0 +1,208 @@
+"""The MCP tools: typed functions whose docstrings are their descriptions, each a thin layer over
+one library function (agent/, answer/, conversations.py). Arguments are bounded by their types
+(the SDK refuses a wrong type or an oversized string before the tool runs); a library error comes
+back as an MCP error result with its one-line message; long work returns a job id."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from pydantic import Field
+
+from crossmodalrag import __version__
+from crossmodalrag.agent import browse, edits, jobs, memories, tools
+from crossmodalrag.config import Settings
+from crossmodalrag.mcp_server.service import MemoryService, ToolFailure
+
+Text = Annotated[str, Field(min_length=1, max_length=2000)]
+Content = Annotated[str, Field(min_length=1, max_length=memories.MAX_CHARS)]
+Tags = Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=memories.MAX_TAGS)]
+Kind = Annotated[str, Field(max_length=32, pattern=r"^[a-z][a-z0-9_-]*$")]
+Day = Annotated[str, Field(max_length=40, description="ISO date or date-time, e.g. 2026-11-01")]
+Ident = Annotated[int, Field(ge=1)]
+Importance = Annotated[float, Field(ge=0.0, le=1.0)]
+SourceType = Literal["note", "commit", "pdf", "image", "conversation", "memory"]
+
+INSTRUCTIONS = (
+    "Long-term memory of this user: notes, git history, PDFs, images, past agent and chat sessions, and "
+    "memories agents stored. Start a session with memory_context; search with memory_search (compact "
+    "previews, then memory_get for full text); store what you learn with memory_store; cite sources as "
+    "mem://source/{id}."
+)
+
+
+def build_server(settings: Settings, service: MemoryService | None = None) -> MCPServer:
+    """The MCP server over the memory at settings.db_path."""
+    service = service or MemoryService(settings)
+    server = MCPServer("mem", instructions=INSTRUCTIONS, version=__version__)
+
+    async def run(fn, *args, **kwargs) -> Any:
+        try:
+            return await service.call(fn, *args, **kwargs)
+        except ToolFailure as failure:
+            raise ToolError(str(failure)) from None
+
+    @server.tool()
+    async def memory_store(
+        content: Content,
+        tags: Tags | None = None,
+        importance: Importance = 0.5,
+        kind: Kind = "note",
+        session_id: Annotated[str, Field(max_length=200)] = "",
+        agent_id: Annotated[str, Field(max_length=200)] = "",
+    ) -> dict[str, Any]:
+        """Store a memory (a fact, decision, preference, task or note) so later sessions can find it.
+        Returns its `id`; an exact duplicate returns the stored id, a near duplicate is merged into it,
+        and a memory that restates a fact with a new value supersedes the older one."""
+
+        def store():
+            return memories.remember(
+                service.store(), content, tags or [], importance, kind, session_id, agent_id, service.embedder()
+            ).to_dict()
+
+        return await run(store)
+
+    @server.tool()
+    async def memory_search(
+        query: Text,
+        limit: Annotated[int, Field(ge=1, le=tools.MAX_RESULTS)] = 10,
+        kind: Kind | None = None,
+        tags: Tags | None = None,
+        source_types: list[SourceType] | None = None,
+        after: Day | None = None,
+        before: Day | None = None,
+        compact: bool = True,
+        max_tokens: Annotated[int, Field(ge=50, le=50_000)] | None = None,
+    ) -> dict[str, Any]:
+        """Search the whole memory (hybrid lexical + semantic). compact=true gives ids, one-line previews
+        and scores (~50 tokens a result): open the ones you need with memory_get. compact=false gives
+        full results, as many as fit in max_tokens. Filters: kind and tags (agent memories), source
+        types, and a date range on the sources' own dates."""
+        return await run(
+            lambda: tools.search_memory(
+                service.retriever(), query, limit, kind, tags, source_types, after, before, compact, max_tokens
+            )
+        )
+
+    @server.tool()
+    async def memory_get(ids: Annotated[list[Ident], Field(min_length=1, max_length=tools.MAX_IDS)]) -> dict[str, Any]:
+        """The full content of sources by id (ids from memory_search, memory_browse or a citation)."""
+        return await run(lambda: tools.get_sources(service.store(), ids))
+
+    @server.tool()
+    async def memory_update(
+        id: Ident,
+        content: Content | None = None,
+        tags: Tags | None = None,
+        importance: Importance | None = None,
+        kind: Kind | None = None,
+    ) -> dict[str, Any]:
+        """Change an agent memory in place (its text, tags, importance or kind); the id stays."""
+        return await run(
+            lambda: edits.update_memory(service.store(), id, content, tags, importance, kind, service.embedder())
+        )
+
+    @server.tool()
+    async def memory_forget(id: Ident) -> dict[str, Any]:
+        """Erase a source for good (as `mem forget`): its text, chunks, vectors and what was derived from it."""
+        return await run(lambda: edits.forget_source(service.store(), id))
+
+    @server.tool()
+    async def memory_ask(
+        question: Text,
+        top_k: Annotated[int, Field(ge=1, le=20)] = 5,
+        after: Day | None = None,
+        before: Day | None = None,
+    ) -> dict[str, Any]:
+        """Answer a question from memory with numbered, cited evidence, or abstain when the memory does
+        not hold the answer (the `mem ask --json --no-llm` contract). Cite as mem://source/{source_id}."""
+        return await run(lambda: tools.ask_memory(service.retriever(top_k), question, after, before))
+
+    @server.tool()
+    async def memory_context(
+        topic: Annotated[str, Field(max_length=500)] | None = None,
+        max_tokens: Annotated[int, Field(ge=100, le=20_000)] = 1500,
+    ) -> dict[str, Any]:
+        """What to load at the start of a session for a project or topic: recent decisions, open tasks,
+        relevant memories and the latest sessions, within a token budget."""
+        return await run(lambda: tools.context_for(service.retriever(), topic, max_tokens))
+
+    @server.tool()
+    async def memory_browse(
+        kind: Kind | None = None,
+        tags: Tags | None = None,
+        after: Day | None = None,
+        before: Day | None = None,
+        history: bool = False,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        offset: Annotated[int, Field(ge=0)] = 0,
+    ) -> dict[str, Any]:
+        """List agent memories newest first by kind, tags and date, without a query; history=true also
+        lists memories a newer one superseded."""
+
+        def listed():
+            start, end = tools.parse_when(after, "after"), tools.parse_when(before, "before")
+            return {"memories": browse.list_memories(service.store(), kind, tags, start, end, history, limit, offset)}
+
+        return await run(listed)
+
+    @server.tool()
+    async def memory_timeline(
+        after: Day | None = None, before: Day | None = None, limit: Annotated[int, Field(ge=1, le=500)] = 50
+    ) -> dict[str, Any]:
+        """Sources by their own dates (sessions, notes, commits, memories), grouped by day; episodes too
+        once the memory hierarchy is built."""
+        return await run(lambda: tools.timeline_view(service.store(), after, before, limit))
+
+    @server.tool()
+    async def memory_feedback(
+        chunk_ids: Annotated[list[Ident], Field(min_length=1, max_length=tools.MAX_RESULTS)], useful: bool = True
+    ) -> dict[str, Any]:
+        """Mark search results (their chunk_id) as useful or not: feeds the usage signal of ranking."""
+        return await run(lambda: tools.record_feedback(service.store(), chunk_ids, useful))
+
+    @server.tool()
+    async def memory_ingest(path: Annotated[str, Field(min_length=1, max_length=4096)]) -> dict[str, Any]:
+        """Ingest a file or folder inside a folder the user configured for mem (vaults, repositories, PDF,
+        image and chat folders). Returns a job; poll memory_job for its progress."""
+        connector, target = await run(jobs.ingest_target, service.settings, path)
+        return await service.job("ingest", str(target), jobs.ingest_work(service.settings, connector, target))
+
+    @server.tool()
+    async def memory_digest_session(path: Annotated[str, Field(min_length=1, max_length=4096)]) -> dict[str, Any]:
+        """Ingest an agent or chat session transcript (Claude Code, Codex, ChatGPT, Claude.ai export) so
+        nothing said in it is lost; only new turns are written. Returns a job (done at once if small)."""
+        connector, target = await run(jobs.ingest_target, service.settings, path, transcripts=True)
+        return await service.job("digest", str(target), jobs.ingest_work(service.settings, connector, target))
+
+    @server.tool()
+    async def memory_stats() -> dict[str, Any]:
+        """What the memory holds: sources by kind, chunks, vectors, agent memories, per month."""
+        return await run(lambda: tools.stats_view(service.store()))
+
+    @server.tool()
+    async def memory_diff(since: Day) -> dict[str, Any]:
+        """What changed since a time: sources added or updated, memories superseded."""
+        return await run(lambda: tools.changes_since(service.store(), since))
+
+    @server.tool()
+    async def memory_job(job_id: Annotated[str, Field(min_length=1, max_length=64)]) -> dict[str, Any]:
+        """Progress and result of a job started by memory_ingest or memory_digest_session."""
+        return await run(lambda: service.jobs.get(job_id).to_dict())
+
+    @server.resource("mem://source/{source_id}", mime_type="application/json")
+    async def source(source_id: str) -> str:
+        """One source's full text and chunk locators: what a citation mem://source/{id} opens."""
+        if not source_id.isdigit() or len(source_id) > 18:
+            raise ResourceError(f"not a source id: {source_id[:20]!r}")
+        try:
+            found = await service.call(lambda: tools.full_source(service.store(), int(source_id)))
+        except ToolFailure as failure:
+            raise ResourceError(str(failure)) from None
+        return json.dumps(found, ensure_ascii=False)
+
+    server.service = service  # the caller closes it when the server stops
+    return server

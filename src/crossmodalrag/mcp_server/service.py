@@ -1,0 +1,79 @@
+"""What the MCP tools run on: one database connection on one dedicated thread (SQLite connections
+stay on the thread that made them; the event loop never blocks on a query), the retriever and
+embedder loaded once, and the job runner for long work."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from crossmodalrag.agent.jobs import JobRunner
+from crossmodalrag.config import Settings
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.store import Store, open_store
+
+JOB_WAIT_SECONDS = 2.0  # a short job (a small transcript) reports its result in the same call
+
+
+class ToolFailure(Exception):
+    """A tool's expected failure: one line for the agent (the server turns it into an error result)."""
+
+
+class MemoryService:
+    def __init__(self, settings: Settings, agent_id: str = "") -> None:
+        self.settings = settings
+        self.agent_id = agent_id
+        self.db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mem-db")
+        self._store: Store | None = None
+        self._embedder = None
+        self.jobs = JobRunner(lambda: open_store(settings.db_path))
+
+    def store(self) -> Store:
+        """The connection of the db thread (call only from functions run through `call`)."""
+        if self._store is None:
+            self._store = open_store(self.settings.db_path)
+        return self._store
+
+    def retriever(self, top_k: int | None = None):
+        from crossmodalrag.answer.evidence import open_retriever
+
+        return open_retriever(self.store(), self.settings, top_k)
+
+    def embedder(self):
+        from crossmodalrag.agent.memories import load_memory_embedder
+
+        if self._embedder is None:
+            self._embedder = load_memory_embedder(self.settings)[0] or False
+        return self._embedder or None
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run fn on the db thread; library errors become ToolFailure with their one-line message."""
+        future = self.db.submit(_guarded, fn, args, kwargs)
+        return await asyncio.wrap_future(future)
+
+    async def job(self, kind: str, target: str, work) -> dict[str, Any]:
+        job = self.jobs.start(kind, target, work)
+        for _ in range(int(JOB_WAIT_SECONDS / 0.05)):
+            if job.status in ("done", "failed"):
+                break
+            await asyncio.sleep(0.05)
+        return job.to_dict()
+
+    def close(self) -> None:
+        self.jobs.close()
+        if self._store is not None:
+            self.db.submit(self._store.close).result()
+        self.db.shutdown(wait=True)
+
+
+def _guarded(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except CMRAGError as error:
+        raise ToolFailure(str(error)) from None
+    except sqlite3.OperationalError as error:
+        raise ToolFailure(f"database busy or unavailable: {error} (hint: retry in a moment)") from None
+    except sqlite3.DatabaseError as error:
+        raise ToolFailure(f"the database is damaged: {error} (hint: the user should restore a backup)") from None

@@ -1,0 +1,120 @@
+"""Every MCP tool, called through a real SDK client: one scenario shared by the in-process, stdio
+and streamable-HTTP tests, so each transport proves the same behaviour."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.agent.chats import claude_record, write_jsonl
+
+TOOLS = {
+    "memory_store", "memory_search", "memory_get", "memory_update", "memory_forget", "memory_ask",
+    "memory_context", "memory_browse", "memory_timeline", "memory_feedback", "memory_ingest",
+    "memory_digest_session", "memory_stats", "memory_diff", "memory_job",
+}  # fmt: skip
+
+
+def write_session(chats: Path) -> Path:
+    """A small Claude Code session inside the configured chat folder."""
+    chats.mkdir(parents=True, exist_ok=True)
+    return write_jsonl(
+        chats / "session.jsonl",
+        [
+            claude_record("u1", None, "user", "Which port should the cache use?"),
+            claude_record(
+                "a1", "u1", "assistant", [{"type": "text", "text": "We agreed the cache listens on port 7379."}]
+            ),
+        ],
+    )
+
+
+async def call(client, tool: str, arguments: dict) -> dict:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+async def refused(client, tool: str, arguments: dict) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    return result.content[0].text
+
+
+async def exercise_every_tool(client, chats: Path) -> None:
+    """Round-trip each tool against a real memory, and refuse hostile arguments cleanly."""
+    listed = await client.list_tools()
+    assert {tool.name for tool in listed.tools} == TOOLS
+    assert all(tool.description for tool in listed.tools)
+
+    stored = await call(client, "memory_store", {"content": "Deploys need the VPN; the staging key rotates monthly",
+                                                  "tags": ["ops"], "importance": 0.8, "kind": "fact",
+                                                  "session_id": "s1", "agent_id": "test-agent"})  # fmt: skip
+    first = stored["id"]
+    again = await call(client, "memory_store", {"content": "Deploys need the VPN; the staging key rotates monthly"})
+    assert (again["id"], again["status"]) == (first, "duplicate")
+    newer = await call(client, "memory_store", {"content": "The staging key rotates weekly", "kind": "fact"})
+    assert newer["supersedes"] == [first]
+    decision = await call(client, "memory_store", {"content": "Decided: releases ship on Tuesdays", "kind": "decision"})
+
+    found = await call(client, "memory_search", {"query": "staging key rotation"})
+    assert found["results"][0]["id"] == newer["id"] and set(found["results"][0]) >= {"id", "preview", "score"}
+    full = await call(client, "memory_search", {"query": "staging key", "compact": False, "max_tokens": 60})
+    assert len(full["results"]) == 1 and "text" in full["results"][0]
+    only_facts = await call(client, "memory_search", {"query": "releases", "kind": "fact"})
+    assert only_facts["results"] == []
+
+    got = await call(client, "memory_get", {"ids": [newer["id"], 999]})
+    assert got["sources"][0]["text"] == "The staging key rotates weekly" and got["missing"] == [999]
+    resource = await client.read_resource(f"mem://source/{newer['id']}")
+    assert json.loads(resource.contents[0].text)["id"] == newer["id"]
+
+    updated = await call(client, "memory_update", {"id": decision["id"], "tags": ["release"], "importance": 0.9})
+    assert updated["tags"] == ["release"] and updated["importance"] == 0.9
+
+    answer = await call(client, "memory_ask", {"question": "How often does the staging key rotate?"})
+    assert not answer["abstained"] and answer["evidence"][0]["source_id"] == newer["id"]
+    assert any("replaced an older one" in note for note in answer["notices"])
+    nothing = await call(client, "memory_ask", {"question": "What is the capital of Mongolia?"})
+    assert nothing["abstained"]
+
+    context = await call(client, "memory_context", {"topic": "release", "max_tokens": 400})
+    assert [d["id"] for d in context["decisions"]] == [decision["id"]] and context["tokens"] <= 400
+    browsed = await call(client, "memory_browse", {"kind": "fact", "history": True})
+    assert {m["id"] for m in browsed["memories"]} == {first, newer["id"]}
+
+    session = write_session(chats)
+    digest = await call(client, "memory_digest_session", {"path": str(session)})
+    assert digest["status"] == "done" and digest["result"]["added"] == 1
+    assert (await call(client, "memory_job", {"job_id": digest["job_id"]}))["status"] == "done"
+    ingest = await call(client, "memory_ingest", {"path": str(chats)})
+    assert ingest["status"] in ("running", "done", "queued")
+    port = await call(client, "memory_search", {"query": "cache port", "source_types": ["conversation"]})
+    assert port["results"][0]["type"] == "conversation"
+
+    timeline = await call(client, "memory_timeline", {"after": "2026-01-01"})
+    assert timeline["days"] and timeline["days"][0]["sources"]
+    feedback = await call(client, "memory_feedback", {"chunk_ids": [found["results"][0]["chunk_id"]]})
+    assert feedback["recorded"] == 1
+    stats = await call(client, "memory_stats", {})
+    assert stats["agent_memories"]["memories"] == 3 and stats["sources"]["conversation"] == 1
+    diff = await call(client, "memory_diff", {"since": "2000-01-01"})
+    assert {c["id"] for c in diff["changed"]} >= {newer["id"]} and diff["superseded"] == [
+        {"id": first, "by": newer["id"]}
+    ]
+
+    forgotten = await call(client, "memory_forget", {"id": decision["id"]})
+    assert forgotten["sources"] == 1
+    assert (await call(client, "memory_get", {"ids": [decision["id"]]}))["missing"] == [decision["id"]]
+
+    # Hostile and malformed arguments: an error result with one line, and the server keeps serving.
+    assert "outside the folders" in await refused(client, "memory_ingest", {"path": "/etc"})
+    assert "outside the folders" in await refused(client, "memory_digest_session", {"path": str(chats / "../../..")})
+    assert "at most 2000" in await refused(client, "memory_search", {"query": "x" * 100_000})
+    assert "validation" in await refused(client, "memory_get", {"ids": ["1; DROP TABLE sources"]})
+    assert "importance" in await refused(client, "memory_store", {"content": "x", "importance": 7})
+    assert "ISO date" in await refused(client, "memory_browse", {"after": "last tuesday"})
+    assert "no job" in await refused(client, "memory_job", {"job_id": "nope"})
+    assert "no source" in await refused(client, "memory_forget", {"id": 424242})
+    operators = await call(client, "memory_search", {"query": 'staging OR NEAR("key" rotates) * ^ "'})
+    assert operators["results"]
