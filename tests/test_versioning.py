@@ -237,6 +237,29 @@ def test_points_can_be_seqs_and_times(store: Store, vault: Path) -> None:
         diff(store.conn, "yesterday-ish")
 
 
+# --- as of -----------------------------------------------------------------------------------
+
+
+def test_ask_as_of_answers_from_the_state_then(capsys, store: Store, vault: Path, settings) -> None:
+    from crossmodalrag.answer.evidence import open_retriever
+    from crossmodalrag.versioning.asof import as_of
+
+    write_note(vault, "alpha.md", "# Alpha\n\nThe deploy key lives in vault one.\n")
+    ingest_notes(store, [vault])
+    checkpoint(store, "tuesday")
+    write_note(vault, "alpha.md", "# Alpha\n\nThe deploy key moved to vault two.\n")
+    write_note(vault, "delta.md", "# Delta\n\nThe deploy key is a lie.\n")
+    ingest_notes(store, [vault])
+    retriever = as_of(open_retriever(store, settings, lexical_only=True), "tuesday")
+    texts = [hit.text for hit in retriever.search("deploy key vault").hits]
+    assert any("vault one" in t for t in texts) and not any("vault two" in t or "a lie" in t for t in texts)
+    assert any("as of seq 4" in notice for notice in retriever.notices)
+    now = open_retriever(store, settings, lexical_only=True).search("deploy key vault").hits
+    assert any("vault two" in hit.text for hit in now)
+    code, out, err = run(capsys, "ask", "deploy key vault", "--no-llm", "--as-of", "tuesday", "--json")
+    assert code == 0 and "vault one" in out and "vault two" not in out
+
+
 # --- forget ---------------------------------------------------------------------------------
 
 

@@ -183,6 +183,10 @@ def ask(args: argparse.Namespace) -> int:
     settings = _settings(args)
     with _open(settings, create=False) as store:
         retriever = open_retriever(store, settings, args.top_k, args.profile, modalities=tuple(args.modality or ()))
+        if getattr(args, "as_of", None):
+            from crossmodalrag.versioning.asof import as_of
+
+            retriever = as_of(retriever, args.as_of)
         retriever = at_level(retriever, getattr(args, "level", "evidence"), settings)
         for message in retriever.notices:
             notice(f"note: {message}")

@@ -1,0 +1,92 @@
+"""`mem ask --as-of`: answer from what memory held at a past time or seq, without copying the database.
+
+Sources whose content is the same then and now are searched where they live; only the sources that
+changed or went since then are rebuilt, from the log's states, into a small in-memory store, searched
+the same way, and the two rankings merged. Sources added since are left out. Ranking is lexical
+(old versions have no vectors, and one ranking must compare both sides); forgotten content cannot
+take part, which a notice says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from crossmodalrag.answer.evidence import Retriever
+from crossmodalrag.retrieval.search import SearchResult, search
+from crossmodalrag.store import Store, open_store
+from crossmodalrag.versioning.history import resolve_point, states_at
+from crossmodalrag.versioning.log import head, load_state
+from crossmodalrag.versioning.sources import restore_source
+
+WIDEN = 4  # live hits asked for per wanted hit: some belong to sources that changed since
+
+
+@dataclass
+class PastState:
+    """The sources present at `seq`: live ones still the same, and the rebuilt older versions."""
+
+    seq: int
+    same: set[str]  # uris whose live content is the content at seq
+    older: Store | None  # the rebuilt versions of sources that changed or went since
+    erased: int = 0  # sources present then whose content `mem forget` erased since
+    notices: list[str] = field(default_factory=list)
+
+
+def past_state(store: Store, point: str) -> PastState:
+    """Work out the state at a point (see resolve_point). Raises CMRAGError for an unknown point."""
+    conn = store.conn
+    seq = resolve_point(conn, point)
+    then = {target: digest for (kind, target), digest in states_at(conn, seq).items() if kind == "source"}
+    now = {target: digest for (kind, target), digest in states_at(conn, head(conn)[0]).items() if kind == "source"}
+    same = {uri for uri, digest in then.items() if now.get(uri) == digest}
+    states = [(uri, load_state(conn, digest)) for uri, digest in then.items() if uri not in same]
+    result = PastState(seq, same, None)
+    kept = [(uri, state) for uri, state in states if state is not None]
+    result.erased = len(states) - len(kept)
+    if kept:
+        result.older = _rebuild(kept)
+    result.notices.append(f"answering from memory as of seq {seq}: {len(then)} sources, ranked lexically")
+    if result.erased:
+        result.notices.append(f"{result.erased} sources held then were forgotten since; they are left out")
+    return result
+
+
+def _rebuild(states: list[tuple[str, dict]]) -> Store:
+    older = open_store(Path(":memory:"))
+    older.conn.versioning = False  # type: ignore[attr-defined]  (a scratch copy: nothing to record)
+    with older.transaction() as conn:
+        for uri, state in states:
+            restore_source(conn, uri, state)
+    return older
+
+
+@dataclass
+class PastRetriever(Retriever):
+    """A Retriever whose searches see the memory as it was at `past.seq`."""
+
+    past: PastState | None = None
+
+    def search(self, query: str) -> SearchResult:
+        assert self.past is not None
+        wide = replace(self.options, top_k=self.options.top_k * WIDEN)
+        live = search(self.store, query, wide, None)
+        hits = [hit for hit in live.hits if hit.source_uri in self.past.same]
+        results = [live]
+        if self.past.older is not None:
+            older = search(self.past.older, query, self.options, None)
+            for hit in older.hits:
+                hit.source_id, hit.chunk_id = None, -hit.chunk_id  # not rows of the live database
+            hits += older.hits
+            results.append(older)
+        hits = sorted(hits, key=lambda hit: -hit.score)[: self.options.top_k]
+        # The abstention gate reads the coverage of the side the best hit came from (none: nothing found).
+        source = results[-1] if hits and hits[0].chunk_id < 0 else live
+        coverage, matched = (source.coverage, source.matched_terms) if hits else (0.0, 0)
+        return replace(source, hits=hits, hybrid=False, similarity=None, coverage=coverage, matched_terms=matched)
+
+
+def as_of(retriever: Retriever, point: str) -> PastRetriever:
+    """The same retrieval, over the memory at a past point. Raises CMRAGError for an unknown point."""
+    past = past_state(retriever.store, point)
+    return PastRetriever(retriever.store, retriever.options, None, retriever.notices + past.notices, past=past)
