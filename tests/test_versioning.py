@@ -163,6 +163,28 @@ def test_an_upgraded_memory_gets_one_genesis_record_per_source(tmp_path: Path, v
         assert ingest_notes(store, [vault]).unchanged == 3
 
 
+def test_memory_nodes_are_logged_by_hash_only_and_verified(store: Store, vault: Path) -> None:
+    from crossmodalrag.memory.nodes import Node, delete_nodes, write_nodes
+
+    ingest_notes(store, [vault])
+    source_id, uri = store.conn.execute("SELECT id, uri FROM sources WHERE uri LIKE '%alpha.md'").fetchone()
+    with store.transaction() as conn:
+        write_nodes(conn, [Node("ev_1", "event", "Ants", "Aardvarks eat ants", source_id=source_id, source_uri=uri)])
+        write_nodes(conn, [Node("ev_2", "event", "Bees", "Bees build hives")])
+    with store.transaction() as conn:
+        write_nodes(conn, [Node("ev_2", "event", "Bees", "Bees build bigger hives")])
+        delete_nodes(conn, ["ev_1"])
+    rows = store.conn.execute("SELECT op, target FROM change_log WHERE kind = 'memory_node' ORDER BY seq").fetchall()
+    assert [tuple(r) for r in rows] == [("insert", "ev_1"), ("insert", "ev_2"), ("update", "ev_2"), ("delete", "ev_1")]
+    states = [zlib.decompress(r[0]) for r in store.conn.execute("SELECT state FROM change_states")]
+    assert not any(b"hives" in state for state in states), "derived text is not kept in the log"
+    assert verify(store.conn).ok
+    store.conn.execute("UPDATE memory_nodes SET statement = 'edited' WHERE id = 'ev_2'")
+    assert problems(store) == [("edited_outside", "ev_2", 6)]  # seq 6: its last logged update
+    plan = rollback(store, "3", dry_run=True)
+    assert plan.rebuild == ["memory_node"] and plan.restore == []
+
+
 # --- history, checkpoints, diff, rollback --------------------------------------------------------
 
 

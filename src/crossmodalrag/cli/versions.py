@@ -97,6 +97,8 @@ def do_rollback(args: argparse.Namespace) -> int:
     notice(f"rollback to {args.point} (seq {plan.seq}) {verb} restore {len(plan.restore)}, remove {len(plan.remove)}")
     if plan.restore and not plan.dry_run:
         notice("restored text is searchable now; run `mem reindex-embeddings` to embed it again")
+    if plan.rebuild:
+        notice(f"{', '.join(plan.rebuild)} rows are derived, not rolled back: run `mem build-memory` to re-derive them")
     return 0
 
 

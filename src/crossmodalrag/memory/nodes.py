@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from crossmodalrag import versioning
 from crossmodalrag.types import excerpt, iso_time
 
 LEVELS = ("event", "episode", "concept")
@@ -101,6 +102,7 @@ def write_nodes(conn: sqlite3.Connection, nodes: Iterable[Node]) -> int:
                 (*values, node.id, now),
             )
         replace_links(conn, node.id, node.links)
+        versioning.changed(conn, "memory_node", node.id)
     return changed
 
 
@@ -128,6 +130,8 @@ def delete_nodes(conn: sqlite3.Connection, ids: Iterable[str]) -> int:
     for start in range(0, len(ids), 500):
         part = ids[start : start + 500]
         conn.execute(f"DELETE FROM memory_nodes WHERE id IN ({','.join('?' * len(part))})", part)
+    for node_id in ids:
+        versioning.changed(conn, "memory_node", node_id)
     return len(ids)
 
 

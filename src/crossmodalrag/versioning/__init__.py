@@ -20,7 +20,7 @@ from crossmodalrag.versioning.log import (
     register_kind,
 )
 
-KIND_MODULES = ("crossmodalrag.versioning.sources",)
+KIND_MODULES = ("crossmodalrag.versioning.sources", "crossmodalrag.versioning.nodes")
 
 
 def load_kinds() -> None:

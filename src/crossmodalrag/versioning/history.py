@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -162,6 +162,7 @@ class RollbackPlan:
     restore: list[tuple[str, str]]  # rows whose content goes back to the checkpoint's
     remove: list[tuple[str, str]]  # rows added since
     dry_run: bool
+    rebuild: list[str] = field(default_factory=list)  # derived kinds that differ: rebuilt, not rolled back
     applied_seq: int | None = None  # the log's head after rolling back
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,6 +173,7 @@ class RollbackPlan:
             "restore": [{"kind": k, "target": t} for k, t in self.restore],
             "remove": [{"kind": k, "target": t} for k, t in self.remove],
             "head_seq": self.applied_seq,
+            "rebuild": self.rebuild,
         }
 
 
@@ -183,24 +185,29 @@ def rollback(store: Store, point: str, dry_run: bool = False) -> RollbackPlan:
     then, now = states_at(conn, seq), states_at(conn, head(conn)[0])
     restore = sorted(key for key, digest in then.items() if now.get(key) != digest)
     plan = RollbackPlan(point, seq, restore, sorted(now.keys() - then.keys()), dry_run)
+    skipped = {key[0] for key in plan.restore + plan.remove if _restorer(key[0]) is None}
+    plan.restore = [key for key in plan.restore if key[0] not in skipped]
+    plan.remove = [key for key in plan.remove if key[0] not in skipped]
+    plan.rebuild = sorted(skipped)
     _check_restorable(conn, plan, then)
     if dry_run or not (plan.restore or plan.remove):
         return plan
     with store.transaction():
         for kind, target in plan.restore:
-            KINDS[kind].restore(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
+            _restorer(kind)(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
             changed(conn, kind, target, reason=f"rollback to {point}")
         for kind, target in plan.remove:
-            KINDS[kind].restore(conn, target, None)  # type: ignore[misc]
+            _restorer(kind)(conn, target, None)  # type: ignore[misc]
             changed(conn, kind, target, reason=f"rollback to {point}")
     plan.applied_seq = head(conn)[0]
     return plan
 
 
+def _restorer(kind: str):
+    return KINDS[kind].restore if kind in KINDS else None
+
+
 def _check_restorable(conn: sqlite3.Connection, plan: RollbackPlan, then: dict[tuple[str, str], str]) -> None:
-    fixed = [key for key in plan.restore + plan.remove if key[0] not in KINDS or KINDS[key[0]].restore is None]
-    if fixed:
-        raise CMRAGError(f"{fixed[0][0]} rows cannot be rolled back", "roll back to a point after they changed")
     erased = [target for key in plan.restore if load_state(conn, then[key]) is None for target in key[1:]]
     if erased:
         shown = ", ".join(erased[:3]) + (f" and {len(erased) - 3} more" if len(erased) > 3 else "")

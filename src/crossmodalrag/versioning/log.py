@@ -31,12 +31,15 @@ OPS = ("genesis", "insert", "update", "delete", "forget", "checkpoint")
 @dataclass(frozen=True)
 class Kind:
     """A versioned table: `read` one row's state by key (None if absent), `read_all` every (key, state),
-    `restore` writes a state back (None deletes); a kind without `restore` cannot be rolled back."""
+    `restore` writes a state back (None deletes); a kind without it is skipped by rollback."""
 
     name: str
     read: Callable[[sqlite3.Connection, str], State | None]
     read_all: Callable[[sqlite3.Connection], Iterable[tuple[str, State]]]
     restore: Callable[[sqlite3.Connection, str, State | None], None] | None = None
+    # Derived rows (rebuilt from sources, e.g. memory nodes) log only their content hash: verify still
+    # sees every change, and their text, derived from sources, never outlives a forgotten source.
+    derived: bool = False
 
 
 KINDS: dict[str, Kind] = {}
@@ -161,7 +164,7 @@ def changed(conn: sqlite3.Connection, kind: str, target: str, op: str | None = N
         if before is not None:
             append(conn, op or "delete", kind, target, None, reason)
         return
-    digest = keep_state(conn, state)
+    digest = content_hash(state) if _kind(kind).derived else keep_state(conn, state)
     if digest != before:
         append(conn, op or ("insert" if before is None else "update"), kind, target, digest, reason)
 
@@ -189,7 +192,8 @@ def genesis(conn: sqlite3.Connection, progress: Callable[[int, int], None] | Non
     written = 0
     for kind in KINDS.values():
         for target, state in kind.read_all(conn):
-            append(conn, "genesis", kind.name, target, keep_state(conn, state), actor="migration")
+            digest = content_hash(state) if kind.derived else keep_state(conn, state)
+            append(conn, "genesis", kind.name, target, digest, actor="migration")
             written += 1
     return written
 
