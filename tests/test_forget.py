@@ -221,9 +221,12 @@ def test_no_database_is_an_error(capsys) -> None:
 
 def test_vacuum_wipes_the_forgotten_text_from_the_database_files(capsys, vault, db_path) -> None:
     ingest(vault, db_path)
+    note = vault / "secret/gone.md"
+    note.write_text(note.read_text(encoding="utf-8") + "\nEdited once.\n", encoding="utf-8")
+    ingest(vault, db_path)  # the change log now keeps the first version
     embed(db_path)
     assert MARKER.encode() in database_bytes(db_path)
-    logged = logged_states_with(db_path, MARKER)  # the change log's compressed copies of the note
+    logged = logged_states_with(db_path, MARKER)  # the change log's compressed copy of the first version
     assert logged and all(blob in database_bytes(db_path) for blob in logged)
     code, _, err = run(capsys, "forget", "--path", str(vault / "secret/gone.md"), "--yes", "--vacuum")
     assert code == 0 and "freed space wiped" in err

@@ -94,6 +94,7 @@ def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool,
         row = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()
         if row:
             source_id = row[0]
+            versioning.before_change(conn, "source", doc.uri)
             conn.execute("DELETE FROM chunks WHERE source_id = ?", (source_id,))
             conn.execute(
                 "UPDATE sources SET source_type = ?, fingerprint = ?, timestamp = ?, title = ?, metadata = ?,"
@@ -115,6 +116,7 @@ def extend_document(batch: WriteBatch, source_id: int, doc: Document, digest: st
     """Update a stored source in place: keep its first `keep` chunks, replace the rest by `chunks`
     (offsets into doc.text). A growing transcript thus writes, and embeds, only its new turns."""
     with batch.unit() as conn:
+        versioning.before_change(conn, "source", doc.uri)
         conn.execute("DELETE FROM chunks WHERE source_id = ? AND chunk_index >= ?", (source_id, keep))
         conn.execute(
             "UPDATE sources SET fingerprint = ?, timestamp = ?, title = ?, metadata = ?, ingested_at = ? WHERE id = ?",
@@ -252,8 +254,8 @@ def remove_sources(store: Store, uris: Iterable[str]) -> int:
     removed = 0
     with store.transaction() as conn:
         for uri in uris:
-            removed += conn.execute("DELETE FROM sources WHERE uri = ?", (uri,)).rowcount
-            versioning.changed(conn, "source", uri)
+            with versioning.changing(conn, "source", uri):
+                removed += conn.execute("DELETE FROM sources WHERE uri = ?", (uri,)).rowcount
     return removed
 
 

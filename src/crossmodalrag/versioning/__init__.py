@@ -12,7 +12,9 @@ from crossmodalrag.versioning.log import (
     KINDS,
     Kind,
     acting,
+    before_change,
     changed,
+    changing,
     enabled,
     forgotten,
     genesis,
@@ -30,14 +32,16 @@ def load_kinds() -> None:
 
 load_kinds()
 
-from crossmodalrag.versioning.sources import changed_source  # noqa: E402  (registers the source kind)
+from crossmodalrag.versioning.sources import changing_source  # noqa: E402  (registers the source kind)
 
 __all__ = [
     "KINDS",
     "Kind",
     "acting",
+    "before_change",
     "changed",
-    "changed_source",
+    "changing",
+    "changing_source",
     "enabled",
     "forgotten",
     "genesis",

@@ -16,7 +16,7 @@ from typing import Any
 
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import Store
-from crossmodalrag.versioning.log import KINDS, append, changed, enabled, head, load_state
+from crossmodalrag.versioning.log import KINDS, append, changing, enabled, head, load_state
 
 RECORD_COLUMNS = "seq, at, op, kind, target, actor, content_hash, reason"
 GONE_OPS = ("delete", "forget")
@@ -194,11 +194,11 @@ def rollback(store: Store, point: str, dry_run: bool = False) -> RollbackPlan:
         return plan
     with store.transaction():
         for kind, target in plan.restore:
-            _restorer(kind)(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
-            changed(conn, kind, target, reason=f"rollback to {point}")
+            with changing(conn, kind, target, reason=f"rollback to {point}"):
+                _restorer(kind)(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
         for kind, target in plan.remove:
-            _restorer(kind)(conn, target, None)  # type: ignore[misc]
-            changed(conn, kind, target, reason=f"rollback to {point}")
+            with changing(conn, kind, target, reason=f"rollback to {point}"):
+                _restorer(kind)(conn, target, None)  # type: ignore[misc]
     plan.applied_seq = head(conn)[0]
     return plan
 
@@ -212,6 +212,7 @@ def _check_restorable(conn: sqlite3.Connection, plan: RollbackPlan, then: dict[t
     if erased:
         shown = ", ".join(erased[:3]) + (f" and {len(erased) - 3} more" if len(erased) > 3 else "")
         raise CMRAGError(
-            f"cannot roll back to {plan.point!r}: the content of {shown} was erased by `mem forget`; nothing changed",
+            f"cannot roll back to {plan.point!r}: the content of {shown} is not in the log (erased by `mem forget`,"
+            " or changed outside mem); nothing changed",
             "forgotten text cannot come back: re-ingest the file, or roll back to a later checkpoint",
         )

@@ -1,9 +1,9 @@
 """The change log: one hash-chained record per change of a versioned row, in the writer's transaction.
 
 A record is (seq, at, op, kind, target, actor, content_hash, reason) and `hash = sha256(prev_hash ||
-canonical record)`. The state a change produced is kept apart from the chain, in `change_states`
-(zlib-compressed canonical JSON, keyed by its content hash): `mem forget` can erase it and leave the
-chain, which only holds hashes, intact and verifiable.
+canonical record)`. States are kept apart from the chain, in `change_states` (zlib-compressed
+canonical JSON, keyed by content hash), and only once superseded (the live row is the current one):
+`mem forget` can erase them and leave the chain, which only holds hashes, intact and verifiable.
 
 Tables join by registering a Kind (how to read one row's state, every row's state, and how to put a
 state back) and calling `changed(conn, kind, key)` after writing, inside the same transaction: the
@@ -153,9 +153,22 @@ def latest_hash(conn: sqlite3.Connection, kind: str, target: str) -> str | None:
     return row[0] if row else None
 
 
+def before_change(conn: sqlite3.Connection, kind: str, target: str) -> None:
+    """Keep the row's current state before a write replaces or deletes it (inside the transaction).
+
+    The current state of every row is the live row itself; the log stores a state's text only once it
+    is superseded, which is when rollback and as-of need it. So a memory's log costs a record per
+    change, and text only for what changed."""
+    if not enabled(conn) or _kind(kind).derived:
+        return
+    state = _kind(kind).read(conn, target)
+    if state is not None and content_hash(state) == latest_hash(conn, kind, target):
+        keep_state(conn, state)  # a row edited outside mem is not what the log recorded: not kept
+
+
 def changed(conn: sqlite3.Connection, kind: str, target: str, op: str | None = None, reason: str = "") -> None:
     """Record the row's current state if it differs from the last recorded one (inside the write
-    transaction). `op` defaults to insert, update or delete as the states say."""
+    transaction, after `before_change`). `op` defaults to insert, update or delete as the states say."""
     if not enabled(conn):
         return
     state = _kind(kind).read(conn, target)
@@ -164,9 +177,17 @@ def changed(conn: sqlite3.Connection, kind: str, target: str, op: str | None = N
         if before is not None:
             append(conn, op or "delete", kind, target, None, reason)
         return
-    digest = content_hash(state) if _kind(kind).derived else keep_state(conn, state)
+    digest = content_hash(state)
     if digest != before:
         append(conn, op or ("insert" if before is None else "update"), kind, target, digest, reason)
+
+
+@contextmanager
+def changing(conn: sqlite3.Connection, kind: str, target: str, reason: str = "") -> Iterator[None]:
+    """Wrap a write of one row: its old state is kept before, its new one recorded after."""
+    before_change(conn, kind, target)
+    yield
+    changed(conn, kind, target, reason=reason)
 
 
 def forgotten(conn: sqlite3.Connection, kind: str, target: str, reason: str = "forgotten") -> None:
@@ -192,8 +213,7 @@ def genesis(conn: sqlite3.Connection, progress: Callable[[int, int], None] | Non
     written = 0
     for kind in KINDS.values():
         for target, state in kind.read_all(conn):
-            digest = content_hash(state) if kind.derived else keep_state(conn, state)
-            append(conn, "genesis", kind.name, target, digest, actor="migration")
+            append(conn, "genesis", kind.name, target, content_hash(state), actor="migration")
             written += 1
     return written
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 from crossmodalrag.index import fts
-from crossmodalrag.versioning.log import Kind, State, changed, register_kind
+from crossmodalrag.versioning.log import Kind, State, changing, register_kind
 
 SOURCE_COLUMNS = "id, uri, source_type, title, timestamp, metadata, fingerprint"
 CHUNK_COLUMNS = "text, locator, char_start, char_end, metadata, modality, byte_start, byte_end"
@@ -105,11 +106,15 @@ def _insert_chunks(conn: sqlite3.Connection, source_id: int, state: State) -> No
     fts.insert_rows(conn, [(first_id + i, state["title"], chunk[0]) for i, chunk in enumerate(state["chunks"])])
 
 
-def changed_source(conn: sqlite3.Connection, source_id: int, reason: str = "") -> None:
-    """Record a source after a direct update of its row or chunks (by id), inside the same transaction."""
+@contextmanager
+def changing_source(conn: sqlite3.Connection, source_id: int, reason: str = "") -> Iterator[None]:
+    """Wrap a direct update of a source's row or chunks (by id), inside its transaction (see changing)."""
     row = conn.execute("SELECT uri FROM sources WHERE id = ?", (source_id,)).fetchone()
-    if row:
-        changed(conn, "source", row[0], reason=reason)
+    if row is None:
+        yield
+        return
+    with changing(conn, "source", row[0], reason):
+        yield
 
 
 register_kind(Kind("source", read_source, read_all_sources, restore_source))
