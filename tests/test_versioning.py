@@ -137,6 +137,26 @@ def test_only_superseded_states_are_stored(store: Store, vault: Path) -> None:
     assert b"Aardvarks eat ants" in state
 
 
+def test_agent_memories_merges_and_updates_are_versioned(store: Store) -> None:
+    from crossmodalrag.agent.edits import update_memory
+    from crossmodalrag.agent.memories import remember
+
+    with versioning.acting(store.conn, "mcp:claude"):
+        first = remember(store, "The staging database lives on host db-7.", tags=["ops"])
+        again = remember(store, "The staging database lives on host db-7.", tags=["infra"])
+        update_memory(store, first.id, importance=0.9)
+    assert again.status == "duplicate" and verify(store.conn).ok
+    rows = store.conn.execute("SELECT op, actor, reason FROM change_log ORDER BY seq").fetchall()
+    assert [tuple(r) for r in rows] == [
+        ("insert", "mcp:claude", ""),
+        ("update", "mcp:claude", "merged a duplicate"),
+        ("update", "mcp:claude", "memory_update"),
+    ]
+    plan = rollback(store, "1")
+    assert len(plan.restore) == 1 and verify(store.conn).ok
+    assert "infra" not in store.conn.execute("SELECT metadata FROM sources").fetchone()[0]
+
+
 def test_the_actor_is_recorded(store: Store, vault: Path, settings) -> None:
     settings.notes_paths = [vault]
     from crossmodalrag.sync import sync

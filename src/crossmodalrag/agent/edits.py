@@ -7,6 +7,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from crossmodalrag import versioning
 from crossmodalrag.agent.memories import (
     check_attributes,
     clean_content,
@@ -47,7 +48,7 @@ def update_memory(
     now = time.time()
     if content is not None:
         _rewrite(store, source_id, clean_content(content), embedder)
-    with store.transaction() as conn:
+    with store.transaction() as conn, versioning.changing_source(conn, source_id, reason="memory_update"):
         conn.execute(
             "UPDATE agent_memories SET tags = ?, importance = ?, kind = ?, updated_at = ? WHERE source_id = ?",
             (json.dumps(tags), importance, kind, now, source_id),

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from crossmodalrag import versioning
 from crossmodalrag.agent.updates import restates_with_new_value
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.ingest import fingerprint, write_document
@@ -192,7 +193,7 @@ def _insert(store, text, tags, importance, kind, session_id, agent_id, digest, n
 
 
 def _merge_into(store: Store, source_id: int, tags: list[str], importance: float, now: float) -> None:
-    with store.transaction() as conn:
+    with store.transaction() as conn, versioning.changing_source(conn, source_id, reason="merged a duplicate"):
         old_tags, times, old_importance = conn.execute(
             "SELECT tags, times, importance FROM agent_memories WHERE source_id = ?", (source_id,)
         ).fetchone()
@@ -286,10 +287,11 @@ def _supersede(store: Store, source_id: int, text: str, similar: dict[int, float
         for old in replaced:
             conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, old))
             # Search reads this mark from the chunk row it already loads (retrieval/search.py).
-            conn.execute(
-                "UPDATE chunks SET metadata = json_set(metadata, '$.superseded_by', ?) WHERE source_id = ?",
-                (source_id, old),
-            )
+            with versioning.changing_source(conn, old, reason=f"superseded by {source_id}"):
+                conn.execute(
+                    "UPDATE chunks SET metadata = json_set(metadata, '$.superseded_by', ?) WHERE source_id = ?",
+                    (source_id, old),
+                )
             conn.execute(
                 "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
                 " VALUES (?, ?, 'supersedes', ?)",

@@ -28,12 +28,17 @@ class MemoryService:
         self.db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mem-db")
         self._store: Store | None = None
         self._embedder = None
-        self.jobs = JobRunner(lambda: open_store(settings.db_path))
+        self.jobs = JobRunner(self._open)
+
+    def _open(self) -> Store:
+        store = open_store(self.settings.db_path)
+        store.conn.actor = f"mcp:{self.agent_id}" if self.agent_id else "mcp"  # who wrote it, in the change log
+        return store
 
     def store(self) -> Store:
         """The connection of the db thread (call only from functions run through `call`)."""
         if self._store is None:
-            self._store = open_store(self.settings.db_path)
+            self._store = self._open()
         return self._store
 
     def retriever(self, top_k: int | None = None):
