@@ -70,6 +70,20 @@ def test_every_insert_update_and_delete_appends_one_chained_record(store: Store,
     assert report.ok and report.records == 5 and report.head_seq == 5 and len(report.head_hash) == 64
 
 
+@pytest.mark.integration
+def test_every_connector_s_writes_verify(store: Store, vault: Path, repo: Path) -> None:
+    from crossmodalrag.ingest import ingest_git
+    from tests.conftest import commit_files
+
+    commit_files(repo, {"a.py": "x = 1\n"}, "first")
+    commit_files(repo, {"a.py": "x = 2\n", "café.md": "# Notes\n\nnaïve\n"}, "second, with ünïcode")
+    write_note(vault, "journal/ünïcode.md", "---\ndate: 2024-01-01\ntags: [a]\n---\n# Ü\n\nEmoji 🦊 text.\n")
+    ingest_git(store, [repo])
+    ingest_notes(store, [vault])
+    report = verify(store.conn)
+    assert report.ok and report.rows_checked == 6, report.problems
+
+
 def test_verify_catches_direct_edits_inserts_and_deletes_of_live_rows(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
     conn = store.conn

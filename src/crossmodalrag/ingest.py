@@ -24,6 +24,7 @@ from crossmodalrag.index import fts
 from crossmodalrag.store import Store
 from crossmodalrag.store.connection import WriteBatch
 from crossmodalrag.types import Document
+from crossmodalrag.versioning.sources import source_state
 
 MASS_DELETE_MIN_SOURCES = 3
 
@@ -107,8 +108,10 @@ def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool,
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (doc.source_type, doc.uri, digest, doc.timestamp, doc.title, metadata, time.time()),
             ).lastrowid
-        _insert_chunks(batch, conn, source_id, doc, chunks, 0)
-        versioning.changed(conn, "source", doc.uri)
+        written = _insert_chunks(batch, conn, source_id, doc, chunks, 0)
+        if versioning.enabled(conn):  # the state just written: the log need not read it back
+            state = source_state(doc.uri, doc.source_type, doc.title, doc.timestamp, metadata, digest, written)
+            versioning.changed(conn, "source", doc.uri, state=state)
     return row is None, len(chunks)
 
 
@@ -134,32 +137,35 @@ def stored_metadata(doc: Document) -> str:
 
 def _insert_chunks(
     batch: WriteBatch, conn: sqlite3.Connection, source_id: int, doc: Document, chunks: list, first_index: int
-) -> None:
+) -> list[tuple]:
+    """Insert the chunks and defer their index rows; returns their values in CHUNK_COLUMNS order."""
     spans = utf8_offsets(doc.text, [offset for c in chunks for offset in (c.char_start, c.char_end)])
     # We hold the write lock, so ids after the current maximum are ours to assign.
     first_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
+    values = [
+        (
+            first_id + i,
+            source_id,
+            first_index + i,
+            c.text,
+            c.locator,
+            c.char_start,
+            c.char_end,
+            json.dumps(c.metadata, ensure_ascii=False) if c.metadata else "{}",
+            doc.modality,
+            spans[c.char_start],
+            spans[c.char_end],
+        )
+        for i, c in enumerate(chunks)
+    ]
     conn.executemany(
         "INSERT INTO chunks (id, source_id, chunk_index, text, locator, char_start, char_end, metadata, modality,"
         " byte_start, byte_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            (
-                first_id + i,
-                source_id,
-                first_index + i,
-                c.text,
-                c.locator,
-                c.char_start,
-                c.char_end,
-                json.dumps(c.metadata, ensure_ascii=False) if c.metadata else "{}",
-                doc.modality,
-                spans[c.char_start],
-                spans[c.char_end],
-            )
-            for i, c in enumerate(chunks)
-        ),
+        values,
     )
     rows = [(first_id + i, doc.title, c.text) for i, c in enumerate(chunks)]
     batch.defer(lambda conn: fts.insert_rows(conn, rows))
+    return [value[3:] for value in values]
 
 
 def utf8_offsets(text: str, positions: list[int]) -> dict[int, int]:

@@ -24,8 +24,8 @@ from typing import Any, Iterator
 
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store
-from crossmodalrag.versioning.verify import verify
 from crossmodalrag.store.migrations import LATEST_VERSION
+from crossmodalrag.versioning.verify import verify
 
 SIDECARS = ("-wal", "-shm", "-journal")  # SQLite files that belong to one database file, by name
 IN_USE_TIMEOUT = 2.0  # how long a restore waits for other connections to let go of the old database

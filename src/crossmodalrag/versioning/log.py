@@ -40,6 +40,11 @@ class Kind:
     # Derived rows (rebuilt from sources, e.g. memory nodes) log only their content hash: verify still
     # sees every change, and their text, derived from sources, never outlives a forgotten source.
     derived: bool = False
+    # The content hash of a state; canonical JSON by default (a kind may hash its large texts directly).
+    digest: Callable[[State], str] | None = None
+
+    def hash(self, state: State) -> str:
+        return (self.digest or content_hash)(state)
 
 
 KINDS: dict[str, Kind] = {}
@@ -50,8 +55,9 @@ def register_kind(kind: Kind) -> None:
 
 
 def canonical(value: Any) -> bytes:
-    """One byte string per value: sorted keys, no spaces, floats as repr (exact round trip)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+    """One byte string per value: sorted keys, no spaces, floats as repr (exact round trip), non-ASCII
+    characters escaped (json's ASCII path is twice as fast, and hashing is on every write)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode("ascii")
 
 
 def content_hash(state: State) -> str:
@@ -129,14 +135,12 @@ def append(
     return seq + 1
 
 
-def keep_state(conn: sqlite3.Connection, state: State) -> str:
-    """Store a state under its content hash (once); returns the hash."""
+def keep_state(conn: sqlite3.Connection, state: State, digest: str) -> None:
+    """Store a state (canonical JSON, compressed) under its content hash, once."""
     data = canonical(state)
-    digest = hashlib.sha256(data).hexdigest()
     conn.execute(
         "INSERT OR IGNORE INTO change_states (content_hash, state) VALUES (?, ?)", (digest, zlib.compress(data, 6))
     )
-    return digest
 
 
 def load_state(conn: sqlite3.Connection, digest: str) -> State | None:
@@ -162,22 +166,32 @@ def before_change(conn: sqlite3.Connection, kind: str, target: str) -> None:
     if not enabled(conn) or _kind(kind).derived:
         return
     state = _kind(kind).read(conn, target)
-    if state is not None and content_hash(state) == latest_hash(conn, kind, target):
-        keep_state(conn, state)  # a row edited outside mem is not what the log recorded: not kept
+    digest = _kind(kind).hash(state) if state is not None else None
+    if digest is not None and digest == latest_hash(conn, kind, target):
+        keep_state(conn, state, digest)  # a row edited outside mem is not what the log recorded: not kept
 
 
-def changed(conn: sqlite3.Connection, kind: str, target: str, op: str | None = None, reason: str = "") -> None:
+def changed(
+    conn: sqlite3.Connection,
+    kind: str,
+    target: str,
+    op: str | None = None,
+    reason: str = "",
+    state: State | None = None,
+) -> None:
     """Record the row's current state if it differs from the last recorded one (inside the write
-    transaction, after `before_change`). `op` defaults to insert, update or delete as the states say."""
+    transaction, after `before_change`). `op` defaults to insert, update or delete as the states say.
+    A writer that has the state it just wrote passes it (exactly as the kind's `read` would return it)
+    to save reading it back."""
     if not enabled(conn):
         return
-    state = _kind(kind).read(conn, target)
+    state = state if state is not None else _kind(kind).read(conn, target)
     before = latest_hash(conn, kind, target)
     if state is None:
         if before is not None:
             append(conn, op or "delete", kind, target, None, reason)
         return
-    digest = content_hash(state)
+    digest = _kind(kind).hash(state)
     if digest != before:
         append(conn, op or ("insert" if before is None else "update"), kind, target, digest, reason)
 
@@ -213,7 +227,7 @@ def genesis(conn: sqlite3.Connection, progress: Callable[[int, int], None] | Non
     written = 0
     for kind in KINDS.values():
         for target, state in kind.read_all(conn):
-            append(conn, "genesis", kind.name, target, content_hash(state), actor="migration")
+            append(conn, "genesis", kind.name, target, kind.hash(state), actor="migration")
             written += 1
     return written
 

@@ -7,6 +7,7 @@ again by the next `mem reindex-embeddings` or ingest.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -14,15 +15,18 @@ from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 from crossmodalrag.index import fts
-from crossmodalrag.versioning.log import Kind, State, changing, register_kind
+from crossmodalrag.versioning.log import Kind, State, canonical, changing, register_kind
 
 SOURCE_COLUMNS = "id, uri, source_type, title, timestamp, metadata, fingerprint"
 CHUNK_COLUMNS = "text, locator, char_start, char_end, metadata, modality, byte_start, byte_end"
 BOOKKEEPING = ("file_stamp",)
 
 
-def _state(row: sqlite3.Row | tuple, chunks: list[list]) -> State:
-    _, uri, source_type, title, timestamp, metadata, fingerprint = row
+def source_state(
+    uri: str, source_type: str, title: str, timestamp: float | None, metadata: str, fingerprint: str, chunks: list
+) -> State:
+    """A source's state from its column values (`metadata` as stored: a JSON string) and its chunks'
+    values in CHUNK_COLUMNS order: what the log hashes, from the database or from the writer."""
     meta = json.loads(metadata)
     for key in BOOKKEEPING:
         meta.pop(key, None)
@@ -30,11 +34,15 @@ def _state(row: sqlite3.Row | tuple, chunks: list[list]) -> State:
         "uri": uri,
         "source_type": source_type,
         "title": title,
-        "timestamp": timestamp,
+        "timestamp": None if timestamp is None else float(timestamp),  # a REAL column reads back as float
         "metadata": meta,
         "fingerprint": fingerprint,
-        "chunks": chunks,
+        "chunks": [list(chunk) for chunk in chunks],
     }
+
+
+def _state(row: sqlite3.Row | tuple, chunks: list[list]) -> State:
+    return source_state(*list(row)[1:], chunks)
 
 
 def read_source(conn: sqlite3.Connection, uri: str) -> State | None:
@@ -117,4 +125,16 @@ def changing_source(conn: sqlite3.Connection, source_id: int, reason: str = "") 
         yield
 
 
-register_kind(Kind("source", read_source, read_all_sources, restore_source))
+def source_digest(state: State) -> str:
+    """sha256 of the state's canonical JSON without chunk texts, then each text's UTF-8 bytes with its
+    length: the texts are most of a state, and escaping them into JSON doubled the cost of a write."""
+    texts = [chunk[0] for chunk in state["chunks"]]
+    digest = hashlib.sha256(canonical({**state, "chunks": [chunk[1:] for chunk in state["chunks"]]}))
+    for text in texts:
+        data = text.encode("utf-8", "surrogatepass")
+        digest.update(b"%d:" % len(data))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+register_kind(Kind("source", read_source, read_all_sources, restore_source, digest=source_digest))

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossmodalrag.versioning.log import GENESIS_HASH, KINDS, chain_hash, content_hash, enabled, has_log
+from crossmodalrag.versioning.log import GENESIS_HASH, KINDS, chain_hash, enabled, has_log
 
 GONE_OPS = ("delete", "forget")
 
@@ -98,7 +98,7 @@ def _check_rows(conn: sqlite3.Connection, report: VerifyReport, max_problems: in
             seq, op, digest = logged.pop(target, (None, None, None))
             if seq is None or op in GONE_OPS:
                 report.problems.append(Problem("inserted_outside", kind.name, target, seq))
-            elif content_hash(state) != digest:
+            elif kind.hash(state) != digest:
                 report.problems.append(Problem("edited_outside", kind.name, target, seq))
         for target, (seq, op, _) in logged.items():
             if op not in GONE_OPS:
