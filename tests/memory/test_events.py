@@ -162,3 +162,14 @@ def test_parse_repairs_syntax_but_rejects_bad_content(raw: str, ok: bool) -> Non
     else:
         with pytest.raises(ValueError):
             parse_events(raw, 2)
+
+
+def test_a_model_error_fails_that_source_and_the_run_goes_on(store, db_path) -> None:
+    from crossmodalrag.answer.llm.base import LLMError
+
+    add_docs(store, PARSER, note("other", "# Other\n\nWe planned the release."))
+    llm = ScriptedExtractor(events_output(event("We planned the release for September.")))
+    llm.fail, llm.fail_after = LLMError("generation passed CMRAG_LLM_TIMEOUT (120 s)"), None
+    report = build(store, db_path, llm=llm, levels=("event",))
+    assert len(report.levels["event"]["failed"]) == 2
+    assert all("timeout" in f["reason"].lower() for f in report.levels["event"]["failed"])

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from crossmodalrag.answer.llm.base import LLMError, LLMUnavailable
 from crossmodalrag.memory.extract import PROMPT_VERSION, extract_window
 from crossmodalrag.memory.nodes import Link, Node, delete_nodes, rows, stable_id, with_evidence, write_nodes
 from crossmodalrag.memory.sources import ChunkRow, SourceRow, all_sources, chunks_of, text_hash, windows
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from crossmodalrag.retrieval.semantic import SemanticIndex
 
 GIT_MODEL, GIT_PROMPT = "git", "commit-subject-v1"
+MAX_LINKS = 3
 WORD = re.compile(r"[^\W_]{4,}")
 Progress = Callable[[int, int, str], None]  # (done, total, what is being done)
 
@@ -59,6 +61,7 @@ class Extraction:
     semantic: "SemanticIndex | None"
     window_chars: int = 3000
     min_cosine: float = 0.45
+    constrained: bool = True  # schema-constrained decoding (off only to measure what it buys)
 
     @property
     def model_id(self) -> str:
@@ -124,7 +127,13 @@ def _process(store: Store, source: SourceRow, state: tuple | None, how: Extracti
         report.reanchored += 1
         return
     report.extracted += 1
-    nodes, error, cost = _extract(source, chunks, how)
+    try:
+        nodes, error, cost = _extract(source, chunks, how)
+    except LLMUnavailable:
+        raise
+    except LLMError as failure:  # a timeout or a refused prompt: this source fails, the run goes on
+        nodes, cost = [], {"calls": 1, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
+        error = f"the model failed: {failure.message}"
     report.llm_calls += cost["calls"]
     report.prompt_chars += cost["prompt_chars"]
     report.completion_tokens += cost["completion_tokens"]
@@ -142,7 +151,7 @@ def _extract(source: SourceRow, chunks: list[ChunkRow], how: Extraction) -> tupl
     when = (iso_time(source.timestamp) or "")[:10]
     for group in windows(chunks, how.window_chars):
         excerpts = [c.body[: how.window_chars] for c in group]
-        result = extract_window(how.llm, source.title, when, excerpts)
+        result = extract_window(how.llm, source.title, when, excerpts, how.constrained)
         cost["calls"] += result.calls
         cost["prompt_chars"] += result.prompt_chars * result.calls
         cost["completion_tokens"] += result.completion_tokens
@@ -202,14 +211,20 @@ def _check_provenance(nodes: list[Node], chunks: list[ChunkRow], how: Extraction
 
 
 def _link_nearest(node: Node, scores: dict[int, float], by_id: dict[int, ChunkRow]) -> None:
+    """Score the cited links, add the nearest chunk, keep the MAX_LINKS best (few links keep
+    memory-level recall honest: linking everything would find everything)."""
     for link in node.links:
         link.score = scores.get(link.chunk_id, 0.0)
     if scores:
         nearest = max(scores, key=lambda c: (scores[c], -c))
         if nearest not in {link.chunk_id for link in node.links}:
             node.links.append(Link(nearest, "nearest", scores[nearest]))
-            chunk = by_id[nearest]
-            node.metadata["anchors"][str(nearest)] = [chunk.char_start, chunk.char_end]
+    node.links = sorted(node.links, key=lambda link: (-(link.score or 0.0), link.chunk_id))[:MAX_LINKS]
+    node.metadata["anchors"] = {str(link.chunk_id): _span(by_id[link.chunk_id]) for link in node.links}
+
+
+def _span(chunk: ChunkRow) -> list[int]:
+    return [chunk.char_start, chunk.char_end]
 
 
 def _word_support(statement: str, body: str) -> float:

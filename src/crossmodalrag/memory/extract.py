@@ -15,7 +15,7 @@ from typing import Any
 
 from crossmodalrag.answer.llm import LLM, Generation
 
-PROMPT_VERSION = "events-v1"
+PROMPT_VERSION = "events-v2"
 EVENT_TYPES = ("decision", "learning", "fix", "task", "change", "fact", "plan")
 MAX_EVENTS = 8
 MAX_STATEMENT = 200
@@ -24,9 +24,11 @@ MAX_TOKENS = 700  # 8 events of ~70 tokens each, plus the JSON around them
 
 SYSTEM = (
     "You extract what a person would remember from their own notes, code history and conversations: "
-    "atomic events. Each event is ONE self-contained sentence in the past tense naming who did what "
-    "(for example: 'Ada decided to replace the regex parser with a tokenizer.'). "
-    f"Give at most {MAX_EVENTS} events, only the important ones, never a copy of the text. "
+    "atomic events. List every distinct thing that happened, was done, decided, learned, fixed or "
+    f"planned, usually 3 to {MAX_EVENTS} events, one per fact. Each event is ONE short sentence that "
+    "stands on its own: it names the person (never 'I' or 'we') and says what they did "
+    "(for example: 'Ada decided to replace the regex parser with a tokenizer.'). Summarize in your "
+    "own words; do not copy a line. "
     f"type is one of: {', '.join(EVENT_TYPES)}. evidence lists the numbers of the [E#] excerpts "
     "the event is drawn from. when is a date if the text gives one, else an empty string. "
     "Answer with JSON only."
@@ -86,10 +88,12 @@ def build_messages(title: str, when: str, excerpts: list[str]) -> list[dict[str,
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
-def extract_window(llm: LLM, title: str, when: str, excerpts: list[str]) -> CallResult:
-    """Events of one window: one call, and one retry if the output does not validate."""
+def extract_window(llm: LLM, title: str, when: str, excerpts: list[str], constrained: bool = True) -> CallResult:
+    """Events of one window: one call, and one retry if the output does not validate.
+    `constrained=False` leaves decoding free (repair and validation only): the benchmark's baseline."""
     messages = build_messages(title, when, excerpts)
-    generation = Generation(MAX_TOKENS, 0.0, json_schema=event_schema(len(excerpts)))
+    schema = event_schema(len(excerpts)) if constrained else None
+    generation = Generation(MAX_TOKENS, 0.0, json_schema=schema)
     result = CallResult(prompt_chars=sum(len(m["content"]) for m in messages))
     for _ in range(2):
         raw = "".join(llm.stream(messages, generation))

@@ -25,7 +25,7 @@ from crossmodalrag.types import Hit, iso_time
 
 NODE_LEVELS = ("event", "episode", "concept")
 WORD = re.compile(r"[^\W_]{2,}")
-MATCHED_NODES = 3  # episodes/concepts drilled into per question
+MATCHED_NODES = 5  # episodes/concepts drilled into per question
 EVENTS_DRILLED = 20  # events whose chunks join the fusion
 HYBRID = {"semantic": 0.55, "lexical": 0.25, "recency": 0.10, "centrality": 0.10}
 LEXICAL = {"lexical": 0.70, "recency": 0.15, "centrality": 0.15}
@@ -155,8 +155,9 @@ class LevelRetriever:
 
     def search(self, query: str) -> SearchResult:
         top_k = self.options.top_k
-        # Fusion needs a deeper plain ranking than the answer shows; the drill-down only its gate values.
-        wide = replace(self.options, top_k=max(top_k * 2, 20)) if self.level == "event" else self.options
+        # A deeper plain ranking than the answer shows: fusion ranks its chunks, and the drill-down
+        # orders a node's chunks by it (the gate reads its coverage either way).
+        wide = replace(self.options, top_k=max(top_k * 5, 50), max_chunks_per_source=max(top_k * 5, 50))
         plain = replace(self.base, options=wide).search(query)
         vector = self.semantic.query_vector(query) if self.semantic is not None else None
         table = node_table(self.store, self.level)
@@ -166,26 +167,42 @@ class LevelRetriever:
         if self.level == "event":
             chunks = self._fuse(plain, ranked, table)
         else:
-            chunks = self._drill(query, vector, ranked, table)
+            chunks = self._drill(query, vector, ranked, table, [hit.chunk_id for hit in plain.hits])
         known = {hit.chunk_id: hit for hit in plain.hits}
         hits = hits_for(self.store, [c for c, _ in chunks[:top_k]], dict(chunks), known)
         return replace(plain, hits=hits)
 
     def _fuse(self, plain: SearchResult, ranked: list[tuple], table: NodeTable) -> list[tuple[int, float]]:
         from_events = _ordered_chunks(self.store, [table.ids[i] for i, _, _ in ranked])
-        fused = reciprocal_rank_fusion([[h.chunk_id for h in plain.hits], from_events])
+        plain_ids = _capped([h.chunk_id for h in plain.hits], plain.hits, self.options.max_chunks_per_source)
+        # As deep as the event list: a longer plain tail would outvote every event-only chunk.
+        plain_ids = plain_ids[: max(self.options.top_k * 2, EVENTS_DRILLED)]
+        fused = reciprocal_rank_fusion([plain_ids, from_events])
         return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
 
-    def _drill(self, query: str, vector, ranked: list[tuple], table: NodeTable) -> list[tuple[int, float]]:
-        """Every chunk under the matched nodes, by its match to the question blended with its node's score."""
-        best_node: dict[int, float] = {}
-        top = ranked[0][1] if ranked and ranked[0][1] > 0 else 1.0
-        for index, score, _ in ranked:
-            for chunk in _ordered_chunks(self.store, [table.ids[index]]):
-                best_node[chunk] = max(best_node.get(chunk, 0.0), score / top)
-        relevance = _chunk_relevance(self.store, self.semantic, query, vector, list(best_node))
-        scored = {c: 0.5 * best_node[c] + 0.5 * relevance.get(c, 0.0) for c in best_node}
-        return sorted(scored.items(), key=lambda item: (-item[1], item[0]))
+    def _drill(self, query: str, vector, ranked: list[tuple], table: NodeTable, plain: list[int]):
+        """Every chunk under the matched nodes (not capped), ranked by reciprocal rank fusion of its
+        place in the plain ranking (or its own match to the question), and its node's place."""
+        by_node = [_ordered_chunks(self.store, [table.ids[index]]) for index, _, _ in ranked]
+        under = {chunk for chunks in by_node for chunk in chunks}
+        relevance = _chunk_relevance(self.store, self.semantic, query, vector, sorted(under))
+        position = {chunk: rank for rank, chunk in enumerate(plain)}
+        by_match = sorted(under, key=lambda c: (position.get(c, len(plain)), -relevance.get(c, 0.0), c))
+        node_order = [chunk for chunks in by_node for chunk in chunks]
+        fused = reciprocal_rank_fusion([by_match, list(dict.fromkeys(node_order))])
+        return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _capped(chunk_ids: list[int], hits: list[Hit], per_source: int) -> list[int]:
+    """The plain ranking with the usual per-source cap (the wide pass ran without it)."""
+    source = {hit.chunk_id: hit.source_uri for hit in hits}
+    seen: dict[str, int] = {}
+    kept = []
+    for chunk in chunk_ids:
+        seen[source[chunk]] = seen.get(source[chunk], 0) + 1
+        if seen[source[chunk]] <= per_source:
+            kept.append(chunk)
+    return kept
 
 
 def _ordered_chunks(store: Store, node_ids: list[str]) -> list[int]:
