@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import zlib
 from pathlib import Path
@@ -192,6 +193,24 @@ def test_versioning_off_records_nothing_and_verify_says_so(capsys, monkeypatch, 
     monkeypatch.delenv("CMRAG_VERSIONING")
     code, out, err = run(capsys, "verify")
     assert code == 1 and "inserted outside mem" in out  # changes made while it was off are unaccounted for
+
+
+def test_verify_accept_records_changes_made_while_versioning_was_off(capsys, monkeypatch, vault: Path) -> None:
+    assert main(["ingest-notes", str(vault)]) == 0
+    monkeypatch.setenv("CMRAG_VERSIONING", "off")
+    write_note(vault, "alpha.md", "# Alpha\n\nchanged while off\n")
+    (vault / "beta.md").unlink()
+    assert main(["ingest-notes", str(vault)]) == 0
+    code, _, err = run(capsys, "verify", "--accept")
+    assert code == 1 and "versioning is off" in err
+    monkeypatch.delenv("CMRAG_VERSIONING")
+    assert run(capsys, "verify")[0] == 1
+    code, out, err = run(capsys, "verify", "--accept")
+    assert code == 0 and "accepted 2 change(s)" in err and out.startswith("ok:")
+    with open_store(Path(os.environ["CMRAG_DB_PATH"])) as store:
+        store.conn.execute("UPDATE change_log SET reason = 'x' WHERE seq = 1")
+    code, _, err = run(capsys, "verify", "--accept")
+    assert code == 1 and "altered at seq 1" in err
 
 
 def test_an_upgraded_memory_gets_one_genesis_record_per_source(tmp_path: Path, vault: Path) -> None:

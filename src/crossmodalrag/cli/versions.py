@@ -36,6 +36,9 @@ def register(
     p.set_defaults(run=show_diff)
 
     p = sub.add_parser("verify", parents=[common, as_json], help="check the change log's chain and the live rows")
+    p.add_argument(
+        "--accept", action="store_true", help="record rows changed outside mem as new versions (after a check)"
+    )
     p.set_defaults(run=run_verify)
 
 
@@ -121,9 +124,11 @@ def show_diff(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from crossmodalrag.versioning.verify import verify
+    from crossmodalrag.versioning.verify import accept, verify
 
     with _open(_settings(args), create=False) as store:
+        if args.accept:
+            notice(f"accepted {accept(store)} change(s) made outside mem as new versions")
         report = verify(store.conn)
     if args.json:
         print_json(report.to_dict())

@@ -11,9 +11,13 @@ from __future__ import annotations
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crossmodalrag.versioning.log import GENESIS_HASH, KINDS, chain_hash, enabled, has_log
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.versioning.log import GENESIS_HASH, KINDS, chain_hash, changed, enabled, has_log
+
+if TYPE_CHECKING:
+    from crossmodalrag.store import Store
 
 GONE_OPS = ("delete", "forget")
 
@@ -116,3 +120,22 @@ def _latest_records(conn: sqlite3.Connection, kind: str) -> dict[str, tuple[int,
         (kind,),
     )
     return {target: (seq, op, digest) for target, seq, op, digest in rows}
+
+
+def accept(store: "Store", reason: str = "accepted: changed outside mem") -> int:
+    """Record the live rows that verify finds changed, inserted or deleted outside mem as new versions
+    (after CMRAG_VERSIONING was off, or an edit made on purpose); returns how many. Raises CMRAGError
+    when versioning is off or the chain itself is broken (a rewritten log is not accepted)."""
+    if not enabled(store.conn):
+        raise CMRAGError("versioning is off, so nothing can be recorded", "unset CMRAG_VERSIONING (or set it on)")
+    with store.transaction() as conn:
+        report = verify(conn, max_problems=10**9)
+        broken = [p for p in report.problems if p.problem == "chain_broken"]
+        if broken:
+            raise CMRAGError(
+                f"the change log itself was altered at seq {broken[0].seq}; that cannot be accepted",
+                "restore a backup (mem restore) whose chain head you trust",
+            )
+        for problem in report.problems:
+            changed(conn, problem.kind, problem.target, reason=reason)
+    return len(report.problems)
