@@ -364,6 +364,8 @@ def test_forget_erases_the_text_from_the_log_and_leaves_a_tombstone(store: Store
     assert not any(b"zebraxylophone" in s for s in states)
     assert verify(store.conn).ok
     assert b"zebraxylophone" not in Path(store.path).read_bytes()
+    ingest_notes(store, [vault])  # the file is still on disk: the next ingest brings it back, as a new insert
+    assert ops(store)[-1] == ("insert", "alpha.md") and verify(store.conn).ok
 
 
 # --- the CLI --------------------------------------------------------------------------------

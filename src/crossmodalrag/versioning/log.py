@@ -6,8 +6,9 @@ canonical JSON, keyed by content hash), and only once superseded (the live row i
 `mem forget` can erase them and leave the chain, which only holds hashes, intact and verifiable.
 
 Tables join by registering a Kind (how to read one row's state, every row's state, and how to put a
-state back) and calling `changed(conn, kind, key)` after writing, inside the same transaction: the
-state is read back from the table, so what is hashed is exactly what `verify` will recompute.
+state back) and wrapping each write in `changing(conn, kind, key)`, inside the same transaction: it
+keeps the old state, then reads the new one back from the table (or takes it from a writer that has
+it), so what is hashed is exactly what `verify` will recompute.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from crossmodalrag.errors import CMRAGError
 
 GENESIS_HASH = "0" * 64
 State = dict[str, Any]
-OPS = ("genesis", "insert", "update", "delete", "forget", "checkpoint")
 
 
 @dataclass(frozen=True)
@@ -150,11 +150,13 @@ def load_state(conn: sqlite3.Connection, digest: str) -> State | None:
 
 
 def latest_hash(conn: sqlite3.Connection, kind: str, target: str) -> str | None:
-    """The content hash the log last recorded for a row (None: never recorded, or deleted)."""
+    """The content hash the log last recorded for a live row (None: never recorded, deleted or
+    forgotten; a forget tombstone keeps the erased content's hash, which is not a live state)."""
     row = conn.execute(
-        "SELECT content_hash FROM change_log WHERE kind = ? AND target = ? ORDER BY seq DESC LIMIT 1", (kind, target)
+        "SELECT op, content_hash FROM change_log WHERE kind = ? AND target = ? ORDER BY seq DESC LIMIT 1",
+        (kind, target),
     ).fetchone()
-    return row[0] if row else None
+    return row[1] if row and row[0] != "forget" else None
 
 
 def before_change(conn: sqlite3.Connection, kind: str, target: str) -> None:
