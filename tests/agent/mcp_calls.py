@@ -72,7 +72,8 @@ async def exercise_every_tool(client, chats: Path) -> None:
     updated = await call(client, "memory_update", {"id": decision["id"], "tags": ["release"], "importance": 0.9})
     assert updated["tags"] == ["release"] and updated["importance"] == 0.9
 
-    answer = await call(client, "memory_ask", {"question": "How often does the staging key rotate?"})
+    ask = {"question": "How often does the staging key rotate?", "strategy": "fusion"}
+    answer = await call(client, "memory_ask", ask)
     assert not answer["abstained"] and answer["evidence"][0]["source_id"] == newer["id"]
     assert any("replaced an older one" in note for note in answer["notices"])
     nothing = await call(client, "memory_ask", {"question": "What is the capital of Mongolia?"})
@@ -89,7 +90,9 @@ async def exercise_every_tool(client, chats: Path) -> None:
     assert (await call(client, "memory_job", {"job_id": digest["job_id"]}))["status"] == "done"
     ingest = await call(client, "memory_ingest", {"path": str(chats)})
     assert ingest["status"] in ("running", "done", "queued")
-    port = await call(client, "memory_search", {"query": "cache port", "source_types": ["conversation"]})
+    port = await call(
+        client, "memory_search", {"query": "cache port", "source_types": ["conversation"], "strategy": "episodic"}
+    )
     assert port["results"][0]["type"] == "conversation"
 
     timeline = await call(client, "memory_timeline", {"after": "2026-01-01"})

@@ -135,3 +135,17 @@ def test_a_100_mb_session_streams_without_being_loaded_whole(tmp_path):
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert len(session.turns) == 4200 and peak < 20_000_000  # a fifth of the file at most
+
+
+def test_a_reply_carries_what_it_answers_in_its_breadcrumb(store, tmp_path):
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            claude_record("u1", None, "user", "Did you go to the pottery class?"),
+            claude_record("a1", "u1", "assistant", [{"type": "text", "text": "Yes, last Friday!"}]),
+        ],
+    )
+    ingest_conversations(store, [path])
+    _, reply = chunk_rows(store, "s.jsonl")
+    breadcrumb, body = reply[2].split("\n", 1)
+    assert breadcrumb.endswith("re: user: Did you go to the pottery class?") and body == "assistant: Yes, last Friday!"

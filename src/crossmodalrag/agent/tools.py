@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from crossmodalrag.agent.browse import list_memories, memory_counts, note_changes
 from crossmodalrag.agent.memories import memory_record
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.retrieval.search import search
 from crossmodalrag.sources import SourceNotFound, source_detail, store_stats
 from crossmodalrag.store import Store
 from crossmodalrag.types import Evidence, excerpt, iso_time
@@ -58,6 +57,7 @@ def search_memory(
     before: str | None = None,
     compact: bool = True,
     max_tokens: int | None = None,
+    strategy: str = "direct",
 ) -> dict[str, Any]:
     """Ranked evidence for a query. `compact`: id, one-line preview and score per result (~50 tokens);
     otherwise full results, as many as fit in `max_tokens`. Raises InvalidArgument."""
@@ -71,7 +71,8 @@ def search_memory(
         after=parse_when(after, "after"),
         before=parse_when(before, "before"),
     )
-    hits = search(retriever.store, query, options, retriever.semantic).hits
+    retriever.options, retriever.strategy = options, strategy
+    hits = retriever.search(query).hits
     if kind or tags:
         hits = [h for h in hits if _memory_matches(retriever.store, h.source_id, kind, tags)][:limit]
     evidence = [Evidence(f"E{i}", hit) for i, hit in enumerate(hits, 1)]
@@ -79,14 +80,14 @@ def search_memory(
     return {"query": query, "compact": compact, "count": len(results), "results": results}
 
 
-def ask_memory(retriever: "Retriever", question: str, after: str | None = None, before: str | None = None) -> dict:
+def ask_memory(
+    retriever: "Retriever", question: str, after: str | None = None, before: str | None = None, strategy: str = "direct"
+) -> dict:
     """The `mem ask --json --no-llm` answer: cited evidence or an abstention, noting changed facts."""
+    from crossmodalrag.agent.recall import with_recall
     from crossmodalrag.answer.evidence import ask_without_llm
 
-    retriever.options = replace(
-        retriever.options, after=parse_when(after, "after"), before=parse_when(before, "before")
-    )
-    answer = ask_without_llm(retriever, question)
+    answer = ask_without_llm(with_recall(retriever, strategy, after, before), question)
     note_changes(retriever.store, answer)
     return answer.to_dict()
 

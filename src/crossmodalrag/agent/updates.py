@@ -16,7 +16,7 @@ from crossmodalrag.retrieval.stopwords import ENGLISH
 
 NEGATIONS = frozenset({"not", "no", "never", "dont", "doesnt", "isnt", "wont", "cannot", "nor"})
 STOP = ENGLISH - NEGATIONS | {"now", "currently", "instead", "actually", "anymore", "still"}
-CLAUSES = re.compile(r"[.;!?\n]+|,\s+(?:and|but|so)\s+|\s+but\s+")
+CLAUSES = re.compile(r"[.;!?]+(?:\s+|$)|\n+|,\s+(?:and|but|so)\s+|\s+but\s+")  # "3.10" stays whole
 WORDS = re.compile(r"[a-z0-9][a-z0-9_'-]*")
 SUFFIXES = ("ingly", "edly", "ing", "ly", "ed", "es", "s")
 MAX_CHANGED = 3

@@ -45,8 +45,13 @@ class Retriever:
     options: SearchOptions
     semantic: SemanticIndex | None
     notices: list[str] = field(default_factory=list)
+    strategy: str = "direct"  # or "episodic" | "fusion" (agent/recall.py)
 
     def search(self, query: str) -> SearchResult:
+        if self.strategy != "direct":
+            from crossmodalrag.agent.recall import recall
+
+            return recall(self, query, self.strategy)
         return search(self.store, query, self.options, self.semantic)
 
 
@@ -61,12 +66,12 @@ def open_retriever(
     """Set up retrieval once per command; says (in notices) when and why it is lexical only."""
     options = search_options(settings, top_k, profile, modalities)
     if lexical_only:
-        return Retriever(store, options, None)
+        return Retriever(store, options, None, strategy=settings.strategy)
     status = open_semantic(store, settings)
     notices = [status.notice] if status.notice else []
     if status.index is None and profile:
         notices.append(f"--profile {profile} needs vectors; ranking is lexical (BM25, recency, title) instead")
-    return Retriever(store, options, status.index, notices)
+    return Retriever(store, options, status.index, notices, settings.strategy)
 
 
 def ask_without_llm(retriever: Retriever, query: str) -> Answer:

@@ -29,6 +29,17 @@ def register(
     p.set_defaults(run=mcp)
 
 
+def add_recall_arguments(p: argparse.ArgumentParser) -> None:
+    """`mem ask --strategy direct|episodic|fusion --after DATE --before DATE` (agent/recall.py)."""
+    p.add_argument(
+        "--strategy",
+        choices=("direct", "episodic", "fusion"),
+        help="recall strategy (default: CMRAG_STRATEGY, else direct); episodic reads 'last week', 'in May', …",
+    )
+    p.add_argument("--after", metavar="DATE", help="only evidence from sources dated on or after DATE (ISO)")
+    p.add_argument("--before", metavar="DATE", help="only evidence from sources dated before DATE (ISO)")
+
+
 def ingest_chat(args: argparse.Namespace) -> int:
     from crossmodalrag.conversations import ingest_conversations
 

@@ -178,11 +178,13 @@ def _ingest_files(args: argparse.Namespace, label: str, ingest, configured: str,
 
 def ask(args: argparse.Namespace) -> int:
     from crossmodalrag.agent.browse import note_changes
+    from crossmodalrag.agent.recall import with_recall
     from crossmodalrag.answer.synthesize import ask_with_llm
 
     settings = _settings(args)
     with _open(settings, create=False) as store:
         retriever = open_retriever(store, settings, args.top_k, args.profile, modalities=tuple(args.modality or ()))
+        retriever = with_recall(retriever, args.strategy or retriever.strategy, args.after, args.before)
         if getattr(args, "as_of", None):
             from crossmodalrag.versioning.asof import as_of
 

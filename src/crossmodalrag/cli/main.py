@@ -101,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="also show retrieval scores, the prompt, raw output")
     p.add_argument("--match", choices=MATCH_MODES, help="any query term (default), all of them, or the exact phrase")
     p.add_argument("--as-of", metavar="TIME_SEQ_OR_CHECKPOINT", help="answer from what memory held then (lexical)")
+    agent.add_recall_arguments(p)
     p.set_defaults(run=commands.ask)
 
     p = sub.add_parser(

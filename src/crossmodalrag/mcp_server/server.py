@@ -24,6 +24,7 @@ Kind = Annotated[str, Field(max_length=32, pattern=r"^[a-z][a-z0-9_-]*$")]
 Day = Annotated[str, Field(max_length=40, description="ISO date or date-time, e.g. 2026-11-01")]
 Ident = Annotated[int, Field(ge=1)]
 Importance = Annotated[float, Field(ge=0.0, le=1.0)]
+Strategy = Literal["direct", "episodic", "fusion"]
 SourceType = Literal["note", "commit", "pdf", "image", "conversation", "memory"]
 
 INSTRUCTIONS = (
@@ -76,14 +77,26 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         before: Day | None = None,
         compact: bool = True,
         max_tokens: Annotated[int, Field(ge=50, le=50_000)] | None = None,
+        strategy: Strategy = "episodic",
     ) -> dict[str, Any]:
         """Search the whole memory (hybrid lexical + semantic). compact=true gives ids, one-line previews
         and scores (~50 tokens a result): open the ones you need with memory_get. compact=false gives
         full results, as many as fit in max_tokens. Filters: kind and tags (agent memories), source
-        types, and a date range on the sources' own dates."""
+        types, and a date range on the sources' own dates. strategy=episodic reads "last week", "in May",
+        "before the migration" in the query as date ranges on the memory's own timeline."""
         return await run(
             lambda: tools.search_memory(
-                service.retriever(), query, limit, kind, tags, source_types, after, before, compact, max_tokens
+                service.retriever(),
+                query,
+                limit,
+                kind,
+                tags,
+                source_types,
+                after,
+                before,
+                compact,
+                max_tokens,
+                strategy,
             )
         )
 
@@ -116,10 +129,11 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         top_k: Annotated[int, Field(ge=1, le=20)] = 5,
         after: Day | None = None,
         before: Day | None = None,
+        strategy: Strategy = "episodic",
     ) -> dict[str, Any]:
         """Answer a question from memory with numbered, cited evidence, or abstain when the memory does
         not hold the answer (the `mem ask --json --no-llm` contract). Cite as mem://source/{source_id}."""
-        return await run(lambda: tools.ask_memory(service.retriever(top_k), question, after, before))
+        return await run(lambda: tools.ask_memory(service.retriever(top_k), question, after, before, strategy))
 
     @server.tool()
     async def memory_context(

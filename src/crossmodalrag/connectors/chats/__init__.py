@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from crossmodalrag.chunking.turns import TURNS_VERSION
 from crossmodalrag.connectors.chats.secrets import mask_secrets
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.privacy import strip_private
@@ -154,6 +155,7 @@ def session_document(path: Path, session: Session) -> Document:
         format="turns",
         timestamp=session.timestamp if session.timestamp is not None else _first_time(session),
         locator=session.title,
+        extractor=f"turns {TURNS_VERSION}",
         metadata={
             "chat_format": session.format,
             "session": session.key,

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""LoCoMo dev through `mem ingest-chat` and `mem ask`, per recall strategy (issue 13, benchmark 1).
+
+    python bench/agent_locomo.py [--shared DIR] [--workdir DIR] [--lexical-only] [--check-ask N]
+
+Each of the 5 conversations is one memory: its JSON (the LoCoMo sample as a chat export, written
+to the work dir) goes through `mem ingest-chat` (one source per session, a chunk per turn cited by
+its `dia_id`; with the offline MiniLM installed by `mem models install --offline`, the ingest embeds
+the turns). Each question of categories 1-4 is then asked with `--no-llm --top-k 10` by every
+strategy, in process through the function `mem ask` calls (open_retriever -> with_recall ->
+ask_without_llm); `--check-ask N` also runs the first N questions of the first conversation as real
+`mem ask --json` processes and counts evidence lists that differ. Scored per category and overall:
+  turn recall@10     fraction of the question's evidence turns among the 10 evidence turns
+  session recall@5   fraction of the gold sessions among the sessions of the top-5 evidence
+  session hit@5      1 if any gold session is among them
+`direct` (one hybrid search, mem ask's behaviour before this issue) is the baseline of the same run.
+Anchors from the issue: plain FTS5 over turns session R@5 0.82; CoreMem 0.744; Exocortex hit@5 0.899.
+Prints one JSON object on stdout; progress on stderr. Data is read in place (the per-conversation
+files go to the work dir, never into the repository).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
+
+from crossmodalrag.agent.recall import STRATEGIES, with_recall
+from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
+from crossmodalrag.config import load_settings
+from crossmodalrag.store import open_store
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+MEM = [sys.executable, "-m", "crossmodalrag"]
+
+
+def session_of(dia_id: str) -> str:
+    return dia_id.split(":")[0]
+
+
+def score(turns: list[str], evidence: list[str]) -> dict[str, float]:
+    gold_turns, gold_sessions = set(evidence), {session_of(d) for d in evidence}
+    top5 = {session_of(t) for t in turns[:5]}
+    return {
+        "turn_recall@10": len(gold_turns & set(turns[:10])) / len(gold_turns),
+        "session_recall@5": len(gold_sessions & top5) / len(gold_sessions),
+        "session_hit@5": 1.0 if gold_sessions & top5 else 0.0,
+    }
+
+
+def summarize(rows: list[tuple[int, dict[str, float]]]) -> dict:
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for category, metrics in rows:
+        groups[CATEGORIES[category]].append(metrics)
+        groups["overall"].append(metrics)
+    return {
+        name: {"questions": len(items), **{k: round(sum(m[k] for m in items) / len(items), 4) for k in items[0]}}
+        for name, items in groups.items()
+    }
+
+
+def ingest(sample: dict, index: int, workdir: Path, env: dict, lexical_only: bool) -> tuple[Path, dict]:
+    export = workdir / f"conversation-{index}.json"
+    export.write_text(json.dumps([sample]), encoding="utf-8")
+    db = workdir / f"memory-{index}.db"
+    if not lexical_only:
+        subprocess.run([*MEM, "models", "install", "--offline", "--db-path", str(db)], env=env, check=True,
+                       capture_output=True)  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(
+        [*MEM, "ingest-chat", str(export), "--db-path", str(db), "--json"], env=env, check=True, capture_output=True
+    )
+    report = json.loads(done.stdout)
+    report["seconds"] = round(time.perf_counter() - started, 2)
+    return db, report
+
+
+def turn_ids(store, evidence: list[dict]) -> list[str]:
+    ids = [item["chunk_id"] for item in evidence]
+    rows = dict(
+        store.conn.execute(
+            f"SELECT id, json_extract(metadata, '$.turn_id') FROM chunks WHERE id IN ({','.join('?' * len(ids))})", ids
+        ).fetchall()
+    ) if ids else {}  # fmt: skip
+    return [rows[i] for i in ids if i in rows]
+
+
+def ask(db: Path, question: str, strategy: str) -> dict:
+    settings = load_settings({"db_path": db})
+    with open_store(db, create=False) as store:
+        retriever = with_recall(open_retriever(store, settings, 10), strategy, None, None)
+        answer = ask_without_llm(retriever, question).to_dict()
+        answer["turns"] = turn_ids(store, answer["evidence"])
+    return answer
+
+
+def run_strategy(dbs: list[Path], data: list[dict], strategy: str) -> dict:
+    rows, latencies = [], []
+    for db, sample in zip(dbs, data, strict=True):
+        for question in (q for q in sample["qa"] if q.get("category") in CATEGORIES and q.get("evidence")):
+            started = time.perf_counter()
+            answer = ask(db, question["question"], strategy)
+            latencies.append((time.perf_counter() - started) * 1000)
+            rows.append((question["category"], score(answer["turns"], question["evidence"])))
+        log(f"[{strategy}] {db.name}: {len(rows)} questions so far")
+    latencies.sort()
+    return {"metrics": summarize(rows), "ask_ms_p50": round(latencies[len(latencies) // 2], 1)}
+
+
+def check_ask(db: Path, sample: dict, count: int, env: dict) -> dict:
+    """Do real `mem ask --json` processes give the same evidence as the in-process path?"""
+    questions = [q["question"] for q in sample["qa"] if q.get("category") in CATEGORIES][:count]
+    differ = 0
+    for strategy in STRATEGIES:
+        for question in questions:
+            out = subprocess.run(
+                [*MEM, "ask", question, "--no-llm", "--json", "--top-k", "10", "--strategy", strategy,
+                 "--db-path", str(db)], env=env, capture_output=True, check=True,
+            ).stdout  # fmt: skip
+            process = [e["chunk_id"] for e in json.loads(out)["evidence"]]
+            differ += process != [e["chunk_id"] for e in ask(db, question, strategy)["evidence"]]
+    return {"questions": len(questions) * len(STRATEGIES), "different_evidence": differ}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
+    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--lexical-only", action="store_true", help="no embedding model: BM25, recency, title")
+    parser.add_argument("--check-ask", type=int, default=0, metavar="N")
+    args = parser.parse_args()
+    env = clean_environment()
+    data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agent-locomo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    dbs, ingests = [], []
+    for index, sample in enumerate(data):
+        db, report = ingest(sample, index, workdir, env, args.lexical_only)
+        dbs.append(db)
+        ingests.append(report)
+        log(f"conversation {index}: {report['added']} sessions, {report['chunks']} turns, {report['seconds']} s")
+    result = {
+        "benchmark": "agent_locomo",
+        "retrieval": "lexical" if args.lexical_only else "hybrid (offline MiniLM)",
+        "conversations": len(data),
+        "sessions": sum(r["added"] for r in ingests),
+        "turn_chunks": sum(r["chunks"] for r in ingests),
+        "embedded": sum(r.get("embedded", 0) for r in ingests),
+        "ingest_seconds": round(sum(r["seconds"] for r in ingests), 1),
+        "machine": machine(),
+        "source": source_state(),
+        "strategies": {strategy: run_strategy(dbs, data, strategy) for strategy in STRATEGIES},
+    }
+    base = result["strategies"]["direct"]["metrics"]
+    for strategy in STRATEGIES[1:]:
+        other = result["strategies"][strategy]["metrics"]
+        result["strategies"][strategy]["minus_direct"] = {
+            group: {k: round(other[group][k] - base[group][k], 4) for k in base[group] if k != "questions"}
+            for group in base
+        }
+    if args.check_ask:
+        result["check_ask"] = check_ask(dbs[0], data[0], args.check_ask, env)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Recall strategies for conversational questions: `direct`, `episodic`, `fusion` (`mem ask --strategy`).
+
+- direct: one hybrid search, as `mem ask` always did.
+- episodic: the question's temporal expressions become date ranges on the memory's own timeline
+  (agent/temporal.py; `before|after|since <event>` finds the event's date by searching for it);
+  hybrid search runs per variant (the question; its content words; each within its range), the
+  lists are fused by reciprocal rank (RRF), and the result is diversified by session (MMR: each
+  further turn from an already chosen session counts a little less).
+- fusion: episodic's variants plus a lexical-only and a semantic-heavy pass, fused the same way.
+No reranker (none ships in a registry package; the local LLM ranked worse): the signals are the
+fused lists, the time window, and session diversity. `--after/--before` filter every strategy.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from crossmodalrag.agent.temporal import EVENT_BOUND, TimeRange, time_ranges
+from crossmodalrag.retrieval.fusion import reciprocal_rank_fusion
+from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
+from crossmodalrag.retrieval.stopwords import ENGLISH
+
+if TYPE_CHECKING:
+    from crossmodalrag.answer.evidence import Retriever
+    from crossmodalrag.types import Hit
+
+STRATEGIES = ("direct", "episodic", "fusion")
+POOL = 30  # candidates per variant
+SESSION_DECAY = 0.5  # MMR by session: the n-th further hit of one session is worth DECAY**n of its score
+DIVERSE_HEAD = 5  # how many of the first results are picked for session diversity
+WORDS = re.compile(r"\w+")
+
+
+def with_recall(retriever: "Retriever", strategy: str, after: str | None, before: str | None) -> "Retriever":
+    """The retriever with a strategy and an --after/--before window. Raises InvalidArgument for a bad date."""
+    from crossmodalrag.agent.tools import parse_when
+
+    retriever.strategy = strategy
+    retriever.options = replace(
+        retriever.options, after=parse_when(after, "--after"), before=parse_when(before, "--before")
+    )
+    return retriever
+
+
+def recall(retriever: "Retriever", question: str, strategy: str = "direct") -> SearchResult:
+    """Ranked evidence for the question by the chosen strategy (retriever.options carry top_k and
+    any --after/--before window). The abstention gate reads the direct pass's coverage."""
+    base = retriever.options
+    direct = search(retriever.store, question, base, retriever.semantic)
+    if strategy == "direct" or strategy not in STRATEGIES:
+        return direct
+    pool = replace(base, top_k=max(POOL, base.top_k * 3), max_chunks_per_source=0)
+    variants = episodic_variants(retriever, question, pool)
+    lists = [search(retriever.store, text, options, retriever.semantic).hits for text, options in variants]
+    if strategy == "fusion":
+        lists.append(search(retriever.store, question, pool, None).hits)  # lexical only
+        if retriever.semantic is not None:
+            semantic_heavy = replace(pool, profile="relevant")
+            lists.append(search(retriever.store, question, semantic_heavy, retriever.semantic).hits)
+    hits = diversify_by_session(fuse(lists), base.top_k)
+    return replace(direct, hits=hits)
+
+
+def episodic_variants(retriever: "Retriever", question: str, pool: SearchOptions) -> list[tuple[str, SearchOptions]]:
+    """(query text, options) per variant: the question, its content words, and each within a date range."""
+    anchor = memory_anchor(retriever)
+    ranges, rest = time_ranges(question, anchor)
+    ranges += event_ranges(retriever, rest if ranges else question, pool)
+    content = content_words(rest) or question
+    variants = [(question, pool)]
+    if content != question:
+        variants.append((content, pool))
+    for span in ranges:
+        variants.append((content, _within(pool, span)))
+    return variants
+
+
+def memory_anchor(retriever: "Retriever") -> datetime:
+    """'Now' on the memory's own timeline: its newest dated source (the clock for an empty memory)."""
+    newest = retriever.store.conn.execute("SELECT MAX(timestamp) FROM sources").fetchone()[0]
+    return datetime.fromtimestamp(newest, timezone.utc) if newest else datetime.now(timezone.utc)
+
+
+def event_ranges(retriever: "Retriever", question: str, pool: SearchOptions) -> list[TimeRange]:
+    """`before the migration`: the migration's date is that of the best evidence for it."""
+    found = []
+    for match in EVENT_BOUND.finditer(question):
+        words = content_words(match.group(2))
+        if not words:
+            continue
+        hits = search(retriever.store, words, replace(pool, top_k=1), retriever.semantic).hits
+        if not hits or hits[0].timestamp is None:
+            continue
+        when = hits[0].timestamp
+        word = match.group(1).lower()
+        found.append(
+            TimeRange(None, when, match.group(0)) if word == "before" else TimeRange(when, None, match.group(0))
+        )
+    return found
+
+
+def _within(options: SearchOptions, span: TimeRange) -> SearchOptions:
+    start = span.start if options.after is None or span.start is None else max(span.start, options.after)
+    end = span.end if options.before is None or span.end is None else min(span.end, options.before)
+    return replace(
+        options, after=start if start is not None else options.after, before=end if end is not None else options.before
+    )
+
+
+def content_words(text: str) -> str:
+    """The words that carry the question's topic (question words and function words dropped)."""
+    return " ".join(w for w in WORDS.findall(text) if w.lower() not in ENGLISH)
+
+
+def fuse(lists: list[list["Hit"]]) -> list["Hit"]:
+    """RRF over the variants' rankings; each hit keeps its first-seen components, scored by RRF."""
+    by_id: dict[int, Hit] = {}
+    for hits in lists:
+        for hit in hits:
+            by_id.setdefault(hit.chunk_id, hit)
+    scores = reciprocal_rank_fusion([[h.chunk_id for h in hits] for hits in lists if hits])
+    ranked = sorted(scores, key=lambda chunk: (-scores[chunk], chunk))
+    return [
+        replace(by_id[chunk], score=scores[chunk], components={**by_id[chunk].components, "rrf": scores[chunk]})
+        for chunk in ranked
+    ]
+
+
+def diversify_by_session(hits: list["Hit"], limit: int, head: int | None = None) -> list["Hit"]:
+    """Greedy MMR by session for the first `head` picks (default DIVERSE_HEAD): a session already
+    chosen n times multiplies a hit's score by SESSION_DECAY**n; the rest follow in fused order, so
+    the top of the list spans sessions and the tail still holds a session's further turns."""
+    head = DIVERSE_HEAD if head is None else head
+    remaining, chosen, counts = list(hits), [], {}
+    while remaining and len(chosen) < min(limit, head):
+        best = max(remaining, key=lambda h: h.score * SESSION_DECAY ** counts.get(h.source_id, 0))
+        remaining.remove(best)
+        chosen.append(best)
+        counts[best.source_id] = counts.get(best.source_id, 0) + 1
+    return chosen + remaining[: max(0, limit - len(chosen))]

@@ -1,0 +1,142 @@
+"""Temporal expressions in a question, as date ranges on the memory's own timeline.
+
+"What did we decide last week?" asked of a memory whose newest session is from May 2023 means the
+week before that session, not the week before today: ranges are resolved against an anchor (the
+newest source date in memory, or the clock when it is empty). Recognised: yesterday, today, this or
+last week/weekend/month/year, N days/weeks/months/years ago, recently, a month name (with or without
+a year: the latest such month up to the anchor), an ISO date, and `before|after|since` a date or a
+month. `before|after|since <something else>` is left to the caller as an event (see recall.py).
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+UNITS = {"day": 1, "week": 7, "month": 30, "year": 365}
+MONTH_NAMES = "|".join(sorted(MONTHS, key=len, reverse=True))
+
+RELATIVE = re.compile(
+    r"\b(yesterday|today|tonight|recently|lately|(this|last|past|previous) (week|weekend|month|year))\b", re.I
+)
+AGO = re.compile(r"\b(a|an|one|two|three|four|five|six|\d{1,3}) (day|week|month|year)s? ago\b", re.I)
+MONTH = re.compile(rf"\b(?:in |during |on )?({MONTH_NAMES})\.?(?: (\d{{4}}))?\b", re.I)
+ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+BOUND = re.compile(
+    rf"\b(before|after|since|until) ((?:{MONTH_NAMES})\.?(?: \d{{4}})?|\d{{4}}-\d{{2}}-\d{{2}}|\d{{4}})\b", re.I
+)
+EVENT_BOUND = re.compile(r"\b(before|after|since) (?:the |our |my |we |i )?([a-z][\w'-]*(?: [a-z][\w'-]*){0,3})", re.I)
+WORD_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    start: float | None  # unix seconds, inclusive; None = open
+    end: float | None  # exclusive; None = open
+    text: str  # the words it came from
+
+    def to_dict(self) -> dict:
+        show = lambda t: None if t is None else datetime.fromtimestamp(t, timezone.utc).date().isoformat()  # noqa: E731
+        return {"from": show(self.start), "until": show(self.end), "text": self.text}
+
+
+def time_ranges(question: str, anchor: datetime) -> tuple[list[TimeRange], str]:
+    """The question's date ranges and the question without the words that made them."""
+    found: list[TimeRange] = []
+    rest = question
+    for pattern, resolve in ((BOUND, _bound), (AGO, _ago), (RELATIVE, _relative), (ISO_DAY, _iso_day), (MONTH, _month)):
+        for match in pattern.finditer(rest):
+            span = resolve(match, anchor)
+            if span is not None:
+                found.append(
+                    TimeRange(
+                        span[0].timestamp() if span[0] else None,
+                        span[1].timestamp() if span[1] else None,
+                        match.group(0),
+                    )
+                )
+        rest = pattern.sub(" ", rest) if any(r.text in rest for r in found) else rest
+    return found, " ".join(rest.split())
+
+
+def _day(moment: datetime) -> datetime:
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _relative(match: re.Match, anchor: datetime):
+    word = match.group(0).lower()
+    today = _day(anchor)
+    if word in ("today", "tonight"):
+        return today, today + DAY
+    if word == "yesterday":
+        return today - DAY, today
+    if word in ("recently", "lately"):
+        return today - 30 * DAY, today + DAY
+    which, unit = match.group(2).lower(), match.group(3).lower()
+    back = which != "this"
+    if unit == "week":
+        start = today - timedelta(days=today.weekday()) - (7 * DAY if back else timedelta())
+        return start, start + 7 * DAY
+    if unit == "weekend":
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7)
+        saturday -= 7 * DAY if back and saturday + 2 * DAY > today else timedelta()
+        return saturday, saturday + 2 * DAY
+    if unit == "month":
+        first = today.replace(day=1)
+        if back:
+            first = (first - DAY).replace(day=1)
+        return first, _next_month(first)
+    first = today.replace(month=1, day=1)
+    if back:
+        first = first.replace(year=first.year - 1)
+    return first, first.replace(year=first.year + 1)
+
+
+def _ago(match: re.Match, anchor: datetime):
+    count = WORD_NUMBERS.get(match.group(1).lower()) or int(match.group(1))
+    days = UNITS[match.group(2).lower()]
+    center = _day(anchor) - timedelta(days=count * days)
+    half = timedelta(days=max(1, days // 2 + days * count // 4))  # the further back, the vaguer
+    return center - half, center + half + DAY
+
+
+def _month(match: re.Match, anchor: datetime):
+    month = MONTHS.get(match.group(1).lower().rstrip("."))
+    if month is None or (
+        match.group(1).lower() == "may"
+        and not match.group(0).lower().startswith(("in", "during"))
+        and not match.group(2)
+    ):
+        return None  # "may" alone is the verb far more often than the month
+    year = int(match.group(2)) if match.group(2) else anchor.year - (1 if month > anchor.month else 0)
+    first = datetime(year, month, 1, tzinfo=timezone.utc)
+    return first, _next_month(first)
+
+
+def _iso_day(match: re.Match, anchor: datetime):
+    try:
+        day = datetime(int(match.group(1)), int(match.group(2)), int(match.group(3)), tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return day, day + DAY
+
+
+def _bound(match: re.Match, anchor: datetime):
+    what, target = match.group(1).lower(), match.group(2)
+    if target.isdigit():
+        span = (datetime(int(target), 1, 1, tzinfo=timezone.utc), datetime(int(target) + 1, 1, 1, tzinfo=timezone.utc))
+    else:
+        inner = ISO_DAY.match(target) or MONTH.match(target)
+        span = (_iso_day if ISO_DAY.match(target) else _month)(inner, anchor) if inner else None
+    if span is None:
+        return None
+    return (None, span[0]) if what in ("before", "until") else (span[0] if what == "since" else span[1], None)
+
+
+def _next_month(first: datetime) -> datetime:
+    return first.replace(year=first.year + 1, month=1) if first.month == 12 else first.replace(month=first.month + 1)

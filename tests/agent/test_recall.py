@@ -1,0 +1,105 @@
+"""Recall strategies: temporal expressions on the memory's own timeline, RRF fusion, session MMR."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from crossmodalrag.agent.recall import diversify_by_session, fuse, recall, with_recall
+from crossmodalrag.agent.temporal import time_ranges
+from crossmodalrag.answer.evidence import open_retriever
+from crossmodalrag.cli.main import main
+from crossmodalrag.config import Settings
+from crossmodalrag.conversations import ingest_conversations
+from crossmodalrag.types import Hit
+
+ANCHOR = datetime(2023, 5, 20, 15, 0, tzinfo=timezone.utc)
+
+
+def day(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+
+
+@pytest.mark.parametrize(
+    "question, start, end, rest",
+    [
+        (
+            "what did we decide about the cache last week?",
+            "2023-05-08",
+            "2023-05-15",
+            "what did we decide about the cache ?",
+        ),
+        ("what happened yesterday", "2023-05-19", "2023-05-20", "what happened"),
+        ("what happened in May?", "2023-05-01", "2023-06-01", "what happened ?"),
+        ("plans in December", "2022-12-01", "2023-01-01", "plans"),  # the latest December up to the anchor
+        ("news from last month", "2023-04-01", "2023-05-01", "news from"),
+        ("what changed since 2023-04-01", "2023-04-01", None, "what changed"),
+        ("anything before March 2023?", None, "2023-03-01", "anything ?"),
+    ],
+)
+def test_temporal_expressions_resolve_against_the_memory_timeline(question, start, end, rest):
+    (span,), remaining = time_ranges(question, ANCHOR)
+    assert span.start == (day(start) if start else None) and span.end == (day(end) if end else None)
+    assert remaining == rest
+
+
+def test_no_temporal_expression_and_may_the_verb():
+    assert time_ranges("May I ask when Caroline went to the support group?", ANCHOR) == (
+        [],
+        "May I ask when Caroline went to the support group?",
+    )
+
+
+def hit(chunk: int, source: int, score: float = 0.0) -> Hit:
+    return Hit(chunk, f"s{source}", "conversation", "text", "t", "", "t\nbody", None, score, {}, source_id=source)
+
+
+def test_fusion_ranks_by_reciprocal_rank_across_lists():
+    fused = fuse([[hit(1, 1), hit(2, 1)], [hit(2, 1), hit(3, 2)]])
+    assert [h.chunk_id for h in fused] == [2, 1, 3] and fused[0].components["rrf"] > fused[1].components["rrf"]
+
+
+def test_session_diversity_spreads_the_head_and_keeps_the_tail():
+    ranked = [hit(1, 1, 1.0), hit(2, 1, 0.9), hit(3, 1, 0.8), hit(4, 2, 0.6), hit(5, 3, 0.3)]
+    assert [h.chunk_id for h in diversify_by_session(ranked, 5, head=2)] == [1, 4, 2, 3, 5]
+    assert [h.chunk_id for h in diversify_by_session(ranked, 3, head=0)] == [1, 2, 3]
+
+
+@pytest.fixture
+def memory(store, tmp_path):
+    sessions = [
+        ("2023-04-03", "We moved the cache to Redis on port 6379."),
+        ("2023-05-10", "We moved the cache to port 7379 after the outage."),
+        ("2023-05-19", "Lunch plans and nothing about infrastructure."),
+    ]
+    conversation = {"speaker_a": "Ana", "speaker_b": "Ben"}
+    for number, (when, text) in enumerate(sessions, 1):
+        conversation[f"session_{number}_date_time"] = datetime.fromisoformat(when).strftime("%I:%M %p on %d %B, %Y")
+        conversation[f"session_{number}"] = [{"speaker": "Ana", "dia_id": f"D{number}:1", "text": text}]
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([{"sample_id": "c1", "conversation": conversation}]))
+    ingest_conversations(store, [path])
+    return store
+
+
+def test_episodic_finds_the_turn_inside_the_question_window(memory, settings):
+    retriever = with_recall(open_retriever(memory, settings, 2), "episodic", None, None)
+    result = recall(retriever, "where did we move the cache last week?", "episodic")
+    assert result.hits[0].locator.endswith("D2:1")  # the week before the memory's newest session
+    direct = with_recall(open_retriever(memory, settings, 2), "direct", None, "2023-05-01")
+    assert [h.locator[-4:] for h in direct.search("cache port").hits] == ["D1:1"]  # --before filters
+
+
+def test_cli_strategy_and_dates(memory, capsys):
+    args = ["ask", "where is the cache?", "--no-llm", "--json", "--strategy", "fusion", "--after", "2023-05-01"]
+    assert main(args) == 0
+    evidence = json.loads(capsys.readouterr().out)["evidence"]
+    assert [e["locator"][-4:] for e in evidence] == ["D2:1"]
+    assert main(["ask", "cache", "--no-llm", "--after", "last tuesday"]) == 1
+    assert "--after must be an ISO date" in capsys.readouterr().err
+
+
+def test_the_default_strategy_is_a_setting():
+    assert Settings().strategy in ("direct", "episodic", "fusion")
