@@ -179,8 +179,24 @@ class RollbackPlan:
 
 def rollback(store: Store, point: str, dry_run: bool = False) -> RollbackPlan:
     """Restore every versioned row to its state at `point`, as new versions. Raises CMRAGError when some
-    content cannot come back (erased by forget) or a kind cannot be restored; then nothing changes."""
-    conn = store.conn
+    content cannot come back (erased by forget, or changed outside mem); then nothing changes."""
+    if dry_run:
+        return _plan(store.conn, point, dry_run)
+    with store.transaction() as conn:  # planned under the write lock: no writer slips in between
+        plan = _plan(conn, point, dry_run)
+        then = states_at(conn, plan.seq)
+        for kind, target in plan.restore:
+            with changing(conn, kind, target, reason=f"rollback to {point}"):
+                _restorer(kind)(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
+        for kind, target in plan.remove:
+            with changing(conn, kind, target, reason=f"rollback to {point}"):
+                _restorer(kind)(conn, target, None)  # type: ignore[misc]
+    plan.applied_seq = head(store.conn)[0]
+    return plan
+
+
+def _plan(conn: sqlite3.Connection, point: str, dry_run: bool) -> RollbackPlan:
+    """What a rollback to `point` restores and removes. Raises CMRAGError where content cannot come back."""
     seq = resolve_point(conn, point)
     then, now = states_at(conn, seq), states_at(conn, head(conn)[0])
     restore = sorted(key for key, digest in then.items() if now.get(key) != digest)
@@ -190,16 +206,6 @@ def rollback(store: Store, point: str, dry_run: bool = False) -> RollbackPlan:
     plan.remove = [key for key in plan.remove if key[0] not in skipped]
     plan.rebuild = sorted(skipped)
     _check_restorable(conn, plan, then)
-    if dry_run or not (plan.restore or plan.remove):
-        return plan
-    with store.transaction():
-        for kind, target in plan.restore:
-            with changing(conn, kind, target, reason=f"rollback to {point}"):
-                _restorer(kind)(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
-        for kind, target in plan.remove:
-            with changing(conn, kind, target, reason=f"rollback to {point}"):
-                _restorer(kind)(conn, target, None)  # type: ignore[misc]
-    plan.applied_seq = head(conn)[0]
     return plan
 
 
