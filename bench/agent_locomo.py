@@ -27,22 +27,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
+from locomo import CATEGORIES, session_of, summarize
 
 from crossmodalrag.agent.recall import STRATEGIES, with_recall
 from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
 from crossmodalrag.config import load_settings
 from crossmodalrag.store import open_store
 
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 MEM = [sys.executable, "-m", "crossmodalrag"]
-
-
-def session_of(dia_id: str) -> str:
-    return dia_id.split(":")[0]
 
 
 def score(turns: list[str], evidence: list[str]) -> dict[str, float]:
@@ -52,17 +47,6 @@ def score(turns: list[str], evidence: list[str]) -> dict[str, float]:
         "turn_recall@10": len(gold_turns & set(turns[:10])) / len(gold_turns),
         "session_recall@5": len(gold_sessions & top5) / len(gold_sessions),
         "session_hit@5": 1.0 if gold_sessions & top5 else 0.0,
-    }
-
-
-def summarize(rows: list[tuple[int, dict[str, float]]]) -> dict:
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for category, metrics in rows:
-        groups[CATEGORIES[category]].append(metrics)
-        groups["overall"].append(metrics)
-    return {
-        name: {"questions": len(items), **{k: round(sum(m[k] for m in items) / len(items), 4) for k in items[0]}}
-        for name, items in groups.items()
     }
 
 
