@@ -59,8 +59,9 @@ def hostile_vault(vault: Path) -> tuple[list[str], list[str]]:
     add("hostile/binary.md", bytes(range(256)) * 64, ok=False)
     add("hostile/nul.md", "# Text\nwith a \x00 inside\n", ok=False)
     add("hostile/latin1.md", "# Café\ncaf\xe9 au lait\n".encode("latin-1"), ok=False)
-    add("hostile/empty.md", b"", ok=False)
-    add("hostile/frontmatter-only.md", "---\ntitle: Nothing else\ntags: [x]\n---\n", ok=False)
+    # Empty notes are skipped and counted, not errors (issue 14): neither stored nor reported.
+    write_note(vault, "hostile/empty.md", b"")
+    write_note(vault, "hostile/frontmatter-only.md", "---\ntitle: Nothing else\ntags: [x]\n---\n")
     add("hostile/bad\nname.md", b"\xff\xfe binary", ok=False)
     with open(vault / "hostile/huge.md", "wb") as handle:  # 50 MB on a single line
         handle.write(b"word " * (10 * 2**20))
@@ -120,6 +121,7 @@ def test_a_hostile_vault_fails_item_by_item_and_keeps_what_was_stored(tmp_path: 
     assert {str(vault / name) for name in GOOD} <= uris  # nothing stored before was lost
     assert {str(vault / name) for name in fine} <= uris
     assert not any(str(vault / name) in uris for name in bad)
+    assert not uris & {str(vault / "hostile/empty.md"), str(vault / "hostile/frontmatter-only.md")}
     assert not (tmp_path / "pwned").exists()
     with open_store(db_path) as store:  # a 1 MB heading is not copied into every chunk under it
         longest = store.conn.execute(
