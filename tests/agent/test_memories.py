@@ -43,10 +43,9 @@ def test_an_exact_duplicate_returns_the_stored_memory(store, embedder):
     assert record["tags"] == ["a", "b"] and record["importance"] == 0.9 and len(record["stored_times"]) == 2
 
 
-def test_a_near_duplicate_is_merged_and_says_so(store):
-    embedder = HashingEmbedder(dim=256, synonyms={"uses": "runs", "runs": "runs"})
-    first = remember(store, "The build runs on Python 3.11", ["ci"], 0.3, embedder=embedder)
-    merged = remember(store, "The build uses on Python 3.11", ["python"], 0.6, embedder=embedder)
+def test_a_near_duplicate_is_merged_and_says_so(store, embedder):
+    first = remember(store, "The build runs on Python 3.11, always.", ["ci"], 0.3, embedder=embedder)
+    merged = remember(store, "Always: the build runs on Python 3.11!", ["python"], 0.6, embedder=embedder)
     assert merged.status == "merged" and merged.id == first.id and merged.similarity >= 0.95
     (record,) = list_memories(store)
     assert record["tags"] == ["ci", "python"] and record["importance"] == 0.6 and len(record["stored_times"]) == 2
@@ -73,6 +72,19 @@ def test_a_restated_fact_supersedes_the_older_memory(store, embedder):
     result = search(store, "staging key rotates", SearchOptions(top_k=2))
     assert [h.source_id for h in result.hits] == [new.id, old.id]
     assert result.hits[1].components["superseded"] == 1.0
+
+
+def test_a_new_value_close_enough_to_merge_still_supersedes(store):
+    embedder = HashingEmbedder(dim=256, synonyms={"60": "30"})  # the two read as one vector: cosine 1.0
+    old = remember(store, "The API timeout is 30 seconds", embedder=embedder)
+    new = remember(store, "The API timeout is 60 seconds", embedder=embedder)
+    assert new.status == "stored" and new.supersedes == [old.id]
+
+
+def test_turns_of_one_speaker_far_apart_in_meaning_do_not_supersede(store, embedder):
+    remember(store, "Caroline: I went to the LGBTQ support group yesterday", embedder=embedder)
+    later = remember(store, "Caroline: I went hiking with my kids", embedder=embedder)
+    assert later.supersedes == []
 
 
 def test_an_unrelated_memory_supersedes_nothing(store, embedder):
@@ -119,3 +131,21 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
     assert out["evidence"][0]["source_id"] == 2 and any("replaced an older one" in n for n in out["notices"])
     assert main(["remember", "", "--json"]) == 1
     assert "error: the memory is empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "old, new, expected",
+    [
+        ("The API timeout is 30 seconds.", "The API timeout is 60 seconds.", True),
+        ("Python for the service is 3.10", "Python for the service is 3.12", True),  # a version is one word
+        ("The API supports pagination", "The API does not support pagination", True),
+        ("Caroline: Hey Mel! Good to see you!", "Caroline: Totally agree, Mel!", False),  # no statement
+        ("Is the cache on Redis?", "Is the cache on Postgres?", False),
+        ("Alice prefers tea", "Bob prefers tea", False),
+        ("We use Redis for the cache", "We use Redis for the cache and for rate limits", False),
+    ],
+)
+def test_what_counts_as_a_restated_fact(old, new, expected):
+    from crossmodalrag.agent.updates import restates_with_new_value
+
+    assert restates_with_new_value(old, new) is expected

@@ -16,7 +16,8 @@ from crossmodalrag.retrieval.stopwords import ENGLISH
 
 NEGATIONS = frozenset({"not", "no", "never", "dont", "doesnt", "isnt", "wont", "cannot", "nor"})
 STOP = ENGLISH - NEGATIONS | {"now", "currently", "instead", "actually", "anymore", "still"}
-CLAUSES = re.compile(r"[.;!?]+(?:\s+|$)|\n+|,\s+(?:and|but|so)\s+|\s+but\s+")  # "3.10" stays whole
+SENTENCES = re.compile(r"(?:[^.;!?\n]|[.](?=\S))+[.;!?]*")  # "3.10" stays whole
+CLAUSES = re.compile(r",\s+(?:and|but|so)\s+|\s+but\s+")
 WORDS = re.compile(r"[a-z0-9][a-z0-9_'-]*")
 SUFFIXES = ("ingly", "edly", "ing", "ly", "ed", "es", "s")
 MAX_CHANGED = 3
@@ -36,7 +37,14 @@ def content_words(clause: str) -> list[str]:
 
 
 def clauses(text: str) -> list[list[str]]:
-    return [words for part in CLAUSES.split(text) if len(words := content_words(part)) >= 2]
+    """The content words of each statement in the text. A sentence ending in `?` or `!` states no fact
+    (a question, a greeting, a cheer: "Hey Mel!" is no value of Mel to update)."""
+    found = []
+    for sentence in SENTENCES.findall(text):
+        if sentence.rstrip().endswith(("?", "!")):
+            continue
+        found += [words for part in CLAUSES.split(sentence) if len(words := content_words(part)) >= 2]
+    return found
 
 
 def restates_with_new_value(old: str, new: str) -> bool:

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""LoCoMo dev through MCP over stdio: `memory_store` per turn, `memory_search` per question (issue 13, benchmark 2).
+
+    python bench/agent_mcp.py [--shared DIR] [--workdir DIR] [--conversations N] [--strategy episodic]
+
+A real `mem mcp` process (the README's command) is driven by the MCP SDK's own client over stdio, one
+fresh memory per conversation (the offline MiniLM installed first, so stores are embedded and compared at
+once). Every turn is stored with `memory_store` ("speaker: text", session_id = its session, tags = its
+dia_id); every question of categories 1-4 is asked with `memory_search` (limit 10, compact). Scored as
+bench/agent_locomo.py scores `mem ask` (turn recall@10, session recall@5, session hit@5), mapping each
+result's memory id back to the turn it stored; a turn merged into an earlier identical one counts as that
+one. Also reported: tool-call latency p50/p95 per tool, and how many stores were merged or deduplicated.
+Prints one JSON object on stdout; progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from agent_locomo import score
+from benchlib import DEFAULT_SHARED, clean_environment, latency_summary, log, machine, source_state
+from locomo import CATEGORIES, summarize
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+
+def turns_of(conversation: dict) -> list[tuple[str, str, str]]:
+    """(session key, dia_id, "speaker: text") of every turn, in order."""
+    found = []
+    for key, turns in conversation.items():
+        if key.startswith("session_") and isinstance(turns, list):
+            for turn in turns:
+                caption = f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else ""
+                found.append((key, turn["dia_id"], f"{turn['speaker']}: {turn['text']}{caption}"))
+    return found
+
+
+async def timed(client, tool: str, arguments: dict, latencies: dict) -> dict:
+    started = time.perf_counter()
+    result = await client.call_tool(tool, arguments)
+    latencies.setdefault(tool, []).append((time.perf_counter() - started) * 1000)
+    if result.is_error:
+        raise SystemExit(f"{tool} failed: {result.content[0].text}")
+    return result.structured_content
+
+
+async def run_conversation(sample: dict, db: Path, env: dict, strategy: str, latencies: dict, counts: dict) -> list:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "crossmodalrag", "mcp"], env={**env, "CMRAG_DB_PATH": str(db)}
+    )
+    dia_of: dict[int, str] = {}
+    rows = []
+    async with Client(params) as client:
+        for session, dia_id, text in turns_of(sample["conversation"]):
+            stored = await timed(
+                client,
+                "memory_store",
+                {"content": text, "session_id": session, "tags": [dia_id.replace(":", "-")]},
+                latencies,
+            )
+            counts[stored["status"]] = counts.get(stored["status"], 0) + 1
+            dia_of.setdefault(stored["id"], dia_id)
+        for question in (q for q in sample["qa"] if q.get("category") in CATEGORIES and q.get("evidence")):
+            found = await timed(
+                client, "memory_search", {"query": question["question"], "limit": 10, "strategy": strategy}, latencies
+            )
+            turns = [dia_of[r["id"]] for r in found["results"] if r["id"] in dia_of]
+            rows.append((question["category"], score(turns, question["evidence"])))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
+    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--conversations", type=int, default=5)
+    parser.add_argument("--strategy", default="episodic", choices=("direct", "episodic", "fusion"))
+    args = parser.parse_args()
+    env = clean_environment()
+    data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))[
+        : args.conversations
+    ]
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agent-mcp-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    rows, latencies, counts = [], {}, {}
+    for index, sample in enumerate(data):
+        db = workdir / f"memory-{index}.db"
+        subprocess.run(
+            [sys.executable, "-m", "crossmodalrag", "models", "install", "--offline", "--db-path", str(db)],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        rows += asyncio.run(run_conversation(sample, db, env, args.strategy, latencies, counts))
+        log(f"conversation {index}: {len(rows)} questions so far, stores {counts}")
+    print(
+        json.dumps(
+            {
+                "benchmark": "agent_mcp",
+                "transport": "stdio (mem mcp)",
+                "strategy": args.strategy,
+                "conversations": len(data),
+                "machine": machine(),
+                "source": source_state(),
+                "stores": counts,
+                "metrics": summarize(rows),
+                "latency_ms": {tool: latency_summary(values) for tool, values in latencies.items()},
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
