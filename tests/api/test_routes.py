@@ -118,7 +118,7 @@ def test_health_reports_a_read_only_database(client, sample_db) -> None:
     body = client.get("/health").json()
     assert body["status"] == "ok" and body["read_only"] is True
     assert body["database"] == str(sample_db.resolve())
-    assert body["sources"]["note"] == 10
+    assert body["sources"]["note"] == 15
 
 
 def test_missing_database_is_a_503_with_the_store_hint(tmp_path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from crossmodalrag.answer.llm import LLM, Generation
 
-PROMPT_VERSION = "events-v2"
+PROMPT_VERSION = "events-v3"
 EVENT_TYPES = ("decision", "learning", "fix", "task", "change", "fact", "plan")
 MAX_EVENTS = 8
 MAX_STATEMENT = 200
@@ -31,8 +31,21 @@ SYSTEM = (
     "own words; do not copy a line. "
     f"type is one of: {', '.join(EVENT_TYPES)}. evidence lists the numbers of the [E#] excerpts "
     "the event is drawn from. when is a date if the text gives one, else an empty string. "
-    "Answer with JSON only."
+    "Answer with JSON only.\n\nExample. Excerpts: [E1] Ada: I finally moved the blog off WordPress! "
+    "[E2] Ben: Nice, what did you pick? [E3] Ada: Hugo. Builds take 2 seconds now. I'm also going to "
+    "write about it for the team wiki next week.\nEvents: "
+    '{"events": [{"type": "change", "statement": "Ada moved her blog from WordPress to Hugo.", "when": "", '
+    '"project": "blog", "people": ["Ada"], "evidence": [1, 3]}, {"type": "learning", "statement": '
+    '"Ada found that Hugo builds her blog in 2 seconds.", "when": "", "project": "blog", "people": ["Ada"], '
+    '"evidence": [3]}, {"type": "plan", "statement": "Ada plans to write about the blog move for the team '
+    'wiki.", "when": "", "project": "blog", "people": ["Ada"], "evidence": [3]}]}'
 )
+
+
+def min_events(excerpts: int) -> int:
+    """A floor the grammar enforces: small models stop after one event otherwise. One per four
+    excerpts, at most 3: a short note is never pushed into inventing events."""
+    return max(1, min(3, excerpts // 4))
 
 
 def event_schema(excerpts: int) -> dict[str, Any]:
@@ -57,7 +70,9 @@ def event_schema(excerpts: int) -> dict[str, Any]:
     }
     return {
         "type": "object",
-        "properties": {"events": {"type": "array", "maxItems": MAX_EVENTS, "items": event}},
+        "properties": {
+            "events": {"type": "array", "minItems": min_events(excerpts), "maxItems": MAX_EVENTS, "items": event}
+        },
         "required": ["events"],
     }
 

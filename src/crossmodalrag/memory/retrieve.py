@@ -135,6 +135,7 @@ class LevelRetriever:
     base: Retriever
     level: str
     half_life_days: float = 180.0
+    stand_ins: bool = False  # drill down only through the distilled stand-ins (scripts/distill_gate.py)
     matched_nodes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -183,7 +184,7 @@ class LevelRetriever:
     def _drill(self, query: str, vector, ranked: list[tuple], table: NodeTable, plain: list[int]):
         """Every chunk under the matched nodes (not capped), ranked by reciprocal rank fusion of its
         place in the plain ranking (or its own match to the question), and its node's place."""
-        by_node = [_ordered_chunks(self.store, [table.ids[index]]) for index, _, _ in ranked]
+        by_node = [_ordered_chunks(self.store, [table.ids[index]], self.stand_ins) for index, _, _ in ranked]
         under = {chunk for chunks in by_node for chunk in chunks}
         relevance = _chunk_relevance(self.store, self.semantic, query, vector, sorted(under))
         position = {chunk: rank for rank, chunk in enumerate(plain)}
@@ -205,12 +206,14 @@ def _capped(chunk_ids: list[int], hits: list[Hit], per_source: int) -> list[int]
     return kept
 
 
-def _ordered_chunks(store: Store, node_ids: list[str]) -> list[int]:
-    """The nodes' supporting chunks: node by node, each node's best-supported first (drill-down order)."""
+def _ordered_chunks(store: Store, node_ids: list[str], stand_ins: bool = False) -> list[int]:
+    """The nodes' supporting chunks (or only their distilled stand-ins): node by node, each node's
+    best-supported first (drill-down order)."""
     order: dict[int, None] = {}
+    roles = "role = 'distill'" if stand_ins else "role != 'distill'"
     for node in node_ids:
         for (chunk,) in store.conn.execute(
-            "SELECT chunk_id FROM memory_evidence WHERE node_id = ? AND role != 'distill'"
+            f"SELECT chunk_id FROM memory_evidence WHERE node_id = ? AND {roles}"
             " GROUP BY chunk_id ORDER BY MAX(COALESCE(score, 0)) DESC, chunk_id",
             (node,),
         ):
