@@ -52,8 +52,9 @@ class CountingStub:
 def timed_build(store, settings: Settings, stub: CountingStub) -> dict:
     before, started = stub.calls, time.perf_counter()
     report = build_memory(store, settings, llm=stub, semantic=None)
+    events, episodes = report.levels["event"], report.levels["episode"]
     return {"llm_calls": stub.calls - before, "seconds": round(time.perf_counter() - started, 2),
-            "events": report.levels["event"]["events"], "episode_changed": report.levels["episode"]["changed"]}  # fmt: skip
+            "events": events["events"], "episode_changed": episodes["changed"]}  # fmt: skip
 
 
 def main() -> None:
