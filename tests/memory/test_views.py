@@ -117,3 +117,26 @@ def test_distill_keeps_the_most_shared_real_chunks(memory) -> None:
     assert stand_ins({1: (3, 0.5), 2: (1, 0.9), 3: (1, 0.2), 4: (2, 0.1)}, 0.5) == [(1, 1.0), (4, 2 / 3)]
     for node in distill_view(memory):
         assert 1 <= len(node["stand_ins"]) <= node["chunks_total"]
+
+
+def test_the_usage_profile_reranks_only_relevant_candidates(store, db_path) -> None:
+    from crossmodalrag.retrieval.search import SearchOptions, search
+
+    add_docs(
+        store,
+        _doc("a", "The render cache was dropped for memoization.", 0),
+        _doc("b", "The render cache was dropped for memoization too.", 0),
+        _doc("c", "Watering the plants on Sunday.", 0),
+    )
+    semantic = semantic_for(store, db_path)
+    options = SearchOptions(top_k=3, profile="usage", max_chunks_per_source=1)
+    before = search(store, "render cache dropped", options, semantic).hits
+    second, unrelated = before[1], store.conn.execute("SELECT id FROM chunks WHERE text LIKE '%plants%'").fetchone()[0]
+    usage.record(store, [usage.chunk_target(second.chunk_id)] * 1, "accepted")
+    for _ in range(20):
+        usage.record(store, [usage.chunk_target(second.chunk_id), usage.chunk_target(unrelated)], "retrieved")
+    after = search(store, "render cache dropped", options, semantic).hits
+    assert after[0].chunk_id == second.chunk_id and after[0].components["usage"] > 0.9
+    assert all(h.components["usage"] == 0.0 for h in after if h.chunk_id == unrelated)
+    plain = search(store, "render cache dropped", SearchOptions(top_k=3, max_chunks_per_source=1), semantic).hits
+    assert [h.chunk_id for h in plain] == [h.chunk_id for h in before]  # other profiles ignore usage

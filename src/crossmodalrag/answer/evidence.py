@@ -26,6 +26,8 @@ def search_options(
         title_boost_weight=settings.title_boost_weight,
         recency_weight=settings.recency_weight,
         recency_half_life_days=settings.recency_half_life_days,
+        usage_half_life_days=settings.usage_halflife_days,
+        usage_saturation=settings.usage_saturation,
         max_chunks_per_source=settings.max_chunks_per_source,
         dedupe_threshold=settings.dedupe_threshold,
         min_coverage=settings.abstain_min_coverage,

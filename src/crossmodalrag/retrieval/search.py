@@ -6,7 +6,8 @@ Components of a hit, each in [0, 1] across the candidate pool:
   recency = 0.5 ** (age / half-life), age from the newest source in memory (so results do not
             drift with the wall clock and an old archive is not all zeros),
   title   = idf-weighted share of the query's terms found in the source title,
-  usage   = 0 until a usage history exists.
+  usage   = rehearsal strength from the opt-in usage log (memory/usage.py), counted only by the
+            `usage` profile and only for candidates that match the query's words or meaning.
 Score = weights · components; the weights come from the profile (profiles.py) or, without
 vectors, from the lexical defaults. `fusion="rrf"` ranks by reciprocal rank fusion instead.
 `coverage` (idf-weighted share of query terms the best returned hit contains) and `similarity`
@@ -49,6 +50,8 @@ class SearchOptions:
     title_boost_weight: float = 0.05
     recency_weight: float = 0.10  # lexical-only ranking; profiles carry their own
     recency_half_life_days: float = 180.0
+    usage_half_life_days: float = 14.0
+    usage_saturation: float = 5.0
     max_chunks_per_source: int = 2
     dedupe_threshold: float = 0.95
     # The title is already in every chunk's breadcrumb line, so BM25 ignores the title column by
@@ -350,6 +353,7 @@ def _score(
     vector_norm = min_max({i: cosines[i] for i in rows if i in cosines}) if hybrid else {}
     rrf = _rrf(lexical, cosines) if options.fusion == "rrf" else {}
     weights = options.weights(hybrid)
+    rehearsed = _rehearsal(conn, ids, options) if hybrid and weights.get("usage") else {}
     hits = []
     for chunk_id, row in rows.items():  # a chunk removed by a concurrent writer is simply absent
         components = {
@@ -359,7 +363,11 @@ def _score(
             "title": title_match.get(row["title"], 0.0),
         }
         if hybrid:
-            components.update(cosine=cosines.get(chunk_id, 0.0), vector=vector_norm.get(chunk_id, 0.0), usage=0.0)
+            cosine = cosines.get(chunk_id, 0.0)
+            # Usage re-ranks relevant candidates only: being looked at often never makes a chunk relevant.
+            relevant = lexical.get(chunk_id, 0.0) > 0 or cosine >= options.min_similarity
+            usage = rehearsed.get(chunk_id, 0.0) if relevant else 0.0
+            components.update(cosine=cosine, vector=vector_norm.get(chunk_id, 0.0), usage=usage)
         score = rrf.get(chunk_id, 0.0) if rrf else blend(components, weights)
         if rrf:
             components["rrf"] = score
@@ -396,6 +404,13 @@ def _score(
         )
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
     return hits
+
+
+def _rehearsal(conn: sqlite3.Connection, ids: list[int], options: SearchOptions) -> dict[int, float]:
+    from crossmodalrag.memory.usage import chunk_target, strength
+
+    found = strength(conn, [chunk_target(i) for i in ids], options.usage_half_life_days, options.usage_saturation)
+    return {int(target.split(":", 1)[1]): value for target, value in found.items()}
 
 
 def ocr_factor(confidence: float | None) -> float:
