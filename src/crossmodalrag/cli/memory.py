@@ -142,16 +142,24 @@ class ExtractProgress:
 def events(args: argparse.Namespace) -> int:
     from crossmodalrag.memory.events import list_events
 
-    with _open(_settings(args), create=False) as store:
-        found = list_events(store, args.source, args.type, args.limit)
-    if args.json:
-        print_json({"events": found})
+    found = _fetch(args, lambda s: list_events(s, args.source, args.type, args.limit), "events")
+    if found is None:
         return 0
     for event in found:
         flag = "" if event["supported"] else "  [unsupported]"
         print(f"{(event['first_time'] or '')[:10]}  {event['type']:<8} {event['statement']}{flag}")
         print(f"    {event['id']}  {_locators(event['evidence'])}")
     return 0
+
+
+def _fetch(args: argparse.Namespace, fetch, key: str) -> list | None:
+    """A view's rows from the memory; with --json they are printed as {key: rows} and None returned."""
+    with _open(_settings(args), create=False) as store:
+        found = fetch(store)
+    if args.json:
+        print_json({key: found})
+        return None
+    return found
 
 
 def _locators(evidence: list[dict]) -> str:
@@ -184,10 +192,8 @@ def memory_stats(args: argparse.Namespace) -> int:
 def concepts(args: argparse.Namespace) -> int:
     from crossmodalrag.memory.concepts import list_concepts
 
-    with _open(_settings(args), create=False) as store:
-        found = list_concepts(store, args.top)
-    if args.json:
-        print_json({"concepts": found})
+    found = _fetch(args, lambda s: list_concepts(s, args.top), "concepts")
+    if found is None:
         return 0
     if not found:
         notice("no concepts yet: run `mem build-memory` (concepts need embeddings)")
@@ -200,10 +206,8 @@ def concepts(args: argparse.Namespace) -> int:
 def timeline(args: argparse.Namespace) -> int:
     from crossmodalrag.memory.episodes import timeline as episodes
 
-    with _open(_settings(args), create=False) as store:
-        found = episodes(store, args.limit, args.project)
-    if args.json:
-        print_json({"episodes": found})
+    found = _fetch(args, lambda s: episodes(s, args.limit, args.project), "episodes")
+    if found is None:
         return 0
     if not found:
         notice("no episodes yet: run `mem build-memory`")
@@ -217,10 +221,8 @@ def timeline(args: argparse.Namespace) -> int:
 def drift(args: argparse.Namespace) -> int:
     from crossmodalrag.memory.drift import drift_view, sparkline
 
-    with _open(_settings(args), create=False) as store:
-        found = drift_view(store, args.top, args.min_support)
-    if args.json:
-        print_json({"concepts": found})
+    found = _fetch(args, lambda s: drift_view(s, args.top, args.min_support), "concepts")
+    if found is None:
         return 0
     if not found:
         notice("no concept spans two drift windows yet (CMRAG_DRIFT_WINDOW_DAYS); run `mem build-memory`")
@@ -235,10 +237,8 @@ def drift(args: argparse.Namespace) -> int:
 def distill(args: argparse.Namespace) -> int:
     from crossmodalrag.memory.distill import distill_view
 
-    with _open(_settings(args), create=False) as store:
-        found = distill_view(store, args.top)
-    if args.json:
-        print_json({"nodes": found})
+    found = _fetch(args, lambda s: distill_view(s, args.top), "nodes")
+    if found is None:
         return 0
     for item in found:
         print(f"{item['level']:<8} {item['title']}  ({len(item['stand_ins'])} of {item['chunks_total']} chunks)")
@@ -267,11 +267,9 @@ def usage(args: argparse.Namespace) -> int:
 def forgetting(args: argparse.Namespace) -> int:
     from crossmodalrag.memory.forgetting import forgetting as at_risk
 
-    settings = _settings(args)
-    with _open(settings, create=False) as store:
-        found = at_risk(store, args.level, args.top, args.min_support, settings.usage_halflife_days)
-    if args.json:
-        print_json({"items": found})
+    half_life = _settings(args).usage_halflife_days
+    found = _fetch(args, lambda s: at_risk(s, args.level, args.top, args.min_support, half_life), "items")
+    if found is None:
         return 0
     if not found:
         notice(f"no {args.level} nodes yet: run `mem build-memory`")

@@ -15,8 +15,8 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from crossmodalrag.memory.episodes import EventRow, _centroid, load_events, members_of
-from crossmodalrag.memory.nodes import Link, Node, delete_nodes, node_ids, rows, stable_id, with_evidence, write_nodes
+from crossmodalrag.memory.episodes import EventRow, centroid, load_events, member_links, members_of, replace_level
+from crossmodalrag.memory.nodes import Node, rows, stable_id, with_evidence
 from crossmodalrag.retrieval.stopwords import STOPWORDS
 from crossmodalrag.store import Store
 
@@ -108,23 +108,11 @@ def build_concepts(
         if name is None:
             name = " / ".join(distinctive_terms(members, frequency, len(events))) or members[0].statement[:40]
         nodes.append(_concept_node(concept_id, name, members))
-    with store.transaction() as conn:
-        stale = node_ids(conn, "concept") - {n.id for n in nodes}
-        delete_nodes(conn, stale)
-        changed = write_nodes(conn, nodes)
-        conn.execute("DELETE FROM memory_edges WHERE kind = 'in_concept'")
-        conn.executemany(
-            "INSERT INTO memory_edges (src, dst, kind, weight) VALUES (?, ?, 'in_concept', 1.0)",
-            [(e.id, node.id) for node, members in zip(nodes, groups, strict=True) for e in members],
-        )
-    return {"concepts": len(nodes), "changed": changed, "removed": len(stale), "llm_calls": llm_calls}
+    changed, removed = replace_level(store, "concept", nodes, groups, "in_concept")
+    return {"concepts": len(nodes), "changed": changed, "removed": removed, "llm_calls": llm_calls}
 
 
 def _concept_node(concept_id: str, name: str, members: list[EventRow]) -> Node:
-    chunks: dict[int, float] = {}
-    for event in members:
-        for chunk, score in event.chunks.items():
-            chunks[chunk] = max(score, chunks.get(chunk, 0.0))
     times = [e.time for e in members if e.time is not None]
     return Node(
         id=concept_id,
@@ -133,8 +121,8 @@ def _concept_node(concept_id: str, name: str, members: list[EventRow]) -> Node:
         statement=" ".join(e.statement for e in members[:3])[:400],
         first_time=min(times) if times else None,
         last_time=max(times) if times else None,
-        links=[Link(chunk, "member", score) for chunk, score in sorted(chunks.items())],
-        vector=_centroid([e.vector for e in members]),
+        links=member_links(members),
+        vector=centroid([e.vector for e in members]),
         metadata={"events": len(members), "projects": len({e.project for e in members})},
     )
 

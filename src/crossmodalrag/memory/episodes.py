@@ -82,10 +82,6 @@ def episode_node(members: list[EventRow]) -> Node:
     if last is not None and (iso_time(last) or "")[:10] != span:
         span += f" to {(iso_time(last) or '')[:10]}"
     leading = sorted(members, key=lambda e: (KIND_ORDER.get(e.kind, 9), e.time or 0.0))[:3]
-    chunks: dict[int, float] = {}
-    for event in members:
-        for chunk, score in event.chunks.items():
-            chunks[chunk] = max(score, chunks.get(chunk, 0.0))
     return Node(
         id=stable_id("episode", project, members[0].id),
         level="episode",
@@ -94,13 +90,13 @@ def episode_node(members: list[EventRow]) -> Node:
         project=project,
         first_time=first,
         last_time=last,
-        links=[Link(chunk, "member", score) for chunk, score in sorted(chunks.items())],
-        vector=_centroid([e.vector for e in members]),
+        links=member_links(members),
+        vector=centroid([e.vector for e in members]),
         metadata={"events": len(members), "kinds": sorted({e.source_type for e in members})},
     )
 
 
-def _centroid(vectors: list["np.ndarray | None"]) -> bytes | None:
+def centroid(vectors: list["np.ndarray | None"]) -> bytes | None:
     import numpy as np
 
     present = [v for v in vectors if v is not None]
@@ -115,16 +111,32 @@ def build_episodes(store: Store, gap_hours: float, events: list[EventRow] | None
     events = load_events(store.conn) if events is None else events
     groups = split_episodes(events, gap_hours)
     nodes = [episode_node(members) for members in groups]
+    changed, removed = replace_level(store, "episode", nodes, groups, "in_episode")
+    return {"episodes": len(nodes), "changed": changed, "removed": removed}
+
+
+def replace_level(store: Store, level: str, nodes: list[Node], groups: list[list[EventRow]], edge: str) -> tuple:
+    """Make `nodes` the whole level in one transaction: stale nodes go, changed ones are written, and
+    the membership edges (event -> node) are rewritten. Returns (changed, removed)."""
     with store.transaction() as conn:
-        stale = node_ids(conn, "episode") - {n.id for n in nodes}
+        stale = node_ids(conn, level) - {n.id for n in nodes}
         delete_nodes(conn, stale)
         changed = write_nodes(conn, nodes)
-        conn.execute("DELETE FROM memory_edges WHERE kind = 'in_episode'")
+        conn.execute("DELETE FROM memory_edges WHERE kind = ?", (edge,))
         conn.executemany(
-            "INSERT INTO memory_edges (src, dst, kind, weight) VALUES (?, ?, 'in_episode', 1.0)",
-            [(event.id, node.id) for node, members in zip(nodes, groups, strict=True) for event in members],
+            "INSERT INTO memory_edges (src, dst, kind, weight) VALUES (?, ?, ?, 1.0)",
+            [(event.id, node.id, edge) for node, members in zip(nodes, groups, strict=True) for event in members],
         )
-    return {"episodes": len(nodes), "changed": changed, "removed": len(stale)}
+    return changed, len(stale)
+
+
+def member_links(members: list[EventRow]) -> list[Link]:
+    """The union of the members' supporting chunks, each with its best score."""
+    chunks: dict[int, float] = {}
+    for event in members:
+        for chunk, score in event.chunks.items():
+            chunks[chunk] = max(score, chunks.get(chunk, 0.0))
+    return [Link(chunk, "member", score) for chunk, score in sorted(chunks.items())]
 
 
 def timeline(store: Store, limit: int = 50, project: str | None = None) -> list[dict[str, Any]]:
