@@ -382,12 +382,18 @@ def test_cli_log_history_checkpoint_diff_rollback_json(capsys, vault: Path) -> N
     changes = json.loads(out)["changes"]
     assert [c["op"] for c in changes] == ["update", "checkpoint"]
     assert set(changes[0]) == {"seq", "at", "op", "kind", "target", "actor", "content_hash", "reason"}
+    code, out, _ = run(capsys, "log", "--source", str(vault / "beta.md"), "--json")
+    assert [c["op"] for c in json.loads(out)["changes"]] == ["insert"]
     code, out, _ = run(capsys, "history", str(vault / "alpha.md"), "--json")
-    assert [v["op"] for v in json.loads(out)["versions"]] == ["update", "insert"]
+    history = json.loads(out)
+    assert set(history) == {"source", "versions"} and [v["op"] for v in history["versions"]] == ["update", "insert"]
     code, out, _ = run(capsys, "diff", "cp", "--json")
-    assert json.loads(out)["changed"] == [{"kind": "source", "target": str(vault / "alpha.md")}]
+    data = json.loads(out)
+    assert set(data) == {"since", "until", "added", "removed", "changed"}
+    assert data["changed"] == [{"kind": "source", "target": str(vault / "alpha.md")}]
     code, out, _ = run(capsys, "rollback", "cp", "--dry-run", "--json")
     data = json.loads(out)
+    assert set(data) == {"point", "seq", "dry_run", "restore", "remove", "head_seq", "rebuild"}
     assert data["dry_run"] is True and data["head_seq"] is None and len(data["restore"]) == 1
     code, out, err = run(capsys, "rollback", "cp")
     assert code == 0 and "did restore 1" in err
