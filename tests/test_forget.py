@@ -285,5 +285,8 @@ def test_every_table_pointing_at_sources_or_chunks_cascades(store) -> None:
                 # SET NULL, so a build can report events whose source a sync saw deleted; forget itself
                 # removes them in its transaction (memory.stats.forget_derived, tests/memory).
                 assert key["on_delete"] == "SET NULL"
+            elif (table, key["from"]) == ("agent_memories", "superseded_by"):
+                # The older memory a forgotten newer one had superseded becomes current again.
+                assert key["on_delete"] == "SET NULL"
             elif key["table"] in ("sources", "chunks"):
                 assert key["on_delete"] == "CASCADE", f"{table}.{key['from']} must cascade, or forget leaves it"

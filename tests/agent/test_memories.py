@@ -149,3 +149,14 @@ def test_what_counts_as_a_restated_fact(old, new, expected):
     from crossmodalrag.agent.updates import restates_with_new_value
 
     assert restates_with_new_value(old, new) is expected
+
+
+def test_forgetting_the_newer_memory_makes_the_older_current_again(store, embedder):
+    from crossmodalrag.agent.edits import forget_source
+
+    old = remember(store, "Deploys need the VPN; the staging key rotates monthly", embedder=embedder)
+    new = remember(store, "The staging key rotates weekly", embedder=embedder)
+    forget_source(store, new.id)
+    assert [m["id"] for m in list_memories(store)] == [old.id]
+    (hit,) = search(store, "staging key rotates", SearchOptions(top_k=2)).hits
+    assert hit.source_id == old.id and "superseded" not in hit.components

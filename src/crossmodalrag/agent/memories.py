@@ -296,13 +296,9 @@ def _supersede(store: Store, source_id: int, replaced: list[int], similar: dict[
     """Mark the older memories the new one restates (kept, ranked lower, listed with --history)."""
     with store.transaction() as conn:
         for old in replaced:
+            # Search reads the mark from this row (retrieval/search.py); forgetting the newer memory
+            # sets it back to NULL, so the older one is current again.
             conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, old))
-            # Search reads this mark from the chunk row it already loads (retrieval/search.py).
-            with versioning.changing_source(conn, old, reason=f"superseded by {source_id}"):
-                conn.execute(
-                    "UPDATE chunks SET metadata = json_set(metadata, '$.superseded_by', ?) WHERE source_id = ?",
-                    (source_id, old),
-                )
             conn.execute(
                 "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
                 " VALUES (?, ?, 'supersedes', ?)",

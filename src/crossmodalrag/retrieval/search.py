@@ -341,8 +341,9 @@ def _score(
         row["id"]: row
         for row in conn.execute(
             "SELECT c.id, c.source_id, c.text, c.locator, c.modality, c.metadata, s.uri, s.source_type, s.title, "
-            "s.timestamp, c.char_start, c.char_end, c.byte_start, c.byte_end "
-            f"FROM chunks c JOIN sources s ON s.id = c.source_id WHERE c.id IN ({','.join('?' * len(ids))})",
+            "s.timestamp, c.char_start, c.char_end, c.byte_start, c.byte_end, m.superseded_by "
+            "FROM chunks c JOIN sources s ON s.id = c.source_id LEFT JOIN agent_memories m ON m.source_id = s.id "
+            f"WHERE c.id IN ({','.join('?' * len(ids))})",
             ids,
         )
     }
@@ -377,7 +378,7 @@ def _score(
             components["ocr_confidence"] = extras["ocr_confidence"]
             components["ocr_factor"] = ocr_factor(extras["ocr_confidence"])
             score *= components["ocr_factor"]
-        if '"superseded_by"' in row["metadata"]:
+        if row["superseded_by"] is not None:
             # An agent memory whose fact a newer memory restated (agent/memories.py): kept, ranked lower.
             components["superseded"] = 1.0
             score *= SUPERSEDED_FACTOR
