@@ -43,7 +43,8 @@ class WriterTurns:
     def __init__(self, db_path: Path) -> None:
         self.path = db_path.with_name(db_path.name + "-writers")
         self.fd: int | None = None
-        self.disabled = fcntl is None
+        # An in-memory database (as-of queries build one) has no other writers and no folder to lock in.
+        self.disabled = fcntl is None or db_path.name == ":memory:"
 
     def _handle(self) -> int | None:
         if self.fd is None and not self.disabled:
