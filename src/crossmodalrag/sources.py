@@ -19,7 +19,7 @@ from crossmodalrag.errors import CMRAGError, MissingExtraError
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
 
-SOURCE_KINDS = ("note", "commit", "pdf", "image")
+SOURCE_KINDS = ("note", "commit", "pdf", "image", "conversation", "memory")  # the last two: issue 13
 MAX_LIST = 500
 MAX_IMAGE_SIDE = 2000  # pixels: rendered pages and images are capped so one request stays cheap
 

@@ -129,6 +129,8 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
     assert main(["ask", "how often does the staging key rotate", "--no-llm", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["evidence"][0]["source_id"] == 2 and any("replaced an older one" in n for n in out["notices"])
+    assert main(["sources", "--kind", "memory", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == 2
     assert main(["remember", "", "--json"]) == 1
     assert "error: the memory is empty" in capsys.readouterr().err
 

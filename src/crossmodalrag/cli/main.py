@@ -21,6 +21,7 @@ from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.sources import SOURCE_KINDS
 
 MODALITIES = ("text", "code", "pdf", "image")
 MATCH_MODES = ("any", "all", "phrase")
@@ -139,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=commands.reindex_embeddings)
 
     p = sub.add_parser("sources", parents=[common, as_json], help="list sources by kind, folder and date")
-    p.add_argument("--kind", choices=("note", "commit", "pdf", "image"), help="only this kind of source")
+    p.add_argument("--kind", choices=SOURCE_KINDS, help="only this kind of source")
     p.add_argument("--folder", help="only sources in this folder (vault folder, repository, directory) or below")
     p.add_argument("--since", metavar="DATE", help="only sources dated on or after DATE (YYYY-MM-DD)")
     p.add_argument("--until", metavar="DATE", help="only sources dated on or before DATE (YYYY-MM-DD)")
