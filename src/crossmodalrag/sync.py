@@ -17,10 +17,22 @@ from crossmodalrag.errors import CMRAGError, MissingExtraError
 from crossmodalrag.ingest import IngestReport
 from crossmodalrag.store import Store
 
-CONNECTORS = ("notes", "git", "pdf", "image")
-PATH_SETTINGS = {"notes": "notes_paths", "git": "git_paths", "pdf": "pdf_paths", "image": "image_paths"}
-VARIABLES = {"notes": "OBSIDIAN_VAULT_PATH", "git": "REPO_PATH", "pdf": "PDF_PATH", "image": "IMAGE_PATH"}
-TOML_KEYS = {"notes": "notes", "git": "git", "pdf": "pdf", "image": "images"}
+CONNECTORS = ("notes", "git", "pdf", "image", "chat")
+PATH_SETTINGS = {
+    "notes": "notes_paths",
+    "git": "git_paths",
+    "pdf": "pdf_paths",
+    "image": "image_paths",
+    "chat": "chat_paths",
+}
+VARIABLES = {
+    "notes": "OBSIDIAN_VAULT_PATH",
+    "git": "REPO_PATH",
+    "pdf": "PDF_PATH",
+    "image": "IMAGE_PATH",
+    "chat": "CHAT_PATH",
+}
+TOML_KEYS = {"notes": "notes", "git": "git", "pdf": "pdf", "image": "images", "chat": "chats"}
 COUNTS = ("added", "updated", "unchanged", "removed", "empty", "chunks")
 
 
@@ -139,6 +151,10 @@ def run_ingest(
         return ingest.ingest_pdfs(store, paths, progress, settings.ocr_engine, allow_mass_delete)
     if connector == "image":
         return ingest.ingest_images(store, paths, progress, settings.ocr_engine, allow_mass_delete)
+    if connector == "chat":  # sessions that grew are re-read incrementally (conversations.py)
+        from crossmodalrag.conversations import ingest_conversations
+
+        return ingest_conversations(store, paths, progress)
     raise CMRAGError(f"unknown connector {connector!r}", f"use one of {', '.join(CONNECTORS)}")
 
 

@@ -115,6 +115,10 @@ def _relative(path: Path, root: Path | None) -> PurePath | None:
 def _suffixes(connector: str) -> tuple[str, ...]:
     if connector == "pdf":
         return PDF_SUFFIXES
+    if connector == "chat":
+        from crossmodalrag.connectors.chats import SUFFIXES
+
+        return SUFFIXES
     from crossmodalrag.connectors.images import IMAGE_SUFFIXES
 
     return IMAGE_SUFFIXES

@@ -149,3 +149,24 @@ def test_a_reply_carries_what_it_answers_in_its_breadcrumb(store, tmp_path):
     _, reply = chunk_rows(store, "s.jsonl")
     breadcrumb, body = reply[2].split("\n", 1)
     assert breadcrumb.endswith("re: user: Did you go to the pottery class?") and body == "assistant: Yes, last Friday!"
+
+
+def test_sync_reads_the_configured_chat_folders(tmp_path, capsys, monkeypatch):
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    session = write_jsonl(chats / "s.jsonl", [claude_record("u1", None, "user", "first question")])
+    monkeypatch.setenv("CHAT_PATH_1", str(chats))
+    assert main(["sync", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["connectors"]["chat"]["added"] == 1
+    write_jsonl(
+        session,
+        [claude_record("u1", None, "user", "first question"), claude_record("a1", "u1", "assistant", "an answer")],
+    )
+    assert main(["sync", "--only", "chat", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["connectors"]["chat"]["updated"] == 1
+
+
+def test_watch_sees_chat_files():
+    from crossmodalrag.watch import _suffixes
+
+    assert _suffixes("chat") == (".jsonl", ".json")

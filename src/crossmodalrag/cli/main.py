@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         choices=sync_commands.CONNECTORS,
         metavar="CONNECTOR",
-        help="only these connectors: notes, git, pdf, image (repeatable)",
+        help="only these connectors: notes, git, pdf, image, chat (repeatable)",
     )
     p.add_argument("--max-commits", type=_non_negative, help="newest N commits per repository (0 = all)")
     p.add_argument("--watch", action="store_true", help="keep running and apply file changes as they happen")

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from crossmodalrag.sync import ConnectorSync, SyncReport
     from crossmodalrag.watch import WatchEvent
 
-CONNECTORS = ("notes", "git", "pdf", "image")  # crossmodalrag.sync.CONNECTORS, without importing ingest for --help
+# crossmodalrag.sync.CONNECTORS, without importing ingest for --help
+CONNECTORS = ("notes", "git", "pdf", "image", "chat")
 
 
 def seconds(text: str) -> float:
