@@ -74,11 +74,19 @@ def test_keyboard_only(watched, console_url) -> None:
     expect(page.locator("#evidence li").nth(0)).to_have_class(re.compile(r"\bcurrent\b"))
     page.keyboard.press("j")
     expect(page.locator("#evidence li").nth(1)).to_have_class(re.compile(r"\bcurrent\b"))
+    expect(page.locator("#panel")).to_have_attribute("data-loaded", _eid(page, 1))
     page.keyboard.press("k")
     expect(page.locator("#evidence li").nth(0)).to_have_class(re.compile(r"\bcurrent\b"))
-    expect(page.locator("#panel .chunk.cited")).to_have_count(1)  # its panel has loaded: Escape must not race it
+    # the first item's panel has loaded again (not the one before it): Escape must not race its request
+    expect(page.locator("#panel")).to_have_attribute("data-loaded", _eid(page, 0))
+    expect(page.locator("#panel .chunk.cited")).to_have_count(1)
     page.keyboard.press("Escape")
     expect(page.locator("#panel .chunk")).to_have_count(0)
+
+
+def _eid(page, index: int) -> str:
+    """The evidence id (E1, E2, …) of the index-th evidence item."""
+    return page.locator("#evidence li").nth(index).get_attribute("id").removeprefix("ev-")
 
 
 def _views(console_url: str) -> list[str]:

@@ -249,6 +249,7 @@
     if (event.key === "Escape") {
       if (typing) event.target.blur();
       const panel = $("#panel");
+      if (panel && window.htmx) htmx.trigger(panel, "htmx:abort"); // a panel still loading must not open after Escape
       if (panel && panel.dataset.loaded) {
         panel.replaceChildren();
         delete panel.dataset.loaded;
