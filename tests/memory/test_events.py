@@ -173,3 +173,21 @@ def test_a_model_error_fails_that_source_and_the_run_goes_on(store, db_path) -> 
     report = build(store, db_path, llm=llm, levels=("event",))
     assert len(report.levels["event"]["failed"]) == 2
     assert all("timeout" in f["reason"].lower() for f in report.levels["event"]["failed"])
+
+
+def test_an_event_drawn_from_one_line_of_a_list_is_supported_by_that_line(store, db_path) -> None:
+    steps = [
+        "Publish the plugin API spec after the release",
+        "Benchmark nested emphasis in the tokenizer",
+        "Write the migration guide for plugin authors",
+        "Rotate the staging deploy keys every month",
+        "Archive the old documentation website",
+        "Move the nightly build to the new runners",
+    ]
+    board = note("board", "# Whiteboard\n\nNext steps:\n" + "".join(f"{i}. {s}\n" for i, s in enumerate(steps, 1)))
+    add_docs(store, board)
+    llm = ScriptedExtractor(events_output(event("The team will benchmark nested emphasis in the tokenizer.", [1])))
+    # The test embedder scores the event 0.56 against the whole list and 0.88 against its line.
+    build(store, db_path, llm=llm, levels=("event",), event_support_min_cosine=0.7)
+    (found,) = list_events(store)
+    assert found["supported"] and found["confidence"] >= 0.8
