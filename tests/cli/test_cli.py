@@ -166,7 +166,17 @@ def test_eval_without_queries_is_an_error(capsys, vault):
 
 
 @pytest.mark.parametrize(
-    "argv", [["ask"], ["eval", "--top-k", "0"], ["ingest-git", "--max-commits", "-1"], ["frobnicate"]]
+    "argv",
+    [
+        ["ask"],
+        ["eval", "--top-k", "0"],
+        ["ingest-git", "--max-commits", "-1"],
+        ["frobnicate"],
+        ["recall", "--top", "-3"],
+        ["timeline", "--limit", "0"],
+        ["log", "--limit", "x"],
+        ["memories", "--limit", "0"],
+    ],
 )
 def test_usage_errors_exit_2(capsys, argv):
     with pytest.raises(SystemExit) as exit_info:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from crossmodalrag.cli.arguments import positive
 from crossmodalrag.cli.commands import _finish_ingest, _open, _paths, _settings, notice
 from crossmodalrag.cli.progress import ProgressLine
 from crossmodalrag.cli.render import print_json
@@ -65,7 +66,7 @@ def register_memory_commands(sub, common, as_json) -> None:
     p.add_argument("--kind", help="only this kind")
     p.add_argument("--tag", action="append", help="only memories with this tag (repeatable)")
     p.add_argument("--history", action="store_true", help="also memories a newer one superseded")
-    p.add_argument("--limit", type=int, default=50, help="how many (default 50, at most 500)")
+    p.add_argument("--limit", type=positive, default=50, help="how many (default 50, at most 500)")
     p.set_defaults(run=memories)
 
 

@@ -17,6 +17,7 @@ from crossmodalrag.cli import memory as memory_commands
 from crossmodalrag.cli import serve as serve_commands
 from crossmodalrag.cli import sync as sync_commands
 from crossmodalrag.cli import versions as version_commands
+from crossmodalrag.cli.arguments import non_negative, positive
 from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.config import PROFILES
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ingest-git", parents=[common, as_json, globs], help="ingest git commits and diffs")
     p.add_argument("paths", nargs="*", type=Path, help="repositories (default: configured REPO_PATH_<n>)")
-    p.add_argument("--max-commits", type=_non_negative, help="newest N commits per repository (0 = all)")
+    p.add_argument("--max-commits", type=non_negative, help="newest N commits per repository (0 = all)")
     p.add_argument("--author", help="only commits whose author matches this pattern")
     p.set_defaults(run=commands.ingest_git)
 
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CONNECTOR",
         help="only these connectors: notes, git, pdf, image, chat (repeatable)",
     )
-    p.add_argument("--max-commits", type=_non_negative, help="newest N commits per repository (0 = all)")
+    p.add_argument("--max-commits", type=non_negative, help="newest N commits per repository (0 = all)")
     p.add_argument("--watch", action="store_true", help="keep running and apply file changes as they happen")
     p.add_argument(
         "--debounce",
@@ -94,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ask", parents=[common, as_json], help="answer a question from memory, with citations")
     p.add_argument("query", help="the question")
     p.add_argument("--no-llm", action="store_true", help="deterministic evidence answer, no language model")
-    p.add_argument("--top-k", type=_positive, help="how many pieces of evidence (default 5)")
+    p.add_argument("--top-k", type=positive, help="how many pieces of evidence (default 5)")
     p.add_argument("--explain", action="store_true", help="show each hit's score components")
     p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist (default: balanced)")
     p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
@@ -110,13 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print each answer as one line of JSON (JSON Lines)")
     p.add_argument("--no-llm", action="store_true", help="evidence answers, no language model")
-    p.add_argument("--top-k", type=_positive, help="how many pieces of evidence (default 5)")
+    p.add_argument("--top-k", type=positive, help="how many pieces of evidence (default 5)")
     p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist (default: balanced)")
     p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
     p.set_defaults(run=chat_command)
 
     p = sub.add_parser("eval", parents=[common, as_json], help="measure retrieval on the stored eval queries")
-    p.add_argument("--top-k", type=_positive, help="cut-off for the metrics (default 5)")
+    p.add_argument("--top-k", type=positive, help="cut-off for the metrics (default 5)")
     p.add_argument("--query-prefix", help='only queries starting with this text, e.g. "[sample]"')
     p.add_argument("--load-queries", type=Path, metavar="FILE", help="upsert queries from a JSON file first")
     p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist")
@@ -127,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "eval-generation", parents=[common, as_json], help="measure the language model's cited answers and abstentions"
     )
-    p.add_argument("--top-k", type=_positive, help="evidence per question (default 5)")
+    p.add_argument("--top-k", type=positive, help="evidence per question (default 5)")
     p.add_argument("--query-prefix", help='only queries starting with this text, e.g. "[sample]"')
     p.add_argument("--load-queries", type=Path, metavar="FILE", help="upsert queries from a JSON file first")
     p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist")
@@ -135,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=commands.evaluate_generation)
 
     p = sub.add_parser("reindex-embeddings", parents=[common, as_json], help="embed chunks that have no vector yet")
-    p.add_argument("--batch-size", type=_positive, help="chunks per batch (default 32)")
+    p.add_argument("--batch-size", type=positive, help="chunks per batch (default 32)")
     p.add_argument("--model", help="embed with this model instead of the configured one")
     p.set_defaults(run=commands.reindex_embeddings)
 
@@ -144,12 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--folder", help="only sources in this folder (vault folder, repository, directory) or below")
     p.add_argument("--since", metavar="DATE", help="only sources dated on or after DATE (YYYY-MM-DD)")
     p.add_argument("--until", metavar="DATE", help="only sources dated on or before DATE (YYYY-MM-DD)")
-    p.add_argument("--limit", type=_positive, default=50, help="how many to list (default 50, at most 500)")
-    p.add_argument("--offset", type=_non_negative, default=0, help="skip this many (paging)")
+    p.add_argument("--limit", type=positive, default=50, help="how many to list (default 50, at most 500)")
+    p.add_argument("--offset", type=non_negative, default=0, help="skip this many (paging)")
     p.set_defaults(run=serve_commands.sources)
 
     p = sub.add_parser("source", parents=[common, as_json], help="show one source and its chunks by id")
-    p.add_argument("source_id", type=_positive, metavar="ID", help="a source id (`source_id` in ask --json)")
+    p.add_argument("source_id", type=positive, metavar="ID", help="a source id (`source_id` in ask --json)")
     p.set_defaults(run=serve_commands.source)
 
     p = sub.add_parser("stats", parents=[common, as_json], help="what memory holds: sources, chunks, vectors")
@@ -157,11 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", parents=[common], help="web console and read-only HTTP API (the ui extra)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a token)")
-    p.add_argument("--port", type=_positive, default=8765, help="port (default 8765)")
+    p.add_argument("--port", type=positive, default=8765, help="port (default 8765)")
     p.add_argument("--token-file", type=Path, help="file holding the access token (else CMRAG_SERVE_TOKEN)")
-    p.add_argument(
-        "--allow-host", action="append", metavar="NAME", help="also answer to this Host name (repeatable)"
-    )
+    p.add_argument("--allow-host", action="append", metavar="NAME", help="also answer to this Host name (repeatable)")
     p.add_argument("--mcp", action="store_true", help="also serve the MCP tools at /mcp (streamable HTTP; mcp extra)")
     p.set_defaults(run=serve_commands.serve)
 
@@ -197,23 +196,6 @@ def build_parser() -> argparse.ArgumentParser:
     memory_commands.register(sub, common, as_json)
     version_commands.register(sub, common, as_json)
     return parser
-
-
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
-    return value
 
 
 def fail(message: str, hint: str = "") -> int:

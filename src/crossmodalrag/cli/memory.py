@@ -7,6 +7,7 @@ import argparse
 import sys
 import time
 
+from crossmodalrag.cli.arguments import positive
 from crossmodalrag.cli.commands import _open, _settings, notice
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.memory.build import LEVELS
@@ -19,7 +20,7 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
     """Add the memory commands to `mem`'s subcommands (called once from cli/main.py)."""
     p = sub.add_parser("build-memory", parents=[common, as_json], help="build events, episodes, concepts, graph")
     p.add_argument("--level", choices=(*LEVELS, "all"), default="all", help="only this level (default: all)")
-    p.add_argument("--limit", type=int, metavar="N", help="extract events from at most N sources this run")
+    p.add_argument("--limit", type=positive, metavar="N", help="extract events from at most N sources this run")
     p.add_argument("--max-minutes", type=float, metavar="M", help="stop extracting after M minutes")
     p.add_argument("--model", metavar="ID", help="extraction model: a GGUF file or a server's model name")
     p.set_defaults(run=build_memory)
@@ -27,45 +28,45 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
     p = sub.add_parser("events", parents=[common, as_json], help="L1 events with their evidence")
     p.add_argument("--source", metavar="URI", help="only events of this source")
     p.add_argument("--type", choices=EVENT_TYPES, help="only events of this type")
-    p.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    p.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
     p.set_defaults(run=events)
 
     p = sub.add_parser("memory-stats", parents=[common, as_json], help="node and edge counts, integrity, pending")
     p.set_defaults(run=memory_stats)
 
     p = sub.add_parser("concepts", parents=[common, as_json], help="L3 concepts by centrality")
-    p.add_argument("--top", type=int, default=20, help="how many (default 20)")
+    p.add_argument("--top", type=positive, default=20, help="how many (default 20)")
     p.set_defaults(run=concepts)
 
     p = sub.add_parser("timeline", parents=[common, as_json], help="L2 episodes, oldest first")
-    p.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    p.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
     p.add_argument("--project", help="only this project (folder, repository or its name)")
     p.set_defaults(run=timeline)
 
     p = sub.add_parser("drift", parents=[common, as_json], help="how each concept moved over time")
-    p.add_argument("--top", type=int, default=10)
-    p.add_argument("--min-support", type=int, default=2, help="concepts with at least N events (default 2)")
+    p.add_argument("--top", type=positive, default=10)
+    p.add_argument("--min-support", type=positive, default=2, help="concepts with at least N events (default 2)")
     p.set_defaults(run=drift)
 
     p = sub.add_parser("distill", parents=[common, as_json], help="the few chunks that stand for each node")
-    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--top", type=positive, default=20)
     p.set_defaults(run=distill)
 
     p = sub.add_parser("forgetting", parents=[common, as_json], help="what you are likely forgetting, and why")
     p.add_argument("--level", choices=(*NODE_LEVELS, "all"), default="concept", help="default: concept")
-    p.add_argument("--top", type=int, default=10)
-    p.add_argument("--min-support", type=int, default=1, help="episodes/concepts with at least N events")
+    p.add_argument("--top", type=positive, default=10)
+    p.add_argument("--min-support", type=positive, default=1, help="episodes/concepts with at least N events")
     p.set_defaults(run=forgetting)
 
     p = sub.add_parser("recall", parents=[common, as_json], help="study cards from your own evidence")
     p.add_argument("--level", choices=(*NODE_LEVELS, "all"), default="all", help="default: all")
-    p.add_argument("--top", type=int, default=10)
-    p.add_argument("--min-support", type=int, default=1, help="episodes/concepts with at least N events")
+    p.add_argument("--top", type=positive, default=10)
+    p.add_argument("--min-support", type=positive, default=1, help="episodes/concepts with at least N events")
     p.add_argument("--regenerate", action="store_true", help="write the cards again even if cached")
     p.set_defaults(run=recall)
 
     p = sub.add_parser("usage", parents=[common, as_json], help="the opt-in usage log (never the questions)")
-    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--top", type=positive, default=20)
     p.add_argument("--clear", action="store_true", help="wipe the usage log")
     p.set_defaults(run=usage)
     _extend_ask_and_eval(sub)

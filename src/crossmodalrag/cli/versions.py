@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from crossmodalrag.cli.arguments import positive
 from crossmodalrag.cli.commands import _open, _settings, notice
 from crossmodalrag.cli.render import print_json
 
@@ -13,7 +14,7 @@ def register(
 ) -> None:
     """Add this module's commands to `mem`'s parser."""
     p = sub.add_parser("log", parents=[common, as_json], help="the change log, newest first")
-    p.add_argument("--limit", type=int, default=50, help="how many records (default 50)")
+    p.add_argument("--limit", type=positive, default=50, help="how many records (default 50)")
     p.add_argument("--source", metavar="URI", help="only this source's records")
     p.set_defaults(run=show_log)
 
