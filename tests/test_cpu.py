@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -34,6 +33,15 @@ def test_busy_cores_reads_the_machine_counters_over_a_window(monkeypatch):
     assert cpu.busy_cores(window=0) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("own_nice, busy", [(0, 300), (5, 700)])
+def test_niced_work_is_free_only_to_a_process_of_normal_priority(monkeypatch, tmp_path, own_nice, busy):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  200 400 100 1000 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n")  # user nice system idle ...
+    monkeypatch.setattr(cpu, "PROC_STAT", stat)
+    monkeypatch.setattr(cpu.os, "nice", lambda increment: own_nice)
+    assert cpu._busy_and_total() == (busy, 1700)
+
+
 def test_without_proc_stat_the_load_average_stands_in(monkeypatch):
     monkeypatch.setattr(cpu, "_busy_and_total", lambda: None)
     monkeypatch.setattr(cpu.os, "getloadavg", lambda: (1.5, 1.0, 0.5))
@@ -42,7 +50,6 @@ def test_without_proc_stat_the_load_average_stands_in(monkeypatch):
 
 @pytest.mark.integration
 @pytest.mark.skipif(not cpu.PROC_STAT.exists(), reason="Linux /proc/stat")
-@pytest.mark.skipif(os.nice(0) > 0, reason="a niced suite's spinner is niced too, and nice time is free by design")
 def test_a_spinning_process_shows_as_a_busy_core():
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:

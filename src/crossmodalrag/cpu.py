@@ -33,9 +33,10 @@ def _busy_and_total() -> tuple[int, int] | None:
     except OSError:
         return None
     ticks = [int(value) for value in fields[:8]]
-    # user nice system idle iowait irq softirq steal: niced processes yield their core to us
-    # (CFS gives a nice-10 process a tenth of a nice-0 one's share), so they do not count as busy.
-    free = ticks[1] + ticks[3] + ticks[4]
+    # user nice system idle iowait irq softirq steal: niced processes yield their core to us (CFS
+    # gives a nice-10 process a tenth of a nice-0 one's share), so they do not count as busy; unless
+    # we run niced ourselves, and then niced work competes with ours as an equal.
+    free = ticks[3] + ticks[4] + (ticks[1] if os.nice(0) <= 0 else 0)
     return sum(ticks) - free, sum(ticks)
 
 
