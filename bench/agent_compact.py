@@ -21,6 +21,7 @@ from pathlib import Path
 
 from agent_locomo import CATEGORIES, ingest
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
+from locomo import load_locomo
 
 from crossmodalrag.agent.tools import search_memory, tokens
 from crossmodalrag.answer.evidence import open_retriever
@@ -60,7 +61,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
     env = clean_environment()
-    data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
+    data = load_locomo(args.shared)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agent-compact-"))
     workdir.mkdir(parents=True, exist_ok=True)
     totals = {"compact": {"tokens": 0, "results": 0}, "full": {"tokens": 0, "results": 0}, "found": 0, "follow_up": 0}

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
-from locomo import CATEGORIES, session_of, summarize
+from locomo import CATEGORIES, load_locomo, session_of, summarize
 
 from crossmodalrag.agent.recall import STRATEGIES, with_recall
 from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--check-ask", type=int, default=0, metavar="N")
     args = parser.parse_args()
     env = clean_environment()
-    data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
+    data = load_locomo(args.shared)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agent-locomo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     dbs, ingests = [], []

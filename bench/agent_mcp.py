@@ -26,7 +26,7 @@ from pathlib import Path
 
 from agent_locomo import score
 from benchlib import DEFAULT_SHARED, clean_environment, latency_summary, log, machine, source_state
-from locomo import CATEGORIES, summarize
+from locomo import CATEGORIES, load_locomo, summarize
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -84,9 +84,7 @@ def main() -> None:
     parser.add_argument("--strategy", default="episodic", choices=("direct", "episodic", "fusion"))
     args = parser.parse_args()
     env = clean_environment()
-    data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))[
-        : args.conversations
-    ]
+    data = load_locomo(args.shared)[: args.conversations]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agent-mcp-"))
     workdir.mkdir(parents=True, exist_ok=True)
     rows, latencies, counts = [], {}, {}

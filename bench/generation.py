@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, percentile, source_state
-from locomo import turn_documents
+from locomo import load_locomo, turn_documents
 
 from crossmodalrag.answer.citations import CITATION
 from crossmodalrag.config import Settings
@@ -261,7 +261,7 @@ def main() -> None:
     result: dict = {"benchmark": "generation", "model": args.model.name, "machine": machine(), "source": source_state()}
     if not args.skip_sample:
         result["sample"] = run_sample(args.model.resolve(), workdir, env)
-    data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
+    data = load_locomo(args.shared)
     for name, value in args.set:
         env[f"CMRAG_{name.upper()}"] = value  # recorded below: a calibration run, not the defaults
     result["settings"] = dict(args.set)

@@ -44,6 +44,11 @@ def session_time(text: str) -> float | None:
         return None
 
 
+def load_locomo(shared: Path) -> list[dict]:
+    """The LoCoMo dev conversations, read in place from the shared data folder."""
+    return json.loads((shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
+
+
 def turn_documents(index: int, conversation: dict) -> list[Document]:
     docs = []
     for key, turns in conversation.items():
@@ -137,7 +142,7 @@ def main() -> None:
     parser.add_argument("--lexical-only", action="store_true")
     args = parser.parse_args()
     clean_environment()
-    data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
+    data = load_locomo(args.shared)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="locomo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     result = {

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
-from locomo import session_time
+from locomo import load_locomo, session_time
 
 from crossmodalrag.config import Settings
 from crossmodalrag.store import Store, open_store
@@ -183,7 +183,7 @@ def main() -> None:
     from crossmodalrag.index.embed import load_embedder
     from crossmodalrag.index.models import install_offline
 
-    data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
+    data = load_locomo(args.shared)
     chosen = sorted(random.Random(args.seed).sample(sessions_with_events(data), args.sessions))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="memory-events-"))
     settings = Settings(db_path=workdir / "models.db")

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
-from locomo import CATEGORIES, score_question, session_time, summarize
+from locomo import CATEGORIES, load_locomo, score_question, session_time, summarize
 
 from crossmodalrag.answer.evidence import Retriever
 from crossmodalrag.config import Settings
@@ -130,7 +130,7 @@ def main() -> None:
     clean_environment()
     from crossmodalrag.memory.retrieve import LevelRetriever
 
-    data = json.loads((args.shared / "data" / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
+    data = load_locomo(args.shared)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="memory-levels-"))
     workdir.mkdir(parents=True, exist_ok=True)
     embedder = None
