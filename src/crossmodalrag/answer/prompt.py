@@ -94,9 +94,14 @@ def gate_messages(question: str, evidence: list[Evidence]) -> list[Message]:
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
 
 
+def cited_excerpts(evidence: list[Evidence], cited: list[str]) -> list[Evidence]:
+    """The excerpts a sentence rests on: those it cites, else every one."""
+    return [item for item in evidence if item.id in cited] or evidence
+
+
 def claim_messages(question: str, evidence: list[Evidence], claim: str, cited: list[str], short: bool) -> list[Message]:
     """Ask whether one sentence of an answer is supported by the excerpts it cites (all, if none)."""
-    items = [item for item in evidence if item.id in cited] or evidence
+    items = cited_excerpts(evidence, cited)
     statement = f'The answer to "{question.strip()}" is: {claim}' if short else claim
     user = (
         f"Evidence:\n{judge_evidence(items)}\n\nClaim: {statement}\n\n"

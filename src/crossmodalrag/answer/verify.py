@@ -15,7 +15,7 @@ from typing import Any
 
 from crossmodalrag.answer.citations import CITATION, cited_ids, states_absence
 from crossmodalrag.answer.llm import LLM, Generation, Message
-from crossmodalrag.answer.prompt import claim_messages, gate_messages
+from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
 from crossmodalrag.answer.subjects import mentions_any, named_subjects
 from crossmodalrag.types import Evidence
 
@@ -124,7 +124,7 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         verdicts.append(verdict)
         if not short and not cited and states_absence(sentence):
             verdict.supported = True  # "the evidence does not say when" is not a claim about the world
-        elif names and not mentions_any(_grounds(evidence, verdict.cited or _citations(text)), names):
+        elif names and not mentions_any(cited_excerpts(evidence, verdict.cited or _citations(text)), names):
             verdict.reason = "names_missing"
         elif len(prompts) < MAX_CHECKS and claim:
             prompts.append(claim_messages(question, evidence, claim, verdict.cited, short))
@@ -137,8 +137,3 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
 
 def _citations(text: str) -> list[str]:
     return [ref for match in CITATION.finditer(text) for ref in cited_ids(match.group(0))]
-
-
-def _grounds(evidence: list[Evidence], cited: list[str]) -> list[Evidence]:
-    """The excerpts a sentence rests on: those it cites, else every one."""
-    return [item for item in evidence if item.id in cited] or evidence
