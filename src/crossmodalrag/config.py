@@ -122,6 +122,10 @@ SCALARS: dict[str, Setting] = {
     "usage_halflife_days": Setting("memory", float),
     "usage_saturation": Setting("memory", float),
     "versioning": Setting("database", _switch),  # CMRAG_VERSIONING=off: no change log (issue 14)
+    # PostgreSQL (issue 16): CMRAG_DB_URL=postgresql://... selects it; unset = the SQLite file.
+    "db_url": Setting("database", str, "url"),
+    "db_owner": Setting("database", str, "owner"),
+    "db_statement_timeout": Setting("database", float, "statement_timeout"),
 }
 
 # Connector folders: numbered environment variables, or a list in the TOML [connectors] table.
@@ -211,6 +215,9 @@ class Settings:
     usage_halflife_days: float = 14.0
     usage_saturation: float = 5.0  # rehearsals at which strength reaches ~63%
     versioning: bool = True  # an append-only, hash-chained change log (versioning/); off: nothing recorded
+    db_url: str | None = None  # postgresql://user@host/db: the memory lives there (the postgres extra)
+    db_owner: str = ""  # the role owning new rows on PostgreSQL ("" = the connecting user; a team role)
+    db_statement_timeout: float = 30.0  # seconds, PostgreSQL's statement and lock timeouts
 
     @property
     def models_dir(self) -> Path:

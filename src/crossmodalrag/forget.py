@@ -126,6 +126,10 @@ def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = Fal
     """Delete the sources and everything derived from them, in one transaction; with vacuum, also
     wipe the freed space from the database files. Raises StoreError if the database stays locked
     or the space cannot be wiped (the sources are forgotten by then)."""
+    if store.backend == "postgresql":
+        from crossmodalrag.store.postgres import erase
+
+        return erase.forget_sources(store, sources, vacuum)
     report = ForgetReport(sources=list(sources))
     conn = store.conn
     secure_before = conn.execute("PRAGMA secure_delete").fetchone()[0]
@@ -175,6 +179,10 @@ def wipe_free_space(store: Store) -> None:
     """Make deleted text unrecoverable from the database files: merge the FTS index, checkpoint and
     truncate the WAL, rebuild the file (VACUUM), truncate the WAL again. Raises StoreError if another
     connection keeps part of the WAL in use."""
+    if store.backend == "postgresql":
+        from crossmodalrag.store.postgres import erase
+
+        return erase.wipe_free_space(store)
     conn = store.conn
     with store.transaction():
         _merge_fts(conn)

@@ -140,8 +140,7 @@ def _insert_chunks(
 ) -> list[tuple]:
     """Insert the chunks and defer their index rows; returns their values in CHUNK_COLUMNS order."""
     spans = utf8_offsets(doc.text, [offset for c in chunks for offset in (c.char_start, c.char_end)])
-    # We hold the write lock, so ids after the current maximum are ours to assign.
-    first_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
+    first_id = first_free_id(conn, len(chunks))
     values = [
         (
             first_id + i,
@@ -166,6 +165,17 @@ def _insert_chunks(
     rows = [(first_id + i, doc.title, c.text) for i, c in enumerate(chunks)]
     batch.defer(lambda conn: fts.insert_rows(conn, rows))
     return [value[3:] for value in values]
+
+
+def first_free_id(conn: sqlite3.Connection, count: int) -> int:
+    """The first of `count` consecutive new chunk ids. We hold the write lock, so on SQLite the ids
+    after the current maximum are ours; on PostgreSQL row-level security may hide other owners'
+    chunks from MAX(id), so the ids come from the table's sequence (advanced under the same lock)."""
+    if getattr(conn, "backend", None) == "postgresql":
+        sequence = "pg_get_serial_sequence('chunks', 'id')"
+        last = conn.execute(f"SELECT setval({sequence}, nextval({sequence}) + ? - 1)", (max(count, 1),))
+        return last.fetchone()[0] - max(count, 1) + 1
+    return conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
 
 
 def utf8_offsets(text: str, positions: list[int]) -> dict[int, int]:

@@ -24,7 +24,7 @@ from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.evals.queries import gold_warnings, list_queries, load_queries_file, upsert_queries
 from crossmodalrag.memory.retrieve import after_answer, at_level
-from crossmodalrag.store import Store, open_store
+from crossmodalrag.store import Store, open_configured_store
 
 if TYPE_CHECKING:
     from crossmodalrag.ingest import IngestReport
@@ -35,7 +35,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _open(settings: Settings, create: bool = True) -> Store:
-    return open_store(settings.db_path, create=create, progress=ReindexProgress())
+    return open_configured_store(settings, create=create, progress=ReindexProgress())
 
 
 def notice(message: str) -> None:
@@ -81,7 +81,7 @@ def embed_new_chunks(store: Store, settings: Settings):
 def init_db(args: argparse.Namespace) -> int:
     settings = _settings(args)
     with _open(settings) as store:
-        notice(f"memory database ready at {store.path} (schema version {store.schema_version()})")
+        notice(f"memory database ready at {store.location} (schema version {store.schema_version()})")
     return 0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import load_settings
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.store import open_store
+from crossmodalrag.store import open_configured_store
 
 SHOWN_IN_PROMPT = 10
 
@@ -24,7 +24,7 @@ def forget(args: argparse.Namespace) -> int:
         )
         return 2
     settings = load_settings({"db_path": args.db_path})
-    with open_store(settings.db_path, create=False) as store:
+    with open_configured_store(settings, create=False) as store:
         if args.uri is None and args.path is None:
             wipe_free_space(store)
             report = ForgetReport(vacuumed=True)

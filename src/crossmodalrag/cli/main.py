@@ -20,6 +20,7 @@ from crossmodalrag.cli import versions as version_commands
 from crossmodalrag.cli.arguments import non_negative, positive
 from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
+from crossmodalrag.cli.postgres import refuse_unported
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.sources import SOURCE_KINDS
@@ -206,6 +207,7 @@ def fail(message: str, hint: str = "") -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        refuse_unported(args.command)  # CMRAG_DB_URL set: only the commands PostgreSQL runs so far
         return args.run(args)
     except CMRAGError as error:
         return fail(error.message, error.hint)

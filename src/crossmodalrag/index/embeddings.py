@@ -101,7 +101,7 @@ def embed_missing(
                 "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces, vector)"
                 " VALUES (?, ?, ?, ?, ?)",
                 [
-                    (chunk_id, model_id, index, count, vector.astype("float32").tobytes())
+                    (chunk_id, model_id, index, count, store.encode_vector(vector))
                     for (chunk_id, index, count, _), vector in zip(split, vectors, strict=True)
                 ],
             )

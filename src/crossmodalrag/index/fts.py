@@ -76,8 +76,17 @@ def index_body(text: str) -> str:
     return f"{body}\n{' '.join(extra)}" if extra else body
 
 
+def on_postgres(conn) -> bool:
+    """Is this a PostgreSQL connection (store/postgres/), whose lexical index is a tsvector column?"""
+    return getattr(conn, "backend", None) == "postgresql"
+
+
 def insert_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str]]) -> None:
     """Index (chunk_id, title, text) rows; deletion happens through the chunks trigger."""
+    if on_postgres(conn):
+        from crossmodalrag.store.postgres import lexical
+
+        return lexical.insert_rows(conn, rows)
     conn.executemany(
         "INSERT INTO chunks_fts (rowid, title, body) VALUES (?, ?, ?)",
         ((chunk_id, segment_cjk(title), index_body(text)) for chunk_id, title, text in rows),
@@ -182,8 +191,13 @@ def analyze(
     of `prefixes` (reading back only what is asked is what keeps the abstention gate cheap).
 
     Runs in the connection's in-memory temp schema, so it takes no lock on the database, and in
-    one savepoint, so FTS5 flushes once rather than once per text.
+    one savepoint, so FTS5 flushes once rather than once per text. On PostgreSQL the same tokenizer
+    runs in an in-memory SQLite database.
     """
+    if on_postgres(conn):
+        from crossmodalrag.store.postgres.lexical import analyzer
+
+        conn = analyzer()
     conn.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.analyzer USING fts5(body, content = '', tokenize = "
         "'porter unicode61 remove_diacritics 2')"
@@ -217,6 +231,10 @@ def analyze(
 
 def document_frequencies(conn: sqlite3.Connection, tokens: list[str]) -> tuple[int, dict[str, int]]:
     """(number of indexed chunks, chunks containing each token)."""
+    if on_postgres(conn):
+        from crossmodalrag.store.postgres import lexical
+
+        return lexical.document_frequencies(conn, tokens)
     conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.index_terms USING fts5vocab(main, chunks_fts, row)")
     marks = ",".join("?" * len(tokens))
     frequencies = dict(conn.execute(f"SELECT term, doc FROM temp.index_terms WHERE term IN ({marks})", tokens))

@@ -107,7 +107,13 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     weights = _term_weights(conn, analyzed)
     limit = max(options.min_candidates, options.top_k * 3)
     expression = _expression(query, terms, options.match)
-    every_match = _bm25_scores(conn, expression, options) if expression else {}
+    if fts.on_postgres(conn):  # BM25 from stored term statistics (store/postgres/lexical.py)
+        from crossmodalrag.store.postgres.lexical import bm25_scores
+
+        where = _filter_clause(options) if _filtered(options) else None
+        every_match = bm25_scores(conn, query, terms, analyzed, options.match, where) if expression else {}
+    else:
+        every_match = _bm25_scores(conn, expression, options) if expression else {}
     lexical = dict(heapq.nlargest(limit, every_match.items(), key=lambda item: (item[1], -item[0])))
     cosines: dict[int, float] = {}
     if semantic is not None:

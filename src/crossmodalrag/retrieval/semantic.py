@@ -85,6 +85,15 @@ class SemanticIndex:
         return {chunk: self._matrix[rows[0]] for chunk, rows in self._rows(chunk_ids)}
 
 
+def semantic_index(store: Store, embedder: "Embedder", settings: Settings) -> SemanticIndex:
+    """In-process vectors (numpy / usearch) for SQLite; the server's pgvector index for PostgreSQL."""
+    if getattr(store, "backend", "sqlite") == "postgresql":
+        from crossmodalrag.store.postgres.vectors import PgSemanticIndex
+
+        return PgSemanticIndex(store, embedder, settings)
+    return SemanticIndex(store, embedder, settings)
+
+
 @dataclass
 class SemanticStatus:
     """Why semantic retrieval is or is not in use, in words a user can act on."""
@@ -135,7 +144,7 @@ def open_semantic(store: Store, settings: Settings) -> SemanticStatus:
     key = (str(store.path), embedder.identity)
     index = _OPEN.get(key)
     if index is None or index.store is not store:
-        index = _OPEN[key] = SemanticIndex(store, embedder, settings)
+        index = _OPEN[key] = semantic_index(store, embedder, settings)
     notice = None
     if status["missing"]:
         notice = f"{status['missing']} chunks have no vectors yet; run `mem reindex-embeddings`"

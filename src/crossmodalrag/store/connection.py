@@ -130,7 +130,10 @@ class MemoryConnection(sqlite3.Connection):
 
 
 class Store:
-    """A connection to the memory database. Writers use `transaction()` or `batched()`; reads run directly."""
+    """A connection to the memory database. Writers use `transaction()` or `batched()`; reads run directly.
+    PostgreSQL's Store (store/postgres/) has the same interface."""
+
+    backend = "sqlite"
 
     def __init__(self, conn: sqlite3.Connection, path: Path, patience: float = BUSY_TIMEOUT_SECONDS) -> None:
         self.conn = conn
@@ -155,6 +158,15 @@ class Store:
 
     def schema_version(self) -> int:
         return applied_version(self.conn)
+
+    @property
+    def location(self) -> str:
+        """Where the memory lives, for messages: a file path here, a server url on PostgreSQL."""
+        return str(self.path)
+
+    def encode_vector(self, vector) -> bytes:
+        """A chunk vector as the chunk_vectors.vector column stores it (float32 bytes here)."""
+        return vector.astype("float32").tobytes()
 
     def close(self) -> None:
         self.conn.close()

@@ -1,0 +1,76 @@
+"""The PostgreSQL + pgvector backend of the Store (the `postgres` extra; CMRAG_DB_URL selects it).
+
+Same interface as the SQLite Store: `conn` (execute/executemany with the shared SQL),
+`transaction()`, `batched()`, `schema_version()`, `close()`. What differs lives here: the
+connection and pool (connection.py), the dialect (sql.py), the schema (schema.py), lexical BM25 over
+a tsvector (lexical.py), pgvector nearest neighbours (vectors.py) and erasure (erase.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crossmodalrag.errors import StoreError
+from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, Store
+from crossmodalrag.store.postgres import schema
+from crossmodalrag.store.postgres.connection import PgConnection, pool_for, redact
+
+
+def is_postgres_url(url: str | None) -> bool:
+    return bool(url) and url.split(":", 1)[0] in ("postgres", "postgresql")
+
+
+class PgStore(Store):
+    """A Store on PostgreSQL: one pooled connection for this store's lifetime."""
+
+    backend = "postgresql"
+
+    def __init__(self, pool, conn: PgConnection, url: str, patience: float) -> None:
+        self.pool = pool
+        self.conn = conn  # type: ignore[assignment]
+        self.url = url
+        self.path = Path(redact(url))  # an identifier for caches keyed by store; never a file here
+        self.patience = patience
+        self.turns = None  # the server queues writers (an advisory lock), no lock file
+
+    @property
+    def location(self) -> str:
+        return redact(self.url)
+
+    def encode_vector(self, vector) -> str:
+        """pgvector's text form; the server parses it into the `vector` column."""
+        return "[" + ",".join(f"{float(x):.8g}" for x in vector) + "]"
+
+    def schema_version(self) -> int:
+        return schema.applied_version(self.conn)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.pool.putconn(self.conn.raw)
+            self.conn = None  # type: ignore[assignment]
+
+
+def open_postgres_store(
+    url: str, owner: str = "", create: bool = True, statement_timeout: float = BUSY_TIMEOUT_SECONDS
+) -> PgStore:
+    """Connect (through the pool), check and migrate the schema. Raises StoreError if the server is
+    unreachable, the schema is missing and `create` is off, or it is newer than this program."""
+    pool = pool_for(url, owner, statement_timeout)
+    conn = PgConnection(pool.getconn(), statement_timeout)
+    store = PgStore(pool, conn, url, statement_timeout)
+    try:
+        version = schema.applied_version(conn)
+        if version > schema.LATEST_VERSION:
+            raise StoreError(
+                f"{store.location} has PostgreSQL schema version {version}, newer than this program's "
+                f"{schema.LATEST_VERSION}",
+                "upgrade crossmodalrag (pip install -U crossmodalrag)",
+            )
+        if version < schema.LATEST_VERSION:
+            if not create and version == 0:
+                raise StoreError(f"no memory schema in {store.location}", "run `mem init-db` first")
+            schema.migrate(conn)
+    except BaseException:
+        store.close()
+        raise
+    return store

@@ -1,0 +1,211 @@
+"""A PostgreSQL connection that speaks the sqlite3 surface the shared code uses.
+
+`execute`/`executemany` with `?` placeholders (rewritten by sql.translate), rows that index by
+position and by column name (like sqlite3.Row), a cursor with `lastrowid` and `rowcount`, and
+`BEGIN IMMEDIATE` meaning what it means on SQLite: one writer at a time. Here that is a
+transaction-scoped advisory lock, so readers never wait (MVCC) and writers queue in the server,
+bounded by `lock_timeout`. Connections come from a psycopg_pool pool per (url, owner), each set up
+with the statement timeout, the owner that row-level security checks, and pgvector's iterative scan.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterable, Iterator, Sequence
+
+from crossmodalrag.errors import MissingExtraError, StoreError
+from crossmodalrag.store.postgres.sql import translate
+
+WRITE_LOCK = 0x636D7261  # "cmra": the advisory lock key every writer takes (one writer at a time)
+INSTALL_HINT = 'pip install -e ".[postgres]"'
+
+
+def psycopg_modules():
+    """(psycopg, psycopg_pool). Raises MissingExtraError without the postgres extra."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as error:
+        raise MissingExtraError(
+            f"CMRAG_DB_URL names PostgreSQL but its driver is not installed ({error.name})", INSTALL_HINT
+        ) from error
+    return psycopg, psycopg_pool
+
+
+class Row(tuple):
+    """A result row: by position, by column name, and dict(row), like sqlite3.Row."""
+
+    names: dict[str, int]
+
+    def __new__(cls, values: Sequence[Any], names: dict[str, int]) -> "Row":
+        row = super().__new__(cls, values)
+        row.names = names
+        return row
+
+    def __getitem__(self, key):  # type: ignore[override]
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self.names[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self.names)
+
+
+def _row_factory(cursor):
+    names = {column.name: i for i, column in enumerate(cursor.description or ())}
+    return lambda values: Row(values, names)
+
+
+class Cursor:
+    """The part of sqlite3.Cursor the shared code reads."""
+
+    def __init__(self, cursor, returns_id: bool) -> None:
+        self._cursor = cursor
+        self.lastrowid = None
+        self._pending: list | None = None
+        if returns_id:
+            row = cursor.fetchone()
+            self.lastrowid = row[0] if row else None
+            self._pending = []
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    @property
+    def description(self):
+        return self._cursor.description
+
+    def fetchone(self):
+        if self._pending is not None:
+            return None
+        return self._cursor.fetchone() if self._cursor.description else None
+
+    def fetchall(self) -> list:
+        if self._pending is not None:
+            return []
+        return self._cursor.fetchall() if self._cursor.description else []
+
+    def __iter__(self) -> Iterator:
+        return iter(self.fetchall())
+
+
+class PgConnection:
+    """One pooled psycopg connection in autocommit mode: transactions are explicit, as on SQLite."""
+
+    backend = "postgresql"
+    actor: str = "cli"
+    versioning: bool | None = False  # the change log is SQLite-only so far (docs/scaling.md)
+    has_change_log: bool = False
+
+    def __init__(self, raw, lock_timeout: float) -> None:
+        self.raw = raw
+        self.lock_timeout = lock_timeout
+        self.row_factory = None  # accepted for compatibility; rows are always Row
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
+        text = sql.strip().upper()
+        if text == "BEGIN IMMEDIATE":
+            return self._begin_writing()
+        query, returns_id = translate(sql)
+        return Cursor(self._run(lambda cur: cur.execute(query, tuple(params or ()))), returns_id)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Cursor:
+        query, _ = translate(sql)
+        if query.endswith(" RETURNING id"):
+            query = query[: -len(" RETURNING id")]
+        return Cursor(self._run(lambda cur: cur.executemany(query, [tuple(r) for r in rows])), False)
+
+    def _begin_writing(self) -> Cursor:
+        """BEGIN, then wait (at most lock_timeout) for the writers' lock. Raises StoreError if it stays taken."""
+        self._run(lambda cur: cur.execute("BEGIN"))
+        try:
+            return Cursor(self._run(lambda cur: cur.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))), False)
+        except StoreError:
+            self._run(lambda cur: cur.execute("ROLLBACK"))
+            raise
+
+    def _run(self, action):
+        psycopg, _ = psycopg_modules()
+        cursor = self.raw.cursor(row_factory=_row_factory)
+        try:
+            action(cursor)
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as error:
+            raise StoreError(
+                f"PostgreSQL gave up waiting: {str(error).strip()}",
+                "another mem client holds the write lock or the query ran past the statement timeout "
+                "(CMRAG_DB_STATEMENT_TIMEOUT); retry",
+            ) from error
+        except psycopg.OperationalError as error:
+            raise StoreError(f"lost the PostgreSQL connection: {str(error).strip()}", "check the server") from error
+        return cursor
+
+    def close(self) -> None:
+        """Closing a pooled connection is the pool's job (PgStore.close returns it)."""
+
+
+_POOLS: dict[tuple[str, str], Any] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def redact(url: str) -> str:
+    """The url without its password, for messages."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def pool_for(url: str, owner: str, statement_timeout: float, connect_timeout: float = 5.0):
+    """The process's pool for this server and owner (opened once). Raises StoreError if unreachable."""
+    psycopg, psycopg_pool = psycopg_modules()
+    key = (url, owner)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is not None and not pool.closed:
+            return pool
+
+        def configure(conn) -> None:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute("SELECT set_config('statement_timeout', %s, false)", (f"{int(statement_timeout * 1000)}",))
+                cur.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(statement_timeout * 1000)}",))
+                cur.execute("SELECT set_config('cmrag.owner', %s, false)", (owner,))
+
+        try:  # one direct attempt first: a server that is down fails now, not after the pool's timeout
+            psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))).close()
+        except psycopg.Error as error:
+            raise StoreError(
+                f"cannot reach PostgreSQL at {redact(url)}: {str(error).strip().splitlines()[0]}",
+                "check CMRAG_DB_URL and that the server is running (unset CMRAG_DB_URL to use the SQLite memory)",
+            ) from error
+        pool = psycopg_pool.ConnectionPool(
+            url,
+            min_size=1,
+            max_size=8,
+            kwargs={"connect_timeout": max(1, int(connect_timeout))},
+            configure=configure,
+            open=False,
+            name="mem",
+        )
+        try:
+            pool.open(wait=True, timeout=connect_timeout)
+        except (psycopg_pool.PoolTimeout, psycopg.Error) as error:
+            pool.close()
+            raise StoreError(
+                f"cannot reach PostgreSQL at {redact(url)}",
+                "check CMRAG_DB_URL and that the server is running (unset CMRAG_DB_URL to use the SQLite memory)",
+            ) from error
+        _POOLS[key] = pool
+        return pool
+
+
+def close_pools() -> None:
+    """Close every pool of this process (tests; a server shutting down)."""
+    with _POOLS_LOCK:
+        for pool in _POOLS.values():
+            pool.close()
+        _POOLS.clear()

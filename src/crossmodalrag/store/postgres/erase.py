@@ -1,0 +1,62 @@
+"""`mem forget` on PostgreSQL: delete the rows, then (with --vacuum) rewrite the tables.
+
+A DELETE leaves the old row versions in the table files until VACUUM reclaims them, and a plain
+VACUUM only marks the space reusable; `VACUUM (FULL)` rewrites the four tables that hold the text,
+its tokens and vectors (and their indexes) without the dead rows, so the bytes are gone from the
+data files. It needs the tables' owner (or the MAINTAIN privilege). What no client can reach: WAL
+segments not yet recycled, WAL archives and base backups (PITR), streaming replicas (they replay
+the DELETE and the rewrite, so they end clean once caught up) and pg_dump files; docs/scaling.md
+says what a DBA must do about each.
+"""
+
+from __future__ import annotations
+
+from crossmodalrag.errors import StoreError
+from crossmodalrag.memory.stats import forget_derived
+
+TEXT_TABLES = ("sources", "chunks", "chunk_terms", "chunk_vectors")
+
+
+def forget_sources(store, sources, vacuum: bool = False):
+    """Delete the sources and everything derived from them in one transaction (only rows this client
+    may see: row-level security applies to DELETE too). Raises StoreError if vacuum cannot run."""
+    from crossmodalrag.forget import ForgetReport, _eval_queries_naming, still_on_disk
+
+    report = ForgetReport(sources=list(sources))
+    ids = [s.id for s in sources]
+    chunk_ids = "SELECT id FROM chunks WHERE source_id = ANY(?)"
+    with store.transaction() as conn:
+        report.vectors = conn.execute(
+            f"SELECT COUNT(*) FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})", (ids,)
+        ).fetchone()[0]
+        report.chunks = conn.execute(f"SELECT COUNT(*) FROM ({chunk_ids}) AS gone", (ids,)).fetchone()[0]
+        conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})", (ids,))
+        conn.execute("DELETE FROM chunks WHERE source_id = ANY(?)", (ids,))  # chunk_terms: ON DELETE CASCADE
+        conn.execute("DELETE FROM sources WHERE id = ANY(?)", (ids,))
+        report.memory_nodes = forget_derived(conn)
+    report.eval_queries = _eval_queries_naming(store, {s.uri for s in sources})
+    report.still_on_disk = still_on_disk(sources)
+    if vacuum:
+        wipe_free_space(store)
+        report.vacuumed = True
+    return report
+
+
+def wipe_free_space(store) -> None:
+    """VACUUM (FULL) the tables holding text, then CHECKPOINT when allowed (old WAL segments are
+    recycled sooner). Raises StoreError if this role may not rewrite the tables."""
+    conn = store.conn
+    allowed = conn.execute(
+        "SELECT bool_and(pg_has_role(c.relowner, 'USAGE') OR has_table_privilege(c.oid, 'MAINTAIN')) "
+        "FROM pg_class c WHERE c.oid = ANY(?::regclass[])",
+        (list(TEXT_TABLES),),
+    ).fetchone()[0]
+    if not allowed:
+        raise StoreError(
+            "the forgotten rows are deleted, but their bytes stay in the table files until VACUUM (FULL), "
+            "which needs the tables' owner",
+            f"ask the database owner to run `VACUUM (FULL) {', '.join(TEXT_TABLES)}` (docs/scaling.md)",
+        )
+    conn.raw.execute(f"VACUUM (FULL) {', '.join(TEXT_TABLES)}")
+    if conn.execute("SELECT pg_has_role('pg_checkpoint', 'USAGE')").fetchone()[0]:
+        conn.raw.execute("CHECKPOINT")

