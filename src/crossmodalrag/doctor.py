@@ -10,7 +10,7 @@ from typing import Any
 
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.store import open_store
+from crossmodalrag.store import open_configured_store
 from crossmodalrag.store.migrations import LATEST_VERSION
 
 EXTRAS = {
@@ -66,6 +66,11 @@ def _overlaps(settings: Settings, report: Report) -> None:
 
 
 def _database(settings: Settings, report: Report) -> None:
+    if settings.db_url:  # PostgreSQL (issue 16): server, pgvector and index health instead of the file
+        from crossmodalrag.store.postgres.health import database_facts
+
+        report.facts["database"] = database_facts(settings, report.problems)
+        return
     path = settings.db_path
     facts = report.facts["database"] = {"path": str(path), "exists": path.exists()}
     if not path.exists():
@@ -117,7 +122,7 @@ def _embeddings(settings: Settings, report: Report) -> None:
         report.explanations.append(f"retrieval is lexical only because the embedding model cannot load: {message}")
         return
     facts["loadable"] = True
-    with open_store(settings.db_path, create=False) as store:
+    with open_configured_store(settings, create=False) as store:
         status = vector_status(store, embedder.identity)
         incomplete = store.conn.execute(
             "SELECT COUNT(*) FROM (SELECT chunk_id FROM chunk_vectors v JOIN embedding_models m ON m.id = v.model_id "

@@ -213,3 +213,18 @@ def test_one_owner_cannot_read_anothers_chunks_through_mem_ask(postgres_url, mon
         with pytest.raises(Exception, match="row-level security"):
             with store.transaction() as conn:  # writing a row as someone else is refused by the server
                 conn.execute("UPDATE sources SET owner = ?", (bob,))
+
+
+def test_doctor_reports_server_pgvector_and_index_health(postgres_url, monkeypatch, capsys):
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, *NOTES)
+    assert main(["doctor", "--json"]) == 1  # the test server's superuser bypasses RLS: reported as a problem
+    report = json.loads(capsys.readouterr().out)
+    assert any("superuser" in problem for problem in report["problems"])
+    database = report["database"]
+    assert database["backend"] == "postgresql" and database["server_version"].startswith("18")
+    assert database["pgvector_version"] == "0.8.6" and database["chunks"] == len(NOTES)
+    assert database["indexes"]["chunk_terms_gin"] == {"method": "gin", "valid": True}
+    assert main(["doctor"]) == 1
+    assert "pgvector 0.8.6" in capsys.readouterr().out

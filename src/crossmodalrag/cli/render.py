@@ -184,8 +184,13 @@ def render_generation_eval(report: dict[str, Any]) -> str:
 
 def render_doctor(report: dict[str, Any]) -> str:
     database = report["database"]
-    lines = [f"database: {database['path']}" + ("" if database["exists"] else " (missing)")]
-    if database.get("schema_version") is not None:
+    if database.get("backend") == "postgresql":
+        from crossmodalrag.store.postgres.health import describe
+
+        lines = describe(database)
+    else:
+        lines = [f"database: {database['path']}" + ("" if database["exists"] else " (missing)")]
+    if database.get("schema_version") is not None and database.get("backend") != "postgresql":
         lines.append(
             f"  schema v{database['schema_version']}, {database['size_mb']} MB, integrity {database['integrity']}, "
             f"{database['chunks']} chunks from {sum(database['sources'].values())} sources {database['sources']}"
