@@ -109,3 +109,58 @@ def test_only_vietnamese_notes_carry_exact_forms(store):
 
     assert "zx" not in index_body("El café está en la ciudad de Bogotá.")
     assert "zx" in index_body("Quy trình bàn giao dự án gồm ba bước.")
+
+
+@pytest.fixture
+def spanish_and_vietnamese(store):
+    add_docs(
+        store,
+        # Only Snowball conflates declaraciones/declaración and publicaron/publicó (Porter does not).
+        note("es-gold", "# Prensa\nLas declaraciones del gobierno se publicaron en mayo, tras la reunión."),
+        note("es-other", "# Ciudad\nEl gobierno de la ciudad cambió en mayo."),
+        # The same four syllables, together (the handover process) and scattered in a shorter note.
+        note("vi-together", "# Dự án\nTuần trước nhóm đã viết lại quy trình bàn giao cho toàn bộ dự án mới."),
+        note("vi-scattered", "# Kho\nGiao bàn mới theo quy định, trình ký."),
+        note("en", "# Rate limits\nThe client retries after a rate limit with exponential backoff."),
+    )
+    return store
+
+
+def test_a_spanish_question_finds_other_forms_of_its_words_through_their_stems(spanish_and_vietnamese):
+    question = "¿Cuándo publicó el gobierno su declaración?"
+    result = search(spanish_and_vietnamese, question, SearchOptions())
+    assert uris(result)[0] == "es-gold" and not is_weak(result, SearchOptions())
+    # The stems also count as coverage for the gate: "publicó" and "declaración" are covered.
+    assert result.coverage == 1.0
+
+
+def test_vietnamese_syllables_that_stand_together_rank_first_accented_or_not(spanish_and_vietnamese):
+    for question in ("quy trình bàn giao", "quy trinh ban giao", "Quy trình bàn giao là gì?"):
+        assert uris(search(spanish_and_vietnamese, question, SearchOptions()))[0] == "vi-together", question
+    # Pairs only add to the score in mode any; all still requires every word.
+    assert set(uris(search(spanish_and_vietnamese, "quy trình bàn giao", SearchOptions(match="all")))) == {
+        "vi-together",
+        "vi-scattered",
+    }
+
+
+def test_stem_and_pair_tokens_go_only_to_text_of_their_language():
+    from crossmodalrag.index.fts import index_body
+
+    english = index_body("The government published its statements in May, after the meeting.")
+    spanish = index_body("Las declaraciones del gobierno se publicaron en mayo.")
+    vietnamese = index_body("Quy trình bàn giao dự án gồm ba bước. Đội thủ")
+    assert "zq" not in english and "zv" not in english
+    assert "zqdeclar" in spanish.split() and "zv" not in spanish
+    assert {"zvquytrinh", "zvbangiao", "zvdoithu"} <= set(vietnamese.split())
+    assert "zvbuocdoi" not in vietnamese  # no pair across a sentence end
+
+
+def test_unaccented_vietnamese_is_recognised_by_its_function_words():
+    from crossmodalrag.index.fts import query_pairs
+    from crossmodalrag.retrieval.stopwords import guess_language
+
+    assert guess_language("quy trinh ban giao cua du an la gi".split()) == "vi"
+    assert guess_language("que es la declaracion del gobierno".split()) == "es"
+    assert "zvbangiao" in query_pairs("quy trinh ban giao")  # no function words: may be Vietnamese
+    assert query_pairs("how does the rate limit work") == []  # English: no pairs

@@ -108,3 +108,24 @@ def test_an_older_index_is_re_tokenized_in_place_with_progress(db_path):
     assert found == 5 and rows == 5
     assert calls and calls[-1] == (5, 5)
     assert {"byte_start", "byte_end"} <= columns
+
+
+def test_a_version_7_index_gains_stem_and_syllable_pair_tokens_in_place(db_path):
+    """Migration 8 re-tokenizes: a Spanish chunk indexed before it is found by another form of its
+    words (stem tokens), with no re-ingest."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    migrate(conn, target=7)
+    conn.execute(
+        "INSERT INTO sources (id, source_type, uri, fingerprint, title, ingested_at) "
+        "VALUES (1, 'note', '/v/a.md', 'f', 'a', 0)"
+    )
+    text = "Las declaraciones del gobierno se publicaron en mayo."
+    conn.execute(
+        "INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end) VALUES (1, 1, 0, ?, 0, 9)", (text,)
+    )
+    conn.execute("INSERT INTO chunks_fts (rowid, title, body) VALUES (1, 'a', ?)", (text,))
+    conn.close()
+    with open_store(db_path) as store:
+        assert store.schema_version() >= 8
+        found = store.conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'zqdeclar'").fetchone()[0]
+    assert found == 1

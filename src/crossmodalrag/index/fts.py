@@ -5,9 +5,10 @@ Identifier spellings are folded together at index time: `F_1` is indexed as `f`,
 Query terms are reduced to word characters and each is double-quoted, so no user text is ever
 parsed as FTS syntax (`"`, `*`, `AND`, `NEAR(`, `-`, `:` are plain characters to us).
 
-Chinese, Japanese and Korean are indexed as character bigrams and accented words also as exact-form
-tokens (see index/scripts.py); FTS_VERSION names that preparation, and a database indexed under
-another version is re-tokenized in place (store/migrations.py).
+Chinese, Japanese and Korean are indexed as character bigrams, Vietnamese words also as exact-form
+and syllable pair tokens (see index/scripts.py), Spanish and German words also as Snowball stem
+tokens (index/stems.py); FTS_VERSION names that preparation, and a database indexed under another
+version is re-tokenized in place (store/migrations.py).
 
 Match modes: `any` (default) ORs the terms and lets BM25 rank; `all` requires every term (a CJK
 word's every bigram); `phrase` requires the query's words in order, next to each other.
@@ -20,8 +21,9 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from crossmodalrag.index.scripts import exact_token, exact_tokens, is_cjk, segment_cjk
-from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, guess_language
+from crossmodalrag.index.scripts import exact_token, exact_tokens, is_cjk, segment_cjk, syllable_pairs, vietnamese_pairs
+from crossmodalrag.index.stems import stem_token, stem_tokens
+from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, ENGLISH, guess_language
 
 LOWER_UPPER = re.compile(r"[a-z0-9][A-Z]")
 CAMEL_PARTS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
@@ -36,7 +38,7 @@ MAX_QUERY_TERMS = 256
 PREFIX_MIN_LETTERS = 7
 GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")
-FTS_VERSION = 2  # 1: words only; 2: CJK bigrams and exact-form tokens of accented words
+FTS_VERSION = 3  # 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems
 
 
 def _word_at(text: str, index: int) -> str:
@@ -69,9 +71,10 @@ def identifier_variants(text: str) -> list[str]:
 
 
 def index_body(text: str) -> str:
-    """The text FTS5 indexes for a chunk: the chunk (CJK as bigrams) plus its identifier variants
-    and the exact forms of its accented words."""
-    extra = identifier_variants(text) + exact_tokens(text)
+    """The text FTS5 indexes for a chunk: the chunk (CJK as bigrams) plus its identifier variants,
+    and in Vietnamese the exact forms of its accented words and its syllable pairs, in Spanish and
+    German its words' stem tokens."""
+    extra = identifier_variants(text) + exact_tokens(text) + vietnamese_pairs(text) + stem_tokens(text)
     body = segment_cjk(text)
     return f"{body}\n{' '.join(extra)}" if extra else body
 
@@ -117,11 +120,17 @@ def rebuild(conn: sqlite3.Connection, progress: "Callable[[int, int], None] | No
 @dataclass(frozen=True)
 class QueryTerm:
     """One searchable word of a query (a CJK bigram counts as a word): its surface form, whether it
-    also matches as a prefix, and the exact-form token of an accented word."""
+    also matches as a prefix, the exact-form token of an accented word and the word's stem token."""
 
     word: str
     prefix: bool = False
     exact: str | None = None
+    stem: str | None = None
+
+    @property
+    def alternatives(self) -> tuple[str, ...]:
+        """Index tokens that also match the term (each counts again for a chunk that has it)."""
+        return tuple(token for token in (self.exact, self.stem) if token)
 
     @property
     def phrase(self) -> str:
@@ -158,21 +167,34 @@ def query_terms(query: str) -> list[QueryTerm]:
                 continue
             # A lone CJK character (a one-character run) is found inside the bigrams that start with it.
             prefix = len(word) == 1 if cjk else compounding and word.isalpha() and len(word) >= PREFIX_MIN_LETTERS
-            # Exact forms exist only in Vietnamese notes (index/scripts.py): elsewhere the term is absent.
-            terms[word] = QueryTerm(word, prefix, None if cjk else exact_token(word))
+            # Exact forms exist only in Vietnamese notes, stems only in Spanish and German ones.
+            terms[word] = QueryTerm(word, prefix, None if cjk else exact_token(word), stem_token(word, language))
         if len(terms) >= MAX_QUERY_TERMS:
             break
     return list(terms.values())[:MAX_QUERY_TERMS]
 
 
-def match_expression(terms: list[QueryTerm], column: str | None = None, mode: str = "any") -> str:
+def query_pairs(query: str) -> list[str]:
+    """The syllable pair tokens (index/scripts.py) of a query that looks Vietnamese or has no
+    function words to tell (`quy trinh ban giao` typed without accents), distinct."""
+    words = WORD.findall(query.lower())
+    language = guess_language(words)
+    if language != "vi" and not (language == "en" and ENGLISH.isdisjoint(words)):
+        return []
+    return list(dict.fromkeys(syllable_pairs(query)))[:MAX_QUERY_TERMS]
+
+
+def match_expression(
+    terms: list[QueryTerm], column: str | None = None, mode: str = "any", pairs: list[str] | None = None
+) -> str:
     """The MATCH expression for `any` or `all` of the terms, optionally restricted to one column.
-    An accented word's exact form is an alternative that ranks the exact spelling first."""
-    alternatives = [f"{term.phrase} OR \"{term.exact}\"" if term.exact else term.phrase for term in terms]
+    A term's alternatives (exact form, stem) rank the exact spelling first; in mode `any`, syllable
+    `pairs` add to the score of a chunk where the query's words stand together."""
+    alternatives = [" OR ".join([term.phrase, *(f'"{token}"' for token in term.alternatives)]) for term in terms]
     if mode == "all":
         joined = " AND ".join(f"({alt})" if " OR " in alt else alt for alt in alternatives)
     else:
-        joined = " OR ".join(alternatives)
+        joined = " OR ".join(alternatives + [f'"{pair}"' for pair in pairs or ()])
     return f"{column} : ({joined})" if column else joined
 
 

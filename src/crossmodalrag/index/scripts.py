@@ -14,6 +14,13 @@ tokens too, and BM25 ranks the exact spelling first (XQuAD vi nDCG@10 0.921 -> 0
 without accents has none and is unaffected. Only Vietnamese notes carry them (a note is Vietnamese
 when it uses ơ ư đ ă or a stacked letter): in German and Spanish an accent seldom tells two words
 apart, and exact forms there cost 0.01 nDCG@10 on both dev sets.
+
+A Vietnamese word is often several syllables, each written apart (quy trình, bàn giao), so a query's
+syllables match everywhere one by one. Vietnamese text is therefore also indexed as "syllable pair"
+tokens, one per two adjacent syllables (folded, đ as d), and a Vietnamese query asks for its own
+pairs as well: BM25 then ranks the note where the words stand together first (XQuAD vi nDCG@10
+0.934 -> 0.952 accented, 0.914 -> 0.949 typed without accents). Word pairs cost Spanish and German
+0.01-0.02 in plain FTS5, so only Vietnamese gets them.
 """
 
 from __future__ import annotations
@@ -31,10 +38,12 @@ CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
 CJK_CHAR = re.compile(f"[{CJK_CLASS}]")
 HIRAGANA_ONLY = re.compile("[\u3040-\u309f]+")
 WORD = re.compile(r"\w+")
+SENTENCE_END = re.compile(r"[.!?;:\n]")
 VIETNAMESE_LETTER = re.compile("[\u1ea0-\u1ef9ăđơưĂĐƠƯ]")
 # Letters that no Porter rule rewrites (no vowels, no s, l or y) and that unicode61 keeps as they are.
 EXACT_ALPHABET = "bcdfghjkmnpqrtvw"
 EXACT_MARK = "zx"
+PAIR_MARK = "zv"  # syllable pairs; no real word starts with zv or zx in the languages we detect
 
 
 def bigrams(run: str) -> list[str]:
@@ -80,6 +89,26 @@ def exact_tokens(text: str) -> list[str]:
         return []
     found = (exact_token(word) for word in WORD.findall(text))
     return list(dict.fromkeys(token for token in found if token))
+
+
+def syllable_pairs(text: str) -> list[str]:
+    """One token per two adjacent words of the text within a sentence, folded and with đ as d, so
+    that unaccented typing finds them too. (Ending pairs at commas and brackets as well measured
+    0.003 lower: a question's comma seldom falls where the note's does.)"""
+    lowered = text.lower()
+    pairs, previous, previous_end = [], None, -1
+    for match in WORD.finditer(lowered):
+        word = None if CJK_CHAR.search(match.group()) else fold(match.group()).replace("đ", "d")
+        gap = lowered[previous_end : match.start()]
+        if previous and word and not SENTENCE_END.search(gap):
+            pairs.append(PAIR_MARK + previous + word)
+        previous, previous_end = word, match.end()
+    return pairs
+
+
+def vietnamese_pairs(text: str) -> list[str]:
+    """Syllable pair tokens of a Vietnamese text; none for any other text."""
+    return syllable_pairs(text) if has_vietnamese(text) else []
 
 
 def is_cjk(token: str) -> bool:

@@ -136,7 +136,8 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     # The gate needs the best-covering hit near the top; scanning past ten adds cost, not signal.
     needed = _coverage_weights(terms, analyzed, weights)
     texts = [h.text for h in hits[:COVERAGE_DEPTH]]
-    coverage, matched = _best_coverage(_matches(conn, texts, needed, _prefixes(terms, analyzed)), needed)
+    found = _matches(conn, texts, needed, _prefixes(terms, analyzed), _stem_alternatives(conn, terms, analyzed))
+    coverage, matched = _best_coverage(found, needed)
     similarity = max((cosines[h.chunk_id] for h in hits if h.chunk_id in cosines), default=None)
     return SearchResult(
         hits, [t.word for t in terms], coverage, similarity, semantic is not None, None, weights, matched
@@ -225,7 +226,9 @@ def _expression(query: str, terms: list[fts.QueryTerm], match: str) -> str | Non
     """The FTS5 MATCH expression of a query in a match mode; None when nothing can match."""
     if match == "phrase":
         return fts.phrase_expression(query)
-    return fts.match_expression(terms, mode=match) if terms else None
+    if not terms:
+        return None
+    return fts.match_expression(terms, mode=match, pairs=fts.query_pairs(query) if match == "any" else None)
 
 
 def _coverage_weights(
@@ -246,6 +249,19 @@ def _coverage_weights(
 def _prefixes(terms: list[fts.QueryTerm], analyzed: list[list[str]]) -> set[str]:
     """Index tokens of the terms that match as prefixes: covered by any token that starts with them."""
     return {token for term, tokens in zip(terms, analyzed, strict=True) if term.prefix for token in tokens}
+
+
+def _stem_alternatives(
+    conn: sqlite3.Connection, terms: list[fts.QueryTerm], analyzed: list[list[str]]
+) -> dict[str, str]:
+    """Each query token's Snowball stem token as the index spells it: a Spanish or German word is
+    covered by any form that shares its stem (emitió by emitida), as it matched in BM25."""
+    stemmed = [(tokens, term.stem) for term, tokens in zip(terms, analyzed, strict=True) if term.stem]
+    if not stemmed:
+        return {}
+    spelled = fts.analyze(conn, [stem for _, stem in stemmed])
+    matched = zip(stemmed, spelled, strict=True)
+    return {token: stem for (tokens, _), found in matched for token in tokens for stem in found}
 
 
 def _term_weights(conn: sqlite3.Connection, stems: list[list[str]]) -> dict[str, float]:
@@ -446,15 +462,24 @@ def _recency(timestamp: float | None, newest: float | None, half_life_days: floa
 
 
 def _matches(
-    conn: sqlite3.Connection, texts: list[str], weights: dict[str, float], prefixes: set[str] | None = None
+    conn: sqlite3.Connection,
+    texts: list[str],
+    weights: dict[str, float],
+    prefixes: set[str] | None = None,
+    alternatives: dict[str, str] | None = None,
 ) -> list[set[str]]:
-    """The query tokens (keys of `weights`) that each text covers (see _contains)."""
+    """The query tokens (keys of `weights`) that each text covers (see _contains), or covers
+    through the token's alternative (its stem token)."""
     if not texts or not weights:
         return [set() for _ in texts]
-    prefixes = prefixes or set()
+    prefixes, alternatives = prefixes or set(), alternatives or {}
     stems = {token[:n] for token in weights if not is_cjk(token) for n in range(STEM_MIN_LETTERS, len(token))}
-    token_sets = fts.analyze(conn, [fts.index_body(t) for t in texts], only=set(weights) | stems, prefixes=prefixes)
-    return [{token for token in weights if _contains(tokens, token, token in prefixes)} for tokens in token_sets]
+    wanted = set(weights) | stems | set(alternatives.values())
+    token_sets = fts.analyze(conn, [fts.index_body(t) for t in texts], only=wanted, prefixes=prefixes)
+    return [
+        {token for token in weights if _contains(tokens, token, token in prefixes) or alternatives.get(token) in tokens}
+        for tokens in token_sets
+    ]
 
 
 def _coverages(

@@ -18,8 +18,8 @@ Progress = Callable[[int, int], None]
 
 
 def retokenize(conn: sqlite3.Connection, progress: Progress | None) -> None:
-    """Rebuild chunks_fts from the stored chunks with today's text preparation (CJK bigrams,
-    exact forms of accented words): no re-ingest, no re-embedding."""
+    """Rebuild chunks_fts from the stored chunks with today's text preparation (index/fts.py,
+    FTS_VERSION): no re-ingest, no re-embedding."""
     fts.rebuild(conn, progress)
 
 
@@ -252,6 +252,14 @@ MIGRATIONS: list[tuple] = [
         );
         """,
         versioning_genesis,
+    ),
+    (
+        8,
+        """
+        -- FTS_VERSION 3 (issue 15): Vietnamese syllable pairs and Spanish/German Snowball stem tokens
+        -- join the index; chunks_fts is rebuilt from the stored chunks (no re-ingest, no re-embedding).
+        """,
+        retokenize,
     ),
 ]
 
