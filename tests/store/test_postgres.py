@@ -139,6 +139,9 @@ def test_forget_erases_rows_tokens_and_vectors(any_store):
     if any_store.backend == "postgresql":
         left = any_store.conn.execute("SELECT COUNT(*) FROM chunk_terms WHERE terms @@ 'backtrack'::tsquery")
         assert left.fetchone()[0] == 0
+        assert (
+            any_store.conn.execute("SELECT COUNT(*) FROM chunk_postings WHERE lexeme = 'backtrack'").fetchone()[0] == 0
+        )
 
 
 def test_concurrent_writers_lose_nothing(any_store, db_path, postgres_server):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from crossmodalrag.errors import StoreError
 from crossmodalrag.memory.stats import forget_derived
 
-TEXT_TABLES = ("sources", "chunks", "chunk_terms", "chunk_vectors")
+TEXT_TABLES = ("sources", "chunks", "chunk_terms", "chunk_postings", "chunk_vectors")
 
 
 def forget_sources(store, sources, vacuum: bool = False):

@@ -19,7 +19,7 @@ import math
 import sqlite3
 import threading
 from collections import defaultdict
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from crossmodalrag.index import fts
 from crossmodalrag.index.scripts import segment_cjk
@@ -48,8 +48,16 @@ def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def term_vectors(rows: list[tuple[str, str]]) -> list[tuple[str, int]]:
-    """(tsvector literal, token count) of each (title, body) as FTS5 would index it."""
+class Indexed(NamedTuple):
+    """One chunk as the lexical index stores it."""
+
+    terms: str  # the tsvector literal: body positions (weight D), then title positions (weight A)
+    length: int  # tokens in title and body: FTS5's document length
+    postings: dict[str, int]  # every lexeme of title or body -> its occurrences in the body
+
+
+def index_rows(rows: list[tuple[str, str]]) -> list[Indexed]:
+    """Each (title, body) as FTS5 would index it."""
     conn = analyzer()
     conn.execute("SAVEPOINT tokens")
     try:
@@ -61,28 +69,40 @@ def term_vectors(rows: list[tuple[str, str]]) -> list[tuple[str, int]]:
     finally:
         conn.execute("RELEASE tokens")
     positions: list[dict[str, list[str]]] = [defaultdict(list) for _ in rows]
+    postings: list[dict[str, int]] = [defaultdict(int) for _ in rows]
     counts = [[0, 0] for _ in rows]  # (title tokens, body tokens)
     for _, doc, column, _ in instances:
         counts[doc][column == "body"] += 1
     for term, doc, column, offset in instances:
         if len(term.encode()) >= MAX_LEXEME_BYTES:
             continue
+        body = column == "body"
+        postings[doc][term] += body
         # Body first (positions 1..), then the title past it, so no phrase spans the two.
-        at = offset + 1 if column == "body" else counts[doc][1] + 2 + offset
-        positions[doc][term].append(f"{min(at, MAX_POSITION)}" + ("A" if column == "title" else ""))
+        at = offset + 1 if body else counts[doc][1] + 2 + offset
+        positions[doc][term].append(f"{min(at, MAX_POSITION)}" + ("" if body else "A"))
     return [
-        (" ".join(f"{_quote(t)}:{','.join(p)}" for t, p in found.items()), sum(count))
-        for found, count in zip(positions, counts, strict=True)
+        Indexed(" ".join(f"{_quote(t)}:{','.join(p)}" for t, p in found.items()), sum(count), dict(posted))
+        for found, count, posted in zip(positions, counts, postings, strict=True)
     ]
 
 
 def insert_rows(conn, rows: Iterable[tuple[int, str, str]]) -> None:
-    """Index (chunk_id, title, text) rows, prepared as index/fts.py prepares them for FTS5."""
+    """Index (chunk_id, title, text) rows, prepared as index/fts.py prepares them for FTS5: one
+    statement per table with arrays (COPY is refused on tables under row-level security)."""
     rows = list(rows)
-    vectors = term_vectors([(segment_cjk(title), fts.index_body(text)) for _, title, text in rows])
-    conn.executemany(
-        "INSERT INTO chunk_terms (chunk_id, terms, length) VALUES (?, ?, ?)",
-        [(chunk_id, terms, length) for (chunk_id, _, _), (terms, length) in zip(rows, vectors, strict=True)],
+    indexed = index_rows([(segment_cjk(title), fts.index_body(text)) for _, title, text in rows])
+    ids = [chunk_id for chunk_id, _, _ in rows]
+    conn.execute(
+        "INSERT INTO chunk_terms (chunk_id, terms, length) SELECT * FROM unnest(?::bigint[], ?::tsvector[], ?::int[])",
+        (ids, [i.terms for i in indexed], [i.length for i in indexed]),
+    )
+    postings = [
+        (lexeme, chunk_id, tf) for chunk_id, i in zip(ids, indexed, strict=True) for lexeme, tf in i.postings.items()
+    ]
+    conn.execute(
+        "INSERT INTO chunk_postings (lexeme, chunk_id, body_tf) SELECT * FROM unnest(?::text[], ?::bigint[], ?::int[])",
+        ([p[0] for p in postings], [p[1] for p in postings], [p[2] for p in postings]),
     )
 
 
@@ -123,7 +143,7 @@ def bm25_scores(
     conn, query: str, terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, where: tuple | None
 ) -> dict[int, float]:
     """BM25 of every matching chunk (passing the filter `where` = (SQL over c, s; params)), like
-    search._bm25_scores on SQLite."""
+    search._bm25_scores on SQLite: the GIN index picks the matches, the postings give the counts."""
     groups = _phrases(terms, analyzed, match, query)
     if not groups:
         return {}
@@ -133,44 +153,55 @@ def bm25_scores(
     phrases = [p for group in groups for p in group]
     if match == "phrase":  # scored word by word (see the module's note)
         phrases = [[token] for token in phrases[0]]
-    total, length_sum = conn.execute("SELECT COUNT(*), COALESCE(SUM(length), 0) FROM chunk_terms").fetchone()
-    idf = []
-    for phrase in phrases:
-        hits = conn.execute("SELECT COUNT(*) FROM chunk_terms WHERE terms @@ ?::tsquery", (_tsquery(phrase),))
-        found = hits.fetchone()[0]
-        idf.append(max(math.log((total - found + 0.5) / (found + 0.5)), 1e-6))
-    flat = [(i, token, prefix) for i, phrase in enumerate(phrases) for token, prefix in phrase]
     join, clause, params = "", "", []
     if where is not None:
         join = " JOIN chunks c ON c.id = t.chunk_id JOIN sources s ON s.id = c.source_id"
         clause, params = f" AND {where[0]}", list(where[1])
+    lengths = dict(
+        conn.execute(
+            f"SELECT t.chunk_id, t.length FROM chunk_terms t{join} WHERE t.terms @@ ?::tsquery{clause}",
+            (matching, *params),
+        )
+    )
+    total, length_sum = conn.execute("SELECT COUNT(*), COALESCE(SUM(length), 0) FROM chunk_terms").fetchone()
+    counts = _body_counts(conn, {token: prefix for phrase in phrases for token, prefix in phrase})
+    return _score(lengths, phrases, counts, total, length_sum / total if total else 1.0)
+
+
+def _body_counts(conn, tokens: dict[str, bool]) -> dict[str, dict[int, int]]:
+    """token -> {chunk id: occurrences in the body} for every visible chunk that has the token (in
+    title or body: a title-only chunk has 0); a prefix token collects every lexeme starting with it."""
+    exact = [token for token, prefix in tokens.items() if not prefix]
+    ranges = [(token, token + "\U0010ffff") for token, prefix in tokens.items() if prefix]
+    clause = " OR ".join(["lexeme = ANY(?)"] + ["(lexeme >= ? AND lexeme < ?)"] * len(ranges))
     rows = conn.execute(
-        "WITH q AS (SELECT * FROM unnest(?::int[], ?::text[], ?::bool[]) AS q(phrase, lexeme, prefix)) "
-        "SELECT h.chunk_id, h.length, q.phrase, q.lexeme, SUM(cardinality(u.positions)) FROM "
-        f"(SELECT t.chunk_id, t.length, t.terms FROM chunk_terms t{join} WHERE t.terms @@ ?::tsquery{clause}) h "
-        "LEFT JOIN LATERAL unnest(ts_filter(h.terms, '{d}')) u ON true "
-        "LEFT JOIN q ON u.lexeme = q.lexeme OR (q.prefix AND starts_with(u.lexeme, q.lexeme)) "
-        "GROUP BY h.chunk_id, h.length, q.phrase, q.lexeme",
-        ([i for i, _, _ in flat], [t for _, t, _ in flat], [p for _, _, p in flat], matching, *params),
-    ).fetchall()
-    return _score(rows, phrases, idf, length_sum / total if total else 1.0)
+        f"SELECT lexeme, chunk_id, body_tf FROM chunk_postings WHERE {clause}",
+        (exact, *[bound for pair in ranges for bound in pair]),
+    )
+    counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for lexeme, chunk_id, tf in rows:
+        if lexeme in tokens:
+            counts[lexeme][chunk_id] += tf
+        for token, _ in ranges:
+            if lexeme.startswith(token) and lexeme != token:
+                counts[token][chunk_id] += tf
+    return counts
 
 
-def _score(rows: list, phrases: list, idf: list[float], average: float) -> dict[int, float]:
-    """FTS5's BM25 from (chunk, length, phrase, token, frequency) rows; a phrase's frequency is its
-    rarest word's (every word must occur)."""
-    frequencies: dict[int, dict[tuple, float]] = defaultdict(dict)
-    lengths: dict[int, int] = {}
-    for chunk_id, length, phrase, token, count in rows:
-        lengths[chunk_id] = length
-        if phrase is not None:
-            frequencies[chunk_id][(phrase, token)] = float(count)
-    scores = {}
-    for chunk_id, length in lengths.items():
-        found, score = frequencies.get(chunk_id, {}), 0.0
-        for i, phrase in enumerate(phrases):
-            tf = min((found.get((i, token), 0.0) for token, _ in phrase), default=0.0)
-            if tf > 0:
-                score += idf[i] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))
-        scores[chunk_id] = score
+def _score(lengths: dict[int, int], phrases: list, counts: dict, total: int, average: float) -> dict[int, float]:
+    """FTS5's BM25 of the matching chunks: idf from the chunks holding each phrase (anywhere), term
+    frequency from the body; a phrase of several words counts its rarest word."""
+    scores = dict.fromkeys(lengths, 0.0)
+    for phrase in phrases:
+        holders = [counts.get(token, {}) for token, _ in phrase]
+        if len(holders) == 1:
+            frequencies = holders[0]
+        else:
+            shared = set.intersection(*(set(h) for h in holders))
+            frequencies = {c: min(h[c] for h in holders) for c in shared}
+        found = len(frequencies)
+        idf = max(math.log((total - found + 0.5) / (found + 0.5)), 1e-6)
+        for chunk_id, tf in frequencies.items():
+            if tf and chunk_id in scores:
+                scores[chunk_id] += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * lengths[chunk_id] / average))
     return scores

@@ -23,6 +23,7 @@ import time
 
 OWNED_TABLES = ("sources", "chunks", "chunk_terms", "chunk_vectors")
 OWNER = "owner TEXT NOT NULL DEFAULT cmrag_owner()"
+VISIBLE = "owner IN (SELECT cmrag_visible_owners())"  # a subquery: the roles are read once per query
 
 FUNCTIONS = """
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -163,7 +164,7 @@ CREATE TABLE agent_memory_links (
 
 def _security() -> str:
     """RLS on the owned tables; every client role may use the tables, the policies pick the rows."""
-    visible = "owner IN (SELECT cmrag_visible_owners())"  # a subquery: the roles are read once per query
+    visible = VISIBLE
     parts = [
         "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO PUBLIC;",
         "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO PUBLIC;",
@@ -176,7 +177,28 @@ def _security() -> str:
     return "\n".join(parts)
 
 
-MIGRATIONS: list[tuple[int, str]] = [(1, FUNCTIONS + TABLES + LATER_TABLES + _security())]
+# The term statistics BM25 reads (lexical.py): one row per (lexeme, chunk) with the body's count.
+# Matching stays with the GIN index; this answers "how often, and in how many chunks" with a
+# B-tree range per query word instead of unpacking every matching chunk's tsvector (869 -> 30 ms
+# per SciFact query). Backfilled from the tsvectors of version 1.
+POSTINGS = f"""
+CREATE TABLE chunk_postings (
+    lexeme TEXT COLLATE "C" NOT NULL,  -- byte order: a prefix is a B-tree range
+    chunk_id BIGINT NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    body_tf INTEGER NOT NULL,  -- occurrences in the body (0: only in the title)
+    {OWNER},
+    PRIMARY KEY (lexeme, chunk_id)
+);
+CREATE INDEX chunk_postings_chunk ON chunk_postings(chunk_id);
+INSERT INTO chunk_postings (lexeme, chunk_id, body_tf, owner)
+    SELECT u.lexeme, t.chunk_id, COALESCE(cardinality(array_positions(u.weights, 'D')), 0), t.owner
+    FROM chunk_terms t, unnest(t.terms) u;
+GRANT SELECT, INSERT, UPDATE, DELETE ON chunk_postings TO PUBLIC;
+ALTER TABLE chunk_postings ENABLE ROW LEVEL SECURITY; ALTER TABLE chunk_postings FORCE ROW LEVEL SECURITY;
+CREATE POLICY chunk_postings_owner ON chunk_postings USING ({VISIBLE}) WITH CHECK ({VISIBLE});
+"""
+
+MIGRATIONS: list[tuple[int, str]] = [(1, FUNCTIONS + TABLES + LATER_TABLES + _security()), (2, POSTINGS)]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 
