@@ -26,8 +26,6 @@ from crossmodalrag.cpu import auto_threads
 from crossmodalrag.errors import MissingExtraError
 
 _LOADED: dict[tuple[str, int], object] = {}
-# What the README and scripts/test build with: a native build crashes on CPUs with AMX.
-BUILD_FLAGS = "-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 MIN_CACHED_TOKENS = 64
 THREADS_VALID_SECONDS = 5.0
 YES = ("yes", "Yes", "YES", " yes", " Yes")
@@ -61,7 +59,7 @@ class LlamaCppLLM:
         if not llamacpp_installed():
             raise MissingExtraError(
                 "the in-process LLM backend needs llama-cpp-python",
-                f'CMAKE_ARGS="{BUILD_FLAGS}" pip install -e ".[llm]"',
+                'CMAKE_ARGS="$(scripts/llama-cmake-args)" pip install -e ".[llm]"',
             )
         if not model_path.is_file():
             raise LLMUnavailable(
