@@ -208,7 +208,8 @@ def check_query(conn: sqlite3.Connection, query: str) -> None:
         assert term.phrase in (f'"{term.word}"', f'"{term.word}" *')
         assert term.exact is None or (term.exact.isascii() and term.exact.isalpha())
     if terms:
-        conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (fts.match_expression(terms),)).fetchall()
+        expression = fts.match_expression(terms, pairs=fts.query_pairs(query))
+        conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)).fetchall()
         for mode in ("all", "phrase"):
             expression = fts.match_expression(terms, mode=mode) if mode == "all" else fts.phrase_expression(query)
             conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)).fetchall()

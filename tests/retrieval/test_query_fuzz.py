@@ -3,7 +3,7 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crossmodalrag.index.fts import match_expression, phrase_expression, query_terms
+from crossmodalrag.index.fts import match_expression, phrase_expression, query_pairs, query_terms
 from crossmodalrag.retrieval.search import SearchOptions, search
 from tests.retrieval.helpers import add_docs, note
 
@@ -17,6 +17,9 @@ def test_every_term_is_a_quoted_run_of_word_characters(query):
         assert term.word and all(ch.isalnum() or ch == "_" for ch in term.word)
         assert term.phrase in (f'"{term.word}"', f'"{term.word}" *')
         assert term.exact is None or term.exact.isalpha() and term.exact.isascii()
+        assert term.stem is None or term.stem.isalpha()
+    for pair in query_pairs(query):  # syllable pairs are quoted runs of word characters too
+        assert pair.startswith("zv") and all(ch.isalnum() or ch == "_" for ch in pair)
 
 
 @given(QUERY)

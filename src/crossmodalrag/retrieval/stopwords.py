@@ -5,8 +5,6 @@ words hit most (English when nothing stands out), and only that language's words
 English `die` or `con` is never mistaken for German or Spanish and the other way round.
 """
 
-from collections import Counter
-
 from crossmodalrag.index.scripts import fold
 
 ENGLISH = frozenset(
@@ -65,15 +63,22 @@ sur un une vous
 BY_LANGUAGE = {"en": ENGLISH, "de": GERMAN, "es": SPANISH, "fr": FRENCH, "vi": VIETNAMESE}
 
 
+# word -> the languages that list it: one dict lookup per word (every chunk's language is guessed
+# at ingest, so this runs over every word stored).
+LANGUAGES_OF: dict[str, tuple[str, ...]] = {}
+for _language, _words in BY_LANGUAGE.items():
+    for _word in _words:
+        LANGUAGES_OF[_word] = LANGUAGES_OF.get(_word, ()) + (_language,)
+
+
 def guess_language(words: list[str]) -> str:
     """The language whose function words the lowercase words hit most; English on a tie or none."""
-    counts = Counter(words)  # a chunk has hundreds of words, a stopword list about a hundred
-    best, best_hits = "en", 0
-    for language, stopwords in BY_LANGUAGE.items():
-        hits = sum(counts[word] for word in stopwords & counts.keys())
-        if hits > best_hits:
-            best, best_hits = language, hits
-    return best
+    hits = dict.fromkeys(BY_LANGUAGE, 0)
+    for word in words:
+        for language in LANGUAGES_OF.get(word, ()):
+            hits[language] += 1
+    best = max(hits, key=hits.__getitem__)  # the first of equals: English, then the dict's order
+    return best if hits[best] > 0 else "en"
 
 
 def stopwords_for(words: list[str]) -> frozenset[str]:
