@@ -231,3 +231,23 @@ def test_doctor_reports_server_pgvector_and_index_health(postgres_url, monkeypat
     assert database["indexes"]["chunk_terms_gin"] == {"method": "gin", "valid": True}
     assert main(["doctor"]) == 1
     assert "pgvector 0.8.6" in capsys.readouterr().out
+
+
+def test_migrate_copies_a_memory_both_ways_with_equal_checksums(postgres_url, monkeypatch, tmp_path, capsys, db_path):
+    with open_store(db_path) as store:
+        add_docs(store, *NOTES)
+        embed_missing(store, HashingEmbedder())
+        store.conn.execute("INSERT INTO queries_eval VALUES (1, 'parser?', '[\"/vault/parser.md\"]', 1.0, 2.0)")
+    assert main(["migrate", "--to", postgres_url, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["identical"] and report["tables"]["chunk_vectors"]["target_rows"] > 0
+    assert {t["source_rows"] for t in report["tables"].values()} >= {len(NOTES)}
+    assert main(["migrate", "--to", postgres_url]) == 1  # never into a memory that holds one
+    assert "already holds a memory" in capsys.readouterr().err
+    back = tmp_path / "back.db"
+    assert main(["migrate", "--from", postgres_url, "--to", str(back), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["identical"]
+    with open_store(back) as copy, open_store(db_path) as original:
+        for query in ("parser tokenizer", "brakes"):
+            expected = [(h.source_uri, round(h.score, 9)) for h in search(original, query, SearchOptions()).hits]
+            assert [(h.source_uri, round(h.score, 9)) for h in search(copy, query, SearchOptions()).hits] == expected

@@ -1,15 +1,21 @@
-"""The CLI's side of the PostgreSQL backend: which commands run there so far."""
+"""The CLI's side of the PostgreSQL backend: which commands run there so far, and `mem migrate`."""
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
+from pathlib import Path
 
+from crossmodalrag.cli.render import print_json
+from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import StoreError
+from crossmodalrag.store import Store, open_configured_store, open_store
 
 # Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres_cli.py). The others
 # (sync/watch, serve, mcp, chat, backup/restore, the hierarchy, agent memory and versioning commands)
 # still use SQLite-only SQL: they are refused rather than silently run against the SQLite file.
-PORTED = {"init-db", "ingest-notes", "ingest-git", "ask", "reindex-embeddings", "forget", "doctor"}
+PORTED = {"init-db", "ingest-notes", "ingest-git", "ask", "reindex-embeddings", "forget", "doctor", "migrate"}
 
 
 def refuse_unported(command: str) -> None:
@@ -26,3 +32,44 @@ def _postgres_selected() -> bool:
     from crossmodalrag.config import load_settings
 
     return bool(os.environ.get("CMRAG_DB_URL") or load_settings().db_url)
+
+
+def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "migrate", parents=[common, as_json], help="copy the memory to PostgreSQL or a SQLite file, with checksums"
+    )
+    p.add_argument("--to", required=True, metavar="URL|PATH", help="postgresql://... or a new SQLite file")
+    p.add_argument("--from", dest="source", metavar="URL|PATH", help="the memory to copy (default: the configured one)")
+    p.set_defaults(run=migrate)
+
+
+def migrate(args: argparse.Namespace) -> int:
+    from crossmodalrag.store.transfer import copy_memory
+
+    settings = load_settings({"db_path": args.db_path})
+    source = (
+        _open(args.source, settings, create=False) if args.source else open_configured_store(settings, create=False)
+    )
+    with source, _open(args.to, settings, create=True) as target:
+        report = copy_memory(source, target, lambda done, total: sys.stderr.write(f"\rcopied {done}/{total} sources"))
+    sys.stderr.write("\n")
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        print(f"{report.source} -> {report.target} in {report.seconds:.1f} s")
+        for name, table in report.tables.items():
+            same = "identical" if table["source_checksum"] == table["target_checksum"] else "DIFFERENT"
+            rows = f"{table['source_rows']} -> {table['target_rows']} rows"
+            print(f"  {name}: {rows}, sha256 {table['target_checksum'][:16]} {same}")
+        for name, rows in report.left_behind.items():
+            print(f"  {name}: {rows} rows not copied (SQLite-only so far)")
+    return 0 if report.identical else 1
+
+
+def _open(location: str, settings: Settings, create: bool) -> Store:
+    """A memory named by a postgresql:// url or a SQLite file path."""
+    from crossmodalrag.store.postgres import is_postgres_url, open_postgres_store
+
+    if is_postgres_url(location):
+        return open_postgres_store(location, settings.db_owner, create, settings.db_statement_timeout)
+    return open_store(Path(location).expanduser(), create=create)

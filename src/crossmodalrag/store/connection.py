@@ -168,6 +168,12 @@ class Store:
         """A chunk vector as the chunk_vectors.vector column stores it (float32 bytes here)."""
         return vector.astype("float32").tobytes()
 
+    def decode_vector(self, stored):
+        """The float32 array of a stored chunk_vectors.vector value."""
+        import numpy as np
+
+        return np.frombuffer(stored, dtype=np.float32)
+
     def close(self) -> None:
         self.conn.close()
         self.turns.close()

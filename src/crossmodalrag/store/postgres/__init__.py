@@ -38,8 +38,14 @@ class PgStore(Store):
         return redact(self.url)
 
     def encode_vector(self, vector) -> str:
-        """pgvector's text form; the server parses it into the `vector` column."""
-        return "[" + ",".join(f"{float(x):.8g}" for x in vector) + "]"
+        """pgvector's text form (9 digits: a float32 reads back exactly); the server parses it."""
+        return "[" + ",".join(f"{float(x):.9g}" for x in vector) + "]"
+
+    def decode_vector(self, stored: str):
+        """The float32 array of a stored vector (psycopg hands pgvector's text form over as a str)."""
+        import numpy as np
+
+        return np.array(stored[1:-1].split(","), dtype=np.float32)
 
     def schema_version(self) -> int:
         return schema.applied_version(self.conn)

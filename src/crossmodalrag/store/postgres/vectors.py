@@ -73,8 +73,6 @@ class PgSemanticIndex(SemanticIndex):
 
     def representative_vectors(self, chunk_ids: list[int]) -> dict[int, "np.ndarray"]:
         """The first piece's vector of each chunk that has one (for near-duplicate checks)."""
-        import numpy as np
-
         if not chunk_ids:
             return {}
         self.refresh()
@@ -82,4 +80,4 @@ class PgSemanticIndex(SemanticIndex):
             "SELECT chunk_id, vector::text FROM chunk_vectors WHERE model_id = ? AND piece = 0 AND chunk_id = ANY(?)",
             (self.model_id, list(chunk_ids)),
         ).fetchall()
-        return {chunk: np.array(text[1:-1].split(","), dtype=np.float32) for chunk, text in rows}
+        return {chunk: self.store.decode_vector(text) for chunk, text in rows}
