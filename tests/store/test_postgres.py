@@ -226,6 +226,8 @@ def test_doctor_reports_server_pgvector_and_index_health(postgres_url, monkeypat
     report = json.loads(capsys.readouterr().out)
     assert any("superuser" in problem for problem in report["problems"])
     database = report["database"]
+    keys = {"backend", "url", "exists", "server_version", "pgvector_version", "schema_version", "owner", "sources"}
+    assert set(database) == keys | {"chunks", "indexes"}  # docs/json-contract.md
     assert database["backend"] == "postgresql" and database["server_version"].startswith("18")
     assert database["pgvector_version"] == "0.8.6" and database["chunks"] == len(NOTES)
     assert database["indexes"]["chunk_terms_gin"] == {"method": "gin", "valid": True}
@@ -240,6 +242,8 @@ def test_migrate_copies_a_memory_both_ways_with_equal_checksums(postgres_url, mo
         store.conn.execute("INSERT INTO queries_eval VALUES (1, 'parser?', '[\"/vault/parser.md\"]', 1.0, 2.0)")
     assert main(["migrate", "--to", postgres_url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
+    assert set(report) == {"source", "target", "identical", "tables", "left_behind", "seconds"}  # docs/json-contract.md
+    assert set(report["tables"]["sources"]) == {"source_rows", "target_rows", "source_checksum", "target_checksum"}
     assert report["identical"] and report["tables"]["chunk_vectors"]["target_rows"] > 0
     assert {t["source_rows"] for t in report["tables"].values()} >= {len(NOTES)}
     assert main(["migrate", "--to", postgres_url]) == 1  # never into a memory that holds one
