@@ -255,3 +255,26 @@ def test_migrate_copies_a_memory_both_ways_with_equal_checksums(postgres_url, mo
         for query in ("parser tokenizer", "brakes"):
             expected = [(h.source_uri, round(h.score, 9)) for h in search(original, query, SearchOptions()).hits]
             assert [(h.source_uri, round(h.score, 9)) for h in search(copy, query, SearchOptions()).hits] == expected
+
+
+@pytest.mark.integration
+def test_pdf_and_image_ingest_and_eval_on_postgresql(postgres_url, monkeypatch, tmp_path, capsys):
+    """The file connectors share the write path (file stamps in metadata JSON); eval reads the same retriever."""
+    from tests.images import write_text_image
+    from tests.pdfs import write_pdf
+
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    write_pdf(tmp_path / "docs" / "report.pdf", ["The turbine blades crack under thermal cycling."])
+    write_text_image(tmp_path / "shots" / "board.png", ["Ship the tokenizer"], size=(600, 160))
+    for command, folder in (("ingest-pdf", "docs"), ("ingest-images", "shots")):
+        assert main([command, str(tmp_path / folder), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["added"] == 1
+        assert main([command, str(tmp_path / folder), "--json"]) == 0  # unchanged files are not read again
+        assert json.loads(capsys.readouterr().out)["unchanged"] == 1
+    assert main(["ask", "why do turbine blades crack?", "--no-llm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["evidence"][0]["source_uri"].endswith("report.pdf")
+    queries = tmp_path / "queries.json"
+    gold = str(tmp_path / "shots" / "board.png")
+    queries.write_text(json.dumps([{"query_text": "ship the tokenizer", "expected_source_uris": [gold]}]))
+    assert main(["eval", "--load-queries", str(queries), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["hit_rate"] == 1.0

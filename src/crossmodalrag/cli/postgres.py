@@ -15,7 +15,19 @@ from crossmodalrag.store import Store, open_configured_store, open_store
 # Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres_cli.py). The others
 # (sync/watch, serve, mcp, chat, backup/restore, the hierarchy, agent memory and versioning commands)
 # still use SQLite-only SQL: they are refused rather than silently run against the SQLite file.
-PORTED = {"init-db", "ingest-notes", "ingest-git", "ask", "reindex-embeddings", "forget", "doctor", "migrate"}
+PORTED = {
+    "init-db",
+    "ingest-notes",
+    "ingest-git",
+    "ingest-pdf",
+    "ingest-images",
+    "ask",
+    "eval",
+    "reindex-embeddings",
+    "forget",
+    "doctor",
+    "migrate",
+}
 
 
 def refuse_unported(command: str) -> None:
