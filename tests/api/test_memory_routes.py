@@ -45,3 +45,13 @@ def test_ask_at_the_event_level_returns_matched_nodes(built_client, built_db, ca
     assert body["matched_nodes"][0]["id"].startswith("ev_") and body["evidence"]
     twin = cli_json(capsys, "ask", question, "--level", "event", "--no-llm", "--db-path", str(built_db))
     assert without_timing(body) == without_timing(twin)
+
+
+def test_eval_at_the_event_level_is_mem_eval_at_that_level(built_client, built_db, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("CMRAG_LLM_PROVIDER", "none")
+    params = {"query_prefix": "[sample]", "level": "event"}
+    body = built_client.get("/eval", params=params).json()
+    twin = cli_json(capsys, "eval", "--query-prefix", "[sample]", "--level", "event", "--db-path", str(built_db))
+    assert body == twin and body["level"] == "event"
+    evidence = built_client.get("/eval", params={"query_prefix": "[sample]"}).json()
+    assert evidence["level"] == "evidence"

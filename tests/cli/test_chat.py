@@ -53,6 +53,29 @@ def test_json_lines_are_exactly_what_mem_ask_json_prints(capsys, monkeypatch, va
         assert without_timing(from_chat) == without_timing(from_ask)
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--match", "all", "--top-k", "1"],
+        ["--strategy", "fusion", "--after", "2000-01-01"],
+        ["--as-of", "2999-01-01T00:00"],
+        ["--modality", "text", "--no-track"],
+    ],
+)
+def test_chat_takes_the_retrieval_options_of_mem_ask(capsys, monkeypatch, vault, flags):
+    code, out, _ = chat(capsys, monkeypatch, QUESTIONS[:1], "--no-llm", "--json", *flags)
+    assert code == 0
+    assert main(["ask", QUESTIONS[0], "--no-llm", "--json", *flags]) == 0
+    from_ask = json.loads(capsys.readouterr().out)
+    assert without_timing(json.loads(out)) == without_timing(from_ask)
+
+
+def test_chat_at_a_level_not_built_says_what_to_run(capsys, monkeypatch, vault):
+    code, out, err = chat(capsys, monkeypatch, QUESTIONS[:1], "--no-llm", "--level", "event")
+    assert code == 1 and out == ""
+    assert err.startswith("error: no event nodes yet") and "mem build-memory" in err
+
+
 def test_the_model_is_loaded_once_for_the_whole_session(capsys, monkeypatch, vault):
     llm = ScriptedLLM(CITED)
     loads = []

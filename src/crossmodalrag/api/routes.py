@@ -26,6 +26,7 @@ Modality = Literal["text", "code", "pdf", "image"]
 Profile = Literal[PROFILES]  # type: ignore[valid-type]
 Kind = Literal[SOURCE_KINDS]  # type: ignore[valid-type]
 Match = Literal["any", "all", "phrase"]
+Level = Literal["evidence", "event", "episode", "concept"]
 MAX_QUERY_CHARS = 1000
 POLL_SECONDS = 0.25  # how often a waiting stream checks that its client is still there
 
@@ -47,9 +48,7 @@ class AskParams:
         q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="the question")],
         top_k: Annotated[int | None, Query(ge=1, le=50, description="how many pieces of evidence")] = None,
         profile: Annotated[Profile | None, Query(description="ranking profile when vectors exist")] = None,
-        level: Annotated[
-            Literal["evidence", "event", "episode", "concept"], Query(description="retrieve at this memory level")
-        ] = "evidence",
+        level: Annotated[Level, Query(description="retrieve at this memory level")] = "evidence",
         modality: Annotated[list[Modality] | None, Query(description="only this kind of evidence (repeatable)")] = None,
         no_llm: Annotated[bool, Query(description="deterministic evidence answer, no language model")] = False,
         match: Annotated[
@@ -194,7 +193,9 @@ def stats(store: Reader) -> dict[str, Any]:
     return store_stats(store)
 
 
-@router.get("/eval", tags=["eval"], summary="retrieval metrics on the stored eval queries (`mem eval --json`)")
+@router.get(
+    "/eval", tags=["eval"], responses=NOT_BUILT, summary="retrieval metrics on the stored eval queries (`mem eval --json`)"
+)
 def evaluation(
     request: Request,
     store: Reader,
@@ -203,9 +204,10 @@ def evaluation(
     profile: Profile | None = None,
     modality: Annotated[list[Modality] | None, Query()] = None,
     match: Match | None = None,
+    level: Annotated[Level, Query(description="score the evidence drilled down from this level")] = "evidence",
 ) -> dict[str, Any]:
     settings = with_match(request.app.state.settings, match)
-    return run_retrieval_eval(store, settings, top_k, query_prefix, profile, tuple(modality or ())).report
+    return run_retrieval_eval(store, settings, top_k, query_prefix, profile, tuple(modality or ()), level).report
 
 
 def _memory_route(view: str):

@@ -1,7 +1,7 @@
 """`mem chat`: ask one question after another with the embedder and the language model kept loaded.
 
-Each question goes through exactly what `mem ask` runs (the same retriever, `ask_with_llm` and
-`show_answer`); only loading happens once. The model's KV cache keeps the fixed prompt between
+Each question goes through exactly what `mem ask` runs (`question_retriever` with the same options,
+`ask_with_llm`, the usage log and `show_answer`); only loading happens once. The model's KV cache keeps the fixed prompt between
 questions, so the second question starts in about a second.
 """
 
@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from crossmodalrag.answer.evidence import ask_without_llm, open_retriever, render_evidence_answer
-from crossmodalrag.cli.commands import TextStream, _open, _settings, notice, show_answer
+from crossmodalrag.answer.evidence import ask_without_llm, render_evidence_answer
+from crossmodalrag.cli.commands import TextStream, _open, _settings, notice, question_retriever, show_answer
 from crossmodalrag.cli.render import explain_line, why_line
 from crossmodalrag.errors import CMRAGError
 
@@ -26,13 +26,15 @@ HISTORY_LINES = 1000
 
 
 def chat(args: argparse.Namespace) -> int:
+    from crossmodalrag.agent.browse import note_changes
     from crossmodalrag.answer.llm import load_llm
     from crossmodalrag.answer.synthesize import ask_with_llm
+    from crossmodalrag.memory.retrieve import after_answer
 
     settings = _settings(args)
     history = _start_history(settings.db_path.parent / "chat_history")
     with _open(settings, create=False) as store:
-        retriever = open_retriever(store, settings, args.top_k, args.profile, modalities=tuple(args.modality or ()))
+        retriever = question_retriever(store, settings, args)
         for message in retriever.notices:
             notice(f"note: {message}")
         llm = None
@@ -61,6 +63,8 @@ def chat(args: argparse.Namespace) -> int:
                     last = ask_without_llm(retriever, question)
                 else:
                     last = ask_with_llm(retriever, question, settings, stream.write if stream else None, llm=llm)
+                after_answer(store, last, retriever, args, settings)
+                note_changes(store, last)
             except CMRAGError as error:  # one bad question must not end the session
                 notice(f"error: {error.message}" + (f" (hint: {error.hint})" if error.hint else ""))
                 continue

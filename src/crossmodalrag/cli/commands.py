@@ -178,18 +178,11 @@ def _ingest_files(args: argparse.Namespace, label: str, ingest, configured: str,
 
 def ask(args: argparse.Namespace) -> int:
     from crossmodalrag.agent.browse import note_changes
-    from crossmodalrag.agent.recall import with_recall
     from crossmodalrag.answer.synthesize import ask_with_llm
 
     settings = _settings(args)
     with _open(settings, create=False) as store:
-        retriever = open_retriever(store, settings, args.top_k, args.profile, modalities=tuple(args.modality or ()))
-        retriever = with_recall(retriever, args.strategy or retriever.strategy, args.after, args.before)
-        if getattr(args, "as_of", None):
-            from crossmodalrag.versioning.asof import as_of
-
-            retriever = as_of(retriever, args.as_of)
-        retriever = at_level(retriever, getattr(args, "level", "evidence"), settings)
+        retriever = question_retriever(store, settings, args)
         for message in retriever.notices:
             notice(f"note: {message}")
         stream = None
@@ -202,6 +195,20 @@ def ask(args: argparse.Namespace) -> int:
         note_changes(store, answer)
     show_answer(answer, retriever, stream, args.json, args.explain, args.debug)
     return 0
+
+
+def question_retriever(store: Store, settings: Settings, args: argparse.Namespace):
+    """What `mem ask` and `mem chat` find evidence with: ranking options, then the recall strategy
+    and dates, `--as-of` and `--level` layered on top."""
+    from crossmodalrag.agent.recall import with_recall
+
+    retriever = open_retriever(store, settings, args.top_k, args.profile, modalities=tuple(args.modality or ()))
+    retriever = with_recall(retriever, args.strategy or retriever.strategy, args.after, args.before)
+    if args.as_of:
+        from crossmodalrag.versioning.asof import as_of
+
+        retriever = as_of(retriever, args.as_of)
+    return at_level(retriever, getattr(args, "level", "evidence"), settings)
 
 
 def show_answer(answer, retriever, stream: "TextStream | None", as_json: bool, explain: bool, debug: bool) -> None:

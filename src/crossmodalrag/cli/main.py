@@ -94,28 +94,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=sync_commands.sync)
 
-    p = sub.add_parser("ask", parents=[common, as_json], help="answer a question from memory, with citations")
+    # What `mem ask` and `mem chat` share: how evidence is found (cli.commands.question_retriever).
+    asking = argparse.ArgumentParser(add_help=False)
+    asking.add_argument("--no-llm", action="store_true", help="deterministic evidence answer, no language model")
+    asking.add_argument("--top-k", type=positive, help="how many pieces of evidence (default 5)")
+    asking.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist (default: balanced)")
+    asking.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
+    asking.add_argument("--match", choices=MATCH_MODES, help="any query term (default), all of them, or the exact phrase")
+    asking.add_argument("--as-of", metavar="TIME_SEQ_OR_CHECKPOINT", help="answer from what memory held then (lexical)")
+    agent.add_recall_arguments(asking)
+
+    p = sub.add_parser("ask", parents=[common, as_json, asking], help="answer a question from memory, with citations")
     p.add_argument("query", help="the question")
-    p.add_argument("--no-llm", action="store_true", help="deterministic evidence answer, no language model")
-    p.add_argument("--top-k", type=positive, help="how many pieces of evidence (default 5)")
     p.add_argument("--explain", action="store_true", help="show each hit's score components")
-    p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist (default: balanced)")
-    p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
     p.add_argument("--no-stream", action="store_true", help="print the whole answer at once (piped output always is)")
     p.add_argument("--debug", action="store_true", help="also show retrieval scores, the prompt, raw output")
-    p.add_argument("--match", choices=MATCH_MODES, help="any query term (default), all of them, or the exact phrase")
-    p.add_argument("--as-of", metavar="TIME_SEQ_OR_CHECKPOINT", help="answer from what memory held then (lexical)")
-    agent.add_recall_arguments(p)
     p.set_defaults(run=commands.ask)
 
     p = sub.add_parser(
-        "chat", parents=[common], help="ask questions in a session that keeps the models loaded (a line each)"
+        "chat", parents=[common, asking], help="ask questions in a session that keeps the models loaded (a line each)"
     )
     p.add_argument("--json", action="store_true", help="print each answer as one line of JSON (JSON Lines)")
-    p.add_argument("--no-llm", action="store_true", help="evidence answers, no language model")
-    p.add_argument("--top-k", type=positive, help="how many pieces of evidence (default 5)")
-    p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist (default: balanced)")
-    p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
     p.set_defaults(run=chat_command)
 
     p = sub.add_parser("eval", parents=[common, as_json], help="measure retrieval on the stored eval queries")

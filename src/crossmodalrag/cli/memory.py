@@ -73,18 +73,20 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
 
 
 def _extend_ask_and_eval(sub) -> None:
-    """`--level` on ask, eval and eval-generation; the usage flags on ask (they live with the hierarchy)."""
-    for name in ("ask", "eval", "eval-generation"):
+    """`--level` on ask, chat, eval and eval-generation; the usage flags on ask and chat (they live
+    with the hierarchy)."""
+    for name in ("ask", "chat", "eval", "eval-generation"):
         sub.choices[name].add_argument(
             "--level",
             choices=("evidence", *NODE_LEVELS),
             default="evidence",
             help="retrieve through this memory level, drilling down to evidence (default: evidence)",
         )
-    ask = sub.choices["ask"]
-    ask.add_argument("--track", action="store_true", help="log what this answer showed (usage log, opt-in)")
-    ask.add_argument("--accept", action="store_true", help="log this answer as accepted (implies --track)")
-    ask.add_argument("--no-track", action="store_true", help="never log this call (wins over the others)")
+    for name in ("ask", "chat"):
+        asking = sub.choices[name]
+        asking.add_argument("--track", action="store_true", help="log what answers showed (usage log, opt-in)")
+        asking.add_argument("--accept", action="store_true", help="log answers as accepted (implies --track)")
+        asking.add_argument("--no-track", action="store_true", help="never log this call (wins over the others)")
 
 
 def build_memory(args: argparse.Namespace) -> int:

@@ -42,4 +42,5 @@ def run_retrieval_eval(
     warnings = gold_warnings(store, queries)
     retriever = open_retriever(store, settings, top_k or settings.top_k, profile, modalities=tuple(modalities))
     retriever = at_level(retriever, level, settings)  # above evidence: only the top-k drilled-down chunks count
-    return EvalRun(evaluate(retriever, queries).to_dict(), list(retriever.notices), warnings)
+    report = {**evaluate(retriever, queries).to_dict(), "level": level}
+    return EvalRun(report, list(retriever.notices), warnings)
