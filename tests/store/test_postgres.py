@@ -278,3 +278,49 @@ def test_pdf_and_image_ingest_and_eval_on_postgresql(postgres_url, monkeypatch, 
     queries.write_text(json.dumps([{"query_text": "ship the tokenizer", "expected_source_uris": [gold]}]))
     assert main(["eval", "--load-queries", str(queries), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["overall"]["hit_rate"] == 1.0
+
+
+def _pg_state(url: str) -> dict[str, tuple]:
+    """uri -> (fingerprint, title, chunks) after checking the lexical index covers exactly the chunks."""
+    with open_postgres_store(url) as store:
+        conn = store.conn
+        chunk_ids = [r[0] for r in conn.execute("SELECT id FROM chunks ORDER BY id")]
+        assert [r[0] for r in conn.execute("SELECT chunk_id FROM chunk_terms ORDER BY chunk_id")] == chunk_ids
+        assert [r[0] for r in conn.execute("SELECT DISTINCT chunk_id FROM chunk_postings ORDER BY 1")] == chunk_ids
+        state = {
+            uri: (fingerprint, title, [])
+            for uri, fingerprint, title in conn.execute("SELECT uri, fingerprint, title FROM sources")
+        }
+        for uri, index, text in conn.execute(
+            "SELECT s.uri, c.chunk_index, c.text FROM chunks c JOIN sources s ON s.id = c.source_id ORDER BY 1, 2"
+        ):
+            state[uri][2].append((index, text))
+        return state
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_kill_9_mid_ingest_leaves_every_source_whole_or_absent(postgres_server, postgres_url, monkeypatch, tmp_path):
+    """The server aborts a killed client's transaction: what was committed is whole, the rest absent."""
+    import random
+
+    from tests.postgres import fresh_database
+    from tests.test_crash_safety import run_and_kill, run_to_end
+
+    vault = tmp_path / "vault"
+    for i in range(120):
+        write_note(vault, f"n{i:03}.md", f"# Note {i}\n\n" + f"Paragraph about topic {i} and zebras.\n\n" * 12)
+    with fresh_database(postgres_server, "reference") as reference:
+        monkeypatch.setenv("CMRAG_DB_URL", reference)
+        duration = run_to_end(["ingest-notes", str(vault)])
+        expected = _pg_state(reference)
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    run_to_end(["init-db"])
+    rng, killed = random.Random(16), 0
+    for attempt in range(6):
+        killed += run_and_kill(["ingest-notes", str(vault)], rng.uniform(0.2, duration))
+        for uri, stored in _pg_state(postgres_url).items():
+            assert stored == expected[uri], f"kill {attempt}: {uri} is half-written"
+    assert killed >= 3  # most kills landed mid-run
+    run_to_end(["ingest-notes", str(vault)])
+    assert _pg_state(postgres_url) == expected
