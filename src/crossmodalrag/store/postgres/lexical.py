@@ -110,11 +110,9 @@ def document_frequencies(conn, tokens: list[str]) -> tuple[int, dict[str, int]]:
     """(chunks indexed, chunks containing each token), under the client's row-level security."""
     total = conn.execute("SELECT COUNT(*) FROM chunk_terms").fetchone()[0]
     rows = conn.execute(
-        "SELECT u.token, (SELECT COUNT(*) FROM chunk_terms WHERE terms @@ u.query::tsquery) "
-        "FROM unnest(?::text[], ?::text[]) AS u(token, query)",
-        (tokens, [_quote(t) for t in tokens]),
-    ).fetchall()
-    return total, {token: count for token, count in rows if count}
+        "SELECT lexeme, COUNT(*) FROM chunk_postings WHERE lexeme = ANY(?) GROUP BY lexeme", (list(tokens),)
+    )
+    return total, dict(rows.fetchall())
 
 
 def _phrases(terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, query: str) -> list[list[tuple]]:
