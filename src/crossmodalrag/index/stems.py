@@ -44,8 +44,9 @@ def stem_token(word: str, language: str) -> str | None:
 def stem_tokens(text: str) -> list[str]:
     """The stem tokens of a chunk's content words (every occurrence, as BM25 counts them), when
     the function words of its opening say it is Spanish or German; none otherwise."""
-    # The opening decides: guessing from every word cost English ingest 4x the rest of index_body;
-    # 400 characters classified every chunk of the dev sets and of SciFact as the whole chunk did.
+    # The opening decides: guessing from every word cost English ingest three times what the rest
+    # of index_body costs; 400 characters classify every chunk of the dev sets and of SciFact as
+    # the whole chunk does.
     language = guess_language(WORD.findall(text[:LANGUAGE_SAMPLE_CHARS].lower()))
     if language not in SNOWBALL:
         return []

@@ -34,11 +34,10 @@ wird wo woher wohin worden wurde wurden zu zum zur
 )
 SPANISH = frozenset(
     """
-a al algo como con cual cuales cuando cuanta cuantas cuanto cuantos cuál cuáles cuándo cuánta cuántas
-cuánto cuántos cómo de del donde dónde el ella ellos en entre era es esa ese eso esta este esto
-fue fueron ha han hay la
-las le les lo los más me mi muy no nos o para pero por que quien quienes quién quiénes qué se
-sin sobre son su sus también un una unos y ya
+a al algo como con cual cuales cuando cuanta cuantas cuanto cuantos cuál cuáles cuándo cuánta
+cuántas cuánto cuántos cómo de del donde dónde el ella ellos en entre era es esa ese eso esta este
+esto fue fueron ha han hay la las le les lo los más me mi muy no nos o para pero por que quien
+quienes quién quiénes qué se sin sobre son su sus también un una unos y ya
 """.split()
 )
 VIETNAMESE_ACCENTED = frozenset(
@@ -65,10 +64,10 @@ BY_LANGUAGE = {"en": ENGLISH, "de": GERMAN, "es": SPANISH, "fr": FRENCH, "vi": V
 
 # word -> the languages that list it: one dict lookup per word (every chunk's language is guessed
 # at ingest, so this runs over every word stored).
-LANGUAGES_OF: dict[str, tuple[str, ...]] = {}
-for _language, _words in BY_LANGUAGE.items():
-    for _word in _words:
-        LANGUAGES_OF[_word] = LANGUAGES_OF.get(_word, ()) + (_language,)
+LANGUAGES_OF = {
+    word: tuple(language for language, words in BY_LANGUAGE.items() if word in words)
+    for word in frozenset().union(*BY_LANGUAGE.values())
+}
 
 
 def guess_language(words: list[str]) -> str:
