@@ -111,7 +111,7 @@ def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool,
         written = _insert_chunks(batch, conn, source_id, doc, chunks, 0)
         if versioning.enabled(conn):  # the state just written: the log need not read it back
             state = source_state(doc.uri, doc.source_type, doc.title, doc.timestamp, metadata, digest, written)
-            versioning.changed(conn, "source", doc.uri, state=state)
+            versioning.changed(conn, "source", doc.uri, state=state, new=row is None)
     return row is None, len(chunks)
 
 

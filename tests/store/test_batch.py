@@ -52,3 +52,27 @@ def test_units_become_visible_to_readers_once_the_batch_window_passes(db_path):
         with batch.unit() as conn:
             add_source(conn, "/b")
     assert uris(db_path) == ["/a", "/b"]
+
+
+def test_collected_items_reach_their_flush_once_per_commit_and_a_failed_unit_drops_its_own(db_path):
+    store = open_store(db_path)
+    flushed = []
+
+    def flush(conn, items):
+        flushed.append(list(items))
+
+    with store.batched(max_seconds=60) as batch:
+        with batch.unit():
+            batch.collect(flush, "a")
+        with pytest.raises(ValueError):
+            with batch.unit():
+                batch.collect(flush, "b")
+                raise ValueError
+        with batch.unit():
+            batch.collect(flush, "c")
+            assert batch.collected_items(flush) == ["a", "c"]
+    assert flushed == [["a", "c"]]
+    with store.batched(max_seconds=60) as batch:  # a new batch starts empty
+        with batch.unit():
+            batch.collect(flush, "d")
+    assert flushed == [["a", "c"], ["d"]]

@@ -14,7 +14,7 @@ import sqlite3
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store.migrations import LATEST_VERSION, Progress, applied_version, migrate
@@ -121,12 +121,14 @@ def begin_immediate(conn: sqlite3.Connection, turns: WriterTurns | None, patienc
 
 
 class MemoryConnection(sqlite3.Connection):
-    """A connection that carries who is writing (`actor`: cli, sync, mcp:<agent id>) and whether changes
-    are versioned (None: ask the settings on first write); the change log reads both (versioning/)."""
+    """A connection that carries who is writing (`actor`: cli, sync, mcp:<agent id>), whether changes
+    are versioned (None: ask the settings on first write) and the write batch whose transaction is open
+    on it (its log records wait there until it commits); the change log reads all three (versioning/)."""
 
     actor: str = "cli"
     versioning: bool | None = None
     has_change_log: bool = False
+    batch: "WriteBatch | None" = None
 
 
 class Store:
@@ -284,6 +286,7 @@ class WriteBatch:
         self.patience = patience
         self.opened_at: float | None = None
         self.before_commit: list[Callable[[sqlite3.Connection], None]] = []
+        self.collected: dict[Callable[[sqlite3.Connection, list], None], list] = {}
 
     def defer(self, action: Callable[[sqlite3.Connection], None]) -> None:
         """Run `action` inside the transaction just before it commits.
@@ -293,18 +296,37 @@ class WriteBatch:
         """
         self.before_commit.append(action)
 
+    def collect(self, flush: Callable[[sqlite3.Connection, list], None], item: Any) -> None:
+        """Hand `item` to `flush(conn, items)`, which runs once at commit, after the deferred actions,
+        with every item collected since the last commit in order (one executemany instead of a
+        statement per unit: the change log's records). A unit that fails drops the items it collected."""
+        self.collected.setdefault(flush, []).append(item)
+
+    def collected_items(self, flush: Callable[[sqlite3.Connection, list], None]) -> list:
+        """The items waiting for `flush` (read-only: a unit may need to see what it has not written yet)."""
+        return self.collected.get(flush, [])
+
+    def _attach(self, batch: "WriteBatch | None") -> None:
+        """Mark the connection as writing inside this batch's transaction (None: no longer)."""
+        if isinstance(self.conn, MemoryConnection):  # a plain sqlite3 connection takes no attributes
+            self.conn.batch = batch
+
     @contextmanager
     def unit(self) -> Iterator[sqlite3.Connection]:
         """One all-or-nothing unit; actions it defers are dropped with it if it fails. Raises StoreError if locked."""
         pending, self.before_commit = self.before_commit, []
+        counts = {flush: len(items) for flush, items in self.collected.items()}
         if self.opened_at is None:
             begin_immediate(self.conn, self.turns, self.patience)
             self.opened_at = time.monotonic()
+            self._attach(self)
         self.conn.execute("SAVEPOINT unit")
         try:
             yield self.conn
         except BaseException:
             self.before_commit = pending
+            for flush, items in self.collected.items():
+                del items[counts.get(flush, 0) :]
             self.conn.execute("ROLLBACK TO unit")
             self.conn.execute("RELEASE unit")
             raise
@@ -319,12 +341,16 @@ class WriteBatch:
         try:
             for action in self.before_commit:
                 action(self.conn)
+            for flush, items in self.collected.items():
+                flush(self.conn, items)
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
         finally:
             self.before_commit = []
+            self.collected = {}
             self.opened_at = None
+            self._attach(None)
         self.conn.execute("COMMIT")
         if self.turns:
             self.turns.hand_over()
