@@ -2,6 +2,7 @@
 """LoCoMo dev through MCP over stdio: `memory_store` per turn, `memory_search` per question (issue 13, benchmark 2).
 
     python bench/agent_mcp.py [--shared DIR] [--workdir DIR] [--conversations N] [--strategy episodic]
+                              [--via store|digest]
 
 A real `mem mcp` process (the README's command) is driven by the MCP SDK's own client over stdio, one
 fresh memory per conversation (the offline MiniLM installed first, so stores are embedded and compared at
@@ -10,6 +11,9 @@ dia_id); every question of categories 1-4 is asked with `memory_search` (limit 1
 bench/agent_locomo.py scores `mem ask` (turn recall@10, session recall@5, session hit@5), mapping each
 result's memory id back to the turn it stored; a turn merged into an earlier identical one counts as that
 one. Also reported: tool-call latency p50/p95 per tool, and how many stores were merged or deduplicated.
+`--via digest` instead hands each conversation's LoCoMo JSON to `memory_digest_session` (a job, polled
+with `memory_job`; the work dir is the configured chat folder) and maps results to turns by chunk id:
+the MCP server over the path `mem ingest-chat` takes, so its figures should equal bench/agent_locomo.py's.
 Prints one JSON object on stdout; progress on stderr.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -56,7 +61,6 @@ async def run_conversation(sample: dict, db: Path, env: dict, strategy: str, lat
         command=sys.executable, args=["-m", "crossmodalrag", "mcp"], env={**env, "CMRAG_DB_PATH": str(db)}
     )
     dia_of: dict[int, str] = {}
-    rows = []
     async with Client(params) as client:
         for session, dia_id, text in turns_of(sample["conversation"]):
             stored = await timed(
@@ -67,13 +71,41 @@ async def run_conversation(sample: dict, db: Path, env: dict, strategy: str, lat
             )
             counts[stored["status"]] = counts.get(stored["status"], 0) + 1
             dia_of.setdefault(stored["id"], dia_id)
-        for question in (q for q in sample["qa"] if q.get("category") in CATEGORIES and q.get("evidence")):
-            found = await timed(
-                client, "memory_search", {"query": question["question"], "limit": 10, "strategy": strategy}, latencies
-            )
-            turns = [dia_of[r["id"]] for r in found["results"] if r["id"] in dia_of]
-            rows.append((question["category"], score(turns, question["evidence"])))
+        return await search_questions(client, sample, strategy, latencies, lambda result: dia_of.get(result["id"]))
+
+
+async def search_questions(client, sample: dict, strategy: str, latencies: dict, turn_of) -> list:
+    """memory_search for every scored question; `turn_of(result)` names the turn a result is (or None)."""
+    rows = []
+    for question in (q for q in sample["qa"] if q.get("category") in CATEGORIES and q.get("evidence")):
+        found = await timed(
+            client, "memory_search", {"query": question["question"], "limit": 10, "strategy": strategy}, latencies
+        )
+        turns = [turn for result in found["results"] if (turn := turn_of(result))]
+        rows.append((question["category"], score(turns, question["evidence"])))
     return rows
+
+
+async def run_digest(sample: dict, db: Path, env: dict, strategy: str, latencies: dict, counts: dict) -> list:
+    """The conversation's JSON through memory_digest_session, then memory_search per question."""
+    export = db.with_name(db.stem.replace("memory", "conversation") + ".json")
+    export.write_text(json.dumps([sample]), encoding="utf-8")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "crossmodalrag", "mcp"],
+        env={**env, "CMRAG_DB_PATH": str(db), "CHAT_PATH_1": str(db.parent)},
+    )
+    async with Client(params) as client:
+        job = await timed(client, "memory_digest_session", {"path": str(export)}, latencies)
+        while job["status"] in ("queued", "running"):
+            await asyncio.sleep(1)
+            job = await timed(client, "memory_job", {"job_id": job["job_id"]}, latencies)
+        counts[job["status"]] = counts.get(job["status"], 0) + 1
+        with sqlite3.connect(db) as conn:
+            turn_of = dict(conn.execute("SELECT id, json_extract(metadata, '$.turn_id') FROM chunks"))
+        return await search_questions(
+            client, sample, strategy, latencies, lambda result: turn_of.get(result["chunk_id"])
+        )
 
 
 def main() -> None:
@@ -82,6 +114,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--conversations", type=int, default=5)
     parser.add_argument("--strategy", default="episodic", choices=("direct", "episodic", "fusion"))
+    parser.add_argument("--via", default="store", choices=("store", "digest"))
     args = parser.parse_args()
     env = clean_environment()
     data = load_locomo(args.shared)[: args.conversations]
@@ -96,13 +129,15 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
-        rows += asyncio.run(run_conversation(sample, db, env, args.strategy, latencies, counts))
+        run = run_conversation if args.via == "store" else run_digest
+        rows += asyncio.run(run(sample, db, env, args.strategy, latencies, counts))
         log(f"conversation {index}: {len(rows)} questions so far, stores {counts}")
     print(
         json.dumps(
             {
                 "benchmark": "agent_mcp",
                 "transport": "stdio (mem mcp)",
+                "via": "memory_store per turn" if args.via == "store" else "memory_digest_session",
                 "strategy": args.strategy,
                 "conversations": len(data),
                 "machine": machine(),

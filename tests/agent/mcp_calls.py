@@ -13,6 +13,7 @@ TOOLS = {
     "memory_context", "memory_browse", "memory_timeline", "memory_feedback", "memory_ingest",
     "memory_digest_session", "memory_stats", "memory_diff", "memory_job",
 }  # fmt: skip
+COMPACT_KEYS = {"id", "chunk_id", "type", "preview", "date", "score"}  # docs/json-contract.md
 
 
 def write_session(chats: Path) -> Path:
@@ -58,7 +59,7 @@ async def exercise_every_tool(client, chats: Path) -> None:
     decision = await call(client, "memory_store", {"content": "Decided: releases ship on Tuesdays", "kind": "decision"})
 
     found = await call(client, "memory_search", {"query": "staging key rotation"})
-    assert found["results"][0]["id"] == newer["id"] and set(found["results"][0]) >= {"id", "preview", "score"}
+    assert found["results"][0]["id"] == newer["id"] and set(found["results"][0]) == COMPACT_KEYS
     full = await call(client, "memory_search", {"query": "staging key", "compact": False, "max_tokens": 60})
     assert len(full["results"]) == 1 and "text" in full["results"][0]
     only_facts = await call(client, "memory_search", {"query": "releases", "kind": "fact"})

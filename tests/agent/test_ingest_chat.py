@@ -7,10 +7,13 @@ import tracemalloc
 
 import pytest
 
+from crossmodalrag.chunking.turns import semantic_text
 from crossmodalrag.cli.main import main
 from crossmodalrag.connectors.chats import open_chat
 from crossmodalrag.conversations import ingest_conversations
+from crossmodalrag.index.embeddings import embed_missing
 from tests.agent.chats import SAMPLES, claude_record, needs_samples, write_jsonl
+from tests.fakes import HashingEmbedder
 
 
 def chunk_rows(store, uri_part):
@@ -149,6 +152,31 @@ def test_a_reply_carries_what_it_answers_in_its_breadcrumb(store, tmp_path):
     _, reply = chunk_rows(store, "s.jsonl")
     breadcrumb, body = reply[2].split("\n", 1)
     assert breadcrumb.endswith("re: user: Did you go to the pottery class?") and body == "assistant: Yes, last Friday!"
+
+
+def test_a_reply_is_embedded_without_what_it_answers(store, tmp_path):
+    """The previous turn is context for words (FTS); in a short turn's vector it drowns the turn."""
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            claude_record("u1", None, "user", "Did you go to the pottery class?"),
+            claude_record("a1", "u1", "assistant", [{"type": "text", "text": "Yes, last Friday!"}]),
+        ],
+    )
+    ingest_conversations(store, [path])
+    embedded = []
+
+    class Recording(HashingEmbedder):
+        def embed(self, texts):
+            embedded.extend(texts)
+            return super().embed(texts)
+
+    embed_missing(store, Recording())
+    reply = next(text for text in embedded if "Friday" in text)
+    stored = store.conn.execute("SELECT text FROM chunks WHERE text LIKE '%Friday%'").fetchone()[0]
+    assert " · re: user: Did you go" in stored and " · re: " not in reply
+    assert reply == stored.split(" · re: ")[0] + "\nassistant: Yes, last Friday!"
+    assert semantic_text("notes · plans\nbody · re: kept") == "notes · plans\nbody · re: kept"  # only a breadcrumb's
 
 
 def test_sync_reads_the_configured_chat_folders(tmp_path, capsys, monkeypatch):

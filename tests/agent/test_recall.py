@@ -7,7 +7,14 @@ from datetime import datetime, timezone
 
 import pytest
 
-from crossmodalrag.agent.recall import diversify_by_session, fuse, recall, with_recall
+from crossmodalrag.agent.recall import (
+    diversify_by_session,
+    event_ranges,
+    favour_named_speaker,
+    fuse,
+    recall,
+    with_recall,
+)
 from crossmodalrag.agent.temporal import time_ranges
 from crossmodalrag.answer.evidence import open_retriever
 from crossmodalrag.cli.main import main
@@ -103,3 +110,57 @@ def test_cli_strategy_and_dates(memory, capsys):
 
 def test_the_default_strategy_is_a_setting():
     assert Settings().strategy in ("direct", "episodic", "fusion")
+
+
+def locomo_memory(store, tmp_path, sessions: list[tuple[str, list[tuple[str, str]]]]):
+    """A LoCoMo-style memory: (date, [(speaker, text), ...]) per session."""
+    conversation = {"speaker_a": "Ana", "speaker_b": "Ben"}
+    for number, (when, turns) in enumerate(sessions, 1):
+        conversation[f"session_{number}_date_time"] = datetime.fromisoformat(when).strftime("%I:%M %p on %d %B, %Y")
+        conversation[f"session_{number}"] = [
+            {"speaker": speaker, "dia_id": f"D{number}:{i}", "text": text} for i, (speaker, text) in enumerate(turns, 1)
+        ]
+    path = tmp_path / "talk.json"
+    path.write_text(json.dumps([{"sample_id": "c2", "conversation": conversation}]))
+    ingest_conversations(store, [path])
+    return store
+
+
+def test_the_turns_of_the_speaker_a_question_names_rank_higher(store, tmp_path):
+    memory = locomo_memory(
+        store, tmp_path, [("2023-05-01", [("Ana", "I painted a lake."), ("Ben", "I painted a lake.")])]
+    )
+    ana, ben = (row[0] for row in memory.conn.execute("SELECT id FROM chunks ORDER BY id"))
+    ranked = [hit(ana, 1, 1.0), hit(ben, 1, 0.95)]
+    assert [h.chunk_id for h in favour_named_speaker(memory, ranked, "What did Ben paint?")] == [ben, ana]
+    for question in ("What did they paint?", "What did Ana and Ben paint?"):  # none, or both: no preference
+        assert [h.chunk_id for h in favour_named_speaker(memory, ranked, question)] == [ana, ben]
+
+
+def test_episodic_does_not_penalise_an_old_session(store, tmp_path, settings):
+    """Direct ranking counts age; a question about an old conversation must not lose to a newer one."""
+    memory = locomo_memory(
+        store,
+        tmp_path,
+        [
+            ("2021-03-01", [("Ana", "The kite festival at the beach had a huge red dragon kite.")]),
+            ("2023-05-01", [("Ana", "Kite shopping again, maybe a red one for the festival next year.")]),
+        ],
+    )
+    question = "What kite did Ana see at the kite festival at the beach?"
+    direct = with_recall(open_retriever(memory, settings, 2), "direct", None, None).search(question).hits
+    episodic = recall(with_recall(open_retriever(memory, settings, 2), "episodic", None, None), question, "episodic")
+    assert direct[0].components["recency"] < direct[1].components["recency"]  # the old one pays for its age
+    assert episodic.hits[0].locator.endswith("D1:1") and all(h.components["recency"] == 0 for h in episodic.hits)
+
+
+def test_before_or_since_an_event_means_before_or_since_the_evidence_for_it(memory, settings):
+    retriever = with_recall(open_retriever(memory, settings, 3), "episodic", None, None)
+    (before,) = event_ranges(retriever, "where was the cache before the outage?", retriever.options)
+    (since,) = event_ranges(retriever, "what broke since the outage?", retriever.options)
+    assert (before.start, before.end) == (None, day("2023-05-10")) and (since.start, since.end) == (
+        day("2023-05-10"),
+        None,
+    )
+    found = recall(retriever, "which port did the cache use before the outage?", "episodic")
+    assert found.hits[0].locator.endswith("D1:1")  # the session before the one that mentions the outage

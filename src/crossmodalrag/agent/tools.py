@@ -93,15 +93,16 @@ def ask_memory(
 
 
 def compact_result(item: Evidence) -> dict[str, Any]:
+    """Enough to triage and open a result. No title: memory_get has it, and a chat's title (both
+    names, session number, date) cost ~30 tokens of a ~100-token result while repeating `date`."""
     hit = item.hit
     return {
         "id": hit.source_id,
         "chunk_id": hit.chunk_id,
         "type": hit.source_type,
-        "title": excerpt(hit.title, 60),
         "preview": excerpt(hit.text, PREVIEW_CHARS),
         "date": (iso_time(hit.timestamp) or "")[:10] or None,
-        "score": round(hit.score, 4),
+        "score": round(hit.score, 3),
     }
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from crossmodalrag.chunking.turns import semantic_text
 from crossmodalrag.index.embed import Embedder, ModelIdentity, pieces
 from crossmodalrag.store import Store
 
@@ -92,7 +93,7 @@ def embed_missing(
         split = [
             (chunk_id, index, len(parts), part)
             for chunk_id, text in rows
-            for parts in [pieces(embedder, text)]
+            for parts in [pieces(embedder, semantic_text(text))]
             for index, part in enumerate(parts)
         ]
         vectors = _embed_by_length(embedder, [part for *_, part in split], max(1, batch_size))
