@@ -393,7 +393,7 @@ def test_cli_log_history_checkpoint_diff_rollback_json(capsys, vault: Path) -> N
     assert data["changed"] == [{"kind": "source", "target": str(vault / "alpha.md")}]
     code, out, _ = run(capsys, "rollback", "cp", "--dry-run", "--json")
     data = json.loads(out)
-    assert set(data) == {"point", "seq", "dry_run", "restore", "remove", "head_seq", "rebuild"}
+    assert set(data) == {"point", "seq", "dry_run", "restore", "remove", "head_seq", "rebuild", "embedded"}
     assert data["dry_run"] is True and data["head_seq"] is None and len(data["restore"]) == 1
     code, out, err = run(capsys, "rollback", "cp")
     assert code == 0 and "did restore 1" in err

@@ -3,11 +3,15 @@ brings back beyond the sources (agent memories, vectors)."""
 
 from __future__ import annotations
 
+import json
+
 from crossmodalrag import versioning
+from crossmodalrag.agent.edits import update_memory
+from crossmodalrag.agent.memories import memory_record, remember
 from crossmodalrag.ingest import fingerprint, write_document
-from crossmodalrag.store import Store
+from crossmodalrag.store import Store, open_store
 from crossmodalrag.types import Document
-from crossmodalrag.versioning.history import rollback
+from crossmodalrag.versioning.history import checkpoint, rollback
 from crossmodalrag.versioning.log import load_state
 from crossmodalrag.versioning.verify import verify
 
@@ -50,3 +54,71 @@ def test_a_source_changed_twice_in_one_batch_is_logged_in_order_and_keeps_its_fi
     rollback(store, "1")
     assert store.conn.execute("SELECT title FROM sources").fetchone()[0] == "/v/a.md"
     assert verify(store.conn).ok
+
+
+# --- what rollback brings back besides the source -------------------------------------------
+
+
+def test_rollback_of_an_updated_agent_memory_restores_its_attributes(store: Store) -> None:
+    stored = remember(store, "The deploy window is Friday.", tags=["ops"], importance=0.4, kind="fact", agent_id="a1")
+    checkpoint(store, "before-edit")
+    update_memory(store, stored.id, content="The deploy window is Monday.", tags=["ops", "changed"], importance=0.9)
+    rollback(store, "before-edit")
+    record = memory_record(store.conn, stored.id)
+    assert (record["tags"], record["importance"], record["kind"]) == (["ops"], 0.4, "fact")
+    assert remember(store, "The deploy window is Friday.").status == "duplicate"  # its content hash is back too
+    assert verify(store.conn).ok
+
+
+def test_an_agent_memory_removed_by_a_rollback_comes_back_whole_with_the_next(store: Store) -> None:
+    checkpoint(store, "empty")
+    remember(store, "Staging runs on port 8443.", tags=["infra"], importance=0.7, kind="fact", agent_id="a2")
+    checkpoint(store, "with-memory")
+    rollback(store, "empty")
+    assert store.conn.execute("SELECT COUNT(*) FROM agent_memories").fetchone()[0] == 0
+    rollback(store, "with-memory")
+    (source_id,) = store.conn.execute("SELECT id FROM sources WHERE source_type = 'memory'").fetchone()
+    record = memory_record(store.conn, source_id)
+    assert record is not None and (record["tags"], record["kind"], record["agent_id"]) == (["infra"], "fact", "a2")
+    assert verify(store.conn).ok
+
+
+def test_rollback_works_after_a_schema_migration(store: Store) -> None:
+    """States are stored by column name, so a later migration that adds columns (here by hand, as
+    migration 8+ would) leaves older checkpoints restorable."""
+    with store.batched() as batch:
+        write(batch, note("/v/a.md", "# A\n\nbefore the migration\n"))
+    checkpoint(store, "old-schema")
+    with store.batched() as batch:
+        write(batch, note("/v/a.md", "# A\n\nafter the migration\n"))
+    with store.transaction() as conn:
+        conn.execute("ALTER TABLE sources ADD COLUMN language TEXT NOT NULL DEFAULT ''")
+        conn.execute("ALTER TABLE chunks ADD COLUMN language TEXT NOT NULL DEFAULT ''")
+    plan = rollback(store, "old-schema")
+    assert len(plan.restore) == 1
+    assert "before the migration" in store.conn.execute("SELECT text FROM chunks").fetchone()[0]
+    assert store.conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'before'").fetchone()[0] == 1
+    assert verify(store.conn).ok
+
+
+def test_the_cli_rollback_embeds_the_restored_chunks_when_a_model_is_at_hand(capsys, monkeypatch, tmp_path) -> None:
+    from crossmodalrag.cli.main import main
+    from crossmodalrag.index import embed
+    from crossmodalrag.index.embeddings import vector_status
+    from crossmodalrag.retrieval import semantic
+    from tests.conftest import write_note
+    from tests.fakes import HashingEmbedder
+
+    embedder = HashingEmbedder()
+    monkeypatch.setattr(semantic, "embeddings_installed", lambda: True)
+    monkeypatch.setattr(embed, "load_embedder", lambda settings: embedder)
+    vault = tmp_path / "vault"
+    write_note(vault, "a.md", "# A\n\nthe first version\n")
+    assert main(["ingest-notes", str(vault)]) == 0 and main(["checkpoint", "cp"]) == 0
+    write_note(vault, "a.md", "# A\n\nthe second version\n")
+    assert main(["ingest-notes", str(vault)]) == 0
+    capsys.readouterr()
+    assert main(["rollback", "cp", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["embedded"] == 1
+    with open_store(tmp_path / "memory.db") as store:
+        assert vector_status(store, embedder.identity)["missing"] == 0

@@ -306,6 +306,35 @@ def _supersede(store: Store, source_id: int, replaced: list[int], similar: dict[
             )
 
 
+def restore_memory_row(conn, source_id: int, state: dict[str, Any]) -> None:
+    """Make a memory's row follow its source as a rollback restored it (versioning/sources.py): the
+    attributes and content hash come back from the source's state, and a row that went with its source
+    is recreated. Stored times, links and supersession marks are not versioned and stay as they are."""
+    attributes = state["metadata"]
+    text = "\n".join(chunk[0].split("\n", 1)[-1] for chunk in state["chunks"])  # bodies, as memory_texts
+    now = time.time()
+    created = state["timestamp"] or now
+    conn.execute(
+        "INSERT INTO agent_memories (source_id, kind, importance, tags, session_id, agent_id, content_hash, times,"
+        " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source_id) DO UPDATE SET"
+        " kind = excluded.kind, importance = excluded.importance, tags = excluded.tags,"
+        " session_id = excluded.session_id, agent_id = excluded.agent_id, content_hash = excluded.content_hash,"
+        " updated_at = excluded.updated_at",
+        (
+            source_id,
+            attributes.get("kind", "note"),
+            attributes.get("importance", 0.5),
+            json.dumps(attributes.get("tags", [])),
+            attributes.get("session_id", ""),
+            attributes.get("agent_id", ""),
+            content_hash(text),
+            json.dumps([created]),
+            created,
+            now,
+        ),
+    )
+
+
 def memory_texts(store: Store, source_ids: list[int]) -> dict[int, str]:
     """The stored text of each memory (its chunks' bodies, without their breadcrumb lines)."""
     marks = ",".join("?" * len(source_ids))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from crossmodalrag.cli.arguments import positive
-from crossmodalrag.cli.commands import _open, _settings, notice
+from crossmodalrag.cli.commands import _open, _settings, embed_new_chunks, notice
 from crossmodalrag.cli.render import print_json
 
 
@@ -88,10 +88,13 @@ def make_checkpoint(args: argparse.Namespace) -> int:
 def do_rollback(args: argparse.Namespace) -> int:
     from crossmodalrag.versioning.history import rollback
 
-    with _open(_settings(args), create=False) as store:
+    settings = _settings(args)
+    with _open(settings, create=False) as store:
         plan = rollback(store, args.point, args.dry_run)
+        # Restored chunks are new rows: embed them as an ingest would, when a model is at hand.
+        embedded = embed_new_chunks(store, settings) if plan.restore and not plan.dry_run else None
     if args.json:
-        print_json(plan.to_dict())
+        print_json({**plan.to_dict(), "embedded": embedded.chunks if embedded else 0})
         return 0
     verb = "would" if plan.dry_run else "did"
     for kind, target in plan.restore:
@@ -99,8 +102,10 @@ def do_rollback(args: argparse.Namespace) -> int:
     for kind, target in plan.remove:
         print(f"remove   {kind} {target}")
     notice(f"rollback to {args.point} (seq {plan.seq}) {verb} restore {len(plan.restore)}, remove {len(plan.remove)}")
-    if plan.restore and not plan.dry_run:
-        notice("restored text is searchable now; run `mem reindex-embeddings` to embed it again")
+    if plan.restore and not plan.dry_run and embedded is None:
+        notice(
+            "restored text is searchable by its words now; `mem reindex-embeddings` embeds it once a model is installed"
+        )
     if plan.rebuild:
         notice(f"{', '.join(plan.rebuild)} rows are derived, not rolled back: run `mem build-memory` to re-derive them")
     return 0

@@ -102,6 +102,10 @@ def restore_source(conn: sqlite3.Connection, uri: str, state: State | None) -> N
             (*values, uri),
         ).lastrowid
     _insert_chunks(conn, source_id, state)
+    if state["source_type"] == "memory":  # an agent's memory keeps its attributes in a row of its own too
+        from crossmodalrag.agent.memories import restore_memory_row
+
+        restore_memory_row(conn, source_id, state)
 
 
 def _insert_chunks(conn: sqlite3.Connection, source_id: int, state: State) -> None:
