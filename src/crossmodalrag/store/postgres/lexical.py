@@ -7,10 +7,12 @@ FTS5, so the two backends index and query the very same tokens, and index/fts.py
 (`'token':3`), never parsed by a text-search configuration, and query tokens are quoted lexemes, so
 no user text becomes tsquery syntax.
 
-The GIN index finds the matching chunks; BM25 (k1 1.2, b 0.75, FTS5's idf floor) is then computed
-per match from the term frequencies in the body positions (weight D; title positions are weight A
-and count only in the document length and frequency, as with FTS5's title weight 0). Phrase mode
-matches with `<->` and scores each word of the phrase (FTS5 scores the whole phrase).
+The GIN index finds the matching chunks (any/all/phrase); BM25 (k1 1.2, b 0.75, FTS5's idf floor)
+is computed from `chunk_postings` (lexeme, chunk, occurrences in the body): title tokens count in
+a chunk's length and in a word's document frequency but not in its term frequency, as with FTS5's
+title column weight 0. Phrase mode matches with `<->` and scores each word of the phrase (FTS5
+scores the whole phrase). The per-query document count and length sum are full scans: fine at 100k
+chunks, a statistics row is needed past millions (docs/scaling.md).
 """
 
 from __future__ import annotations
