@@ -62,7 +62,7 @@ def open_postgres_store(
     """Connect (through the pool), check and migrate the schema. Raises StoreError if the server is
     unreachable, the schema is missing and `create` is off, or it is newer than this program."""
     pool = pool_for(url, owner, statement_timeout)
-    conn = PgConnection(pool.getconn(), statement_timeout)
+    conn = PgConnection(pool.getconn())
     store = PgStore(pool, conn, url, statement_timeout)
     try:
         version = schema.applied_version(conn)

@@ -62,11 +62,10 @@ class Cursor:
     def __init__(self, cursor, returns_id: bool) -> None:
         self._cursor = cursor
         self.lastrowid = None
-        self._pending: list | None = None
+        self._consumed = returns_id  # the RETURNING id row is the lastrowid, not a result
         if returns_id:
             row = cursor.fetchone()
             self.lastrowid = row[0] if row else None
-            self._pending = []
 
     @property
     def rowcount(self) -> int:
@@ -77,12 +76,12 @@ class Cursor:
         return self._cursor.description
 
     def fetchone(self):
-        if self._pending is not None:
+        if self._consumed:
             return None
         return self._cursor.fetchone() if self._cursor.description else None
 
     def fetchall(self) -> list:
-        if self._pending is not None:
+        if self._consumed:
             return []
         return self._cursor.fetchall() if self._cursor.description else []
 
@@ -98,9 +97,8 @@ class PgConnection:
     versioning: bool | None = False  # the change log is SQLite-only so far (docs/scaling.md)
     has_change_log: bool = False
 
-    def __init__(self, raw, lock_timeout: float) -> None:
+    def __init__(self, raw) -> None:
         self.raw = raw
-        self.lock_timeout = lock_timeout
         self.row_factory = None  # accepted for compatibility; rows are always Row
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
