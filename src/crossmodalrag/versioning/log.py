@@ -8,7 +8,9 @@ canonical JSON, keyed by content hash), and only once superseded (the live row i
 Tables join by registering a Kind (how to read one row's state, every row's state, and how to put a
 state back) and wrapping each write in `changing(conn, kind, key)`, inside the same transaction: it
 keeps the old state, then reads the new one back from the table (or takes it from a writer that has
-it), so what is hashed is exactly what `verify` will recompute.
+it), so what is hashed is exactly what `verify` will recompute. Inside a write batch (an ingest) the
+records wait in the batch and are chained and written in one go just before it commits: still the
+same transaction as the rows they describe, so a crash keeps both or neither.
 """
 
 from __future__ import annotations
