@@ -140,7 +140,7 @@ def test_a_100_mb_session_streams_without_being_loaded_whole(tmp_path):
     assert len(session.turns) == 4200 and peak < 20_000_000  # a fifth of the file at most
 
 
-def test_a_reply_carries_what_it_answers_in_its_breadcrumb(store, tmp_path):
+def ingest_question_and_reply(store, tmp_path):
     path = write_jsonl(
         tmp_path / "s.jsonl",
         [
@@ -149,6 +149,10 @@ def test_a_reply_carries_what_it_answers_in_its_breadcrumb(store, tmp_path):
         ],
     )
     ingest_conversations(store, [path])
+
+
+def test_a_reply_carries_what_it_answers_in_its_breadcrumb(store, tmp_path):
+    ingest_question_and_reply(store, tmp_path)
     _, reply = chunk_rows(store, "s.jsonl")
     breadcrumb, body = reply[2].split("\n", 1)
     assert breadcrumb.endswith("re: user: Did you go to the pottery class?") and body == "assistant: Yes, last Friday!"
@@ -156,14 +160,7 @@ def test_a_reply_carries_what_it_answers_in_its_breadcrumb(store, tmp_path):
 
 def test_a_reply_is_embedded_without_what_it_answers(store, tmp_path):
     """The previous turn is context for words (FTS); in a short turn's vector it drowns the turn."""
-    path = write_jsonl(
-        tmp_path / "s.jsonl",
-        [
-            claude_record("u1", None, "user", "Did you go to the pottery class?"),
-            claude_record("a1", "u1", "assistant", [{"type": "text", "text": "Yes, last Friday!"}]),
-        ],
-    )
-    ingest_conversations(store, [path])
+    ingest_question_and_reply(store, tmp_path)
     embedded = []
 
     class Recording(HashingEmbedder):
