@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
 
+from crossmodalrag.agent.memories import remember
 from crossmodalrag.agent.recall import (
+    agent_sessions,
     diversify_by_session,
     event_ranges,
     favour_named_speaker,
@@ -164,3 +167,23 @@ def test_before_or_since_an_event_means_before_or_since_the_evidence_for_it(memo
     )
     found = recall(retriever, "which port did the cache use before the outage?", "episodic")
     assert found.hits[0].locator.endswith("D1:1")  # the session before the one that mentions the outage
+
+
+def test_the_memories_of_one_agent_session_diversify_as_one_session(store):
+    stored = [remember(store, text, session_id=session).id for text, session in MEMORIES]
+    hits = [
+        replace(hit(i, source, score), source_type="memory")
+        for i, (source, score) in enumerate(zip(stored, (1.0, 0.5, 0.4, 0.2), strict=True), 1)
+    ]
+    sessions = agent_sessions(store, hits)
+    assert sessions == {stored[0]: ("", "s1"), stored[1]: ("", "s1"), stored[2]: ("", "s2")}  # the 4th has none
+    assert [h.chunk_id for h in diversify_by_session(hits, 4, head=2, sessions=sessions)] == [1, 3, 2, 4]
+    assert [h.chunk_id for h in diversify_by_session(hits, 4, head=2)] == [1, 2, 3, 4]  # each memory its own source
+
+
+MEMORIES = [
+    ("The cache listens on port 7379", "s1"),
+    ("Deploys need the VPN", "s1"),
+    ("Releases ship on Tuesdays", "s2"),
+    ("The staging key rotates monthly", ""),
+]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crossmodalrag.agent.temporal import EVENT_BOUND, TimeRange, time_ranges
 from crossmodalrag.retrieval.fusion import reciprocal_rank_fusion
@@ -67,7 +67,8 @@ def recall(retriever: "Retriever", question: str, strategy: str = "direct") -> S
         if retriever.semantic is not None:
             semantic_heavy = replace(pool, profile="relevant")
             lists.append(search(retriever.store, question, semantic_heavy, retriever.semantic).hits)
-    hits = diversify_by_session(favour_named_speaker(retriever.store, fuse(lists), question), base.top_k)
+    ranked = favour_named_speaker(retriever.store, fuse(lists), question)
+    hits = diversify_by_session(ranked, base.top_k, sessions=agent_sessions(retriever.store, ranked))
     return replace(direct, hits=hits)
 
 
@@ -154,15 +155,38 @@ def favour_named_speaker(store: "Store", hits: list["Hit"], question: str) -> li
     return sorted(boosted, key=lambda h: (-h.score, h.chunk_id))
 
 
-def diversify_by_session(hits: list["Hit"], limit: int, head: int | None = None) -> list["Hit"]:
+def agent_sessions(store: "Store", hits: list["Hit"]) -> dict[int, tuple[str, str]]:
+    """(agent, session) of the hits that are agent memories stored with a session_id: the memories
+    of one agent session are one episode, as the turns of one transcript are (bench/agent_mcp.py:
+    session R@5 of turns stored one by one 0.796 -> 0.819 when diversified by it)."""
+    ids = sorted({h.source_id for h in hits if h.source_type == "memory" and h.source_id is not None})
+    if not ids:
+        return {}
+    rows = store.conn.execute(
+        f"SELECT source_id, agent_id, session_id FROM agent_memories WHERE session_id != ''"
+        f" AND source_id IN ({','.join('?' * len(ids))})",
+        ids,
+    )
+    return {source: (agent, session) for source, agent, session in rows}
+
+
+def diversify_by_session(
+    hits: list["Hit"], limit: int, head: int | None = None, sessions: dict[int, Any] | None = None
+) -> list["Hit"]:
     """Greedy MMR by session for the first `head` picks (default DIVERSE_HEAD): a session already
     chosen n times multiplies a hit's score by SESSION_DECAY**n; the rest follow in fused order, so
-    the top of the list spans sessions and the tail still holds a session's further turns."""
+    the top of the list spans sessions and the tail still holds a session's further turns. A hit's
+    session is its source (a transcript's session), or `sessions[source_id]` where given."""
     head = DIVERSE_HEAD if head is None else head
+    sessions = sessions or {}
     remaining, chosen, counts = list(hits), [], {}
+
+    def session(hit: "Hit") -> Any:
+        return sessions.get(hit.source_id, hit.source_id)
+
     while remaining and len(chosen) < min(limit, head):
-        best = max(remaining, key=lambda h: h.score * SESSION_DECAY ** counts.get(h.source_id, 0))
+        best = max(remaining, key=lambda h: h.score * SESSION_DECAY ** counts.get(session(h), 0))
         remaining.remove(best)
         chosen.append(best)
-        counts[best.source_id] = counts.get(best.source_id, 0) + 1
+        counts[session(best)] = counts.get(session(best), 0) + 1
     return chosen + remaining[: max(0, limit - len(chosen))]
