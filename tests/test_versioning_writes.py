@@ -122,3 +122,34 @@ def test_the_cli_rollback_embeds_the_restored_chunks_when_a_model_is_at_hand(cap
     assert json.loads(capsys.readouterr().out)["embedded"] == 1
     with open_store(tmp_path / "memory.db") as store:
         assert vector_status(store, embedder.identity)["missing"] == 0
+
+
+# --- as-of with vectors ---------------------------------------------------------------------
+
+
+def test_as_of_uses_the_live_vectors_when_every_source_of_then_is_unchanged(store: Store, tmp_path) -> None:
+    from crossmodalrag.answer.evidence import Retriever
+    from crossmodalrag.config import Settings
+    from crossmodalrag.index.embeddings import embed_missing
+    from crossmodalrag.retrieval.search import SearchOptions
+    from crossmodalrag.retrieval.semantic import semantic_index
+    from crossmodalrag.versioning.asof import as_of
+    from tests.fakes import HashingEmbedder
+
+    embedder = HashingEmbedder(synonyms={"automobile": "car", "acquire": "buy"})
+    with store.batched() as batch:
+        write(batch, note("/v/car.md", "# Car\n\nWe decided to buy a car in spring.\n"))
+    embed_missing(store, embedder)
+    checkpoint(store, "spring")
+    with store.batched() as batch:  # added since: left out of the past
+        write(batch, note("/v/van.md", "# Van\n\nWe decided to buy a van in autumn.\n"))
+    embed_missing(store, embedder)
+    live = Retriever(store, SearchOptions(), semantic_index(store, embedder, Settings(db_path=tmp_path / "m.db")))
+    past = as_of(live, "spring")
+    result = past.search("acquire an automobile")  # no shared word: only the vectors find it
+    assert result.hybrid and [hit.source_uri for hit in result.hits] == ["/v/car.md"]
+    with store.batched() as batch:  # now a source of then changed: its older version has no vectors
+        write(batch, note("/v/car.md", "# Car\n\nWe sold the car.\n"))
+    past = as_of(live, "spring")
+    assert past.semantic is None and any("ranked lexically: 1 sources changed" in n for n in past.notices)
+    assert "buy a car" in past.search("car spring").hits[0].text

@@ -2,9 +2,10 @@
 
 Sources whose content is the same then and now are searched where they live; only the sources that
 changed or went since then are rebuilt, from the log's states, into a small in-memory store, searched
-the same way, and the two rankings merged. Sources added since are left out. Ranking is lexical
-(old versions have no vectors, and one ranking must compare both sides); forgotten content cannot
-take part, which a notice says.
+the same way, and the two rankings merged. Sources added since are left out. When every source of
+then is still the same now, the live vectors are those of the same versions and the search is hybrid;
+otherwise it is lexical (old versions have no vectors, and one ranking must compare both sides), and a
+notice says so. Forgotten content cannot take part, which a notice says too.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class PastState:
     seq: int
     same: set[str]  # uris whose live content is the content at seq
     older: Store | None  # the rebuilt versions of sources that changed or went since
-    erased: int = 0  # sources present then whose content `mem forget` erased since
+    changed: int = 0  # sources present then whose content changed or went since
+    erased: int = 0  # ... of which `mem forget` erased the content
     notices: list[str] = field(default_factory=list)
 
 
@@ -43,10 +45,10 @@ def past_state(store: Store, point: str) -> PastState:
     states = [(uri, load_state(conn, digest)) for uri, digest in then.items() if uri not in same]
     result = PastState(seq, same, None)
     kept = [(uri, state) for uri, state in states if state is not None]
-    result.erased = len(states) - len(kept)
+    result.changed, result.erased = len(states), len(states) - len(kept)
     if kept:
         result.older = _rebuild(kept)
-    result.notices.append(f"answering from memory as of seq {seq}: {len(then)} sources, ranked lexically")
+    result.notices.append(f"answering from memory as of seq {seq}: {len(then)} sources")
     if result.erased:
         result.notices.append(f"{result.erased} sources held then were forgotten since; they are left out")
     return result
@@ -70,7 +72,7 @@ class PastRetriever(Retriever):
     def search(self, query: str) -> SearchResult:
         assert self.past is not None
         wide = replace(self.options, top_k=self.options.top_k * WIDEN)
-        live = search(self.store, query, wide, None)
+        live = search(self.store, query, wide, self.semantic)
         hits = [hit for hit in live.hits if hit.source_uri in self.past.same]
         results = [live]
         if self.past.older is not None:
@@ -83,10 +85,20 @@ class PastRetriever(Retriever):
         # The abstention gate reads the coverage of the side the best hit came from (none: nothing found).
         source = results[-1] if hits and hits[0].chunk_id < 0 else live
         coverage, matched = (source.coverage, source.matched_terms) if hits else (0.0, 0)
-        return replace(source, hits=hits, hybrid=False, similarity=None, coverage=coverage, matched_terms=matched)
+        result = replace(source, hits=hits, coverage=coverage, matched_terms=matched)
+        if self.past.older is not None:  # two lexical rankings merged: no hybrid score or similarity
+            result = replace(result, hybrid=False, similarity=None)
+        return result
 
 
 def as_of(retriever: Retriever, point: str) -> PastRetriever:
     """The same retrieval, over the memory at a past point. Raises CMRAGError for an unknown point."""
     past = past_state(retriever.store, point)
-    return PastRetriever(retriever.store, retriever.options, None, retriever.notices + past.notices, past=past)
+    semantic = retriever.semantic if past.older is None else None  # see the module docstring
+    if retriever.semantic is not None and semantic is None:
+        past.notices.append(
+            f"ranked lexically: {past.changed} sources changed or went since, and their older versions have no vectors"
+        )
+    elif semantic is None:
+        past.notices.append("ranked lexically")
+    return PastRetriever(retriever.store, retriever.options, semantic, retriever.notices + past.notices, past=past)
