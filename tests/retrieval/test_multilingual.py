@@ -7,7 +7,7 @@ import pytest
 
 from crossmodalrag.index.embeddings import embed_missing
 from crossmodalrag.retrieval.search import SearchOptions, is_weak, search
-from crossmodalrag.retrieval.semantic import SemanticIndex
+from crossmodalrag.retrieval.semantic import semantic_index
 from crossmodalrag.config import Settings
 from crossmodalrag.types import Evidence
 from tests.fakes import HashingEmbedder
@@ -87,7 +87,7 @@ def test_match_all_requires_every_term_and_phrase_the_exact_order(memory):
 def test_match_all_and_phrase_filter_vector_candidates_too(memory, db_path):
     embedder = HashingEmbedder()
     embed_missing(memory, embedder)
-    semantic = SemanticIndex(memory, embedder, Settings(db_path=db_path))
+    semantic = semantic_index(memory, embedder, Settings(db_path=db_path))
     anything = search(memory, "rate limit retries", SearchOptions(top_k=8), semantic)
     assert len(anything.hits) > 2  # vectors bring in notes without the words
     for mode in ("all", "phrase"):
@@ -164,3 +164,8 @@ def test_unaccented_vietnamese_is_recognised_by_its_function_words():
     assert guess_language("que es la declaracion del gobierno".split()) == "es"
     assert "zvbangiao" in query_pairs("quy trinh ban giao")  # no function words: may be Vietnamese
     assert query_pairs("how does the rate limit work") == []  # English: no pairs
+
+
+@pytest.fixture
+def store(any_store):  # every test here runs on SQLite and on PostgreSQL (issue 16)
+    return any_store

