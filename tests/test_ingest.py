@@ -405,3 +405,20 @@ def test_git_ingest_of_an_empty_repository_adds_nothing(store: Store, repo: Path
 @pytest.fixture
 def store(any_store):  # every test here runs on SQLite and on PostgreSQL (issue 16)
     return any_store
+
+
+def test_a_source_given_twice_in_one_run_keeps_the_last_version_and_a_clean_index(store: Store) -> None:
+    """A chat export can hold one session id twice: the second write of the same uri inside one
+    write batch must neither collide with the first one's pending index rows nor leave them behind."""
+    from crossmodalrag.ingest import ingest_documents
+    from crossmodalrag.types import Document
+
+    first = Document(uri="chat:s1", source_type="note", title="Session", text="alpha bravo charlie", format="plain")
+    second = Document(uri="chat:s1", source_type="note", title="Session", text="delta echo foxtrot", format="plain")
+    report = IngestReport()
+    ingest_documents(store, [first, second], {}, report)
+    texts = [row[0] for row in store.conn.execute("SELECT text FROM chunks")]
+    assert len(texts) == 1 and "delta echo foxtrot" in texts[0]
+    assert_consistent(store)
+    assert search(store, "foxtrot", SearchOptions()).hits
+    assert not search(store, "bravo", SearchOptions()).hits

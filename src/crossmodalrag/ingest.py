@@ -91,6 +91,7 @@ def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool,
     """Store one source and its chunks as one all-or-nothing unit; returns (was it new, chunk count)."""
     chunks = chunk_document(doc)
     metadata = stored_metadata(doc)
+    batch.writes(doc.uri)
     with batch.unit() as conn:
         row = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()
         if row:
@@ -118,6 +119,7 @@ def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool,
 def extend_document(batch: WriteBatch, source_id: int, doc: Document, digest: str, keep: int, chunks: list) -> int:
     """Update a stored source in place: keep its first `keep` chunks, replace the rest by `chunks`
     (offsets into doc.text). A growing transcript thus writes, and embeds, only its new turns."""
+    batch.writes(doc.uri)
     with batch.unit() as conn:
         versioning.before_change(conn, "source", doc.uri)
         conn.execute("DELETE FROM chunks WHERE source_id = ? AND chunk_index >= ?", (source_id, keep))

@@ -287,6 +287,15 @@ class WriteBatch:
         self.opened_at: float | None = None
         self.before_commit: list[Callable[[sqlite3.Connection], None]] = []
         self.collected: dict[Callable[[sqlite3.Connection, list], None], list] = {}
+        self.written: set[str] = set()  # the sources written since the last commit
+
+    def writes(self, uri: str) -> None:
+        """Say that the next unit writes this source. One already written in this batch (a chat export
+        holding a session id twice) is committed first: its deferred index rows must go in before
+        the rewrite deletes its chunks, or they would land afterwards under reused chunk ids."""
+        if uri in self.written:
+            self.commit()
+        self.written.add(uri)
 
     def defer(self, action: Callable[[sqlite3.Connection], None]) -> None:
         """Run `action` inside the transaction just before it commits.
@@ -349,6 +358,7 @@ class WriteBatch:
         finally:
             self.before_commit = []
             self.collected = {}
+            self.written = set()
             self.opened_at = None
             self._attach(None)
         self.conn.execute("COMMIT")
