@@ -127,7 +127,10 @@ def main() -> None:
         "avx2 (baseline)": BASELINE_FLAGS,
         "scripts/llama-cmake-args": detected.stdout.replace("-DLLAVA_BUILD=OFF", "").strip(),
     }
-    libs = {name: build(source, args.workdir / f"build-{index}", flags) for index, (name, flags) in enumerate(builds.items())}
+    libs = {
+        name: build(source, args.workdir / f"build-{index}", flags)
+        for index, (name, flags) in enumerate(builds.items())
+    }
     rounds: dict[str, list[dict]] = {name: [] for name in builds}
     for round_number in range(args.rounds):
         for name, lib in libs.items():
@@ -142,7 +145,11 @@ def main() -> None:
     }
     load = os.getloadavg()[0]
     report = {"benchmark": "llama_build", "machine": machine(), "source": source_state(), "model": args.model.name}
-    print(json.dumps({**report, "load_average_1m": round(load, 2), "builds": results, "ratio_to_baseline": ratios}, indent=2))
+    print(
+        json.dumps(
+            {**report, "load_average_1m": round(load, 2), "builds": results, "ratio_to_baseline": ratios}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,7 @@ def sessions(conversation: dict) -> dict[str, list[dict]]:
 
 def observations(sample: dict, session: str) -> list[tuple[str, list[str]]]:
     value = sample["observation"].get(f"{session}_observation", {})
-    return [
-        (text, turn if isinstance(turn, list) else [turn]) for items in value.values() for text, turn in items
-    ]
+    return [(text, turn if isinstance(turn, list) else [turn]) for items in value.values() for text, turn in items]
 
 
 def main() -> None:

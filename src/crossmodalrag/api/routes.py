@@ -194,7 +194,10 @@ def stats(store: Reader) -> dict[str, Any]:
 
 
 @router.get(
-    "/eval", tags=["eval"], responses=NOT_BUILT, summary="retrieval metrics on the stored eval queries (`mem eval --json`)"
+    "/eval",
+    tags=["eval"],
+    responses=NOT_BUILT,
+    summary="retrieval metrics on the stored eval queries (`mem eval --json`)",
 )
 def evaluation(
     request: Request,

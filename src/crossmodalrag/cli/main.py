@@ -99,8 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     asking.add_argument("--no-llm", action="store_true", help="deterministic evidence answer, no language model")
     asking.add_argument("--top-k", type=positive, help="how many pieces of evidence (default 5)")
     asking.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist (default: balanced)")
-    asking.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
-    asking.add_argument("--match", choices=MATCH_MODES, help="any query term (default), all of them, or the exact phrase")
+    asking.add_argument(
+        "--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)"
+    )
+    asking.add_argument(
+        "--match", choices=MATCH_MODES, help="any query term (default), all of them, or the exact phrase"
+    )
     asking.add_argument("--as-of", metavar="TIME_SEQ_OR_CHECKPOINT", help="answer from what memory held then (lexical)")
     agent.add_recall_arguments(asking)
 
