@@ -24,15 +24,11 @@ from pathlib import Path
 import numpy as np
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
 from locomo import load_locomo
+from memory_events import observations
 
 
 def sessions(conversation: dict) -> dict[str, list[dict]]:
     return {k: v for k, v in conversation.items() if k.startswith("session_") and isinstance(v, list)}
-
-
-def observations(sample: dict, session: str) -> list[tuple[str, list[str]]]:
-    value = sample["observation"].get(f"{session}_observation", {})
-    return [(text, turn if isinstance(turn, list) else [turn]) for items in value.values() for text, turn in items]
 
 
 def main() -> None:
@@ -64,8 +60,8 @@ def main() -> None:
                 continue
             ids, vectors = turns[(index, name)]
             position = {dia_id: row for row, dia_id in enumerate(ids)}
-            cosines = embedder.embed([text for text, _ in observed]) @ vectors.T
-            foreign = embedder.embed([text for text, _ in observed]) @ turns[(other, name)][1].T
+            statements = embedder.embed([text for text, _ in observed])
+            cosines, foreign = statements @ vectors.T, statements @ turns[(other, name)][1].T
             for row, (_, evidence) in enumerate(observed):
                 rows = [position[e] for e in evidence if e in position]
                 if rows:
