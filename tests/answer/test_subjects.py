@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from crossmodalrag.answer.subjects import mentions_any, named_subjects
+from crossmodalrag.answer.subjects import about_any, mentions_any, named_subjects, speaker
 from crossmodalrag.types import Evidence, Hit
 
 
 def excerpt(text: str, title: str = "chat") -> Evidence:
     hit = Hit(1, "note:x", "note", "text", title, "", text, None)
     return Evidence(id="E1", hit=hit)
+
+
+def turn(body: str, previous: str = "") -> Evidence:
+    """A turn as `mem ingest-chat` stores it: a breadcrumb naming both people, then `Speaker: text`."""
+    crumb = "Nate & Joanna · session 3 · 2022-10-09" + (f" · re: {previous}" if previous else "")
+    hit = Hit(2, "chat.json@s3", "conversation", "text", "Nate & Joanna · session 3", "", f"{crumb}\n{body}", None)
+    return Evidence(id="E2", hit=hit)
 
 
 @pytest.mark.parametrize(
@@ -40,3 +47,20 @@ def test_a_name_only_spoken_to_is_the_listener_not_the_subject():
     assert not mentions_any([excerpt("Melanie: Thanks, Caroline! I realized self-care matters.")], ["caroline"])
     assert not mentions_any([excerpt("Caroline: Hey Melanie, this necklace is from my grandma.")], ["melanie"])
     assert mentions_any([excerpt("Caroline: Melanie's kids loved the museum.")], ["melanie"])
+
+
+def test_a_turn_is_about_its_speaker_not_about_the_people_its_title_and_breadcrumb_name():
+    joanna = turn("Joanna: I made caramel ice cream and it was delicious!", previous="Nate: What did you cook?")
+    nate = turn("Nate: My turtles cheer me up.")
+    assert speaker(joanna) == "joanna" and speaker(excerpt("Joanna: hi")) is None  # only conversations have speakers
+    everything = [joanna, nate]
+    assert about_any([joanna], ["joanna"], everything)
+    assert not about_any([joanna], ["nate"], everything)  # Nate takes part: only his own turns are about him
+    assert about_any([joanna, nate], ["nate"], everything)
+
+
+def test_outside_conversations_and_for_people_who_only_come_up_in_one_a_mention_counts():
+    joanna = turn("Joanna: My brother Tom wrote me a letter.")
+    assert about_any([joanna], ["tom"], [joanna])  # Tom never speaks: her words about him count
+    assert not about_any([turn("Joanna: A letter came.", previous="Nate: Did Tom call?")], ["tom"], [joanna])
+    assert about_any([excerpt("Nate adopted a third turtle", title="pets.md")], ["nate"], [joanna, turn("Nate: hi")])

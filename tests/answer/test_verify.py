@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from crossmodalrag.answer.evidence import open_retriever
 from crossmodalrag.answer.synthesize import ask_with_llm
 from crossmodalrag.answer.verify import REPLY_MARGIN, judge, short_answer, split_answer
 from crossmodalrag.config import Settings
+from crossmodalrag.conversations import ingest_conversations
 from crossmodalrag.ingest import ingest_notes
 from tests.conftest import write_note
 from tests.fakes import ScriptedLLM
@@ -151,3 +153,28 @@ def test_a_sentence_citing_only_another_persons_words_fails_without_the_judge(st
     # The same answer to the question about the person who said it stands.
     answer = ask_with_llm(retriever, question.replace("Caroline", "Melanie"), settings, llm=llm)
     assert not answer.abstained and answer.short_answer == "self-care matters"
+
+
+def test_in_an_ingested_chat_only_the_named_persons_own_turns_answer_about_them(store, settings: Settings, tmp_path):
+    """The session title ("Nate & Joanna · ...") and each turn's breadcrumb name both people: only
+    who spoke a turn tells whose words it holds (LoCoMo's adversarial questions swap the person)."""
+    conversation = {
+        "speaker_a": "Nate",
+        "speaker_b": "Joanna",
+        "session_1_date_time": "1:00 pm on 9 October, 2022",
+        "session_1": [
+            {"speaker": "Nate", "dia_id": "D1:1", "text": "How was your weekend?"},
+            {"speaker": "Joanna", "dia_id": "D1:2", "text": "I made caramel ice cream and it was delicious!"},
+            {"speaker": "Nate", "dia_id": "D1:3", "text": "My turtles love the new tank."},
+        ],
+    }
+    export = tmp_path / "locomo.json"
+    export.write_text(json.dumps([{"sample_id": "x", "conversation": conversation, "qa": []}]), encoding="utf-8")
+    ingest_conversations(store, [export])
+    retriever = open_retriever(store, settings, lexical_only=True)
+    llm = ScriptedLLM("Answer: it was delicious [E1]", margins=[3.0, 3.0])
+    question = "What did {} think of the caramel ice cream?"
+    answer = ask_with_llm(retriever, question.format("Nate"), settings, llm=llm)
+    assert answer.abstained and answer.abstention_reason == "unsupported"
+    assert answer.to_dict()["verification"]["claims"][0]["reason"] == "names_missing"
+    assert not ask_with_llm(retriever, question.format("Joanna"), settings, llm=llm).abstained

@@ -16,7 +16,7 @@ from typing import Any
 from crossmodalrag.answer.citations import CITATION, cited_ids, states_absence
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
-from crossmodalrag.answer.subjects import mentions_any, named_subjects
+from crossmodalrag.answer.subjects import about_any, named_subjects
 from crossmodalrag.types import Evidence
 
 # A backend that can only say yes or no gets this margin, beyond any fitted threshold either way.
@@ -112,7 +112,7 @@ def short_answer(text: str) -> str | None:
 def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, min_margin: float) -> Verification:
     """Judge every sentence of `text` against the excerpts it cites (all of them if it cites none).
     Sentences that only say what the evidence lacks are kept unchecked; a sentence whose excerpts
-    never mention whom the question names fails without the judge; past MAX_CHECKS, dropped."""
+    are not about whom the question names fails without the judge (answer/subjects.py); past MAX_CHECKS, dropped."""
     verdicts: list[Verdict] = []
     checked: list[Verdict] = []
     prompts: list[list[Message]] = []
@@ -124,7 +124,7 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         verdicts.append(verdict)
         if not short and not cited and states_absence(sentence):
             verdict.supported = True  # "the evidence does not say when" is not a claim about the world
-        elif names and not mentions_any(cited_excerpts(evidence, verdict.cited or _citations(text)), names):
+        elif names and not about_any(cited_excerpts(evidence, verdict.cited or _citations(text)), names, evidence):
             verdict.reason = "names_missing"
         elif len(prompts) < MAX_CHECKS and claim:
             prompts.append(claim_messages(question, evidence, claim, verdict.cited, short))
