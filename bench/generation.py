@@ -6,13 +6,14 @@
 1. [sample]: `mem models install --offline`, `mem seed-sample`, then `mem eval-generation
    --query-prefix "[sample]" --json`, run as a user would (subprocesses, a fresh database, hybrid
    retrieval), with CMRAG_LLM_MODEL_PATH pointing at the model.
-2. LoCoMo dev: every turn indexed as one source (as bench/locomo.py does), one store per
-   conversation; `--per-category` questions drawn from each of the five categories with a fixed
-   seed; each asked through `ask_with_llm`, the function behind `mem ask`, with the product's
-   defaults. Category 5 ("adversarial": the conversation never says it) should be abstained on;
-   categories 1-4 should be answered. Reported: citation validity, abstention correctness per side,
-   LoCoMo's answer token-F1 against the gold answer (answerable questions; an abstention scores 0),
-   time to first token, total time per answer, and the evidence tokens the prompt carried.
+2. LoCoMo dev: each conversation ingested into its own memory with `mem ingest-chat` (one source
+   per session, a chunk per turn, as a user's LoCoMo export would be); `--per-category` questions
+   drawn from each of the five categories with a fixed seed; asked through one `mem chat --json`
+   process per conversation (the code path of `mem ask`) with the product's defaults. Category 5
+   ("adversarial": the conversation never says it) should be abstained on; categories 1-4 should
+   be answered. Reported: citation validity, abstention correctness per side, LoCoMo's answer
+   token-F1 against the gold answer (answerable questions; an abstention scores 0), time to first
+   token, total time per answer, and the evidence tokens the prompt carried.
 Prints one JSON object on stdout; progress on stderr. Data is read in place, never copied.
 """
 
@@ -31,12 +32,9 @@ from collections import Counter
 from pathlib import Path
 
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, percentile, source_state
-from locomo import load_locomo, turn_documents
+from locomo import load_locomo
 
 from crossmodalrag.answer.citations import CITATION
-from crossmodalrag.config import Settings
-from crossmodalrag.ingest import IngestReport, ingest_documents
-from crossmodalrag.store import open_store
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -93,24 +91,16 @@ def run_locomo(
     seed: int = 0,
     rows_file: Path | None = None,
 ) -> tuple[dict, list[dict]]:
-    """Each conversation in its own memory (indexed in process: no `mem` command ingests LoCoMo's
-    turns yet), its questions asked through one `mem chat --json` process with the product's defaults."""
+    """Each conversation in its own memory, ingested with `mem ingest-chat` (LoCoMo's JSON is one of
+    its formats: one source per session, a chunk per turn), its questions asked through one
+    `mem chat --json` process with the product's defaults."""
     chosen = pick_questions(data, per_category, seed)
     rows = []
     for index in sorted({i for i, _ in chosen}):
-        settings = Settings(db_path=workdir / f"locomo-{index}.db")
-        with open_store(settings.db_path) as store:
-            if not store.conn.execute("SELECT 1 FROM sources LIMIT 1").fetchone():
-                ingest_documents(store, turn_documents(index, data[index]["conversation"]), {}, IngestReport())
-            if hybrid:
-                from crossmodalrag.cli.commands import embed_new_chunks
-                from crossmodalrag.index.models import install_offline
-
-                install_offline(settings)
-                embed_new_chunks(store, settings)
+        conv_env = {**env, "CMRAG_DB_PATH": str(workdir / f"locomo-{index}.db"), "CMRAG_LLM_MODEL_PATH": str(model)}
+        ingest_conversation(data[index], workdir / f"locomo-{index}.json", hybrid, conv_env)
         questions = [q for i, q in chosen if i == index]
         log(f"[locomo] conversation {index}: {len(questions)} questions through mem chat --json")
-        conv_env = {**env, "CMRAG_DB_PATH": str(settings.db_path), "CMRAG_LLM_MODEL_PATH": str(model)}
         lines = "\n".join(" ".join(q["question"].split()) for q in questions) + "\n"
         done = subprocess.run(
             [sys.executable, "-m", "crossmodalrag", "chat", "--json"],
@@ -122,7 +112,7 @@ def run_locomo(
         answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
         if done.returncode != 0 or len(answers) != len(questions):
             raise SystemExit(f"mem chat failed on conversation {index}: {done.stderr[-400:]}")
-        rows += [locomo_row(index, q, a) for q, a in zip(questions, answers, strict=True)]
+        rows += [locomo_row(q, a) for q, a in zip(questions, answers, strict=True)]
         log(f"[locomo] conversation {index}: {sum(r['abstained'] for r in rows[-len(questions) :])} abstained")
         if rows_file:  # a long run keeps what it measured even if a later step fails
             with rows_file.open("a", encoding="utf-8") as handle:
@@ -130,10 +120,30 @@ def run_locomo(
     return summarize(rows), rows
 
 
-def locomo_row(index: int, question: dict, answer: dict) -> dict:
+def ingest_conversation(sample: dict, export: Path, hybrid: bool, env: dict) -> None:
+    """`mem ingest-chat` of one conversation (written beside its database as a one-item LoCoMo
+    file), embedded with the offline MiniLM when `hybrid`, else kept lexical."""
+    if Path(env["CMRAG_DB_PATH"]).exists():
+        return  # a rerun in the same workdir asks again without re-ingesting
+    export.write_text(json.dumps([sample]), encoding="utf-8")
+    if hybrid:
+        mem(["models", "install", "--offline"], env)
+    else:
+        # The hub model, which offline (HF_HUB_OFFLINE=1) is not there: ingest embeds nothing.
+        env = {**env, "CMRAG_EMBED_MODEL": "BAAI/bge-small-en-v1.5"}
+    mem(["ingest-chat", str(export)], env)
+
+
+def mem(arguments: list[str], env: dict) -> None:
+    done = subprocess.run([sys.executable, "-m", "crossmodalrag", *arguments], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"mem {' '.join(arguments)} failed: {done.stderr[-400:]}")
+
+
+def locomo_row(question: dict, answer: dict) -> dict:
     adversarial = question["category"] == 5
     claims = (answer.get("verification") or {}).get("claims", [])
-    cited_turns = {c["source_uri"].removeprefix(f"locomo:{index}:") for c in answer["citations"]}
+    cited_turns = {c["locator"].rsplit(" · ", 1)[-1] for c in answer["citations"]}  # "<session> · D3:7"
     gold = str(question.get("answer", ""))
     short = answer.get("short_answer") or ""
     return {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crossmodalrag.answer.subjects import about_any, mentions_any, named_subjects, speaker
+from crossmodalrag.answer.subjects import excerpts_about, mentions_any, named_subjects, speaker
 from crossmodalrag.types import Evidence, Hit
 
 
@@ -54,13 +54,14 @@ def test_a_turn_is_about_its_speaker_not_about_the_people_its_title_and_breadcru
     nate = turn("Nate: My turtles cheer me up.")
     assert speaker(joanna) == "joanna" and speaker(excerpt("Joanna: hi")) is None  # only conversations have speakers
     everything = [joanna, nate]
-    assert about_any([joanna], ["joanna"], everything)
-    assert not about_any([joanna], ["nate"], everything)  # Nate takes part: only his own turns are about him
-    assert about_any([joanna, nate], ["nate"], everything)
+    assert excerpts_about([joanna], ["joanna"], everything) == [joanna]
+    assert excerpts_about([joanna], ["nate"], everything) == []  # Nate takes part: only his own turns are about him
+    assert excerpts_about([joanna, nate], ["nate"], everything) == [nate]
 
 
 def test_outside_conversations_and_for_people_who_only_come_up_in_one_a_mention_counts():
     joanna = turn("Joanna: My brother Tom wrote me a letter.")
-    assert about_any([joanna], ["tom"], [joanna])  # Tom never speaks: her words about him count
-    assert not about_any([turn("Joanna: A letter came.", previous="Nate: Did Tom call?")], ["tom"], [joanna])
-    assert about_any([excerpt("Nate adopted a third turtle", title="pets.md")], ["nate"], [joanna, turn("Nate: hi")])
+    assert excerpts_about([joanna], ["tom"], [joanna]) == [joanna]  # Tom never speaks: her words about him count
+    assert excerpts_about([turn("Joanna: A letter came.", previous="Nate: Did Tom call?")], ["tom"], [joanna]) == []
+    note = excerpt("Nate adopted a third turtle", title="pets.md")
+    assert excerpts_about([note], ["nate"], [joanna, turn("Nate: hi")]) == [note]

@@ -178,3 +178,24 @@ def test_in_an_ingested_chat_only_the_named_persons_own_turns_answer_about_them(
     assert answer.abstained and answer.abstention_reason == "unsupported"
     assert answer.to_dict()["verification"]["claims"][0]["reason"] == "names_missing"
     assert not ask_with_llm(retriever, question.format("Joanna"), settings, llm=llm).abstained
+
+
+def test_a_claim_is_judged_only_against_the_cited_turns_of_the_person_asked_about(store, settings: Settings, tmp_path):
+    conversation = {
+        "speaker_a": "Nate",
+        "speaker_b": "Joanna",
+        "session_1_date_time": "1:00 pm on 9 October, 2022",
+        "session_1": [
+            {"speaker": "Nate", "dia_id": "D1:1", "text": "I love ice cream weekends."},
+            {"speaker": "Joanna", "dia_id": "D1:2", "text": "I made caramel ice cream and it was delicious!"},
+        ],
+    }
+    export = tmp_path / "locomo.json"
+    export.write_text(json.dumps([{"sample_id": "x", "conversation": conversation, "qa": []}]), encoding="utf-8")
+    ingest_conversations(store, [export])
+    retriever = open_retriever(store, settings, lexical_only=True)
+    llm = ScriptedLLM("Answer: delicious caramel ice cream [E1][E2]", margins=[3.0, 3.0])
+    answer = ask_with_llm(retriever, "What ice cream did Nate make?", settings, llm=llm)
+    judged = [m[-1]["content"].split("Claim:")[0] for m in llm.judged if "Claim:" in m[-1]["content"]]
+    assert judged and "I made caramel" not in judged[0]  # Joanna's turn is not evidence about Nate
+    assert "I love ice cream weekends" in judged[0] and not answer.abstained

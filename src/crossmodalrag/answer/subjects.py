@@ -48,18 +48,21 @@ def named_subjects(question: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def about_any(items: list[Evidence], names: list[str], evidence: list[Evidence]) -> bool:
-    """Whether some of `items` (the excerpts a sentence cites) is about one of the names; `evidence`
+def excerpts_about(items: list[Evidence], names: list[str], evidence: list[Evidence]) -> list[Evidence]:
+    """Those of `items` (the excerpts a sentence cites) that are about one of the names; `evidence`
     (everything retrieved) tells who takes part in the conversations at hand."""
     participants = {first_name(who) for who in map(speaker, evidence) if who}
-    spoken_by = {first_name(who) for who in map(speaker, items) if who}
-    others = [item for item in items if speaker(item) is None]
-    for name in map(_fold, names):
-        if name in spoken_by or mentions_any(others, [name]):
-            return True
-        if name not in participants and mentions_any(items, [name], own_words=True):
-            return True
-    return False
+    folded = [_fold(name) for name in names]
+    return [item for item in items if any(_is_about(item, name, participants) for name in folded)]
+
+
+def _is_about(item: Evidence, name: str, participants: set[str]) -> bool:
+    who = speaker(item)
+    if who is not None and first_name(who) == name:
+        return True
+    if who is not None and name in participants:
+        return False  # another participant's turn: their words, not hers
+    return mentions_any([item], [name], own_words=True)
 
 
 def speaker(item: Evidence) -> str | None:

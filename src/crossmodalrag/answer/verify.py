@@ -16,7 +16,7 @@ from typing import Any
 from crossmodalrag.answer.citations import CITATION, cited_ids, states_absence
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
-from crossmodalrag.answer.subjects import about_any, named_subjects
+from crossmodalrag.answer.subjects import excerpts_about, named_subjects
 from crossmodalrag.types import Evidence
 
 # A backend that can only say yes or no gets this margin, beyond any fitted threshold either way.
@@ -111,8 +111,9 @@ def short_answer(text: str) -> str | None:
 
 def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, min_margin: float) -> Verification:
     """Judge every sentence of `text` against the excerpts it cites (all of them if it cites none).
-    Sentences that only say what the evidence lacks are kept unchecked; a sentence whose excerpts
-    are not about whom the question names fails without the judge (answer/subjects.py); past MAX_CHECKS, dropped."""
+    Sentences that only say what the evidence lacks are kept unchecked. When the question names
+    someone, a sentence is judged only against those of its excerpts about them (answer/subjects.py)
+    and fails without the judge if there are none; past MAX_CHECKS, dropped."""
     verdicts: list[Verdict] = []
     checked: list[Verdict] = []
     prompts: list[list[Message]] = []
@@ -124,10 +125,14 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         verdicts.append(verdict)
         if not short and not cited and states_absence(sentence):
             verdict.supported = True  # "the evidence does not say when" is not a claim about the world
-        elif names and not about_any(cited_excerpts(evidence, verdict.cited or _citations(text)), names, evidence):
+            continue
+        judged = cited_excerpts(evidence, verdict.cited or _citations(text))
+        if names:  # judged only against the excerpts about whom the question names
+            judged = excerpts_about(judged, names, evidence)
+        if not judged:
             verdict.reason = "names_missing"
         elif len(prompts) < MAX_CHECKS and claim:
-            prompts.append(claim_messages(question, evidence, claim, verdict.cited, short))
+            prompts.append(claim_messages(question, evidence, claim, [item.id for item in judged], short))
             checked.append(verdict)
     for verdict, margin in zip(checked, judge(llm, prompts), strict=True):
         verdict.margin = margin
