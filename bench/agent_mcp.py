@@ -10,7 +10,8 @@ once). Every turn is stored with `memory_store` ("speaker: text", session_id = i
 dia_id); every question of categories 1-4 is asked with `memory_search` (limit 10, compact). Scored as
 bench/agent_locomo.py scores `mem ask` (turn recall@10, session recall@5, session hit@5), mapping each
 result's memory id back to the turn it stored; a turn merged into an earlier identical one counts as that
-one. Also reported: tool-call latency p50/p95 per tool, and how many stores were merged or deduplicated.
+one. Also reported: tool-call latency p50/p95 per tool, how many stores were merged or deduplicated, and
+how many stored turns ended up superseded by a later one (LoCoMo turns hardly ever restate a fact).
 `--via digest` instead hands each conversation's LoCoMo JSON to `memory_digest_session` (a job, polled
 with `memory_job`; the work dir is the configured chat folder) and maps results to turns by chunk id:
 the MCP server over the path `mem ingest-chat` takes, so its figures should equal bench/agent_locomo.py's.
@@ -131,6 +132,9 @@ def main() -> None:
         )
         run = run_conversation if args.via == "store" else run_digest
         rows += asyncio.run(run(sample, db, env, args.strategy, latencies, counts))
+        with sqlite3.connect(db) as conn:  # turns a later turn was taken to update (agent/updates.py)
+            superseded = conn.execute("SELECT COUNT(*) FROM agent_memories WHERE superseded_by IS NOT NULL")
+            counts["superseded"] = counts.get("superseded", 0) + superseded.fetchone()[0]
         log(f"conversation {index}: {len(rows)} questions so far, stores {counts}")
     print(
         json.dumps(

@@ -5,7 +5,8 @@
 
 Each pair is (older memory, newer memory, label). Labels: `update` (same subject, the value changed:
 the older one should be superseded), and four kinds that must not be: `paraphrase` (same fact, other
-words), `addition` (the newer adds detail), `other-subject` (same shape, another subject), `unrelated`.
+words), `addition` (the newer adds detail), `other-subject` (same shape, another subject), `unrelated`,
+`chat` (two turns of one speaker in one conversation).
 The pairs were written for this benchmark, before the rule was tuned, covering ops, code, people and
 preferences; they are small and ours, so read the figures as a sanity check, not a held-out score.
 Baseline in the same run: "supersede whenever word overlap (Jaccard) >= 0.5". Prints JSON.
@@ -61,6 +62,52 @@ PAIRS = [
     ("The API timeout is 30 seconds", "Alice prefers dark mode in the editor", "unrelated"),
     ("The frontend is written in React", "The React conference is in June", "unrelated"),
     ("CI runs on GitHub Actions", "GitHub is down today", "unrelated"),
+    # Session 3: written after the rule's second version (one replaced slot, a speaker label, the new
+    # memory mostly that clause) and run once on both versions without changing either (same result).
+    ("The on-call rotation changes every Monday", "The on-call rotation changes every Wednesday", "update"),
+    ("User's preferred editor is VS Code", "User's preferred editor is Neovim", "update"),
+    ("The production database runs PostgreSQL 14", "The production database runs PostgreSQL 16", "update"),
+    ("Sam works from the Berlin office", "Sam works from the Lisbon office", "update"),
+    ("Our test suite takes about 4 minutes", "Our test suite takes about 9 minutes", "update"),
+    (
+        "The team meeting moved to Thursdays at 3pm. Bring the roadmap.",
+        "The team meeting is on Fridays at 3pm",
+        "update",
+    ),
+    ("The user is allergic to peanuts", "The user is not allergic to peanuts", "update"),
+    ("Deploy freeze starts on December 15", "Deploy freeze starts on December 18", "update"),
+    ("The log level in production is debug", "The log level in production is warning", "update"),
+    ("Priya owns the billing service", "Priya owns the notification service", "update"),
+    ("User: My favourite language is Go", "User: My favourite language is Rust", "update"),
+    ("The build cache lives in S3", "The build cache lives in GCS now", "update"),
+    # paraphrases
+    ("The on-call rotation changes every Monday", "Every Monday the on-call rotation changes", "paraphrase"),
+    ("Sam works from the Berlin office", "Sam is based in the Berlin office", "paraphrase"),
+    ("The user is allergic to peanuts", "Peanuts give the user an allergic reaction", "paraphrase"),
+    ("Our test suite takes about 4 minutes", "Running the whole test suite takes roughly 4 min", "paraphrase"),
+    # additions
+    ("Priya owns the billing service", "Priya owns the billing service and its dashboards", "addition"),
+    ("The build cache lives in S3", "The build cache lives in S3, in the eu-west-1 bucket", "addition"),
+    ("Deploy freeze starts on December 15", "Deploy freeze starts on December 15 and ends January 5", "addition"),
+    # other subjects
+    ("Sam works from the Berlin office", "Lena works from the Berlin office", "other-subject"),
+    ("The log level in production is debug", "The log level in staging is debug", "other-subject"),
+    ("Staging: the key rotates monthly", "Production: the key rotates weekly", "other-subject"),
+    # chat turns of one conversation stored one by one: not updates
+    ("Alex: Thanks, Jordan! That means a lot.", "Alex: Thanks, Jo! That means so much to me.", "chat"),
+    ("Jordan: I went hiking with my sister last weekend.", "Jordan: I went kayaking with my dad yesterday.", "chat"),
+    ("Alex: Sounds fun, Jordan. How was the weather?", "Alex: Sounds amazing, Jordan. Did you take pictures?", "chat"),
+    (
+        "Jordan: My cat knocked over a plant this morning. I spent an hour cleaning up soil from the rug.",
+        "Jordan: My cat is asleep on the keyboard again. Working from home is never boring.",
+        "chat",
+    ),
+    (
+        "Alex: I'm reading a book about the history of maps right now.",
+        "Alex: I'm reading a novel about a lighthouse keeper.",
+        "chat",
+    ),
+    ("Jordan: Good luck with the interview tomorrow!", "Jordan: Good luck with the exam, you've got this.", "chat"),
 ]
 
 

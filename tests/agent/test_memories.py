@@ -145,6 +145,18 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
         ("Is the cache on Redis?", "Is the cache on Postgres?", False),
         ("Alice prefers tea", "Bob prefers tea", False),
         ("We use Redis for the cache", "We use Redis for the cache and for rate limits", False),
+        # one slot changed, not words here and there
+        ("Alice leads the payments team in Berlin", "Alice joined the payments team in Lisbon", False),
+        # a speaker label must match but is no subject: these two thank for different things
+        ("Jon: Thanks for the support.", "Jon: Thanks for having my back.", False),
+        ("Staging: the key rotates monthly", "Production: the key rotates weekly", False),
+        ("Jon: The standup is at 9:30 on Mondays", "Jon: The standup is at 10:00 on Mondays", True),
+        # the new memory is mostly something else: one sentence in it shaped like an old one is no update
+        (
+            "Mel: Thanks, Caroline.",
+            "Mel: Thanks, Caro. I spent the weekend painting sunsets by the lake with the kids.",
+            False,
+        ),
     ],
 )
 def test_what_counts_as_a_restated_fact(old, new, expected):

@@ -1,16 +1,25 @@
 """Knowledge updates without a model: does a new memory restate an old one's fact with another value?
 
 "The staging key rotates weekly" after "Deploys need the VPN; the staging key rotates monthly":
-some clause of each has the same subject (first content word), most content words in common,
-and each side has one to three words the other lacks (the old and the new value). A clause
-that only adds words ("… rotates monthly, at noon") is an addition, not an update; a negation
-on one side alone is a change. Stemming is crude on purpose (rotates/rotated, monthly/month);
-the figures are in docs/benchmarks.md (bench/agent_updates.py).
+a clause of each says the same thing about the same subject except for one slot. In content words,
+old = P A S and new = P B S: the same start P (the subject, its first word, and usually the
+attribute), the same end S, and one contiguous run replaced (A -> B, one to three words each: the
+old and the new value), with P and S together at least two words and at least half of either
+clause. A clause that only adds words ("... rotates monthly, at noon") is an addition, not an
+update; a clause that differs only by a negation ("does not support") is one. Two words swapped in
+different places are a different sentence, not a changed value.
+
+The new memory must also be about that fact: the clause holds at least half of its content words.
+A long message that contains one sentence shaped like an older one ("Thanks, Mel!" after
+"Thanks, Melanie!", inside chat turns stored one by one) states no update.
+Stemming is crude on purpose (rotates/rotated, monthly/month); the figures are in
+docs/benchmarks.md (bench/agent_updates.py, and bench/agent_mcp.py for chat turns stored one by one).
 """
 
 from __future__ import annotations
 
 import re
+from difflib import SequenceMatcher
 
 from crossmodalrag.retrieval.stopwords import ENGLISH
 
@@ -21,6 +30,8 @@ CLAUSES = re.compile(r",\s+(?:and|but|so)\s+|\s+but\s+")
 WORDS = re.compile(r"[a-z0-9][a-z0-9_'-]*")
 SUFFIXES = ("ingly", "edly", "ing", "ly", "ed", "es", "s")
 MAX_CHANGED = 3
+LABEL = re.compile(r"\s*([A-Z][\w'-]*(?: [A-Z][\w'-]*)?):\s+")
+MIN_SHARE_OF_NEW = 0.5  # the updating clause's share of the new memory's content words
 
 
 def stem(word: str) -> str:
@@ -47,19 +58,35 @@ def clauses(text: str) -> list[list[str]]:
     return found
 
 
+def split_label(text: str) -> tuple[str, str]:
+    """A leading "Name:" label (a transcript's speaker, a topic) and the text after it. The label says
+    who spoke or what about, so it must match, but it is not the sentence's subject: "Jon: Thanks for
+    the support" and "Jon: Thanks for having my back" share no subject."""
+    match = LABEL.match(text)
+    return (match.group(1).lower(), text[match.end() :]) if match else ("", text)
+
+
 def restates_with_new_value(old: str, new: str) -> bool:
     """Is `new` an update of a fact stated in `old` (same subject, changed value)?"""
-    return any(_clause_update(o, n) for o in clauses(old) for n in clauses(new))
+    (old_label, old), (new_label, new) = split_label(old), split_label(new)
+    if old_label and new_label and old_label != new_label:
+        return False  # "Staging: ..." and "Production: ..." are about different things
+    new_clauses = clauses(new)
+    total = sum(len(words) for words in new_clauses)
+    return any(_clause_update(o, n) for n in new_clauses if len(n) >= MIN_SHARE_OF_NEW * total for o in clauses(old))
 
 
 def _clause_update(old: list[str], new: list[str]) -> bool:
     if old[0] != new[0]:
         return False  # another subject: "Alice prefers tea" is no update of "Bob prefers tea"
-    before, after = set(old), set(new)
-    shared = before & after
-    gone, added = before - after, after - before
-    if len(shared) < 2 or len(shared) < 0.5 * max(len(before), len(after)):
+    changes = [op for op in SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if len(changes) != 1:
+        return False  # the same, or changed in more than one place
+    _, old_start, old_end, new_start, new_end = changes[0]
+    gone, added = old[old_start:old_end], new[new_start:new_end]
+    shared = len(old) - len(gone)
+    if shared < 2 or shared < 0.5 * max(len(old), len(new)):
         return False
-    if (gone | added) & NEGATIONS:
-        return True
+    if set(gone) ^ set(added) and set(gone) ^ set(added) <= NEGATIONS:
+        return True  # "supports" -> "does not support"
     return 1 <= len(gone) <= MAX_CHANGED and 1 <= len(added) <= MAX_CHANGED
