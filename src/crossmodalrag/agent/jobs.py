@@ -87,7 +87,7 @@ class JobRunner:
         job = self.jobs.get(str(job_id))
         if job is None:
             raise InvalidArgument(
-                f"no job {str(job_id)[:20]!r}", "job ids come from memory_ingest or memory_digest_session"
+                f"no job {str(job_id)[:20]!r}", "job ids come from memory_ingest, memory_digest_session or memory_ask"
             )
         return job
 
@@ -140,6 +140,21 @@ def ingest_work(settings: Settings, connector: str, path: Path) -> Work:
         else:
             report = ingest_conversations(store, [path], step)
         return {**report.to_dict(), "embedded": embed_new(store, settings) if report.chunks else 0}
+
+    return work
+
+
+def ask_work(
+    settings: Settings, question: str, top_k: int, after: str | None, before: str | None, strategy: str, llm
+) -> Work:
+    """The job that answers a question through the language model `llm()` returns, as `mem ask --json`."""
+
+    def work(store: Store, progress: Callable[[dict], None]) -> dict:
+        from crossmodalrag.agent.tools import ask_memory
+        from crossmodalrag.answer.evidence import open_retriever
+
+        retriever = open_retriever(store, settings, top_k)
+        return ask_memory(retriever, question, after, before, strategy, settings, llm())
 
     return work
 

@@ -19,6 +19,8 @@ from crossmodalrag.types import Evidence, excerpt, iso_time
 
 if TYPE_CHECKING:
     from crossmodalrag.answer.evidence import Retriever
+    from crossmodalrag.answer.llm import LLM
+    from crossmodalrag.config import Settings
 
 MAX_RESULTS = 50
 MAX_IDS = 20
@@ -81,13 +83,27 @@ def search_memory(
 
 
 def ask_memory(
-    retriever: "Retriever", question: str, after: str | None = None, before: str | None = None, strategy: str = "direct"
+    retriever: "Retriever",
+    question: str,
+    after: str | None = None,
+    before: str | None = None,
+    strategy: str = "direct",
+    settings: "Settings | None" = None,
+    llm: "LLM | None" = None,
 ) -> dict:
-    """The `mem ask --json --no-llm` answer: cited evidence or an abstention, noting changed facts."""
+    """The `mem ask --json` answer, noting changed facts. With `settings`, through the configured language
+    model (`llm` if already loaded; the evidence answer and a notice saying why when none can be used);
+    without, the `--no-llm` answer: cited evidence or an abstention."""
     from crossmodalrag.agent.recall import with_recall
     from crossmodalrag.answer.evidence import ask_without_llm
 
-    answer = ask_without_llm(with_recall(retriever, strategy, after, before), question)
+    retriever = with_recall(retriever, strategy, after, before)
+    if settings is None:
+        answer = ask_without_llm(retriever, question)
+    else:
+        from crossmodalrag.answer.synthesize import ask_with_llm
+
+        answer = ask_with_llm(retriever, question, settings, llm=llm)
     note_changes(retriever.store, answer)
     return answer.to_dict()
 

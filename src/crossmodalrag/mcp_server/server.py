@@ -15,7 +15,7 @@ from pydantic import Field
 from crossmodalrag import __version__
 from crossmodalrag.agent import browse, edits, jobs, memories, tools
 from crossmodalrag.config import Settings
-from crossmodalrag.mcp_server.service import MemoryService, ToolFailure
+from crossmodalrag.mcp_server.service import ASK_WAIT_SECONDS, MemoryService, ToolFailure
 
 Text = Annotated[str, Field(min_length=1, max_length=2000)]
 Content = Annotated[str, Field(min_length=1, max_length=memories.MAX_CHARS)]
@@ -130,10 +130,21 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         after: Day | None = None,
         before: Day | None = None,
         strategy: Strategy = "episodic",
+        use_llm: bool = True,
     ) -> dict[str, Any]:
-        """Answer a question from memory with numbered, cited evidence, or abstain when the memory does
-        not hold the answer (the `mem ask --json --no-llm` contract). Cite as mem://source/{source_id}."""
-        return await run(lambda: tools.ask_memory(service.retriever(top_k), question, after, before, strategy))
+        """Answer a question from memory: text citing numbered evidence [E1], or an abstention when the
+        memory does not hold the answer (the `mem ask --json` contract; cite as mem://source/{source_id}).
+        The configured language model writes the answer; when it is not ready within a few seconds this
+        returns a job instead (job_id, status): poll memory_job until status is done and read the answer
+        in its `result`. use_llm=false answers at once with the cited evidence alone (`--no-llm`)."""
+        if not use_llm:
+            return await run(lambda: tools.ask_memory(service.retriever(top_k), question, after, before, strategy))
+        await run(lambda: (tools.parse_when(after, "after"), tools.parse_when(before, "before")))
+        work = jobs.ask_work(service.settings, question, top_k, after, before, strategy, service.llm)
+        job = await service.job("ask", question[:200], work, wait=ASK_WAIT_SECONDS)
+        if job["status"] == "failed":
+            raise ToolError(job["error"])
+        return job["result"] if job["status"] == "done" else job
 
     @server.tool()
     async def memory_context(
@@ -204,7 +215,7 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
 
     @server.tool()
     async def memory_job(job_id: Annotated[str, Field(min_length=1, max_length=64)]) -> dict[str, Any]:
-        """Progress and result of a job started by memory_ingest or memory_digest_session."""
+        """Progress and result of a job started by memory_ingest, memory_digest_session or memory_ask."""
         return await run(lambda: service.jobs.get(job_id).to_dict())
 
     @server.resource("mem://source/{source_id}", mime_type="application/json")

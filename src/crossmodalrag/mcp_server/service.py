@@ -15,6 +15,9 @@ from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import Store, open_store
 
 JOB_WAIT_SECONDS = 2.0  # a short job (a small transcript) reports its result in the same call
+# A model's answer: a few seconds with a fast model or none configured (the evidence answer), ~15 s
+# with a 1.5B model on a laptop CPU, which then comes back as a job.
+ASK_WAIT_SECONDS = 4.0
 
 
 class ToolFailure(Exception):
@@ -28,6 +31,7 @@ class MemoryService:
         self.db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mem-db")
         self._store: Store | None = None
         self._embedder = None
+        self._llm = None
         self.jobs = JobRunner(self._open)
 
     def _open(self) -> Store:
@@ -53,14 +57,26 @@ class MemoryService:
             self._embedder = load_memory_embedder(self.settings)[0] or False
         return self._embedder or None
 
+    def llm(self):
+        """The configured language model, loaded once (asks run as jobs, one at a time, on the job
+        thread). None when none can be used now: the answer then says why, and the next ask retries."""
+        from crossmodalrag.answer.llm import load_llm
+
+        if self._llm is None:
+            try:
+                self._llm = load_llm(self.settings)
+            except CMRAGError:
+                return None
+        return self._llm
+
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run fn on the db thread; library errors become ToolFailure with their one-line message."""
         future = self.db.submit(_guarded, fn, args, kwargs)
         return await asyncio.wrap_future(future)
 
-    async def job(self, kind: str, target: str, work) -> dict[str, Any]:
+    async def job(self, kind: str, target: str, work, wait: float = JOB_WAIT_SECONDS) -> dict[str, Any]:
         job = self.jobs.start(kind, target, work)
-        for _ in range(int(JOB_WAIT_SECONDS / 0.05)):
+        for _ in range(int(wait / 0.05)):
             if job.status in ("done", "failed"):
                 break
             await asyncio.sleep(0.05)
