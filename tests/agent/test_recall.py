@@ -47,6 +47,13 @@ def day(text: str) -> float:
         ("news from last month", "2023-04-01", "2023-05-01", "news from"),
         ("what changed since 2023-04-01", "2023-04-01", None, "what changed"),
         ("anything before March 2023?", None, "2023-03-01", "anything ?"),
+        # days written out, as people (and LoCoMo's questions) write them
+        ("what did Gina find on 1 February, 2023?", "2023-02-01", "2023-02-02", "what did Gina find on ?"),
+        ("what did Jon say on October 13, 2022", "2022-10-13", "2022-10-14", "what did Jon say on"),
+        ("the gift they gave on Aug 15th", "2022-08-15", "2022-08-16", "the gift they gave on"),  # the latest August
+        ("what did she read on 8th December,2022?", "2022-12-08", "2022-12-09", "what did she read on ?"),
+        ("what happened in June, 2022", "2022-06-01", "2022-07-01", "what happened"),
+        ("the week before August 3, 2022", None, "2022-08-03", "the week"),
     ],
 )
 def test_temporal_expressions_resolve_against_the_memory_timeline(question, start, end, rest):
@@ -60,6 +67,8 @@ def test_no_temporal_expression_and_may_the_verb():
         [],
         "May I ask when Caroline went to the support group?",
     )
+    for question in ("may 4 people come?", "the 10 may come along"):
+        assert time_ranges(question, ANCHOR) == ([], question)
 
 
 def hit(chunk: int, source: int, score: float = 0.0) -> Hit:

@@ -4,8 +4,9 @@
 week before that session, not the week before today: ranges are resolved against an anchor (the
 newest source date in memory, or the clock when it is empty). Recognised: yesterday, today, this or
 last week/weekend/month/year, N days/weeks/months/years ago, recently, a month name (with or without
-a year: the latest such month up to the anchor), an ISO date, and `before|after|since` a date or a
-month. `before|after|since <something else>` is left to the caller as an event (see recall.py).
+a year: the latest such month up to the anchor), a day (ISO, or written out: "3 June, 2023",
+"October 13", "Aug 15th"), and `before|after|since` a date or a month. `before|after|since
+<something else>` is left to the caller as an event (see recall.py).
 """
 
 from __future__ import annotations
@@ -24,10 +25,18 @@ RELATIVE = re.compile(
     r"\b(yesterday|today|tonight|recently|lately|(this|last|past|previous) (week|weekend|month|year))\b", re.I
 )
 AGO = re.compile(r"\b(a|an|one|two|three|four|five|six|\d{1,3}) (day|week|month|year)s? ago\b", re.I)
-MONTH = re.compile(rf"\b(?:in |during |on )?({MONTH_NAMES})\.?(?: (\d{{4}}))?\b", re.I)
+MONTH = re.compile(rf"\b(?:in |during |on )?({MONTH_NAMES})\.?(?:,? (\d{{4}}))?\b", re.I)
 ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+# "3 June, 2023", "8th December 2023", "October 13, 2023", "Aug 15th", "December 1,2023"
+ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
+DAY_DATE = re.compile(
+    rf"\b(?:{ORDINAL} (?:of )?({MONTH_NAMES})|({MONTH_NAMES})\.? {ORDINAL})\b(?:,? ?(\d{{4}})\b)?", re.I
+)
+DAY_TEXT = rf"(?:\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{MONTH_NAMES})|(?:{MONTH_NAMES})\.? \d{{1,2}}(?:st|nd|rd|th)?)"
 BOUND = re.compile(
-    rf"\b(before|after|since|until) ((?:{MONTH_NAMES})\.?(?: \d{{4}})?|\d{{4}}-\d{{2}}-\d{{2}}|\d{{4}})\b", re.I
+    rf"\b(before|after|since|until) ({DAY_TEXT}(?:,? ?\d{{4}})?|(?:{MONTH_NAMES})\.?(?:,? \d{{4}})?"
+    r"|\d{4}-\d{2}-\d{2}|\d{4})\b",
+    re.I,
 )
 EVENT_BOUND = re.compile(r"\b(before|after|since) (?:the |our |my |we |i )?([a-z][\w'-]*(?: [a-z][\w'-]*){0,3})", re.I)
 WORD_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
@@ -49,7 +58,8 @@ def time_ranges(question: str, anchor: datetime) -> tuple[list[TimeRange], str]:
     """The question's date ranges and the question without the words that made them."""
     found: list[TimeRange] = []
     rest = question
-    for pattern, resolve in ((BOUND, _bound), (AGO, _ago), (RELATIVE, _relative), (ISO_DAY, _iso_day), (MONTH, _month)):
+    patterns = ((BOUND, _bound), (AGO, _ago), (RELATIVE, _relative), (ISO_DAY, _iso_day), (DAY_DATE, _day_date))
+    for pattern, resolve in (*patterns, (MONTH, _month)):
         for match in pattern.finditer(rest):
             span = resolve(match, anchor)
             if span is not None:
@@ -126,16 +136,32 @@ def _iso_day(match: re.Match, anchor: datetime):
     return day, day + DAY
 
 
+def _day_date(match: re.Match, anchor: datetime):
+    day, month = (match.group(1), match.group(2)) if match.group(1) else (match.group(4), match.group(3))
+    if month.lower() == "may" and not match.group(5) and not re.search(r"(st|nd|rd|th|of)\b", match.group(0), re.I):
+        return None  # "may 4 people come?", "10 may come": the verb and a number (4th/of May/a year are dates)
+    month_number = MONTHS[month.lower()]
+    year = int(match.group(5)) if match.group(5) else anchor.year - (1 if month_number > anchor.month else 0)
+    try:
+        start = datetime(year, month_number, int(day), tzinfo=timezone.utc)
+    except ValueError:
+        return None  # "31 June"
+    return start, start + DAY
+
+
 def _bound(match: re.Match, anchor: datetime):
     what, target = match.group(1).lower(), match.group(2)
     if target.isdigit():
         span = (datetime(int(target), 1, 1, tzinfo=timezone.utc), datetime(int(target) + 1, 1, 1, tzinfo=timezone.utc))
     else:
-        inner = ISO_DAY.match(target) or MONTH.match(target)
-        span = (_iso_day if ISO_DAY.match(target) else _month)(inner, anchor) if inner else None
+        inner = next((found, resolve) for pattern, resolve in DATES if (found := pattern.match(target)))
+        span = inner[1](inner[0], anchor)
     if span is None:
         return None
     return (None, span[0]) if what in ("before", "until") else (span[0] if what == "since" else span[1], None)
+
+
+DATES = ((ISO_DAY, _iso_day), (DAY_DATE, _day_date), (MONTH, _month))  # what a BOUND's target can be
 
 
 def _next_month(first: datetime) -> datetime:
