@@ -23,6 +23,11 @@ class StoreError(CMRAGError):
     """The database cannot be opened, is corrupt, or is newer than this program."""
 
 
+class WriteConflict(StoreError):
+    """The server aborted a write that collided with a concurrent one (PostgreSQL SQLSTATE 40001
+    serialization failure, 40P01 deadlock): nothing of it was kept, and running it again is safe."""
+
+
 class ConnectorError(CMRAGError):
     """A source path cannot be read as the connector's kind of input."""
 

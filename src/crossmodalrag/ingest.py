@@ -22,7 +22,7 @@ from crossmodalrag.connectors import git, notes
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.index import fts
 from crossmodalrag.store import Store
-from crossmodalrag.store.connection import WriteBatch
+from crossmodalrag.store.connection import WriteBatch, lock_source, retrying
 from crossmodalrag.types import Document
 from crossmodalrag.versioning.sources import source_state
 
@@ -142,10 +142,10 @@ def _insert_chunks(
 ) -> list[tuple]:
     """Insert the chunks and defer their index rows; returns their values in CHUNK_COLUMNS order."""
     spans = utf8_offsets(doc.text, [offset for c in chunks for offset in (c.char_start, c.char_end)])
-    first_id = first_free_id(conn, len(chunks))
+    ids = new_chunk_ids(conn, len(chunks))
     values = [
         (
-            first_id + i,
+            ids[i],
             source_id,
             first_index + i,
             c.text,
@@ -164,20 +164,22 @@ def _insert_chunks(
         " byte_start, byte_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         values,
     )
-    rows = [(first_id + i, doc.title, c.text) for i, c in enumerate(chunks)]
+    rows = [(ids[i], doc.title, c.text) for i, c in enumerate(chunks)]
     batch.defer(lambda conn: fts.insert_rows(conn, rows))
     return [value[3:] for value in values]
 
 
-def first_free_id(conn: sqlite3.Connection, count: int) -> int:
-    """The first of `count` consecutive new chunk ids. We hold the write lock, so on SQLite the ids
-    after the current maximum are ours; on PostgreSQL row-level security may hide other owners'
-    chunks from MAX(id), so the ids come from the table's sequence (advanced under the same lock)."""
+def new_chunk_ids(conn: sqlite3.Connection, count: int) -> list[int]:
+    """Ids for `count` new chunks, increasing. On SQLite we hold the write lock, so the ids after the
+    current maximum are ours; on PostgreSQL writers run side by side and row-level security hides
+    other owners' chunks from MAX(id), so each id comes from the table's sequence."""
     if getattr(conn, "backend", None) == "postgresql":
-        sequence = "pg_get_serial_sequence('chunks', 'id')"
-        last = conn.execute(f"SELECT setval({sequence}, nextval({sequence}) + ? - 1)", (max(count, 1),))
-        return last.fetchone()[0] - max(count, 1) + 1
-    return conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
+        rows = conn.execute(
+            "SELECT nextval(pg_get_serial_sequence('chunks', 'id')) FROM generate_series(1, ?)", (count,)
+        )
+        return sorted(row[0] for row in rows)
+    first = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
+    return list(range(first, first + count))
 
 
 def utf8_offsets(text: str, positions: list[int]) -> dict[int, int]:
@@ -255,26 +257,34 @@ def _ingest_one(
     if known.get(item.uri) == digest:
         report.unchanged += 1
         if "file_stamp" in item.metadata:  # same content, touched file: remember the new stamp
-            with batch.unit() as conn:
-                conn.execute(
-                    "UPDATE sources SET metadata = json_set(metadata, '$.file_stamp', ?) WHERE uri = ?",
-                    (item.metadata["file_stamp"], item.uri),
-                )
+            retrying(lambda: _restamp(batch, item.uri, item.metadata["file_stamp"]))
         return
-    added, count = write_document(batch, item, digest)
+    added, count = retrying(lambda: write_document(batch, item, digest))
     report.chunks += count
     report.added += added
     report.updated += not added
 
 
+def _restamp(batch: WriteBatch, uri: str, stamp: str) -> None:
+    with batch.unit() as conn:
+        conn.execute("UPDATE sources SET metadata = json_set(metadata, '$.file_stamp', ?) WHERE uri = ?", (stamp, uri))
+
+
 def remove_sources(store: Store, uris: Iterable[str]) -> int:
     """Delete sources with their chunks and index entries; returns how many went."""
-    removed = 0
-    with store.transaction() as conn:
-        for uri in uris:
-            with versioning.changing(conn, "source", uri):
-                removed += conn.execute("DELETE FROM sources WHERE uri = ?", (uri,)).rowcount
-    return removed
+    uris = list(dict.fromkeys(uris))
+
+    def remove() -> int:
+        removed = 0
+        with store.transaction() as conn:
+            for uri in sorted(uris):  # locked in one order: two removers never wait for each other in a cycle
+                lock_source(conn, uri)
+            for uri in uris:
+                with versioning.changing(conn, "source", uri):
+                    removed += conn.execute("DELETE FROM sources WHERE uri = ?", (uri,)).rowcount
+        return removed
+
+    return retrying(remove)
 
 
 def remove_gone(

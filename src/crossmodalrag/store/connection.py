@@ -14,9 +14,9 @@ import sqlite3
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
-from crossmodalrag.errors import StoreError
+from crossmodalrag.errors import StoreError, WriteConflict
 from crossmodalrag.store.migrations import LATEST_VERSION, Progress, applied_version, migrate
 
 try:
@@ -28,6 +28,8 @@ BUSY_TIMEOUT_SECONDS = 30.0
 HANDOFF_SECONDS = 0.15  # longer than SQLite's longest sleep between two tries of a waiting writer (100 ms)
 RETRY_SLEEP_CAP = 0.1  # our own retries poll at least as often, for the same reason
 BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED (their extended codes share the low byte)
+CONFLICT_ATTEMPTS = 12  # tries of a write the server aborted as colliding (PostgreSQL): ~5 s of backoff in all
+T = TypeVar("T")
 
 
 class WriterTurns:
@@ -118,6 +120,30 @@ def begin_immediate(conn: sqlite3.Connection, turns: WriterTurns | None, patienc
                     ) from error
             time.sleep(delay * random.uniform(0.5, 1.0))  # jitter: two waiters do not retry in lockstep
             delay = min(delay * 2, RETRY_SLEEP_CAP)
+
+
+def retrying(write: Callable[[], T], attempts: int = CONFLICT_ATTEMPTS) -> T:
+    """Run `write` (one whole transaction or write-batch unit) again, with jittered backoff, while the
+    server aborts it as colliding with a concurrent writer (WriteConflict: PostgreSQL only; nothing of
+    the aborted try was kept). Raises the last WriteConflict after `attempts` tries."""
+    delay = 0.01
+    for attempt in range(attempts):
+        try:
+            return write()
+        except WriteConflict:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, 1.0)
+    raise AssertionError("unreachable")
+
+
+def lock_source(conn: sqlite3.Connection, uri: str) -> None:
+    """Inside a write transaction: wait until no other writer holds source `uri` (PostgreSQL, where
+    writers run side by side). On SQLite the transaction's write lock already excludes every writer."""
+    lock = getattr(conn, "lock_source", None)
+    if lock is not None:
+        lock(uri)
 
 
 class MemoryConnection(sqlite3.Connection):
@@ -288,6 +314,7 @@ class WriteBatch:
         self.before_commit: list[Callable[[sqlite3.Connection], None]] = []
         self.collected: dict[Callable[[sqlite3.Connection, list], None], list] = {}
         self.written: set[str] = set()  # the sources written since the last commit
+        self.claiming: str | None = None  # the source the next unit writes: locked when it opens
 
     def writes(self, uri: str) -> None:
         """Say that the next unit writes this source. One already written in this batch (a chat export
@@ -296,6 +323,7 @@ class WriteBatch:
         if uri in self.written:
             self.commit()
         self.written.add(uri)
+        self.claiming = uri
 
     def defer(self, action: Callable[[sqlite3.Connection], None]) -> None:
         """Run `action` inside the transaction just before it commits.
@@ -329,9 +357,19 @@ class WriteBatch:
             begin_immediate(self.conn, self.turns, self.patience)
             self.opened_at = time.monotonic()
             self._attach(self)
-        self.conn.execute("SAVEPOINT unit")
+        claiming, self.claiming = self.claiming, None
+        try:
+            if claiming is not None:
+                lock_source(self.conn, claiming)
+            self.conn.execute("SAVEPOINT unit")
+        except WriteConflict:
+            self._abort()
+            raise
         try:
             yield self.conn
+        except WriteConflict:
+            self._abort()  # the server aborted the whole transaction, not only this unit
+            raise
         except BaseException:
             self.before_commit = pending
             for flush, items in self.collected.items():
@@ -356,14 +394,26 @@ class WriteBatch:
             self.conn.execute("ROLLBACK")
             raise
         finally:
-            self.before_commit = []
-            self.collected = {}
-            self.written = set()
-            self.opened_at = None
-            self._attach(None)
-        self.conn.execute("COMMIT")
+            self._forget_pending()
+        try:
+            self.conn.execute("COMMIT")
+        except WriteConflict:  # PostgreSQL's serializable check runs at commit too; the work is rolled back
+            self.conn.execute("ROLLBACK")
+            raise
         if self.turns:
             self.turns.hand_over()
+
+    def _abort(self) -> None:
+        """Roll the whole transaction back, with everything deferred or collected for it."""
+        self.conn.execute("ROLLBACK")
+        self._forget_pending()
+
+    def _forget_pending(self) -> None:
+        self.before_commit = []
+        self.collected = {}
+        self.written = set()
+        self.opened_at = None
+        self._attach(None)
 
     def __enter__(self) -> "WriteBatch":
         return self

@@ -125,7 +125,7 @@ def _batches(store: Store, sql: str) -> Iterator[list]:
 
 def _copy_sources(source: Store, target: Store, progress: Callable[[int, int], None] | None) -> None:
     """Sources with their chunks, BATCH sources per transaction; the index rows through the target's code."""
-    from crossmodalrag.ingest import first_free_id
+    from crossmodalrag.ingest import new_chunk_ids
 
     total, done = source.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0], 0
     for rows in _batches(source, f"SELECT id, {SOURCE_COLUMNS} FROM sources WHERE id > ? ORDER BY id LIMIT ?"):
@@ -135,12 +135,14 @@ def _copy_sources(source: Store, target: Store, progress: Callable[[int, int], N
                 chunks = source.conn.execute(
                     f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE source_id = ? ORDER BY chunk_index", (old_id,)
                 ).fetchall()
-                first = first_free_id(conn, len(chunks))
+                ids = new_chunk_ids(conn, len(chunks))
                 conn.executemany(
                     f"INSERT INTO chunks (id, source_id, {CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(first + i, new_id.lastrowid, *chunk) for i, chunk in enumerate(chunks)],
+                    [(chunk_id, new_id.lastrowid, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)],
                 )
-                fts.insert_rows(conn, [(first + i, values[4], chunk[1]) for i, chunk in enumerate(chunks)])
+                fts.insert_rows(
+                    conn, [(chunk_id, values[4], chunk[1]) for chunk_id, chunk in zip(ids, chunks, strict=True)]
+                )
         done += len(rows)
         if progress:
             progress(done, total)

@@ -2,10 +2,13 @@
 
 `execute`/`executemany` with `?` placeholders (rewritten by sql.translate), rows that index by
 position and by column name (like sqlite3.Row), a cursor with `lastrowid` and `rowcount`, and
-`BEGIN IMMEDIATE` meaning what it means on SQLite: one writer at a time. Here that is a
-transaction-scoped advisory lock, so readers never wait (MVCC) and writers queue in the server,
-bounded by `lock_timeout`. Connections come from a psycopg_pool pool per (url, owner), each set up
-with the statement timeout, the owner that row-level security checks, and pgvector's iterative scan.
+`BEGIN IMMEDIATE` opening a write transaction. Unlike SQLite, writers run side by side: each one
+locks only the sources it writes (`lock_source`: a transaction-scoped advisory lock on the owner and
+uri), so two clients writing different notes never wait for each other, two writing the same note
+take turns (bounded by `lock_timeout`), and readers never wait (MVCC). A write the server aborts
+because it collided with another one (serialization failure, deadlock) raises WriteConflict, which
+`store.connection.retrying` runs again. Connections come from a psycopg_pool pool per (url, owner),
+each set up with the statement timeout and the owner that row-level security checks.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterable, Iterator, Sequence
 
-from crossmodalrag.errors import MissingExtraError, StoreError
+from crossmodalrag.errors import MissingExtraError, StoreError, WriteConflict
+from crossmodalrag.store.connection import retrying
 from crossmodalrag.store.postgres.sql import translate
 
-WRITE_LOCK = 0x636D7261  # "cmra": the advisory lock key every writer takes (one writer at a time)
+SCHEMA_LOCK = 0x636D7261  # "cmra": the advisory lock key of schema migrations (one at a time)
 INSTALL_HINT = 'pip install -e ".[postgres]"'
 
 
@@ -102,9 +106,8 @@ class PgConnection:
         self.row_factory = None  # accepted for compatibility; rows are always Row
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
-        text = sql.strip().upper()
-        if text == "BEGIN IMMEDIATE":
-            return self._begin_writing()
+        if sql.strip().upper() == "BEGIN IMMEDIATE":  # SQLite's writer lock; here locks are per source
+            sql = "BEGIN"
         query, returns_id = translate(sql)
         return Cursor(self._run(lambda cur: cur.execute(query, tuple(params or ()))), returns_id)
 
@@ -114,24 +117,38 @@ class PgConnection:
             query = query[: -len(" RETURNING id")]
         return Cursor(self._run(lambda cur: cur.executemany(query, [tuple(r) for r in rows])), False)
 
-    def _begin_writing(self) -> Cursor:
-        """BEGIN, then wait (at most lock_timeout) for the writers' lock. Raises StoreError if it stays taken."""
-        self._run(lambda cur: cur.execute("BEGIN"))
-        try:
-            return Cursor(self._run(lambda cur: cur.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))), False)
-        except StoreError:
-            self._run(lambda cur: cur.execute("ROLLBACK"))
-            raise
+    def lock_source(self, uri: str) -> None:
+        """Wait (at most lock_timeout) until no other transaction writes this owner's source `uri`;
+        held until this transaction ends. Raises StoreError if it stays taken."""
+        key = "SELECT pg_advisory_xact_lock(hashtextextended(cmrag_owner() || chr(1) || %s, 0))"
+        self._run(lambda cur: cur.execute(key, (uri,)))
+
+    def lock_schema(self) -> None:
+        """Wait until no other client migrates the schema; held until this transaction ends."""
+        self._run(lambda cur: cur.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,)))
 
     def _run(self, action):
+        """Run one statement. Outside a transaction it is a transaction of its own (a reader's query),
+        so one the server aborts as colliding (serializable isolation) is simply run again here."""
+        psycopg, _ = psycopg_modules()
+        if self.raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            return retrying(lambda: self._run_once(action))
+        return self._run_once(action)
+
+    def _run_once(self, action):
         psycopg, _ = psycopg_modules()
         cursor = self.raw.cursor(row_factory=_row_factory)
         try:
             action(cursor)
+        except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as error:
+            raise WriteConflict(
+                f"PostgreSQL aborted a write that collided with another client's: {str(error).strip().splitlines()[0]}",
+                "nothing of it was kept; run the command again",
+            ) from error
         except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as error:
             raise StoreError(
                 f"PostgreSQL gave up waiting: {str(error).strip()}",
-                "another mem client holds the write lock or the query ran past the statement timeout "
+                "another mem client writes the same source or the query ran past the statement timeout "
                 "(CMRAG_DB_STATEMENT_TIMEOUT); retry",
             ) from error
         except psycopg.OperationalError as error:

@@ -206,7 +206,9 @@ def _score(lengths: dict[int, int], phrases: list, counts: dict, total: int, ave
             shared = set.intersection(*(set(h) for h in holders))
             frequencies = {c: min(h[c] for h in holders) for c in shared}
         found = len(frequencies)
-        idf = max(math.log((total - found + 0.5) / (found + 0.5)), 1e-6)
+        # Each statement reads its own snapshot: a writer committing between the count and the
+        # postings can leave `found` above `total` for a moment.
+        idf = max(math.log((max(total, found) - found + 0.5) / (found + 0.5)), 1e-6)
         for chunk_id, tf in frequencies.items():
             if tf and chunk_id in scores:
                 scores[chunk_id] += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * lengths[chunk_id] / average))

@@ -211,12 +211,13 @@ def applied_version(conn) -> int:
 
 
 def migrate(conn) -> list[int]:
-    """Apply the pending migrations, each in one transaction under the writers' lock (two clients
+    """Apply the pending migrations, each in one transaction under the schema lock (two clients
     initialising one database at once: the second waits, then finds it done)."""
     done = []
     for version, sql in MIGRATIONS:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.lock_schema()
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at FLOAT8)")
             if version > applied_version(conn):
                 conn.raw.execute(sql)
