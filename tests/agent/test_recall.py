@@ -16,6 +16,7 @@ from crossmodalrag.agent.recall import (
     favour_named_speaker,
     fuse,
     recall,
+    with_neighbour_support,
     with_recall,
 )
 from crossmodalrag.agent.temporal import time_ranges
@@ -147,6 +148,22 @@ def test_the_turns_of_the_speaker_a_question_names_rank_higher(store, tmp_path):
     assert [h.chunk_id for h in favour_named_speaker(memory, ranked, "What did Ben paint?")] == [ben, ana]
     for question in ("What did they paint?", "What did Ana and Ben paint?"):  # none, or both: no preference
         assert [h.chunk_id for h in favour_named_speaker(memory, ranked, question)] == [ana, ben]
+
+
+def test_a_turn_next_to_strong_evidence_ranks_above_an_isolated_one(store, tmp_path):
+    memory = locomo_memory(
+        store,
+        tmp_path,
+        [
+            ("2023-05-01", [("Ana", "What do your kids like?"), ("Ben", "Dinosaurs, all day long.")]),
+            ("2023-05-02", [("Ana", "Museums are fun."), ("Ben", "The weather was bad.")]),
+        ],
+    )
+    question, reply, alone, other = (row[0] for row in memory.conn.execute("SELECT id FROM chunks ORDER BY id"))
+    ranked = [hit(question, 1, 1.0), hit(alone, 2, 0.5), hit(reply, 1, 0.49)]
+    supported = with_neighbour_support(memory, ranked)
+    assert [h.chunk_id for h in supported] == [question, reply, alone]  # the reply gains 0.1 of 1.0
+    assert supported[0].score == pytest.approx(1.0 + 0.1 * 0.49) and supported[2].score == 0.5  # no neighbour hit
 
 
 def test_episodic_does_not_penalise_an_old_session(store, tmp_path, settings):
