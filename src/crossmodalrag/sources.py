@@ -205,7 +205,7 @@ def store_stats(store: Store) -> dict[str, Any]:
         "JOIN chunk_vectors v ON v.model_id = m.id GROUP BY m.id ORDER BY m.name"
     ).fetchall()
     return {
-        "database": str(store.path),
+        "database": store.location,
         "schema_version": _version(conn),
         "sources": dict(conn.execute("SELECT source_type, COUNT(*) FROM sources GROUP BY 1 ORDER BY 1")),
         "chunks": dict(conn.execute("SELECT modality, COUNT(*) FROM chunks GROUP BY 1 ORDER BY 1")),

@@ -65,7 +65,7 @@ def test_an_unreachable_server_is_one_error_line(monkeypatch, capsys):
 
 def test_commands_not_ported_yet_are_refused_not_run_on_sqlite(monkeypatch, capsys, db_path):
     monkeypatch.setenv("CMRAG_DB_URL", "postgresql://mem@/mem?host=/nonexistent-socket-dir")
-    assert main(["stats"]) == 1
+    assert main(["log"]) == 1
     assert "does not run on PostgreSQL yet" in capsys.readouterr().err
     assert not db_path.exists()
 

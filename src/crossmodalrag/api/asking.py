@@ -65,7 +65,7 @@ class Asker:
         self.llm_loader = llm_loader or load_llm
         self.model_turn = threading.Lock()
         self._llm: LLM | None = None
-        self.readers = ReaderPool(settings.db_path)
+        self.readers = ReaderPool(settings)
 
     def ask(
         self,

@@ -66,7 +66,7 @@ def health(request: Request, store: Reader) -> dict[str, Any]:
     return {
         "status": "ok",
         "version": __version__,
-        "database": str(store.path),
+        "database": store.location,
         "read_only": True,
         "sources": counts,
         "token_required": request.app.state.token_required,

@@ -13,7 +13,7 @@ from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import Settings, load_settings, read_environment
 from crossmodalrag.errors import CMRAGError, ConfigError
 from crossmodalrag.sources import list_sources, source_detail, store_stats
-from crossmodalrag.store.readonly import open_reader
+from crossmodalrag.store.readonly import open_configured_reader
 
 MIN_TOKEN_CHARS = 16
 TOKEN_HINT = "e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > ~/.config/mem/token; chmod 600 it"
@@ -28,7 +28,7 @@ def notice(message: str) -> None:
 
 
 def sources(args: argparse.Namespace) -> int:
-    with open_reader(_settings(args).db_path) as store:
+    with open_configured_reader(_settings(args)) as store:
         listing = list_sources(store, args.kind, args.folder, args.since, args.until, args.limit, args.offset).to_dict()
     if args.json:
         print_json(listing)
@@ -45,7 +45,7 @@ def sources(args: argparse.Namespace) -> int:
 
 
 def source(args: argparse.Namespace) -> int:
-    with open_reader(_settings(args).db_path) as store:
+    with open_configured_reader(_settings(args)) as store:
         detail = source_detail(store, args.source_id)
     if args.json:
         print_json(detail)
@@ -58,7 +58,7 @@ def source(args: argparse.Namespace) -> int:
 
 
 def stats(args: argparse.Namespace) -> int:
-    with open_reader(_settings(args).db_path) as store:
+    with open_configured_reader(_settings(args)) as store:
         report = store_stats(store)
     if args.json:
         print_json(report)
@@ -126,7 +126,8 @@ def serve(args: argparse.Namespace) -> int:
             f"refusing to serve your memory on {args.host} without a token",
             f"pass --token-file FILE or set CMRAG_SERVE_TOKEN ({TOKEN_HINT})",
         )
-    open_reader(settings.db_path).close()  # fail now, with the store's hint, not on the first request
+    with open_configured_reader(settings) as store:  # fail now, with the store's hint, not on the first request
+        where = store.location
     allow = {name.lower() for name in args.allow_host or []}
     if not loopback and args.host not in ("0.0.0.0", "::"):
         allow.add(args.host.strip("[]").lower())
@@ -140,7 +141,7 @@ def serve(args: argparse.Namespace) -> int:
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     shown = f"[{shown}]" if ":" in shown else shown
     url = f"http://{shown}:{args.port}/"
-    notice(f"mem console at {url} (API docs at {url}docs), serving {settings.db_path} read-only; Ctrl-C stops")
+    notice(f"mem console at {url} (API docs at {url}docs), serving {where} read-only; Ctrl-C stops")
     if token:
         notice(
             f"login once in the browser with {url}?token={token} (it sets a cookie and drops the token from the URL)"

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from crossmodalrag.agent.jobs import JobRunner
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.store import Store, open_store
+from crossmodalrag.store import Store, open_configured_store
 
 JOB_WAIT_SECONDS = 2.0  # a short job (a small transcript) reports its result in the same call
 # A model's answer: a few seconds with a fast model or none configured (the evidence answer), ~15 s
@@ -35,7 +35,7 @@ class MemoryService:
         self.jobs = JobRunner(self._open)
 
     def _open(self) -> Store:
-        store = open_store(self.settings.db_path)
+        store = open_configured_store(self.settings)
         store.conn.actor = f"mcp:{self.agent_id}" if self.agent_id else "mcp"  # who wrote it, in the change log
         return store
 

@@ -11,12 +11,15 @@ import queue
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 from urllib.parse import quote
 
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store.connection import Store
 from crossmodalrag.store.migrations import LATEST_VERSION
+
+if TYPE_CHECKING:
+    from crossmodalrag.config import Settings
 
 
 def open_reader(path: Path, busy_timeout: float = 5.0) -> Store:
@@ -59,13 +62,25 @@ def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
     return row[0] or 0
 
 
+def open_configured_reader(settings: "Settings") -> Store:
+    """The configured memory, read-only: the SQLite file (mode=ro), or a PostgreSQL session whose
+    transactions the server keeps read-only. Raises StoreError as open_reader / open_postgres_store."""
+    if settings.db_url:
+        from crossmodalrag.store.postgres import open_postgres_store
+
+        return open_postgres_store(
+            settings.db_url, settings.db_owner, False, settings.db_statement_timeout, read_only=True
+        )
+    return open_reader(settings.db_path)
+
+
 class ReaderPool:
     """Read-only connections kept between requests: a new connection starts with a cold page cache,
     which at 10k notes made each question ~70 ms slower (bench/serve.py). One request holds a
     connection at a time; at most `size` idle ones are kept."""
 
-    def __init__(self, path: Path, size: int = 4) -> None:
-        self.path = Path(path)
+    def __init__(self, settings: "Settings", size: int = 4) -> None:
+        self.settings = settings
         self.size = size
         self.idle: queue.SimpleQueue[Store] = queue.SimpleQueue()
 
@@ -75,7 +90,7 @@ class ReaderPool:
         try:
             store = self.idle.get_nowait()
         except queue.Empty:
-            store = open_reader(self.path)
+            store = open_configured_reader(self.settings)
         try:
             yield store
         except BaseException:

@@ -62,15 +62,25 @@ class PgStore(Store):
 
 
 def open_postgres_store(
-    url: str, owner: str = "", create: bool = True, statement_timeout: float = BUSY_TIMEOUT_SECONDS
+    url: str,
+    owner: str = "",
+    create: bool = True,
+    statement_timeout: float = BUSY_TIMEOUT_SECONDS,
+    read_only: bool = False,
 ) -> PgStore:
     """Connect (through the pool), check and migrate the schema. Raises StoreError if the server is
-    unreachable, the schema is missing and `create` is off, or it is newer than this program."""
-    pool = pool_for(url, owner, statement_timeout)
+    unreachable, the schema is missing and `create` is off, or it is newer than this program.
+    `read_only`: the server refuses every write on this store, and the schema must be current."""
+    pool = pool_for(url, owner, statement_timeout, read_only=read_only)
     conn = PgConnection(pool.getconn())
     store = PgStore(pool, conn, url, statement_timeout)
     try:
         version = schema.applied_version(conn)
+        if read_only and version < schema.LATEST_VERSION:
+            raise StoreError(
+                f"{store.location} has PostgreSQL schema version {version}, this program's is {schema.LATEST_VERSION}",
+                "run `mem init-db` once to create or upgrade it (the server opens it read-only)",
+            )
         if version > schema.LATEST_VERSION:
             raise StoreError(
                 f"{store.location} has PostgreSQL schema version {version}, newer than this program's "

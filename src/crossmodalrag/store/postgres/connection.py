@@ -159,7 +159,7 @@ class PgConnection:
         """Closing a pooled connection is the pool's job (PgStore.close returns it)."""
 
 
-_POOLS: dict[tuple[str, str], Any] = {}
+_POOLS: dict[tuple[str, str, bool], Any] = {}
 _POOLS_LOCK = threading.Lock()
 
 
@@ -174,10 +174,11 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def pool_for(url: str, owner: str, statement_timeout: float, connect_timeout: float = 5.0):
-    """The process's pool for this server and owner (opened once). Raises StoreError if unreachable."""
+def pool_for(url: str, owner: str, statement_timeout: float, connect_timeout: float = 5.0, read_only: bool = False):
+    """The process's pool for this server and owner (opened once). Raises StoreError if unreachable.
+    A read-only pool's sessions refuse every write in the server (`mem serve`, as SQLite's mode=ro)."""
     psycopg, psycopg_pool = psycopg_modules()
-    key = (url, owner)
+    key = (url, owner, read_only)
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is not None and not pool.closed:
@@ -189,6 +190,9 @@ def pool_for(url: str, owner: str, statement_timeout: float, connect_timeout: fl
                 cur.execute("SELECT set_config('statement_timeout', %s, false)", (f"{int(statement_timeout * 1000)}",))
                 cur.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(statement_timeout * 1000)}",))
                 cur.execute("SELECT set_config('cmrag.owner', %s, false)", (owner,))
+                cur.execute(
+                    "SELECT set_config('default_transaction_read_only', %s, false)", ("on" if read_only else "off",)
+                )
 
         try:  # one direct attempt first: a server that is down fails now, not after the pool's timeout
             psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))).close()

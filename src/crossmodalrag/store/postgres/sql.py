@@ -7,6 +7,8 @@ mechanical, so it is rewritten here, once per distinct statement (cached):
     table's natural key (REPLACE_KEYS; a table missing there is refused, never guessed);
   - `json_extract(col, '$.key')` / `json_set(col, '$.key', ?)` become their jsonb forms (metadata
     columns stay TEXT holding JSON, as on SQLite, so the shared code's json.loads keeps working);
+  - `strftime('%Y-%m', col, 'unixepoch')`, `group_concat(col, 'sep')` and `json_each(col)` (an array's
+    items as `json_each.value`) their to_char / string_agg / jsonb_array_elements_text forms;
   - an INSERT into a table with an integer `id` returns it (the cursor's `lastrowid`).
 A statement that only SQLite can run (PRAGMA, FTS5 MATCH, sqlite_master) raises StoreError naming
 it, so an unported code path fails loudly instead of doing something else.
@@ -38,6 +40,9 @@ SQLITE_ONLY = re.compile(r"\b(PRAGMA|sqlite_master|MATCH|fts5|chunks_fts|VACUUM)
 INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*(\(([^)]*)\))?", re.IGNORECASE)
 JSON_EXTRACT = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*\)", re.IGNORECASE)
 JSON_SET = re.compile(r"json_set\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*,\s*\?\s*\)", re.IGNORECASE)
+MONTH = re.compile(r"strftime\('%Y-%m',\s*([\w.]+),\s*'unixepoch'\)", re.IGNORECASE)
+JSON_EACH = re.compile(r"json_each\(\s*([\w.]+)\s*\)", re.IGNORECASE)
+GROUP_CONCAT = re.compile(r"group_concat\(\s*([\w.]+)\s*,\s*('[^']*')\s*\)", re.IGNORECASE)
 
 
 def _placeholders(sql: str) -> str:
@@ -86,5 +91,8 @@ def translate(sql: str) -> tuple[str, bool]:
         )
     sql = JSON_SET.sub(r"jsonb_set(COALESCE(\1, '{}')::jsonb, '{\2}', to_jsonb(?::text))::text", sql)
     sql = JSON_EXTRACT.sub(r"((\1)::jsonb ->> '\2')", sql)
+    sql = MONTH.sub(r"to_char(to_timestamp(\1) AT TIME ZONE 'UTC', 'YYYY-MM')", sql)
+    sql = GROUP_CONCAT.sub(r"string_agg(\1, \2)", sql)
+    sql = JSON_EACH.sub(r"jsonb_array_elements_text((\1)::jsonb) AS json_each(value)", sql)
     sql, returns = _insert(sql.strip().rstrip(";"))
     return _placeholders(sql), returns

@@ -1,0 +1,109 @@
+"""Two users of one PostgreSQL memory (issue 16): each reads only their own chunks, whatever the way
+in: `mem ask` (tests/store/test_postgres.py), the HTTP API (`mem serve`) and MCP (the SDK's own client).
+Row-level security in the server does it; the API and MCP run the same library code as on SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from crossmodalrag.config import load_settings
+from crossmodalrag.store.postgres import open_postgres_store
+from tests.postgres import create_role
+from tests.retrieval.helpers import add_docs, note
+
+SECRETS = {"alice": "the launch code is tangerine", "bob": "the launch code is walnut"}
+WORDS = {"alice": "tangerine", "bob": "walnut"}
+
+
+@pytest.fixture
+def two_users(postgres_url, tmp_path):
+    """{name: (connection url as that role, the id of their secret note)}; the schema made by the administrator."""
+    with open_postgres_store(postgres_url):
+        pass
+    suffix = tmp_path.name.replace("-", "_")[-12:]
+    users = {}
+    for who, secret in SECRETS.items():
+        url = create_role(postgres_url, f"{who}_{suffix}")
+        with open_postgres_store(url) as store:  # the same uri for both: each owns theirs
+            add_docs(store, note("secret", f"# Secret\n{secret}"), note(f"{who}-diary", f"# Diary\n{who} met {who}"))
+            source_id = store.conn.execute("SELECT id FROM sources WHERE uri = '/vault/secret.md'").fetchone()[0]
+        users[who] = (url, source_id)
+    return users
+
+
+def _settings(url: str):
+    return load_settings({"db_url": url, "llm_provider": "none"})
+
+
+def test_the_api_shows_each_user_only_their_own_chunks(two_users):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from crossmodalrag.api.app import create_app
+    from tests.api.helpers import BASE
+
+    for who, other in (("alice", "bob"), ("bob", "alice")):
+        url, mine = two_users[who]
+        with TestClient(create_app(_settings(url)), base_url=BASE) as client:
+            for question in ("what is the launch code?", f"is it {WORDS[other]}?", f"{other} met"):
+                answered = client.get("/ask", params={"q": question, "no_llm": True})
+                assert answered.status_code == 200, answered.text
+                shown = json.dumps([answered.json()[k] for k in ("answer", "evidence")])  # not the echoed query
+                assert WORDS[other] not in shown and f"{other} met" not in shown
+            assert WORDS[who] in client.get("/ask", params={"q": "launch code", "no_llm": True}).text
+            listed = client.get("/sources").json()
+            assert listed["total"] == 2 and {s["id"] for s in listed["sources"]} >= {mine}
+            assert client.get(f"/sources/{mine}").status_code == 200
+            assert client.get(f"/sources/{two_users[other][1]}").status_code == 404  # another's id: not found
+            assert client.get("/stats").json()["sources"] == {"note": 2}
+            health = client.get("/health").json()
+            assert health["database"].startswith("postgresql://") and health["sources"] == {"note": 2}
+
+
+def test_the_api_reads_postgresql_through_a_read_only_session(two_users):
+    from crossmodalrag.store.readonly import open_configured_reader
+
+    with open_configured_reader(_settings(two_users["alice"][0])) as store:
+        assert store.backend == "postgresql"
+        with pytest.raises(Exception, match="read-only"):
+            store.conn.execute("DELETE FROM sources")
+
+
+def test_mcp_shows_each_user_only_their_own_chunks(two_users):
+    pytest.importorskip("mcp.server.mcpserver")
+    from mcp import Client
+
+    from crossmodalrag.mcp_server.server import build_server
+    from tests.agent.mcp_calls import answer, call
+
+    async def scenario(who: str, other: str) -> None:
+        server = build_server(_settings(two_users[who][0]))
+        try:
+            async with Client(server) as client:
+                offered = {tool.name for tool in (await client.list_tools()).tools}
+                assert "memory_search" in offered and "memory_store" not in offered  # reading tools only
+                for query in ("launch code", WORDS[other], f"{other} met"):
+                    found = json.dumps(
+                        (await call(client, "memory_search", {"query": query, "compact": False}))["results"]
+                    )
+                    assert WORDS[other] not in found and f"{other} met" not in found
+                found = await call(client, "memory_search", {"query": "launch code", "compact": False})
+                assert WORDS[who] in json.dumps(found)
+                got = await call(client, "memory_get", {"ids": [two_users[who][1], two_users[other][1]]})
+                assert got["missing"] == [two_users[other][1]] and WORDS[who] in json.dumps(got["sources"])
+                answered = await answer(client, {"question": "What is the launch code?", "use_llm": False})
+                shown = json.dumps([answered[k] for k in ("answer", "evidence")])
+                assert WORDS[who] in shown and WORDS[other] not in shown
+                stats = await call(client, "memory_stats", {})
+                assert stats["sources"] == {"note": 2}
+                for tool in ("memory_timeline", "memory_context", "memory_browse"):
+                    shown = json.dumps(await call(client, tool, {}))
+                    assert WORDS[other] not in shown and f"{other} met" not in shown
+        finally:
+            server.service.close()
+
+    for who, other in (("alice", "bob"), ("bob", "alice")):
+        asyncio.run(scenario(who, other))
