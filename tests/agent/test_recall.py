@@ -213,3 +213,25 @@ MEMORIES = [
     ("Releases ship on Tuesdays", "s2"),
     ("The staging key rotates monthly", ""),
 ]
+
+
+def test_memories_stored_one_after_another_in_a_session_are_neighbours(store):
+    talk = [
+        ("Ana: What do your kids like?", "s1"),
+        ("Ben: Dinosaurs, all day long.", "s1"),
+        ("Ben: The weather was bad.", "s2"),
+        ("Ana: Museums are fun.", "s1"),
+    ]
+    question, reply, other_session, later = (remember(store, text, session_id=s).id for text, s in talk)
+    hits = [
+        replace(hit(source, source, score), source_type="memory", text=f"t\n{text}")
+        for source, score, (text, _) in zip(
+            (question, reply, other_session, later), (1.0, 0.49, 0.5, 0.3), talk, strict=True
+        )
+    ]
+    ranked = with_neighbour_support(store, hits)
+    assert [h.source_id for h in ranked] == [question, reply, other_session, later]  # the reply gains 0.1 of 1.0
+    assert ranked[3].score == pytest.approx(0.3 + 0.1 * 0.49)  # stored after the reply in s1; s2 is apart
+    named = favour_named_speaker(store, hits, "What does Ben like?")  # the "Name:" label is the speaker
+    assert [h.source_id for h in named] == [question, other_session, reply, later]  # Ben's two, x1.1
+    assert named[1].score == pytest.approx(0.5 * 1.1) and named[2].score == pytest.approx(0.49 * 1.1)

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from crossmodalrag.agent.temporal import EVENT_BOUND, TimeRange, time_ranges
+from crossmodalrag.agent.updates import split_label
 from crossmodalrag.retrieval.fusion import reciprocal_rank_fusion
 from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.retrieval.stopwords import ENGLISH
@@ -37,7 +38,8 @@ DIVERSE_HEAD = 5  # how many of the first results are picked for session diversi
 # higher values gained turns but lost sessions), reported on conversations 3-4 (docs/benchmarks.md).
 SPEAKER_BOOST = 1.1
 # A conversation turn also scores this share of its best-scoring neighbour turn (the one before or after
-# it in the session): an answer sits next to its question, and evidence in one exchange spans turns.
+# it in the session; for agent memories, in their agent session): an answer sits next to its question,
+# and evidence in one exchange spans turns.
 # LoCoMo, 0.05-0.15 all gained on conversations 0-2; 0.1, the middle, on 0-2 turn R@10 / session R@5
 # +1.0 / +0.5 points and on 3-4 (held out) +0.8 / +0.7 (docs/benchmarks.md).
 NEIGHBOUR_SHARE = 0.1
@@ -144,7 +146,8 @@ def fuse(lists: list[list["Hit"]]) -> list["Hit"]:
 
 def favour_named_speaker(store: "Store", hits: list["Hit"], question: str) -> list["Hit"]:
     """Hits re-ranked with SPEAKER_BOOST for the turns of the one speaker the question names (a
-    conversation turn's `speaker`: a person in LoCoMo, user or assistant in agent sessions)."""
+    conversation turn's `speaker`: a person in LoCoMo, user or assistant in agent sessions; for an
+    agent memory, the "Name:" label it starts with, as in "Caroline: I went to ...")."""
     ids = [h.chunk_id for h in hits]
     speakers = dict(
         store.conn.execute(
@@ -152,6 +155,9 @@ def favour_named_speaker(store: "Store", hits: list["Hit"], question: str) -> li
             ids,
         ).fetchall()
     ) if ids else {}  # fmt: skip
+    for hit in hits:
+        if hit.source_type == "memory" and not speakers.get(hit.chunk_id):
+            speakers[hit.chunk_id] = split_label(hit.text.split("\n", 1)[-1])[0]  # the body, as memory_texts
     spoken = f" {' '.join(WORDS.findall(question.lower()))} "
     named = {s for s in speakers.values() if s and f" {' '.join(WORDS.findall(s.lower()))} " in spoken}
     if len(named) != 1:
@@ -161,27 +167,52 @@ def favour_named_speaker(store: "Store", hits: list["Hit"], question: str) -> li
 
 
 def with_neighbour_support(store: "Store", hits: list["Hit"]) -> list["Hit"]:
-    """Hits re-ranked with NEIGHBOUR_SHARE of the best score among a conversation turn's neighbours
-    (chunk_index -1 and +1 in its session) that are among the hits themselves."""
-    ids = [h.chunk_id for h in hits if h.source_type == "conversation"]
-    if not ids:
-        return hits
-    place = {
-        chunk: (source, index)
-        for chunk, source, index in store.conn.execute(
-            f"SELECT id, source_id, chunk_index FROM chunks WHERE id IN ({','.join('?' * len(ids))})", ids
-        )
-    }
-    score_at = {place[h.chunk_id]: h.score for h in hits if h.chunk_id in place}
+    """Hits re-ranked with NEIGHBOUR_SHARE of the best score among their neighbours that are hits too
+    (see `neighbours`)."""
+    around = neighbours(store, hits)
+    score_at: dict[tuple, float] = {}
+    for hit in hits:
+        if hit.chunk_id in around:
+            place = around[hit.chunk_id][0]
+            score_at[place] = max(score_at.get(place, 0.0), hit.score)
 
     def supported(hit: "Hit") -> "Hit":
-        if hit.chunk_id not in place:
+        if hit.chunk_id not in around:
             return hit
-        source, index = place[hit.chunk_id]
-        best = max(score_at.get((source, index - 1), 0.0), score_at.get((source, index + 1), 0.0))
+        _, before, after = around[hit.chunk_id]
+        best = max(score_at.get(before, 0.0), score_at.get(after, 0.0))
         return replace(hit, score=hit.score + NEIGHBOUR_SHARE * best) if best else hit
 
-    return sorted(map(supported, hits), key=lambda h: (-h.score, h.chunk_id))
+    return sorted(map(supported, hits), key=lambda h: (-h.score, h.chunk_id)) if around else hits
+
+
+def neighbours(store: "Store", hits: list["Hit"]) -> dict[int, tuple[tuple, tuple, tuple]]:
+    """chunk id -> (its place, the place before it, the place after it). A conversation turn's place
+    is (source, chunk index) in its session; an agent memory stored with a session_id is one place in
+    the order its (agent, session) stored them, as turns one by one over MCP are."""
+    found: dict[int, tuple[tuple, tuple, tuple]] = {}
+    turns = [h.chunk_id for h in hits if h.source_type == "conversation"]
+    if turns:
+        for chunk, source, index in store.conn.execute(
+            f"SELECT id, source_id, chunk_index FROM chunks WHERE id IN ({','.join('?' * len(turns))})", turns
+        ):
+            found[chunk] = ((source, index), (source, index - 1), (source, index + 1))
+    memories = sorted({h.source_id for h in hits if h.source_type == "memory" and h.source_id is not None})
+    if memories:
+        marks = ",".join("?" * len(memories))
+        order = {
+            source: (("memory", source), ("memory", before), ("memory", after))
+            for source, before, after in store.conn.execute(
+                "SELECT source_id, before, after FROM (SELECT source_id, LAG(source_id) OVER w AS before,"
+                " LEAD(source_id) OVER w AS after FROM agent_memories WHERE session_id != '' AND (agent_id,"
+                f" session_id) IN (SELECT agent_id, session_id FROM agent_memories WHERE source_id IN ({marks}))"
+                " WINDOW w AS (PARTITION BY agent_id, session_id ORDER BY created_at, source_id))"
+                f" WHERE source_id IN ({marks})",
+                memories + memories,
+            )
+        }
+        found.update({h.chunk_id: order[h.source_id] for h in hits if h.source_id in order})
+    return found
 
 
 def agent_sessions(store: "Store", hits: list["Hit"]) -> dict[int, tuple[str, str]]:
