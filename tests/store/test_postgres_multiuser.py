@@ -107,3 +107,56 @@ def test_mcp_shows_each_user_only_their_own_chunks(two_users):
 
     for who, other in (("alice", "bob"), ("bob", "alice")):
         asyncio.run(scenario(who, other))
+
+
+def test_tables_beside_sources_and_chunks_are_private_too(two_users):
+    """Eval queries, memory nodes, their evidence, edges and cards, extractions, usage and agent memories."""
+    from crossmodalrag.evals.queries import EvalQuery, upsert_queries
+
+    url, secret = two_users["alice"]
+    with open_postgres_store(url) as store:
+        chunk = store.conn.execute("SELECT id FROM chunks WHERE source_id = ?", (secret,)).fetchone()[0]
+        upsert_queries(store, [EvalQuery("what is the launch code?", ["/vault/secret.md"])])
+        with store.transaction() as conn:
+            for node in ("ev_1", "ep_1"):
+                conn.execute(
+                    "INSERT INTO memory_nodes (id, level, title, statement, fingerprint, created_at, updated_at)"
+                    " VALUES (?, 'event', 'launch', 'the launch code is tangerine', 'f', 0, 0)",
+                    (node,),
+                )
+            conn.execute("INSERT INTO memory_evidence (node_id, chunk_id, role) VALUES ('ev_1', ?, 'cited')", (chunk,))
+            conn.execute("INSERT INTO memory_edges (src, dst, kind) VALUES ('ev_1', 'ep_1', 'in_episode')")
+            conn.execute(
+                "INSERT INTO memory_cards (node_id, node_fingerprint, question, answer, generator, created_at)"
+                " VALUES ('ev_1', 'f', 'launch code?', 'tangerine', 'test', 0)"
+            )
+            conn.execute(
+                "INSERT INTO memory_extractions (source_id, source_fingerprint, text_hash, model, prompt_version,"
+                " status, updated_at) VALUES (?, 'f', 'h', 'm', 'p', 'done', 0)",
+                (secret,),
+            )
+            conn.execute("INSERT INTO memory_usage (target_id, event, at) VALUES ('ev_1', 'retrieved', 0)")
+            conn.execute(
+                "INSERT INTO agent_memories (source_id, tags, content_hash, created_at, updated_at)"
+                " VALUES (?, '[\"tangerine\"]', 'h', 0, 0)",
+                (secret,),
+            )
+            conn.execute(
+                "INSERT INTO agent_memory_links (source_id, target_id, relation, similarity) VALUES (?, ?, 'near', 1)",
+                (secret, secret),
+            )
+    tables = ["queries_eval", "memory_nodes", "memory_evidence", "memory_edges", "memory_cards"]
+    tables += ["memory_extractions", "memory_usage", "agent_memories", "agent_memory_links"]
+    with open_postgres_store(url) as alice, open_postgres_store(two_users["bob"][0]) as bob:
+        for table in tables:
+            assert alice.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] >= 1, table
+            assert bob.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0, table
+        upsert_queries(bob, [EvalQuery("what is the launch code?", ["/vault/secret.md"])])  # bob's own copy
+        assert bob.conn.execute("SELECT COUNT(*) FROM queries_eval").fetchone()[0] == 1
+        with pytest.raises(Exception, match="row-level security"):  # hanging a row on alice's source
+            with bob.transaction() as conn:
+                conn.execute(
+                    "INSERT INTO agent_memories (source_id, content_hash, created_at, updated_at)"
+                    " VALUES (?, 'h', 0, 0)",
+                    (secret,),
+                )

@@ -13,8 +13,9 @@ plus what only a server has:
     Row-level security enforces it in the server (FORCE: the tables' owner too; superusers bypass
     RLS, so clients must connect as ordinary roles). `cmrag.owner` (CMRAG_DB_OWNER) picks which of
     the user's roles owns new rows; the policy's WITH CHECK refuses a role the user is not in.
-The tables of the hierarchy, agent memory and versioning exist (search joins agent_memories) but
-carry no owner yet: the commands that write them are refused on PostgreSQL (cli/main.py).
+The tables of the hierarchy and agent memory exist (search joins agent_memories); since version 3
+every table holding text or naming what a memory holds is under row-level security too (see
+FOLLOWERS). Left shared: embedding_models (model names) and schema_migrations.
 """
 
 from __future__ import annotations
@@ -198,7 +199,42 @@ ALTER TABLE chunk_postings ENABLE ROW LEVEL SECURITY; ALTER TABLE chunk_postings
 CREATE POLICY chunk_postings_owner ON chunk_postings USING ({VISIBLE}) WITH CHECK ({VISIBLE});
 """
 
-MIGRATIONS: list[tuple[int, str]] = [(1, FUNCTIONS + TABLES + LATER_TABLES + _security()), (2, POSTINGS)]
+# Version 3: the other tables that hold a person's text or say what is in their memory get row-level
+# security too. Eval queries, memory nodes and usage events get an owner; the rest follow the row they
+# hang on (a source, a chunk, a node), so a policy reads that row through its own policy.
+FOLLOWERS = {
+    "memory_evidence": "chunks c WHERE c.id = chunk_id",
+    "memory_edges": "memory_nodes n WHERE n.id = src",
+    "memory_cards": "memory_nodes n WHERE n.id = node_id",
+    "memory_extractions": "sources s WHERE s.id = source_id",
+    "agent_memories": "sources s WHERE s.id = source_id",
+    "agent_memory_links": "sources s WHERE s.id = source_id",
+}
+
+
+def _owners_everywhere() -> str:
+    parts = [
+        f"ALTER TABLE queries_eval ADD COLUMN {OWNER};",
+        "ALTER TABLE queries_eval DROP CONSTRAINT queries_eval_query_text_key;",
+        "ALTER TABLE queries_eval ADD CONSTRAINT queries_eval_owner_query UNIQUE (owner, query_text);",
+        f"ALTER TABLE memory_nodes ADD COLUMN {OWNER};",
+        f"ALTER TABLE memory_usage ADD COLUMN {OWNER};",
+    ]
+    policies = {table: VISIBLE for table in ("queries_eval", "memory_nodes", "memory_usage")}
+    policies |= {table: f"EXISTS (SELECT 1 FROM {parent})" for table, parent in FOLLOWERS.items()}
+    for table, rule in policies.items():
+        parts.append(
+            f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY; ALTER TABLE {table} FORCE ROW LEVEL SECURITY;"
+            f" CREATE POLICY {table}_owner ON {table} USING ({rule}) WITH CHECK ({rule});"
+        )
+    return "\n".join(parts)
+
+
+MIGRATIONS: list[tuple[int, str]] = [
+    (1, FUNCTIONS + TABLES + LATER_TABLES + _security()),
+    (2, POSTINGS),
+    (3, _owners_everywhere()),
+]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

@@ -36,6 +36,8 @@ REPLACE_KEYS = {
     "change_states": ("content_hash",),
     "checkpoints": ("name",),
 }
+# A conflict target on a unique key that includes the owner here (each owner has its own eval queries).
+OWNED_CONFLICTS = {"ON CONFLICT(query_text)": "ON CONFLICT (owner, query_text)"}
 SQLITE_ONLY = re.compile(r"\b(PRAGMA|sqlite_master|MATCH|fts5|chunks_fts|VACUUM)\b", re.IGNORECASE)
 INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*(\(([^)]*)\))?", re.IGNORECASE)
 JSON_EXTRACT = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*\)", re.IGNORECASE)
@@ -94,5 +96,7 @@ def translate(sql: str) -> tuple[str, bool]:
     sql = MONTH.sub(r"to_char(to_timestamp(\1) AT TIME ZONE 'UTC', 'YYYY-MM')", sql)
     sql = GROUP_CONCAT.sub(r"string_agg(\1, \2)", sql)
     sql = JSON_EACH.sub(r"jsonb_array_elements_text((\1)::jsonb) AS json_each(value)", sql)
+    for target, owned in OWNED_CONFLICTS.items():
+        sql = sql.replace(target, owned)
     sql, returns = _insert(sql.strip().rstrip(";"))
     return _placeholders(sql), returns
