@@ -21,7 +21,12 @@ def human_size(size: int) -> str:
 
 def backup(args: argparse.Namespace) -> int:
     settings = load_settings({"db_path": args.db_path})
-    report = backup_database(settings.db_path, args.dest)
+    if settings.db_url:  # PostgreSQL: pg_dump, else a logical export
+        from crossmodalrag.store.postgres.dump import backup_postgres
+
+        report = backup_postgres(settings, args.dest)
+    else:
+        report = backup_database(settings.db_path, args.dest)
     if args.json:
         print_json(report.to_dict())
     else:
@@ -34,6 +39,8 @@ def backup(args: argparse.Namespace) -> int:
 
 def restore(args: argparse.Namespace) -> int:
     settings = load_settings({"db_path": args.db_path})
+    if settings.db_url:
+        return _restore_postgres(args, settings)
     report = restore_database(args.source, settings.db_path, force=args.force)
     if args.json:
         print_json(report.to_dict())
@@ -51,4 +58,18 @@ def restore(args: argparse.Namespace) -> int:
             "hint: run `mem verify` to see them)\n"
         )
         return 1
+    return 0
+
+
+def _restore_postgres(args: argparse.Namespace, settings) -> int:
+    from crossmodalrag.store.postgres.dump import restore_postgres
+
+    report = restore_postgres(settings, args.source, force=args.force)
+    if args.json:
+        print_json(report)
+    else:
+        sys.stderr.write(
+            f"restored {report['source']} ({human_size(report['bytes'])}, {report['sources']} sources, "
+            f"schema version {report['schema_version']}) into {report['target']} with {report['method']}\n"
+        )
     return 0

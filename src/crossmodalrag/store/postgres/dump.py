@@ -1,0 +1,154 @@
+"""`mem backup` / `mem restore` on PostgreSQL: pg_dump's custom format when its tools are on PATH,
+else a logical export (the memory copied into a SQLite file, as `mem migrate` copies it).
+
+A pg_dump archive restores with `pg_restore --clean --if-exists --single-transaction`: the database
+is replaced whole or left as it was. Run as an ordinary role, pg_dump dumps only the rows that role
+may see (`--enable-row-security`); the whole shared memory is a DBA's backup (a role that owns the
+tables or bypasses row-level security). An export holds the caller's rows too, restores into an empty
+database (the rows then belong to the restoring role), and is also a working SQLite memory by itself.
+Both get a `.sha256` beside them, checked before anything is restored.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from crossmodalrag.config import Settings
+from crossmodalrag.errors import StoreError
+from crossmodalrag.store.backup import (
+    BackupReport,
+    _check_checksum,
+    _free_name,
+    _make_folder,
+    _remove,
+    _staging_file,
+    _sync_and_hash,
+    _write_checksum,
+    backups_dir,
+)
+from crossmodalrag.store.connection import open_store
+from crossmodalrag.store.postgres import PgStore, open_postgres_store
+
+ARCHIVE_MAGIC = b"PGDMP"  # the first bytes of a pg_dump custom-format archive
+TOOL_HINT = "install the PostgreSQL client tools (pg_dump, pg_restore) of the server's major version or newer"
+
+
+def _open(settings: Settings, create: bool = False) -> PgStore:
+    return open_postgres_store(settings.db_url, settings.db_owner, create, settings.db_statement_timeout)
+
+
+def backup_postgres(settings: Settings, dest: Path | None, export: bool = False) -> BackupReport:
+    """Write a backup of the configured PostgreSQL memory to `dest` (a file or folder; default
+    backups/ beside CMRAG_DB_PATH). `export` (or no pg_dump on PATH): a SQLite export. Raises StoreError."""
+    pg_dump = None if export else shutil.which("pg_dump")
+    with _open(settings) as store:
+        version = store.schema_version()
+        target = _target(settings, dest, ".dump" if pg_dump else ".db")
+        staging = _staging_file(target.parent, target.name)
+        try:
+            if pg_dump:
+                _run([pg_dump, "--format=custom", "--file", str(staging), *_row_security(store), settings.db_url])
+            else:
+                _export(store, staging)
+            digest, size = _sync_and_hash(staging)
+            os.replace(staging, target)
+            _write_checksum(target, digest)
+        finally:
+            _remove(staging)
+    return BackupReport(target, digest, size, version)
+
+
+def restore_postgres(settings: Settings, source: Path, force: bool = False) -> dict:
+    """Make the backup `source` the configured PostgreSQL memory; {source, method, sha256, bytes,
+    schema_version, sources}. Raises StoreError (a damaged file, a non-empty database without
+    `force`, an export into a non-empty database, a failed pg_restore: the database is then unchanged)."""
+    source = Path(source).expanduser().absolute()
+    if not source.is_file():
+        raise StoreError(f"no backup at {source}", "give a file written by `mem backup`")
+    digest, size = _sync_and_hash(source)
+    _check_checksum(source, digest)
+    with source.open("rb") as handle:
+        archive = handle.read(len(ARCHIVE_MAGIC)) == ARCHIVE_MAGIC
+    with _open(settings, create=True) as store:
+        held = store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
+        if held and (not force or not archive):
+            raise StoreError(
+                f"{store.location} already holds a memory ({held} sources)",
+                "pass --force to replace it with a pg_dump archive"
+                if archive
+                else "restore an export into an empty database",
+            )
+        if not archive:
+            _import(source, store)
+    if archive:
+        pg_restore = shutil.which("pg_restore") or _missing("pg_restore")
+        _run(
+            [
+                pg_restore,
+                "--clean",
+                "--if-exists",
+                "--no-owner",
+                "--single-transaction",
+                "--dbname",
+                settings.db_url,
+                str(source),
+            ]
+        )
+    with _open(settings) as store:
+        sources = store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
+        version = store.schema_version()
+    method = "pg_restore" if archive else "import"
+    return {"source": str(source), "target": store.location, "method": method, "sha256": digest,
+            "bytes": size, "schema_version": version, "sources": sources}  # fmt: skip
+
+
+def _target(settings: Settings, dest: Path | None, suffix: str) -> Path:
+    chosen = backups_dir(settings.db_path) if dest is None else Path(dest).expanduser()
+    if dest is None or chosen.is_dir():
+        _make_folder(chosen)
+        return _free_name(chosen, f"memory-postgresql-{time.strftime('%Y%m%d-%H%M%S')}", suffix)
+    if chosen.exists():
+        raise StoreError(f"{chosen} already exists", "choose another name, or a folder to put a new backup in")
+    _make_folder(chosen.parent)
+    return chosen
+
+
+def _row_security(store: PgStore) -> list[str]:
+    """pg_dump refuses to dump tables under row-level security for a role it applies to, unless asked
+    to dump what that role sees."""
+    bypass = store.conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
+    return [] if bypass.fetchone()[0] else ["--enable-row-security"]
+
+
+def _export(store: PgStore, staging: Path) -> None:
+    from crossmodalrag.store.transfer import copy_memory
+
+    _remove(staging)  # copy_memory makes a new SQLite memory there
+    with open_store(staging) as target:
+        report = copy_memory(store, target)
+    if not report.identical:
+        raise StoreError("the export does not match the memory (checksums differ)", "run the backup again")
+
+
+def _import(source: Path, store: PgStore) -> None:
+    from crossmodalrag.store.transfer import copy_memory
+
+    with open_store(source, create=False) as exported:
+        report = copy_memory(exported, store)
+    if not report.identical:
+        raise StoreError(f"{source} was not restored whole (checksums differ)", "restore into an empty database again")
+
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+        raise StoreError(f"{Path(command[0]).name} failed: {lines[0]}", "see the server log; nothing was replaced")
+
+
+def _missing(tool: str) -> str:
+    raise StoreError(f"{tool} is not on PATH", TOOL_HINT)
