@@ -13,10 +13,12 @@ from crossmodalrag.errors import StoreError
 from crossmodalrag.store import Store, open_configured_store, open_store
 
 # Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres*.py). The others
-# (sync/watch, chat, the hierarchy, agent memory and versioning commands) still use
+# (chat, the hierarchy, agent memory and versioning commands) still use
 # SQLite-only SQL: they are refused rather than silently run against the SQLite file. `mem mcp` offers
 # its reading tools only (mcp_server/server.py POSTGRES_UNPORTED).
 PORTED = {
+    "sync",
+    "ingest-chat",
     "backup",
     "restore",
     "serve",

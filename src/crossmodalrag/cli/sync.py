@@ -17,7 +17,7 @@ from crossmodalrag.cli.progress import ProgressLine
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.store import Store, open_store
+from crossmodalrag.store import Store, open_configured_store
 
 if TYPE_CHECKING:
     from crossmodalrag.ingest import IngestReport
@@ -70,7 +70,7 @@ def sync(args: argparse.Namespace) -> int:
     settings = load_settings({"db_path": args.db_path})
     only = tuple(args.only or ())
     configured_paths(settings, only)  # nothing configured: fail before creating a database
-    with open_store(settings.db_path) as store:
+    with open_configured_store(settings) as store:
         store.conn.actor = "sync"  # the change log's actor for everything this command (or its watch) writes
         if args.watch:
             return _watch(args, settings, store, only)

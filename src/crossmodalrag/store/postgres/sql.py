@@ -41,6 +41,7 @@ OWNED_CONFLICTS = {"ON CONFLICT(query_text)": "ON CONFLICT (owner, query_text)"}
 SQLITE_ONLY = re.compile(r"\b(PRAGMA|sqlite_master|MATCH|fts5|chunks_fts|VACUUM)\b", re.IGNORECASE)
 INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*(\(([^)]*)\))?", re.IGNORECASE)
 JSON_EXTRACT = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*\)", re.IGNORECASE)
+JSON_ORDER = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*\)\s*(<=|>=|<|>)", re.IGNORECASE)
 JSON_SET = re.compile(r"json_set\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*,\s*\?\s*\)", re.IGNORECASE)
 MONTH = re.compile(r"strftime\('%Y-%m',\s*([\w.]+),\s*'unixepoch'\)", re.IGNORECASE)
 JSON_EACH = re.compile(r"json_each\(\s*([\w.]+)\s*\)", re.IGNORECASE)
@@ -92,6 +93,7 @@ def translate(sql: str) -> tuple[str, bool]:
             "unset CMRAG_DB_URL to use the SQLite memory, or see docs/scaling.md for what PostgreSQL runs",
         )
     sql = JSON_SET.sub(r"jsonb_set(COALESCE(\1, '{}')::jsonb, '{\2}', to_jsonb(?::text))::text", sql)
+    sql = JSON_ORDER.sub(r"((\1)::jsonb ->> '\2')::float8 \3", sql)  # SQLite compares a JSON number as a number
     sql = JSON_EXTRACT.sub(r"((\1)::jsonb ->> '\2')", sql)
     sql = MONTH.sub(r"to_char(to_timestamp(\1) AT TIME ZONE 'UTC', 'YYYY-MM')", sql)
     sql = GROUP_CONCAT.sub(r"string_agg(\1, \2)", sql)

@@ -1,0 +1,108 @@
+"""Commands ported to PostgreSQL in phase 2 (issue 16), each run on both backends: `mem sync` (notes,
+git, chat transcripts), `mem sync --watch`, `mem ingest-chat`."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+from crossmodalrag.cli.main import main
+from crossmodalrag.config import Settings
+from tests.agent.chats import claude_record, write_jsonl
+from tests.conftest import commit_files, write_note
+
+
+def _uris(store) -> set[str]:
+    return {row[0] for row in store.conn.execute("SELECT uri FROM sources").fetchall()}
+
+
+def _sync(capsys, monkeypatch, db_path, *args: str) -> dict:
+    monkeypatch.setenv("CMRAG_DB_PATH", str(db_path))
+    code = main(["sync", "--json", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _session(folder: Path, reply: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_jsonl(
+        folder / "session.jsonl",
+        [
+            claude_record("u1", None, "user", "Which port should the cache use?"),
+            claude_record("a1", "u1", "assistant", [{"type": "text", "text": reply}]),
+        ],
+    )
+
+
+def test_sync_applies_every_connector_then_changes_nothing(any_store, monkeypatch, capsys, tmp_path, repo, db_path):
+    vault, chats = tmp_path / "vault", tmp_path / "chats"
+    write_note(vault, "parser.md", "# Parser\nWe replaced regexes with a tokenizer.\n")
+    write_note(vault, "cache.md", "# Cache\nThe LRU cache served stale HTML.\n")
+    commit_files(repo, {"parser.py": "def parse():\n    return 1\n"}, "Add the parser")
+    _session(chats, "We agreed the cache listens on port 7379.")
+    for name, value in (("OBSIDIAN_VAULT_PATH", vault), ("REPO_PATH", repo), ("CHAT_PATH_1", chats)):
+        monkeypatch.setenv(name, str(value))
+    first = _sync(capsys, monkeypatch, db_path)
+    assert (first["added"], first["failed"]) == (4, 0), first
+    again = _sync(capsys, monkeypatch, db_path)
+    assert (again["added"], again["updated"], again["removed"], again["unchanged"]) == (0, 0, 0, 4)
+
+    (vault / "cache.md").unlink()
+    write_note(vault, "parser.md", "# Parser\nNow with a hand-written lexer.\n")
+    _session(chats, "We agreed the cache listens on port 7380 now.")
+    changed = _sync(capsys, monkeypatch, db_path)
+    assert (changed["updated"], changed["removed"]) == (2, 1)
+    assert str(vault.resolve() / "cache.md") not in _uris(any_store)
+    texts = " ".join(row[0] for row in any_store.conn.execute("SELECT text FROM chunks").fetchall())
+    assert "hand-written lexer" in texts and "7380" in texts and "stale HTML" not in texts
+    assert main(["ask", "which port does the cache listen on?", "--no-llm", "--json"]) == 0
+    assert "7380" in json.dumps(json.loads(capsys.readouterr().out)["evidence"])
+
+
+def test_ingest_chat(any_store, monkeypatch, capsys, tmp_path, db_path):
+    monkeypatch.setenv("CMRAG_DB_PATH", str(db_path))
+    session = _session(tmp_path / "chats", "We agreed the cache listens on port 7379.")
+    assert main(["ingest-chat", str(session), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["added"] == 1
+    assert any(uri.startswith(str(session)) for uri in _uris(any_store))
+
+
+def test_watch_follows_a_vault(any_store, tmp_path, db_path):
+    from crossmodalrag.watch import watch
+
+    vault = tmp_path / "vault"
+    write_note(vault, "first.md", "# First\nAlready here before the watch.\n")
+    url = any_store.location if any_store.backend == "postgresql" else None
+    settings = Settings(db_path=db_path, db_url=url, notes_paths=[vault])
+    stop, failure = threading.Event(), []
+
+    def loop() -> None:
+        from crossmodalrag.store import open_configured_store
+
+        try:
+            with open_configured_store(settings) as store:
+                watch(store, settings, stop, debounce=0.3, poll=0.3)
+        except BaseException as error:  # noqa: BLE001 - handed to the test thread
+            failure.append(error)
+
+    def wait_for(condition) -> None:
+        deadline = time.monotonic() + 30
+        while not condition() and not failure:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert not failure, failure
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: str(vault / "first.md") in _uris(any_store))
+        write_note(vault, "idea.md", "# Idea\nA parser built on a tokenizer.\n")
+        wait_for(lambda: str(vault / "idea.md") in _uris(any_store))
+        (vault / "first.md").unlink()
+        wait_for(lambda: _uris(any_store) == {str(vault / "idea.md")})
+    finally:
+        stop.set()
+        thread.join(timeout=10)
