@@ -106,3 +106,35 @@ def test_watch_follows_a_vault(any_store, tmp_path, db_path):
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+def test_chat_answers_as_ask_does(any_store, monkeypatch, capsys, tmp_path, db_path):
+    import io
+    import sys
+
+    monkeypatch.setenv("CMRAG_DB_PATH", str(db_path))
+    vault = tmp_path / "vault"
+    write_note(vault, "parser.md", "# Parser rewrite\nWe replaced the regexes with a tokenizer: they backtracked.\n")
+    assert main(["ingest-notes", str(vault)]) == 0
+    capsys.readouterr()
+    question = "why did we replace the regexes with a tokenizer?"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(question + "\n"))
+    assert main(["chat", "--no-llm", "--json"]) == 0
+    from_chat = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert main(["ask", question, "--no-llm", "--json"]) == 0
+    from_ask = json.loads(capsys.readouterr().out)
+    assert {k: v for k, v in from_chat.items() if k != "timing"} == {k: v for k, v in from_ask.items() if k != "timing"}
+    assert not from_chat["abstained"]
+
+
+def test_remember_supersede_and_list_memories(any_store, monkeypatch, capsys, db_path):
+    monkeypatch.setenv("CMRAG_DB_PATH", str(db_path))
+    for content in ("The staging key rotates monthly", "The staging key rotates weekly"):
+        assert main(["remember", content, "--kind", "fact", "--tags", "ops", "--json"]) == 0
+        newer = json.loads(capsys.readouterr().out)
+    assert newer["supersedes"]
+    assert main(["memories", "--tag", "ops", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["memories"]
+    assert [m["id"] for m in listed] == [newer["id"]]
+    assert main(["memories", "--history", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["memories"]) == 2

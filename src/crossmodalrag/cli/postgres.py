@@ -17,6 +17,9 @@ from crossmodalrag.store import Store, open_configured_store, open_store
 # SQLite-only SQL: they are refused rather than silently run against the SQLite file. `mem mcp` offers
 # its reading tools only (mcp_server/server.py POSTGRES_UNPORTED).
 PORTED = {
+    "chat",
+    "remember",
+    "memories",
     "sync",
     "ingest-chat",
     "backup",
