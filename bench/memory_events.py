@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """L1 event extraction on LoCoMo dev sessions with a real model: recall, grounding and cost.
 
-    nice -n 5 python bench/memory_events.py [--sessions 30] [--seed 0] [--model GGUF] [--free]
+    nice -n 5 python bench/memory_events.py [--sessions 30] [--limit N] [--seed 0] [--model GGUF] [--free]
 
 A fixed seeded sample of sessions that have gold events. Each session is one source whose chunks
 are its turns ("Speaker: text", locator = the turn's dia_id); events are extracted by the product's
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import tempfile
@@ -86,6 +87,23 @@ def observations(sample: dict, session: str) -> list[tuple[str, set[str]]]:
     return out
 
 
+class CountingLLM:
+    """The model, summing what each call reports in `usage` (prompt tokens read, tokens written,
+    guesses accepted, threads) so a session's row says where its seconds went."""
+
+    def __init__(self, llm) -> None:
+        self.llm, self.totals = llm, {}
+
+    def __getattr__(self, name):
+        return getattr(self.llm, name)
+
+    def stream(self, messages, generation):
+        yield from self.llm.stream(messages, generation)
+        for key, value in self.llm.usage.items():
+            known = self.totals.get(key, 0)
+            self.totals[key] = max(value, known) if key == "threads" else known + value
+
+
 def run_session(sample: dict, index: int, session: str, llm, embedder, workdir: Path, constrained: bool) -> dict:
     from crossmodalrag.index.embeddings import embed_missing
     from crossmodalrag.memory.events import Extraction, build_events, list_events
@@ -97,12 +115,13 @@ def run_session(sample: dict, index: int, session: str, llm, embedder, workdir: 
     with open_store(settings.db_path) as store:
         store_session(store, f"locomo:{index}:{session}", f"Conversation, {stamp}", turns, session_time(stamp))
         embed_missing(store, embedder)
-        how = Extraction(llm, SemanticIndex(store, embedder, settings), 100_000, settings.event_support_min_cosine)
+        counted = CountingLLM(llm)
+        how = Extraction(counted, SemanticIndex(store, embedder, settings), 100_000, settings.event_support_min_cosine)
         how.constrained = constrained
         source_tokens = llm.count_tokens("\n".join(f"{t['speaker']}: {t['text']}" for t in turns))
-        started = time.monotonic()
+        load, started, cpu = os.getloadavg()[0], time.monotonic(), time.process_time()
         report = build_events(store, how)
-        seconds = time.monotonic() - started
+        seconds, cpu = time.monotonic() - started, time.process_time() - cpu
         events = list_events(store, limit=100)
     row = {
         "session": f"{index}:{session}",
@@ -110,12 +129,16 @@ def run_session(sample: dict, index: int, session: str, llm, embedder, workdir: 
         "turns": len(turns),
         "source_tokens": source_tokens,
         "seconds": round(seconds, 2),
+        "cpu_seconds": round(cpu, 2),
+        "load": round(load, 1),
         "llm_calls": report.llm_calls,
         "prompt_tokens_est": report.prompt_chars // 4,
         "completion_tokens": report.completion_tokens,
+        **{f"llm_{key}": value for key, value in counted.totals.items()},
         "valid": not report.failed,
         "events": len(events),
         "supported": sum(e["supported"] for e in events),
+        "extracted": [[e["statement"], e["supported"], [x["locator"] for x in e["evidence"]]] for e in events],
     }
     row.update(score(embedder, events, gold_events(sample, session), observations(sample, session)))
     return row
@@ -161,6 +184,9 @@ def summarize(rows: list[dict]) -> dict:
         "events_per_session": round(events / len(rows), 2),
         "llm_calls_per_source": round(total("llm_calls") / len(rows), 3),
         "seconds_per_1k_source_tokens": round(total("seconds") / total("source_tokens") * 1000, 2),
+        "cpu_seconds_per_1k_source_tokens": round(total("cpu_seconds") / total("source_tokens") * 1000, 2),
+        "load_average": [min(r["load"] for r in rows), max(r["load"] for r in rows)],
+        "threads": sorted({r.get("llm_threads", 0) for r in rows}),
         "completion_tokens": total("completion_tokens"),
         "prompt_tokens_est": total("prompt_tokens_est"),
         "seconds_per_session": sorted(r["seconds"] for r in rows),
@@ -171,10 +197,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
     parser.add_argument("--sessions", type=int, default=30)
+    parser.add_argument("--limit", type=int, help="run only the first N drawn sessions (the draw stays the same)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", type=Path, default=Path("data/models/llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"))
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: the cores free)")
     parser.add_argument("--free", action="store_true", help="also run without constrained decoding")
+    parser.add_argument("--free-limit", type=int, help="the run without constraints covers only the first N sessions")
     parser.add_argument("--rows", type=Path, help="append per-session rows here (JSON lines)")
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
@@ -184,7 +212,7 @@ def main() -> None:
     from crossmodalrag.index.models import install_offline
 
     data = load_locomo(args.shared)
-    chosen = sorted(random.Random(args.seed).sample(sessions_with_events(data), args.sessions))
+    chosen = sorted(random.Random(args.seed).sample(sessions_with_events(data), args.sessions))[: args.limit]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="memory-events-"))
     settings = Settings(db_path=workdir / "models.db")
     install_offline(settings)
@@ -194,7 +222,7 @@ def main() -> None:
               "source": source_state(), "sessions": [f"{i}:{s}" for i, s in chosen]}  # fmt: skip
     for constrained in (True, False) if args.free else (True,):
         rows = []
-        for index, session in chosen:
+        for index, session in chosen if constrained else chosen[: args.free_limit]:
             row = run_session(data[index], index, session, llm, embedder, workdir, constrained)
             rows.append(row)
             log(f"{'constrained' if constrained else 'free'} {row['session']}: {row['events']} events, "

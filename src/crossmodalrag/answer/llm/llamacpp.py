@@ -122,6 +122,9 @@ class LlamaCppLLM:
         llama = self._ready(messages)
         deadline = time.monotonic() + self.timeout
         self.usage = {}
+        if generation.json_schema and generation.temperature == 0 and not generation.stop:
+            yield from self._stream_json(llama, messages, generation, deadline)
+            return
         completion = 0
         try:
             chunks = llama.create_chat_completion(
@@ -149,6 +152,16 @@ class LlamaCppLLM:
                 f"llama.cpp: {error}", "lower CMRAG_LLM_EVIDENCE_CHARS or raise CMRAG_LLM_CONTEXT_TOKENS"
             ) from None
         self.usage = {"completion_tokens": completion, "threads": self.threads}
+
+    def _stream_json(self, llama, messages: list[Message], generation: Generation, deadline: float) -> Iterator[str]:
+        """Greedy schema-constrained output through llama_greedy: compact JSON, each token cheaper."""
+        from crossmodalrag.answer.llm.llama_greedy import greedy_json
+
+        stats: dict[str, int] = {}
+        yield from greedy_json(
+            llama, chat_tokens(llama, messages), generation.json_schema, generation.max_tokens, deadline, stats
+        )
+        self.usage = {**stats, "threads": self.threads}
 
     def support_margins(self, prompts: list[list[Message]]) -> list[float]:
         """For each chat prompt ending in a yes/no question: logsumexp(yes) - logsumexp(no) over the
