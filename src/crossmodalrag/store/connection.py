@@ -354,7 +354,7 @@ class WriteBatch:
         pending, self.before_commit = self.before_commit, []
         counts = {flush: len(items) for flush, items in self.collected.items()}
         if self.opened_at is None:
-            begin_immediate(self.conn, self.turns, self.patience)
+            self._begin()
             self.opened_at = time.monotonic()
             self._attach(self)
         claiming, self.claiming = self.claiming, None
@@ -381,6 +381,9 @@ class WriteBatch:
         self.before_commit = pending + self.before_commit
         if time.monotonic() - self.opened_at >= self.max_seconds:
             self.commit()
+
+    def _begin(self) -> None:
+        begin_immediate(self.conn, self.turns, self.patience)
 
     def commit(self) -> None:
         if self.opened_at is None:

@@ -20,6 +20,18 @@ def is_postgres_url(url: str | None) -> bool:
     return bool(url) and url.split(":", 1)[0] in ("postgres", "postgresql")
 
 
+class UnitBatch(WriteBatch):
+    """A write batch whose units commit one by one without waiting for the WAL flush
+    (`synchronous_commit = off` for these transactions only): the durability SQLite's ingest has with
+    synchronous=NORMAL in WAL mode. A crash of the server's machine can lose the last fraction of a
+    second of units, never half of one (the next ingest redoes them: fingerprints). Measured: 8 ms
+    per note of flushing on this machine, a third of PostgreSQL's ingest time."""
+
+    def _begin(self) -> None:
+        super()._begin()
+        self.conn.execute("SET LOCAL synchronous_commit = off")
+
+
 class PgStore(Store):
     """A Store on PostgreSQL: one pooled connection for this store's lifetime."""
 
@@ -50,7 +62,7 @@ class PgStore(Store):
     def batched(self, max_seconds: float = 0.25) -> WriteBatch:
         """Units that each commit alone: writers run side by side here, so a transaction holds one
         source's lock only briefly, and a unit the server aborts as colliding is all that is redone."""
-        return WriteBatch(self.conn, 0.0, None, self.patience)
+        return UnitBatch(self.conn, 0.0, None, self.patience)
 
     def schema_version(self) -> int:
         return schema.applied_version(self.conn)
