@@ -203,6 +203,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: the cores free)")
     parser.add_argument("--free", action="store_true", help="also run without constrained decoding")
     parser.add_argument("--free-limit", type=int, help="the run without constraints covers only the first N sessions")
+    parser.add_argument("--only-free", action="store_true", help="run only without constrained decoding")
     parser.add_argument("--rows", type=Path, help="append per-session rows here (JSON lines)")
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
@@ -220,7 +221,7 @@ def main() -> None:
     llm = LlamaCppLLM(args.model.resolve(), 4096, 600.0, args.threads)
     result = {"benchmark": "memory_events", "seed": args.seed, "model": args.model.name, "machine": machine(),
               "source": source_state(), "sessions": [f"{i}:{s}" for i, s in chosen]}  # fmt: skip
-    for constrained in (True, False) if args.free else (True,):
+    for constrained in (False,) if args.only_free else (True, False) if args.free else (True,):
         rows = []
         for index, session in chosen if constrained else chosen[: args.free_limit]:
             row = run_session(data[index], index, session, llm, embedder, workdir, constrained)

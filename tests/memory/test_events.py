@@ -107,7 +107,7 @@ def test_limit_bounds_a_run_and_newest_sources_go_first(store, db_path) -> None:
 
     limited = build_memory(store, Settings(db_path=db_path, llm_provider="none"), ("event",), limit=1, llm=llm)
     assert limited.levels["event"]["extracted"] == 1 and limited.levels["event"]["pending"] == 1
-    assert "new" in llm.calls[-1][1]["content"]
+    assert "new" in llm.calls[-1][-1]["content"]
 
 
 def test_a_rechunked_source_is_reanchored_without_the_model(store, db_path) -> None:
@@ -191,3 +191,19 @@ def test_an_event_drawn_from_one_line_of_a_list_is_supported_by_that_line(store,
     build(store, db_path, llm=llm, levels=("event",), event_support_min_cosine=0.7)
     (found,) = list_events(store)
     assert found["supported"] and found["confidence"] >= 0.8
+
+
+def test_an_event_restating_an_earlier_one_of_its_source_is_dropped(store, db_path) -> None:
+    add_docs(store, PARSER)
+    llm = ScriptedExtractor(
+        events_output(
+            event("We decided to replace the regex parser with a tokenizer.", [1]),
+            event("We decided to replace the regex parser with a tokenizer today.", [1]),  # a restatement
+            event("The tokenizer fixed the catastrophic backtracking bug.", [2], kind="fix"),
+        )
+    )
+    build(store, db_path, llm=llm, levels=("event",))
+    assert sorted(e["statement"] for e in list_events(store)) == [
+        "The tokenizer fixed the catastrophic backtracking bug.",
+        "We decided to replace the regex parser with a tokenizer.",
+    ]

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 GIT_MODEL, GIT_PROMPT = "git", "commit-subject-v1"
 MAX_LINKS = 3
+REPEAT_COSINE = 0.9  # two events of one source this close (MiniLM) say the same thing
 MAX_LINES_CHECKED = 64  # lines of one chunk embedded for line-level support (bounds the cost)
 WORD = re.compile(r"[^\W_]{4,}")
 Progress = Callable[[int, int, str], None]  # (done, total, what is being done)
@@ -163,8 +164,7 @@ def _extract(source: SourceRow, chunks: list[ChunkRow], how: Extraction) -> tupl
             node.people, node.metadata["when"] = event.people, event.when
             node.metadata["mentioned_project"] = event.project
             nodes.setdefault(node.id, node)
-    _check_provenance(list(nodes.values()), chunks, how)
-    return list(nodes.values()), "", cost
+    return _check_provenance(list(nodes.values()), chunks, how), "", cost
 
 
 def _event_node(source: SourceRow, statement: str, kind: str, cited: list[ChunkRow]) -> Node:
@@ -192,12 +192,13 @@ def _commit_event(source: SourceRow, chunks: list[ChunkRow]) -> Node:
     return node
 
 
-def _check_provenance(nodes: list[Node], chunks: list[ChunkRow], how: Extraction) -> None:
+def _check_provenance(nodes: list[Node], chunks: list[ChunkRow], how: Extraction) -> list[Node]:
     """Link each event to its nearest chunk of the source too, score every link, and flag events no
-    link supports. By embedding when vectors exist; else by the share of the statement's words found."""
+    link supports. By embedding when vectors exist; else by the share of the statement's words found.
+    Returns the events without repeats (a later event saying the same as an earlier one, by embedding)."""
     by_id = {c.id: c for c in chunks}
     if how.semantic is not None and nodes:
-        vectors = how.semantic.embedder.embed([n.statement for n in nodes])
+        nodes, vectors = _without_repeats(nodes, how.semantic.embedder.embed([n.statement for n in nodes]))
         lines: dict[int, object] = {}  # chunk id -> its lines' vectors, embedded once per source
         for node, vector in zip(nodes, vectors, strict=True):
             scores = how.semantic.scores_for(vector, list(by_id))
@@ -213,6 +214,17 @@ def _check_provenance(nodes: list[Node], chunks: list[ChunkRow], how: Extraction
         best = max((link.score or 0.0 for link in node.links), default=0.0)
         node.confidence = round(best, 4)
         node.supported = best >= how.min_cosine
+    return nodes
+
+
+def _without_repeats(nodes: list[Node], vectors) -> tuple[list[Node], object]:
+    """Drop an event whose statement is a near paraphrase of an earlier one of the source (small
+    models restate: "Jon started promoting his business" then "Jon is promoting his business")."""
+    kept: list[int] = []
+    for i in range(len(nodes)):
+        if not kept or float((vectors[kept] @ vectors[i]).max()) < REPEAT_COSINE:
+            kept.append(i)
+    return [nodes[i] for i in kept], vectors[kept]
 
 
 def _link_nearest(node: Node, scores: dict[int, float], by_id: dict[int, ChunkRow]) -> None:

@@ -15,30 +15,36 @@ from typing import Any
 
 from crossmodalrag.answer.llm import LLM, Generation
 
-PROMPT_VERSION = "events-v3"
+PROMPT_VERSION = "events-v4"
 EVENT_TYPES = ("decision", "learning", "fix", "task", "change", "fact", "plan")
 MAX_EVENTS = 8
-MAX_STATEMENT = 200
+MAX_STATEMENT = 160
 MAX_CITED = 3
-MAX_TOKENS = 700  # 8 events of ~70 tokens each, plus the JSON around them
+MAX_TOKENS = 560  # 8 events of ~50 tokens each (compact JSON), plus the JSON around them
 
 SYSTEM = (
-    "You extract what a person would remember from their own notes, code history and conversations: "
-    "atomic events. List every distinct thing that happened, was done, decided, learned, fixed or "
-    f"planned, usually 3 to {MAX_EVENTS} events, one per fact. Each event is ONE short sentence that "
-    "stands on its own: it names the person (never 'I' or 'we') and says what they did "
-    "(for example: 'Ada decided to replace the regex parser with a tokenizer.'). Summarize in your "
-    "own words; do not copy a line. "
+    "You list the events in a person's notes, code history and conversations: what they would want "
+    "to remember later. An event is something a person did, started, finished, attended, bought, made, "
+    "decided, learned, fixed or changed, plans to do, or that happened to them. Greetings, thanks, "
+    "feelings, opinions, compliments and questions are not events. "
+    f"List each distinct event once, usually 3 to {MAX_EVENTS}, for every person who speaks or writes; "
+    "never the same event twice in other words. Each event is ONE short sentence that names the "
+    "person it happened to (never 'I', 'we' or 'the speaker') and says concretely what happened: what, "
+    "where, with whom. Summarize in your own words; do not copy a line. "
     f"type is one of: {', '.join(EVENT_TYPES)}. evidence lists the numbers of the [E#] excerpts "
-    "the event is drawn from. when is a date if the text gives one, else an empty string. "
-    "Answer with JSON only.\n\nExample. Excerpts: [E1] Ada: I finally moved the blog off WordPress! "
-    "[E2] Ben: Nice, what did you pick? [E3] Ada: Hugo. Builds take 2 seconds now. I'm also going to "
-    "write about it for the team wiki next week.\nEvents: "
-    '{"events": [{"type": "change", "statement": "Ada moved her blog from WordPress to Hugo.", "when": "", '
-    '"project": "blog", "people": ["Ada"], "evidence": [1, 3]}, {"type": "learning", "statement": '
-    '"Ada found that Hugo builds her blog in 2 seconds.", "when": "", "project": "blog", "people": ["Ada"], '
-    '"evidence": [3]}, {"type": "plan", "statement": "Ada plans to write about the blog move for the team '
-    'wiki.", "when": "", "project": "blog", "people": ["Ada"], "evidence": [3]}]}'
+    "that say it, best first. when is a date the text gives, else an empty string. project is the "
+    "topic in one to three words. people are the people the event is about. Answer with compact JSON only."
+    # Inline, and marked as another text: as an earlier chat turn it cost recall on trial sessions,
+    # and unmarked a small model sometimes copied its events ("X signed up for the Berlin marathon").
+    "\n\nExample, from another text (never list its events): [E1] Ada: Guess what, I finally moved my "
+    "blog off WordPress! [E2] Ben: Nice! What did you pick? [E3] Ada: Hugo. Builds take 2 seconds now. "
+    "I'll write about it for the team wiki next week. [E4] Ben: Cool. I signed up for the Berlin "
+    "marathon yesterday. [E5] Ada: Wow, good luck!\nEvents: "
+    '{"events":[{"type":"change","statement":"Ada moved her blog from WordPress to Hugo.","when":"",'
+    '"project":"blog","people":["Ada"],"evidence":[1,3]},{"type":"plan","statement":"Ada plans to '
+    'write about the blog move for the team wiki.","when":"","project":"blog","people":["Ada"],'
+    '"evidence":[3]},{"type":"decision","statement":"Ben signed up for the Berlin marathon.","when":"",'
+    '"project":"running","people":["Ben"],"evidence":[4]}]}'
 )
 
 
