@@ -64,10 +64,21 @@ def test_the_api_shows_each_user_only_their_own_chunks(two_users):
 
 
 def test_the_api_reads_postgresql_through_a_read_only_session(two_users):
+    from crossmodalrag.index.embeddings import embed_missing
+    from crossmodalrag.retrieval.semantic import semantic_index
     from crossmodalrag.store.readonly import open_configured_reader
+    from tests.fakes import HashingEmbedder
 
-    with open_configured_reader(_settings(two_users["alice"][0])) as store:
+    settings, embedder = _settings(two_users["alice"][0]), HashingEmbedder()
+    with open_postgres_store(two_users["alice"][0]) as store:
+        embed_missing(store, embedder, 8)
+        semantic_index(store, embedder, settings).nearest(embedder.embed(["launch"])[0], 2)  # the HNSW index
+    with open_configured_reader(settings) as store:
         assert store.backend == "postgresql"
+        nearest = semantic_index(store, embedder, settings).nearest(embedder.embed(["launch code"])[0], 2)
+        assert two_users["alice"][1] in {  # vector search runs in the read-only session, own chunks only
+            store.conn.execute("SELECT source_id FROM chunks WHERE id = ?", (chunk,)).fetchone()[0] for chunk in nearest
+        }
         with pytest.raises(Exception, match="read-only"):
             store.conn.execute("DELETE FROM sources")
 

@@ -362,7 +362,7 @@ class WriteBatch:
             if claiming is not None:
                 lock_source(self.conn, claiming)
             self.conn.execute("SAVEPOINT unit")
-        except WriteConflict:
+        except StoreError:  # a conflict or a lock wait given up: the server aborted the transaction
             self._abort()
             raise
         try:

@@ -37,7 +37,9 @@ class PgSemanticIndex(SemanticIndex):
             self.model_id = -1
             return
         self.model_id = row[0]
-        conn.execute("SELECT cmrag_ensure_vector_index(?, ?)", (self.model_id, identity.dim))
+        # Only when missing: a read-only session (`mem serve`) may not even run CREATE INDEX IF NOT EXISTS.
+        if conn.execute("SELECT to_regclass(?) IS NULL", (f"chunk_vectors_hnsw_{self.model_id}",)).fetchone()[0]:
+            conn.execute("SELECT cmrag_ensure_vector_index(?, ?)", (self.model_id, identity.dim))
         conn.execute("SELECT set_config('hnsw.ef_search', ?, false)", (str(EF_SEARCH),))
         conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
 
