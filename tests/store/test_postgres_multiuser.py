@@ -10,6 +10,7 @@ import json
 import pytest
 
 from crossmodalrag.config import load_settings
+from crossmodalrag.errors import StoreError
 from crossmodalrag.store.postgres import open_postgres_store
 from tests.postgres import create_role
 from tests.retrieval.helpers import add_docs, note
@@ -79,7 +80,7 @@ def test_the_api_reads_postgresql_through_a_read_only_session(two_users):
         assert two_users["alice"][1] in {  # vector search runs in the read-only session, own chunks only
             store.conn.execute("SELECT source_id FROM chunks WHERE id = ?", (chunk,)).fetchone()[0] for chunk in nearest
         }
-        with pytest.raises(Exception, match="read-only"):
+        with pytest.raises(StoreError, match="read-only"):
             store.conn.execute("DELETE FROM sources")
 
 

@@ -145,6 +145,10 @@ class PgConnection:
                 f"PostgreSQL aborted a write that collided with another client's: {str(error).strip().splitlines()[0]}",
                 "nothing of it was kept; run the command again",
             ) from error
+        except psycopg.errors.ReadOnlySqlTransaction as error:
+            raise StoreError(
+                f"this PostgreSQL session is read-only: {str(error).strip()}", "the server (mem serve) only reads"
+            ) from error
         except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as error:
             raise StoreError(
                 f"PostgreSQL gave up waiting: {str(error).strip()}",
