@@ -67,6 +67,8 @@ def test_commands_not_ported_yet_are_refused_not_run_on_sqlite(monkeypatch, caps
     monkeypatch.setenv("CMRAG_DB_URL", "postgresql://mem@/mem?host=/nonexistent-socket-dir")
     assert main(["log"]) == 1
     assert "does not run on PostgreSQL yet" in capsys.readouterr().err
+    assert main(["ask", "anything", "--as-of", "2026-01-01"]) == 1  # a ported command, an unported option
+    assert "`mem ask --as-of` does not run on PostgreSQL yet" in capsys.readouterr().err
     assert not db_path.exists()
 
 

@@ -212,7 +212,7 @@ def fail(message: str, hint: str = "") -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        refuse_unported(args.command)  # CMRAG_DB_URL set: only the commands PostgreSQL runs so far
+        refuse_unported(args.command, vars(args))  # CMRAG_DB_URL set: only what PostgreSQL runs so far
         return args.run(args)
     except CMRAGError as error:
         return fail(error.message, error.hint)

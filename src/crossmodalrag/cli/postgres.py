@@ -12,11 +12,12 @@ from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store import Store, open_configured_store, open_store
 
-# Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres*.py). The others
-# (chat, the hierarchy, agent memory and versioning commands) still use
-# SQLite-only SQL: they are refused rather than silently run against the SQLite file. `mem mcp` offers
-# its reading tools only (mcp_server/server.py POSTGRES_UNPORTED).
+# Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres*.py). The others (the
+# memory hierarchy, versioning, eval-generation, seed-sample) still use SQLite-only SQL or the
+# SQLite file: they are refused rather than silently run against the SQLite file. `mem mcp` offers its
+# reading tools only there (mcp_server/server.py POSTGRES_UNPORTED).
 PORTED = {
+    "models",  # touches no memory
     "chat",
     "remember",
     "memories",
@@ -43,12 +44,18 @@ PORTED = {
 }
 
 
-def refuse_unported(command: str) -> None:
-    """Raise StoreError if CMRAG_DB_URL selects PostgreSQL and `command` does not run there yet."""
-    if command in PORTED or not _postgres_selected():
+UNPORTED_OPTIONS = {"as_of": "--as-of"}  # options of ported commands that need the change log (SQLite-only)
+
+
+def refuse_unported(command: str, options: dict | None = None) -> None:
+    """Raise StoreError if CMRAG_DB_URL selects PostgreSQL and `command` (or one of its `options`)
+    does not run there yet."""
+    used = [flag for key, flag in UNPORTED_OPTIONS.items() if (options or {}).get(key)]
+    if (command in PORTED and not used) or not _postgres_selected():
         return
+    what = f"mem {command} {used[0]}" if command in PORTED else f"mem {command}"
     raise StoreError(
-        f"`mem {command}` does not run on PostgreSQL yet (CMRAG_DB_URL is set)",
+        f"`{what}` does not run on PostgreSQL yet (CMRAG_DB_URL is set)",
         "unset CMRAG_DB_URL to use the SQLite memory; docs/scaling.md lists what PostgreSQL runs so far",
     )
 
