@@ -10,8 +10,8 @@ update; a clause that differs only by a negation ("does not support") is one. Tw
 different places are a different sentence, not a changed value.
 
 The new memory must also be about that fact: the clause holds at least half of its content words.
-A long message that contains one sentence shaped like an older one ("Thanks, Mel!" after
-"Thanks, Melanie!", inside chat turns stored one by one) states no update.
+A long message that contains one sentence shaped like an older one ("Thanks, Mel." after
+"Thanks, Melanie.", inside chat turns stored one by one) states no update.
 Stemming is crude on purpose (rotates/rotated, monthly/month); the figures are in
 docs/benchmarks.md (bench/agent_updates.py, and bench/agent_mcp.py for chat turns stored one by one).
 """
