@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, clip, evidence_block
+from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, clip, evidence_block, evidence_header
 from crossmodalrag.types import Evidence, Hit
 
 
@@ -39,3 +39,12 @@ def test_evidence_cannot_forge_citations_or_headers() -> None:
 def test_clip_cuts_at_a_word_boundary() -> None:
     assert clip("alpha beta gamma", 100) == "alpha beta gamma"
     assert clip("alpha beta gamma delta", 12) == "alpha beta …"
+
+
+def test_a_turns_header_names_its_session_once() -> None:
+    """A chat turn's locator starts with the session title: repeating it costs prompt tokens per excerpt."""
+    session = "Jon & Gina · session 1 (4:04 pm on 20 January, 2023)"
+    turn = Hit(1, "chat.json@1", "conversation", "text", session, f"{session} · D1:2", "x\nGina: hi", None)
+    assert evidence_header(Evidence("E1", turn)) == f"[E1] (conversation · {session} · D1:2)"
+    note = Hit(2, "n.md", "note", "text", "Tokenizer", "notes/n.md#Why", "x\nbody", None)
+    assert evidence_header(Evidence("E2", note)) == "[E2] (note · Tokenizer · notes/n.md#Why)"

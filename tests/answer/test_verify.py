@@ -199,3 +199,11 @@ def test_a_claim_is_judged_only_against_the_cited_turns_of_the_person_asked_abou
     judged = [m[-1]["content"].split("Claim:")[0] for m in llm.judged if "Claim:" in m[-1]["content"]]
     assert judged and "I made caramel" not in judged[0]  # Joanna's turn is not evidence about Nate
     assert "I love ice cream weekends" in judged[0] and not answer.abstained
+
+
+def test_a_line_of_only_citations_belongs_to_the_sentence_before_it():
+    assert split_answer("Answer: a dog [E1].\nSupport: [E3]\nShe adopted him [E2].") == [
+        ("Answer: a dog [E1]. [E3]", True),
+        ("She adopted him [E2].", False),
+    ]
+    assert split_answer("Answer: yes\n[E1][E2]") == [("Answer: yes [E1][E2]", True)]

@@ -43,7 +43,9 @@ _CITATION_LIKE = re.compile(r"\[\s*([Ee]\s*\d+)\s*\]")
 def evidence_header(item: Evidence) -> str:
     hit = item.hit
     when = iso_time(hit.timestamp)
-    parts = [hit.source_type, hit.title, hit.locator] + ([when[:10]] if when else [])
+    # A chat turn's locator starts with its session's title: said once, it costs fewer prompt tokens.
+    title = "" if hit.locator.startswith(hit.title) else hit.title
+    parts = [hit.source_type, title, hit.locator] + ([when[:10]] if when else [])
     return f"[{item.id}] ({' · '.join(p for p in parts if p)})"
 
 

@@ -23,6 +23,7 @@ from crossmodalrag.types import Evidence
 REPLY_MARGIN = 10.0
 MAX_CHECKS = 5  # an answer is a short answer and at most three support sentences
 _ANSWER_LINE = re.compile(r"^\W*answer\W*:\W*", re.IGNORECASE)
+_LABEL = re.compile(r"^\W*\w+\W*")  # "Support:" before a line's citations
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|(?<=\])\s+(?=[A-Z\"'(])")
 
 
@@ -87,16 +88,26 @@ def gate_margin(llm: LLM, question: str, evidence: list[Evidence]) -> float:
 
 
 def split_answer(text: str) -> list[tuple[str, bool]]:
-    """(sentence, is the short-answer line) in order; the first "Answer:" line is the short answer."""
+    """(sentence, is the short-answer line) in order; the first "Answer:" line is the short answer.
+    A line of nothing but citations ("Support: [E3]") gives them to the sentence before it."""
     parts: list[tuple[str, bool]] = []
     for line in (line.strip() for line in text.splitlines()):
         if not line:
+            continue
+        if parts and _only_citations(line):
+            sentence, short = parts[-1]
+            parts[-1] = (f"{sentence} {''.join(CITATION.findall(line))}", short)
             continue
         if not parts and _ANSWER_LINE.match(line):
             parts.append((line, True))
             continue
         parts.extend((sentence.strip(), False) for sentence in _SENTENCE.split(line) if sentence.strip())
     return parts
+
+
+def _only_citations(line: str) -> bool:
+    """Citations and at most a label ("Support:", "Sources -"): no words of a claim."""
+    return bool(CITATION.search(line)) and not re.search(r"\w", _LABEL.sub("", CITATION.sub("", line)))
 
 
 def short_answer(text: str) -> str | None:
