@@ -35,15 +35,18 @@ def test_portable_sql_is_rewritten_for_postgresql():
     assert translate("SELECT id FROM sources WHERE uri = ? AND title LIKE '100%?'") == (
         "SELECT id FROM sources WHERE uri = %s AND title LIKE '100%%?'",
         False,
+        (),
     )
-    sql, returns_id = translate("INSERT INTO sources (uri) VALUES (?)")
+    sql, returns_id, _ = translate("INSERT INTO sources (uri) VALUES (?)")
     assert sql.endswith("RETURNING id") and returns_id
     assert translate("INSERT OR IGNORE INTO embedding_models (name) VALUES (?)")[0].endswith(
         "ON CONFLICT DO NOTHING RETURNING id"
     )
-    upsert, _ = translate("INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces) VALUES (?,?,?,?)")
+    upsert, *_ = translate("INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces) VALUES (?,?,?,?)")
     assert "ON CONFLICT (model_id, chunk_id, piece) DO UPDATE SET pieces = EXCLUDED.pieces" in upsert
     assert "->> 'file_stamp'" in translate("SELECT json_extract(metadata, '$.file_stamp') FROM sources")[0]
+    merged = translate("UPDATE sources SET metadata = json_set(metadata, '$.tags', json(?), '$.n', ?) WHERE id = ?")
+    assert merged.text.count("jsonb_set(") == 2 and merged.json_params == (1,)  # json(?) is JSON already
     with pytest.raises(StoreError, match="SQLite-only"):
         translate("PRAGMA secure_delete")
 

@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from crossmodalrag.cli.main import main
 from crossmodalrag.config import Settings
 from tests.agent.chats import claude_record, write_jsonl
@@ -138,3 +140,27 @@ def test_remember_supersede_and_list_memories(any_store, monkeypatch, capsys, db
     assert [m["id"] for m in listed] == [newer["id"]]
     assert main(["memories", "--history", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["memories"]) == 2
+
+
+def test_every_mcp_tool_on_both_backends(any_store, tmp_path, db_path):
+    """The MCP scenario every transport runs (tests/agent/mcp_calls.py), here on each backend."""
+    import asyncio
+
+    pytest.importorskip("mcp.server.mcpserver")
+    from mcp import Client
+
+    from crossmodalrag.mcp_server.server import build_server
+    from tests.agent.mcp_calls import exercise_every_tool
+
+    chats = tmp_path / "chats"
+    url = any_store.location if any_store.backend == "postgresql" else None
+    server = build_server(Settings(db_path=db_path, db_url=url, chat_paths=[chats]))
+
+    async def scenario():
+        async with Client(server) as client:
+            await exercise_every_tool(client, chats)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        server.service.close()

@@ -95,8 +95,6 @@ def test_mcp_shows_each_user_only_their_own_chunks(two_users):
         server = build_server(_settings(two_users[who][0]))
         try:
             async with Client(server) as client:
-                offered = {tool.name for tool in (await client.list_tools()).tools}
-                assert "memory_search" in offered and "memory_store" not in offered  # reading tools only
                 for query in ("launch code", WORDS[other], f"{other} met"):
                     found = json.dumps(
                         (await call(client, "memory_search", {"query": query, "compact": False}))["results"]

@@ -14,8 +14,7 @@ from crossmodalrag.store import Store, open_configured_store, open_store
 
 # Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres*.py). The others (the
 # memory hierarchy, versioning, eval-generation, seed-sample) still use SQLite-only SQL or the
-# SQLite file: they are refused rather than silently run against the SQLite file. `mem mcp` offers its
-# reading tools only there (mcp_server/server.py POSTGRES_UNPORTED).
+# SQLite file: they are refused rather than silently run against the SQLite file.
 PORTED = {
     "models",  # touches no memory
     "chat",

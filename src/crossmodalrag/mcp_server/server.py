@@ -26,9 +26,6 @@ Ident = Annotated[int, Field(ge=1)]
 Importance = Annotated[float, Field(ge=0.0, le=1.0)]
 Strategy = Literal["direct", "episodic", "fusion"]
 SourceType = Literal["note", "commit", "pdf", "image", "conversation", "memory"]
-POSTGRES_UNPORTED = (  # the writing tools, not offered on PostgreSQL yet
-    "memory_store", "memory_update", "memory_forget", "memory_feedback", "memory_ingest", "memory_digest_session",
-)  # fmt: skip
 
 INSTRUCTIONS = (
     "Long-term memory of this user: notes, git history, PDFs, images, past agent and chat sessions, and "
@@ -232,8 +229,5 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
             raise ResourceError(str(failure)) from None
         return json.dumps(found, ensure_ascii=False)
 
-    if settings.db_url:  # PostgreSQL runs the reading tools so far (docs/scaling.md): offer only those
-        for name in POSTGRES_UNPORTED:
-            server.remove_tool(name)
     server.service = service  # the caller closes it when the server stops
     return server

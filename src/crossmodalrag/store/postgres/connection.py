@@ -13,6 +13,7 @@ each set up with the statement timeout and the owner that row-level security che
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -93,6 +94,14 @@ class Cursor:
         return iter(self.fetchall())
 
 
+def _as_json(params: Sequence[Any], positions: tuple[int, ...]) -> tuple:
+    """The parameters, those at `positions` as JSON text (see sql.Statement)."""
+    values = tuple(params)
+    if not positions:
+        return values
+    return tuple(json.dumps(v, ensure_ascii=False) if i in positions else v for i, v in enumerate(values))
+
+
 class PgConnection:
     """One pooled psycopg connection in autocommit mode: transactions are explicit, as on SQLite."""
 
@@ -108,14 +117,15 @@ class PgConnection:
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
         if sql.strip().upper() == "BEGIN IMMEDIATE":  # SQLite's writer lock; here locks are per source
             sql = "BEGIN"
-        query, returns_id = translate(sql)
-        return Cursor(self._run(lambda cur: cur.execute(query, tuple(params or ()))), returns_id)
+        statement = translate(sql)
+        values = _as_json(params or (), statement.json_params)
+        return Cursor(self._run(lambda cur: cur.execute(statement.text, values)), statement.returns_id)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Cursor:
-        query, _ = translate(sql)
-        if query.endswith(" RETURNING id"):
-            query = query[: -len(" RETURNING id")]
-        return Cursor(self._run(lambda cur: cur.executemany(query, [tuple(r) for r in rows])), False)
+        statement = translate(sql)
+        query = statement.text.removesuffix(" RETURNING id")
+        values = [_as_json(row, statement.json_params) for row in rows]
+        return Cursor(self._run(lambda cur: cur.executemany(query, values)), False)
 
     def lock_source(self, uri: str) -> None:
         """Wait (at most lock_timeout) until no other transaction writes this owner's source `uri`;

@@ -5,7 +5,7 @@ mechanical, so it is rewritten here, once per distinct statement (cached):
   - `?` placeholders become `%s` (and a literal `%` becomes `%%`, which psycopg reads back as `%`);
   - `INSERT OR IGNORE` becomes `ON CONFLICT DO NOTHING`, `INSERT OR REPLACE` an upsert on the
     table's natural key (REPLACE_KEYS; a table missing there is refused, never guessed);
-  - `json_extract(col, '$.key')` / `json_set(col, '$.key', ?)` become their jsonb forms (metadata
+  - `json_extract(col, '$.key')` / `json_set(col, '$.key', ?, ...)` become their jsonb forms (metadata
     columns stay TEXT holding JSON, as on SQLite, so the shared code's json.loads keeps working);
   - `strftime('%Y-%m', col, 'unixepoch')`, `group_concat(col, 'sep')` and `json_each(col)` (an array's
     items as `json_each.value`) their to_char / string_agg / jsonb_array_elements_text forms;
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import NamedTuple
 
 from crossmodalrag.errors import StoreError
 
@@ -42,25 +43,52 @@ SQLITE_ONLY = re.compile(r"\b(PRAGMA|sqlite_master|MATCH|fts5|chunks_fts|VACUUM)
 INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*(\(([^)]*)\))?", re.IGNORECASE)
 JSON_EXTRACT = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*\)", re.IGNORECASE)
 JSON_ORDER = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*\)\s*(<=|>=|<|>)", re.IGNORECASE)
-JSON_SET = re.compile(r"json_set\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*,\s*\?\s*\)", re.IGNORECASE)
+JSON_SET = re.compile(r"json_set\(\s*([\w.]+)\s*((?:,\s*'\$\.\w+'\s*,\s*(?:json\(\?\)|\?)\s*)+)\)", re.IGNORECASE)
+JSON_PAIR = re.compile(r"'\$\.(\w+)'\s*,\s*(json\(\?\)|\?)", re.IGNORECASE)
+AS_JSON = "?{json}"  # a parameter the connection hands over as JSON text (Statement.json_params)
 MONTH = re.compile(r"strftime\('%Y-%m',\s*([\w.]+),\s*'unixepoch'\)", re.IGNORECASE)
 JSON_EACH = re.compile(r"json_each\(\s*([\w.]+)\s*\)", re.IGNORECASE)
 GROUP_CONCAT = re.compile(r"group_concat\(\s*([\w.]+)\s*,\s*('[^']*')\s*\)", re.IGNORECASE)
 
 
-def _placeholders(sql: str) -> str:
-    """`?` outside string literals -> `%s`; every `%` -> `%%` (psycopg parses the whole text)."""
-    out, quoted = [], False
-    for char in sql:
-        if char == "'":
-            quoted = not quoted
-        if char == "%":
-            out.append("%%")
-        elif char == "?" and not quoted:
-            out.append("%s")
-        else:
-            out.append(char)
-    return "".join(out)
+class Statement(NamedTuple):
+    """A statement as PostgreSQL runs it: its text, whether it returns the new row's id, and the
+    positions of the parameters to pass as JSON text (json_set's values: SQLite stores a number as
+    a JSON number and a string as a JSON string; json.dumps does the same here)."""
+
+    text: str
+    returns_id: bool
+    json_params: tuple[int, ...] = ()
+
+
+def _placeholders(sql: str) -> tuple[str, tuple[int, ...]]:
+    """`?` outside string literals -> `%s`; every `%` -> `%%` (psycopg parses the whole text).
+    Returns the text and the positions of the AS_JSON parameters."""
+    out, quoted, count, as_json = [], False, 0, []
+    for part in re.split(r"(\?\{json\})", sql):
+        if part == AS_JSON:
+            as_json.append(count)
+            part = "?"
+        for char in part:
+            if char == "'":
+                quoted = not quoted
+            if char == "%":
+                out.append("%%")
+            elif char == "?" and not quoted:
+                out.append("%s")
+                count += 1
+            else:
+                out.append(char)
+    return "".join(out), tuple(as_json)
+
+
+def _json_set(match: re.Match) -> str:
+    """json_set(col, '$.a', ?, '$.b', json(?)) as nested jsonb_set, each value a jsonb parameter."""
+    merged = f"COALESCE({match.group(1)}, '{{}}')::jsonb"
+    for key, value in JSON_PAIR.findall(match.group(2)):
+        parameter = "?" if value.lower().startswith("json") else AS_JSON  # json(?) is JSON text already
+        merged = f"jsonb_set({merged}, '{{{key}}}', {parameter}::jsonb)"
+    return f"({merged})::text"
 
 
 def _insert(sql: str) -> tuple[str, bool]:
@@ -84,15 +112,15 @@ def _insert(sql: str) -> tuple[str, bool]:
 
 
 @lru_cache(maxsize=2048)
-def translate(sql: str) -> tuple[str, bool]:
-    """(PostgreSQL text, whether it returns the new row's id). Raises StoreError for SQLite-only SQL."""
+def translate(sql: str) -> Statement:
+    """The statement as PostgreSQL runs it. Raises StoreError for SQLite-only SQL."""
     found = SQLITE_ONLY.search(sql)
     if found:
         raise StoreError(
             f"this operation is SQLite-only so far ({found.group(0)} in: {' '.join(sql.split())[:80]})",
             "unset CMRAG_DB_URL to use the SQLite memory, or see docs/scaling.md for what PostgreSQL runs",
         )
-    sql = JSON_SET.sub(r"jsonb_set(COALESCE(\1, '{}')::jsonb, '{\2}', to_jsonb(?::text))::text", sql)
+    sql = JSON_SET.sub(_json_set, sql)
     sql = JSON_ORDER.sub(r"((\1)::jsonb ->> '\2')::float8 \3", sql)  # SQLite compares a JSON number as a number
     sql = JSON_EXTRACT.sub(r"((\1)::jsonb ->> '\2')", sql)
     sql = MONTH.sub(r"to_char(to_timestamp(\1) AT TIME ZONE 'UTC', 'YYYY-MM')", sql)
@@ -101,4 +129,5 @@ def translate(sql: str) -> tuple[str, bool]:
     for target, owned in OWNED_CONFLICTS.items():
         sql = sql.replace(target, owned)
     sql, returns = _insert(sql.strip().rstrip(";"))
-    return _placeholders(sql), returns
+    text, as_json = _placeholders(sql)
+    return Statement(text, returns, as_json)
