@@ -164,3 +164,24 @@ def test_every_mcp_tool_on_both_backends(any_store, tmp_path, db_path):
         asyncio.run(scenario())
     finally:
         server.service.close()
+
+
+def test_the_memory_hierarchy_is_the_same_on_both_backends(postgres_url, monkeypatch, capsys, tmp_path, repo):
+    """build-memory without a language model (commits as events), then every view: identical JSON."""
+    for i in range(6):
+        when = f"2025-0{i + 1}-01T12:00:00+00:00"
+        commit_files(repo, {f"f{i}.py": f"x = {i}\n"}, f"Fix parser bug {i} in the tokenizer", date=when)
+    monkeypatch.setenv("CMRAG_LLM_PROVIDER", "none")
+    views = ("events", "timeline", "memory-stats", "concepts", "forgetting", "recall", "drift", "distill", "usage")
+    shown = {}
+    backends = (("sqlite", "CMRAG_DB_PATH", tmp_path / "m.db"), ("pg", "CMRAG_DB_URL", postgres_url))
+    for backend, variable, value in backends:
+        monkeypatch.setenv(variable, str(value))
+        assert main(["ingest-git", str(repo)]) == 0 and main(["build-memory"]) == 0
+        capsys.readouterr()
+        for view in views:
+            assert main([view, "--json"]) == 0, capsys.readouterr().err
+            shown[backend, view] = json.loads(capsys.readouterr().out)
+    assert len(shown["pg", "events"]["events"]) == 6
+    for view in views:
+        assert shown["sqlite", view] == shown["pg", view], view

@@ -12,10 +12,12 @@ from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store import Store, open_configured_store, open_store
 
-# Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres*.py). The others (the
-# memory hierarchy, versioning, eval-generation, seed-sample) still use SQLite-only SQL or the
-# SQLite file: they are refused rather than silently run against the SQLite file.
-PORTED = {
+# Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres*.py). The others
+# (versioning, eval-generation, seed-sample) still use SQLite-only SQL or the SQLite file: they are
+# refused rather than silently run against the SQLite file.
+HIERARCHY = {"build-memory", "events", "timeline", "concepts", "drift", "forgetting", "recall", "distill", "usage"}
+PORTED = HIERARCHY | {
+    "memory-stats",
     "models",  # touches no memory
     "chat",
     "remember",

@@ -8,7 +8,8 @@ mechanical, so it is rewritten here, once per distinct statement (cached):
   - `json_extract(col, '$.key')` / `json_set(col, '$.key', ?, ...)` become their jsonb forms (metadata
     columns stay TEXT holding JSON, as on SQLite, so the shared code's json.loads keeps working);
   - `strftime('%Y-%m', col, 'unixepoch')`, `group_concat(col, 'sep')` and `json_each(col)` (an array's
-    items as `json_each.value`) their to_char / string_agg / jsonb_array_elements_text forms;
+    items as `json_each.value`) their to_char / string_agg / jsonb_array_elements_text forms; a JSON
+    value compared or COALESCEd with a number becomes a number; `LIMIT ?` takes SQLite's -1 (no limit);
   - an INSERT into a table with an integer `id` returns it (the cursor's `lastrowid`).
 A statement that only SQLite can run (PRAGMA, FTS5 MATCH, sqlite_master) raises StoreError naming
 it, so an unported code path fails loudly instead of doing something else.
@@ -43,6 +44,11 @@ SQLITE_ONLY = re.compile(r"\b(PRAGMA|sqlite_master|MATCH|fts5|chunks_fts|VACUUM)
 INSERT = re.compile(r"^\s*INSERT\s+(?:OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*(\(([^)]*)\))?", re.IGNORECASE)
 JSON_EXTRACT = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*\)", re.IGNORECASE)
 JSON_ORDER = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*\)\s*(<=|>=|<|>)", re.IGNORECASE)
+JSON_NUMBER_OR = re.compile(
+    r"COALESCE\(\s*json_extract\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*\)\s*,\s*(\d+(?:\.\d+)?)\s*\)", re.IGNORECASE
+)
+JSON_TYPE = re.compile(r"json_type\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*\)", re.IGNORECASE)
+LIMIT = re.compile(r"\bLIMIT \?", re.IGNORECASE)
 JSON_SET = re.compile(r"json_set\(\s*([\w.]+)\s*((?:,\s*'\$\.\w+'\s*,\s*(?:json\(\?\)|\?)\s*)+)\)", re.IGNORECASE)
 JSON_PAIR = re.compile(r"'\$\.(\w+)'\s*,\s*(json\(\?\)|\?)", re.IGNORECASE)
 AS_JSON = "?{json}"  # a parameter the connection hands over as JSON text (Statement.json_params)
@@ -121,6 +127,10 @@ def translate(sql: str) -> Statement:
             "unset CMRAG_DB_URL to use the SQLite memory, or see docs/scaling.md for what PostgreSQL runs",
         )
     sql = JSON_SET.sub(_json_set, sql)
+    sql = LIMIT.sub("LIMIT NULLIF(GREATEST(?, -1), -1)", sql)  # SQLite: a negative limit means none
+    sql = JSON_NUMBER_OR.sub(r"COALESCE(((\1)::jsonb ->> '\2')::float8, \3)", sql)
+    # A missing key is NULL on both; 'object', 'array' and 'null' read the same (numbers and strings do not).
+    sql = JSON_TYPE.sub(r"jsonb_typeof((\1)::jsonb -> '\2')", sql)
     sql = JSON_ORDER.sub(r"((\1)::jsonb ->> '\2')::float8 \3", sql)  # SQLite compares a JSON number as a number
     sql = JSON_EXTRACT.sub(r"((\1)::jsonb ->> '\2')", sql)
     sql = MONTH.sub(r"to_char(to_timestamp(\1) AT TIME ZONE 'UTC', 'YYYY-MM')", sql)
