@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
+from typing import Any
 
 from tests.agent.chats import claude_record, write_jsonl
 
@@ -29,6 +31,25 @@ def write_session(chats: Path) -> Path:
             ),
         ],
     )
+
+
+def run_async(coroutine) -> Any:
+    """asyncio.run on a thread of its own: a test that ran before (playwright's sync API, tests/browser)
+    may leave an event loop set in the main thread, where asyncio.run refuses to start another."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = asyncio.run(coroutine)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 async def call(client, tool: str, arguments: dict) -> dict:

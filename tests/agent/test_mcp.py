@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from crossmodalrag.config import Settings  # noqa: E402
 from crossmodalrag.mcp_server.server import build_server  # noqa: E402
-from tests.agent.mcp_calls import answer, call, exercise_every_tool  # noqa: E402
+from tests.agent.mcp_calls import answer, call, exercise_every_tool, run_async  # noqa: E402
 from tests.fakes import ScriptedLLM  # noqa: E402
 
 
@@ -35,7 +35,7 @@ def test_every_tool_in_process(tmp_path):
             await exercise_every_tool(client, chats)
 
     try:
-        asyncio.run(scenario())
+        run_async(scenario())
     finally:
         server.service.close()
 
@@ -66,7 +66,7 @@ def test_every_tool_over_stdio_with_the_readme_command(tmp_path):
         async with Client(params) as client:
             await exercise_every_tool(client, chats)
 
-    asyncio.run(scenario())
+    run_async(scenario())
 
 
 def test_mcp_needs_its_extra(monkeypatch, capsys):
@@ -99,7 +99,7 @@ def ask_scenario(settings: Settings, scenario) -> Any:
             return await scenario(client)
 
     try:
-        return asyncio.run(run())
+        return run_async(run())
     finally:
         server.service.close()
 

@@ -3,7 +3,6 @@ token, no CORS, Origin), in a real server process."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 import httpx
@@ -17,7 +16,7 @@ from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from crossmodalrag.cli.main import main  # noqa: E402
-from tests.agent.mcp_calls import exercise_every_tool  # noqa: E402
+from tests.agent.mcp_calls import exercise_every_tool, run_async  # noqa: E402
 from tests.api.test_serve_cli import TOKEN, start, stop  # noqa: E402
 
 INITIALIZE = {
@@ -53,7 +52,7 @@ def test_every_tool_over_streamable_http_with_the_token(served):
         async with http, Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
             await exercise_every_tool(client, chats)
 
-    asyncio.run(scenario())
+    run_async(scenario())
 
 
 @pytest.mark.integration
