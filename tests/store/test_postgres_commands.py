@@ -185,3 +185,13 @@ def test_the_memory_hierarchy_is_the_same_on_both_backends(postgres_url, monkeyp
     assert len(shown["pg", "events"]["events"]) == 6
     for view in views:
         assert shown["sqlite", view] == shown["pg", view], view
+
+
+@pytest.mark.slow
+def test_seed_sample_then_eval(any_store, monkeypatch, capsys, tmp_path, db_path):
+    """The bundled sample (notes, git, a PDF, images with OCR) into either backend; its eval finds every gold source."""
+    monkeypatch.setenv("CMRAG_DB_PATH", str(db_path))
+    assert main(["seed-sample", "--workspace-dir", str(tmp_path / "sample")]) == 0
+    assert "eval queries loaded into " + any_store.location in capsys.readouterr().err
+    assert main(["eval", "--query-prefix", "[sample]", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["hit_rate"] == 1.0

@@ -95,6 +95,7 @@ def seed_sample(args: argparse.Namespace) -> int:
     with _open(settings) as store:
         report = seed(store, workspace, force=args.force, progress=progress)
         embed_new_chunks(store, settings)
+        where = store.location
     for message in report.notices:
         notice(f"note: {message}")
     combined = IngestReport()
@@ -107,7 +108,7 @@ def seed_sample(args: argparse.Namespace) -> int:
         print_json(report.to_dict())
     progress.finish(combined)
     notice(
-        f"sample written to {report.workspace}; {report.queries} eval queries loaded into {settings.db_path}.\n"
+        f"sample written to {report.workspace}; {report.queries} eval queries loaded into {where}.\n"
         'next: mem eval --query-prefix "[sample]"   or   mem ask "Why did I change the parser?" --no-llm'
     )
     return 1 if combined.failed else 0

@@ -13,10 +13,11 @@ from crossmodalrag.errors import StoreError
 from crossmodalrag.store import Store, open_configured_store, open_store
 
 # Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres*.py). The others
-# (versioning, eval-generation, seed-sample) still use SQLite-only SQL or the SQLite file: they are
+# (versioning, eval-generation) still use SQLite-only SQL or are not checked there yet: they are
 # refused rather than silently run against the SQLite file.
 HIERARCHY = {"build-memory", "events", "timeline", "concepts", "drift", "forgetting", "recall", "distill", "usage"}
 PORTED = HIERARCHY | {
+    "seed-sample",
     "memory-stats",
     "models",  # touches no memory
     "chat",
