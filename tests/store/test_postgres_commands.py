@@ -195,3 +195,30 @@ def test_seed_sample_then_eval(any_store, monkeypatch, capsys, tmp_path, db_path
     assert "eval queries loaded into " + any_store.location in capsys.readouterr().err
     assert main(["eval", "--query-prefix", "[sample]", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["overall"]["hit_rate"] == 1.0
+
+
+def test_llm_answers_and_eval_generation(any_store, monkeypatch, capsys, tmp_path, db_path):
+    """The language-model path (a scripted model): a cited answer, and eval-generation's scores."""
+    from crossmodalrag.answer import llm as llm_package
+    from crossmodalrag.answer import synthesize
+    from tests.fakes import ScriptedLLM
+
+    monkeypatch.setenv("CMRAG_DB_PATH", str(db_path))
+    vault = tmp_path / "vault"
+    write_note(vault, "parser.md", "# Parser rewrite\nWe replaced the regexes with a tokenizer: they backtracked.\n")
+    assert main(["ingest-notes", str(vault)]) == 0
+    model = ScriptedLLM("Answer: they backtracked [E1]\nThe regexes backtracked, so we wrote a tokenizer [E1].")
+    monkeypatch.setattr(synthesize, "load_llm", lambda settings: model)
+    monkeypatch.setattr(llm_package, "load_llm", lambda settings: model)
+    question = "why did we replace the regexes with a tokenizer?"
+    capsys.readouterr()
+    assert main(["ask", question, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["mode"] == "llm" and answer["citations"][0]["source_uri"].endswith("parser.md")
+    queries = tmp_path / "queries.json"
+    queries.write_text(
+        json.dumps([{"query_text": "[t] " + question, "expected_source_uris": [str(vault / "parser.md")]}])
+    )
+    assert main(["eval-generation", "--load-queries", str(queries), "--query-prefix", "[t]", "--json"]) == 0
+    overall = json.loads(capsys.readouterr().out)["overall"]
+    assert overall["source_grounding_hit"] == 1.0 and overall["generated"] == 1

@@ -12,11 +12,12 @@ from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store import Store, open_configured_store, open_store
 
-# Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres*.py). The others
-# (versioning, eval-generation) still use SQLite-only SQL or are not checked there yet: they are
-# refused rather than silently run against the SQLite file.
+# Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres*.py). The others (the
+# versioning commands) still use SQLite-only SQL: they are refused rather than silently run against
+# the SQLite file.
 HIERARCHY = {"build-memory", "events", "timeline", "concepts", "drift", "forgetting", "recall", "distill", "usage"}
 PORTED = HIERARCHY | {
+    "eval-generation",
     "seed-sample",
     "memory-stats",
     "models",  # touches no memory
