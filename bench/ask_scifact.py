@@ -2,16 +2,17 @@
 """SciFact through the commands a user runs: `mem ingest-notes`, then `mem chat --json` / `mem ask --json`.
 
     python bench/ask_scifact.py [--shared DIR] [--workdir DIR] [--hybrid] [--limit N] [--check-ask N]
-                                [--llm N --model PATH.gguf]
+                                [--baseline-src DIR] [--llm N --model PATH.gguf]
 
 Every abstract becomes a note (`# title` + text) in a fresh vault, ingested with `mem ingest-notes`
 into a fresh database. Each judged train claim is then asked, with `--no-llm --top-k 10`, through
 one `mem chat --json` process (the same code path as `mem ask`, without paying the start-up per
 claim); `--check-ask N` also runs the first N claims through separate `mem ask --json` processes and
 counts answers that differ. Scored: nDCG@10 over the returned evidence (an abstention scores 0) and
-the share of claims abstained, at `--top-k 10` and at the default top-k. Both the gate in force and
-the previous gate (coverage >= 0.5 or cosine >= 0.5), recomputed from the same JSON, are reported:
-the baseline measured in the same run. `--hybrid` embeds with the offline MiniLM first. `--llm N`
+the share of claims abstained, at `--top-k 10` and at the default top-k. `--baseline-src DIR` also
+asks every claim with the package in DIR (e.g. the last commit's: `git archive HEAD src | tar -x -C
+/tmp/base`, then `--baseline-src /tmp/base/src`) over the same memory: the baseline measured in the
+same run. `--hybrid` embeds with the offline MiniLM first. `--llm N`
 also asks the first N claims with the language model (its gate and checks included) and reports
 how many it answered.
 
@@ -64,30 +65,19 @@ def ask_all(claims: list[str], env: dict, top_k: int | None, llm: bool = False) 
     return answers, time.perf_counter() - started
 
 
-def previous_gate_abstains(answer: dict) -> bool:
-    """The gate before this change (coverage >= 0.5, or cosine >= 0.5) abstained on every claim the
-    current gate abstains on, and also where the current one's several-terms rule alone answered."""
-    similarity = answer.get("similarity")
-    return answer["abstained"] or (answer["match_coverage"] < 0.5 and (similarity is None or similarity < 0.5))
+def with_source(env: dict, source: Path) -> dict:
+    """The environment that runs `mem` from another copy of the package (a baseline)."""
+    return {**env, "PYTHONPATH": str(source.resolve())}
 
 
 def score(answers: list[dict], ids: list[str], qrels: dict, paths: dict[str, str]) -> dict:
-    ndcg, ndcg_previous, abstained, previous = [], [], 0, 0
+    ndcg, abstained = [], 0
     for query_id, answer in zip(ids, answers, strict=True):
         ranked = list(dict.fromkeys(paths.get(e["source_uri"], "") for e in answer["evidence"]))
-        gain = ndcg_at(ranked, qrels[query_id], 10)
         abstained += answer["abstained"]
-        old = previous_gate_abstains(answer)
-        previous += old
-        ndcg.append(0.0 if answer["abstained"] else gain)
-        ndcg_previous.append(0.0 if old else gain)
+        ndcg.append(0.0 if answer["abstained"] else ndcg_at(ranked, qrels[query_id], 10))
     n = len(ids)
-    return {
-        "claims": n,
-        "ndcg@10": round(sum(ndcg) / n, 4),
-        "abstained": round(abstained / n, 4),
-        "previous_gate": {"ndcg@10": round(sum(ndcg_previous) / n, 4), "abstained": round(previous / n, 4)},
-    }
+    return {"claims": n, "ndcg@10": round(sum(ndcg) / n, 4), "abstained": round(abstained / n, 4)}
 
 
 def check_against_ask(claims: list[str], chat_answers: list[dict], env: dict) -> dict:
@@ -113,6 +103,7 @@ def main() -> None:
     parser.add_argument("--hybrid", action="store_true", help="embed with the offline MiniLM (several minutes)")
     parser.add_argument("--limit", type=int, help="only the first N judged claims")
     parser.add_argument("--check-ask", type=int, default=20, help="claims also run through separate `mem ask`")
+    parser.add_argument("--baseline-src", type=Path, help="also ask with the package in this folder (baseline)")
     parser.add_argument("--llm", type=int, default=0, help="also ask the first N claims with the language model")
     parser.add_argument("--model", type=Path, help="GGUF file for --llm (default: what `mem` would choose)")
     args = parser.parse_args()
@@ -137,6 +128,10 @@ def main() -> None:
         log(f"[{mode}] mem chat --json --no-llm ({label}) over {len(claims)} claims")
         answers, seconds = ask_all(claims, env, top_k)
         result[label] = {**score(answers, ids, qrels, paths), "seconds": round(seconds, 1)}
+        if args.baseline_src:
+            log(f"[{mode}] the same with the baseline in {args.baseline_src}")
+            answers, seconds = ask_all(claims, with_source(env, args.baseline_src), top_k)
+            result[label]["baseline"] = {**score(answers, ids, qrels, paths), "seconds": round(seconds, 1)}
         if label == "top_k_10" and args.check_ask:
             log(f"[{mode}] mem ask --json on the first {args.check_ask} claims")
             result["mem_ask_check"] = check_against_ask(claims[: args.check_ask], answers, env)

@@ -2,6 +2,7 @@
 """Multilingual retrieval: `mem` as a user runs it, against plain FTS5 measured in the same run.
 
     python bench/multilingual.py [--langs zh,ja,de,es,vi] [--hybrid] [--ask-sample 20] [--max-queries N]
+                                 [--baseline-src DIR]
 
 Per language (data in shared/data/multilingual, read in place): every paragraph becomes one note
 (`# title` + text) in a temporary vault, stored by a `mem ingest-notes` subprocess; every judged
@@ -10,7 +11,11 @@ gate `mem ask` uses); a sample of questions also goes through `mem ask --no-llm 
 once per match mode, to confirm that ask returns the same evidence and to time each mode.
 
 Scores (binary qrels): nDCG@10 and recall@10 of the ranking, and "answered" nDCG@10, where a
-question the abstention gate refused scores 0 (what `mem ask` shows). Vietnamese, Spanish and German
+question the abstention gate refused scores 0. The answered figure is also taken through the
+commands a user runs: every question through one `mem chat --json --no-llm --top-k 10` process (the
+code path of `mem ask --json`; the sample above checks ask itself), reported as `ask`; with
+`--baseline-src DIR` (e.g. `git archive HEAD src | tar -x -C /tmp/base`, DIR /tmp/base/src) the same
+again with that copy of the package over the same memory (`ask_baseline`). Vietnamese, Spanish and German
 are also scored with the questions typed without accents. Baselines, in process on the same
 questions: one FTS5 column of title + text with `unicode61`, `trigram` and CJK bigrams + unicode61,
 queried with the OR of the question's tokens (the data folder's baseline_fts5.py).
@@ -122,6 +127,41 @@ def run_eval(db: Path, questions: list[tuple[str, set]], names: dict[str, str], 
     }
 
 
+def run_ask_all(db: Path, questions: list[tuple[str, set]], names: dict[str, str], env: dict) -> dict:
+    """Every question through `mem chat --json --no-llm` (ask's code path): nDCG@10 with refusals at 0."""
+    started = time.perf_counter()
+    argv = ["chat", "--json", "--no-llm", "--top-k", "10", "--db-path", str(db)]
+    done = subprocess.run(
+        [sys.executable, "-m", "crossmodalrag", *argv],
+        env=env,
+        input="\n".join(q for q, _ in questions) + "\n",
+        capture_output=True,
+        text=True,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or len(answers) != len(questions):
+        raise SystemExit(f"mem chat answered {len(answers)} of {len(questions)}: {done.stderr.strip()[-800:]}")
+    ndcg = abstained = 0.0
+    for (_, gold), answer in zip(questions, answers, strict=True):
+        ranked = list(dict.fromkeys(names[Path(e["source_uri"]).stem] for e in answer["evidence"]))
+        ndcg += 0.0 if answer["abstained"] else scores(ranked, gold)[0]
+        abstained += answer["abstained"]
+    count = len(questions)
+    return {
+        "answered_ndcg@10": round(ndcg / count, 4),
+        "abstained": round(abstained / count, 4),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def asked(db: Path, questions: list[tuple[str, set]], names: dict[str, str], env: dict, baseline: Path | None) -> dict:
+    """run_ask_all with this package and, given a baseline source folder, with that one too."""
+    found = {"ask": run_ask_all(db, questions, names, env)}
+    if baseline:
+        found["ask_baseline"] = run_ask_all(db, questions, names, {**env, "PYTHONPATH": str(baseline.resolve())})
+    return found
+
+
 def run_ask_sample(db: Path, questions: list[tuple[str, set]], rankings: dict, env: dict, size: int) -> dict:
     """`mem ask --json` on a sample: agreement with eval's ranking, and retrieval time per match mode."""
     if size <= 0:
@@ -176,6 +216,7 @@ def bench_language(lang: str, args: argparse.Namespace, workdir: Path, env: dict
     questions = judged(queries, qrels, args.max_queries, accents=True)
     out["lexical"] = run_eval(db, questions, names, vault, lexical_env)
     out["lexical"].update(run_ask_sample(db, questions, out["lexical"].pop("_rankings"), lexical_env, args.ask_sample))
+    out["lexical"].update(asked(db, questions, names, lexical_env, args.baseline_src))
     log(f"{lang}: lexical {_brief(out['lexical'])}")
     if lang in UNACCENTED:
         plain = judged(queries, qrels, args.max_queries, accents=False)
@@ -191,6 +232,7 @@ def bench_language(lang: str, args: argparse.Namespace, workdir: Path, env: dict
         out["embed_seconds"] = round(time.perf_counter() - started, 1)
         out["hybrid"] = run_eval(db, questions, names, vault, hybrid_env)
         out["hybrid"].update(run_ask_sample(db, questions, out["hybrid"].pop("_rankings"), hybrid_env, args.ask_sample))
+        out["hybrid"].update(asked(db, questions, names, hybrid_env, args.baseline_src))
         log(f"{lang}: hybrid {_brief(out['hybrid'])} (embedding took {out['embed_seconds']} s)")
     return out
 
@@ -231,7 +273,8 @@ def embedding_speed(args: argparse.Namespace, workdir: Path) -> dict:
 
 
 def _brief(result: dict) -> str:
-    return f"nDCG@10 {result['ndcg@10']}, recall@10 {result['recall@10']}, answered {result['answered_ndcg@10']}"
+    asked = f", through mem ask {result['ask']['answered_ndcg@10']}" if "ask" in result else ""
+    return f"nDCG@10 {result['ndcg@10']}, recall@10 {result['recall@10']}, answered {result['answered_ndcg@10']}{asked}"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -243,6 +286,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-queries", type=int, help="only the first N judged questions per language")
     parser.add_argument("--ask-sample", type=int, default=20, help="questions also run through `mem ask` per mode")
     parser.add_argument("--workdir", type=Path, help="where vaults and databases go (default: a temp dir)")
+    parser.add_argument("--baseline-src", type=Path, help="also answer with the package in this folder (baseline)")
     parser.add_argument(
         "--embed-speed", type=int, metavar="N", help="instead: MiniLM vs multilingual chunks/s on N SciFact abstracts"
     )

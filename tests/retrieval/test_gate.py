@@ -1,4 +1,4 @@
-"""The abstention gate without a model: coverage, several terms found together, similarity."""
+"""The abstention gate without a model (retrieval/gate.py): a coverage floor, and per-model cosines."""
 
 from __future__ import annotations
 
@@ -6,45 +6,88 @@ from pathlib import Path
 
 import pytest
 
+from crossmodalrag.answer.evidence import abstention_text
 from crossmodalrag.ingest import ingest_notes
-from crossmodalrag.retrieval.search import SearchOptions, SearchResult, is_weak, search
+from crossmodalrag.retrieval.gate import MODEL_COSINES, Cosines, is_weak, model_cosines
+from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.types import Hit
 from tests.conftest import write_note
 
 HIT = Hit(1, "uri", "note", "text", "t", "loc", "text", None)
 
 
+def result(coverage: float, similarity: float | None = None, model: str | None = None, matched: int = 1):
+    return SearchResult([HIT], [], coverage, similarity, similarity is not None, None, {}, matched, model)
+
+
 @pytest.mark.parametrize(
-    "coverage, matched, similarity, weak",
+    "coverage, weak",
     [
-        (0.6, 2, None, False),  # most of the query found
-        (0.3, 3, None, False),  # a long question: three of its terms together
-        (0.3, 2, None, True),  # ... but two are not enough
-        (0.15, 5, None, True),  # many common words are not enough either
-        (0.3, 2, 0.55, False),  # close in meaning
-        (0.3, 2, 0.45, True),
+        (0.6, False),  # most of the question found
+        (0.12, False),  # a short paraphrased question: one rare term is often all it shares
+        (0.05, True),  # shares (almost) nothing: only a common word or two
+        (0.0, True),
     ],
 )
-def test_the_gate_rules(coverage, matched, similarity, weak):
-    result = SearchResult([HIT], [], coverage, similarity, similarity is not None, None, {}, matched)
-    assert is_weak(result, SearchOptions()) is weak
+def test_without_vectors_only_evidence_sharing_almost_nothing_is_refused(coverage, weak):
+    assert is_weak(result(coverage), SearchOptions()) is weak
 
 
 def test_no_hits_is_always_weak():
-    assert is_weak(SearchResult([], [], 1.0, 0.9, True, None, {}, 9), SearchOptions())
+    assert is_weak(SearchResult([], [], 1.0, 0.9, True, None, {}, 9, "model"), SearchOptions())
 
 
-def test_a_long_claim_whose_evidence_is_in_memory_is_answered(store, tmp_path: Path):
+def test_each_model_is_judged_on_its_own_cosine_scale(monkeypatch):
+    monkeypatch.setitem(MODEL_COSINES, "narrow", Cosines(floor=0.2, close=0.5))  # e.g. MiniLM
+    monkeypatch.setitem(MODEL_COSINES, "wide", Cosines(floor=0.75, close=0.85))  # e.g. e5: all pairs are high
+    assert not is_weak(result(0.0, 0.6, "narrow"), SearchOptions())  # close in meaning, no words shared
+    assert is_weak(result(0.9, 0.6, "wide"), SearchOptions())  # words match, but below this model's floor
+    assert is_weak(result(0.9, 0.19, "narrow"), SearchOptions())
+    assert not is_weak(result(0.1, 0.75, "wide"), SearchOptions())  # at the floor, some words: answered
+    assert is_weak(result(0.05, 0.84, "wide"), SearchOptions())  # few words and not close enough
+
+
+@pytest.mark.parametrize("model", sorted(MODEL_COSINES))
+def test_every_fitted_model_has_a_floor_below_its_close_cosine(model):
+    fitted = MODEL_COSINES[model]
+    assert 0.0 <= fitted.floor < fitted.close <= 1.0
+
+
+def test_settings_override_the_model_and_a_model_without_fitted_values_is_judged_by_words():
+    options = SearchOptions(min_similarity=0.9, min_similarity_floor=0.3)
+    assert model_cosines(options, "some/other-model") == Cosines(0.3, 0.9)
+    assert model_cosines(SearchOptions(), "some/other-model") is None
+    assert not is_weak(result(0.2, 0.01, "some/other-model"), SearchOptions())
+    assert is_weak(result(0.01, 0.99, "some/other-model"), SearchOptions())
+
+
+def test_the_abstention_text_names_the_failing_threshold(monkeypatch):
+    monkeypatch.setitem(MODEL_COSINES, "narrow", Cosines(floor=0.2, close=0.5))
+    assert "0.15 similar in meaning (needs 0.20)" in abstention_text(result(0.9, 0.15, "narrow"), SearchOptions())
+    assert "(needs 0.50)" in abstention_text(result(0.01, 0.3, "narrow"), SearchOptions())
+    assert "needs 7.5%" in abstention_text(result(0.02), SearchOptions())
+
+
+def test_a_paraphrased_question_sharing_one_rare_word_is_answered(store, tmp_path: Path):
     write_note(
         tmp_path / "v",
         "vitamin.md",
         "# Vitamin D trial\n\nVitamin D supplements did not reduce fracture risk in older adults over five years.\n",
     )
-    write_note(tmp_path / "v", "garden.md", "# Garden\n\nTomatoes need water every morning in July.\n")
+    for name, text in DISTRACTORS.items():
+        write_note(tmp_path / "v", f"{name}.md", f"# {name.title()}\n\n{text}\n")
     ingest_notes(store, [tmp_path / "v"])
-    claim = "Vitamin D supplementation reduces the risk of hip fractures in elderly people living at home"
-    result = search(store, claim, SearchOptions())
-    assert result.coverage < 0.5 and result.matched_terms >= 3  # the old gate refused this
-    assert not is_weak(result, SearchOptions())
+    found = search(store, "Did the pills lower fracture rates among seniors?", SearchOptions())
+    assert found.matched_terms == 1 and found.hits[0].source_uri.endswith("vitamin.md")
+    assert not is_weak(found, SearchOptions())  # the gate before calibration refused this (coverage < 0.5)
     off_topic = search(store, "what did Caroline say about her adoption agency interview", SearchOptions())
     assert is_weak(off_topic, SearchOptions())
+
+
+DISTRACTORS = {
+    "garden": "Tomatoes need water every morning in July.",
+    "bike": "The bike needs new brakes and tyres before the trip.",
+    "release": "The parser release moved to Friday after the review.",
+    "kitchen": "Bake the bread for forty minutes and let it cool.",
+    "travel": "The train to Lyon leaves at nine from platform four.",
+}

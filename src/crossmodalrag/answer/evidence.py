@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from crossmodalrag.config import Settings
-from crossmodalrag.retrieval.search import SearchOptions, SearchResult, is_weak, search
+from crossmodalrag.retrieval.gate import is_weak, reason
+from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.retrieval.semantic import SemanticIndex, open_semantic
 from crossmodalrag.store import Store
 from crossmodalrag.types import Answer, Evidence, Hit, excerpt, iso_time
@@ -32,8 +33,7 @@ def search_options(
         dedupe_threshold=settings.dedupe_threshold,
         min_coverage=settings.abstain_min_coverage,
         min_similarity=settings.abstain_min_similarity,
-        min_matched_terms=settings.abstain_min_matched_terms,
-        min_coverage_long=settings.abstain_min_coverage_long,
+        min_similarity_floor=settings.abstain_min_similarity_floor,
         modalities=tuple(modalities),
         match=settings.match,
     )
@@ -107,17 +107,9 @@ def evidence_answer(
 
 
 def abstention_text(result: SearchResult, options: SearchOptions) -> str:
-    closeness = (
-        ""
-        if result.similarity is None
-        else f" and is {result.similarity:.2f} similar in meaning (needs {options.min_similarity:.2f})"
-    )
-    return (
-        "No answer: nothing in memory matches this question well enough "
-        f"(the best evidence covers {result.coverage:.0%} of the query with {result.matched_terms} of its terms, "
-        f"needs {options.min_coverage:.0%}, or {options.min_matched_terms} terms and {options.min_coverage_long:.0%}"
-        f"{closeness})."
-    )
+    if not result.hits:
+        return "No answer: nothing in memory matches this question."
+    return f"No answer: nothing in memory matches this question well enough ({reason(result, options)})."
 
 
 def citation(evidence: Evidence) -> str:

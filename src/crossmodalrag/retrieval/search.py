@@ -11,7 +11,7 @@ Components of a hit, each in [0, 1] across the candidate pool:
 Score = weights · components; the weights come from the profile (profiles.py) or, without
 vectors, from the lexical defaults. `fusion="rrf"` ranks by reciprocal rank fusion instead.
 `coverage` (idf-weighted share of query terms the best returned hit contains) and `similarity`
-(best raw cosine) say how well the evidence answers at all: the abstention gate reads them.
+(best raw cosine) say how well the evidence answers at all: the abstention gate (gate.py) reads them.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from crossmodalrag.index import fts
 from crossmodalrag.index.scripts import is_cjk, is_function_bigram
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
+from crossmodalrag.retrieval.gate import NEVER, is_weak, model_cosines
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
 from crossmodalrag.store import Store
@@ -65,13 +66,12 @@ class SearchOptions:
     # "any" term (BM25 ranks), "all" terms, or the exact "phrase"; all and phrase also filter vector
     # candidates, so a hybrid answer never shows evidence that lacks a required term.
     match: str = "any"
-    # The abstention gate: evidence is weak when it covers too little of the query's terms AND
-    # (with vectors) is not semantically close either.
-    min_coverage: float = 0.5
-    min_similarity: float = 0.5
-    # ... or when at least this many distinct query terms occur in one hit covering this much.
-    min_matched_terms: int = 3
-    min_coverage_long: float = 0.2
+    # The abstention gate (gate.py): evidence is weak when it covers less than this of the query's
+    # idf weight and is not close in meaning either; with vectors, also when its best cosine is below
+    # the model's floor. Cosine thresholds: None = the active embedding model's fitted values.
+    min_coverage: float = 0.075
+    min_similarity: float | None = None
+    min_similarity_floor: float | None = None
 
     def weights(self, hybrid: bool) -> dict[str, float]:
         """The per-component weights in force (they sum to 1)."""
@@ -89,7 +89,8 @@ class SearchResult:
     hybrid: bool = False
     comparison: dict | None = None  # {"sides": [x, y], "missing": [sides with no evidence]}
     term_weights: dict[str, float] = field(default_factory=dict)
-    matched_terms: int = 0  # distinct query terms in the best-covering hit (the gate reads it)
+    matched_terms: int = 0  # distinct query terms in the best-covering hit
+    embed_model: str | None = None  # the embedding model behind `similarity` (its gate thresholds)
 
 
 def search(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None" = None) -> SearchResult:
@@ -127,7 +128,8 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     pool = set(lexical) | set(cosines)
     if not pool:
         return SearchResult([], [t.word for t in terms], 0.0, None, semantic is not None, None, weights)
-    hits = _score(conn, pool, lexical, cosines, weights, options, hybrid=semantic is not None)
+    model = semantic.embedder.identity.name if semantic is not None else None
+    hits = _score(conn, pool, lexical, cosines, weights, options, hybrid=semantic is not None, model=model)
     hits = cap_per_source(hits, lambda h: h.source_uri, options.max_chunks_per_source)
     if semantic is None:
         hits = drop_near_duplicates(hits, _body, options.dedupe_threshold, options.top_k)
@@ -140,7 +142,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     coverage, matched = _best_coverage(found, needed)
     similarity = max((cosines[h.chunk_id] for h in hits if h.chunk_id in cosines), default=None)
     return SearchResult(
-        hits, [t.word for t in terms], coverage, similarity, semantic is not None, None, weights, matched
+        hits, [t.word for t in terms], coverage, similarity, semantic is not None, None, weights, matched, model
     )
 
 
@@ -199,18 +201,8 @@ def _search_comparison(
         {"sides": list(sides), "missing": missing},
         whole.term_weights,
         best.matched_terms,
+        whole.embed_model,
     )
-
-
-def is_weak(result: SearchResult, options: SearchOptions) -> bool:
-    """The abstention gate without a model: no hits, or too little of the query covered and nothing
-    close in meaning. A long question (a claim, a pasted sentence) rarely has all its words in one
-    passage, so several distinct terms found together also count, down to a lower coverage floor."""
-    if not result.hits:
-        return True
-    close = result.similarity is not None and result.similarity >= options.min_similarity
-    several = result.matched_terms >= options.min_matched_terms and result.coverage >= options.min_coverage_long
-    return result.coverage < options.min_coverage and not several and not close
 
 
 def _best_coverage(matches: list[set[str]], weights: dict[str, float]) -> tuple[float, int]:
@@ -357,6 +349,7 @@ def _score(
     term_weights: dict[str, float],
     options: SearchOptions,
     hybrid: bool,
+    model: str | None = None,
 ) -> list[Hit]:
     ids = sorted(pool)
     rows = {
@@ -377,6 +370,8 @@ def _score(
     rrf = _rrf(lexical, cosines) if options.fusion == "rrf" else {}
     weights = options.weights(hybrid)
     rehearsed = _rehearsal(conn, ids, options) if hybrid and weights.get("usage") else {}
+    cosines_of_model = model_cosines(options, model)
+    close = cosines_of_model.close if cosines_of_model else NEVER
     hits = []
     for chunk_id, row in rows.items():  # a chunk removed by a concurrent writer is simply absent
         components = {
@@ -388,7 +383,7 @@ def _score(
         if hybrid:
             cosine = cosines.get(chunk_id, 0.0)
             # Usage re-ranks relevant candidates only: being looked at often never makes a chunk relevant.
-            relevant = lexical.get(chunk_id, 0.0) > 0 or cosine >= options.min_similarity
+            relevant = lexical.get(chunk_id, 0.0) > 0 or cosine >= close
             usage = rehearsed.get(chunk_id, 0.0) if relevant else 0.0
             components.update(cosine=cosine, vector=vector_norm.get(chunk_id, 0.0), usage=usage)
         score = rrf.get(chunk_id, 0.0) if rrf else blend(components, weights)

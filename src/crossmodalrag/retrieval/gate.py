@@ -1,0 +1,74 @@
+"""The abstention gate without a language model: is the retrieved evidence about the question at all?
+
+Fitted by bench/calibrate_gate.py on dev data (SciFact train claims, LoCoMo dev, the zh/ja/de/es/vi
+question sets) at one operating point for every language: keep at least 98% of the questions whose
+answer is in memory, in each set, then refuse as many of the others as possible.
+
+- Lexically, only evidence that shares (almost) nothing with the question is refused: the best
+  covering hit must hold `min_coverage` of the question's idf weight. A stricter lexical rule cannot
+  tell an answerable question from a same-topic one whose answer is missing (both share the topic's
+  words; measured on the dev sets): judging those is the language model's job (answer/verify.py).
+- With vectors, the best cosine also counts, on the active model's own scale (MiniLM and
+  multilingual-e5 cosines are not comparable): below the model's `floor` nothing retrieved is about
+  the question, whatever words it shares; at or above its `close`, the evidence is close in meaning
+  even when few words match. A model without fitted values is judged lexically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from crossmodalrag.retrieval.search import SearchOptions, SearchResult
+
+
+NEVER = 2.0  # a cosine threshold no pair of vectors reaches
+
+
+@dataclass(frozen=True)
+class Cosines:
+    """One embedding model's gate thresholds, on its own cosine scale."""
+
+    floor: float  # best cosine below this: refused even when words match
+    close: float  # best cosine at or above this: answered even when few words match
+
+
+# bench/calibrate_gate.py, keep >= 98% of answerable questions per dev set (docs/benchmarks.md).
+MODEL_COSINES: dict[str, Cosines] = {}
+
+
+def model_cosines(options: "SearchOptions", model: str | None) -> Cosines | None:
+    """The cosine thresholds in force: each one set in the settings wins over the model's fitted
+    one; None when neither exists (a model nobody calibrated, no override: judged by words)."""
+    fitted = MODEL_COSINES.get(model or "")
+    floor, close = options.min_similarity_floor, options.min_similarity
+    if fitted is None and floor is None and close is None:
+        return None
+    default = fitted or Cosines(floor=0.0, close=NEVER)
+    return Cosines(default.floor if floor is None else floor, default.close if close is None else close)
+
+
+def is_weak(result: "SearchResult", options: "SearchOptions") -> bool:
+    """No hits; or, with vectors, nothing close enough in meaning; or too little of the question
+    covered by words and not close in meaning either."""
+    if not result.hits:
+        return True
+    cosines = model_cosines(options, result.embed_model) if result.similarity is not None else None
+    if cosines is None:
+        return result.coverage < options.min_coverage
+    if result.similarity < cosines.floor:
+        return True
+    return result.coverage < options.min_coverage and result.similarity < cosines.close
+
+
+def reason(result: "SearchResult", options: "SearchOptions") -> str:
+    """Why the gate refused, in numbers a user can act on (the settings to change)."""
+    covered = f"{result.coverage:.1%} of the question's terms (needs {options.min_coverage:.1%})"
+    cosines = model_cosines(options, result.embed_model) if result.similarity is not None else None
+    found = f"the best evidence covers {covered}"
+    if cosines is None:
+        return found
+    if result.similarity < cosines.floor:
+        return f"the best evidence is {result.similarity:.2f} similar in meaning (needs {cosines.floor:.2f})"
+    return f"{found} and is {result.similarity:.2f} similar in meaning (needs {cosines.close:.2f})"
