@@ -144,13 +144,12 @@ def test_remember_supersede_and_list_memories(any_store, monkeypatch, capsys, db
 
 def test_every_mcp_tool_on_both_backends(any_store, tmp_path, db_path):
     """The MCP scenario every transport runs (tests/agent/mcp_calls.py), here on each backend."""
-    import asyncio
 
     pytest.importorskip("mcp.server.mcpserver")
     from mcp import Client
 
     from crossmodalrag.mcp_server.server import build_server
-    from tests.agent.mcp_calls import exercise_every_tool
+    from tests.agent.mcp_calls import exercise_every_tool, run_async
 
     chats = tmp_path / "chats"
     url = any_store.location if any_store.backend == "postgresql" else None
@@ -161,7 +160,7 @@ def test_every_mcp_tool_on_both_backends(any_store, tmp_path, db_path):
             await exercise_every_tool(client, chats)
 
     try:
-        asyncio.run(scenario())
+        run_async(scenario())
     finally:
         server.service.close()
 

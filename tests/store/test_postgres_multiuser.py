@@ -4,7 +4,6 @@ Row-level security in the server does it; the API and MCP run the same library c
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -89,7 +88,7 @@ def test_mcp_shows_each_user_only_their_own_chunks(two_users):
     from mcp import Client
 
     from crossmodalrag.mcp_server.server import build_server
-    from tests.agent.mcp_calls import answer, call
+    from tests.agent.mcp_calls import answer, call, run_async
 
     async def scenario(who: str, other: str) -> None:
         server = build_server(_settings(two_users[who][0]))
@@ -116,7 +115,7 @@ def test_mcp_shows_each_user_only_their_own_chunks(two_users):
             server.service.close()
 
     for who, other in (("alice", "bob"), ("bob", "alice")):
-        asyncio.run(scenario(who, other))
+        run_async(scenario(who, other))
 
 
 def test_tables_beside_sources_and_chunks_are_private_too(two_users):
