@@ -52,6 +52,24 @@ def run_async(coroutine) -> Any:
     return outcome["value"]
 
 
+def every_tool_in_process(settings, chats: Path) -> None:
+    """The whole scenario through the SDK's in-process client, against the memory `settings` name."""
+    from mcp import Client
+
+    from crossmodalrag.mcp_server.server import build_server
+
+    server = build_server(settings)
+
+    async def scenario():
+        async with Client(server) as client:
+            await exercise_every_tool(client, chats)
+
+    try:
+        run_async(scenario())
+    finally:
+        server.service.close()
+
+
 async def call(client, tool: str, arguments: dict) -> dict:
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, result.content[0].text

@@ -21,23 +21,13 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from crossmodalrag.config import Settings  # noqa: E402
 from crossmodalrag.mcp_server.server import build_server  # noqa: E402
-from tests.agent.mcp_calls import answer, call, exercise_every_tool, run_async  # noqa: E402
+from tests.agent.mcp_calls import answer, call, every_tool_in_process, exercise_every_tool, run_async  # noqa: E402
 from tests.fakes import ScriptedLLM  # noqa: E402
 
 
 def test_every_tool_in_process(tmp_path):
     chats = tmp_path / "chats"
-    settings = Settings(db_path=tmp_path / "memory.db", chat_paths=[chats])
-    server = build_server(settings)
-
-    async def scenario():
-        async with Client(server) as client:
-            await exercise_every_tool(client, chats)
-
-    try:
-        run_async(scenario())
-    finally:
-        server.service.close()
+    every_tool_in_process(Settings(db_path=tmp_path / "memory.db", chat_paths=[chats]), chats)
 
 
 def readme_command() -> list[str]:

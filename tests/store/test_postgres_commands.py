@@ -142,27 +142,13 @@ def test_remember_supersede_and_list_memories(any_store, monkeypatch, capsys, db
     assert len(json.loads(capsys.readouterr().out)["memories"]) == 2
 
 
-def test_every_mcp_tool_on_both_backends(any_store, tmp_path, db_path):
-    """The MCP scenario every transport runs (tests/agent/mcp_calls.py), here on each backend."""
-
+def test_every_mcp_tool_on_postgresql(postgres_url, tmp_path):
+    """The MCP scenario every transport runs (tests/agent/mcp_calls.py; SQLite: tests/agent/test_mcp.py)."""
     pytest.importorskip("mcp.server.mcpserver")
-    from mcp import Client
-
-    from crossmodalrag.mcp_server.server import build_server
-    from tests.agent.mcp_calls import exercise_every_tool, run_async
+    from tests.agent.mcp_calls import every_tool_in_process
 
     chats = tmp_path / "chats"
-    url = any_store.location if any_store.backend == "postgresql" else None
-    server = build_server(Settings(db_path=db_path, db_url=url, chat_paths=[chats]))
-
-    async def scenario():
-        async with Client(server) as client:
-            await exercise_every_tool(client, chats)
-
-    try:
-        run_async(scenario())
-    finally:
-        server.service.close()
+    every_tool_in_process(Settings(db_path=tmp_path / "memory.db", db_url=postgres_url, chat_paths=[chats]), chats)
 
 
 def test_the_memory_hierarchy_is_the_same_on_both_backends(postgres_url, monkeypatch, capsys, tmp_path, repo):
