@@ -22,7 +22,8 @@ from crossmodalrag.connectors import git, notes
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.index import fts
 from crossmodalrag.store import Store
-from crossmodalrag.store.connection import WriteBatch, lock_source, retrying
+from crossmodalrag.store.connection import WriteBatch
+from crossmodalrag.store.writers import lock_source, retrying
 from crossmodalrag.types import Document
 from crossmodalrag.versioning.sources import source_state
 

@@ -13,8 +13,8 @@ import pytest
 
 from crossmodalrag.errors import StoreError, WriteConflict
 from crossmodalrag.ingest import fingerprint
-from crossmodalrag.store.connection import retrying
 from crossmodalrag.store.postgres import open_postgres_store
+from crossmodalrag.store.writers import retrying
 from tests.retrieval.helpers import add_docs, note
 from tests.store import pg_workers
 from tests.test_crash_safety import child_env

@@ -14,10 +14,11 @@ import sqlite3
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator
 
 from crossmodalrag.errors import StoreError, WriteConflict
 from crossmodalrag.store.migrations import LATEST_VERSION, Progress, applied_version, migrate
+from crossmodalrag.store.writers import lock_source
 
 try:
     import fcntl
@@ -28,8 +29,6 @@ BUSY_TIMEOUT_SECONDS = 30.0
 HANDOFF_SECONDS = 0.15  # longer than SQLite's longest sleep between two tries of a waiting writer (100 ms)
 RETRY_SLEEP_CAP = 0.1  # our own retries poll at least as often, for the same reason
 BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED (their extended codes share the low byte)
-CONFLICT_ATTEMPTS = 12  # tries of a write the server aborted as colliding (PostgreSQL): ~5 s of backoff in all
-T = TypeVar("T")
 
 
 class WriterTurns:
@@ -120,30 +119,6 @@ def begin_immediate(conn: sqlite3.Connection, turns: WriterTurns | None, patienc
                     ) from error
             time.sleep(delay * random.uniform(0.5, 1.0))  # jitter: two waiters do not retry in lockstep
             delay = min(delay * 2, RETRY_SLEEP_CAP)
-
-
-def retrying(write: Callable[[], T], attempts: int = CONFLICT_ATTEMPTS) -> T:
-    """Run `write` (one whole transaction or write-batch unit) again, with jittered backoff, while the
-    server aborts it as colliding with a concurrent writer (WriteConflict: PostgreSQL only; nothing of
-    the aborted try was kept). Raises the last WriteConflict after `attempts` tries."""
-    delay = 0.01
-    for attempt in range(attempts):
-        try:
-            return write()
-        except WriteConflict:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, 1.0)
-    raise AssertionError("unreachable")
-
-
-def lock_source(conn: sqlite3.Connection, uri: str) -> None:
-    """Inside a write transaction: wait until no other writer holds source `uri` (PostgreSQL, where
-    writers run side by side). On SQLite the transaction's write lock already excludes every writer."""
-    lock = getattr(conn, "lock_source", None)
-    if lock is not None:
-        lock(uri)
 
 
 class MemoryConnection(sqlite3.Connection):

@@ -18,8 +18,8 @@ import threading
 from typing import Any, Iterable, Iterator, Sequence
 
 from crossmodalrag.errors import MissingExtraError, StoreError, WriteConflict
-from crossmodalrag.store.connection import retrying
 from crossmodalrag.store.postgres.sql import translate
+from crossmodalrag.store.writers import retrying
 
 SCHEMA_LOCK = 0x636D7261  # "cmra": the advisory lock key of schema migrations (one at a time)
 INSTALL_HINT = 'pip install -e ".[postgres]"'

@@ -1,0 +1,39 @@
+"""Writers side by side (PostgreSQL): a lock per source, and running again a write the server aborted.
+
+On SQLite a write transaction already excludes every other writer, so both are no-ops there.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Callable, TypeVar
+
+from crossmodalrag.errors import WriteConflict
+
+CONFLICT_ATTEMPTS = 12  # tries of a write the server aborted as colliding (PostgreSQL): ~5 s of backoff in all
+T = TypeVar("T")
+
+
+def retrying(write: Callable[[], T], attempts: int = CONFLICT_ATTEMPTS) -> T:
+    """Run `write` (one whole transaction or write-batch unit) again, with jittered backoff, while the
+    server aborts it as colliding with a concurrent writer (WriteConflict: PostgreSQL only; nothing of
+    the aborted try was kept). Raises the last WriteConflict after `attempts` tries."""
+    delay = 0.01
+    for attempt in range(attempts):
+        try:
+            return write()
+        except WriteConflict:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, 1.0)
+    raise AssertionError("unreachable")
+
+
+def lock_source(conn, uri: str) -> None:
+    """Inside a write transaction: wait until no other writer holds source `uri` (PostgreSQL, where
+    writers run side by side). On SQLite the transaction's write lock already excludes every writer."""
+    lock = getattr(conn, "lock_source", None)
+    if lock is not None:
+        lock(uri)
