@@ -7,7 +7,7 @@ locks only the sources it writes (`lock_source`: a transaction-scoped advisory l
 uri), so two clients writing different notes never wait for each other, two writing the same note
 take turns (bounded by `lock_timeout`), and readers never wait (MVCC). A write the server aborts
 because it collided with another one (serialization failure, deadlock) raises WriteConflict, which
-`store.connection.retrying` runs again. Connections come from a psycopg_pool pool per (url, owner),
+`store.writers.retrying` runs again. Connections come from a psycopg_pool pool per (url, owner),
 each set up with the statement timeout and the owner that row-level security checks.
 """
 
