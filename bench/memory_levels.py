@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Retrieval at each memory level on LoCoMo dev, without an LLM: gold events stand in for L1.
 
-    nice -n 5 python bench/memory_levels.py [--lexical-only]
+    nice -n 5 python bench/memory_levels.py [--lexical-only] [--events ROWS.jsonl [--gold-events]]
 
 Every turn is one source (`conversation`, one session = one project, timestamp = the session's
 date), embedded with the offline MiniLM unless --lexical-only. Each gold `observation` (a sentence
@@ -11,6 +11,11 @@ code builds episodes, concepts and the graph. Each question (categories 1-4) is 
 RRF), `episode` and `concept` (matched nodes, drilled down), top 10, one chunk per source, and
 scored by turn recall@10 per category (what `mem eval --level` scores: only the top-k chunks).
 Targets: event >= evidence + 3 points overall and + 4 on multi-hop; single-hop never below - 1.
+
+`--events ROWS.jsonl` uses the events a model extracted instead (the per-session rows that
+`memory_events.py --rows` writes: statement, supported, linked turns). Only those sessions have
+events, so only the questions whose evidence turns all lie in them are asked; `--gold-events` asks
+the same questions with the gold observations of the same sessions, for comparison.
 """
 
 from __future__ import annotations
@@ -96,9 +101,64 @@ def gold_event_nodes(store, index: int, sample: dict, embedder):
     return nodes
 
 
-def build_conversation(index: int, sample: dict, workdir: Path, embedder) -> tuple:
+def read_extracted(path: Path) -> dict[int, dict[str, list]]:
+    """conversation index -> session -> [statement, supported, [turn ids]] from memory_events rows
+    (the constrained run's row where a session has both)."""
+    found: dict[int, dict[str, list]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        index, session = row["session"].split(":", 1)
+        if row.get("constrained", True) or session not in found.get(int(index), {}):
+            found.setdefault(int(index), {})[session] = row["extracted"]
+    return found
+
+
+def extracted_event_nodes(store, index: int, sessions: dict[str, list], embedder):
+    """One L1 node per extracted event, linked to the chunks of the turns it was linked to."""
+    from crossmodalrag.memory.nodes import Link, Node, stable_id
+
+    chunk_of = {
+        row[0]: (row[1], row[2], row[3])
+        for row in store.conn.execute(
+            "SELECT s.uri, c.id, s.id, s.timestamp FROM chunks c JOIN sources s ON s.id = c.source_id"
+        )
+    }
+    nodes = []
+    for session, events in sessions.items():
+        for statement, supported, turns in events:
+            found = [chunk_of[f"locomo:{index}:{t}"] for t in turns if f"locomo:{index}:{t}" in chunk_of]
+            if found:
+                nodes.append(
+                    Node(
+                        id=stable_id("event", f"locomo:{index}:{session}", statement.lower()),
+                        level="event", title=statement[:80], statement=statement, kind="fact",
+                        project=f"locomo:{index}:{session}", first_time=found[0][2], last_time=found[0][2],
+                        source_id=found[0][1], supported=bool(supported),
+                        links=[Link(chunk, "cited", 1.0) for chunk, _, _ in found],
+                    )
+                )  # fmt: skip
+    if embedder is not None:
+        for node, vector in zip(nodes, embedder.embed([n.statement for n in nodes]), strict=True):
+            node.vector = vector.astype("float32").tobytes()
+    return nodes
+
+
+def only_sessions(sample: dict, sessions: set[str]) -> dict:
+    """The sample with only the observations of `sessions` (gold events for the same sessions)."""
+    kept = {k: v for k, v in sample["observation"].items() if k.removesuffix("_observation") in sessions}
+    return {**sample, "observation": kept}
+
+
+def asked(question: dict, sessions: set[str] | None) -> bool:
+    """With extracted events (of some sessions only): the questions whose evidence all lies in them."""
+    if sessions is None:
+        return True
+    return all(f"session_{turn.split(':')[0].removeprefix('D')}" in sessions for turn in question["evidence"])
+
+
+def build_conversation(index: int, sample: dict, workdir: Path, embedder, extracted=None) -> tuple:
     from crossmodalrag.memory import concepts, episodes, graph
-    from crossmodalrag.memory.nodes import write_nodes
+    from crossmodalrag.memory.nodes import delete_nodes, write_nodes
     from crossmodalrag.retrieval.semantic import SemanticIndex
 
     settings = Settings(db_path=workdir / f"levels-{index}.db")
@@ -110,8 +170,12 @@ def build_conversation(index: int, sample: dict, workdir: Path, embedder) -> tup
 
         embed_missing(store, embedder)
         semantic = SemanticIndex(store, embedder, settings)
-    with store.transaction() as conn:
-        write_nodes(conn, gold_event_nodes(store, index, sample, embedder))
+    with store.transaction() as conn:  # a reused --workdir: the events of this run only
+        delete_nodes(conn, [row[0] for row in conn.execute("SELECT id FROM memory_nodes")])
+        if extracted is None:
+            write_nodes(conn, gold_event_nodes(store, index, sample, embedder))
+        else:
+            write_nodes(conn, extracted_event_nodes(store, index, extracted, embedder))
     events = episodes.load_events(store.conn)
     built = {
         "episode": episodes.build_episodes(store, settings.episode_gap_hours, events),
@@ -126,6 +190,8 @@ def main() -> None:
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--lexical-only", action="store_true")
+    parser.add_argument("--events", type=Path, help="memory_events.py --rows output: use these extracted events")
+    parser.add_argument("--gold-events", action="store_true", help="with --events: gold events of the same sessions")
     args = parser.parse_args()
     clean_environment()
     from crossmodalrag.memory.retrieve import LevelRetriever
@@ -143,12 +209,24 @@ def main() -> None:
     rows: dict[str, list] = {level: [] for level in LEVELS}
     latency: dict[str, float] = {level: 0.0 for level in LEVELS}
     nodes = []
+    extracted = read_extracted(args.events) if args.events else None
     for index, sample in enumerate(data):
-        store, semantic, settings, built = build_conversation(index, sample, workdir, embedder)
+        sessions = set(extracted.get(index, {})) if extracted is not None else None
+        if sessions == set():
+            continue
+        if sessions is not None and args.gold_events:
+            store, semantic, settings, built = build_conversation(
+                index, only_sessions(sample, sessions), workdir, embedder
+            )
+        else:
+            events = extracted[index] if extracted is not None else None
+            store, semantic, settings, built = build_conversation(index, sample, workdir, embedder, events)
         nodes.append(built)
         base = Retriever(store, SearchOptions(top_k=10, max_chunks_per_source=1), semantic)
         retrievers = {"evidence": base, **{lv: LevelRetriever(base, lv, 180.0) for lv in LEVELS[1:]}}
-        questions = [q for q in sample["qa"] if q.get("category") in CATEGORIES and q.get("evidence")]
+        questions = [
+            q for q in sample["qa"] if q.get("category") in CATEGORIES and q.get("evidence") and asked(q, sessions)
+        ]
         for question in questions:
             for level, retriever in retrievers.items():
                 started = time.perf_counter()
@@ -163,6 +241,8 @@ def main() -> None:
     result = {
         "benchmark": "memory_levels",
         "retrieval": "lexical" if args.lexical_only else "hybrid (MiniLM)",
+        "events": "gold observations" if extracted is None or args.gold_events else f"extracted ({args.events.name})",
+        "questions": len(rows["evidence"]),
         "machine": machine(),
         "source": source_state(),
         "built": nodes,

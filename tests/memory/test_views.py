@@ -140,3 +140,16 @@ def test_the_usage_profile_reranks_only_relevant_candidates(store, db_path) -> N
     assert all(h.components["usage"] == 0.0 for h in after if h.chunk_id == unrelated)
     plain = search(store, "render cache dropped", SearchOptions(top_k=3, max_chunks_per_source=1), semantic).hits
     assert [h.chunk_id for h in plain] == [h.chunk_id for h in before]  # other profiles ignore usage
+
+
+def test_the_event_level_ranks_events_by_their_match_alone(memory, db_path) -> None:
+    """Two events saying the same thing 40 days apart: equal for the event level (a channel fused
+    with L0 search), the newer one first for the episode level (recency is a browsing prior)."""
+    events = _retriever(memory, db_path, "event")
+    events.search("Why was the LRU render cache dropped?")
+    cache = [n for n in events.matched_nodes if "LRU" in n["title"]]
+    assert len(cache) == 2 and cache[0]["score"] == cache[1]["score"]
+    episodes = _retriever(memory, db_path, "episode")
+    episodes.search("Why was the LRU render cache dropped?")
+    first, second = (n for n in episodes.matched_nodes if "cache" in n["title"].lower())
+    assert first["score"] > second["score"] and first["first_time"] > second["first_time"]
