@@ -2,6 +2,7 @@
 """L1 event extraction on LoCoMo dev sessions with a real model: recall, grounding and cost.
 
     nice -n 5 python bench/memory_events.py [--sessions 30] [--limit N] [--seed 0] [--model GGUF] [--free]
+                                            [--rows ROWS.jsonl [--resume]]
 
 A fixed seeded sample of sessions that have gold events. Each session is one source whose chunks
 are its turns ("Speaker: text", locator = the turn's dia_id); events are extracted by the product's
@@ -193,6 +194,13 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
+def done_rows(args) -> list[dict]:
+    """The rows of an earlier, interrupted run (--resume): its sessions are not run again."""
+    if not (args.resume and args.rows and args.rows.is_file()):
+        return []
+    return [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
@@ -205,6 +213,7 @@ def main() -> None:
     parser.add_argument("--free-limit", type=int, help="the run without constraints covers only the first N sessions")
     parser.add_argument("--only-free", action="store_true", help="run only without constrained decoding")
     parser.add_argument("--rows", type=Path, help="append per-session rows here (JSON lines)")
+    parser.add_argument("--resume", action="store_true", help="skip sessions already in --rows; summarize them all")
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
     clean_environment()
@@ -222,8 +231,10 @@ def main() -> None:
     result = {"benchmark": "memory_events", "seed": args.seed, "model": args.model.name, "machine": machine(),
               "source": source_state(), "sessions": [f"{i}:{s}" for i, s in chosen]}  # fmt: skip
     for constrained in (False,) if args.only_free else (True, False) if args.free else (True,):
-        rows = []
+        rows = [r for r in done_rows(args) if r["constrained"] == constrained]
         for index, session in chosen if constrained else chosen[: args.free_limit]:
+            if any(r["session"] == f"{index}:{session}" for r in rows):
+                continue
             row = run_session(data[index], index, session, llm, embedder, workdir, constrained)
             rows.append(row)
             log(f"{'constrained' if constrained else 'free'} {row['session']}: {row['events']} events, "
