@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 
@@ -253,23 +254,19 @@ def fit_lexical(rows: list[dict], keep: float) -> dict:
     return {"min_coverage": max(feasible)}
 
 
-def fit_cosines(rows: list[dict], lexical: dict, keep: float) -> dict:
-    """The model's floor and close cosines, the lexical floor fixed: of the pairs that keep `keep`
-    of every positive group, the one refusing the most negatives (ties: the higher floor, then the
-    higher close, i.e. the fewer answers let in by meaning alone)."""
-    best = None
-    for floor in grid(0.0, 0.95, 0.01):
-        if quality(rows, {**lexical, "floor": floor, "close": floor})[0] < keep:
-            break  # even answering everything above the floor keeps too few: higher floors keep fewer
-        for close in [2.0, *grid(0.99, floor, -0.01)]:
-            worst, refused = quality(rows, {**lexical, "floor": floor, "close": close})
-            if worst >= keep:
-                key = (round(refused, 4), floor, close)
-                best = max(best or key, key)
-                break  # a lower close only lets in more negatives
-    if best is None:
-        return {**lexical, "floor": 0.0, "close": 2.0}
-    return {**lexical, "floor": best[1], "close": best[2]}
+def fit_cosines(rows: list[dict], lexical: dict, keep: float, passing: float = 0.02) -> dict:
+    """The model's two cosines, the lexical floor fixed. `close` (answered on meaning alone): the
+    cosine that at most `passing` of each negative group reaches. `floor` (refused whatever words
+    match): the highest that, with that `close`, still keeps `keep` of every positive group (a
+    higher floor refuses more of the negatives, never fewer)."""
+    negatives: dict[str, list[float]] = {}
+    for row in rows:
+        if not row["answerable"] and row["cosine"] is not None:
+            negatives.setdefault(row["group"], []).append(row["cosine"])
+    tops = [sorted(c)[min(len(c) - 1, int((1 - passing) * len(c)))] for c in negatives.values()]
+    close = min(1.0, math.ceil(max(tops, default=1.0) * 100) / 100)
+    feasible = [f for f in grid(0.0, close, 0.01) if quality(rows, {**lexical, "floor": f, "close": close})[0] >= keep]
+    return {**lexical, "floor": max(feasible, default=0.0), "close": close}
 
 
 def report(found: dict[str, list[dict]], keep: float) -> dict:
