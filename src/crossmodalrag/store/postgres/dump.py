@@ -51,7 +51,7 @@ def backup_postgres(settings: Settings, dest: Path | None, export: bool = False)
         staging = _staging_file(target.parent, target.name)
         try:
             if pg_dump:
-                _run([pg_dump, "--format=custom", "--file", str(staging), *_row_security(store), settings.db_url])
+                _run([pg_dump, "--format=custom", "--file", str(staging), *_row_security(store)], settings.db_url)
             else:
                 _export(store, staging)
             digest, size = _sync_and_hash(staging)
@@ -93,10 +93,9 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
                 "--if-exists",
                 "--no-owner",
                 "--single-transaction",
-                "--dbname",
-                settings.db_url,
                 str(source),
-            ]
+            ],
+            settings.db_url,
         )
     with _open(settings) as store:
         sources = store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
@@ -143,8 +142,17 @@ def _import(source: Path, store: PgStore) -> None:
         raise StoreError(f"{source} was not restored whole (checksums differ)", "restore into an empty database again")
 
 
-def _run(command: list[str]) -> None:
-    done = subprocess.run(command, capture_output=True, text=True)
+def _run(command: list[str], url: str) -> None:
+    """Run a client tool on the database at `url`; its password goes in the environment (PGPASSWORD),
+    not on the command line, where other users of the machine could read it."""
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    env = dict(os.environ)
+    if parts.password:
+        env["PGPASSWORD"] = unquote(parts.password)
+        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", "@"))
+    done = subprocess.run([*command, "--dbname", urlunsplit(parts)], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
         raise StoreError(f"{Path(command[0]).name} failed: {lines[0]}", "see the server log; nothing was replaced")
