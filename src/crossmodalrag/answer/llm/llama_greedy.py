@@ -109,7 +109,8 @@ class Grammar:
 def greedy_json(llama, prompt: list[int], schema: dict, max_tokens: int, deadline: float, stats: dict) -> Iterator[str]:
     """Stream the greedy completion of `prompt` that follows `schema`. The KV cache is reused from the
     longest prefix it shares with the prompt and left holding prompt + output (as llama.cpp's own
-    path does). `stats` gets completion_tokens, drafted and accepted (the guesses that were right)."""
+    path does). `stats` gets prompt_tokens, prompt_evaluated (not in the cache), completion_tokens,
+    drafted and accepted (the guesses that were right)."""
     import llama_cpp
     import numpy as np
 
