@@ -155,23 +155,26 @@ def test_a_sentence_citing_only_another_persons_words_fails_without_the_judge(st
     assert not answer.abstained and answer.short_answer == "self-care matters"
 
 
+def chat_retriever(store, settings: Settings, tmp_path: Path, lines: list[tuple[str, str]]):
+    """A Nate-and-Joanna conversation ingested as `mem ingest-chat` would, and a lexical retriever."""
+    turns = [{"speaker": who, "dia_id": f"D1:{n}", "text": text} for n, (who, text) in enumerate(lines, 1)]
+    conversation = {"speaker_a": "Nate", "speaker_b": "Joanna", "session_1_date_time": "9 October, 2022"}
+    export = tmp_path / "locomo.json"
+    sample = {"sample_id": "x", "conversation": {**conversation, "session_1": turns}, "qa": []}
+    export.write_text(json.dumps([sample]), encoding="utf-8")
+    ingest_conversations(store, [export])
+    return open_retriever(store, settings, lexical_only=True)
+
+
 def test_in_an_ingested_chat_only_the_named_persons_own_turns_answer_about_them(store, settings: Settings, tmp_path):
     """The session title ("Nate & Joanna · ...") and each turn's breadcrumb name both people: only
     who spoke a turn tells whose words it holds (LoCoMo's adversarial questions swap the person)."""
-    conversation = {
-        "speaker_a": "Nate",
-        "speaker_b": "Joanna",
-        "session_1_date_time": "1:00 pm on 9 October, 2022",
-        "session_1": [
-            {"speaker": "Nate", "dia_id": "D1:1", "text": "How was your weekend?"},
-            {"speaker": "Joanna", "dia_id": "D1:2", "text": "I made caramel ice cream and it was delicious!"},
-            {"speaker": "Nate", "dia_id": "D1:3", "text": "My turtles love the new tank."},
-        ],
-    }
-    export = tmp_path / "locomo.json"
-    export.write_text(json.dumps([{"sample_id": "x", "conversation": conversation, "qa": []}]), encoding="utf-8")
-    ingest_conversations(store, [export])
-    retriever = open_retriever(store, settings, lexical_only=True)
+    lines = [
+        ("Nate", "How was your weekend?"),
+        ("Joanna", "I made caramel ice cream and it was delicious!"),
+        ("Nate", "My turtles love the new tank."),
+    ]
+    retriever = chat_retriever(store, settings, tmp_path, lines)
     llm = ScriptedLLM("Answer: it was delicious [E1]", margins=[3.0, 3.0])
     question = "What did {} think of the caramel ice cream?"
     answer = ask_with_llm(retriever, question.format("Nate"), settings, llm=llm)
@@ -181,19 +184,8 @@ def test_in_an_ingested_chat_only_the_named_persons_own_turns_answer_about_them(
 
 
 def test_a_claim_is_judged_only_against_the_cited_turns_of_the_person_asked_about(store, settings: Settings, tmp_path):
-    conversation = {
-        "speaker_a": "Nate",
-        "speaker_b": "Joanna",
-        "session_1_date_time": "1:00 pm on 9 October, 2022",
-        "session_1": [
-            {"speaker": "Nate", "dia_id": "D1:1", "text": "I love ice cream weekends."},
-            {"speaker": "Joanna", "dia_id": "D1:2", "text": "I made caramel ice cream and it was delicious!"},
-        ],
-    }
-    export = tmp_path / "locomo.json"
-    export.write_text(json.dumps([{"sample_id": "x", "conversation": conversation, "qa": []}]), encoding="utf-8")
-    ingest_conversations(store, [export])
-    retriever = open_retriever(store, settings, lexical_only=True)
+    lines = [("Nate", "I love ice cream weekends."), ("Joanna", "I made caramel ice cream and it was delicious!")]
+    retriever = chat_retriever(store, settings, tmp_path, lines)
     llm = ScriptedLLM("Answer: delicious caramel ice cream [E1][E2]", margins=[3.0, 3.0])
     answer = ask_with_llm(retriever, "What ice cream did Nate make?", settings, llm=llm)
     judged = [m[-1]["content"].split("Claim:")[0] for m in llm.judged if "Claim:" in m[-1]["content"]]
