@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, clip, evidence_block, evidence_header
 from crossmodalrag.types import Evidence, Hit
 
@@ -48,3 +50,11 @@ def test_a_turns_header_names_its_session_once() -> None:
     assert evidence_header(Evidence("E1", turn)) == f"[E1] (conversation · {session} · D1:2)"
     note = Hit(2, "n.md", "note", "text", "Tokenizer", "notes/n.md#Why", "x\nbody", None)
     assert evidence_header(Evidence("E2", note)) == "[E2] (note · Tokenizer · notes/n.md#Why)"
+
+
+def test_a_superseded_memory_says_so_in_its_header() -> None:
+    """The model sees which of two memories is the old value, so it answers with the current one."""
+    old = Hit(3, "memory:1", "memory", "text", "staging key", "memory:1", "x\nrotates monthly", None)
+    old.components["superseded"] = 1.0
+    assert evidence_header(Evidence("E3", old)).endswith("· superseded by a newer memory)")
+    assert "superseded" not in evidence_header(Evidence("E1", replace(old, components={})))

@@ -47,6 +47,8 @@ def evidence_header(item: Evidence) -> str:
     # A chat turn's locator starts with its session's title: said once, it costs fewer prompt tokens.
     title = "" if hit.locator.startswith(hit.title) else hit.title
     parts = [hit.source_type, title, hit.locator] + ([when[:10]] if when else [])
+    if hit.components.get("superseded"):  # an agent memory a newer one restated (agent/updates.py)
+        parts.append("superseded by a newer memory")
     return f"[{item.id}] ({' · '.join(p for p in parts if p)})"
 
 
