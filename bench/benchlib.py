@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
 import sqlite3
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
@@ -46,6 +48,16 @@ def machine() -> dict[str, object]:
         "cpus": os.cpu_count(),
         "platform": platform.platform(),
     }
+
+
+def print_result(result: dict) -> int:
+    """Stamp a benchmark's result with the date, machine and source state, print it as JSON on
+    stdout, and return the exit code 0."""
+    result.update(
+        date=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=machine(), source=source_state()
+    )
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 def clean_environment() -> dict[str, str]:

@@ -19,17 +19,15 @@ Prints one JSON object on stdout (differences PostgreSQL - SQLite in the same ru
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import sys
 import tempfile
 import time
 import warnings
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
+from benchlib import DEFAULT_SHARED, clean_environment, log, print_result
 from scifact import evaluate, load_corpus, load_qrels, load_queries, mem_ranker, to_documents
 
 from crossmodalrag.ingest import IngestReport, ingest_documents
@@ -199,11 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             result["lexical_ndcg@10_postgresql_minus_sqlite"] = round(lexical[1] - lexical[0], 4)
             if args.hybrid:
                 result["hybrid"] = hybrid(lite, pg, queries, qrels, args.vectors_from)
-    result.update(
-        date=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=machine(), source=source_state()
-    )
-    print(json.dumps(result, indent=2))
-    return 0
+    return print_result(result)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import DEFAULT_SHARED, clean_environment, latency_summary, log, machine, source_state
+from benchlib import DEFAULT_SHARED, clean_environment, latency_summary, log, print_result
 
 ROOT = Path(__file__).resolve().parents[1]
 DIM = 384
@@ -188,11 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         from crossmodalrag.store.postgres.connection import close_pools
 
         close_pools()
-    result.update(
-        date=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=machine(), source=source_state()
-    )
-    print(json.dumps(result, indent=2))
-    return 0
+    return print_result(result)
 
 
 if __name__ == "__main__":
