@@ -18,6 +18,7 @@ from crossmodalrag.retrieval.semantic import semantic_index
 from crossmodalrag.store import open_configured_store, open_store
 from crossmodalrag.store.postgres import open_postgres_store, schema
 from crossmodalrag.store.postgres.sql import translate
+from crossmodalrag.versioning.verify import verify
 from tests.conftest import write_note
 from tests.fakes import HashingEmbedder
 from tests.postgres import create_role
@@ -66,13 +67,17 @@ def test_an_unreachable_server_is_one_error_line(monkeypatch, capsys):
     assert "secret" not in err and "Traceback" not in err
 
 
-def test_commands_not_ported_yet_are_refused_not_run_on_sqlite(monkeypatch, capsys, db_path):
+def test_every_command_runs_on_postgresql_and_one_that_did_not_would_be_refused(monkeypatch):
+    import argparse
+
+    from crossmodalrag.cli.main import build_parser
+    from crossmodalrag.cli.postgres import PORTED, refuse_unported
+
+    [commands] = [a.choices for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(commands) <= PORTED  # versioning too, since PostgreSQL schema 4
     monkeypatch.setenv("CMRAG_DB_URL", "postgresql://mem@/mem?host=/nonexistent-socket-dir")
-    assert main(["log"]) == 1
-    assert "does not run on PostgreSQL yet" in capsys.readouterr().err
-    assert main(["ask", "anything", "--as-of", "2026-01-01"]) == 1  # a ported command, an unported option
-    assert "`mem ask --as-of` does not run on PostgreSQL yet" in capsys.readouterr().err
-    assert not db_path.exists()
+    with pytest.raises(StoreError, match="`mem some-future-command` does not run on PostgreSQL yet"):
+        refuse_unported("some-future-command", {})
 
 
 def test_schema_versions_are_recorded_and_applied_once(postgres_url):
@@ -251,6 +256,9 @@ def test_migrate_copies_a_memory_both_ways_with_equal_checksums(postgres_url, mo
     assert set(report["tables"]["sources"]) == {"source_rows", "target_rows", "source_checksum", "target_checksum"}
     assert report["identical"] and report["tables"]["chunk_vectors"]["target_rows"] > 0
     assert {t["source_rows"] for t in report["tables"].values()} >= {len(NOTES)}
+    with open_postgres_store(postgres_url) as copied:  # its history starts there: a genesis record per source
+        history = verify(copied.conn)
+        assert history.ok and history.records == len(NOTES)
     assert main(["migrate", "--to", postgres_url]) == 1  # never into a memory that holds one
     assert "already holds a memory" in capsys.readouterr().err
     back = tmp_path / "back.db"

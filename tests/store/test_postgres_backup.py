@@ -50,6 +50,7 @@ def test_pg_dump_backup_restores_the_memory_whole(postgres_url, monkeypatch, tmp
     assert code == 1 and "--force" in error  # a memory is there: replacing it takes --force
     code, restored = _run(capsys, "restore", str(tmp_path / "memory.dump"), "--force")
     assert code == 0 and restored["method"] == "pg_restore" and restored["sources"] == len(NOTES)
+    assert restored["verify"]["ok"] and restored["verify"]["records"] == len(NOTES)  # the change log came back
     assert _state(postgres_url) == before
     with open_postgres_store(postgres_url) as store:  # row-level security came back with the tables
         forced = store.conn.execute("SELECT relforcerowsecurity FROM pg_class WHERE relname = 'chunks'").fetchone()
@@ -88,4 +89,5 @@ def test_without_pg_dump_the_backup_is_a_logical_export(postgres_server, postgre
         monkeypatch.setenv("CMRAG_DB_URL", empty)
         code, restored = _run(capsys, "restore", report["path"])
         assert code == 0 and restored["method"] == "import" and restored["sources"] == len(NOTES)
+        assert restored["verify"]["ok"] and restored["verify"]["records"] == len(NOTES)  # history starts anew
         assert _state(empty) == before

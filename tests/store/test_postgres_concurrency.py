@@ -1,4 +1,5 @@
-"""Writers side by side on PostgreSQL (issue 16): per-source locks, retried conflicts, readers never blocked."""
+"""Writers side by side on PostgreSQL (issue 16): per-source locks, retried conflicts, readers never blocked,
+and the change log's chain appended by all of them at once stays whole."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from crossmodalrag.errors import StoreError, WriteConflict
 from crossmodalrag.ingest import fingerprint
 from crossmodalrag.store.postgres import open_postgres_store
 from crossmodalrag.store.writers import retrying
+from crossmodalrag.versioning.verify import verify
 from tests.retrieval.helpers import add_docs, note
 from tests.store import pg_workers
 from tests.test_crash_safety import child_env
@@ -57,9 +59,16 @@ def test_writer_processes_lose_no_update_and_readers_keep_reading(postgres_url, 
     stop = tmp_path / "stop"
     reader = _spawn("reader", postgres_url, str(stop))
     writers = [_spawn("writer", postgres_url, str(w), str(ROUNDS)) for w in range(WRITERS)]
-    results = [_finish(w) for w in writers]
-    stop.touch()
-    reads = _finish(reader)
+    try:
+        results = [_finish(w) for w in writers]
+        stop.touch()
+        reads = _finish(reader)
+    finally:  # a failed writer must not leave the reader (or the other writers) running
+        stop.touch()
+        for process in (reader, *writers):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
     assert all(r["written"] == ROUNDS * (pg_workers.SHARED + pg_workers.OWN) for r in results)  # none refused
     assert reads["errors"] == []
@@ -67,6 +76,8 @@ def test_writer_processes_lose_no_update_and_readers_keep_reading(postgres_url, 
     assert any(first_start < t < last_end for t in reads["reads"])  # the reader was not locked out
     with open_postgres_store(postgres_url) as store:
         _assert_every_source_whole(store)
+        report = verify(store.conn)  # one chain, appended by four writers at once: unbroken, one record per write
+        assert report.ok and report.records == 1 + sum(r["written"] for r in results), report.problems[:3]
 
 
 def _assert_every_source_whole(store) -> None:

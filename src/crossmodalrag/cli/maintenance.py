@@ -51,10 +51,14 @@ def restore(args: argparse.Namespace) -> int:
         )
         if report.replaced:
             sys.stderr.write(f"the replaced database is kept at {report.replaced}\n")
-    verified = report.verified or {}
-    if not verified.get("ok", True):
+    return _verified(report.verified)
+
+
+def _verified(verified: dict | None) -> int:
+    """0, or 1 with an error line when the restored memory's change log does not verify."""
+    if not (verified or {}).get("ok", True):
         sys.stderr.write(
-            f"error: the restored memory does not verify ({len(verified['problems'])} problems; "
+            f"error: the restored memory does not verify ({len(verified['problems'])} problems; "  # type: ignore[index]
             "hint: run `mem verify` to see them)\n"
         )
         return 1
@@ -72,4 +76,4 @@ def _restore_postgres(args: argparse.Namespace, settings) -> int:
             f"restored {report['source']} ({human_size(report['bytes'])}, {report['sources']} sources, "
             f"schema version {report['schema_version']}) into {report['target']} with {report['method']}\n"
         )
-    return 0
+    return _verified(report["verify"])

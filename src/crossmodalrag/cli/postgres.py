@@ -12,11 +12,12 @@ from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store import Store, open_configured_store, open_store
 
-# Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres*.py). The others (the
-# versioning commands) still use SQLite-only SQL: they are refused rather than silently run against
-# the SQLite file.
+# Commands whose whole code path runs on PostgreSQL (tests/store/test_postgres*.py, and the tests that
+# run on both backends). A command missing here is refused rather than silently run against the
+# SQLite file.
 HIERARCHY = {"build-memory", "events", "timeline", "concepts", "drift", "forgetting", "recall", "distill", "usage"}
 PORTED = HIERARCHY | {
+    *("log", "history", "checkpoint", "rollback", "diff", "verify"),  # versioning: PostgreSQL schema 4
     "eval-generation",
     "seed-sample",
     "memory-stats",
@@ -47,7 +48,7 @@ PORTED = HIERARCHY | {
 }
 
 
-UNPORTED_OPTIONS = {"as_of": "--as-of"}  # options of ported commands that need the change log (SQLite-only)
+UNPORTED_OPTIONS: dict[str, str] = {}  # options of ported commands that do not run there yet (none now)
 
 
 def refuse_unported(command: str, options: dict | None = None) -> None:

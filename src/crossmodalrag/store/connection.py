@@ -320,7 +320,7 @@ class WriteBatch:
 
     def _attach(self, batch: "WriteBatch | None") -> None:
         """Mark the connection as writing inside this batch's transaction (None: no longer)."""
-        if isinstance(self.conn, MemoryConnection):  # a plain sqlite3 connection takes no attributes
+        if hasattr(self.conn, "batch"):  # a plain sqlite3 connection takes no attributes
             self.conn.batch = batch
 
     @contextmanager

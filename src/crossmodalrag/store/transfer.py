@@ -10,8 +10,8 @@ replaced by those natural keys and vectors compared as float32 bytes, computed o
 the copy. Equal checksums mean the same content, whatever the engine.
 
 Not copied yet (reported, with row counts, when not empty): the memory hierarchy, agent-memory
-attributes, usage log and change log (versioning). A SQLite target starts its change log with one
-genesis record per copied source, as a migrated database does.
+attributes, usage log and change log (versioning). The target starts its change log with one
+genesis record per copied source, as a migrated database does (on PostgreSQL, the owner's chain).
 """
 
 from __future__ import annotations
@@ -77,12 +77,11 @@ def copy_memory(source: Store, target: Store, progress: Callable[[int, int], Non
     _copy_sources(source, target, progress)
     _copy_vectors(source, target)
     _copy_queries(source, target)
-    if target.backend == "sqlite":
-        from crossmodalrag import versioning
+    from crossmodalrag import versioning
 
-        with target.transaction() as conn:
-            if versioning.enabled(conn):
-                versioning.genesis(conn)
+    with target.transaction() as conn:
+        if versioning.enabled(conn):
+            versioning.genesis(conn)
     report = TransferReport(source.location, target.location, seconds=time.perf_counter() - started)
     for table in CANONICAL:
         (count, digest), (copied, copied_digest) = checksum(source, table), checksum(target, table)

@@ -1,4 +1,5 @@
-"""Writers side by side (PostgreSQL): a lock per source, and running again a write the server aborted.
+"""Writers side by side (PostgreSQL): a lock per source and per change-log chain, and running again a
+write the server aborted.
 
 On SQLite a write transaction already excludes every other writer, so both are no-ops there.
 """
@@ -37,3 +38,11 @@ def lock_source(conn, uri: str) -> None:
     lock = getattr(conn, "lock_source", None)
     if lock is not None:
         lock(uri)
+
+
+def lock_chain(conn) -> None:
+    """Inside a write transaction, before reading the change log's head: wait until no other writer
+    appends to the same chain (PostgreSQL: one chain per owner). A no-op on SQLite, as lock_source."""
+    lock = getattr(conn, "lock_chain", None)
+    if lock is not None:
+        lock()

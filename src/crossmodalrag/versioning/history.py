@@ -16,6 +16,7 @@ from typing import Any
 
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import Store
+from crossmodalrag.store.writers import lock_chain
 from crossmodalrag.versioning.log import KINDS, append, changing, enabled, head, load_state
 
 RECORD_COLUMNS = "seq, at, op, kind, target, actor, content_hash, reason"
@@ -183,6 +184,7 @@ def rollback(store: Store, point: str, dry_run: bool = False) -> RollbackPlan:
     if dry_run:
         return _plan(store.conn, point, dry_run)
     with store.transaction() as conn:  # planned under the write lock: no writer slips in between
+        lock_chain(conn)  # PostgreSQL, where writers run side by side: none appends to this chain now
         plan = _plan(conn, point, dry_run)
         then = states_at(conn, plan.seq)
         for kind, target in plan.restore:

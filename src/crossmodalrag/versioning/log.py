@@ -26,6 +26,7 @@ from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.store.writers import lock_chain
 
 if TYPE_CHECKING:
     from crossmodalrag.store.connection import WriteBatch
@@ -121,13 +122,23 @@ def enabled(conn: sqlite3.Connection) -> bool:
 def has_log(conn: sqlite3.Connection) -> bool:
     if getattr(conn, "has_change_log", False):
         return True
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'change_log'").fetchone() is not None
+    if getattr(conn, "backend", None) == "postgresql":  # PostgreSQL schema 4
+        found = conn.execute("SELECT to_regclass('change_log') IS NOT NULL").fetchone()[0]
+    else:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'change_log'").fetchone() is not None
     if found:
         try:
             conn.has_change_log = True  # type: ignore[attr-defined]
         except AttributeError:
             pass
     return found
+
+
+def own_rows(conn: sqlite3.Connection, keyword: str = "WHERE") -> str:
+    """The SQL condition (after `keyword`) that keeps a versioned table's rows to those this connection's
+    chain records: all of them on SQLite; on PostgreSQL, where each owner has a chain of its own (the
+    change_log view) and may also see a team's rows, the configured owner's."""
+    return f" {keyword} owner = cmrag_owner()" if getattr(conn, "backend", None) == "postgresql" else ""
 
 
 def head(conn: sqlite3.Connection) -> tuple[int, str]:
@@ -145,6 +156,7 @@ INSERT_RECORDS = (
 def write_records(conn: sqlite3.Connection, records: list[tuple]) -> int:
     """Chain records (at, op, kind, target, actor, content hash, reason) after the log's head and write
     them in one executemany; the caller holds the write transaction. Returns the last one's seq."""
+    lock_chain(conn)  # PostgreSQL: writers run side by side, and each owner's chain has one head
     seq, prev = head(conn)
     rows = []
     for record in records:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Iterator
 
-from crossmodalrag.versioning.log import Kind, State, register_kind
+from crossmodalrag.versioning.log import Kind, State, own_rows, register_kind
 
 COLUMNS = (
     "id, level, kind, title, statement, project, people, first_time, last_time, supported, source_uri, fingerprint"
@@ -24,18 +24,20 @@ def _state(row: sqlite3.Row | tuple) -> State:
 
 
 def _has_table(conn: sqlite3.Connection) -> bool:
+    if getattr(conn, "backend", None) == "postgresql":
+        return True  # created with the schema
     return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_nodes'").fetchone() is not None
 
 
 def read_node(conn: sqlite3.Connection, node_id: str) -> State | None:
-    row = conn.execute(f"SELECT {COLUMNS} FROM memory_nodes WHERE id = ?", (node_id,)).fetchone()
+    row = conn.execute(f"SELECT {COLUMNS} FROM memory_nodes WHERE id = ?{own_rows(conn, 'AND')}", (node_id,)).fetchone()
     return _state(row) if row else None
 
 
 def read_all_nodes(conn: sqlite3.Connection) -> Iterator[tuple[str, State]]:
     if not _has_table(conn):
         return
-    for row in conn.execute(f"SELECT {COLUMNS} FROM memory_nodes ORDER BY id"):
+    for row in conn.execute(f"SELECT {COLUMNS} FROM memory_nodes{own_rows(conn)} ORDER BY id"):
         yield row[0], _state(row)
 
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 from crossmodalrag.index import fts
-from crossmodalrag.versioning.log import Kind, State, canonical, changing, register_kind
+from crossmodalrag.versioning.log import Kind, State, canonical, changing, own_rows, register_kind
 
 SOURCE_COLUMNS = "id, uri, source_type, title, timestamp, metadata, fingerprint"
 CHUNK_COLUMNS = "text, locator, char_start, char_end, metadata, modality, byte_start, byte_end"
@@ -46,7 +46,7 @@ def _state(row: sqlite3.Row | tuple, chunks: list[list]) -> State:
 
 
 def read_source(conn: sqlite3.Connection, uri: str) -> State | None:
-    row = conn.execute(f"SELECT {SOURCE_COLUMNS} FROM sources WHERE uri = ?", (uri,)).fetchone()
+    row = conn.execute(f"SELECT {SOURCE_COLUMNS} FROM sources WHERE uri = ?{own_rows(conn, 'AND')}", (uri,)).fetchone()
     if row is None:
         return None
     chunks = conn.execute(
@@ -57,8 +57,10 @@ def read_source(conn: sqlite3.Connection, uri: str) -> State | None:
 
 def read_all_sources(conn: sqlite3.Connection) -> Iterator[tuple[str, State]]:
     """Every source's state, in two ordered scans (not one query per source)."""
-    sources = conn.execute(f"SELECT {SOURCE_COLUMNS} FROM sources ORDER BY id").fetchall()
-    chunks = conn.execute(f"SELECT source_id, {CHUNK_COLUMNS} FROM chunks ORDER BY source_id, chunk_index")
+    sources = conn.execute(f"SELECT {SOURCE_COLUMNS} FROM sources{own_rows(conn)} ORDER BY id").fetchall()
+    chunks = iter(
+        conn.execute(f"SELECT source_id, {CHUNK_COLUMNS} FROM chunks{own_rows(conn)} ORDER BY source_id, chunk_index")
+    )
     pending = next(chunks, None)
     for row in sources:
         own = []
@@ -72,7 +74,7 @@ def read_all_sources(conn: sqlite3.Connection) -> Iterator[tuple[str, State]]:
 
 def restore_source(conn: sqlite3.Connection, uri: str, state: State | None) -> None:
     """Make the stored source equal to `state` (None removes it), keeping its id when it exists."""
-    row = conn.execute("SELECT id FROM sources WHERE uri = ?", (uri,)).fetchone()
+    row = conn.execute(f"SELECT id FROM sources WHERE uri = ?{own_rows(conn, 'AND')}", (uri,)).fetchone()
     if state is None:
         if row:
             conn.execute("DELETE FROM chunk_vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE source_id = ?)", row)
@@ -109,13 +111,15 @@ def restore_source(conn: sqlite3.Connection, uri: str, state: State | None) -> N
 
 
 def _insert_chunks(conn: sqlite3.Connection, source_id: int, state: State) -> None:
-    first_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
-    rows: Iterable = ((first_id + i, source_id, i, *chunk) for i, chunk in enumerate(state["chunks"]))
+    from crossmodalrag.ingest import new_chunk_ids
+
+    ids = new_chunk_ids(conn, len(state["chunks"]))
+    rows: Iterable = ((ids[i], source_id, i, *chunk) for i, chunk in enumerate(state["chunks"]))
     conn.executemany(
         f"INSERT INTO chunks (id, source_id, chunk_index, {CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
-    fts.insert_rows(conn, [(first_id + i, state["title"], chunk[0]) for i, chunk in enumerate(state["chunks"])])
+    fts.insert_rows(conn, [(ids[i], state["title"], chunk[0]) for i, chunk in enumerate(state["chunks"])])
 
 
 @contextmanager

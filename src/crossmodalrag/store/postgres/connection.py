@@ -22,6 +22,7 @@ from crossmodalrag.store.postgres.sql import translate
 from crossmodalrag.store.writers import retrying
 
 SCHEMA_LOCK = 0x636D7261  # "cmra": the advisory lock key of schema migrations (one at a time)
+CHAIN_LOCK = 0x636D6C67  # "cmlg": with the owner's hash, the lock on one owner's change-log head
 INSTALL_HINT = 'pip install -e ".[postgres]"'
 
 
@@ -107,8 +108,9 @@ class PgConnection:
 
     backend = "postgresql"
     actor: str = "cli"
-    versioning: bool | None = False  # the change log is SQLite-only so far (docs/scaling.md)
-    has_change_log: bool = False
+    versioning: bool | None = None  # None: ask the settings on first write (versioning/log.py)
+    has_change_log: bool = False  # known to exist (schema 4); versioning/log.py looks it up once
+    batch = None  # the write batch whose transaction is open on this connection (store/connection.py)
 
     def __init__(self, raw) -> None:
         self.raw = raw
@@ -132,6 +134,12 @@ class PgConnection:
         held until this transaction ends. Raises StoreError if it stays taken."""
         key = "SELECT pg_advisory_xact_lock(hashtextextended(cmrag_owner() || chr(1) || %s, 0))"
         self._run(lambda cur: cur.execute(key, (uri,)))
+
+    def lock_chain(self) -> None:
+        """Wait until no other transaction appends to this owner's change log; held until this one
+        ends, so the chain head read next is the one this transaction's records follow. (A two-key
+        advisory lock: a key space apart from the sources' one-key locks.)"""
+        self._run(lambda cur: cur.execute("SELECT pg_advisory_xact_lock(%s, hashtext(cmrag_owner()))", (CHAIN_LOCK,)))
 
     def lock_schema(self) -> None:
         """Wait until no other client migrates the schema; held until this transaction ends."""

@@ -32,6 +32,7 @@ from crossmodalrag.store.backup import (
 )
 from crossmodalrag.store.connection import open_store
 from crossmodalrag.store.postgres import PgStore, open_postgres_store
+from crossmodalrag.versioning.verify import verify
 
 ARCHIVE_MAGIC = b"PGDMP"  # the first bytes of a pg_dump custom-format archive
 TOOL_HINT = "install the PostgreSQL client tools (pg_dump, pg_restore) of the server's major version or newer"
@@ -64,7 +65,7 @@ def backup_postgres(settings: Settings, dest: Path | None, export: bool = False)
 
 def restore_postgres(settings: Settings, source: Path, force: bool = False) -> dict:
     """Make the backup `source` the configured PostgreSQL memory; {source, method, sha256, bytes,
-    schema_version, sources}. Raises StoreError (a damaged file, a non-empty database without
+    schema_version, sources, verify}. Raises StoreError (a damaged file, a non-empty database without
     `force`, an export into a non-empty database, a failed pg_restore: the database is then unchanged)."""
     source = Path(source).expanduser().absolute()
     if not source.is_file():
@@ -100,9 +101,10 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
     with _open(settings) as store:
         sources = store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
         version = store.schema_version()
+        verified = verify(store.conn).to_dict()  # the owner's change log came along: prove it still matches
     method = "pg_restore" if archive else "import"
     return {"source": str(source), "target": store.location, "method": method, "sha256": digest,
-            "bytes": size, "schema_version": version, "sources": sources}  # fmt: skip
+            "bytes": size, "schema_version": version, "sources": sources, "verify": verified}  # fmt: skip
 
 
 def _target(settings: Settings, dest: Path | None, suffix: str) -> Path:

@@ -1,9 +1,9 @@
 """`mem forget` on PostgreSQL: delete the rows, then (with --vacuum) rewrite the tables.
 
 A DELETE leaves the old row versions in the table files until VACUUM reclaims them, and a plain
-VACUUM only marks the space reusable; `VACUUM (FULL)` rewrites the four tables that hold the text,
-its tokens and vectors (and their indexes) without the dead rows, so the bytes are gone from the
-data files. It needs the tables' owner (or the MAINTAIN privilege). What no client can reach: WAL
+VACUUM only marks the space reusable; `VACUUM (FULL)` rewrites the tables that hold the text, its
+tokens and vectors and the change log's kept versions (and their indexes) without the dead rows, so
+the bytes are gone from the data files. It needs the tables' owner (or the MAINTAIN privilege). What no client can reach: WAL
 segments not yet recycled, WAL archives and base backups (PITR), streaming replicas (they replay
 the DELETE and the rewrite, so they end clean once caught up) and pg_dump files; docs/scaling.md
 says what a DBA must do about each.
@@ -11,10 +11,11 @@ says what a DBA must do about each.
 
 from __future__ import annotations
 
+from crossmodalrag import versioning
 from crossmodalrag.errors import StoreError
 from crossmodalrag.memory.stats import forget_derived
 
-TEXT_TABLES = ("sources", "chunks", "chunk_terms", "chunk_postings", "chunk_vectors")
+TEXT_TABLES = ("sources", "chunks", "chunk_terms", "chunk_postings", "chunk_vectors", "owner_change_states")
 
 
 def forget_sources(store, sources, vacuum: bool = False):
@@ -26,6 +27,8 @@ def forget_sources(store, sources, vacuum: bool = False):
     ids = [s.id for s in sources]
     chunk_ids = "SELECT id FROM chunks WHERE source_id = ANY(?)"
     with store.transaction() as conn:
+        for source in sources:  # the change log's copies of the text go too, leaving tombstones
+            versioning.forgotten(conn, "source", source.uri, "mem forget")
         report.vectors = conn.execute(
             f"SELECT COUNT(*) FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})", (ids,)
         ).fetchone()[0]

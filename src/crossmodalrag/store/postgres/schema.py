@@ -1,6 +1,6 @@
 """PostgreSQL's numbered schema migrations, recorded in its own `schema_migrations` table.
 
-Version 1 is SQLite's schema 1-7 (the same tables and columns, so the shared SQL runs on both)
+Version 1 is SQLite's schema 1-6 (the same tables and columns, so the shared SQL runs on both)
 plus what only a server has:
   - `chunk_terms`: the lexical index. One tsvector per chunk holding the exact tokens SQLite's FTS5
     tokenizer produces (body positions weight D, title positions weight A) and the token count, so
@@ -15,7 +15,8 @@ plus what only a server has:
     the user's roles owns new rows; the policy's WITH CHECK refuses a role the user is not in.
 The tables of the hierarchy and agent memory exist (search joins agent_memories); since version 3
 every table holding text or naming what a memory holds is under row-level security too (see
-FOLLOWERS). Left shared: embedding_models (model names) and schema_migrations.
+FOLLOWERS). Left shared: embedding_models (model names) and schema_migrations. Version 4 is the
+change log (SQLite's 7), one hash chain per owner (CHANGE_LOG).
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ CREATE TABLE chunk_vectors (
 CREATE INDEX chunk_vectors_chunk ON chunk_vectors(chunk_id);
 """
 
-# SQLite migrations 5-7 with PostgreSQL types; no owner yet (their commands are SQLite-only so far).
+# SQLite migrations 5 and 6 with PostgreSQL types (owners and row-level security come with version 3).
 LATER_TABLES = """
 CREATE TABLE memory_nodes (
     id TEXT PRIMARY KEY, level TEXT NOT NULL CHECK (level IN ('event', 'episode', 'concept')),
@@ -230,10 +231,55 @@ def _owners_everywhere() -> str:
     return "\n".join(parts)
 
 
-MIGRATIONS: list[tuple[int, str]] = [
+# Version 4: versioning (SQLite's migration 7) with one hash chain per owner. The shared code reads
+# and appends `change_log`, `change_states` and `checkpoints`; here they are views of the configured
+# owner's rows (cmrag_owner()) in tables holding every owner's, so each owner's seq runs 1, 2, 3 ...
+# and writers of different owners never wait on one chain head (the head is read under a per-owner
+# advisory lock: PgConnection.lock_chain). Row-level security keeps other owners' records unreadable,
+# and clients may only append to the log (no UPDATE or DELETE is granted; forget erases states).
+CHANGE_LOG = f"""
+CREATE TABLE owner_change_log (
+    {OWNER},
+    seq BIGINT NOT NULL, at DOUBLE PRECISION NOT NULL, op TEXT NOT NULL, kind TEXT NOT NULL,
+    target TEXT NOT NULL, actor TEXT NOT NULL, content_hash TEXT, reason TEXT NOT NULL DEFAULT '',
+    hash TEXT NOT NULL,
+    PRIMARY KEY (owner, seq)
+);
+CREATE INDEX owner_change_log_target ON owner_change_log(owner, kind, target, seq);
+CREATE INDEX owner_change_log_at ON owner_change_log(owner, at);
+CREATE TABLE owner_change_states ({OWNER}, content_hash TEXT NOT NULL, state BYTEA NOT NULL,
+    PRIMARY KEY (owner, content_hash));
+CREATE TABLE owner_checkpoints ({OWNER}, name TEXT NOT NULL, seq BIGINT NOT NULL, at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (owner, name));
+CREATE VIEW change_log WITH (security_invoker = true) AS SELECT seq, at, op, kind, target, actor, content_hash,
+    reason, hash FROM owner_change_log WHERE owner = cmrag_owner() WITH CHECK OPTION;
+CREATE VIEW change_states WITH (security_invoker = true) AS SELECT content_hash, state
+    FROM owner_change_states WHERE owner = cmrag_owner() WITH CHECK OPTION;
+CREATE VIEW checkpoints WITH (security_invoker = true) AS SELECT name, seq, at
+    FROM owner_checkpoints WHERE owner = cmrag_owner() WITH CHECK OPTION;
+GRANT SELECT, INSERT ON owner_change_log, change_log, owner_checkpoints, checkpoints TO PUBLIC;
+GRANT SELECT, INSERT, DELETE ON owner_change_states, change_states TO PUBLIC;
+""" + "\n".join(
+    f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY; ALTER TABLE {table} FORCE ROW LEVEL SECURITY;"
+    f" CREATE POLICY {table}_owner ON {table} USING ({VISIBLE}) WITH CHECK ({VISIBLE});"
+    for table in ("owner_change_log", "owner_change_states", "owner_checkpoints")
+)
+
+
+def versioning_genesis(conn) -> None:
+    """History starts here: one genesis record per existing row of the migrating owner (other owners'
+    rows, which this role may not even see, are recorded by their own `mem verify --accept`)."""
+    from crossmodalrag import versioning
+
+    versioning.genesis(conn)
+
+
+# (version, SQL) or (version, SQL, a Python step run after the SQL in the same transaction).
+MIGRATIONS: list[tuple] = [
     (1, FUNCTIONS + TABLES + LATER_TABLES + _security()),
     (2, POSTINGS),
     (3, _owners_everywhere()),
+    (4, CHANGE_LOG, versioning_genesis),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
@@ -246,17 +292,21 @@ def applied_version(conn) -> int:
     return conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
 
 
-def migrate(conn) -> list[int]:
-    """Apply the pending migrations, each in one transaction under the schema lock (two clients
-    initialising one database at once: the second waits, then finds it done)."""
+def migrate(conn, target: int = LATEST_VERSION) -> list[int]:
+    """Apply the pending migrations up to `target`, each in one transaction under the schema lock (two
+    clients initialising one database at once: the second waits, then finds it done)."""
     done = []
-    for version, sql in MIGRATIONS:
+    for version, sql, *step in MIGRATIONS:
+        if version > target:
+            break
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.lock_schema()
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at FLOAT8)")
             if version > applied_version(conn):
                 conn.raw.execute(sql)
+                for action in step:
+                    action(conn)
                 conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))
                 done.append(version)
             conn.execute("COMMIT")

@@ -1,0 +1,75 @@
+"""Versioning on PostgreSQL (issue 16): one hash chain per owner, private to it, append-only for clients,
+and history that starts with genesis records when a memory is upgraded. The behaviour shared with SQLite
+(log, verify, history, checkpoints, diff, rollback, as-of, forget) is tested on both backends in
+tests/test_versioning.py and tests/test_versioning_writes.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from crossmodalrag.store.postgres import PgStore, open_postgres_store, schema
+from crossmodalrag.store.postgres.connection import PgConnection, pool_for
+from crossmodalrag.versioning.history import checkpoint, recent_changes, rollback
+from crossmodalrag.versioning.verify import verify
+from tests.postgres import create_role
+from tests.retrieval.helpers import add_docs, note
+
+
+@pytest.fixture
+def two_users(postgres_url, tmp_path):
+    """{name: url connecting as that ordinary role}; each wrote the same uri with their own text."""
+    with open_postgres_store(postgres_url):
+        pass  # the schema, made by the administrator
+    suffix = tmp_path.name.replace("-", "_")[-12:]
+    users = {}
+    for who in ("alice", "bob"):
+        users[who] = create_role(postgres_url, f"{who}_{suffix}")
+        with open_postgres_store(users[who]) as store:
+            add_docs(store, note("plan", f"# Plan\n{who} plans the launch"), note(f"{who}-diary", f"# Diary\n{who}"))
+    return users
+
+
+def test_each_owner_has_a_chain_of_its_own_that_no_one_else_reads(two_users):
+    for who, url in two_users.items():
+        with open_postgres_store(url) as store:
+            report = verify(store.conn)
+            assert report.ok and (report.records, report.head_seq, report.rows_checked) == (2, 2, 2)
+            targets = [change.target for change in recent_changes(store.conn)]
+            assert sorted(targets) == sorted(["/vault/plan.md", f"/vault/{who}-diary.md"])
+            owners = store.conn.execute("SELECT DISTINCT owner FROM owner_change_log").fetchall()
+            assert [row[0] for row in owners] == [store.conn.execute("SELECT current_user").fetchone()[0]]
+
+
+def test_clients_may_append_to_their_log_but_not_rewrite_it(two_users):
+    import psycopg
+
+    with open_postgres_store(two_users["alice"]) as store:
+        for statement in ("UPDATE change_log SET actor = 'x'", "DELETE FROM change_log"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                store.conn.execute(statement)
+        assert verify(store.conn).ok
+
+
+def test_checkpoints_and_rollback_stay_within_one_owner(two_users):
+    with open_postgres_store(two_users["alice"]) as alice, open_postgres_store(two_users["bob"]) as bob:
+        assert checkpoint(alice, "before") == 3 and checkpoint(bob, "before") == 3  # the same name, two chains
+        add_docs(alice, note("plan", "# Plan\nalice cancels the launch"))
+        add_docs(bob, note("plan", "# Plan\nbob moves the launch"))
+        plan = rollback(alice, "before")
+        assert plan.restore == [("source", "/vault/plan.md")]
+        texts = {who: s.conn.execute("SELECT text FROM chunks").fetchall() for who, s in (("a", alice), ("b", bob))}
+        assert "alice plans" in " ".join(r[0] for r in texts["a"]) and "bob moves" in " ".join(r[0] for r in texts["b"])
+        assert verify(alice.conn).ok and verify(bob.conn).ok
+
+
+def test_an_upgraded_memory_starts_its_history_with_genesis_records(postgres_url):
+    pool = pool_for(postgres_url, "", 30.0)
+    conn = PgConnection(pool.getconn())
+    schema.migrate(conn, target=3)  # a memory made before versioning came to PostgreSQL
+    with PgStore(pool, conn, postgres_url, 30.0) as old:
+        add_docs(old, note("a", "# A\nalpha"), note("b", "# B\nbeta"))
+        assert old.schema_version() == 3
+    with open_postgres_store(postgres_url) as store:  # migrates to 4 without re-ingesting
+        rows = store.conn.execute("SELECT op, actor FROM change_log ORDER BY seq").fetchall()
+        assert [tuple(r) for r in rows] == [("genesis", "migration")] * 2
+        assert verify(store.conn).ok
