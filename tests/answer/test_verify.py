@@ -51,6 +51,30 @@ def test_short_answer(text, expected):
     assert short_answer(text) == expected
 
 
+@pytest.mark.parametrize(
+    "question, line, expected",
+    [
+        (
+            "When did Caroline apply to adoption agencies?",
+            "Caroline applied to adoption agencies on 7 May 2023",
+            "7 May 2023",
+        ),
+        ("What does Nate rely on for cheer and joy?", "Nate relies on his turtles for cheer and joy", "his turtles"),
+        ("What kind of fiction stories does Tim write?", "Tim writes fantasy stories", "fantasy stories"),
+        (
+            "Is Melanie part of the LGBTQ community?",
+            "No, Melanie is not part of the community",
+            "No, Melanie is not part of the community",
+        ),
+        ("Which toy does Nate share?", "Iron Man", "Iron Man"),
+        ("Did Nate share the toy?", "Nate shared the toy", "Nate shared the toy"),  # nothing new: kept whole
+        ("¿Cuándo publicaron el informe?", "Publicaron el informe en marzo de 2020", "en marzo de 2020"),
+    ],
+)
+def test_the_short_answer_drops_what_only_restates_the_question(question, line, expected):
+    assert short_answer(f"Answer: {line} [E1]", question) == expected
+
+
 def test_all_supported_keeps_the_answer_and_reports_every_margin(retriever, settings: Settings):
     llm = ScriptedLLM(ANSWER, margins=[2.0, 3.0, 1.5, 0.5])
     answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
@@ -88,7 +112,7 @@ def test_the_gate_abstains_before_any_text_is_generated(retriever, settings: Set
     answer = ask_with_llm(retriever, QUESTION, settings, streamed.append, llm=llm)
     assert answer.abstained and answer.abstention_reason == "llm_insufficient"
     assert llm.calls == [] and streamed == []
-    assert answer.to_dict()["verification"] == {"gate_margin": -2.0, "gate_min_margin": -1.0}
+    assert answer.to_dict()["verification"] == {"gate_margin": -2.0, "gate_evidence": "E1", "gate_min_margin": -1.0}
 
 
 def test_thresholds_are_settings(retriever, settings: Settings):
@@ -191,6 +215,18 @@ def test_a_claim_is_judged_only_against_the_cited_turns_of_the_person_asked_abou
     judged = [m[-1]["content"].split("Claim:")[0] for m in llm.judged if "Claim:" in m[-1]["content"]]
     assert judged and "I made caramel" not in judged[0]  # Joanna's turn is not evidence about Nate
     assert "I love ice cream weekends" in judged[0] and not answer.abstained
+
+
+def test_the_gate_judges_the_named_persons_own_turn_not_the_best_hit(store, settings: Settings, tmp_path):
+    lines = [("Nate", "Nice, I bought ice cream."), ("Joanna", "I made caramel ice cream, rich and creamy!")]
+    retriever = chat_retriever(store, settings, tmp_path, lines)
+    llm = ScriptedLLM("Answer: rich and creamy [E1]", margins=[-3.0])
+    question = "What did Nate think of the caramel ice cream he made?"
+    assert retriever.search(question).hits[0].text.endswith("rich and creamy!")  # Joanna's words rank first
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    judged = llm.judged[0][-1]["content"]
+    assert "I bought ice cream" in judged and "rich and creamy" not in judged
+    assert answer.abstained and answer.verification["gate_evidence"] == "E2"
 
 
 def test_a_line_of_only_citations_belongs_to_the_sentence_before_it():

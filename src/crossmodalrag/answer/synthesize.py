@@ -14,7 +14,14 @@ from crossmodalrag.answer.citations import is_insufficient, strip_marker, valida
 from crossmodalrag.answer.evidence import Retriever, evidence_answer
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages
-from crossmodalrag.answer.verify import Verification, gate_margin, short_answer, split_answer, verify_answer
+from crossmodalrag.answer.verify import (
+    Verification,
+    gate_evidence,
+    gate_margin,
+    short_answer,
+    split_answer,
+    verify_answer,
+)
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.types import Answer
@@ -80,6 +87,7 @@ def ask_with_llm(
         if settings.llm_verify:
             checked = time.perf_counter()
             checks["gate_margin"] = round(gate_margin(llm, query, evidence), 3)
+            checks["gate_evidence"] = gate_evidence(query, evidence).id
             checks["gate_min_margin"] = settings.abstain_min_margin
             timing["gate_seconds"] = time.perf_counter() - checked
         if checks.get("gate_margin", 0.0) < settings.abstain_min_margin:
@@ -166,7 +174,7 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
             ]
     answer = _copy(fallback, abstained=False, reason=None, text=report.text, model=model, checks=checks)
     answer.citations, answer.citation_warnings = report.citations(), report.warnings
-    answer.short_answer = short_answer(report.text)
+    answer.short_answer = short_answer(report.text, query)
     answer.timing = dict(timing)
     return answer
 

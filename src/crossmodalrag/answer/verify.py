@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crossmodalrag.answer.citations import CITATION, cited_ids, states_absence
+from crossmodalrag.answer.echo import without_echo
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
 from crossmodalrag.answer.subjects import excerpts_about, named_subjects
@@ -82,9 +83,18 @@ def judge(llm: LLM, prompts: list[list[Message]]) -> list[float]:
     return replies
 
 
+def gate_evidence(question: str, evidence: list[Evidence]) -> Evidence:
+    """The excerpt the gate judges: the best one about whom the question names (in a conversation
+    they take part in, their own turn: answer/subjects.py), else the best one. The best hit overall
+    is often the other person's turn, which the judge reads as an answer about either of them."""
+    names = named_subjects(question)
+    about = excerpts_about(evidence, names, evidence) if names else []
+    return (about or evidence)[0]
+
+
 def gate_margin(llm: LLM, question: str, evidence: list[Evidence]) -> float:
-    """How sure the model is that the top evidence answers the question (> 0 leans yes)."""
-    return judge(llm, [gate_messages(question, evidence)])[0]
+    """How sure the model is that the gate's excerpt answers the question (> 0 leans yes)."""
+    return judge(llm, [gate_messages(question, [gate_evidence(question, evidence)])])[0]
 
 
 def split_answer(text: str) -> list[tuple[str, bool]]:
@@ -110,13 +120,16 @@ def _only_citations(line: str) -> bool:
     return bool(CITATION.search(line)) and not re.search(r"\w", _LABEL.sub("", CITATION.sub("", line)))
 
 
-def short_answer(text: str) -> str | None:
-    """The short answer: the "Answer:" line (or else the first sentence) without label or citations."""
+def short_answer(text: str, question: str | None = None) -> str | None:
+    """The short answer: the "Answer:" line (or else the first sentence) without label or citations,
+    nor the words that only restate `question` (answer/echo.py)."""
     parts = split_answer(text)
     if not parts:
         return None
     first = _ANSWER_LINE.sub("", parts[0][0]) if parts[0][1] else parts[0][0]
     bare = re.sub(r"\s+", " ", CITATION.sub("", first)).strip().rstrip(".").strip()
+    if bare and question:
+        bare = without_echo(bare, question)
     return bare or None
 
 

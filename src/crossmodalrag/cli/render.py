@@ -57,7 +57,7 @@ def why_line(answer: Answer) -> str:
     if "gate_margin" in checks:
         verdict = "answers" if checks["gate_margin"] >= checks["gate_min_margin"] else "does not answer"
         parts.append(
-            f"the model judged that the evidence {verdict} the question "
+            f"the model judged that the evidence ({checks.get('gate_evidence', 'E1')}) {verdict} the question "
             f"(margin {checks['gate_margin']:+.2f}, needs {checks['gate_min_margin']:+.2f})"
         )
     claims = checks.get("claims", [])
