@@ -191,7 +191,7 @@ class Settings:
     llm_model_path: str | None = None  # a GGUF file for the in-process llamacpp backend
     llm_base_url: str | None = None
     llm_api_key_env: str | None = None  # the NAME of the variable holding an API key, never the key
-    llm_timeout: float = 120.0  # a whole generation
+    llm_timeout: float = 120.0  # a generation, from its first token (reading the prompt cannot be cut short)
     llm_connect_timeout: float = 3.0  # reaching the server: short, so a dead one falls back fast
     llm_keep_alive: str = "5m"
     llm_max_tokens: int = 200  # a short answer and three sentences take ~120

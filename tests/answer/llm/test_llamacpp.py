@@ -6,6 +6,7 @@ streaming, limits, errors), never what the model says.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,23 @@ def test_the_generation_deadline_stops_the_stream(smollm: LlamaCppLLM, gguf: Pat
             received.append(piece)
     assert not isinstance(caught.value, LLMUnavailable)
     assert len(received) <= 1
+
+
+def test_the_deadline_starts_at_the_first_token(monkeypatch, tmp_path: Path):
+    """Reading a long prompt on a busy machine cannot be interrupted and is not what the timeout
+    guards: only a generation that crawls after its first token falls back."""
+    require_llama_cpp()
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+
+    class SlowPrompt:
+        def create_chat_completion(self, **_):
+            time.sleep(0.3)  # the prompt
+            for word in ("a ", "b ", "c"):
+                yield {"choices": [{"delta": {"content": word}}]}
+
+    patient = LlamaCppLLM(tmp_path / "m.gguf", CONTEXT, 0.2)
+    monkeypatch.setattr(patient, "_ready", lambda messages: SlowPrompt())
+    assert "".join(patient.stream(MESSAGES, Generation(max_tokens=4))) == "a b c"
 
 
 def test_a_missing_file_is_unavailable(tmp_path: Path):

@@ -126,6 +126,10 @@ class LlamaCppLLM:
             yield from self._stream_json(llama, messages, generation, deadline)
             return
         completion = 0
+        # The clock starts at the first token: reading the prompt cannot be interrupted in process,
+        # and on a busy machine it alone took more than the whole budget (a 700-token prompt at load
+        # 25); what the timeout guards against is a generation that crawls or runs on.
+        deadline = math.inf
         try:
             chunks = llama.create_chat_completion(
                 messages=messages,
@@ -143,7 +147,9 @@ class LlamaCppLLM:
                 if piece:
                     completion += 1
                     yield piece
-                if time.monotonic() > deadline:
+                if deadline == math.inf:
+                    deadline = time.monotonic() + self.timeout
+                elif time.monotonic() > deadline:
                     raise LLMError(
                         f"generation passed CMRAG_LLM_TIMEOUT ({self.timeout:g} s)", "raise it, or use a smaller model"
                     )
