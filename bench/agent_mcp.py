@@ -2,12 +2,13 @@
 """LoCoMo dev through MCP over stdio: `memory_store` per turn, `memory_search` per question (issue 13, benchmark 2).
 
     python bench/agent_mcp.py [--shared DIR] [--workdir DIR] [--conversations N] [--strategy episodic]
-                              [--via store|digest]
+                              [--via store|digest] [--bare]
 
 A real `mem mcp` process (the README's command) is driven by the MCP SDK's own client over stdio, one
 fresh memory per conversation (the offline MiniLM installed first, so stores are embedded and compared at
 once). Every turn is stored with `memory_store` ("speaker: text", session_id = its session, tags = its
-dia_id); every question of categories 1-4 is asked with `memory_search` (limit 10, compact). Scored as
+dia_id, `when` = its session's date, `context` = the turn before it in the session, as an agent storing
+a conversation knows both; `--bare` leaves `when` and `context` out); every question of categories 1-4 is asked with `memory_search` (limit 10, compact). Scored as
 bench/agent_locomo.py scores `mem ask` (turn recall@10, session recall@5, session hit@5), mapping each
 result's memory id back to the turn it stored; a turn merged into an earlier identical one counts as that
 one. Also reported: tool-call latency p50/p95 per tool, how many stores were merged or deduplicated, and
@@ -28,23 +29,34 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from agent_locomo import score
 from benchlib import DEFAULT_SHARED, clean_environment, latency_summary, log, machine, source_state
-from locomo import CATEGORIES, load_locomo, summarize
+from locomo import CATEGORIES, load_locomo, session_time, summarize
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 
-def turns_of(conversation: dict) -> list[tuple[str, str, str]]:
-    """(session key, dia_id, "speaker: text") of every turn, in order."""
+def turns_of(conversation: dict, bare: bool = False) -> list[tuple[str, str, dict]]:
+    """(session key, dia_id, memory_store arguments) of every turn, in order: "speaker: text", the
+    session, and (unless bare) when it was said (the session's date) and the turn it replies to."""
     found = []
     for key, turns in conversation.items():
         if key.startswith("session_") and isinstance(turns, list):
+            when = session_time(conversation.get(f"{key}_date_time", ""))
+            previous = ""
             for turn in turns:
                 caption = f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else ""
-                found.append((key, turn["dia_id"], f"{turn['speaker']}: {turn['text']}{caption}"))
+                text = f"{turn['speaker']}: {turn['text']}{caption}"
+                arguments = {"content": text, "session_id": key, "tags": [turn["dia_id"].replace(":", "-")]}
+                if not bare:
+                    arguments["context"] = previous
+                    if when is not None:
+                        arguments["when"] = datetime.fromtimestamp(when, timezone.utc).isoformat()
+                found.append((key, turn["dia_id"], arguments))
+                previous = text
     return found
 
 
@@ -57,19 +69,16 @@ async def timed(client, tool: str, arguments: dict, latencies: dict) -> dict:
     return result.structured_content
 
 
-async def run_conversation(sample: dict, db: Path, env: dict, strategy: str, latencies: dict, counts: dict) -> list:
+async def run_conversation(
+    sample: dict, db: Path, env: dict, strategy: str, latencies: dict, counts: dict, bare: bool = False
+) -> list:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "crossmodalrag", "mcp"], env={**env, "CMRAG_DB_PATH": str(db)}
     )
     dia_of: dict[int, str] = {}
     async with Client(params) as client:
-        for session, dia_id, text in turns_of(sample["conversation"]):
-            stored = await timed(
-                client,
-                "memory_store",
-                {"content": text, "session_id": session, "tags": [dia_id.replace(":", "-")]},
-                latencies,
-            )
+        for _, dia_id, arguments in turns_of(sample["conversation"], bare):
+            stored = await timed(client, "memory_store", arguments, latencies)
             counts[stored["status"]] = counts.get(stored["status"], 0) + 1
             dia_of.setdefault(stored["id"], dia_id)
         return await search_questions(client, sample, strategy, latencies, lambda result: dia_of.get(result["id"]))
@@ -116,6 +125,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=5)
     parser.add_argument("--strategy", default="episodic", choices=("direct", "episodic", "fusion"))
     parser.add_argument("--via", default="store", choices=("store", "digest"))
+    parser.add_argument("--bare", action="store_true", help="memory_store without `when` and `context`")
     args = parser.parse_args()
     env = clean_environment()
     data = load_locomo(args.shared)[: args.conversations]
@@ -130,18 +140,21 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
-        run = run_conversation if args.via == "store" else run_digest
-        rows += asyncio.run(run(sample, db, env, args.strategy, latencies, counts))
+        if args.via == "store":
+            rows += asyncio.run(run_conversation(sample, db, env, args.strategy, latencies, counts, args.bare))
+        else:
+            rows += asyncio.run(run_digest(sample, db, env, args.strategy, latencies, counts))
         with sqlite3.connect(db) as conn:  # turns a later turn was taken to update (agent/updates.py)
             superseded = conn.execute("SELECT COUNT(*) FROM agent_memories WHERE superseded_by IS NOT NULL")
             counts["superseded"] = counts.get("superseded", 0) + superseded.fetchone()[0]
         log(f"conversation {index}: {len(rows)} questions so far, stores {counts}")
+    via = "memory_store per turn" + (" (bare: no when, no context)" if args.bare else " (when, context)")
     print(
         json.dumps(
             {
                 "benchmark": "agent_mcp",
                 "transport": "stdio (mem mcp)",
-                "via": "memory_store per turn" if args.via == "store" else "memory_digest_session",
+                "via": "memory_digest_session" if args.via == "digest" else via,
                 "strategy": args.strategy,
                 "conversations": len(data),
                 "machine": machine(),

@@ -108,7 +108,9 @@ async def exercise_every_tool(client, chats: Path) -> None:
     assert (again["id"], again["status"]) == (first, "duplicate")
     newer = await call(client, "memory_store", {"content": "The staging key rotates weekly", "kind": "fact"})
     assert newer["supersedes"] == [first]
-    decision = await call(client, "memory_store", {"content": "Decided: releases ship on Tuesdays", "kind": "decision"})
+    decision = await call(client, "memory_store", {"content": "Decided: releases ship on Tuesdays", "kind": "decision",
+                                                    "when": "2026-11-03T10:00:00Z",
+                                                    "context": "Which weekday should the release train leave on?"})  # fmt: skip
 
     found = await call(client, "memory_search", {"query": "staging key rotation"})
     assert found["results"][0]["id"] == newer["id"] and set(found["results"][0]) == COMPACT_KEYS
@@ -124,6 +126,9 @@ async def exercise_every_tool(client, chats: Path) -> None:
 
     updated = await call(client, "memory_update", {"id": decision["id"], "tags": ["release"], "importance": 0.9})
     assert updated["tags"] == ["release"] and updated["importance"] == 0.9
+    assert updated["date"].startswith("2026-11-03") and updated["context"].startswith("Which weekday")
+    train = await call(client, "memory_search", {"query": "weekday train", "after": "2026-11-01"})
+    assert [r["id"] for r in train["results"]] == [decision["id"]]  # found by its context, on its own date
 
     ask = {"question": "How often does the staging key rotate?", "strategy": "fusion"}
     answered = await answer(client, ask)
@@ -170,6 +175,8 @@ async def exercise_every_tool(client, chats: Path) -> None:
     assert "validation" in await refused(client, "memory_get", {"ids": ["1; DROP TABLE sources"]})
     assert "importance" in await refused(client, "memory_store", {"content": "x", "importance": 7})
     assert "ISO date" in await refused(client, "memory_browse", {"after": "last tuesday"})
+    assert "when must be an ISO date" in await refused(client, "memory_store", {"content": "x", "when": "yesterday"})
+    assert "validation" in await refused(client, "memory_store", {"content": "x", "context": "y" * 5000})
     assert "no job" in await refused(client, "memory_job", {"job_id": "nope"})
     assert "no source" in await refused(client, "memory_forget", {"id": 424242})
     operators = await call(client, "memory_search", {"query": 'staging OR NEAR("key" rotates) * ^ "'})

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
+import numpy as np
 import pytest
 
 from crossmodalrag.agent.browse import change_notices, list_memories
+from crossmodalrag.agent.edits import update_memory
 from crossmodalrag.agent.memories import InvalidMemory, remember
 from crossmodalrag.cli.main import main
 from crossmodalrag.retrieval.search import SearchOptions, search
@@ -98,6 +101,30 @@ def test_without_an_embedding_model_word_overlap_decides(store):
     assert remember(store, "Backups run weekly at two").supersedes == [first.id]
 
 
+def test_when_and_context_place_a_turn_stored_alone(store, embedder):
+    """A reply stored alone is found by the words it answers (its context), on the day it was said."""
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc).timestamp()
+    question = "Ana: Which museum <private>(my pin 4242)</private> did you visit with the dinosaur skeletons?"
+    reply = remember(store, "Ben: The one downtown, twice!", embedder=embedder, when=said, context=question)
+    (record,) = list_memories(store)
+    assert record["date"].startswith("2023-05-08T13:56") and record["text"] == "Ben: The one downtown, twice!"
+    assert record["context"].startswith("Ana: Which museum") and "4242" not in record["context"]
+    (chunk,) = store.conn.execute("SELECT text FROM chunks WHERE source_id = ?", (reply.id,)).fetchone()
+    assert chunk.split("\n")[0].startswith("Ben: The one downtown, twice! · 2023-05-08 · re: Ana: Which museum")
+    (vector,) = store.conn.execute("SELECT vector FROM chunk_vectors").fetchone()
+    own = embedder.embed(["Ben: The one downtown, twice! · 2023-05-08\nBen: The one downtown, twice!"])[0]
+    assert np.frombuffer(vector, dtype=np.float32) @ own == pytest.approx(1.0)  # the context is not embedded
+    (hit,) = search(store, "dinosaur skeletons museum", SearchOptions(top_k=1)).hits
+    assert hit.source_id == reply.id
+    within = SearchOptions(top_k=1, after=said - 86_400, before=said + 86_400)
+    assert [h.source_id for h in search(store, "downtown", within).hits] == [reply.id]
+    # the same words again are a duplicate whatever their context; an update keeps when and context
+    assert remember(store, "Ben: the one downtown, twice!", context="other").status == "duplicate"
+    update_memory(store, reply.id, content="Ben: The one downtown, three times!", embedder=embedder)
+    (chunk,) = store.conn.execute("SELECT text FROM chunks WHERE source_id = ?", (reply.id,)).fetchone()
+    assert " · 2023-05-08 · re: Ana: Which museum" in chunk.split("\n")[0]
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -110,6 +137,8 @@ def test_without_an_embedding_model_word_overlap_decides(store):
         ({"content": "ok", "kind": "Robert'); DROP TABLE"}, "kind"),
         ({"content": "ok", "tags": ["a b c"]}, "tags"),
         ({"content": "ok", "tags": [str(i) for i in range(30)]}, "tags"),
+        ({"content": "ok", "context": "x" * 5_000}, "context"),
+        ({"content": "ok", "context": 7}, "context"),
     ],
 )
 def test_unusable_input_is_refused(store, kwargs, message):
@@ -133,6 +162,13 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
     assert json.loads(capsys.readouterr().out)["total"] == 2
     assert main(["remember", "", "--json"]) == 1
     assert "error: the memory is empty" in capsys.readouterr().err
+    assert main(["remember", "Ben: the one downtown", "--when", "2023-05-08", "--context", "Ana: which museum?"]) == 0
+    capsys.readouterr()
+    assert main(["memories", "--json"]) == 0
+    oldest = json.loads(capsys.readouterr().out)["memories"][-1]  # newest first by their own dates
+    assert oldest["date"].startswith("2023-05-08") and oldest["context"] == "Ana: which museum?"
+    assert main(["remember", "x", "--when", "yesterday"]) == 1
+    assert "error: --when must be an ISO date" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

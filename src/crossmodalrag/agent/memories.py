@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from crossmodalrag import versioning
 from crossmodalrag.agent.updates import restates_with_new_value
+from crossmodalrag.chunking.turns import CONTEXT_CHARS, CONTEXT_MARK, clip, semantic_text
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.ingest import fingerprint, write_document
 from crossmodalrag.privacy import strip_private
@@ -42,6 +43,7 @@ UPDATE_CANDIDATES = 20  # the most similar memories checked for a restated fact
 # as superseded (a speaker's turns share their first word).
 UPDATE_SIMILARITY = {"cosine": 0.45, "jaccard": 0.2}
 MAX_CHARS = 20_000
+MAX_CONTEXT_CHARS = 2_000  # accepted; its first CONTEXT_CHARS are kept, as a chat turn keeps the one before it
 MAX_TAGS = 20
 KIND = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 TAG = re.compile(r"^[\w][\w./:-]{0,63}$")
@@ -83,9 +85,15 @@ def remember(
     session_id: str = "",
     agent_id: str = "",
     embedder: "Embedder | None" = None,
+    when: float | None = None,
+    context: str = "",
 ) -> StoreResult:
-    """Store a memory (see the module docstring). Raises InvalidMemory for unusable input."""
+    """Store a memory (see the module docstring). `when` (unix seconds) is the time it was said or
+    learned, its date on the timeline (default: now); `context` is what it answers or follows (the
+    previous turn, for a conversation stored turn by turn): indexed for words beside the memory, as a
+    chat turn's previous turn is, but neither embedded nor part of its text. Raises InvalidMemory."""
     text = clean_content(content)
+    context = clean_context(context)
     tags, importance, kind = check_attributes(tags or [], importance, kind)
     now = time.time()
     digest = content_hash(text)
@@ -103,7 +111,10 @@ def remember(
     if best and best[1] >= MERGE_SIMILARITY and best[0] not in updated:
         _merge_into(store, best[0], tags, importance, now)
         return StoreResult(best[0], "merged", best[1], measure=measure)
-    source_id = _insert(store, text, tags, importance, kind, session_id, agent_id, digest, now)
+    attributes = {"kind": kind, "tags": tags, "importance": importance, "session_id": session_id, "agent_id": agent_id}
+    if context:
+        attributes["context"] = context
+    source_id = _insert(store, text, attributes, digest, now, now if when is None else when)
     if vector is not None:
         embed_source(store, embedder, source_id)
     links = _link(store, source_id, similar)
@@ -139,6 +150,17 @@ def clean_content(content: Any) -> str:
     return text
 
 
+def clean_context(context: Any) -> str:
+    """The stored context: private spans stripped, one line, clipped. Raises InvalidMemory."""
+    if context is None:
+        return ""
+    if not isinstance(context, str) or len(context) > MAX_CONTEXT_CHARS:
+        raise InvalidMemory(
+            f"context must be text of at most {MAX_CONTEXT_CHARS} characters", "pass what the memory replies to"
+        )
+    return clip(strip_private(context), CONTEXT_CHARS) if context.strip() else ""
+
+
 def check_attributes(tags: Any, importance: Any, kind: Any) -> tuple[list[str], float, str]:
     """Validated (tags, importance, kind). Raises InvalidMemory."""
     if isinstance(tags, str):
@@ -157,8 +179,13 @@ def content_hash(text: str) -> str:
 
 
 def memory_document(text: str, key: str, when: float, attributes: dict[str, Any]) -> Document:
+    """A memory as a document. Its chunks' breadcrumb is its first line and its day, then " · re: " and
+    its context if it has one (chunking/turns.py: indexed for words, left out of the vector)."""
     first_line = text.split("\n", 1)[0]
     title = first_line if len(first_line) <= 80 else first_line[:79] + "…"
+    crumb = f"{title} · {(iso_time(when) or '')[:10]}"
+    if attributes.get("context"):
+        crumb += CONTEXT_MARK + attributes["context"]
     return Document(
         uri=f"memory:{key}",
         source_type=SOURCE_TYPE,
@@ -167,14 +194,13 @@ def memory_document(text: str, key: str, when: float, attributes: dict[str, Any]
         format="plain",
         timestamp=when,
         locator=f"memory {key[:8]}",
-        metadata=attributes,
+        metadata={**attributes, "_breadcrumb": crumb},
     )
 
 
-def _insert(store, text, tags, importance, kind, session_id, agent_id, digest, now) -> int:
+def _insert(store: Store, text: str, attributes: dict[str, Any], digest: str, now: float, when: float) -> int:
     key = uuid.uuid4().hex
-    attributes = {"kind": kind, "tags": tags, "importance": importance, "session_id": session_id, "agent_id": agent_id}
-    doc = memory_document(text, key, now, attributes)
+    doc = memory_document(text, key, when, attributes)
     with store.batched() as batch:
         write_document(batch, doc, fingerprint(doc))
         with batch.unit() as conn:
@@ -184,11 +210,11 @@ def _insert(store, text, tags, importance, kind, session_id, agent_id, digest, n
                 " times, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     source_id,
-                    kind,
-                    importance,
-                    json.dumps(tags),
-                    session_id,
-                    agent_id,
+                    attributes["kind"],
+                    attributes["importance"],
+                    json.dumps(attributes["tags"]),
+                    attributes["session_id"],
+                    attributes["agent_id"],
                     digest,
                     json.dumps([now]),
                     now,
@@ -244,12 +270,14 @@ def _similarities(store: Store, text: str, vector, embedder: "Embedder | None") 
             best[source_id] = max(score, best.get(source_id, -1.0))
         return best
     words = word_set(text)
-    rows = store.conn.execute(
-        "SELECT m.source_id, group_concat(c.text, ' ') FROM agent_memories m JOIN chunks c ON c.source_id = m.source_id"
-        " WHERE m.superseded_by IS NULL GROUP BY m.source_id"
-    ).fetchall()
-    # A chunk's breadcrumb is the memory's own first line: it adds no foreign words to the set.
-    return {source_id: jaccard(words, word_set(joined)) for source_id, joined in rows}
+    bodies: dict[int, list[str]] = {}
+    for source_id, chunk in store.conn.execute(
+        "SELECT c.source_id, c.text FROM agent_memories m JOIN chunks c ON c.source_id = m.source_id"
+        " WHERE m.superseded_by IS NULL ORDER BY c.source_id, c.chunk_index"
+    ):
+        # The body only: a breadcrumb adds the day and the context, which are not the memory's words.
+        bodies.setdefault(source_id, []).append(chunk.split("\n", 1)[-1])
+    return {source_id: jaccard(words, word_set(" ".join(parts))) for source_id, parts in bodies.items()}
 
 
 def embed_source(store: Store, embedder: "Embedder", source_id: int) -> None:
@@ -261,7 +289,7 @@ def embed_source(store: Store, embedder: "Embedder", source_id: int) -> None:
     chunks = store.conn.execute("SELECT id, text FROM chunks WHERE source_id = ?", (source_id,)).fetchall()
     rows = []
     for chunk_id, text in chunks:
-        parts = pieces(embedder, text)
+        parts = pieces(embedder, semantic_text(text))
         vectors = embedder.embed(parts)
         rows += [(chunk_id, model_id, i, len(parts), v.astype("float32").tobytes()) for i, v in enumerate(vectors)]
     with store.transaction() as conn:
@@ -350,12 +378,13 @@ def memory_record(conn, source_id: int) -> dict[str, Any] | None:
     """A stored memory with its attributes, links and history, or None if there is none."""
     row = conn.execute(
         "SELECT m.kind, m.importance, m.tags, m.session_id, m.agent_id, m.times, m.superseded_by, m.created_at,"
-        " m.updated_at, s.title FROM agent_memories m JOIN sources s ON s.id = m.source_id WHERE m.source_id = ?",
+        " m.updated_at, s.title, s.timestamp, json_extract(s.metadata, '$.context') FROM agent_memories m"
+        " JOIN sources s ON s.id = m.source_id WHERE m.source_id = ?",
         (source_id,),
     ).fetchone()
     if row is None:
         return None
-    kind, importance, tags, session_id, agent_id, times, superseded_by, created, updated, title = row
+    kind, importance, tags, session_id, agent_id, times, superseded_by, created, updated, title, when, context = row
     links = conn.execute(
         "SELECT target_id, relation, similarity FROM agent_memory_links WHERE source_id = ?"
         " UNION ALL SELECT source_id, CASE relation WHEN 'supersedes' THEN 'superseded_by' ELSE relation END,"
@@ -370,6 +399,8 @@ def memory_record(conn, source_id: int) -> dict[str, Any] | None:
         "tags": json.loads(tags),
         "session_id": session_id,
         "agent_id": agent_id,
+        "date": iso_time(when),
+        "context": context or "",
         "created": iso_time(created),
         "updated": iso_time(updated),
         "stored_times": [iso_time(t) for t in json.loads(times)],

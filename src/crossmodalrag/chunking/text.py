@@ -70,9 +70,10 @@ def _trim_end(text: str, start: int, end: int) -> int:
 
 
 def chunk_plain(doc: Document) -> list[Chunk]:
-    """Plain text: breadcrumb = title, body split at natural boundaries."""
+    """Plain text: breadcrumb = title (or the document's own `_breadcrumb`), body split at natural boundaries."""
+    crumb = doc.metadata.get("_breadcrumb", doc.title)
     return [
-        Chunk(text=f"{doc.title}\n{doc.text[s:e]}", locator=doc.locator, char_start=s, char_end=e)
+        Chunk(text=f"{crumb}\n{doc.text[s:e]}", locator=doc.locator, char_start=s, char_end=e)
         for s, e in split_span(doc.text, 0, len(doc.text))
     ]
 

@@ -60,6 +60,8 @@ def register_memory_commands(sub, common, as_json) -> None:
     p.add_argument("--kind", default="note", help="fact, decision, preference, task, note, … (default note)")
     p.add_argument("--session", default="", help="the session it came from")
     p.add_argument("--agent", default="", help="the agent that wrote it")
+    p.add_argument("--when", metavar="DATE", help="when it was said or learned (ISO date or date-time; default now)")
+    p.add_argument("--context", default="", help="what it replies to (e.g. the previous turn): found by its words too")
     p.set_defaults(run=remember)
 
     p = sub.add_parser("memories", parents=[common, as_json], help="list stored memories, newest first")
@@ -73,14 +75,25 @@ def register_memory_commands(sub, common, as_json) -> None:
 def remember(args: argparse.Namespace) -> int:
     from crossmodalrag.agent.memories import load_memory_embedder
     from crossmodalrag.agent.memories import remember as store_memory
+    from crossmodalrag.agent.tools import parse_when
 
     settings = _settings(args)
+    when = parse_when(args.when, "--when")
     embedder, why = load_memory_embedder(settings)
     if why:
         notice(f"note: {why}")
     with _open(settings) as store:
         result = store_memory(
-            store, args.content, args.tags, args.importance, args.kind, args.session, args.agent, embedder
+            store,
+            args.content,
+            args.tags,
+            args.importance,
+            args.kind,
+            args.session,
+            args.agent,
+            embedder,
+            when=when,
+            context=args.context,
         )
     if args.json:
         print_json(result.to_dict())

@@ -54,14 +54,29 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         kind: Kind = "note",
         session_id: Annotated[str, Field(max_length=200)] = "",
         agent_id: Annotated[str, Field(max_length=200)] = "",
+        when: Day | None = None,
+        context: Annotated[str, Field(max_length=memories.MAX_CONTEXT_CHARS)] = "",
     ) -> dict[str, Any]:
         """Store a memory (a fact, decision, preference, task or note) so later sessions can find it.
         Returns its `id`; an exact duplicate returns the stored id, a near duplicate is merged into it,
-        and a memory that restates a fact with a new value supersedes the older one."""
+        and a memory that restates a fact with a new value supersedes the older one. `when`: when it was
+        said or learned (ISO; default now), its date for date filters and "last week". `context`: what it
+        replies to, e.g. the previous turn when you store a conversation turn by turn (its first 160
+        characters help search find a reply by the words it answers; not part of the memory's text).
+        Memories stored in order with one session_id are read as one episode."""
 
         def store():
             return memories.remember(
-                service.store(), content, tags or [], importance, kind, session_id, agent_id, service.embedder()
+                service.store(),
+                content,
+                tags or [],
+                importance,
+                kind,
+                session_id,
+                agent_id,
+                service.embedder(),
+                when=tools.parse_when(when, "when"),
+                context=context,
             ).to_dict()
 
         return await run(store)
