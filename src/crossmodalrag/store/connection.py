@@ -274,6 +274,8 @@ class WriteBatch:
     which the next run redoes (fingerprints make it idempotent).
     """
 
+    savepoints = True  # False: each unit is a transaction of its own (store/postgres UnitBatch)
+
     def __init__(
         self,
         conn: sqlite3.Connection,
@@ -336,7 +338,8 @@ class WriteBatch:
         try:
             if claiming is not None:
                 lock_source(self.conn, claiming)
-            self.conn.execute("SAVEPOINT unit")
+            if self.savepoints:
+                self.conn.execute("SAVEPOINT unit")
         except StoreError:  # a conflict or a lock wait given up: the server aborted the transaction
             self._abort()
             raise
@@ -346,13 +349,17 @@ class WriteBatch:
             self._abort()  # the server aborted the whole transaction, not only this unit
             raise
         except BaseException:
+            if not self.savepoints:  # the transaction holds this unit alone
+                self._abort()
+                raise
             self.before_commit = pending
             for flush, items in self.collected.items():
                 del items[counts.get(flush, 0) :]
             self.conn.execute("ROLLBACK TO unit")
             self.conn.execute("RELEASE unit")
             raise
-        self.conn.execute("RELEASE unit")
+        if self.savepoints:
+            self.conn.execute("RELEASE unit")
         self.before_commit = pending + self.before_commit
         if time.monotonic() - self.opened_at >= self.max_seconds:
             self.commit()
