@@ -2,7 +2,7 @@
 """L1 event extraction on LoCoMo dev sessions with a real model: recall, grounding and cost.
 
     nice -n 5 python bench/memory_events.py [--sessions 30] [--limit N] [--seed 0] [--model GGUF] [--free]
-                                            [--rows ROWS.jsonl [--resume]]
+                                            [--threads N] [--timeout S] [--rows ROWS.jsonl [--resume]]
 
 A fixed seeded sample of sessions that have gold events. Each session is one source whose chunks
 are its turns ("Speaker: text", locator = the turn's dia_id); events are extracted by the product's
@@ -209,6 +209,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", type=Path, default=Path("data/models/llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"))
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: the cores free)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds one model call may take")
     parser.add_argument("--free", action="store_true", help="also run without constrained decoding")
     parser.add_argument("--free-limit", type=int, help="the run without constraints covers only the first N sessions")
     parser.add_argument("--only-free", action="store_true", help="run only without constrained decoding")
@@ -227,7 +228,7 @@ def main() -> None:
     settings = Settings(db_path=workdir / "models.db")
     install_offline(settings)
     embedder = load_embedder(settings)
-    llm = LlamaCppLLM(args.model.resolve(), 4096, 600.0, args.threads)
+    llm = LlamaCppLLM(args.model.resolve(), 4096, args.timeout, args.threads)
     result = {"benchmark": "memory_events", "seed": args.seed, "model": args.model.name, "machine": machine(),
               "source": source_state(), "sessions": [f"{i}:{s}" for i, s in chosen]}  # fmt: skip
     for constrained in (False,) if args.only_free else (True, False) if args.free else (True,):

@@ -3,10 +3,11 @@
 
     python bench/memory_support.py [--shared DIR] [--keep 0.95]
 
-An event is kept for retrieval only if one of its linked chunks (or a line of one) reaches this
-MiniLM cosine. LoCoMo's gold `observation`s are events written by people with the turn each one
+An event is kept for retrieval only if one of its linked chunks reaches this MiniLM cosine, as a
+whole or by one of its pieces (its body without the breadcrumb, a line, a sentence with its speaker:
+`memory.events.text_pieces`), scored here exactly so. LoCoMo's gold `observation`s are events written by people with the turn each one
 rests on, so they give both sides of the choice without a language model:
-  supported     cosine of each observation to its own evidence turn(s) (best of them);
+  supported     score of each observation on its own evidence turn(s) (best of them);
   unsupported   its best cosine over every turn of a session of another conversation (other
                 people, other lives: nothing there supports it), the session with the same index.
 The threshold is the highest one that keeps `--keep` of the supported side (a quantile), reported
@@ -31,6 +32,30 @@ def sessions(conversation: dict) -> dict[str, list[dict]]:
     return {k: v for k, v in conversation.items() if k.startswith("session_") and isinstance(v, list)}
 
 
+def turn_vectors(embedder, sample: dict, name: str) -> list[np.ndarray]:
+    """Per turn, the vectors the product scores an event against: the chunk as memory_events.py
+    stores it (the session's title line, then "Speaker: text"), then each of its pieces."""
+    from crossmodalrag.memory.events import text_pieces
+
+    stamp = sample["conversation"].get(f"{name}_date_time", "")
+    lines = [f"{t['speaker']}: {t['text']}" for t in sample["conversation"][name]]
+    texts = [[f"Conversation, {stamp}\n{line}", *text_pieces(line)] for line in lines]
+    flat = embedder.embed([text for group in texts for text in group])
+    bounds = np.cumsum([0] + [len(group) for group in texts])
+    return [flat[start:end] for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def scores(statements: np.ndarray, turns: list[np.ndarray]) -> np.ndarray:
+    """statements x turns: each turn's best cosine over its vectors (whole chunk or a piece)."""
+    return np.stack([(statements @ vectors.T).max(axis=1) for vectors in turns], axis=1)
+
+
+def best_rank(scores: np.ndarray, rows: list[int]) -> int:
+    """0-based rank of the best-placed of `rows` when every turn is ordered by score."""
+    order = np.argsort(-scores, kind="stable")
+    return int(min(np.flatnonzero(np.isin(order, rows))))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
@@ -45,13 +70,12 @@ def main() -> None:
     install_offline(settings)  # the offline MiniLM that `mem models install --offline` assembles
     embedder = load_embedder(settings)
     data = load_locomo(args.shared)
-    turns: dict[tuple[int, str], tuple[list[str], np.ndarray]] = {}
+    turns: dict[tuple[int, str], tuple[list[str], list[np.ndarray]]] = {}
     for index, sample in enumerate(data):
         for name, session in sessions(sample["conversation"]).items():
-            texts = [f"{t['speaker']}: {t['text']}" for t in session]
-            turns[(index, name)] = ([t["dia_id"] for t in session], embedder.embed(texts))
+            turns[(index, name)] = ([t["dia_id"] for t in session], turn_vectors(embedder, sample, name))
         log(f"conversation {index}: {len(sessions(sample['conversation']))} sessions embedded")
-    supported, unsupported = [], []
+    supported, unsupported, ranks = [], [], {"whole chunk": [], "chunk or piece": []}
     for index, sample in enumerate(data):
         other = (index + 1) % len(data)
         for name in sessions(sample["conversation"]):
@@ -61,12 +85,15 @@ def main() -> None:
             ids, vectors = turns[(index, name)]
             position = {dia_id: row for row, dia_id in enumerate(ids)}
             statements = embedder.embed([text for text, _ in observed])
-            cosines, foreign = statements @ vectors.T, statements @ turns[(other, name)][1].T
+            cosines, foreign = scores(statements, vectors), scores(statements, turns[(other, name)][1])
             for row, (_, evidence) in enumerate(observed):
                 rows = [position[e] for e in evidence if e in position]
                 if rows:
                     supported.append(float(cosines[row, rows].max()))
                     unsupported.append(float(foreign[row].max()))
+                    whole = statements[row] @ np.stack([v[0] for v in vectors]).T
+                    ranks["whole chunk"].append(best_rank(whole, rows))
+                    ranks["chunk or piece"].append(best_rank(cosines[row], rows))
     supported_array, unsupported_array = np.array(supported), np.array(unsupported)
     threshold = float(np.quantile(supported_array, 1 - args.keep))
     table = [
@@ -91,6 +118,9 @@ def main() -> None:
         "supported_quantiles": {q: round(float(np.quantile(supported_array, q)), 4) for q in (0.05, 0.1, 0.25, 0.5)},
         "unsupported_quantiles": {q: round(float(np.quantile(unsupported_array, q)), 4) for q in (0.5, 0.9, 0.95)},
         "table": table,
+        # where the observation's own turn ranks among its session's turns: the nearest links
+        "evidence_turn_first": {k: round(float(np.mean([r == 0 for r in v])), 4) for k, v in ranks.items()},
+        "evidence_turn_in_top_3": {k: round(float(np.mean([r < 3 for r in v])), 4) for k, v in ranks.items()},
     }, indent=2))  # fmt: skip
 
 

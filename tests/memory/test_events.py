@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from crossmodalrag.memory.events import list_events
+from crossmodalrag.memory.events import list_events, text_pieces
 from crossmodalrag.memory.extract import MAX_EVENTS, event_schema, parse_events
 from crossmodalrag.memory.stats import memory_stats
 from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output, note
@@ -92,6 +92,9 @@ def test_without_a_model_commits_become_events_and_notes_wait(store, db_path, tm
     (found,) = list_events(store)
     assert found["statement"] == "Fix nested emphasis" and found["type"] == "change" and found["people"] == ["Ada"]
     assert report.levels["episode"]["episodes"] == 1  # the levels that can run still run
+    # The commit's event has a vector (no provenance check made one), so concepts can use it
+    assert report.levels["event"]["embedded"] == 1 and "skipped" not in report.levels["concept"]
+    assert build(store, db_path, llm=None).levels["event"]["embedded"] == 0
 
 
 def test_limit_bounds_a_run_and_newest_sources_go_first(store, db_path) -> None:
@@ -191,6 +194,33 @@ def test_an_event_drawn_from_one_line_of_a_list_is_supported_by_that_line(store,
     build(store, db_path, llm=llm, levels=("event",), event_support_min_cosine=0.7)
     (found,) = list_events(store)
     assert found["supported"] and found["confidence"] >= 0.8
+
+
+def test_a_chunk_is_checked_by_line_and_a_turn_by_sentence_with_its_speaker() -> None:
+    body = "Ann: We moved to Lisbon in May. The kids love the beach! Work is busy.\n- ship the v2 docs\nok\n"
+    assert text_pieces(body) == [
+        body.strip(),
+        "Ann: We moved to Lisbon in May. The kids love the beach! Work is busy.",
+        "Ann: We moved to Lisbon in May.",
+        "Ann: The kids love the beach!",
+        "Ann: Work is busy.",
+        "ship the v2 docs",
+    ]
+
+
+def test_an_event_drawn_from_one_sentence_of_a_long_turn_is_supported_and_linked_to_it(store, db_path) -> None:
+    turn = (
+        "Ann: Guess what happened this spring, it was a whirlwind for the whole family. We finally moved "
+        "the family to Lisbon in May. The kids adore the beach near the flat and the school is lovely. "
+        "Work has been busy with the quarterly reports and endless meetings."
+    )
+    chat = note("chat", f"# Chat\n\n{turn}\n\nBen: Congratulations, that sounds wonderful for all of you.\n")
+    add_docs(store, chat)
+    llm = ScriptedExtractor(events_output(event("Ann moved the family to Lisbon in May.", [1])))
+    build(store, db_path, llm=llm, levels=("event",), event_support_min_cosine=0.7)
+    (found,) = list_events(store)
+    assert found["supported"] and found["confidence"] >= 0.7
+    assert any("Lisbon" in e["excerpt"] for e in found["evidence"]) and len(found["evidence"]) <= 3
 
 
 def test_an_event_restating_an_earlier_one_of_its_source_is_dropped(store, db_path) -> None:
