@@ -179,5 +179,6 @@ async def exercise_every_tool(client, chats: Path) -> None:
     assert "validation" in await refused(client, "memory_store", {"content": "x", "context": "y" * 5000})
     assert "no job" in await refused(client, "memory_job", {"job_id": "nope"})
     assert "no source" in await refused(client, "memory_forget", {"id": 424242})
+    assert "less than or equal" in await refused(client, "memory_get", {"ids": [10**30]})  # beyond SQLite's range
     operators = await call(client, "memory_search", {"query": 'staging OR NEAR("key" rotates) * ^ "'})
     assert operators["results"]

@@ -101,6 +101,34 @@ def test_without_an_embedding_model_word_overlap_decides(store):
     assert remember(store, "Backups run weekly at two").supersedes == [first.id]
 
 
+def test_a_superseded_value_stated_again_is_current_again(store, embedder):
+    monthly = remember(store, "The staging key rotates monthly", embedder=embedder)
+    weekly = remember(store, "The staging key rotates weekly", embedder=embedder)
+    daily = remember(store, "The staging key rotates daily", embedder=embedder)
+    assert (weekly.supersedes, daily.supersedes) == ([monthly.id], [weekly.id])
+    again = remember(store, "the staging key rotates MONTHLY", embedder=embedder)
+    assert (again.id, again.status, again.supersedes) == (monthly.id, "duplicate", [daily.id])  # the current one
+    assert [m["id"] for m in list_memories(store)] == [monthly.id]
+    record = next(m for m in list_memories(store, history=True) if m["id"] == monthly.id)
+    assert record["superseded_by"] is None and {"id": daily.id, "relation": "supersedes"}.items() <= record[
+        "links"
+    ][0].items()
+    (hit, *_) = search(store, "how often does the staging key rotate", SearchOptions(top_k=3)).hits
+    assert hit.source_id == monthly.id
+
+
+def test_secrets_are_masked_in_a_memory_and_its_context(store):
+    result = remember(
+        store, "Deploy token: ghp_abcdefghijklmnopqrstuvwxyz0123456789", context="password=hunter2hunter2 ok?"
+    )
+    assert result.to_dict()["secrets_masked"] == 2
+    (record,) = list_memories(store)
+    assert "ghp_" not in record["text"] and "hunter2" not in record["context"]
+    assert "[secret masked]" in record["text"]
+    stored = str([tuple(r) for r in store.conn.execute("SELECT text FROM chunks")])
+    assert "ghp_abc" not in stored and "hunter2" not in stored
+
+
 def test_when_and_context_place_a_turn_stored_alone(store, embedder):
     """A reply stored alone is found by the words it answers (its context), on the day it was said."""
     said = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc).timestamp()

@@ -3,9 +3,9 @@ that answers a question was later restated with another value."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
-from crossmodalrag.agent.memories import memory_record
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
 
@@ -50,8 +50,6 @@ def list_memories(
 
 
 def memory_with_text(store: Store, source_id: int) -> dict[str, Any]:
-    from crossmodalrag.agent.memories import memory_texts
-
     record = memory_record(store.conn, source_id) or {"id": source_id}
     return {**record, "text": memory_texts(store, [source_id]).get(source_id, "")}
 
@@ -84,3 +82,49 @@ def memory_counts(store: Store) -> dict[str, Any]:
     kinds = dict(store.conn.execute("SELECT kind, COUNT(*) FROM agent_memories GROUP BY kind").fetchall())
     superseded = store.conn.execute("SELECT COUNT(*) FROM agent_memories WHERE superseded_by IS NOT NULL").fetchone()
     return {"memories": sum(kinds.values()), "by_kind": kinds, "superseded": superseded[0]}
+
+
+def memory_texts(store: Store, source_ids: list[int]) -> dict[int, str]:
+    """The stored text of each memory (its chunks' bodies, without their breadcrumb lines)."""
+    marks = ",".join("?" * len(source_ids))
+    texts: dict[int, list[str]] = {}
+    for source_id, text in store.conn.execute(
+        f"SELECT source_id, text FROM chunks WHERE source_id IN ({marks}) ORDER BY source_id, chunk_index", source_ids
+    ):
+        texts.setdefault(source_id, []).append(text.split("\n", 1)[-1])
+    return {source_id: "\n".join(parts) for source_id, parts in texts.items()}
+
+
+def memory_record(conn, source_id: int) -> dict[str, Any] | None:
+    """A stored memory with its attributes, links and history, or None if there is none."""
+    row = conn.execute(
+        "SELECT m.kind, m.importance, m.tags, m.session_id, m.agent_id, m.times, m.superseded_by, m.created_at,"
+        " m.updated_at, s.title, s.timestamp, json_extract(s.metadata, '$.context') FROM agent_memories m"
+        " JOIN sources s ON s.id = m.source_id WHERE m.source_id = ?",
+        (source_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    kind, importance, tags, session_id, agent_id, times, superseded_by, created, updated, title, when, context = row
+    links = conn.execute(
+        "SELECT target_id, relation, similarity FROM agent_memory_links WHERE source_id = ?"
+        " UNION ALL SELECT source_id, CASE relation WHEN 'supersedes' THEN 'superseded_by' ELSE relation END,"
+        " similarity FROM agent_memory_links WHERE target_id = ?",
+        (source_id, source_id),
+    ).fetchall()
+    return {
+        "id": source_id,
+        "title": title,
+        "kind": kind,
+        "importance": importance,
+        "tags": json.loads(tags),
+        "session_id": session_id,
+        "agent_id": agent_id,
+        "date": iso_time(when),
+        "context": context or "",
+        "created": iso_time(created),
+        "updated": iso_time(updated),
+        "stored_times": [iso_time(t) for t in json.loads(times)],
+        "superseded_by": superseded_by,
+        "links": [{"id": i, "relation": r, "similarity": round(s, 4)} for i, r, s in links],
+    }

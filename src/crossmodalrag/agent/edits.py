@@ -8,14 +8,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from crossmodalrag import versioning
-from crossmodalrag.agent.memories import (
-    check_attributes,
-    clean_content,
-    content_hash,
-    embed_source,
-    memory_document,
-    memory_record,
-)
+from crossmodalrag.agent.browse import memory_record
+from crossmodalrag.agent.memories import check_attributes, clean_content, content_hash, embed_source, memory_document
 from crossmodalrag.agent.tools import InvalidArgument
 from crossmodalrag.forget import find_sources, forget_sources
 from crossmodalrag.ingest import fingerprint, write_document
@@ -47,7 +41,7 @@ def update_memory(
     )
     now = time.time()
     if content is not None:
-        _rewrite(store, source_id, clean_content(content), embedder)
+        _rewrite(store, source_id, clean_content(content)[0], embedder)
     with store.transaction() as conn, versioning.changing_source(conn, source_id, reason="memory_update"):
         conn.execute(
             "UPDATE agent_memories SET tags = ?, importance = ?, kind = ?, updated_at = ? WHERE source_id = ?",

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from crossmodalrag import versioning
+from crossmodalrag.agent.browse import memory_record, memory_texts  # noqa: F401 (memory_record lived here)
 from crossmodalrag.agent.updates import restates_with_new_value
 from crossmodalrag.chunking.turns import CONTEXT_CHARS, CONTEXT_MARK, clip, semantic_text
+from crossmodalrag.connectors.chats.secrets import mask_secrets
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.ingest import fingerprint, write_document
 from crossmodalrag.privacy import strip_private
@@ -63,6 +65,7 @@ class StoreResult:
     links: list[dict[str, Any]] = field(default_factory=list)
     supersedes: list[int] = field(default_factory=list)
     measure: str = "cosine"  # or "jaccard" without an embedding model
+    masked: int = 0  # secrets masked in the content and context
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +76,7 @@ class StoreResult:
             "links": self.links,
             "supersedes": self.supersedes,
             "similarity_measure": self.measure,
+            "secrets_masked": self.masked,
         }
 
 
@@ -92,25 +96,28 @@ def remember(
     learned, its date on the timeline (default: now); `context` is what it answers or follows (the
     previous turn, for a conversation stored turn by turn): indexed for words beside the memory, as a
     chat turn's previous turn is, but neither embedded nor part of its text. Raises InvalidMemory."""
-    text = clean_content(content)
-    context = clean_context(context)
+    text, masked = clean_content(content)
+    context, masked_in_context = clean_context(context)
+    masked += masked_in_context
     tags, importance, kind = check_attributes(tags or [], importance, kind)
     now = time.time()
     digest = content_hash(text)
-    conn = store.conn
-    row = conn.execute("SELECT source_id FROM agent_memories WHERE content_hash = ?", (digest,)).fetchone()
+    measure = "cosine" if embedder is not None else "jaccard"
+    row = store.conn.execute(
+        "SELECT source_id, superseded_by FROM agent_memories WHERE content_hash = ?", (digest,)
+    ).fetchone()
     if row:
         _merge_into(store, row[0], tags, importance, now)
-        return StoreResult(row[0], "duplicate", 1.0)
+        replaced = reinstate(store, row[0]) if row[1] else []
+        return StoreResult(row[0], "duplicate", 1.0, supersedes=replaced, measure=measure, masked=masked)
     vector = _embed(embedder, text)
     similar = _similarities(store, text, vector, embedder)
-    measure = "cosine" if vector is not None else "jaccard"
     updated = restated(store, text, similar, UPDATE_SIMILARITY[measure])
     best = max(similar.items(), key=lambda item: item[1], default=None)
     # "The timeout is 60 s" after "The timeout is 30 s" is close enough to merge, but it is an update.
     if best and best[1] >= MERGE_SIMILARITY and best[0] not in updated:
         _merge_into(store, best[0], tags, importance, now)
-        return StoreResult(best[0], "merged", best[1], measure=measure)
+        return StoreResult(best[0], "merged", best[1], measure=measure, masked=masked)
     attributes = {"kind": kind, "tags": tags, "importance": importance, "session_id": session_id, "agent_id": agent_id}
     if context:
         attributes["context"] = context
@@ -119,7 +126,7 @@ def remember(
         embed_source(store, embedder, source_id)
     links = _link(store, source_id, similar)
     _supersede(store, source_id, updated, similar)
-    return StoreResult(source_id, "stored", None, links, updated, measure)
+    return StoreResult(source_id, "stored", None, links, updated, measure, masked)
 
 
 def load_memory_embedder(settings: "Settings") -> tuple["Embedder | None", str | None]:
@@ -137,28 +144,32 @@ def load_memory_embedder(settings: "Settings") -> tuple["Embedder | None", str |
         return None, f"duplicates and links judged by shared words: {error.message}"
 
 
-def clean_content(content: Any) -> str:
+def clean_content(content: Any) -> tuple[str, int]:
+    """The text to store and how many secrets were masked in it: `<private>` spans dropped, API keys,
+    tokens and passwords masked as in chat transcripts (agents paste them too). Raises InvalidMemory."""
     if not isinstance(content, str):
         raise InvalidMemory("a memory's content must be text", "pass the memory as a string")
     if len(content) > MAX_CHARS * 2:
         raise InvalidMemory(f"a memory is at most {MAX_CHARS} characters", "store a summary, or ingest the file")
-    text = strip_private(content).strip()
+    text, masked = mask_secrets(strip_private(content).strip())
     if not text:
         raise InvalidMemory("the memory is empty (or all of it was <private>)", "give the text to remember")
     if len(text) > MAX_CHARS:
         raise InvalidMemory(f"a memory is at most {MAX_CHARS} characters", "store a summary, or ingest the file")
-    return text
+    return text, masked
 
 
-def clean_context(context: Any) -> str:
-    """The stored context: private spans stripped, one line, clipped. Raises InvalidMemory."""
+def clean_context(context: Any) -> tuple[str, int]:
+    """The stored context (private spans dropped, secrets masked, one line, clipped) and how many
+    secrets were masked. Raises InvalidMemory."""
     if context is None:
-        return ""
+        return "", 0
     if not isinstance(context, str) or len(context) > MAX_CONTEXT_CHARS:
         raise InvalidMemory(
             f"context must be text of at most {MAX_CONTEXT_CHARS} characters", "pass what the memory replies to"
         )
-    return clip(strip_private(context), CONTEXT_CHARS) if context.strip() else ""
+    text, masked = mask_secrets(strip_private(context))
+    return clip(text, CONTEXT_CHARS), masked
 
 
 def check_attributes(tags: Any, importance: Any, kind: Any) -> tuple[list[str], float, str]:
@@ -334,6 +345,33 @@ def _supersede(store: Store, source_id: int, replaced: list[int], similar: dict[
             )
 
 
+def reinstate(store: Store, source_id: int) -> list[int]:
+    """A superseded value stated again is current again ("monthly", "weekly", then "monthly"): the
+    current memory of its chain of updates is superseded by it in turn. Returns that memory's id."""
+    conn, newer, seen = store.conn, source_id, {source_id}
+    while (row := conn.execute("SELECT superseded_by FROM agent_memories WHERE source_id = ?", (newer,)).fetchone())[0]:
+        if row[0] in seen:
+            break  # a cycle of marks: stop at the last one not seen
+        newer = row[0]
+        seen.add(newer)
+    if newer == source_id:
+        return []
+    with store.transaction() as conn:
+        conn.execute("UPDATE agent_memories SET superseded_by = NULL WHERE source_id = ?", (source_id,))
+        conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, newer))
+        # The link turns around: the newer memory no longer supersedes this one, this one supersedes it.
+        link = conn.execute(
+            "SELECT similarity FROM agent_memory_links WHERE target_id = ? AND relation = 'supersedes'", (source_id,)
+        ).fetchone()
+        conn.execute("DELETE FROM agent_memory_links WHERE target_id = ? AND relation = 'supersedes'", (source_id,))
+        conn.execute(
+            "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
+            " VALUES (?, ?, 'supersedes', ?)",
+            (source_id, newer, link[0] if link else 1.0),
+        )
+    return [newer]
+
+
 def restore_memory_row(conn, source_id: int, state: dict[str, Any]) -> None:
     """Make a memory's row follow its source as a rollback restored it (versioning/sources.py): the
     attributes and content hash come back from the source's state, and a row that went with its source
@@ -361,49 +399,3 @@ def restore_memory_row(conn, source_id: int, state: dict[str, Any]) -> None:
             now,
         ),
     )
-
-
-def memory_texts(store: Store, source_ids: list[int]) -> dict[int, str]:
-    """The stored text of each memory (its chunks' bodies, without their breadcrumb lines)."""
-    marks = ",".join("?" * len(source_ids))
-    texts: dict[int, list[str]] = {}
-    for source_id, text in store.conn.execute(
-        f"SELECT source_id, text FROM chunks WHERE source_id IN ({marks}) ORDER BY source_id, chunk_index", source_ids
-    ):
-        texts.setdefault(source_id, []).append(text.split("\n", 1)[-1])
-    return {source_id: "\n".join(parts) for source_id, parts in texts.items()}
-
-
-def memory_record(conn, source_id: int) -> dict[str, Any] | None:
-    """A stored memory with its attributes, links and history, or None if there is none."""
-    row = conn.execute(
-        "SELECT m.kind, m.importance, m.tags, m.session_id, m.agent_id, m.times, m.superseded_by, m.created_at,"
-        " m.updated_at, s.title, s.timestamp, json_extract(s.metadata, '$.context') FROM agent_memories m"
-        " JOIN sources s ON s.id = m.source_id WHERE m.source_id = ?",
-        (source_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    kind, importance, tags, session_id, agent_id, times, superseded_by, created, updated, title, when, context = row
-    links = conn.execute(
-        "SELECT target_id, relation, similarity FROM agent_memory_links WHERE source_id = ?"
-        " UNION ALL SELECT source_id, CASE relation WHEN 'supersedes' THEN 'superseded_by' ELSE relation END,"
-        " similarity FROM agent_memory_links WHERE target_id = ?",
-        (source_id, source_id),
-    ).fetchall()
-    return {
-        "id": source_id,
-        "title": title,
-        "kind": kind,
-        "importance": importance,
-        "tags": json.loads(tags),
-        "session_id": session_id,
-        "agent_id": agent_id,
-        "date": iso_time(when),
-        "context": context or "",
-        "created": iso_time(created),
-        "updated": iso_time(updated),
-        "stored_times": [iso_time(t) for t in json.loads(times)],
-        "superseded_by": superseded_by,
-        "links": [{"id": i, "relation": r, "similarity": round(s, 4)} for i, r, s in links],
-    }

@@ -10,8 +10,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from crossmodalrag.agent.browse import list_memories, memory_counts, note_changes
-from crossmodalrag.agent.memories import memory_record
+from crossmodalrag.agent.browse import list_memories, memory_counts, memory_record, note_changes
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.sources import SourceNotFound, source_detail, store_stats
 from crossmodalrag.store import Store

@@ -22,7 +22,7 @@ Content = Annotated[str, Field(min_length=1, max_length=memories.MAX_CHARS)]
 Tags = Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=memories.MAX_TAGS)]
 Kind = Annotated[str, Field(max_length=32, pattern=r"^[a-z][a-z0-9_-]*$")]
 Day = Annotated[str, Field(max_length=40, description="ISO date or date-time, e.g. 2026-11-01")]
-Ident = Annotated[int, Field(ge=1)]
+Ident = Annotated[int, Field(ge=1, le=2**63 - 1)]  # SQLite's integer range
 Importance = Annotated[float, Field(ge=0.0, le=1.0)]
 Strategy = Literal["direct", "episodic", "fusion"]
 SourceType = Literal["note", "commit", "pdf", "image", "conversation", "memory"]
@@ -63,7 +63,8 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         said or learned (ISO; default now), its date for date filters and "last week". `context`: what it
         replies to, e.g. the previous turn when you store a conversation turn by turn (its first 160
         characters help search find a reply by the words it answers; not part of the memory's text).
-        Memories stored in order with one session_id are read as one episode."""
+        Memories stored in order with one session_id are read as one episode. <private> spans are
+        dropped and API keys, tokens and passwords masked before anything is stored."""
 
         def store():
             return memories.remember(
