@@ -117,6 +117,24 @@ def test_a_source_deleted_by_sync_is_reported_by_the_next_build(store, db_path) 
     assert memory_stats(store)["integrity"]["events_with_source_gone"] == 0
 
 
+def test_sync_says_how_many_events_lost_their_source(db_path, tmp_path, monkeypatch, capsys) -> None:
+    from crossmodalrag.cli.main import main
+    from crossmodalrag.store import open_store
+    from tests.conftest import write_note
+
+    vault = tmp_path / "vault"
+    write_note(vault, "parser.md", "# Parser\nWe replaced the regex parser with a tokenizer.\n")
+    write_note(vault, "cache.md", "# Cache\nThe LRU cache served stale HTML.\n")
+    monkeypatch.setenv("OBSIDIAN_VAULT_PATH_1", str(vault))
+    assert main(["sync", "--db-path", str(db_path)]) == 0
+    with open_store(db_path) as opened:
+        build(opened, db_path, llm=ScriptedExtractor(events_output(event(TOKENIZER))), levels=("event",))
+    (vault / "parser.md").unlink()
+    capsys.readouterr()
+    assert main(["sync", "--db-path", str(db_path)]) == 0
+    assert "note: 1 memory event lost its source; `mem build-memory` lists and removes them" in capsys.readouterr().err
+
+
 def test_cli_json_contracts(store, db_path, capsys) -> None:
     docs = [_doc(f"/work/p{i}/n.md", i * 3) for i in range(3)]
     _memory(store, db_path, docs)

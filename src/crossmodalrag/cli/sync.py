@@ -90,7 +90,18 @@ def _sync_once(
     total = report.total
     if len(report.connectors) > 1:
         notice(f"sync: {total.summary()}")
+    if total.removed:
+        _note_orphaned_events(store)
     return report, embed() if total.chunks else 0
+
+
+def _note_orphaned_events(store: Store) -> None:
+    from crossmodalrag.memory.stats import events_with_source_gone
+
+    orphans = events_with_source_gone(store.conn)
+    if orphans:
+        lost = "1 memory event lost its source" if orphans == 1 else f"{orphans} memory events lost their source"
+        notice(f"note: {lost}; `mem build-memory` lists and removes them")
 
 
 def _embed(store: Store, settings: Settings) -> int:

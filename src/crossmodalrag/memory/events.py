@@ -138,7 +138,10 @@ def _needs_work(source: SourceRow, state: tuple | None, how: Extraction, report:
         report.unchanged += 1
         return False
     if source.source_type != "commit" and how.llm is None:
-        report.waiting += 1
+        if state and state[0] == source.fingerprint and state[3:5] == (PROMPT_VERSION, "done"):
+            report.unchanged += 1  # extracted by another model and unchanged since: kept, not waiting
+        else:
+            report.waiting += 1
         return False
     return True
 

@@ -31,9 +31,7 @@ def memory_stats(store: Store) -> dict[str, Any]:
                 "SELECT COUNT(*) FROM memory_nodes n WHERE NOT EXISTS"
                 " (SELECT 1 FROM memory_evidence e WHERE e.node_id = n.id)"
             ),
-            "events_with_source_gone": scalar(
-                "SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND source_id IS NULL"
-            ),
+            "events_with_source_gone": events_with_source_gone(conn),
         },
         "sources": {
             "total": scalar("SELECT COUNT(*) FROM sources"),
@@ -54,6 +52,11 @@ def memory_stats(store: Store) -> dict[str, Any]:
         "recall_cards": scalar("SELECT COUNT(*) FROM memory_cards"),
         "usage_events": scalar("SELECT COUNT(*) FROM memory_usage"),
     }
+
+
+def events_with_source_gone(conn: sqlite3.Connection) -> int:
+    """Events whose source a sync saw deleted: kept until `mem build-memory` reports and removes them."""
+    return conn.execute("SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND source_id IS NULL").fetchone()[0]
 
 
 def forget_derived(conn: sqlite3.Connection) -> int:
