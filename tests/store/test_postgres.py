@@ -110,6 +110,24 @@ def test_bm25_is_the_same_on_both_backends(postgres_url, db_path):
     assert len(scores[0]) == 3 and len(scores[1]) == 0
 
 
+def test_corpus_statistics_follow_every_write_and_stay_per_owner(postgres_url):
+    """BM25's document count and length sum are kept by the writers (schema 6): equal to a scan of
+    the index after inserts, rewrites and forgets, and each role counts only what it may see."""
+    from crossmodalrag.store.postgres.lexical import corpus_statistics
+
+    scan = "SELECT COUNT(*), COALESCE(SUM(length), 0) FROM chunk_terms"
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, *NOTES)
+        add_docs(store, note("parser", "# Parser\nRewritten.\n\nNow in two paragraphs about the tokenizer."))
+        forget_sources(store, find_sources(store, uri="/vault/bike.md"))
+        assert corpus_statistics(store.conn) == tuple(store.conn.execute(scan).fetchone())
+    alice = create_role(postgres_url, "alice_stats")
+    with open_postgres_store(alice) as store:
+        add_docs(store, note("diary", "# Diary\nalice alone"))
+        chunks, length = corpus_statistics(store.conn)
+        assert (chunks, length) == tuple(store.conn.execute(scan).fetchone()) and chunks == 1
+
+
 def test_query_text_never_becomes_tsquery_syntax(any_store):
     add_docs(any_store, *NOTES)
     for query in ("parser & !bike", "'parser' | cache:*", "parser <-> (tokenizer", "\\ ' \" : * ! ( ) <->"):

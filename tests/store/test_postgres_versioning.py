@@ -65,11 +65,18 @@ def test_checkpoints_and_rollback_stay_within_one_owner(two_users):
 def test_an_upgraded_memory_starts_its_history_with_genesis_records(postgres_url):
     pool = pool_for(postgres_url, "", 30.0)
     conn = PgConnection(pool.getconn())
-    schema.migrate(conn, target=3)  # a memory made before versioning came to PostgreSQL
+    schema.migrate(conn, target=3)  # a memory made before versioning came to PostgreSQL (rows as then written)
     with PgStore(pool, conn, postgres_url, 30.0) as old:
-        add_docs(old, note("a", "# A\nalpha"), note("b", "# B\nbeta"))
+        for uri in ("/vault/a.md", "/vault/b.md"):
+            source = conn.execute(
+                "INSERT INTO sources (source_type, uri, fingerprint, ingested_at) VALUES ('note', ?, 'f', 0)", (uri,)
+            ).lastrowid
+            conn.execute(
+                "INSERT INTO chunks (source_id, chunk_index, text, char_start, char_end) VALUES (?, 0, ?, 0, 5)",
+                (source, f"text of {uri}"),
+            )
         assert old.schema_version() == 3
-    with open_postgres_store(postgres_url) as store:  # migrates to 4 without re-ingesting
+    with open_postgres_store(postgres_url) as store:  # migrates to 4 and on without re-ingesting
         rows = store.conn.execute("SELECT op, actor FROM change_log ORDER BY seq").fetchall()
         assert [tuple(r) for r in rows] == [("genesis", "migration")] * 2
         assert verify(store.conn).ok

@@ -3,10 +3,10 @@
 A DELETE leaves the old row versions in the table files until VACUUM reclaims them, and a plain
 VACUUM only marks the space reusable; `VACUUM (FULL)` rewrites the tables that hold the text, its
 tokens and vectors and the change log's kept versions (and their indexes) without the dead rows, so
-the bytes are gone from the data files. It needs the tables' owner (or the MAINTAIN privilege). What no client can reach: WAL
-segments not yet recycled, WAL archives and base backups (PITR), streaming replicas (they replay
-the DELETE and the rewrite, so they end clean once caught up) and pg_dump files; docs/scaling.md
-says what a DBA must do about each.
+the bytes are gone from the data files. It needs the tables' owner (or the MAINTAIN privilege). What
+no client can reach: WAL segments not yet recycled, WAL archives and base backups (PITR), streaming
+replicas (they replay the DELETE and the rewrite, so they end clean once caught up) and pg_dump
+files; docs/scaling.md says what a DBA must do about each.
 """
 
 from __future__ import annotations

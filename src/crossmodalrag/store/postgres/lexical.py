@@ -7,12 +7,13 @@ FTS5, so the two backends index and query the very same tokens, and index/fts.py
 (`'token':3`), never parsed by a text-search configuration, and query tokens are quoted lexemes, so
 no user text becomes tsquery syntax.
 
-The GIN index finds the matching chunks (any/all/phrase); BM25 (k1 1.2, b 0.75, FTS5's idf floor)
+The GIN index finds the matching chunks in modes all and phrase and under filters (in mode any the
+postings already say which chunks hold a query word); BM25 (k1 1.2, b 0.75, FTS5's idf floor)
 is computed from `chunk_postings` (lexeme, chunk, occurrences in the body): title tokens count in
 a chunk's length and in a word's document frequency but not in its term frequency, as with FTS5's
 title column weight 0. Phrase mode matches with `<->` and scores each word of the phrase (FTS5
-scores the whole phrase). The per-query document count and length sum are full scans: fine at 100k
-chunks, a statistics row is needed past millions (docs/scaling.md).
+scores the whole phrase). The document count and length sum come from `chunk_stats`, kept by the
+writers (schema 6).
 """
 
 from __future__ import annotations
@@ -100,17 +101,29 @@ def insert_rows(conn, rows: Iterable[tuple[int, str, str]]) -> None:
         (ids, [i.terms for i in indexed], [i.length for i in indexed]),
     )
     postings = [
-        (lexeme, chunk_id, tf) for chunk_id, i in zip(ids, indexed, strict=True) for lexeme, tf in i.postings.items()
+        (lexeme, chunk_id, tf, i.length)
+        for chunk_id, i in zip(ids, indexed, strict=True)
+        for lexeme, tf in i.postings.items()
     ]
     conn.execute(
-        "INSERT INTO chunk_postings (lexeme, chunk_id, body_tf) SELECT * FROM unnest(?::text[], ?::bigint[], ?::int[])",
-        ([p[0] for p in postings], [p[1] for p in postings], [p[2] for p in postings]),
+        "INSERT INTO chunk_postings (lexeme, chunk_id, body_tf, length)"
+        " SELECT * FROM unnest(?::text[], ?::bigint[], ?::int[], ?::int[])",
+        tuple([p[field] for p in postings] for field in range(4)),
     )
+
+
+def corpus_statistics(conn) -> tuple[int, int]:
+    """(chunks indexed, their total length) that this client may see: the sum of the writers' deltas
+    (schema 6), not a scan of chunk_terms."""
+    total, length = conn.execute(
+        "SELECT COALESCE(SUM(chunks), 0), COALESCE(SUM(length), 0) FROM chunk_stats"
+    ).fetchone()
+    return int(total), int(length)
 
 
 def document_frequencies(conn, tokens: list[str]) -> tuple[int, dict[str, int]]:
     """(chunks indexed, chunks containing each token), under the client's row-level security."""
-    total = conn.execute("SELECT COUNT(*) FROM chunk_terms").fetchone()[0]
+    total = corpus_statistics(conn)[0]
     rows = conn.execute(
         "SELECT lexeme, COUNT(*) FROM chunk_postings WHERE lexeme = ANY(?) GROUP BY lexeme", (list(tokens),)
     )
@@ -149,7 +162,8 @@ def bm25_scores(
     conn, query: str, terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, where: tuple | None
 ) -> dict[int, float]:
     """BM25 of every matching chunk (passing the filter `where` = (SQL over c, s; params)), like
-    search._bm25_scores on SQLite: the GIN index picks the matches, the postings give the counts."""
+    search._bm25_scores on SQLite. The postings give the counts and lengths, and in mode `any` without
+    a filter the matches too; otherwise the GIN index picks the matches."""
     groups = _phrases(terms, analyzed, match, query)
     if not groups:
         return {}
@@ -159,39 +173,50 @@ def bm25_scores(
     phrases = [p for group in groups for p in group]
     if match == "phrase":  # scored word by word (see the module's note)
         phrases = [[token] for token in phrases[0]]
-    join, clause, params = "", "", []
-    if where is not None:
-        join = " JOIN chunks c ON c.id = t.chunk_id JOIN sources s ON s.id = c.source_id"
-        clause, params = f" AND {where[0]}", list(where[1])
-    lengths = dict(
-        conn.execute(
-            f"SELECT t.chunk_id, t.length FROM chunk_terms t{join} WHERE t.terms @@ ?::tsquery{clause}",
-            (matching, *params),
+    counts, lengths = _postings(conn, {token: prefix for phrase in phrases for token, prefix in phrase})
+    if match == "any" and where is None:  # the postings say which chunks match: any phrase's every token
+        lengths = {chunk: lengths[chunk] for phrase in phrases for chunk in _holders(phrase, counts)}
+    else:  # every word, a phrase's order or a filter: the GIN index decides
+        join, clause, params = "", "", []
+        if where is not None:
+            join = " JOIN chunks c ON c.id = t.chunk_id JOIN sources s ON s.id = c.source_id"
+            clause, params = f" AND {where[0]}", list(where[1])
+        lengths = dict(
+            conn.execute(
+                f"SELECT t.chunk_id, t.length FROM chunk_terms t{join} WHERE t.terms @@ ?::tsquery{clause}",
+                (matching, *params),
+            )
         )
-    )
-    total, length_sum = conn.execute("SELECT COUNT(*), COALESCE(SUM(length), 0) FROM chunk_terms").fetchone()
-    counts = _body_counts(conn, {token: prefix for phrase in phrases for token, prefix in phrase})
+    total, length_sum = corpus_statistics(conn)
     return _score(lengths, phrases, counts, total, length_sum / total if total else 1.0)
 
 
-def _body_counts(conn, tokens: dict[str, bool]) -> dict[str, dict[int, int]]:
-    """token -> {chunk id: occurrences in the body} for every visible chunk that has the token (in
-    title or body: a title-only chunk has 0); a prefix token collects every lexeme starting with it."""
+def _holders(phrase: list[tuple[str, bool]], counts: dict[str, dict[int, int]]) -> set[int]:
+    """The chunks holding every token of a phrase (in title or body), as its tsquery `a & b` matches."""
+    return set.intersection(*(set(counts.get(token, ())) for token, _ in phrase))
+
+
+def _postings(conn, tokens: dict[str, bool]) -> tuple[dict[str, dict[int, int]], dict[int, int]]:
+    """(token -> {chunk id: occurrences in the body} for every visible chunk that has the token (in
+    title or body: a title-only chunk has 0; a prefix token collects every lexeme starting with it),
+    chunk id -> its length) from the postings."""
     exact = [token for token, prefix in tokens.items() if not prefix]
     ranges = [(token, token + "\U0010ffff") for token, prefix in tokens.items() if prefix]
     clause = " OR ".join(["lexeme = ANY(?)"] + ["(lexeme >= ? AND lexeme < ?)"] * len(ranges))
     rows = conn.execute(
-        f"SELECT lexeme, chunk_id, body_tf FROM chunk_postings WHERE {clause}",
+        f"SELECT lexeme, chunk_id, body_tf, length FROM chunk_postings WHERE {clause}",
         (exact, *[bound for pair in ranges for bound in pair]),
     )
     counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for lexeme, chunk_id, tf in rows:
+    lengths: dict[int, int] = {}
+    for lexeme, chunk_id, tf, length in rows:
+        lengths[chunk_id] = length
         if lexeme in tokens:
             counts[lexeme][chunk_id] += tf
         for token, _ in ranges:
             if lexeme.startswith(token) and lexeme != token:
                 counts[token][chunk_id] += tf
-    return counts
+    return counts, lengths
 
 
 def _score(lengths: dict[int, int], phrases: list, counts: dict, total: int, average: float) -> dict[int, float]:

@@ -288,6 +288,49 @@ CREATE TRIGGER chunks_drop_postings AFTER DELETE ON chunks REFERENCING OLD TABLE
     FOR EACH STATEMENT EXECUTE FUNCTION cmrag_drop_postings();
 """
 
+# Version 6: what BM25 reads, kept where a query reads it cheaply. (1) The corpus statistics (chunks
+# indexed, their total length), kept by the writers instead of a full scan of chunk_terms per query
+# (32 ms of a 110 ms hybrid ask at 30k chunks; ~1 s at 10M). Each statement writing chunk_terms
+# appends a delta row for its owner (appending, not updating one row per owner: writers never wait on
+# each other for it); a reader sums the rows it may see, so the statistics stay per owner under
+# row-level security. A writer folds its owner's deltas into one row now and then (1 write in 64),
+# which keeps the sum a few dozen rows long. (2) Each posting carries its chunk's length, so a query
+# in mode `any` reads lengths with the postings instead of fetching every matching chunk_terms row
+# (wide rows: 11-19 ms per ask at 30k chunks).
+CORPUS_STATS = f"""
+ALTER TABLE chunk_postings ADD COLUMN length INTEGER;
+ALTER TABLE chunk_postings NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE chunk_terms NO FORCE ROW LEVEL SECURITY;
+UPDATE chunk_postings p SET length = t.length FROM chunk_terms t WHERE t.chunk_id = p.chunk_id;
+ALTER TABLE chunk_postings ALTER COLUMN length SET NOT NULL;
+CREATE TABLE chunk_stats ({OWNER}, chunks BIGINT NOT NULL, length BIGINT NOT NULL);
+CREATE INDEX chunk_stats_owner ON chunk_stats(owner);
+GRANT SELECT, INSERT, DELETE ON chunk_stats TO PUBLIC;
+ALTER TABLE chunk_stats ENABLE ROW LEVEL SECURITY; ALTER TABLE chunk_stats FORCE ROW LEVEL SECURITY;
+CREATE POLICY chunk_stats_owner ON chunk_stats USING ({VISIBLE}) WITH CHECK ({VISIBLE});
+CREATE FUNCTION cmrag_count_terms() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO chunk_stats (owner, chunks, length) SELECT owner, COUNT(*), SUM(length) FROM added GROUP BY owner;
+  ELSE
+    INSERT INTO chunk_stats (owner, chunks, length) SELECT owner, -COUNT(*), -SUM(length) FROM gone GROUP BY owner;
+  END IF;
+  IF random() < 1.0 / 64 THEN
+    WITH folded AS (DELETE FROM chunk_stats WHERE owner = cmrag_owner() RETURNING chunks, length)
+    INSERT INTO chunk_stats (chunks, length) SELECT SUM(chunks), SUM(length) FROM folded HAVING COUNT(*) > 0;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER chunk_terms_count_added AFTER INSERT ON chunk_terms REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION cmrag_count_terms();
+CREATE TRIGGER chunk_terms_count_gone AFTER DELETE ON chunk_terms REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION cmrag_count_terms();
+-- Every owner's rows counted once (the migrating role owns the tables: NO FORCE lets it see them all).
+INSERT INTO chunk_stats (owner, chunks, length) SELECT owner, COUNT(*), SUM(length) FROM chunk_terms GROUP BY owner;
+ALTER TABLE chunk_terms FORCE ROW LEVEL SECURITY;
+ALTER TABLE chunk_postings FORCE ROW LEVEL SECURITY;
+"""
+
 
 # (version, SQL) or (version, SQL, a Python step run after the SQL in the same transaction).
 MIGRATIONS: list[tuple] = [
@@ -296,6 +339,7 @@ MIGRATIONS: list[tuple] = [
     (3, _owners_everywhere()),
     (4, CHANGE_LOG, versioning_genesis),
     (5, POSTINGS_CASCADE),
+    (6, CORPUS_STATS),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
@@ -317,6 +361,7 @@ def migrate(conn, target: int = LATEST_VERSION) -> list[int]:
             break
         conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute("SET LOCAL statement_timeout = 0")  # a backfill of a large memory may take minutes
             conn.lock_schema()
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at FLOAT8)")
             if version > applied_version(conn):
