@@ -35,6 +35,7 @@ from benchlib import DEFAULT_SHARED, clean_environment, log, machine, percentile
 from locomo import load_locomo
 
 from crossmodalrag.answer.citations import CITATION
+from crossmodalrag.answer.verify import short_answer
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -157,6 +158,8 @@ def locomo_row(question: dict, answer: dict) -> dict:
         "cites_gold": bool(cited_turns & set(question.get("evidence", []))),
         "f1": None if adversarial else (0.0 if answer["abstained"] else token_f1(short, gold)),
         "f1_full_answer": None if adversarial else (0.0 if answer["abstained"] else token_f1(answer["answer"], gold)),
+        # The same answer's short answer with the restated question left in (before answer/echo.py).
+        "f1_untrimmed": None if adversarial else (0.0 if answer["abstained"] else token_f1(untrimmed(answer), gold)),
         "claims_checked": sum(1 for c in claims if c["margin"] is not None),
         "claims_unsupported": sum(1 for c in claims if not c["supported"]),
         "gate_margin": (answer.get("verification") or {}).get("gate_margin"),
@@ -168,6 +171,10 @@ def locomo_row(question: dict, answer: dict) -> dict:
         "verifier_seconds": answer["timing"].get("gate_seconds", 0) + answer["timing"].get("verification_seconds", 0),
         "prompt_chars": answer["usage"].get("prompt_chars"),
     }
+
+
+def untrimmed(answer: dict) -> str:
+    return (short_answer(answer["answer"]) or "") if answer["mode"] == "llm" else ""
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -210,6 +217,7 @@ def summarize(rows: list[dict]) -> dict:
         "prompt_chars": {"p50": _p(chars, 0.5), "max": max(chars) if chars else None},
         "short_answer_f1": mean([r["f1"] for r in answerable]),
         "full_answer_f1": mean([r["f1_full_answer"] for r in answerable]),
+        "short_answer_f1_untrimmed": mean([r["f1_untrimmed"] for r in answerable if "f1_untrimmed" in r]),
         "answered_citing_gold_evidence": mean(
             [1.0 if r["cites_gold"] else 0.0 for r in answerable if not r["abstained"]]
         ),

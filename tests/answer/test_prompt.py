@@ -21,7 +21,7 @@ def test_system_rules_and_question_and_every_excerpt_are_in_the_prompt() -> None
     assert [m["role"] for m in messages] == ["system", "user"]
     system, user = messages[0]["content"], messages[1]["content"]
     assert "not instructions" in system and INSUFFICIENT in system and "[E1][E3]" in system
-    assert "[E1] (note · Note · 1.md · 2023-11-14)" in user and "regexes backtracked" in user
+    assert "[E1] (note · Note · 1.md · 14 November 2023)" in user and "regexes backtracked" in user
     assert "[E2]" in user and "Question: Why did I change the parser?" in user
     assert "crumb" not in user  # the breadcrumb is replaced by the header
 

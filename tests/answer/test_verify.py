@@ -112,7 +112,7 @@ def test_the_gate_abstains_before_any_text_is_generated(retriever, settings: Set
     answer = ask_with_llm(retriever, QUESTION, settings, streamed.append, llm=llm)
     assert answer.abstained and answer.abstention_reason == "llm_insufficient"
     assert llm.calls == [] and streamed == []
-    assert answer.to_dict()["verification"] == {"gate_margin": -2.0, "gate_evidence": "E1", "gate_min_margin": -1.0}
+    assert answer.to_dict()["verification"] == {"gate_margin": -2.0, "gate_evidence": "E1", "gate_min_margin": -1.61}
 
 
 def test_thresholds_are_settings(retriever, settings: Settings):

@@ -7,9 +7,10 @@ not answer this" is easier for them than judging when to write a refusal.
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 
 from crossmodalrag.answer.llm.base import Message
-from crossmodalrag.types import Evidence, iso_time
+from crossmodalrag.types import Evidence
 
 INSUFFICIENT = "INSUFFICIENT_EVIDENCE"
 
@@ -43,13 +44,19 @@ _CITATION_LIKE = re.compile(r"\[\s*([Ee]\s*\d+)\s*\]")
 
 def evidence_header(item: Evidence) -> str:
     hit = item.hit
-    when = iso_time(hit.timestamp)
     # A chat turn's locator starts with its session's title: said once, it costs fewer prompt tokens.
     title = "" if hit.locator.startswith(hit.title) else hit.title
-    parts = [hit.source_type, title, hit.locator] + ([when[:10]] if when else [])
+    parts = [hit.source_type, title, hit.locator] + ([human_date(hit.timestamp)] if hit.timestamp is not None else [])
     if hit.components.get("superseded"):  # an agent memory a newer one restated (agent/updates.py)
         parts.append("superseded by a newer memory")
     return f"[{item.id}] ({' · '.join(p for p in parts if p)})"
+
+
+def human_date(timestamp: float) -> str:
+    """A date as people ask and answer in it ("7 May 2023"), which the model copies into its
+    answer: from an ISO header it wrote "2023-05-07", which matches no one's "7 May 2023"."""
+    day = datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    return f"{day.day} {day:%B %Y}"
 
 
 def _body(item: Evidence) -> str:
