@@ -8,6 +8,7 @@ Sessions that left a file (a conversation deleted from an export) leave the memo
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from crossmodalrag.chunking.turns import chunk_turns, turn_digest
@@ -24,6 +25,7 @@ from crossmodalrag.ingest import (
 )
 from crossmodalrag.store import Store
 from crossmodalrag.store.connection import WriteBatch
+from crossmodalrag.store.writers import retrying
 from crossmodalrag.types import Document
 
 SOURCE_TYPE = "conversation"
@@ -58,7 +60,8 @@ def _ingest_file(store: Store, chat: ChatRead, report: IngestReport, progress: P
                 continue
             doc = session_document(chat.path, session)
             seen.add(doc.uri)
-            _write_session(batch, doc, known.get(doc.uri), report)
+            # PostgreSQL may abort a unit that collided with another writer: it is run again whole.
+            retrying(partial(_write_session, batch, doc, known.get(doc.uri), report))
             if progress:
                 progress(report)
     report.notices.extend(chat.problems)

@@ -161,3 +161,34 @@ def test_retrying_gives_up_after_its_attempts():
     with pytest.raises(WriteConflict):
         retrying(always_conflicts, attempts=3)
     assert len(calls) == 3
+
+
+def test_forget_and_reindex_run_a_write_the_server_aborted_again(postgres_url, monkeypatch):
+    """A collision aborts the whole transaction (serializable, deadlock): forget and embed_missing redo it."""
+    from crossmodalrag.forget import find_sources, forget_sources
+    from crossmodalrag.index import embeddings
+    from crossmodalrag.store.postgres import erase
+    from tests.fakes import HashingEmbedder
+
+    def collides_once(real):
+        calls = []
+
+        def wrapped(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 1:
+                raise WriteConflict("PostgreSQL aborted a write that collided", "run it again")
+            return real(*args, **kwargs)
+
+        return wrapped, calls
+
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, note("a", "# A\nalpha paragraph"), note("b", "# B\nbeta paragraph"))
+        store_vectors, stored = collides_once(embeddings._store_vectors)
+        monkeypatch.setattr(embeddings, "_store_vectors", store_vectors)
+        assert embeddings.embed_missing(store, HashingEmbedder()).chunks == 2 and len(stored) == 2
+        derived, forgot = collides_once(erase.forget_derived)
+        monkeypatch.setattr(erase, "forget_derived", derived)
+        report = forget_sources(store, find_sources(store, uri="/vault/a.md"))
+        assert len(forgot) == 2 and report.chunks == 1
+        assert [r[0] for r in store.conn.execute("SELECT uri FROM sources")] == ["/vault/b.md"]
+        assert store.conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0] == 1

@@ -12,12 +12,14 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from crossmodalrag.chunking.turns import semantic_text
 from crossmodalrag.index.embed import Embedder, ModelIdentity, pieces
 from crossmodalrag.store import Store
+from crossmodalrag.store.writers import retrying
 
 GROUP_BATCHES = 8  # batches fetched, length-sorted and committed together
 
@@ -31,6 +33,14 @@ class EmbedReport:
     def summary(self) -> str:
         rate = self.chunks / self.seconds if self.seconds else 0.0
         return f"{self.chunks} chunks embedded as {self.pieces} vectors in {self.seconds:.1f} s ({rate:.1f} chunks/s)"
+
+
+def _store_vectors(store: Store, rows: list[tuple]) -> None:
+    with store.transaction() as conn:
+        conn.executemany(
+            "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces, vector) VALUES (?, ?, ?, ?, ?)",
+            rows,
+        )
 
 
 def model_row(store: Store, identity: ModelIdentity) -> int:
@@ -97,15 +107,11 @@ def embed_missing(
             for index, part in enumerate(parts)
         ]
         vectors = _embed_by_length(embedder, [part for *_, part in split], max(1, batch_size))
-        with store.transaction() as conn:
-            conn.executemany(
-                "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces, vector)"
-                " VALUES (?, ?, ?, ?, ?)",
-                [
-                    (chunk_id, model_id, index, count, store.encode_vector(vector))
-                    for (chunk_id, index, count, _), vector in zip(split, vectors, strict=True)
-                ],
-            )
+        stored = [
+            (chunk_id, model_id, index, count, store.encode_vector(vector))
+            for (chunk_id, index, count, _), vector in zip(split, vectors, strict=True)
+        ]
+        retrying(partial(_store_vectors, store, stored))  # PostgreSQL may abort a colliding write: run it again
         report.chunks += len(rows)
         report.pieces += len(split)
         report.seconds = time.perf_counter() - started

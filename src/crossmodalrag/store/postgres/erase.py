@@ -14,6 +14,7 @@ from __future__ import annotations
 from crossmodalrag import versioning
 from crossmodalrag.errors import StoreError
 from crossmodalrag.memory.stats import forget_derived
+from crossmodalrag.store.writers import lock_source, retrying
 
 TEXT_TABLES = ("sources", "chunks", "chunk_terms", "chunk_postings", "chunk_vectors", "owner_change_states")
 
@@ -26,17 +27,23 @@ def forget_sources(store, sources, vacuum: bool = False):
     report = ForgetReport(sources=list(sources))
     ids = [s.id for s in sources]
     chunk_ids = "SELECT id FROM chunks WHERE source_id = ANY(?)"
-    with store.transaction() as conn:
-        for source in sources:  # the change log's copies of the text go too, leaving tombstones
-            versioning.forgotten(conn, "source", source.uri, "mem forget")
-        report.vectors = conn.execute(
-            f"SELECT COUNT(*) FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})", (ids,)
-        ).fetchone()[0]
-        report.chunks = conn.execute(f"SELECT COUNT(*) FROM ({chunk_ids}) AS gone", (ids,)).fetchone()[0]
-        conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})", (ids,))
-        conn.execute("DELETE FROM chunks WHERE source_id = ANY(?)", (ids,))  # chunk_terms: ON DELETE CASCADE
-        conn.execute("DELETE FROM sources WHERE id = ANY(?)", (ids,))
-        report.memory_nodes = forget_derived(conn)
+
+    def forget() -> None:
+        with store.transaction() as conn:
+            for uri in sorted({s.uri for s in sources}):  # a writer of one of them finishes first
+                lock_source(conn, uri)
+            for source in sources:  # the change log's copies of the text go too, leaving tombstones
+                versioning.forgotten(conn, "source", source.uri, "mem forget")
+            report.vectors = conn.execute(
+                f"SELECT COUNT(*) FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})", (ids,)
+            ).fetchone()[0]
+            report.chunks = conn.execute(f"SELECT COUNT(*) FROM ({chunk_ids}) AS gone", (ids,)).fetchone()[0]
+            conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})", (ids,))
+            conn.execute("DELETE FROM chunks WHERE source_id = ANY(?)", (ids,))  # chunk_terms: ON DELETE CASCADE
+            conn.execute("DELETE FROM sources WHERE id = ANY(?)", (ids,))
+            report.memory_nodes = forget_derived(conn)
+
+    retrying(forget)  # a collision the server aborted (serializable, deadlock) is run again whole
     report.eval_queries = _eval_queries_naming(store, {s.uri for s in sources})
     report.still_on_disk = still_on_disk(sources)
     if vacuum:
