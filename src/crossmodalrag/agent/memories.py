@@ -1,12 +1,13 @@
 """Agent-written memories: a source type of its own (`memory`), stored, chunked, embedded and cited
 like any other source, with kind, importance, tags and session/agent attribution.
 
-Storing one: `<private>` spans are stripped; an exact duplicate (same normalized text) returns the
-stored memory; a near duplicate (cosine >= 0.95) is merged into it (tags unioned, importance max,
-both times kept); otherwise the new memory is linked to its closest ones (cosine >= 0.75, at most
-5), and an older memory whose fact it restates with another value is marked superseded (kept,
-listed with --history, ranked lower by search). Without an embedding model the similarity is the
-word-set Jaccard of the two texts, with the same thresholds.
+Storing one: `<private>` spans are stripped and secrets masked; an exact duplicate (same normalized
+text) returns the stored memory (current again if it had been superseded); a near duplicate (cosine
+>= 0.95) is merged into it (tags unioned, importance max, both times kept); otherwise the new memory
+is linked to its closest ones (cosine >= 0.75, at most 5), and an older memory whose fact it restates
+with another value is marked superseded (kept, listed with --history, ranked lower by search).
+Without an embedding model the similarity is the word-set Jaccard of the two texts, with the same
+thresholds.
 """
 
 from __future__ import annotations
