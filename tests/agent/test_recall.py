@@ -15,6 +15,7 @@ from crossmodalrag.agent.recall import (
     event_ranges,
     favour_named_speaker,
     fuse,
+    neighbours,
     recall,
     with_neighbour_support,
     with_recall,
@@ -235,3 +236,15 @@ def test_memories_stored_one_after_another_in_a_session_are_neighbours(store):
     named = favour_named_speaker(store, hits, "What does Ben like?")  # the "Name:" label is the speaker
     assert [h.source_id for h in named] == [question, other_session, reply, later]  # Ben's two, x1.1
     assert named[1].score == pytest.approx(0.5 * 1.1) and named[2].score == pytest.approx(0.49 * 1.1)
+
+
+def test_memories_of_a_session_follow_their_own_time_then_storage_order(store):
+    """Turns stored out of order, each with when it was said, are neighbours in speaking order."""
+    said = [datetime(2023, 5, 8, 13, minute, tzinfo=timezone.utc).timestamp() for minute in (1, 2, 3)]
+    reply = remember(store, "Ben: Dinosaurs, all day long.", session_id="s1", when=said[1]).id
+    question = remember(store, "Ana: What do your kids like?", session_id="s1", when=said[0]).id
+    later = remember(store, "Ana: Museums are fun.", session_id="s1", when=said[2]).id
+    hits = [replace(hit(source, source), source_type="memory") for source in (question, reply, later)]
+    places = neighbours(store, hits)
+    assert places[reply] == (("memory", reply), ("memory", question), ("memory", later))
+    assert places[question][1] == ("memory", None)  # nothing said before it in s1

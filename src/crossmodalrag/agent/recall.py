@@ -189,7 +189,8 @@ def with_neighbour_support(store: "Store", hits: list["Hit"]) -> list["Hit"]:
 def neighbours(store: "Store", hits: list["Hit"]) -> dict[int, tuple[tuple, tuple, tuple]]:
     """chunk id -> (its place, the place before it, the place after it). A conversation turn's place
     is (source, chunk index) in its session; an agent memory stored with a session_id is one place in
-    the order its (agent, session) stored them, as turns one by one over MCP are."""
+    its (agent, session), in the order of its own time (`when`), then of storage, as turns stored one
+    by one over MCP are."""
     found: dict[int, tuple[tuple, tuple, tuple]] = {}
     turns = [h.chunk_id for h in hits if h.source_type == "conversation"]
     if turns:
@@ -203,10 +204,11 @@ def neighbours(store: "Store", hits: list["Hit"]) -> dict[int, tuple[tuple, tupl
         order = {
             source: (("memory", source), ("memory", before), ("memory", after))
             for source, before, after in store.conn.execute(
-                "SELECT source_id, before, after FROM (SELECT source_id, LAG(source_id) OVER w AS before,"
-                " LEAD(source_id) OVER w AS after FROM agent_memories WHERE session_id != '' AND (agent_id,"
-                f" session_id) IN (SELECT agent_id, session_id FROM agent_memories WHERE source_id IN ({marks}))"
-                " WINDOW w AS (PARTITION BY agent_id, session_id ORDER BY created_at, source_id))"
+                "SELECT source_id, before, after FROM (SELECT m.source_id, LAG(m.source_id) OVER w AS before,"
+                " LEAD(m.source_id) OVER w AS after FROM agent_memories m JOIN sources s ON s.id = m.source_id"
+                " WHERE m.session_id != '' AND (m.agent_id, m.session_id) IN (SELECT agent_id, session_id"
+                f" FROM agent_memories WHERE source_id IN ({marks}))"
+                " WINDOW w AS (PARTITION BY m.agent_id, m.session_id ORDER BY s.timestamp, m.created_at, m.source_id))"
                 f" WHERE source_id IN ({marks})",
                 memories + memories,
             )
