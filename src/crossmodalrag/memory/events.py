@@ -68,7 +68,7 @@ class Extraction:
     llm: "LLM | None"
     semantic: "SemanticIndex | None"
     window_chars: int = 3000
-    min_cosine: float = 0.42  # Settings.event_support_min_cosine
+    min_cosine: float = 0.50  # Settings.event_support_min_cosine
     constrained: bool = True  # schema-constrained decoding (off only to measure what it buys)
 
     @property
