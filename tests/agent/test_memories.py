@@ -110,9 +110,10 @@ def test_a_superseded_value_stated_again_is_current_again(store, embedder):
     assert (again.id, again.status, again.supersedes) == (monthly.id, "duplicate", [daily.id])  # the current one
     assert [m["id"] for m in list_memories(store)] == [monthly.id]
     record = next(m for m in list_memories(store, history=True) if m["id"] == monthly.id)
-    assert record["superseded_by"] is None and {"id": daily.id, "relation": "supersedes"}.items() <= record[
-        "links"
-    ][0].items()
+    assert (
+        record["superseded_by"] is None
+        and {"id": daily.id, "relation": "supersedes"}.items() <= record["links"][0].items()
+    )
     (hit, *_) = search(store, "how often does the staging key rotate", SearchOptions(top_k=3)).hits
     assert hit.source_id == monthly.id
 
@@ -215,6 +216,13 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
         ("Jon: Thanks for the support.", "Jon: Thanks for having my back.", False),
         ("Staging: the key rotates monthly", "Production: the key rotates weekly", False),
         ("Jon: The standup is at 9:30 on Mondays", "Jon: The standup is at 10:00 on Mondays", True),
+        # a bracketed aside (a shared photo's caption) states nothing the speaker claims
+        (
+            "Mel: Love it. [shares a photo: a photo of a bowl with a black and white design]",
+            "Mel: Here it is. [shares a photo: a photo of a bowl with a colorful design]",
+            False,
+        ),
+        ("The API timeout is 30 seconds [set in config.py]", "The API timeout is 60 seconds", True),
         # the new memory is mostly something else: one sentence in it shaped like an old one is no update
         (
             "Mel: Thanks, Caroline.",

@@ -32,6 +32,7 @@ SUFFIXES = ("ingly", "edly", "ing", "ly", "ed", "es", "s")
 MAX_CHANGED = 3
 LABEL = re.compile(r"\s*([A-Z][\w'-]*(?: [A-Z][\w'-]*)?):\s+")
 MIN_SHARE_OF_NEW = 0.5  # the updating clause's share of the new memory's content words
+ASIDES = re.compile(r"\[[^\[\]\n]*\]")
 
 
 def stem(word: str) -> str:
@@ -49,9 +50,10 @@ def content_words(clause: str) -> list[str]:
 
 def clauses(text: str) -> list[list[str]]:
     """The content words of each statement in the text. A sentence ending in `?` or `!` states no fact
-    (a question, a greeting, a cheer: "Hey Mel!" is no value of Mel to update)."""
+    (a question, a greeting, a cheer: "Hey Mel!" is no value of Mel to update), and neither does a
+    bracketed aside, such as the caption of a shared photo ("[shares a photo: a bowl with ...]")."""
     found = []
-    for sentence in SENTENCES.findall(text):
+    for sentence in SENTENCES.findall(ASIDES.sub(" ", text)):
         if sentence.rstrip().endswith(("?", "!")):
             continue
         found += [words for part in CLAUSES.split(sentence) if len(words := content_words(part)) >= 2]
