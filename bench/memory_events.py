@@ -139,8 +139,9 @@ def run_session(sample: dict, index: int, session: str, llm, embedder, workdir: 
         "valid": not report.failed,
         "events": len(events),
         "supported": sum(e["supported"] for e in events),
-        "extracted": [[e["statement"], e["supported"], [x["locator"] for x in e["evidence"]], e["confidence"]]
-                      for e in events],
+        "extracted": [
+            [e["statement"], e["supported"], [x["locator"] for x in e["evidence"]], e["confidence"]] for e in events
+        ],
     }
     row.update(score(embedder, events, gold_events(sample, session), observations(sample, session)))
     return row

@@ -5,8 +5,9 @@
 
 An event is kept for retrieval only if one of its linked chunks reaches this MiniLM cosine, as a
 whole or by one of its pieces (its body without the breadcrumb, a line, a sentence with its speaker:
-`memory.events.text_pieces`), scored here exactly so. LoCoMo's gold `observation`s are events written by people with the turn each one
-rests on, so they give both sides of the choice without a language model:
+`memory.events.text_pieces`), scored here exactly so. LoCoMo's gold `observation`s are events
+written by people with the turn each one rests on, so they give both sides of the choice without a
+language model:
   supported     score of each observation on its own evidence turn(s) (best of them);
   unsupported   its best cosine over every turn of a session of another conversation (other
                 people, other lives: nothing there supports it), the session with the same index.

@@ -99,7 +99,9 @@ def test_without_a_model_commits_become_events_and_notes_wait(store, db_path, tm
 
 def test_without_a_model_a_source_another_model_extracted_is_kept_not_waiting(store, db_path) -> None:
     add_docs(store, PARSER)
-    build(store, db_path, llm=ScriptedExtractor(events_output(event("We replaced the regex parser."))), levels=("event",))
+    build(
+        store, db_path, llm=ScriptedExtractor(events_output(event("We replaced the regex parser."))), levels=("event",)
+    )
     report = build(store, db_path, llm=None, levels=("event",))
     assert report.levels["event"]["waiting"] == 0 and report.levels["event"]["unchanged"] == 1
     assert len(list_events(store)) == 1 and not report.notices
