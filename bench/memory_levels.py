@@ -102,7 +102,7 @@ def gold_event_nodes(store, index: int, sample: dict, embedder):
 
 
 def read_extracted(path: Path) -> dict[int, dict[str, list]]:
-    """conversation index -> session -> [statement, supported, [turn ids]] from memory_events rows
+    """conversation index -> session -> [statement, supported, [turn ids], (confidence)] from memory_events rows
     (the constrained run's row where a session has both)."""
     found: dict[int, dict[str, list]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -125,7 +125,7 @@ def extracted_event_nodes(store, index: int, sessions: dict[str, list], embedder
     }
     nodes = []
     for session, events in sessions.items():
-        for statement, supported, turns in events:
+        for statement, supported, turns, *_ in events:  # rows since session 4 add the confidence
             found = [chunk_of[f"locomo:{index}:{t}"] for t in turns if f"locomo:{index}:{t}" in chunk_of]
             if found:
                 nodes.append(
