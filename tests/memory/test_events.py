@@ -208,6 +208,7 @@ def test_an_event_drawn_from_one_line_of_a_list_is_supported_by_that_line(store,
 
 def test_a_chunk_is_checked_by_line_and_a_turn_by_sentence_with_its_speaker() -> None:
     body = "Ann: We moved to Lisbon in May. The kids love the beach! Work is busy.\n- ship the v2 docs\nok\n"
+    body += "2. 2023 was good\n"
     assert text_pieces(body) == [
         body.strip(),
         "Ann: We moved to Lisbon in May. The kids love the beach! Work is busy.",
@@ -215,6 +216,7 @@ def test_a_chunk_is_checked_by_line_and_a_turn_by_sentence_with_its_speaker() ->
         "Ann: The kids love the beach!",
         "Ann: Work is busy.",
         "ship the v2 docs",
+        "2023 was good",
     ]
 
 

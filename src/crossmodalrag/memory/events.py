@@ -34,7 +34,7 @@ MAX_PIECES = 64  # lines and sentences of one chunk embedded for sentence-level 
 WORD = re.compile(r"[^\W_]{4,}")
 SPEAKER = re.compile(r"[^:\n]{1,40}:\s")  # "Caroline: " starting a turn
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-LIST_MARK = re.compile(r"^[\s\-*#>\d.)]+")
+LIST_MARK = re.compile(r"^(?:[-*#>\s]|\d+[.)](?=\s))+")  # "- ", "## ", "> ", "2. " (not "2023 was")
 Progress = Callable[[int, int, str], None]  # (done, total, what is being done)
 
 
