@@ -7,12 +7,13 @@
 A real `mem mcp` process (the README's command) is driven by the MCP SDK's own client over stdio, one
 fresh memory per conversation (the offline MiniLM installed first, so stores are embedded and compared at
 once). Every turn is stored with `memory_store` ("speaker: text", session_id = its session, tags = its
-dia_id, `when` = its session's date, `context` = the turn before it in the session, as an agent storing
-a conversation knows both; `--bare` leaves `when` and `context` out); every question of categories 1-4 is asked with `memory_search` (limit 10, compact). Scored as
-bench/agent_locomo.py scores `mem ask` (turn recall@10, session recall@5, session hit@5), mapping each
-result's memory id back to the turn it stored; a turn merged into an earlier identical one counts as that
-one. Also reported: tool-call latency p50/p95 per tool, how many stores were merged or deduplicated, and
-how many stored turns ended up superseded by a later one (LoCoMo turns hardly ever restate a fact).
+dia_id, `when` = its session's date, `context` = the turn before it in the session, as an agent storing a
+conversation knows both; `--bare` leaves `when` and `context` out); every question of categories 1-4 is
+asked with `memory_search` (limit 10, compact). Scored as bench/agent_locomo.py scores `mem ask` (turn
+recall@10, session recall@5, session hit@5), mapping each result's memory id back to the turn it stored;
+a turn merged into an earlier identical one counts as that one. Also reported: tool-call latency p50/p95
+per tool, how many stores were merged or deduplicated, and how many stored turns ended up superseded by a
+later one (LoCoMo turns hardly ever restate a fact).
 `--via digest` instead hands each conversation's LoCoMo JSON to `memory_digest_session` (a job, polled
 with `memory_job`; the work dir is the configured chat folder) and maps results to turns by chunk id:
 the MCP server over the path `mem ingest-chat` takes, so its figures should equal bench/agent_locomo.py's.

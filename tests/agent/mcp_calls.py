@@ -108,9 +108,9 @@ async def exercise_every_tool(client, chats: Path) -> None:
     assert (again["id"], again["status"]) == (first, "duplicate")
     newer = await call(client, "memory_store", {"content": "The staging key rotates weekly", "kind": "fact"})
     assert newer["supersedes"] == [first]
+    asked = "Which weekday should the release train leave on?"
     decision = await call(client, "memory_store", {"content": "Decided: releases ship on Tuesdays", "kind": "decision",
-                                                    "when": "2026-11-03T10:00:00Z",
-                                                    "context": "Which weekday should the release train leave on?"})  # fmt: skip
+                                                    "when": "2026-11-03T10:00:00Z", "context": asked})  # fmt: skip
 
     found = await call(client, "memory_search", {"query": "staging key rotation"})
     assert found["results"][0]["id"] == newer["id"] and set(found["results"][0]) == COMPACT_KEYS
