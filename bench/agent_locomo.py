@@ -14,6 +14,7 @@ ask_without_llm); `--check-ask N` also runs the first N questions of the first c
   session recall@5   fraction of the gold sessions among the sessions of the top-5 evidence
   session hit@5      1 if any gold session is among them
 `direct` (one hybrid search, mem ask's behaviour before this issue) is the baseline of the same run.
+`splits`: the overall figures of conversations 0-2 (where recall's constants were chosen) and 3-4 (held out).
 Anchors from the issue: plain FTS5 over turns session R@5 0.82; CoreMem 0.744; Exocortex hit@5 0.899.
 Prints one JSON object on stdout; progress on stderr. Data is read in place (the per-conversation
 files go to the work dir, never into the repository).
@@ -85,17 +86,29 @@ def ask(db: Path, question: str, strategy: str) -> dict:
     return answer
 
 
+def by_split(rows_per_conversation: list[list]) -> dict:
+    """Overall figures of conversations 0-2 (where recall's constants were chosen) and 3-4 (held out)."""
+    parts = {"0-2": rows_per_conversation[:3], "3-4": rows_per_conversation[3:]}
+    return {name: summarize([row for rows in part for row in rows])["overall"] for name, part in parts.items() if part}
+
+
 def run_strategy(dbs: list[Path], data: list[dict], strategy: str) -> dict:
-    rows, latencies = [], []
+    rows_per_conversation, latencies = [], []
     for db, sample in zip(dbs, data, strict=True):
+        rows = []
         for question in (q for q in sample["qa"] if q.get("category") in CATEGORIES and q.get("evidence")):
             started = time.perf_counter()
             answer = ask(db, question["question"], strategy)
             latencies.append((time.perf_counter() - started) * 1000)
             rows.append((question["category"], score(answer["turns"], question["evidence"])))
-        log(f"[{strategy}] {db.name}: {len(rows)} questions so far")
+        rows_per_conversation.append(rows)
+        log(f"[{strategy}] {db.name}: {len(latencies)} questions so far")
     latencies.sort()
-    return {"metrics": summarize(rows), "ask_ms_p50": round(latencies[len(latencies) // 2], 1)}
+    return {
+        "metrics": summarize([row for rows in rows_per_conversation for row in rows]),
+        "splits": by_split(rows_per_conversation),
+        "ask_ms_p50": round(latencies[len(latencies) // 2], 1),
+    }
 
 
 def check_ask(db: Path, sample: dict, count: int, env: dict) -> dict:

@@ -13,7 +13,7 @@ asked with `memory_search` (limit 10, compact). Scored as bench/agent_locomo.py 
 recall@10, session recall@5, session hit@5), mapping each result's memory id back to the turn it stored;
 a turn merged into an earlier identical one counts as that one. Also reported: tool-call latency p50/p95
 per tool, how many stores were merged or deduplicated, and how many stored turns ended up superseded by a
-later one (LoCoMo turns hardly ever restate a fact).
+later one (LoCoMo turns hardly ever restate a fact), and the overall figures of conversations 0-2 and 3-4.
 `--via digest` instead hands each conversation's LoCoMo JSON to `memory_digest_session` (a job, polled
 with `memory_job`; the work dir is the configured chat folder) and maps results to turns by chunk id:
 the MCP server over the path `mem ingest-chat` takes, so its figures should equal bench/agent_locomo.py's.
@@ -33,7 +33,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from agent_locomo import score
+from agent_locomo import by_split, score
 from benchlib import DEFAULT_SHARED, clean_environment, latency_summary, log, machine, source_state
 from locomo import CATEGORIES, load_locomo, session_time, summarize
 from mcp import Client
@@ -132,7 +132,7 @@ def main() -> None:
     data = load_locomo(args.shared)[: args.conversations]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agent-mcp-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    rows, latencies, counts = [], {}, {}
+    rows_per_conversation, latencies, counts = [], {}, {}
     for index, sample in enumerate(data):
         db = workdir / f"memory-{index}.db"
         subprocess.run(
@@ -142,13 +142,14 @@ def main() -> None:
             capture_output=True,
         )
         if args.via == "store":
-            rows += asyncio.run(run_conversation(sample, db, env, args.strategy, latencies, counts, args.bare))
+            rows = asyncio.run(run_conversation(sample, db, env, args.strategy, latencies, counts, args.bare))
         else:
-            rows += asyncio.run(run_digest(sample, db, env, args.strategy, latencies, counts))
+            rows = asyncio.run(run_digest(sample, db, env, args.strategy, latencies, counts))
+        rows_per_conversation.append(rows)
         with sqlite3.connect(db) as conn:  # turns a later turn was taken to update (agent/updates.py)
             superseded = conn.execute("SELECT COUNT(*) FROM agent_memories WHERE superseded_by IS NOT NULL")
             counts["superseded"] = counts.get("superseded", 0) + superseded.fetchone()[0]
-        log(f"conversation {index}: {len(rows)} questions so far, stores {counts}")
+        log(f"conversation {index}: {sum(map(len, rows_per_conversation))} questions so far, stores {counts}")
     via = "memory_store per turn" + (" (bare: no when, no context)" if args.bare else " (when, context)")
     print(
         json.dumps(
@@ -161,7 +162,8 @@ def main() -> None:
                 "machine": machine(),
                 "source": source_state(),
                 "stores": counts,
-                "metrics": summarize(rows),
+                "metrics": summarize([row for rows in rows_per_conversation for row in rows]),
+                "splits": by_split(rows_per_conversation),
                 "latency_ms": {tool: latency_summary(values) for tool, values in latencies.items()},
             },
             indent=2,
