@@ -199,6 +199,26 @@ def test_statement_timeout_is_an_error_not_a_hang(postgres_url):
             store.conn.execute("SELECT pg_sleep(2)")
 
 
+def test_the_vector_index_is_built_past_the_statement_timeout(postgres_url, db_path):
+    """At 100k vectors the HNSW build outlasted the 30 s timeout; here a build made to take 1.5 s
+    under a 1 s timeout still finishes, and the session's timeout is back afterwards."""
+    embedder = HashingEmbedder()
+    with open_postgres_store(postgres_url, statement_timeout=1.0) as store:
+        add_docs(store, *NOTES)
+        embed_missing(store, embedder)
+        store.conn.raw.execute(
+            "CREATE OR REPLACE FUNCTION cmrag_ensure_vector_index(model integer, dim integer) RETURNS void"
+            " LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1.5); EXECUTE format('CREATE INDEX chunk_vectors_hnsw_%s"
+            " ON chunk_vectors USING hnsw ((vector::vector(%s)) vector_cosine_ops) WHERE model_id = %s', model, dim,"
+            " model); END $$"
+        )
+        result = search(
+            store, "bike brakes", SearchOptions(top_k=2), semantic_index(store, embedder, Settings(db_path=db_path))
+        )
+        assert result.hybrid and result.hits[0].source_uri == "/vault/bike.md"
+        assert store.conn.execute("SELECT current_setting('statement_timeout')").fetchone()[0] == "1s"
+
+
 def test_the_cli_runs_end_to_end_on_postgresql(postgres_url, monkeypatch, tmp_path, capsys, db_path):
     monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
     vault = tmp_path / "vault"

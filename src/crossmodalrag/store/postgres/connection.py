@@ -138,6 +138,11 @@ class PgConnection:
         key = "SELECT pg_advisory_xact_lock(hashtextextended(cmrag_owner() || chr(1) || %s, 0))"
         self._run(lambda cur: cur.execute(key, (uri,)))
 
+    def in_failed_transaction(self) -> bool:
+        """Has the server aborted this connection's open transaction (only ROLLBACK runs now)?"""
+        psycopg, _ = psycopg_modules()
+        return self.raw.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+
     def lock_chain(self) -> None:
         """Wait until no other transaction appends to this owner's change log; held until this one
         ends, so the chain head read next is the one this transaction's records follow. (A two-key

@@ -39,9 +39,21 @@ class PgSemanticIndex(SemanticIndex):
         self.model_id = row[0]
         # Only when missing: a read-only session (`mem serve`) may not even run CREATE INDEX IF NOT EXISTS.
         if conn.execute("SELECT to_regclass(?) IS NULL", (f"chunk_vectors_hnsw_{self.model_id}",)).fetchone()[0]:
-            conn.execute("SELECT cmrag_ensure_vector_index(?, ?)", (self.model_id, identity.dim))
+            self._build_index(identity.dim)
         conn.execute("SELECT set_config('hnsw.ef_search', ?, false)", (str(EF_SEARCH),))
         conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
+
+    def _build_index(self, dim: int) -> None:
+        """Make this model's HNSW index without the statement timeout: the build reads every vector of
+        the model (102k vectors outlasted the default 30 s here). Raises StoreError if it fails."""
+        conn = self.store.conn
+        timeout = conn.execute("SELECT current_setting('statement_timeout')").fetchone()[0]
+        conn.execute("SELECT set_config('statement_timeout', '0', false)")
+        try:
+            conn.execute("SELECT cmrag_ensure_vector_index(?, ?)", (self.model_id, dim))
+        finally:  # a transaction the failure aborted takes the setting back with it
+            if not conn.in_failed_transaction():
+                conn.execute("SELECT set_config('statement_timeout', ?, false)", (timeout,))
 
     def _literal(self, query: "np.ndarray") -> str:
         return self.store.encode_vector(query)
