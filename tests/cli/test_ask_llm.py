@@ -215,4 +215,5 @@ def test_real_model_streams_to_a_terminal(vault, tmp_path):
     text = "".join(chunks)
     assert process.returncode == 0, err
     assert "llm: " in err.decode() or "abstained (llm_insufficient)" in err.decode()
-    assert "Sources" in text or text.startswith("No answer")
+    # SmolLM2 answers nonsense: either cited sources, or "No answer" (before or after what it streamed).
+    assert "Sources" in text or text.rstrip().splitlines()[-1].startswith("No answer")
