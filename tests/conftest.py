@@ -7,9 +7,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from crossmodalrag.config import Settings
 from crossmodalrag.store import open_store
+
+# No property test is timed: these machines are shared, and a 200 ms deadline failed one at load 11.
+hypothesis_settings.register_profile("untimed", deadline=None)
+hypothesis_settings.load_profile("untimed")
 
 
 @pytest.fixture(autouse=True)
