@@ -91,7 +91,9 @@ async def answer(client, arguments: dict) -> dict:
 async def refused(client, tool: str, arguments: dict) -> str:
     result = await client.call_tool(tool, arguments)
     assert result.is_error
-    return result.content[0].text
+    message = result.content[0].text
+    assert "\n" not in message, message  # one line, as every tool error
+    return message
 
 
 async def exercise_every_tool(client, chats: Path) -> None:

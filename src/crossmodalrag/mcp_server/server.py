@@ -9,8 +9,8 @@ import json
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from pydantic import Field
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from pydantic import Field, ValidationError
 
 from crossmodalrag import __version__
 from crossmodalrag.agent import browse, edits, jobs, memories, tools
@@ -35,10 +35,31 @@ INSTRUCTIONS = (
 )
 
 
+class OneLineErrorServer(MCPServer):
+    """MCPServer whose refusal of bad arguments is one line, like every other tool error: the SDK
+    returns pydantic's multi-line report, which also echoes the rejected value back to the agent."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            cause = error.__cause__
+            if isinstance(error, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(invalid_arguments(name, cause)) from cause
+
+
+def invalid_arguments(tool: str, error: ValidationError) -> str:
+    """'memory_search: argument validation failed: query: String should have at most 2000 characters'."""
+    problems = [f"{'.'.join(str(part) for part in e['loc']) or 'arguments'}: {e['msg']}" for e in error.errors()]
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return f"{tool}: argument validation failed: {'; '.join(problems[:3])}{more} (hint: see the tool's input schema)"
+
+
 def build_server(settings: Settings, service: MemoryService | None = None) -> MCPServer:
     """The MCP server over the memory at settings.db_path."""
     service = service or MemoryService(settings)
-    server = MCPServer("mem", instructions=INSTRUCTIONS, version=__version__)
+    server = OneLineErrorServer("mem", instructions=INSTRUCTIONS, version=__version__)
 
     async def run(fn, *args, **kwargs) -> Any:
         try:
