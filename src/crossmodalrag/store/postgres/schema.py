@@ -276,12 +276,14 @@ def versioning_genesis(conn) -> None:
 
 # Version 5: postings without a foreign key. Its per-row check (an index probe and a row lock on the
 # chunk) was half of what inserting a note's ~80 postings cost; the cascade it gave is one statement
-# per delete of chunks instead, reading the deleted ids from the transition table.
+# per delete of chunks instead, reading the deleted ids from the transition table. (As an array: the
+# planner then probes the chunk_id index; a join with the transition table could scan the whole
+# table, which under SERIALIZABLE reads every other writer's rows and aborts them.)
 POSTINGS_CASCADE = """
 ALTER TABLE chunk_postings DROP CONSTRAINT chunk_postings_chunk_id_fkey;
 CREATE FUNCTION cmrag_drop_postings() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  DELETE FROM chunk_postings WHERE chunk_id IN (SELECT id FROM gone);
+  DELETE FROM chunk_postings WHERE chunk_id = ANY (ARRAY(SELECT id FROM gone));
   RETURN NULL;
 END $$;
 CREATE TRIGGER chunks_drop_postings AFTER DELETE ON chunks REFERENCING OLD TABLE AS gone
