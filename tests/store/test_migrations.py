@@ -88,7 +88,8 @@ def test_an_older_index_is_re_tokenized_in_place_with_progress(db_path):
     conn = sqlite3.connect(db_path, isolation_level=None)
     migrate(conn, target=3)
     conn.execute(
-        "INSERT INTO sources (id, source_type, uri, fingerprint, title, ingested_at) VALUES (1, 'note', '/v/a.md', 'f', '解析器', 0)"
+        "INSERT INTO sources (id, source_type, uri, fingerprint, title, ingested_at)"
+        " VALUES (1, 'note', '/v/a.md', 'f', '解析器', 0)"
     )
     for chunk_id in range(1, 6):
         text = f"解析器\n解析器为什么要重写第{chunk_id}次"
