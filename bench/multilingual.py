@@ -249,7 +249,7 @@ def embedding_speed(args: argparse.Namespace, workdir: Path) -> dict:
     from crossmodalrag.types import Document
 
     corpus = args.shared / "data" / "scifact" / "corpus.jsonl"
-    rows = [json.loads(line) for _, line in zip(range(args.embed_speed), corpus.open(encoding="utf-8"))]
+    rows = [json.loads(line) for _, line in zip(range(args.embed_speed), corpus.open(encoding="utf-8"), strict=False)]
     docs = [Document(str(r["_id"]), "note", r["title"], r["text"], "plain", timestamp=0.0) for r in rows]
     rates: dict[str, list[float]] = {"minilm": [], MULTILINGUAL_MODEL: []}
     for round_ in range(2):

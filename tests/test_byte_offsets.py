@@ -12,7 +12,9 @@ from crossmodalrag.store import open_store
 
 PIECES = st.one_of(
     st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00<>"), max_size=30),
-    st.sampled_from(["\r\n", "\n\n", "# Heading\r\n", "😀", "🧑‍🔬", "e\u0301", "ệ", "解析器", "𠀀", "ﾊﾟ", " ", "\u200d"]),
+    st.sampled_from(
+        ["\r\n", "\n\n", "# Heading\r\n", "😀", "🧑‍🔬", "e\u0301", "ệ", "解析器", "𠀀", "ﾊﾟ", " ", "\u200d"]
+    ),
 )
 NOTE = st.lists(PIECES, min_size=1, max_size=25).map("".join).filter(lambda t: t.strip())
 

