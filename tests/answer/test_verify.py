@@ -67,6 +67,7 @@ def test_short_answer(text, expected):
             "No, Melanie is not part of the community",
         ),
         ("Which toy does Nate share?", "Iron Man", "Iron Man"),
+        ("What reminds John to lead?", "John's painting reminds him", "painting reminds him"),
         ("Did Nate share the toy?", "Nate shared the toy", "Nate shared the toy"),  # nothing new: kept whole
         ("¿Cuándo publicaron el informe?", "Publicaron el informe en marzo de 2020", "en marzo de 2020"),
     ],

@@ -18,7 +18,8 @@ import snowballstemmer
 from crossmodalrag.index.scripts import fold
 from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, guess_language
 
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"\w+(?:['\u2019]\w+)*")  # "John's" is one word: its "s" never stands alone
+_POSSESSIVE = re.compile(r"['\u2019]s$")
 SNOWBALL = {"en": "english", "de": "german", "es": "spanish", "fr": "french"}
 # Words that carry the answer even though they are function words (or look like the question's).
 KEPT = frozenset("yes no not never none nothing nobody neither nor ja nein nicht kein keine sí si oui non".split())
@@ -34,7 +35,7 @@ def _stemmer(language: str):
 
 def _stem(word: str, language: str) -> str:
     stemmer = _stemmer(language)
-    folded = fold(word.lower())
+    folded = fold(_POSSESSIVE.sub("", word.lower()))
     return stemmer.stemWord(folded) if stemmer else folded
 
 
