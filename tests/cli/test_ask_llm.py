@@ -92,6 +92,16 @@ def test_a_terminal_gets_the_answer_streamed_once_then_the_footer(capsys, vault,
     assert len([w for w in written if w.strip() and w in CITED]) > 5  # piece by piece, not in one write
 
 
+def test_streamed_text_that_ends_in_an_abstention_is_marked_withdrawn(capsys, vault, scripted, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    scripted("The cache might be involved. INSUFFICIENT_EVIDENCE")
+    code, out, err = run(capsys, "ask", QUESTION)
+    assert code == 0 and "abstained (llm_insufficient)" in err
+    streamed, withdrawn, verdict = out.rstrip().splitlines()[-3:]
+    assert streamed.startswith("The cache might be involved")
+    assert withdrawn.startswith("(withdrawn:") and verdict.startswith("No answer")
+
+
 def test_no_stream_on_a_terminal_prints_the_answer_at_once(capsys, vault, scripted, monkeypatch):
     written: list[str] = []
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)

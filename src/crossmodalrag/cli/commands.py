@@ -230,8 +230,13 @@ def show_answer(answer, retriever, stream: "TextStream | None", as_json: bool, e
     else:
         if stream and stream.written:
             print()  # the model failed or was withheld mid-answer: end its partial line first
+            if answer.abstained:  # what streamed cannot be unprinted, so say it does not count
+                print(WITHDRAWN)
         print(render_answer(answer, explain, weights))
     notice(status_line(answer))
+
+
+WITHDRAWN = "(withdrawn: the text above did not hold up against the evidence)"
 
 
 class TextStream:
