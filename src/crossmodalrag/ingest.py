@@ -174,7 +174,7 @@ def new_chunk_ids(conn: sqlite3.Connection, count: int) -> list[int]:
     """Ids for `count` new chunks, increasing. On SQLite we hold the write lock, so the ids after the
     current maximum are ours; on PostgreSQL writers run side by side and row-level security hides
     other owners' chunks from MAX(id), so each id comes from the table's sequence."""
-    if getattr(conn, "backend", None) == "postgresql":
+    if fts.on_postgres(conn):
         rows = conn.execute(
             "SELECT nextval(pg_get_serial_sequence('chunks', 'id')) FROM generate_series(1, ?)", (count,)
         )

@@ -26,6 +26,7 @@ from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.index.fts import on_postgres
 from crossmodalrag.store.writers import lock_chain
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def enabled(conn: sqlite3.Connection) -> bool:
 def has_log(conn: sqlite3.Connection) -> bool:
     if getattr(conn, "has_change_log", False):
         return True
-    if getattr(conn, "backend", None) == "postgresql":  # PostgreSQL schema 4
+    if on_postgres(conn):  # PostgreSQL schema 4
         found = conn.execute("SELECT to_regclass('change_log') IS NOT NULL").fetchone()[0]
     else:
         found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'change_log'").fetchone() is not None
@@ -138,7 +139,7 @@ def own_rows(conn: sqlite3.Connection, keyword: str = "WHERE") -> str:
     """The SQL condition (after `keyword`) that keeps a versioned table's rows to those this connection's
     chain records: all of them on SQLite; on PostgreSQL, where each owner has a chain of its own (the
     change_log view) and may also see a team's rows, the configured owner's."""
-    return f" {keyword} owner = cmrag_owner()" if getattr(conn, "backend", None) == "postgresql" else ""
+    return f" {keyword} owner = cmrag_owner()" if on_postgres(conn) else ""
 
 
 def head(conn: sqlite3.Connection) -> tuple[int, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Iterator
 
+from crossmodalrag.index.fts import on_postgres
 from crossmodalrag.versioning.log import Kind, State, own_rows, register_kind
 
 COLUMNS = (
@@ -24,7 +25,7 @@ def _state(row: sqlite3.Row | tuple) -> State:
 
 
 def _has_table(conn: sqlite3.Connection) -> bool:
-    if getattr(conn, "backend", None) == "postgresql":
+    if on_postgres(conn):
         return True  # created with the schema
     return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_nodes'").fetchone() is not None
 
