@@ -11,11 +11,9 @@ never dropped, and an answer that opens with yes or no, or would lose every cont
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-
-import snowballstemmer
 
 from crossmodalrag.index.scripts import fold
+from crossmodalrag.index.stems import snowball
 from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, guess_language
 
 _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")  # "John's" is one word: its "s" never stands alone
@@ -28,15 +26,9 @@ LINKS = frozenset("on in at to by for of from as is was are were be been that be
 _EDGES = " \t,;:-\u2013\u2014"
 
 
-@lru_cache(maxsize=8)
-def _stemmer(language: str):
-    return snowballstemmer.stemmer(SNOWBALL[language]) if language in SNOWBALL else None
-
-
 def _stem(word: str, language: str) -> str:
-    stemmer = _stemmer(language)
     folded = fold(_POSSESSIVE.sub("", word.lower()))
-    return stemmer.stemWord(folded) if stemmer else folded
+    return snowball(SNOWBALL[language]).stemWord(folded) if language in SNOWBALL else folded
 
 
 def without_echo(answer: str, question: str) -> str:

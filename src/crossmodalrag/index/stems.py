@@ -28,8 +28,9 @@ WORD = re.compile(r"\w+")
 
 
 @lru_cache(maxsize=None)
-def _stemmer(language: str) -> "snowballstemmer.BaseStemmer":
-    return snowballstemmer.stemmer(SNOWBALL[language])
+def snowball(algorithm: str) -> "snowballstemmer.BaseStemmer":
+    """The Snowball stemmer of an algorithm ("spanish", "english", ...), made once."""
+    return snowballstemmer.stemmer(algorithm)
 
 
 @lru_cache(maxsize=50_000)
@@ -38,7 +39,7 @@ def stem_token(word: str, language: str) -> str | None:
     (no stemmer, or not a word of letters)."""
     if language not in SNOWBALL or not word.isalpha():
         return None
-    return STEM_MARK + _stemmer(language).stemWord(fold(word))
+    return STEM_MARK + snowball(SNOWBALL[language]).stemWord(fold(word))
 
 
 def stem_tokens(text: str) -> list[str]:
