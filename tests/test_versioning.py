@@ -298,6 +298,38 @@ def test_rollback_restores_a_checkpoint_as_new_versions(store: Store, vault: Pat
     }
 
 
+def test_rollback_runs_again_whole_when_the_server_aborts_it(monkeypatch, store: Store, vault: Path) -> None:
+    """PostgreSQL aborts a transaction that collides with another client's: the rollback is planned and
+    applied again from the start, and nothing of the aborted try is kept."""
+    from crossmodalrag.errors import WriteConflict
+    from crossmodalrag.versioning import history
+
+    ingest_notes(store, [vault])
+    checkpoint(store, "cp")
+    write_note(vault, "alpha.md", "# Alpha\n\nrewritten by an agent\n")
+    (vault / "beta.md").unlink()
+    ingest_notes(store, [vault])
+    head_before = versioning.head(store.conn)[0]
+    restorer, calls = history._restorer, []
+
+    def collides_once(kind: str):
+        restore = restorer(kind)
+
+        def restore_then_collide(*args):
+            restore(*args)
+            calls.append(kind)
+            if len(calls) == 1:
+                raise WriteConflict("PostgreSQL aborted a write that collided with another client's", "retry")
+
+        return restore_then_collide
+
+    monkeypatch.setattr(history, "_restorer", collides_once)
+    plan = rollback(store, "cp")
+    assert len(calls) == 3, "one restore in the aborted try, then both again"
+    assert plan.applied_seq == head_before + 2, "the aborted try's records are gone"
+    assert verify(store.conn).ok and not diff(store.conn, "cp").changed and not diff(store.conn, "cp").removed
+
+
 def test_rollback_refuses_content_erased_by_forget(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
     checkpoint(store, "cp")

@@ -32,6 +32,18 @@ def retrying(write: Callable[[], T], attempts: int = CONFLICT_ATTEMPTS) -> T:
     raise AssertionError("unreachable")
 
 
+def retried_transaction(store, body: Callable[..., T]) -> T:
+    """Run `body(conn)` inside one write transaction of `store`, and the whole transaction again (as
+    `retrying`) when the server aborts it as colliding: for commands whose one transaction does all
+    their writing (rollback, checkpoint, verify --accept)."""
+
+    def once() -> T:
+        with store.transaction() as conn:
+            return body(conn)
+
+    return retrying(once)
+
+
 def lock_source(conn, uri: str) -> None:
     """Inside a write transaction: wait until no other writer holds source `uri` (PostgreSQL, where
     writers run side by side). On SQLite the transaction's write lock already excludes every writer."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import Store
-from crossmodalrag.store.writers import lock_chain
+from crossmodalrag.store.writers import lock_chain, retried_transaction
 from crossmodalrag.versioning.log import KINDS, append, changing, enabled, head, load_state
 
 RECORD_COLUMNS = "seq, at, op, kind, target, actor, content_hash, reason"
@@ -148,12 +148,15 @@ def checkpoint(store: Store, name: str) -> int:
         raise CMRAGError(f"{name!r} cannot name a checkpoint", "use a word such as before-cleanup")
     if not enabled(store.conn):
         raise CMRAGError("versioning is off, so a checkpoint could not be rolled back to", "unset CMRAG_VERSIONING")
-    with store.transaction() as conn:
+
+    def name_head(conn) -> int:
         if conn.execute("SELECT 1 FROM checkpoints WHERE name = ?", (name,)).fetchone():
             raise CMRAGError(f"a checkpoint named {name!r} exists", "choose another name (see `mem log`)")
         seq = append(conn, "checkpoint", "checkpoint", name, None)
         conn.execute("INSERT INTO checkpoints (name, seq, at) VALUES (?, ?, ?)", (name, seq, time.time()))
-    return seq
+        return seq
+
+    return retried_transaction(store, name_head)
 
 
 @dataclass
@@ -183,17 +186,23 @@ def rollback(store: Store, point: str, dry_run: bool = False) -> RollbackPlan:
     content cannot come back (erased by forget, or changed outside mem); then nothing changes."""
     if dry_run:
         return _plan(store.conn, point, dry_run)
-    with store.transaction() as conn:  # planned under the write lock: no writer slips in between
-        lock_chain(conn)  # PostgreSQL, where writers run side by side: none appends to this chain now
-        plan = _plan(conn, point, dry_run)
-        then = states_at(conn, plan.seq)
-        for kind, target in plan.restore:
-            with changing(conn, kind, target, reason=f"rollback to {point}"):
-                _restorer(kind)(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
-        for kind, target in plan.remove:
-            with changing(conn, kind, target, reason=f"rollback to {point}"):
-                _restorer(kind)(conn, target, None)  # type: ignore[misc]
+    # Planned under the write lock, so no writer slips in between; planned again if PostgreSQL aborts
+    # the transaction as colliding with another client's (what it would restore may have moved).
+    plan = retried_transaction(store, lambda conn: _roll_back(conn, point))
     plan.applied_seq = head(store.conn)[0]
+    return plan
+
+
+def _roll_back(conn: sqlite3.Connection, point: str) -> RollbackPlan:
+    lock_chain(conn)  # PostgreSQL, where writers run side by side: none appends to this chain now
+    plan = _plan(conn, point, dry_run=False)
+    then = states_at(conn, plan.seq)
+    for kind, target in plan.restore:
+        with changing(conn, kind, target, reason=f"rollback to {point}"):
+            _restorer(kind)(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
+    for kind, target in plan.remove:
+        with changing(conn, kind, target, reason=f"rollback to {point}"):
+            _restorer(kind)(conn, target, None)  # type: ignore[misc]
     return plan
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.store.writers import retried_transaction
 from crossmodalrag.versioning.log import GENESIS_HASH, KINDS, chain_hash, changed, enabled, has_log
 
 if TYPE_CHECKING:
@@ -128,7 +129,8 @@ def accept(store: "Store", reason: str = "accepted: changed outside mem") -> int
     when versioning is off or the chain itself is broken (a rewritten log is not accepted)."""
     if not enabled(store.conn):
         raise CMRAGError("versioning is off, so nothing can be recorded", "unset CMRAG_VERSIONING (or set it on)")
-    with store.transaction() as conn:
+
+    def record_changes(conn) -> int:
         report = verify(conn, max_problems=10**9)
         broken = [p for p in report.problems if p.problem == "chain_broken"]
         if broken:
@@ -138,4 +140,6 @@ def accept(store: "Store", reason: str = "accepted: changed outside mem") -> int
             )
         for problem in report.problems:
             changed(conn, problem.kind, problem.target, reason=reason)
-    return len(report.problems)
+        return len(report.problems)
+
+    return retried_transaction(store, record_changes)
