@@ -91,16 +91,21 @@ def run_locomo(
     env: dict,
     seed: int = 0,
     rows_file: Path | None = None,
+    resume: bool = False,
 ) -> tuple[dict, list[dict]]:
     """Each conversation in its own memory, ingested with `mem ingest-chat` (LoCoMo's JSON is one of
     its formats: one source per session, a chunk per turn), its questions asked through one
-    `mem chat --json` process with the product's defaults."""
+    `mem chat --json` process with the product's defaults. `resume`: the questions `rows_file`
+    already holds are not asked again (a long run that was stopped goes on where it was)."""
     chosen = pick_questions(data, per_category, seed)
-    rows = []
+    rows = resumed(rows_file, chosen) if resume else []
+    done_before = {(r["conversation"], r["question"]) for r in rows}
     for index in sorted({i for i, _ in chosen}):
+        questions = [q for i, q in chosen if i == index and (i, q["question"]) not in done_before]
+        if not questions:
+            continue
         conv_env = {**env, "CMRAG_DB_PATH": str(workdir / f"locomo-{index}.db"), "CMRAG_LLM_MODEL_PATH": str(model)}
         ingest_conversation(data[index], workdir / f"locomo-{index}.json", hybrid, conv_env)
-        questions = [q for i, q in chosen if i == index]
         log(f"[locomo] conversation {index}: {len(questions)} questions through mem chat --json")
         lines = "\n".join(" ".join(q["question"].split()) for q in questions) + "\n"
         done = subprocess.run(
@@ -113,12 +118,23 @@ def run_locomo(
         answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
         if done.returncode != 0 or len(answers) != len(questions):
             raise SystemExit(f"mem chat failed on conversation {index}: {done.stderr[-400:]}")
-        rows += [locomo_row(q, a) for q, a in zip(questions, answers, strict=True)]
+        rows += [{"conversation": index, **locomo_row(q, a)} for q, a in zip(questions, answers, strict=True)]
         log(f"[locomo] conversation {index}: {sum(r['abstained'] for r in rows[-len(questions) :])} abstained")
         if rows_file:  # a long run keeps what it measured even if a later step fails
             with rows_file.open("a", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(row) + "\n" for row in rows[-len(questions) :])
     return summarize(rows), rows
+
+
+def resumed(rows_file: Path | None, chosen: list[tuple[int, dict]]) -> list[dict]:
+    """The rows of an earlier run of the same questions (those `rows_file` holds), in their order."""
+    if rows_file is None or not rows_file.exists():
+        return []
+    asked = {(i, q["question"]) for i, q in chosen}
+    rows = [json.loads(line) for line in rows_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [r for r in rows if (r.get("conversation"), r.get("question")) in asked]
+    log(f"[locomo] resuming: {len(rows)} questions already answered")
+    return rows
 
 
 def ingest_conversation(sample: dict, export: Path, hybrid: bool, env: dict) -> None:
@@ -147,7 +163,9 @@ def locomo_row(question: dict, answer: dict) -> dict:
     cited_turns = {c["locator"].rsplit(" · ", 1)[-1] for c in answer["citations"]}  # "<session> · D3:7"
     gold = str(question.get("answer", ""))
     short = answer.get("short_answer") or ""
+    kept = [c for c in claims if c["supported"]]
     return {
+        "question": question["question"],
         "category": CATEGORIES[question["category"]],
         "adversarial": adversarial,
         "abstained": answer["abstained"],
@@ -162,6 +180,11 @@ def locomo_row(question: dict, answer: dict) -> dict:
         "f1_untrimmed": None if adversarial else (0.0 if answer["abstained"] else token_f1(untrimmed(answer), gold)),
         "claims_checked": sum(1 for c in claims if c["margin"] is not None),
         "claims_unsupported": sum(1 for c in claims if not c["supported"]),
+        # What a user reads: the sentences of a delivered answer, and those the checks had refused.
+        "sentences_delivered": 0 if answer["abstained"] else len(kept),
+        "unsupported_delivered": 0 if answer["abstained"] else sum(
+            1 for c in claims if not c["supported"] and c["sentence"] in answer["answer"]
+        ),
         "gate_margin": (answer.get("verification") or {}).get("gate_margin"),
         "claim_margins": [[c["margin"], c["short_answer"]] for c in claims],
         "short_answer": short,
@@ -227,6 +250,14 @@ def summarize(rows: list[dict]) -> dict:
         )
         if checked
         else None,
+        # A sentence the checks refused that a delivered answer still shows (0 when they work).
+        "unsupported_sentence_rate_after_verification": _rate(
+            sum(r.get("unsupported_delivered", 0) for r in generated),
+            sum(r.get("sentences_delivered", 0) for r in generated),
+        ),
+        "sentences_dropped_from_delivered_answers": sum(
+            r["claims_unsupported"] for r in generated if not r["abstained"]
+        ),
         "abstained_as_unsupported": sum(1 for r in rows if r["abstention_reason"] == "unsupported"),
         "abstained_by_gate_or_model": sum(1 for r in rows if r["abstention_reason"] == "llm_insufficient"),
         "verifier_seconds": {
@@ -239,6 +270,10 @@ def summarize(rows: list[dict]) -> dict:
         },
         "per_category": per_category,
     }
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
 
 
 def _p(values: list[float], q: float) -> float | None:
@@ -263,6 +298,7 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="also run LoCoMo with verification off")
     parser.add_argument("--seed", type=int, default=0, help="which LoCoMo questions (0: the benchmark's)")
     parser.add_argument("--rows", action="store_true", help="include every question's row (margins, answers)")
+    parser.add_argument("--resume", action="store_true", help="skip the questions the workdir's rows file holds")
     parser.add_argument(
         "--set",
         type=_setting,
@@ -285,7 +321,9 @@ def main() -> None:
     result["settings"] = dict(args.set)
     model, hybrid = args.model.resolve(), not args.lexical_only
     rows_file = workdir / "locomo_rows.jsonl"
-    result["locomo"], rows = run_locomo(data, model, workdir, args.per_category, hybrid, env, args.seed, rows_file)
+    result["locomo"], rows = run_locomo(
+        data, model, workdir, args.per_category, hybrid, env, args.seed, rows_file, args.resume
+    )
     if args.rows:
         result["locomo_rows"] = rows
     if args.baseline:

@@ -9,7 +9,7 @@ import pytest
 
 from crossmodalrag.answer.evidence import open_retriever
 from crossmodalrag.answer.synthesize import ask_with_llm
-from crossmodalrag.answer.verify import REPLY_MARGIN, judge, short_answer, split_answer
+from crossmodalrag.answer.verify import REPLY_MARGIN, first_sentence, is_statement, judge, short_answer, split_answer
 from crossmodalrag.config import Settings
 from crossmodalrag.conversations import ingest_conversations
 from crossmodalrag.ingest import ingest_notes
@@ -44,6 +44,8 @@ def test_split_answer_separates_the_short_answer_line_and_keeps_citations_with_t
         (ANSWER, "regexes backtracked"),
         ("**Answer:** 7 May 2023 [E2].\nShe went the day before [E2].", "7 May 2023"),
         ("She went on 7 May 2023 [E1]. It helped [E1].", "She went on 7 May 2023"),
+        ("Answer: Lots of homes were ruined. It was a serious challenge [E1]", "Lots of homes were ruined"),
+        ("Answer: Dr. Patel at St. Mary's. He came twice [E1]", "Dr. Patel at St. Mary's"),
         ("", None),
     ],
 )
@@ -236,3 +238,54 @@ def test_a_line_of_only_citations_belongs_to_the_sentence_before_it():
         ("She adopted him [E2].", False),
     ]
     assert split_answer("Answer: yes\n[E1][E2]") == [("Answer: yes [E1][E2]", True)]
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("Bright and bold! He wanted to stand out", "Bright and bold!"),
+        ("J. R. R. Tolkien wrote it. Then more", "J. R. R. Tolkien wrote it."),
+        ("It cost 3.5 dollars in the U.S. Army store", "It cost 3.5 dollars in the U.S. Army store"),
+    ],
+)
+def test_first_sentence_stops_at_a_sentence_end_not_at_a_title_or_initial(line, expected):
+    assert first_sentence(line) == expected
+
+
+@pytest.mark.parametrize(
+    "query, statement",
+    [
+        ("0-dimensional biomaterials show inductive properties.", True),
+        ("Vitamin D lowers blood pressure", True),
+        ("When did Caroline go to the support group?", False),
+        ("what did I change in May", False),
+        ("tell me about the tokenizer rewrite", False),
+        ("tokenizer rewrite", False),  # a few keywords: neither, asked as a question
+        ("¿Cuándo publicaron el informe", False),
+    ],
+)
+def test_is_statement(query, statement):
+    assert is_statement(query) is statement
+
+
+def test_the_gate_asks_whether_a_statement_is_supported_and_whether_a_question_is_answered(retriever, settings):
+    llm = ScriptedLLM(ANSWER, margins=[-9.0, -9.0])
+    ask_with_llm(retriever, "I rewrote the tokenizer because regexes backtracked.", settings, llm=llm)
+    ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    claim, question = (prompt[-1]["content"] for prompt in llm.judged)
+    assert "Claim: I rewrote the tokenizer because regexes backtracked." in claim and "Is the claim supported" in claim
+    assert f"Question: {QUESTION}" in question and "Does this evidence answer the question" in question
+
+
+def test_a_heading_alone_on_its_line_is_no_sentence_and_a_lone_answer_label_heads_the_next_line():
+    text = "Answer: 2 May 2022 [E1]\n\nSupport:\n- He won on Friday [E4]\n- It was online [E4]"
+    assert split_answer(text) == [
+        ("Answer: 2 May 2022 [E1]", True),
+        ("- He won on Friday [E4]", False),
+        ("- It was online [E4]", False),
+    ]
+    assert split_answer("**Answer:**\n7 May 2023 [E2]\nShe went [E2].") == [
+        ("**Answer:** 7 May 2023 [E2]", True),
+        ("She went [E2].", False),
+    ]
+    assert short_answer("**Answer:**\n7 May 2023 [E2]") == "7 May 2023"

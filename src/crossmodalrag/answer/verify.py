@@ -25,7 +25,18 @@ REPLY_MARGIN = 10.0
 MAX_CHECKS = 5  # an answer is a short answer and at most three support sentences
 _ANSWER_LINE = re.compile(r"^\W*answer\W*:\W*", re.IGNORECASE)
 _LABEL = re.compile(r"^\W*\w+\W*")  # "Support:" before a line's citations
+_HEADING = re.compile(r"^\W*\w+(?: \w+)?\W*:\W*$")  # "Support:" or "**Answer:**" alone on its line
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|(?<=\])\s+(?=[A-Z\"'(])")
+# Where a sentence of a short answer ends: not after a title or initial ("Dr. Patel", "J. R. R.").
+_SENTENCE_END = re.compile(r"(\b\w+)?[.!?]+\s+(?=[A-Z0-9\"'(])")
+_ABBREVIATION = re.compile(r"[A-Z][a-z]{0,2}|[A-Z](?:\.[A-Z])*")
+# A query that opens like a question or a request (or ends in "?") asks; anything else of a few
+# words or more states something, which the gate asks the judge to check as a claim.
+_ASKING = frozenset(
+    "what when where who whom whose which why how is are was were am do does did can could should would will "
+    "shall may might must has have had tell show list find give name describe explain summarize summarise".split()
+)
+MIN_STATEMENT_WORDS = 4
 
 
 @dataclass
@@ -92,24 +103,47 @@ def gate_evidence(question: str, evidence: list[Evidence]) -> Evidence:
     return (about or evidence)[0]
 
 
+def is_statement(query: str) -> bool:
+    """A claim ("Vitamin D lowers blood pressure.") rather than a question or a request: no question
+    mark, no question word or request verb first, and more than a few keywords."""
+    words = re.findall(r"\w+", query.lower())
+    asks = query.rstrip().endswith("?") or query.lstrip().startswith("\u00bf")
+    return not asks and len(words) >= MIN_STATEMENT_WORDS and words[0] not in _ASKING
+
+
+def gate_prompt(question: str, item: Evidence) -> list[Message]:
+    """The gate's yes/no prompt. A statement is asked as a claim ("Is the claim supported by the
+    evidence?"): asked whether the evidence *answers* it, the judge scored SciFact claims low
+    whatever the evidence, which dragged the fitted threshold down for every question."""
+    if is_statement(question):
+        return claim_messages(question, [item], question, [item.id], short=False)
+    return gate_messages(question, [item])
+
+
 def gate_margin(llm: LLM, question: str, evidence: list[Evidence]) -> float:
-    """How sure the model is that the gate's excerpt answers the question (> 0 leans yes)."""
-    return judge(llm, [gate_messages(question, [gate_evidence(question, evidence)])])[0]
+    """How sure the model is that the gate's excerpt answers the question, or supports the claim
+    (> 0 leans yes)."""
+    return judge(llm, [gate_prompt(question, gate_evidence(question, evidence))])[0]
 
 
 def split_answer(text: str) -> list[tuple[str, bool]]:
     """(sentence, is the short-answer line) in order; the first "Answer:" line is the short answer.
-    A line of nothing but citations ("Support: [E3]") gives them to the sentence before it."""
+    A line of nothing but citations ("Support: [E3]") gives them to the sentence before it; a
+    heading alone ("Support:") is no sentence, and after a lone "Answer:" the next line is the answer."""
     parts: list[tuple[str, bool]] = []
+    heading = ""
     for line in (line.strip() for line in text.splitlines()):
         if not line:
+            continue
+        if _HEADING.match(line) and not CITATION.search(line):
+            heading = line if not parts and _ANSWER_LINE.match(line) else heading
             continue
         if parts and _only_citations(line):
             sentence, short = parts[-1]
             parts[-1] = (f"{sentence} {''.join(CITATION.findall(line))}", short)
             continue
-        if not parts and _ANSWER_LINE.match(line):
-            parts.append((line, True))
+        if not parts and (heading or _ANSWER_LINE.match(line)):
+            parts.append((f"{heading} {line}".strip(), True))
             continue
         parts.extend((sentence.strip(), False) for sentence in _SENTENCE.split(line) if sentence.strip())
     return parts
@@ -126,11 +160,20 @@ def short_answer(text: str, question: str | None = None) -> str | None:
     parts = split_answer(text)
     if not parts:
         return None
-    first = _ANSWER_LINE.sub("", parts[0][0]) if parts[0][1] else parts[0][0]
+    first = first_sentence(_ANSWER_LINE.sub("", parts[0][0]) if parts[0][1] else parts[0][0])
     bare = re.sub(r"\s+", " ", CITATION.sub("", first)).strip().rstrip(".").strip()
     if bare and question:
         bare = without_echo(bare, question)
     return bare or None
+
+
+def first_sentence(line: str) -> str:
+    """The first sentence of a line: models often run on after the short answer on the same line
+    ("Lots of homes were ruined. It was a serious challenge")."""
+    for end in _SENTENCE_END.finditer(line):
+        if not (end.group(1) and _ABBREVIATION.fullmatch(end.group(1))):
+            return line[: end.start() + len(end.group(0).rstrip())]
+    return line
 
 
 def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, min_margin: float) -> Verification:
