@@ -70,6 +70,12 @@ def test_short_answer(text, expected):
         ),
         ("Which toy does Nate share?", "Iron Man", "Iron Man"),
         ("What reminds John to lead?", "John's painting reminds him", "painting reminds him"),
+        (
+            "Why did Nate choose the hair color he did?",
+            "Nate chose the hair color he did because it was bold",
+            "it was bold",
+        ),
+        ("What did Joanna make for Nate?", "Joanna made caramel ice cream for Nate", "caramel ice cream"),
         ("Did Nate share the toy?", "Nate shared the toy", "Nate shared the toy"),  # nothing new: kept whole
         ("¿Cuándo publicaron el informe?", "Publicaron el informe en marzo de 2020", "en marzo de 2020"),
     ],

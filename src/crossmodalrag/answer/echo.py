@@ -26,8 +26,26 @@ LINKS = frozenset("on in at to by for of from as is was are were be been that be
 _EDGES = " \t,;:-\u2013\u2014"
 
 
+# English past forms Snowball cannot bring back to their verb: an answer restates "Why did Nate
+# choose ..." as "Nate chose ... because ...", "What did she make" as "She made ...".
+_PAST = (
+    "began begin begun begin bought buy brought bring built build came come caught catch chose choose "
+    "chosen choose did do done do drew draw drawn draw drove drive driven drive ate eat eaten eat fell fall "
+    "fallen fall felt feel found find flew fly flown fly forgot forget forgotten forget got get gotten get "
+    "gave give given give went go gone go grew grow grown grow had have heard hear held hold kept keep "
+    "knew know known know learnt learn left leave lost lose made make meant mean met meet paid pay ran run "
+    "rode ride ridden ride said say saw see seen see sold sell sent send sang sing sung sing sat sit spoke "
+    "speak spoken speak spent spend stood stand took take taken take taught teach told tell thought think "
+    "threw throw thrown throw wore wear worn wear won win wrote write written write became become broke "
+    "break broken break"
+).split()
+IRREGULAR = dict(zip(_PAST[::2], _PAST[1::2], strict=True))
+
+
 def _stem(word: str, language: str) -> str:
     folded = fold(_POSSESSIVE.sub("", word.lower()))
+    if language == "en":
+        folded = IRREGULAR.get(folded, folded)
     return snowball(SNOWBALL[language]).stemWord(folded) if language in SNOWBALL else folded
 
 
@@ -40,7 +58,8 @@ def without_echo(answer: str, question: str) -> str:
     kinds = [_kind(match.group(0).lower(), language, asked, stopwords) for match in words]
     if kinds and kinds[0] == "kept":
         return answer  # "No, she is not part of it": a yes or no with its reason is short already
-    start, end = _opening(kinds, words), _closing(kinds)
+    said = [_stem(match.group(0), language) in asked for match in words]  # function words too
+    start, end = _opening(kinds, words, said), _closing(kinds)
     kept = words[start:end]
     if not any(kind in ("new", "kept") for kind in kinds[start:end]) or not kept:
         return answer
@@ -55,15 +74,16 @@ def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str]) 
     return "echo" if _stem(word, language) in asked else "new"
 
 
-def _opening(kinds: list[str], words: list[re.Match]) -> int:
-    """How many leading words restate the question: up to its last echoed word, plus the linking
-    words right after it (so "his" in "Nate relies on his turtles" stays)."""
+def _opening(kinds: list[str], words: list[re.Match], said: list[bool]) -> int:
+    """How many leading words restate the question: up to its last word the question also says
+    ("... the hair color he did"), plus the linking words right after it (so "his" in "Nate relies
+    on his turtles" stays)."""
     run = 0
     while run < len(kinds) and kinds[run] in ("echo", "function"):
         run += 1
-    echoed = [i for i in range(run) if kinds[i] == "echo"]
-    if not echoed:
-        return 0
+    echoed = [i for i in range(run) if kinds[i] == "echo" or said[i]]
+    if not any(kinds[i] == "echo" for i in echoed):
+        return 0  # only function words in common: nothing is restated
     cut = echoed[-1] + 1
     while cut < run and words[cut].group(0).lower() in LINKS:
         cut += 1
