@@ -18,13 +18,20 @@ from __future__ import annotations
 
 import heapq
 import json
-import math
 import sqlite3
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from crossmodalrag.index import fts
-from crossmodalrag.index.scripts import is_cjk, is_function_bigram
+from crossmodalrag.retrieval.coverage import (
+    best_coverage,
+    coverage_weights,
+    coverages,
+    matches,
+    prefix_tokens,
+    stem_alternatives,
+    term_weights,
+)
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
 from crossmodalrag.retrieval.gate import NEVER, is_weak, model_cosines
@@ -38,7 +45,6 @@ if TYPE_CHECKING:
 
 SECONDS_PER_DAY = 86400.0
 COVERAGE_DEPTH = 10
-STEM_MIN_LETTERS = 5  # the shortest leading part of a query word that counts as its stem (see _contains)
 SUPERSEDED_FACTOR = 0.5
 EXACT_FILTERED = 20_000  # filtered chunks scored exactly by vector rather than picked from the global nearest
 
@@ -105,7 +111,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     terms = fts.query_terms(query)
     conn = store.conn
     analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
-    weights = _term_weights(conn, analyzed)
+    weights = term_weights(conn, analyzed)
     limit = max(options.min_candidates, options.top_k * 3)
     expression = _expression(query, terms, options.match)
     if fts.on_postgres(conn):  # BM25 from stored term statistics (store/postgres/lexical.py)
@@ -136,10 +142,11 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     else:
         hits = _dedupe_with_vectors(hits, semantic, options)
     # The gate needs the best-covering hit near the top; scanning past ten adds cost, not signal.
-    needed = _coverage_weights(terms, analyzed, weights)
+    needed = coverage_weights(terms, analyzed, weights)
     texts = [h.text for h in hits[:COVERAGE_DEPTH]]
-    found = _matches(conn, texts, needed, _prefixes(terms, analyzed), _stem_alternatives(conn, terms, analyzed))
-    coverage, matched = _best_coverage(found, needed)
+    alternatives = stem_alternatives(conn, terms, analyzed)
+    found = matches(conn, texts, needed, prefix_tokens(terms, analyzed), alternatives)
+    coverage, matched = best_coverage(found, needed)
     similarity = max((cosines[h.chunk_id] for h in hits if h.chunk_id in cosines), default=None)
     return SearchResult(
         hits, [t.word for t in terms], coverage, similarity, semantic is not None, None, weights, matched, model
@@ -205,15 +212,6 @@ def _search_comparison(
     )
 
 
-def _best_coverage(matches: list[set[str]], weights: dict[str, float]) -> tuple[float, int]:
-    """(coverage, matched term count) of the text covering the largest idf-weighted share."""
-    total = sum(weights.values())
-    if not matches or total <= 0:
-        return 0.0, 0
-    best = max(matches, key=lambda found: (sum(weights[t] for t in found), len(found)))
-    return sum(weights[t] for t in best) / total, len(best)
-
-
 def _expression(query: str, terms: list[fts.QueryTerm], match: str) -> str | None:
     """The FTS5 MATCH expression of a query in a match mode; None when nothing can match."""
     if match == "phrase":
@@ -221,48 +219,6 @@ def _expression(query: str, terms: list[fts.QueryTerm], match: str) -> str | Non
     if not terms:
         return None
     return fts.match_expression(terms, mode=match, pairs=fts.query_pairs(query) if match == "any" else None)
-
-
-def _coverage_weights(
-    terms: list[fts.QueryTerm], analyzed: list[list[str]], weights: dict[str, float]
-) -> dict[str, float]:
-    """The term weights the abstention gate counts: a CJK bigram is a term like any word, except
-    the grammar bigrams of questions (什么, です), which the answering note seldom contains."""
-    grammar = {
-        token
-        for term, tokens in zip(terms, analyzed, strict=True)
-        if term.is_cjk and is_function_bigram(term.word)
-        for token in tokens
-    }
-    kept = {token: weight for token, weight in weights.items() if token not in grammar}
-    return kept or weights
-
-
-def _prefixes(terms: list[fts.QueryTerm], analyzed: list[list[str]]) -> set[str]:
-    """Index tokens of the terms that match as prefixes: covered by any token that starts with them."""
-    return {token for term, tokens in zip(terms, analyzed, strict=True) if term.prefix for token in tokens}
-
-
-def _stem_alternatives(
-    conn: sqlite3.Connection, terms: list[fts.QueryTerm], analyzed: list[list[str]]
-) -> dict[str, str]:
-    """Each query token's Snowball stem token as the index spells it: a Spanish or German word is
-    covered by any form that shares its stem (emitió by emitida), as it matched in BM25."""
-    stemmed = [(tokens, term.stem) for term, tokens in zip(terms, analyzed, strict=True) if term.stem]
-    if not stemmed:
-        return {}
-    spelled = fts.analyze(conn, [stem for _, stem in stemmed])
-    matched = zip(stemmed, spelled, strict=True)
-    return {token: stem for (tokens, _), found in matched for token in tokens for stem in found}
-
-
-def _term_weights(conn: sqlite3.Connection, stems: list[list[str]]) -> dict[str, float]:
-    """idf per query token; a token absent from memory gets the highest idf (it is unmatched)."""
-    flat = sorted({s for group in stems for s in group})
-    if not flat:
-        return {}
-    total, frequencies = fts.document_frequencies(conn, flat)
-    return {s: math.log(1 + (total - frequencies.get(s, 0) + 0.5) / (frequencies.get(s, 0) + 0.5)) for s in flat}
 
 
 def _bm25_scores(conn: sqlite3.Connection, expression: str, options: SearchOptions) -> dict[int, float]:
@@ -364,7 +320,7 @@ def _score(
     }
     newest = conn.execute("SELECT MAX(timestamp) FROM sources").fetchone()[0]
     titles = sorted({row["title"] for row in rows.values()})
-    title_match = dict(zip(titles, _coverages(conn, titles, term_weights), strict=True))
+    title_match = dict(zip(titles, coverages(conn, titles, term_weights), strict=True))
     lexical_norm = scale_to_best({i: lexical.get(i, 0.0) for i in rows})
     vector_norm = min_max({i: cosines[i] for i in rows if i in cosines}) if hybrid else {}
     rrf = _rrf(lexical, cosines) if options.fusion == "rrf" else {}
@@ -454,46 +410,3 @@ def _recency(timestamp: float | None, newest: float | None, half_life_days: floa
         return 0.0
     age_days = max(0.0, newest - timestamp) / SECONDS_PER_DAY
     return 0.5 ** (age_days / half_life_days)
-
-
-def _matches(
-    conn: sqlite3.Connection,
-    texts: list[str],
-    weights: dict[str, float],
-    prefixes: set[str] | None = None,
-    alternatives: dict[str, str] | None = None,
-) -> list[set[str]]:
-    """The query tokens (keys of `weights`) that each text covers (see _contains), or covers
-    through the token's alternative (its stem token)."""
-    if not texts or not weights:
-        return [set() for _ in texts]
-    prefixes, alternatives = prefixes or set(), alternatives or {}
-    stems = {token[:n] for token in weights if not is_cjk(token) for n in range(STEM_MIN_LETTERS, len(token))}
-    wanted = set(weights) | stems | set(alternatives.values())
-    token_sets = fts.analyze(conn, [fts.index_body(t) for t in texts], only=wanted, prefixes=prefixes)
-    return [
-        {token for token in weights if _contains(tokens, token, token in prefixes) or alternatives.get(token) in tokens}
-        for tokens in token_sets
-    ]
-
-
-def _coverages(
-    conn: sqlite3.Connection, texts: list[str], weights: dict[str, float], prefixes: set[str] | None = None
-) -> list[float]:
-    """Idf-weighted fraction of the query's tokens that each text covers."""
-    total = sum(weights.values())
-    if total <= 0:
-        return [0.0 for _ in texts]
-    return [sum(weights[token] for token in found) / total for found in _matches(conn, texts, weights, prefixes)]
-
-
-def _contains(tokens: set[str], token: str, as_prefix: bool) -> bool:
-    """Does a text with these index tokens cover a query token? Exactly; or, for a long word that
-    matched as a prefix, through a word that starts with it (Gebäude in Gebäudekomplex); or
-    through the word's stem: an inflected query word (Turkish evlerinden, German Kaisers) counts
-    when the text has its first STEM_MIN_LETTERS or more letters as a word of its own (evler)."""
-    if token in tokens or (as_prefix and any(t.startswith(token) for t in tokens)):
-        return True
-    if len(token) <= STEM_MIN_LETTERS or is_cjk(token):
-        return False
-    return any(token[:n] in tokens for n in range(STEM_MIN_LETTERS, len(token)))
