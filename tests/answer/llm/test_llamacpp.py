@@ -181,6 +181,29 @@ def test_judging_reuses_the_evaluated_prefix(smollm: LlamaCppLLM):
     assert evaluated and evaluated[0] < len(chat_tokens(llama, longer)) // 2  # only the new tail
 
 
+def test_the_judges_state_outlives_an_answer_in_between(smollm: LlamaCppLLM):
+    """The sentence checks after an answer start from the gate's evaluated excerpt (kept in memory),
+    with the same margins as when nothing came in between."""
+    from crossmodalrag.answer.llm.llamacpp import _LOADED, chat_tokens, shared_prefix
+
+    gate = [JUDGE[0], {"role": "user", "content": JUDGE[1]["content"] + " Does it say so?"}]
+    claim = [JUDGE[0], {"role": "user", "content": JUDGE[1]["content"] + " Is it blue?"}]
+    expected = smollm.support_margins([gate, claim])[1]
+    smollm.support_margins([gate])
+    list(smollm.stream(MESSAGES, Generation(max_tokens=4)))  # the answer replaces the KV cache
+    llama = _LOADED[(str(smollm.model_path), CONTEXT)]
+    evaluated = []
+    original = llama.eval
+    llama.eval = lambda batch: (evaluated.append(len(batch)), original(batch))[1]
+    try:
+        margin = smollm.support_margins([claim])[0]
+    finally:
+        llama.eval = original
+    shared = shared_prefix(chat_tokens(llama, gate), chat_tokens(llama, claim))
+    assert evaluated == [len(chat_tokens(llama, claim)) - shared]
+    assert margin == pytest.approx(expected, abs=1e-4)
+
+
 def test_the_fixed_prompt_state_is_saved_once_and_restored_when_the_cache_holds_something_else(
     gguf: Path, tmp_path: Path
 ):

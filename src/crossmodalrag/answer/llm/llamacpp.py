@@ -6,7 +6,9 @@ Beyond streaming an answer this backend gives two things the HTTP backends canno
 - prompt reuse: llama.cpp keeps the evaluated tokens in its KV cache, and every call here starts
   from the longest prefix it shares with what is already there. The answer prompt's fixed start
   (system message and the user turn's opening) is also saved to disk once and loaded back whenever
-  the cache holds something else (a fresh `mem ask` process, or the judge's prompts in between).
+  the cache holds something else (a fresh `mem ask` process, or the judge's prompts in between);
+  and the judge's last state is kept in memory, so the sentence checks after an answer start from
+  the gate's evaluated excerpt instead of reading it again.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class LlamaCppLLM:
         self._threads_measured = 0.0
         self.cache_dir = cache_dir
         self.usage: dict[str, int] = {}
+        self._judged: KVSnapshot | None = None  # the KV cache after the last judged prompt
 
     def _load(self):
         key = (str(self.model_path), self.context_tokens)
@@ -188,12 +191,41 @@ class LlamaCppLLM:
                     f"a verification prompt of {len(tokens)} tokens does not fit the context ({llama.n_ctx()})",
                     "lower CMRAG_LLM_EVIDENCE_CHARS or raise CMRAG_LLM_CONTEXT_TOKENS",
                 )
+            held = shared_prefix(llama.input_ids[: llama.n_tokens], tokens)
+            if self._judged is not None and shared_prefix(self._judged.tokens, tokens) > held:
+                self._judged.restore(llama)  # the answer went in between: back to the gate's excerpt
             reuse = min(shared_prefix(llama.input_ids[: llama.n_tokens], tokens), len(tokens) - 1)
             llama.n_tokens = reuse
             llama.eval(tokens[reuse:])
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(llama.n_vocab(),))
             margins.append(_logsumexp(logits[yes]) - _logsumexp(logits[no]))
+        self._judged = KVSnapshot(llama)
         return margins
+
+
+class KVSnapshot:
+    """The KV cache of llama-cpp-python's one sequence and the tokens it holds, copied in memory
+    (~29 KB a token for Qwen2.5-1.5B; taking or restoring it costs milliseconds, reading the tokens
+    again ~10 ms each). `Llama.save_state` would also copy a logits buffer of n_batch x n_vocab floats."""
+
+    def __init__(self, llama) -> None:
+        import llama_cpp
+
+        size = llama_cpp.llama_state_seq_get_size(llama._ctx.ctx, 0)
+        self.data = (ctypes.c_uint8 * size)()
+        self.size = llama_cpp.llama_state_seq_get_data(llama._ctx.ctx, self.data, size, 0)
+        self.tokens = list(llama.input_ids[: llama.n_tokens])
+
+    def restore(self, llama) -> None:
+        """Put the copied state back; the logits are not restored (callers evaluate at least one token)."""
+        import llama_cpp
+
+        llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(llama._ctx.ctx), 0, -1, -1)
+        if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, self.data, self.size, 0):
+            llama.input_ids[: len(self.tokens)] = self.tokens
+            llama.n_tokens = len(self.tokens)
+        else:
+            llama.reset()  # nothing half-restored is ever reused
 
 
 class PromptCache:
