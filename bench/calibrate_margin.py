@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fit `abstain_min_margin`, the language model's gate before it writes an answer, on dev data.
+"""Fit the language model's gate thresholds before it writes an answer, on dev data:
+`abstain_min_margin` (questions) and `abstain_min_margin_statements` (claims).
 
     python bench/calibrate_margin.py --model PATH.gguf [--shared DIR] [--workdir DIR]
                                      [--per-side 40] [--scifact 40] [--keep 0.95] [--lexical-only]
@@ -14,10 +15,12 @@ through the library path `mem ask` takes (the retriever, its no-model gate, then
 - SciFact train claims over every abstract (answerable: their evidence is stored), `--scifact` of them.
 Questions the no-model gate already refuses are counted apart (the model never sees them).
 
-Operating point: the highest threshold that keeps at least `--keep` of the answerable questions of
-every set (LoCoMo, SciFact); reported beside it, the share of adversarial questions it refuses, and
-the same for the current default and a few other keep levels. One threshold for every memory,
-never per question. Prints one JSON object on stdout; progress on stderr.
+Operating point, for each form of query (answer/verify.py `is_statement`: LoCoMo's are questions,
+SciFact's claims statements, whose margins run lower whatever the evidence): the highest threshold
+that keeps at least `--keep` of the answerable ones of every set of that form; reported beside it,
+the share of adversarial questions it refuses, and the same for the current defaults and a few other
+keep levels. One threshold per form for every memory, never per question. Prints one JSON object
+on stdout; progress on stderr.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from scifact import load_corpus, load_qrels, load_queries
 
 from crossmodalrag.answer.evidence import evidence_answer, open_retriever
 from crossmodalrag.answer.llm import load_llm
-from crossmodalrag.answer.verify import gate_margin
+from crossmodalrag.answer.verify import gate_margin, is_statement
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.ingest import ingest_notes
 from crossmodalrag.store import open_store
@@ -67,7 +70,8 @@ def margins(settings: Settings, llm, questions: list[tuple[str, str]]) -> list[d
         result = retriever.search(question)
         answer = evidence_answer(question, result, retriever.options, started, 0.0)
         margin = None if answer.abstained else gate_margin(llm, question, answer.evidence)
-        rows.append({"set": group, "question": question, "margin": margin, "retrieval": answer.retrieval})
+        form = "statement" if is_statement(question) else "question"
+        rows.append({"set": group, "form": form, "question": question, "margin": margin, "retrieval": answer.retrieval})
     store.close()
     return rows
 
@@ -109,39 +113,57 @@ def collect_scifact(args: argparse.Namespace, llm_env: dict) -> list[dict]:
     return margins(settings_for(db, llm_env), args.llm, [("scifact", queries[i]) for i in ids])
 
 
-def refused(rows: list[dict], threshold: float) -> float:
-    """Share of rows the model's gate refuses (no-model refusals not counted here)."""
-    judged = [r["margin"] for r in rows if r["margin"] is not None]
-    return round(sum(m < threshold for m in judged) / len(judged), 4) if judged else 0.0
+FORMS = {"question": "abstain_min_margin", "statement": "abstain_min_margin_statements"}
 
 
-def fit(rows: list[dict], keep: float) -> float:
-    """The highest threshold keeping at least `keep` of the judged answerable questions in every set."""
+def refused(rows: list[dict], thresholds: dict[str, float]) -> float:
+    """Share of rows the model's gate refuses, each at its form's threshold (no-model refusals not
+    counted here)."""
+    judged = [(r["margin"], thresholds[r["form"]]) for r in rows if r["margin"] is not None]
+    return round(sum(m < t for m, t in judged) / len(judged), 4) if judged else 0.0
+
+
+def fit(rows: list[dict], keep: float) -> float | None:
+    """The highest threshold keeping at least `keep` of the judged answerable questions in every set
+    (None without any)."""
     positives = {r["set"] for r in rows if r["set"] != "locomo-adversarial"}
     bounds = []
     for group in positives:
         judged = sorted(r["margin"] for r in rows if r["set"] == group and r["margin"] is not None)
         bounds.append(judged[int(round(len(judged) * (1 - keep), 6))] if judged else float("inf"))
-    return round(min(bounds) - 0.005, 2)  # just below the last kept margin
+    return round(min(bounds) - 0.005, 2) if bounds else None  # just below the last kept margin
 
 
-def report(rows: list[dict], keep: float, current: float) -> dict:
+def fit_forms(rows: list[dict], keep: float, defaults: dict[str, float]) -> dict[str, float]:
+    """A threshold per form, each fitted on its own rows (a form without rows keeps its default)."""
+    fitted = {form: fit([r for r in rows if r["form"] == form], keep) for form in FORMS}
+    return {form: defaults[form] if value is None else value for form, value in fitted.items()}
+
+
+def report(rows: list[dict], keep: float, current: dict[str, float]) -> dict:
     by_set = {group: [r for r in rows if r["set"] == group] for group in dict.fromkeys(r["set"] for r in rows)}
 
-    def point(threshold: float) -> dict:
+    def point(thresholds: dict[str, float]) -> dict:
         return {
-            "threshold": threshold,
-            "refused": {group: refused(items, threshold) for group, items in by_set.items()},
+            "thresholds": {FORMS[form]: value for form, value in thresholds.items()},
+            "refused": {group: refused(items, thresholds) for group, items in by_set.items()},
         }
 
-    fitted = fit(rows, keep)
     return {
-        "fitted": {"keep": keep, **point(fitted)},
+        "fitted": {"keep": keep, **point(fit_forms(rows, keep, current))},
         "current_default": point(current),
-        "other_keep_levels": [{"keep": k, **point(fit(rows, k))} for k in (0.90, 0.98) if k != keep],
+        # One threshold for both forms, as before session 5: the statements drag it down.
+        "one_threshold": point(dict.fromkeys(FORMS, fit(rows, keep))),
+        "other_keep_levels": [{"keep": k, **point(fit_forms(rows, k, current))} for k in (0.90, 0.98) if k != keep],
         "refused_before_the_model": {g: sum(r["margin"] is None for r in items) for g, items in by_set.items()},
         "questions": {group: len(items) for group, items in by_set.items()},
+        "forms": {group: sorted({r["form"] for r in items}) for group, items in by_set.items()},
     }
+
+
+def current_thresholds() -> dict[str, float]:
+    defaults = Settings(db_path=Path("x"))
+    return {form: getattr(defaults, setting) for form, setting in FORMS.items()}
 
 
 def main() -> None:
@@ -170,7 +192,7 @@ def main() -> None:
         "model": args.model.name,
         "machine": machine(),
         "source": source_state(),
-        **report(rows, args.keep, Settings(db_path=Path("x")).abstain_min_margin),
+        **report(rows, args.keep, current_thresholds()),
         "wall_seconds": round(time.perf_counter() - started, 1),
         "rows": rows,
     }

@@ -18,6 +18,7 @@ from crossmodalrag.answer.verify import (
     Verification,
     gate_evidence,
     gate_margin,
+    gate_min_margin,
     short_answer,
     split_answer,
     verify_answer,
@@ -88,9 +89,9 @@ def ask_with_llm(
             checked = time.perf_counter()
             checks["gate_margin"] = round(gate_margin(llm, query, evidence), 3)
             checks["gate_evidence"] = gate_evidence(query, evidence).id
-            checks["gate_min_margin"] = settings.abstain_min_margin
+            checks["gate_min_margin"] = gate_min_margin(settings, query)
             timing["gate_seconds"] = time.perf_counter() - checked
-        if checks.get("gate_margin", 0.0) < settings.abstain_min_margin:
+        if checks.get("gate_margin", 0.0) < checks.get("gate_min_margin", 0.0):
             answer = _abstain(fallback, LLM_INSUFFICIENT, _not_answered_text(evidence), model, checks, timing)
         else:
             raw, timing = _generate(llm, messages, settings, on_text, timing)

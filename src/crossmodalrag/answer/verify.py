@@ -18,6 +18,7 @@ from crossmodalrag.answer.echo import without_echo
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
 from crossmodalrag.answer.subjects import excerpts_about, named_subjects
+from crossmodalrag.config import Settings
 from crossmodalrag.types import Evidence
 
 # A backend that can only say yes or no gets this margin, beyond any fitted threshold either way.
@@ -31,7 +32,7 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|(?<=\])\s+(?=[A-Z\"'(])")
 _SENTENCE_END = re.compile(r"(\b\w+)?[.!?]+\s+(?=[A-Z0-9\"'(])")
 _ABBREVIATION = re.compile(r"[A-Z][a-z]{0,2}|[A-Z](?:\.[A-Z])*")
 # A query that opens like a question or a request (or ends in "?") asks; anything else of a few
-# words or more states something, which the gate asks the judge to check as a claim.
+# words or more states something, and the gate's margin for it is read against its own threshold.
 _ASKING = frozenset(
     "what when where who whom whose which why how is are was were am do does did can could should would will "
     "shall may might must has have had tell show list find give name describe explain summarize summarise".split()
@@ -111,19 +112,17 @@ def is_statement(query: str) -> bool:
     return not asks and len(words) >= MIN_STATEMENT_WORDS and words[0] not in _ASKING
 
 
-def gate_prompt(question: str, item: Evidence) -> list[Message]:
-    """The gate's yes/no prompt. A statement is asked as a claim ("Is the claim supported by the
-    evidence?"): asked whether the evidence *answers* it, the judge scored SciFact claims low
-    whatever the evidence, which dragged the fitted threshold down for every question."""
-    if is_statement(question):
-        return claim_messages(question, [item], question, [item.id], short=False)
-    return gate_messages(question, [item])
+def gate_min_margin(settings: Settings, query: str) -> float:
+    """The gate's threshold for this query's form. The judge scores a statement lower than a
+    question, whatever the evidence (SciFact claims against LoCoMo questions), so one threshold
+    for both was dragged down by the statements and let through questions it should refuse; each
+    form has its own, fitted by bench/calibrate_margin.py."""
+    return settings.abstain_min_margin_statements if is_statement(query) else settings.abstain_min_margin
 
 
 def gate_margin(llm: LLM, question: str, evidence: list[Evidence]) -> float:
-    """How sure the model is that the gate's excerpt answers the question, or supports the claim
-    (> 0 leans yes)."""
-    return judge(llm, [gate_prompt(question, gate_evidence(question, evidence))])[0]
+    """How sure the model is that the gate's excerpt answers the question (> 0 leans yes)."""
+    return judge(llm, [gate_messages(question, [gate_evidence(question, evidence)])])[0]
 
 
 def split_answer(text: str) -> list[tuple[str, bool]]:
