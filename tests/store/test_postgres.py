@@ -219,6 +219,24 @@ def test_the_vector_index_is_built_past_the_statement_timeout(postgres_url, db_p
         assert store.conn.execute("SELECT current_setting('statement_timeout')").fetchone()[0] == "1s"
 
 
+def test_a_read_only_reader_scans_exactly_until_a_writer_builds_the_vector_index(postgres_url, db_path):
+    """`mem serve` reads through a read-only session, which cannot build a missing HNSW index: it
+    answers by an exact scan (the same hits) instead of failing, and leaves the build to a writer."""
+    embedder = HashingEmbedder()
+    settings = Settings(db_path=db_path)
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, *NOTES)
+        embed_missing(store, embedder)
+    with open_postgres_store(postgres_url, read_only=True) as reader:
+        found = search(reader, "bike brakes", SearchOptions(top_k=2), semantic_index(reader, embedder, settings))
+        assert found.hybrid and found.hits[0].source_uri == "/vault/bike.md"
+        assert reader.conn.execute("SELECT to_regclass('chunk_vectors_hnsw_1') IS NULL").fetchone()[0]
+    with open_postgres_store(postgres_url) as writer:
+        again = search(writer, "bike brakes", SearchOptions(top_k=2), semantic_index(writer, embedder, settings))
+        assert [h.chunk_id for h in again.hits] == [h.chunk_id for h in found.hits]
+        assert writer.conn.execute("SELECT to_regclass('chunk_vectors_hnsw_1') IS NOT NULL").fetchone()[0]
+
+
 def test_the_cli_runs_end_to_end_on_postgresql(postgres_url, monkeypatch, tmp_path, capsys, db_path):
     monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
     vault = tmp_path / "vault"

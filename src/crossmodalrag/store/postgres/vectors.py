@@ -38,7 +38,12 @@ class PgSemanticIndex(SemanticIndex):
             return
         self.model_id = row[0]
         # Only when missing: a read-only session (`mem serve`) may not even run CREATE INDEX IF NOT EXISTS.
-        if conn.execute("SELECT to_regclass(?) IS NULL", (f"chunk_vectors_hnsw_{self.model_id}",)).fetchone()[0]:
+        # It scans exactly instead (same answers, slower), until a writer's first ask builds the index.
+        missing, read_only = conn.execute(
+            "SELECT to_regclass(?) IS NULL, current_setting('transaction_read_only') = 'on'",
+            (f"chunk_vectors_hnsw_{self.model_id}",),
+        ).fetchone()
+        if missing and not read_only:
             self._build_index(identity.dim)
         conn.execute("SELECT set_config('hnsw.ef_search', ?, false)", (str(EF_SEARCH),))
         conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
