@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """L1 event extraction on LoCoMo dev sessions with a real model: recall, grounding and cost.
 
-    nice -n 5 python bench/memory_events.py [--sessions 30] [--limit N] [--seed 0] [--model GGUF] [--free]
+    nice -n 5 python bench/memory_events.py [--sessions 30] [--limit N] [--start N] [--seed 0] [--model GGUF] [--free]
                                             [--threads N] [--timeout S] [--rows ROWS.jsonl [--resume]]
 
 A fixed seeded sample of sessions that have gold events. Each session is one source whose chunks
@@ -208,6 +208,7 @@ def main() -> None:
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--limit", type=int, help="run only the first N drawn sessions (the draw stays the same)")
+    parser.add_argument("--start", type=int, default=0, help="skip the first N drawn sessions (split a run)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", type=Path, default=Path("data/models/llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"))
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: the cores free)")
@@ -226,6 +227,7 @@ def main() -> None:
 
     data = load_locomo(args.shared)
     chosen = sorted(random.Random(args.seed).sample(sessions_with_events(data), args.sessions))[: args.limit]
+    chosen = chosen[args.start :]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="memory-events-"))
     settings = Settings(db_path=workdir / "models.db")
     install_offline(settings)

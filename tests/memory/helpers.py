@@ -27,15 +27,8 @@ class ScriptedExtractor(ScriptedLLM):
         yield from super().stream(messages, generation)
 
 
-def event(statement: str, evidence=(1,), kind: str = "decision", people=()) -> dict:
-    return {
-        "type": kind,
-        "statement": statement,
-        "when": "",
-        "project": "",
-        "people": list(people),
-        "evidence": list(evidence),
-    }
+def event(statement: str, evidence=(1,), kind: str = "decision") -> dict:
+    return {"event": statement, "type": kind, "cite": list(evidence)}
 
 
 def events_output(*items: dict) -> dict:

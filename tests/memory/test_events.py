@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -151,18 +152,15 @@ def test_a_rechunked_source_is_reanchored_without_the_model(store, db_path) -> N
     ("raw", "ok"),
     [
         (
-            '```json\n{"events": [{"type": "Fix", "statement": "Fixed the parser bug.", "when": "", "project": "",'
-            ' "people": [], "evidence": ["E1"]},]}\n```',
+            '```json\n{"events": [{"event": "Fixed the parser bug.", "type": "Fix", "cite": ["E1"]},]}\n```',
             True,
         ),
         (
-            '{"events": [{"type": "fix", "statement": "Fixed the parser bug.", "when": "", "project": "",'
-            ' "people": [], "evidence": [7]}]}',
+            '{"events": [{"event": "Fixed the parser bug.", "type": "fix", "cite": [7]}]}',
             False,
         ),
         (
-            '{"events": [{"type": "rumour", "statement": "Fixed the parser bug.", "when": "", "project": "",'
-            ' "people": [], "evidence": [1]}]}',
+            '{"events": [{"event": "Fixed the parser bug.", "type": "rumour", "cite": [1]}]}',
             False,
         ),
         (json.dumps({"events": [event("Fixed the parser bug.")] * (MAX_EVENTS + 1)}), False),
@@ -249,3 +247,80 @@ def test_an_event_restating_an_earlier_one_of_its_source_is_dropped(store, db_pa
         "The tokenizer fixed the catastrophic backtracking bug.",
         "We decided to replace the regex parser with a tokenizer.",
     ]
+
+
+def add_chat(store) -> None:
+    from pathlib import Path
+
+    from crossmodalrag.connectors.chats import Session, Turn, session_document
+
+    turns = [
+        Turn("Maria", "I adopted a puppy from the shelter last week, her name is Coco.", "D1:1"),
+        Turn("John", "Congrats! I ran a 5K for the veterans on Saturday.", "D1:2"),
+        Turn("Maria", "Wow, well done John!", "D1:3"),
+    ]
+    chat = Session("s1", "Maria & John", "locomo", turns, timestamp=1_735_689_600.0)
+    add_docs(store, session_document(Path("/chats/locomo.json"), chat))
+
+
+def test_a_conversation_lists_events_under_each_speaker_and_dates_them_from_the_source(store, db_path) -> None:
+    add_chat(store)
+    llm = ScriptedExtractor(
+        {
+            "Maria": [event("Maria adopted a puppy named Coco from the shelter.", [1], "change")],
+            "John": [event("John ran a 5K for the veterans with Maria cheering.", [2], "fact")],
+        }
+    )
+    build(store, db_path, llm=llm, levels=("event",))
+    schema = llm.generations[0].json_schema
+    assert schema["required"] == ["Maria", "John"]  # most turns first
+    one_sentence = schema["properties"]["John"]["items"]["properties"]["event"]["pattern"]
+    assert re.fullmatch(one_sentence, "John ran a 5K for the veterans!")
+    assert not re.fullmatch(one_sentence, "John ran a 5K. It was fun.")  # a copied turn, not one sentence
+    assert not re.fullmatch(one_sentence, 'John watched "Up') and not re.fullmatch(one_sentence, "John ran")
+    assert '"John":[{"event":"<one sentence on John>"' in llm.calls[0][-1]["content"]  # the shape, spelled out
+    found = {e["statement"]: e for e in list_events(store)}
+    assert found["Maria adopted a puppy named Coco from the shelter."]["people"] == ["Maria"]
+    assert found["John ran a 5K for the veterans with Maria cheering."]["people"] == ["John", "Maria"]
+    when = store.conn.execute("SELECT metadata FROM memory_nodes WHERE level = 'event'").fetchone()[0]
+    assert json.loads(when)["when"] == "2025-01-01"  # the source's date, not asked of the model
+
+
+def test_speakers_need_names_the_grammar_can_carry() -> None:
+    from crossmodalrag.memory.extract import speakers
+
+    assert list(speakers(["Ben: yo\nAnn: hi", "Ann: so"]).items()) == [("Ann", 2), ("Ben", 1)]
+    assert speakers(["user: fix it", "assistant: done"]) == {"user": 1, "assistant": 1}
+    assert speakers(['Dr. "X": hi']) == {} and speakers(["no turns here"]) == {}
+    assert speakers([f"P{chr(97 + i)}: hi" for i in range(5)]) == {}  # too many for one list each
+    schema = event_schema(12, {"user": 8, "assistant": 1})["properties"]
+    assert (schema["user"]["minItems"], schema["assistant"]["minItems"]) == (2, 0)  # one turn: no event forced
+    assert schema["user"]["maxItems"] + schema["assistant"]["maxItems"] == MAX_EVENTS
+
+
+def test_a_statement_is_read_under_its_speaker_and_the_shape_is_checked() -> None:
+    raw = json.dumps({"Ann": [event("Ann moved to Lisbon with Ben.")], "Ben": []})
+    (parsed,) = parse_events(raw, 1, ["Ann", "Ben"])
+    assert parsed.people == ["Ann", "Ben"] and parsed.statement == "Ann moved to Lisbon with Ben."
+    with pytest.raises(ValueError, match="Ben"):
+        parse_events(json.dumps({"Ann": []}), 1, ["Ann", "Ben"])
+
+
+def test_one_event_given_to_both_speakers_is_kept_once_for_the_one_who_told_it(store, db_path) -> None:
+    add_chat(store)
+    llm = ScriptedExtractor(
+        {
+            "Maria": [event("Maria ran a 5K for the veterans.", [2], "fact")],  # John's turn
+            "John": [event("John ran a 5K for the veterans.", [2], "fact")],
+        }
+    )
+    build(store, db_path, llm=llm, levels=("event",))
+    assert [e["statement"] for e in list_events(store)] == ["John ran a 5K for the veterans."]
+
+
+def test_an_event_copied_from_the_prompts_example_is_dropped(store, db_path) -> None:
+    add_docs(store, PARSER)
+    copied = event("Ben signed up for the Berlin marathon.", [1])  # the example's, not this note's
+    llm = ScriptedExtractor(events_output(copied, event("We decided to replace the regex parser.", [1])))
+    build(store, db_path, llm=llm, levels=("event",))
+    assert [e["statement"] for e in list_events(store)] == ["We decided to replace the regex parser."]

@@ -180,9 +180,10 @@ def _extract(source: SourceRow, chunks: list[ChunkRow], how: Extraction) -> tupl
     cost = {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
     nodes: dict[str, Node] = {}
     when = (iso_time(source.timestamp) or "")[:10]
+    conversation = source.source_type == "conversation"
     for group in windows(chunks, how.window_chars):
         excerpts = [c.body[: how.window_chars] for c in group]
-        result = extract_window(how.llm, source.title, when, excerpts, how.constrained)
+        result = extract_window(how.llm, source.title, when, excerpts, how.constrained, conversation)
         cost["calls"] += result.calls
         cost["prompt_chars"] += result.prompt_chars * result.calls
         cost["completion_tokens"] += result.completion_tokens
@@ -190,8 +191,7 @@ def _extract(source: SourceRow, chunks: list[ChunkRow], how: Extraction) -> tupl
             return [], f"invalid model output after a retry: {result.error}", cost
         for event in result.events:
             node = _event_node(source, event.statement, event.type, [group[i] for i in event.cited])
-            node.people, node.metadata["when"] = event.people, event.when
-            node.metadata["mentioned_project"] = event.project
+            node.people, node.metadata["when"] = event.people, when  # known without the model: not asked
             nodes.setdefault(node.id, node)
     return _check_provenance(list(nodes.values()), chunks, how), "", cost
 
@@ -227,7 +227,7 @@ def _check_provenance(nodes: list[Node], chunks: list[ChunkRow], how: Extraction
     Returns the events without repeats (a later event saying the same as an earlier one, by embedding)."""
     by_id = {c.id: c for c in chunks}
     if how.semantic is not None and nodes:
-        nodes, vectors = _without_repeats(nodes, how.semantic.embedder.embed([n.statement for n in nodes]))
+        nodes, vectors = _without_repeats(nodes, how.semantic.embedder, by_id)
         pieces: dict[int, object] = {}  # chunk id -> its pieces' vectors, embedded once per source
         for node, vector in zip(nodes, vectors, strict=True):
             _link_nearest(node, _sentence_scores(how, node, vector, by_id, pieces), by_id)
@@ -282,14 +282,38 @@ def text_pieces(body: str) -> list[str]:
     return list(dict.fromkeys(found))[:MAX_PIECES]
 
 
-def _without_repeats(nodes: list[Node], vectors) -> tuple[list[Node], object]:
+def _without_repeats(nodes: list[Node], embedder, by_id: dict[int, ChunkRow]) -> tuple[list[Node], object]:
     """Drop an event whose statement is a near paraphrase of an earlier one of the source (small
-    models restate: "Jon started promoting his business" then "Jon is promoting his business")."""
+    models restate: "Jon started promoting his business" then "Jon is promoting his business"), with
+    the people's names masked: listed by speaker, the model also gives one speaker's event to the
+    other ("Joanna is organizing a gaming party" after "Nate is organizing a gaming party"). The one
+    kept is the one whose person said a turn it cites. Returns the events kept and their vectors."""
+    vectors = embedder.embed([n.statement for n in nodes])
+    if any(n.people for n in nodes):
+        masked = embedder.embed([_masked(n) for n in nodes])
+        order = sorted(range(len(nodes)), key=lambda i: not _told_by_own_person(nodes[i], by_id))
+    else:
+        masked, order = vectors, range(len(nodes))
     kept: list[int] = []
-    for i in range(len(nodes)):
-        if not kept or float((vectors[kept] @ vectors[i]).max()) < REPEAT_COSINE:
+    for i in order:
+        if not kept or float((masked[kept] @ masked[i]).max()) < REPEAT_COSINE:
             kept.append(i)
+    kept.sort()
     return [nodes[i] for i in kept], vectors[kept]
+
+
+def _masked(node: Node) -> str:
+    text = node.statement
+    for name in node.people:
+        text = re.sub(rf"\b{re.escape(name)}\b", "someone", text)
+    return text
+
+
+def _told_by_own_person(node: Node, by_id: dict[int, ChunkRow]) -> bool:
+    """Does a turn the event cites start with its person's name ("Ann: ...")?"""
+    return bool(node.people) and any(
+        by_id[link.chunk_id].body.startswith(f"{node.people[0]}:") for link in node.links if link.chunk_id in by_id
+    )
 
 
 def _link_nearest(node: Node, scores: dict[int, float], by_id: dict[int, ChunkRow]) -> None:

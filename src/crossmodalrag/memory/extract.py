@@ -4,6 +4,12 @@ Small models loop and ramble unless decoding is bounded, so the schema makes eve
 and caps every string and list: a grammar built from it (llama.cpp, Ollama, OpenAI-compatible
 servers) cannot run to the token limit. Grammars fix syntax, not content, so the output is still
 parsed (with a syntactic repair for backends without grammars) and validated here.
+
+The model writes only what needs reading: the sentence, its type and the excerpts it cites. When,
+project and people are known without it (the source's date and project, the person an event is
+listed under), and every token written costs about as much as 3 to 5 read (docs/benchmarks.md).
+In a conversation the events are listed under each speaker's name: asked for one flat list, the
+model gave most events to whoever spoke first.
 """
 
 from __future__ import annotations
@@ -11,60 +17,76 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Collection
 
 from crossmodalrag.answer.llm import LLM, Generation
 
-PROMPT_VERSION = "events-v4"
+PROMPT_VERSION = "events-v5"
 EVENT_TYPES = ("decision", "learning", "fix", "task", "change", "fact", "plan")
 MAX_EVENTS = 8
 MAX_STATEMENT = 160
 MAX_CITED = 3
-MAX_TOKENS = 560  # 8 events of ~50 tokens each (compact JSON), plus the JSON around them
+MAX_SPEAKERS = 4  # listed by name; a window with more speakers gets one flat list
+MAX_TOKENS = 480  # 8 events of at most ~50 tokens each, plus the JSON around them
+# A speaker the grammar can use as a key and a statement's start: letters, with inner spaces,
+# apostrophes or hyphens ("Mary-Ann O'Neil"); anything else would need escaping in the grammar.
+NAME = re.compile(r"[^\W\d_]+(?:[ '-][^\W\d_]+){0,3}")
+TURN = re.compile(r"^([^:\n]{1,40}):\s", re.M)
+COPIED = ("WordPress", "Hugo", "team wiki", "Berlin")  # the example's own words (see SYSTEM)
 
 SYSTEM = (
-    "You list the events in a person's notes, code history and conversations: what they would want "
-    "to remember later. An event is something a person did, started, finished, attended, bought, made, "
-    "decided, learned, fixed or changed, plans to do, or that happened to them. Greetings, thanks, "
-    "feelings, opinions, compliments and questions are not events. "
-    f"List each distinct event once, usually 3 to {MAX_EVENTS}, for every person who speaks or writes; "
-    "never the same event twice in other words. Each event is ONE short sentence that names the "
-    "person it happened to (never 'I', 'we' or 'the speaker') and says concretely what happened: what, "
-    "where, with whom. Summarize in your own words; do not copy a line. "
-    f"type is one of: {', '.join(EVENT_TYPES)}. evidence lists the numbers of the [E#] excerpts "
-    "that say it, best first. when is a date the text gives, else an empty string. project is the "
-    "topic in one to three words. people are the people the event is about. Answer with compact JSON only."
-    # Inline, and marked as another text: as an earlier chat turn it cost recall on trial sessions,
-    # and unmarked a small model sometimes copied its events ("X signed up for the Berlin marathon").
+    "You keep a person's memory. From their notes, code history and conversations, list the events "
+    "worth remembering later. An event is one concrete thing a person did, started, finished, attended, "
+    "bought, made, won, lost, decided, learned, fixed or changed, plans to do, or that happened to them, "
+    "with its object: what, where, with whom. Greetings, thanks, feelings, opinions, compliments, advice "
+    "and questions are not events. Each event is ONE short sentence in the third person, in your own "
+    "words, that names the person (never 'I', 'we' or 'the speaker'). List each distinct event once: "
+    "never the same event twice in other words. In a conversation, list under each speaker's name only "
+    "what that speaker said about their own life; an event they tell about someone else names that person. "
+    f"type is one of: {', '.join(EVENT_TYPES)}. cite lists the numbers of the [E#] excerpts that say it, "
+    "best first. Answer with compact JSON only."
+    # Inline, and marked as another text: as an earlier chat turn it cost recall on trial sessions.
+    # Without it the model copied whole turns; with it, it sometimes copies the example's events when
+    # a speaker has none of their own, so those are dropped unless the source says them (COPIED).
     "\n\nExample, from another text (never list its events): [E1] Ada: Guess what, I finally moved my "
     "blog off WordPress! [E2] Ben: Nice! What did you pick? [E3] Ada: Hugo. Builds take 2 seconds now. "
     "I'll write about it for the team wiki next week. [E4] Ben: Cool. I signed up for the Berlin "
     "marathon yesterday. [E5] Ada: Wow, good luck!\nEvents: "
-    '{"events":[{"type":"change","statement":"Ada moved her blog from WordPress to Hugo.","when":"",'
-    '"project":"blog","people":["Ada"],"evidence":[1,3]},{"type":"plan","statement":"Ada plans to '
-    'write about the blog move for the team wiki.","when":"","project":"blog","people":["Ada"],'
-    '"evidence":[3]},{"type":"decision","statement":"Ben signed up for the Berlin marathon.","when":"",'
-    '"project":"running","people":["Ben"],"evidence":[4]}]}'
+    '{"Ada":[{"event":"Ada moved her blog from WordPress to Hugo.","type":"change","cite":[1,3]},'
+    '{"event":"Ada plans to write about the blog move for the team wiki.","type":"plan","cite":[3]}],'
+    '"Ben":[{"event":"Ben signed up for the Berlin marathon.","type":"decision","cite":[4]}]}'
 )
 
 
-def min_events(excerpts: int) -> int:
+def speakers(excerpts: list[str]) -> dict[str, int]:
+    """The speakers of a conversation window ("Ann: ..." lines) and their turns, most turns first
+    (at most MAX_SPEAKERS), or none when one has a name the grammar cannot carry."""
+    counts: dict[str, int] = {}
+    for text in excerpts:
+        for name in TURN.findall(text):
+            counts[name.strip()] = counts.get(name.strip(), 0) + 1
+    if not counts or len(counts) > MAX_SPEAKERS or not all(NAME.fullmatch(n) for n in counts):
+        return {}
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def min_events(excerpts: int, most: int = 3) -> int:
     """A floor the grammar enforces: small models stop after one event otherwise. One per four
-    excerpts, at most 3: a short note is never pushed into inventing events."""
-    return max(1, min(3, excerpts // 4))
+    excerpts (a speaker's: their turns), at most `most`: a short note is never pushed into inventing events."""
+    return max(1, min(most, excerpts // 4))
 
 
-def event_schema(excerpts: int) -> dict[str, Any]:
-    """The output schema for a window of `excerpts` numbered excerpts: all fields required, capped."""
-    event = {
+def _event(excerpts: int) -> dict[str, Any]:
+    # One sentence: it ends with . ! or ?, only there, and only there may its string close. Left free,
+    # the model copied whole turns ("Nate is going to hike this weekend. We're checking out..."), and
+    # wrote a title's opening quote unescaped ('watched "Inception"'), which ended the sentence early.
+    body = f'[^"\\\\\\n<>.!?]{{7,{MAX_STATEMENT - 1}}}'
+    return {
         "type": "object",
         "properties": {
+            "event": {"type": "string", "pattern": f"^{body}[.!?]$"},
             "type": {"type": "string", "enum": list(EVENT_TYPES)},
-            "statement": {"type": "string", "minLength": 8, "maxLength": MAX_STATEMENT},
-            "when": {"type": "string", "maxLength": 32},
-            "project": {"type": "string", "maxLength": 60},
-            "people": {"type": "array", "maxItems": 4, "items": {"type": "string", "maxLength": 40}},
-            "evidence": {
+            "cite": {
                 "type": "array",
                 "minItems": 1,
                 "maxItems": MAX_CITED,
@@ -72,23 +94,37 @@ def event_schema(excerpts: int) -> dict[str, Any]:
                 "items": {"type": "integer", "enum": list(range(1, max(1, excerpts) + 1))},
             },
         },
-        "required": ["type", "statement", "when", "project", "people", "evidence"],
+        "required": ["event", "type", "cite"],
     }
-    return {
-        "type": "object",
-        "properties": {
-            "events": {"type": "array", "minItems": min_events(excerpts), "maxItems": MAX_EVENTS, "items": event}
-        },
-        "required": ["events"],
-    }
+
+
+def event_schema(excerpts: int, people: dict[str, int] | None = None) -> dict[str, Any]:
+    """The output schema for a window of `excerpts` numbered excerpts: all fields required, capped.
+    With `people` (a conversation's speakers and their turns), one list per person, MAX_EVENTS in all."""
+    if not people:
+        events = {"type": "array", "minItems": min_events(excerpts), "maxItems": MAX_EVENTS, "items": _event(excerpts)}
+        return {"type": "object", "properties": {"events": events}, "required": ["events"]}
+    each = MAX_EVENTS // len(people)
+    lists = {
+        p: {"type": "array", "minItems": min_events(turns, 2) if turns > 1 else 0, "maxItems": each,
+            "items": _event(excerpts)}
+        for p, turns in people.items()
+    }  # fmt: skip
+    return {"type": "object", "properties": lists, "required": list(people)}
+
+
+def answer_shape(people: dict[str, int] | None) -> str:
+    """The JSON asked for, spelled out (a backend without a grammar has only this to go by)."""
+    item = '{"event":"<one sentence%s>","type":"<type>","cite":[<E numbers>]}'
+    if not people:
+        return '{"events":[%s]}' % (item % "")
+    return "{" + ",".join(f'"{p}":[{item % (" on " + p)}]' for p in people) + "}"
 
 
 @dataclass
 class Extracted:
     type: str
     statement: str
-    when: str
-    project: str
     people: list[str]
     cited: list[int]  # 0-based positions of the window's excerpts
 
@@ -102,18 +138,25 @@ class CallResult:
     prompt_chars: int = 0
 
 
-def build_messages(title: str, when: str, excerpts: list[str]) -> list[dict[str, str]]:
+def build_messages(title: str, when: str, excerpts: list[str], people: dict[str, int] | None = None) -> list[dict]:
     lines = [f"Source: {title}" + (f" ({when})" if when else ""), ""]
     lines += [f"[E{i}] {text}" for i, text in enumerate(excerpts, 1)]
-    lines += ["", "Extract the events as JSON."]
+    ask = "List the events"
+    if people:  # said last, where a small model heeds it most: who did what, and not what is no event
+        ask = f"List what {' and '.join(people)} each did, got or plan (not questions, greetings or feelings)"
+    lines += ["", f"{ask} as JSON: {answer_shape(people)}"]
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
-def extract_window(llm: LLM, title: str, when: str, excerpts: list[str], constrained: bool = True) -> CallResult:
+def extract_window(
+    llm: LLM, title: str, when: str, excerpts: list[str], constrained: bool = True, conversation: bool = False
+) -> CallResult:
     """Events of one window: one call, and one retry if the output does not validate.
-    `constrained=False` leaves decoding free (repair and validation only): the benchmark's baseline."""
-    messages = build_messages(title, when, excerpts)
-    schema = event_schema(len(excerpts)) if constrained else None
+    `conversation`: list the events by speaker. `constrained=False` leaves decoding free (repair and
+    validation only): the benchmark's baseline."""
+    people = speakers(excerpts) if conversation else {}
+    messages = build_messages(title, when, excerpts, people)
+    schema = event_schema(len(excerpts), people) if constrained else None
     generation = Generation(MAX_TOKENS, 0.0, json_schema=schema)
     result = CallResult(prompt_chars=sum(len(m["content"]) for m in messages))
     for _ in range(2):
@@ -121,48 +164,55 @@ def extract_window(llm: LLM, title: str, when: str, excerpts: list[str], constra
         result.calls += 1
         result.completion_tokens += int(getattr(llm, "usage", {}).get("completion_tokens", 0))
         try:
-            result.events, result.error = parse_events(raw, len(excerpts)), ""
+            events = parse_events(raw, len(excerpts), people)
+            result.events, result.error = [e for e in events if not copied(e.statement, excerpts)], ""
             return result
         except ValueError as error:
             result.error = str(error)
     return result
 
 
-def parse_events(raw: str, excerpts: int) -> list[Extracted]:
-    """Validated events from a model's output. Raises ValueError saying what is wrong."""
+def copied(statement: str, excerpts: list[str]) -> bool:
+    """An event taken from the prompt's example: it has the example's words and the source does not."""
+    return any(word in statement and not any(word in text for text in excerpts) for word in COPIED)
+
+
+def parse_events(raw: str, excerpts: int, people: Collection[str] = ()) -> list[Extracted]:
+    """Validated events from a model's output (listed under "events", or under each of `people`).
+    Raises ValueError saying what is wrong."""
     data = _load_json(raw)
-    if not isinstance(data, dict) or not isinstance(data.get("events"), list):
-        raise ValueError("the output has no events list")
-    if len(data["events"]) > MAX_EVENTS:
-        raise ValueError(f"{len(data['events'])} events, more than {MAX_EVENTS}")
-    return [_event(item, excerpts) for item in data["events"]]
+    if not isinstance(data, dict):
+        raise ValueError("the output is not a JSON object")
+    groups = {p: data.get(p) for p in people} if people else {"": data.get("events")}
+    if not all(isinstance(items, list) for items in groups.values()):
+        raise ValueError(f"the output lacks a list of events for {' or '.join(groups) or 'events'}")
+    found = [_event_of(item, excerpts, person, people) for person, items in groups.items() for item in items]
+    if len(found) > MAX_EVENTS:
+        raise ValueError(f"{len(found)} events, more than {MAX_EVENTS}")
+    return found
 
 
-def _event(item: Any, excerpts: int) -> Extracted:
+def _event_of(item: Any, excerpts: int, person: str, people: Collection[str]) -> Extracted:
     if not isinstance(item, dict):
         raise ValueError("an event is not an object")
-    missing = [k for k in ("type", "statement", "when", "project", "people", "evidence") if k not in item]
+    missing = [k for k in ("event", "type", "cite") if k not in item]
     if missing:
         raise ValueError(f"an event lacks {', '.join(missing)}")
     kind = str(item["type"]).strip().lower()
-    statement = " ".join(str(item["statement"]).split())
+    statement = " ".join(str(item["event"]).split())
     if kind not in EVENT_TYPES:
         raise ValueError(f"unknown event type {kind!r}")
     if not 8 <= len(statement) <= MAX_STATEMENT:
         raise ValueError(f"a statement of {len(statement)} characters")
-    cited = item["evidence"]
-    if not isinstance(cited, list) or not isinstance(item["people"], list):
-        raise ValueError("evidence and people must be lists")
+    cited = item["cite"]
+    if not isinstance(cited, list):
+        raise ValueError("cite must be a list")
     numbers = [_excerpt_number(value) for value in cited]
     if any(n is None or not 1 <= n <= excerpts for n in numbers):
-        raise ValueError(f"evidence {cited} names excerpts outside E1..E{excerpts}")
+        raise ValueError(f"cite {cited} names excerpts outside E1..E{excerpts}")
+    named = [p for p in people if p != person and re.search(rf"\b{re.escape(p)}\b", statement)]
     return Extracted(
-        kind,
-        statement,
-        str(item["when"])[:32],
-        str(item["project"])[:60],
-        [str(p)[:40] for p in item["people"][:4]],
-        sorted({n - 1 for n in numbers})[:MAX_CITED],
+        kind, statement, ([person] if person else []) + named, sorted({n - 1 for n in numbers})[:MAX_CITED]
     )
 
 
