@@ -1,6 +1,6 @@
 """SQLite vs PostgreSQL (issue 16), benchmarks 2 and 3: a synthetic vault at scale, then `mem migrate`.
 
-    python bench/postgres.py scale [--notes 10000] [--clients 1 8 32] [--seconds 20] [--workdir DIR] [--url URL]
+    python bench/postgres.py scale [--notes 10000] [--clients 1 8 32] [--seconds 20] [--workdir DIR] [--rls]
 
   2. The vault from shared/tools/make_vault.py ingested by `ingest_notes` into a SQLite file and a
      PostgreSQL database (chunks/s); vectors stored for every chunk by `embed_missing` with a 384-dim
@@ -9,7 +9,9 @@
      the HNSW index; SQLite: the in-process index's first load); then hybrid `ask` (balanced
      profile, evidence answer, no LLM) by 1, 8 and 32 concurrent client processes, each its own
      connection, for --seconds each: p50/p95 latency and queries/s. Queries: make_vault's 20 gold
-     questions, each client starting at a different one.
+     questions, each client starting at a different one. With --rls the PostgreSQL clients also ask
+     as a login role that is only a member of the rows' owner, so row-level security applies (the
+     benchmark's own superuser connection bypasses every policy): the policies' cost, same run.
   3. `mem migrate --from <the SQLite memory> --to <an empty PostgreSQL database>` as a subprocess:
      time, rows and the per-table checksum comparison it prints.
 
@@ -149,6 +151,24 @@ def new_database(server, name: str) -> str:
     return server.get_uri(name)
 
 
+def member_url(url: str) -> str:
+    """A url for a new login role that is only a member of the role owning the rows: row-level
+    security applies to it (a superuser, as the benchmark's own connection, bypasses every policy)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        owner = conn.execute("SELECT current_user").fetchone()[0]
+        conn.execute("DROP ROLE IF EXISTS bench_member")
+        conn.execute("CREATE ROLE bench_member LOGIN")
+        conn.execute(f'GRANT "{owner}" TO bench_member')
+    member = re.sub(r"postgresql://[^@/]*@", "postgresql://bench_member@", url)
+    with psycopg.connect(url) as admin, psycopg.connect(member) as bound:
+        visible = [conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] for conn in (admin, bound)]
+    if visible[0] != visible[1]:  # the policies must hide nothing from a member: else the asks differ
+        raise SystemExit(f"the member role sees {visible[1]} of {visible[0]} chunks")
+    return member
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="postgres.py scale", description=__doc__.split("\n\n")[0])
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="the shared/ folder (tools/make_vault.py)")
@@ -156,6 +176,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--seconds", type=float, default=20.0, help="how long each concurrency level asks")
     parser.add_argument("--workdir", type=Path, help="where the vault, SQLite file and server data go (default: temp)")
+    parser.add_argument("--rls", action="store_true", help="also ask PostgreSQL as a role bound by row-level security")
     return parser.parse_args(argv)
 
 
@@ -182,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
             for clients in args.clients:
                 log(f"{name}: hybrid ask, {clients} clients, {args.seconds:.0f} s")
                 result[name][f"ask_{clients}_clients"] = concurrency(name, location, questions, clients, args.seconds)
+            if name == "postgresql" and args.rls:
+                member = member_url(location)
+                for clients in args.clients:
+                    log(f"{name}: hybrid ask as a member role (row-level security), {clients} clients")
+                    ask = concurrency(name, member, questions, clients, args.seconds)
+                    result[name][f"ask_{clients}_clients_rls"] = ask
         log("mem migrate: the SQLite memory into an empty PostgreSQL database")
         result["migrate"] = migrate(folder / "memory.db", new_database(server, "migrated"))
         from crossmodalrag.store.postgres.connection import close_pools
