@@ -5,7 +5,7 @@
 
 An event is kept for retrieval only if one of its linked chunks reaches this MiniLM cosine, as a
 whole or by one of its pieces (its body without the breadcrumb, a line, a sentence with its speaker:
-`memory.events.text_pieces`), scored here exactly so. LoCoMo's gold `observation`s are events
+`memory.provenance.text_pieces`), scored here exactly so. LoCoMo's gold `observation`s are events
 written by people with the turn each one rests on, so they give both sides of the choice without a
 language model:
   supported     score of each observation on its own evidence turn(s) (best of them);
@@ -36,7 +36,7 @@ def sessions(conversation: dict) -> dict[str, list[dict]]:
 def turn_vectors(embedder, sample: dict, name: str) -> list[np.ndarray]:
     """Per turn, the vectors the product scores an event against: the chunk as memory_events.py
     stores it (the session's title line, then "Speaker: text"), then each of its pieces."""
-    from crossmodalrag.memory.events import text_pieces
+    from crossmodalrag.memory.provenance import text_pieces
 
     stamp = sample["conversation"].get(f"{name}_date_time", "")
     lines = [f"{t['speaker']}: {t['text']}" for t in sample["conversation"][name]]

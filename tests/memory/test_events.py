@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from crossmodalrag.memory.events import list_events, text_pieces
+from crossmodalrag.memory.events import list_events
 from crossmodalrag.memory.extract import MAX_EVENTS, event_schema, parse_events
+from crossmodalrag.memory.provenance import text_pieces
 from crossmodalrag.memory.stats import memory_stats
 from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output, note
 
