@@ -176,7 +176,7 @@ class Settings:
     # The sentences': 25 LoCoMo dev questions (bench/generation.py --seed 1 --rows, thresholds off,
     # every pair tried; docs/benchmarks.md).
     abstain_min_margin: float = -1.24  # "does the excerpt about whom the question names answer it?"
-    abstain_min_margin_statements: float = -1.61  # the same, for a query that states something
+    abstain_min_margin_statements: float = -1.69  # the same, for a query that states something
     verify_min_margin: float = -1.0  # "do the cited excerpts support this sentence?"
     llm_verify: bool = True  # CMRAG_LLM_VERIFY=off: no gate margin, no claim checks
     embed_model: str | None = None  # None: the offline MiniLM if installed, else BAAI/bge-small-en-v1.5
