@@ -77,10 +77,10 @@ def turn_ids(store, evidence: list[dict]) -> list[str]:
     return [rows[i] for i in ids if i in rows]
 
 
-def ask(db: Path, question: str, strategy: str) -> dict:
+def ask(db: Path, question: str, strategy: str, judge=None) -> dict:
     settings = load_settings({"db_path": db})
     with open_store(db, create=False) as store:
-        retriever = with_recall(open_retriever(store, settings, 10), strategy, None, None)
+        retriever = with_recall(open_retriever(store, settings, 10), strategy, None, None, judge)
         answer = ask_without_llm(retriever, question).to_dict()
         answer["turns"] = turn_ids(store, answer["evidence"])
     return answer

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Knowledge-update detection (agent/updates.py) on hand-labelled memory pairs.
 
-    python bench/agent_updates.py
+    python bench/agent_updates.py [--llm GGUF]
 
 Each pair is (older memory, newer memory, label). Labels: `update` (same subject, the value changed:
 the older one should be superseded), and four kinds that must not be: `paraphrase` (same fact, other
@@ -9,13 +9,17 @@ words), `addition` (the newer adds detail), `other-subject` (same shape, another
 `chat` (two turns of one speaker in one conversation).
 The pairs were written for this benchmark, before the rule was tuned, covering ops, code, people and
 preferences; they are small and ours, so read the figures as a sanity check, not a held-out score.
-Baseline in the same run: "supersede whenever word overlap (Jaccard) >= 0.5". Prints JSON.
+Baseline in the same run: "supersede whenever word overlap (Jaccard) >= 0.5". `--llm`: the local model's
+yes/no margin as a second check on the pairs the rule flags (does any threshold keep the updates and drop
+the rest?). Prints JSON.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -124,12 +128,45 @@ def score(predict) -> dict:
     }
 
 
+def judged(model: str) -> dict:
+    """The local LLM as a second check on the pairs the rule flags: its yes-minus-no first-token margin
+    (answer/verify.py) for "does the newer note change a fact of the earlier one?", per label. A check
+    worth having would put every true update above every false one."""
+    from crossmodalrag.answer.llm import load_llm
+    from crossmodalrag.answer.prompt import JUDGE_SYSTEM
+    from crossmodalrag.answer.verify import judge
+    from crossmodalrag.config import load_settings
+
+    llm = load_llm(load_settings({"llm_model_path": model, "llm_threads": 1, "llm_timeout": 900.0}))
+    asks = "Does the newer note change a fact of the earlier note: the same thing about the same subject, now with a"
+    asks += " different value? Answer yes or no."
+    margins: dict[str, list[float]] = {}
+    started = time.process_time()
+    flagged = [(old, new, label) for old, new, label in PAIRS if restates_with_new_value(old, new)]
+    for old, new, label in flagged:
+        user = f"Earlier note: {old}\nNewer note: {new}\n\n{asks}"
+        margin = judge(llm, [[{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]])[0]
+        margins.setdefault(label, []).append(round(margin, 2))
+    false = [m for label, values in margins.items() if label != "update" for m in values]
+    return {
+        "flagged_pairs": len(flagged),
+        "margins_by_label": margins,
+        "separable": not false or min(margins.get("update", [0.0])) > max(false),
+        "cpu_seconds_per_pair": round((time.process_time() - started) / max(1, len(flagged)), 2),
+    }
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--llm", metavar="GGUF", help="also judge the flagged pairs with this local model")
+    args = parser.parse_args()
     result = {
         "pairs": len(PAIRS),
         "rule": score(restates_with_new_value),
         "baseline_jaccard_0.5": score(lambda old, new: jaccard(word_set(old), word_set(new)) >= 0.5),
     }
+    if args.llm:
+        result["llm_check_of_flagged"] = judged(args.llm)
     print(json.dumps(result, indent=2))
 
 

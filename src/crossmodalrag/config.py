@@ -85,6 +85,7 @@ SCALARS: dict[str, Setting] = {
     "llm_verify": Setting("llm", _switch, "verify"),
     "match": Setting("retrieval", _one_of("any", "all", "phrase")),
     "strategy": Setting("retrieval", _one_of("direct", "episodic", "fusion")),  # mem ask --strategy (issue 13)
+    "recall_judge_sessions": Setting("retrieval", _count),  # agent/judge.py, opt-in (issue 13)
     "embed_model": Setting("embeddings", str, "model"),
     "embed_model_path": Setting("embeddings", str, "model_path"),
     "embed_batch_size": Setting("embeddings", _count, "batch_size"),
@@ -155,6 +156,9 @@ class Settings:
     # and ranks by fused rank, which --explain cannot break into components: the MCP tools, asked about
     # past sessions, default to episodic; here CMRAG_STRATEGY=episodic opts in (docs/benchmarks.md).
     strategy: str = "direct"
+    # episodic/fusion in mem ask/chat with a model: it judges the best turn of each of the first N sessions
+    # and the 5 it finds most relevant lead (agent/judge.py; 0 = off; ~2.5 CPU s a session; docs/benchmarks.md).
+    recall_judge_sessions: int = 0
     profile: str = "balanced"
     title_boost_weight: float = 0.05
     recency_weight: float = 0.10

@@ -25,6 +25,7 @@ from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.retrieval.stopwords import ENGLISH
 
 if TYPE_CHECKING:
+    from crossmodalrag.agent.judge import SessionJudge
     from crossmodalrag.answer.evidence import Retriever
     from crossmodalrag.store import Store
     from crossmodalrag.types import Hit
@@ -46,11 +47,15 @@ NEIGHBOUR_SHARE = 0.1
 WORDS = re.compile(r"\w+")
 
 
-def with_recall(retriever: "Retriever", strategy: str, after: str | None, before: str | None) -> "Retriever":
-    """The retriever with a strategy and an --after/--before window. Raises InvalidArgument for a bad date."""
+def with_recall(
+    retriever: "Retriever", strategy: str, after: str | None, before: str | None, judge: "SessionJudge | None" = None
+) -> "Retriever":
+    """The retriever with a strategy, an --after/--before window and, opt-in, a model that picks the
+    leading sessions of episodic and fusion (agent/judge.py). Raises InvalidArgument for a bad date."""
     from crossmodalrag.agent.tools import parse_when
 
     retriever.strategy = strategy
+    retriever.judge = judge
     retriever.options = replace(
         retriever.options, after=parse_when(after, "--after"), before=parse_when(before, "--before")
     )
@@ -75,8 +80,13 @@ def recall(retriever: "Retriever", question: str, strategy: str = "direct") -> S
             semantic_heavy = replace(pool, profile="relevant")
             lists.append(search(retriever.store, question, semantic_heavy, retriever.semantic).hits)
     ranked = with_neighbour_support(retriever.store, favour_named_speaker(retriever.store, fuse(lists), question))
-    hits = diversify_by_session(ranked, base.top_k, sessions=agent_sessions(retriever.store, ranked))
-    return replace(direct, hits=hits)
+    sessions = agent_sessions(retriever.store, ranked)
+    if retriever.judge is None:
+        return replace(direct, hits=diversify_by_session(ranked, base.top_k, sessions=sessions))
+    # The judge chooses among the first sessions of the whole diversified list, not only of the top_k.
+    hits = diversify_by_session(ranked, len(ranked), sessions=sessions)
+    hits = retriever.judge.lead(question, hits, lambda hit: sessions.get(hit.source_id, hit.source_id))
+    return replace(direct, hits=hits[: base.top_k])
 
 
 def episodic_variants(retriever: "Retriever", question: str, pool: SearchOptions) -> list[tuple[str, SearchOptions]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from crossmodalrag.config import Settings
 from crossmodalrag.retrieval.gate import is_weak, reason
@@ -12,6 +12,9 @@ from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.retrieval.semantic import SemanticIndex, open_semantic
 from crossmodalrag.store import Store
 from crossmodalrag.types import Answer, Evidence, Hit, excerpt, iso_time
+
+if TYPE_CHECKING:
+    from crossmodalrag.agent.judge import SessionJudge
 
 WEAK_RETRIEVAL = "weak_retrieval"
 
@@ -48,6 +51,7 @@ class Retriever:
     semantic: SemanticIndex | None
     notices: list[str] = field(default_factory=list)
     strategy: str = "direct"  # or "episodic" | "fusion" (agent/recall.py)
+    judge: SessionJudge | None = None  # agent/judge.py: opt-in, picks the leading sessions of those two
 
     def search(self, query: str) -> SearchResult:
         if self.strategy != "direct":

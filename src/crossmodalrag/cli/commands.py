@@ -201,10 +201,14 @@ def ask(args: argparse.Namespace) -> int:
 def question_retriever(store: Store, settings: Settings, args: argparse.Namespace):
     """What `mem ask` and `mem chat` find evidence with: ranking options, then the recall strategy
     and dates, `--as-of` and `--level` layered on top."""
+    from crossmodalrag.agent.judge import session_judge
     from crossmodalrag.agent.recall import with_recall
 
     retriever = open_retriever(store, settings, args.top_k, args.profile, modalities=tuple(args.modality or ()))
-    retriever = with_recall(retriever, args.strategy or retriever.strategy, args.after, args.before)
+    strategy = args.strategy or retriever.strategy
+    uses_model = strategy != "direct" and not getattr(args, "no_llm", False)
+    judge = session_judge(settings, retriever.notices) if uses_model else None
+    retriever = with_recall(retriever, strategy, args.after, args.before, judge)
     if args.as_of:
         from crossmodalrag.versioning.asof import as_of
 
