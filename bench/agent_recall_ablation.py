@@ -16,7 +16,8 @@ calls, the abstention gate included). Each ablation patches agent/recall.py for 
   said_within_week     a date range's variant also takes what was said up to 7 days after it
   speaker_perspective  for a question naming one speaker, a variant "Name: I <content words>"
 `--judge N`: episodic with the opt-in session judge (agent/judge.py, CMRAG_RECALL_JUDGE_SESSIONS=8): the
-local LLM judges the best turn of each of the first 8 sessions and the 5 it finds most relevant lead. Too
+local LLM judges the best turn of each of the first 8 sessions of the 10 evidence turns, and the 5 it finds
+most relevant lead (the same 10 turns, reordered). Too
 slow for all 760 questions here (~20 CPU s each), it runs on N questions drawn from those where it can gain
 (a gold session among sessions 6-8 of the baseline's evidence and missing from its top five) and N drawn
 from all others; the overall change is the groups' mean changes weighted by their sizes.

@@ -156,8 +156,8 @@ class Settings:
     # and ranks by fused rank, which --explain cannot break into components: the MCP tools, asked about
     # past sessions, default to episodic; here CMRAG_STRATEGY=episodic opts in (docs/benchmarks.md).
     strategy: str = "direct"
-    # episodic/fusion in mem ask/chat with a model: it judges the best turn of each of the first N sessions
-    # and the 5 it finds most relevant lead (agent/judge.py; 0 = off; ~2.5 CPU s a session; docs/benchmarks.md).
+    # episodic/fusion in mem ask/chat with a model: it judges the best turn of each of the first N sessions of
+    # the evidence, and the 5 it finds most relevant lead (agent/judge.py; 0 = off; ~2.5 CPU s a session).
     recall_judge_sessions: int = 0
     profile: str = "balanced"
     title_boost_weight: float = 0.05

@@ -67,15 +67,17 @@ def six_sessions(store, tmp_path):
     return locomo_memory(store, tmp_path, sessions)
 
 
-def test_episodic_answers_lead_with_the_judged_sessions_and_keep_top_k(six_sessions, settings):
+def test_episodic_answers_lead_with_the_judged_sessions_and_show_the_same_evidence(six_sessions, settings):
     question = "What did Ana paint?"
-    plain = recall(with_recall(open_retriever(six_sessions, settings, 3), "episodic", None, None), question, "episodic")
+    plain = recall(with_recall(open_retriever(six_sessions, settings, 6), "episodic", None, None), question, "episodic")
     order = [h.source_id for h in plain.hits]
     llm = ScriptedLLM(margins=[0.0, 0.0, 0.0, 0.0, 0.0, 4.0])  # the sixth session by fused order is the one
-    judged = with_recall(open_retriever(six_sessions, settings, 3), "episodic", None, None, SessionJudge(llm))
+    judged = with_recall(open_retriever(six_sessions, settings, 6), "episodic", None, None, SessionJudge(llm))
     hits = recall(judged, question, "episodic").hits
-    assert len(hits) == 3 and len(llm.judged) == 6
-    assert hits[0].source_id not in order and [h.source_id for h in hits[1:]] == order[:2]
+    assert len(llm.judged) == 6 and [h.source_id for h in hits] == [order[5]] + order[:5]
+    few = ScriptedLLM()
+    top = with_recall(open_retriever(six_sessions, settings, 3), "episodic", None, None, SessionJudge(few))
+    assert [h.source_id for h in recall(top, question, "episodic").hits] == order[:3] and not few.judged
 
 
 def test_mem_ask_without_a_model_never_loads_the_judge(six_sessions, settings, monkeypatch, capsys):

@@ -1,13 +1,13 @@
 """Opt-in: the local language model picks which sessions lead an episodic or fusion answer.
 
-The fused ranking puts the right session 6th to 8th often enough that choosing the best five of the
-first eight would lift LoCoMo session recall@5 by ~3 points; MiniLM and BM25 in every form tried do
-not tell them apart (bench/agent_recall_ablation.py). The model does, as a judge, not as a ranker:
-for the best turn of each of the first `sessions` sessions it gives the yes-minus-no logit margin
-of "does this excerpt help answer the question?" (answer/verify.py's technique), and the five with
-the highest margins lead. Each judgement reads ~200 tokens (~2.5 CPU seconds on this machine), so it
-is off unless `CMRAG_RECALL_JUDGE_SESSIONS` is set, runs only where `mem ask`/`mem chat` already
-use a model, and never in the MCP tools, whose calls must answer within seconds.
+The fused ranking often puts a right session 6th to 8th; MiniLM and BM25 in every form tried do not
+tell the sessions apart (bench/agent_recall_ablation.py). The model does, as a judge, not as a
+ranker: for the best turn of each of the first `sessions` sessions among the evidence found, it
+gives the yes-minus-no logit margin of "does this excerpt help answer the question?" (the technique
+of answer/verify.py), and the five with the highest margins lead. It reorders the evidence, never
+changes which evidence is shown. Each judgement reads ~200 tokens (~2.5 CPU seconds here), so it is
+off unless `CMRAG_RECALL_JUDGE_SESSIONS` is set, runs only where `mem ask`/`mem chat` already use a
+model, and never in the MCP tools, whose calls must answer within seconds.
 """
 
 from __future__ import annotations

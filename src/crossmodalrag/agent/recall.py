@@ -81,12 +81,12 @@ def recall(retriever: "Retriever", question: str, strategy: str = "direct") -> S
             lists.append(search(retriever.store, question, semantic_heavy, retriever.semantic).hits)
     ranked = with_neighbour_support(retriever.store, favour_named_speaker(retriever.store, fuse(lists), question))
     sessions = agent_sessions(retriever.store, ranked)
-    if retriever.judge is None:
-        return replace(direct, hits=diversify_by_session(ranked, base.top_k, sessions=sessions))
-    # The judge chooses among the first sessions of the whole diversified list, not only of the top_k.
-    hits = diversify_by_session(ranked, len(ranked), sessions=sessions)
-    hits = retriever.judge.lead(question, hits, lambda hit: sessions.get(hit.source_id, hit.source_id))
-    return replace(direct, hits=hits[: base.top_k])
+    hits = diversify_by_session(ranked, base.top_k, sessions=sessions)
+    if retriever.judge is not None:
+        # It reorders the evidence found, never changes which: a session it pulled in from further
+        # down pushed other turns out of the top 10 (bench/agent_recall_ablation.py --judge).
+        hits = retriever.judge.lead(question, hits, lambda hit: sessions.get(hit.source_id, hit.source_id))
+    return replace(direct, hits=hits)
 
 
 def episodic_variants(retriever: "Retriever", question: str, pool: SearchOptions) -> list[tuple[str, SearchOptions]]:
