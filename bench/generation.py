@@ -164,6 +164,7 @@ def locomo_row(question: dict, answer: dict) -> dict:
     gold = str(question.get("answer", ""))
     short = answer.get("short_answer") or ""
     kept = [c for c in claims if c["supported"]]
+    left_in = [c for c in claims if not c["supported"] and c["sentence"] in answer["answer"]]
     return {
         "question": question["question"],
         "category": CATEGORIES[question["category"]],
@@ -182,9 +183,7 @@ def locomo_row(question: dict, answer: dict) -> dict:
         "claims_unsupported": sum(1 for c in claims if not c["supported"]),
         # What a user reads: the sentences of a delivered answer, and those the checks had refused.
         "sentences_delivered": 0 if answer["abstained"] else len(kept),
-        "unsupported_delivered": 0 if answer["abstained"] else sum(
-            1 for c in claims if not c["supported"] and c["sentence"] in answer["answer"]
-        ),
+        "unsupported_delivered": 0 if answer["abstained"] else len(left_in),
         "gate_margin": (answer.get("verification") or {}).get("gate_margin"),
         "claim_margins": [[c["margin"], c["short_answer"]] for c in claims],
         "short_answer": short,
