@@ -76,6 +76,7 @@ def test_short_answer(text, expected):
             "it was bold",
         ),
         ("What did Joanna make for Nate?", "Joanna made caramel ice cream for Nate", "caramel ice cream"),
+        ("What pets does Nate have?", "Nate has a dog and three turtles", "a dog and three turtles"),
         ("Did Nate share the toy?", "Nate shared the toy", "Nate shared the toy"),  # nothing new: kept whole
         ("¿Cuándo publicaron el informe?", "Publicaron el informe en marzo de 2020", "en marzo de 2020"),
     ],

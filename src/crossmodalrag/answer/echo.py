@@ -37,7 +37,7 @@ _PAST = (
     "rode ride ridden ride said say saw see seen see sold sell sent send sang sing sung sing sat sit spoke "
     "speak spoken speak spent spend stood stand took take taken take taught teach told tell thought think "
     "threw throw thrown throw wore wear worn wear won win wrote write written write became become broke "
-    "break broken break"
+    "break broken break has have does do"
 ).split()
 IRREGULAR = dict(zip(_PAST[::2], _PAST[1::2], strict=True))
 
