@@ -251,6 +251,7 @@ def test_a_line_of_only_citations_belongs_to_the_sentence_before_it():
     "line, expected",
     [
         ("Bright and bold! He wanted to stand out", "Bright and bold!"),
+        ("Yes. She loves classical music", "Yes."),
         ("J. R. R. Tolkien wrote it. Then more", "J. R. R. Tolkien wrote it."),
         ("It cost 3.5 dollars in the U.S. Army store", "It cost 3.5 dollars in the U.S. Army store"),
     ],

@@ -30,7 +30,7 @@ _HEADING = re.compile(r"^\W*\w+(?: \w+)?\W*:\W*$")  # "Support:" or "**Answer:**
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|(?<=\])\s+(?=[A-Z\"'(])")
 # Where a sentence of a short answer ends: not after a title or initial ("Dr. Patel", "J. R. R.").
 _SENTENCE_END = re.compile(r"(\b\w+)?[.!?]+\s+(?=[A-Z0-9\"'(])")
-_ABBREVIATION = re.compile(r"[A-Z][a-z]{0,2}|[A-Z](?:\.[A-Z])*")
+_ABBREVIATION = re.compile(r"Dr|Mrs?|Ms|Prof|Rev|St|Mt|Jr|Sr|Gen|Col|Capt|Lt|Inc|Ltd|Corp|Co|vs|[A-Z](?:\.[A-Z])*")
 # A query that opens like a question or a request (or ends in "?") asks; anything else of a few
 # words or more states something, and the gate's margin for it is read against its own threshold.
 _ASKING = frozenset(
@@ -115,8 +115,8 @@ def is_statement(query: str) -> bool:
 def gate_min_margin(settings: Settings, query: str) -> float:
     """The gate's threshold for this query's form. The judge scores a statement lower than a
     question, whatever the evidence (SciFact claims against LoCoMo questions), so one threshold
-    for both was dragged down by the statements and let through questions it should refuse; each
-    form has its own, fitted by bench/calibrate_margin.py."""
+    for both would be set by the statements; each form has its own, fitted by
+    bench/calibrate_margin.py."""
     return settings.abstain_min_margin_statements if is_statement(query) else settings.abstain_min_margin
 
 
