@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from crossmodalrag.answer.llm.base import LLMError
-from crossmodalrag.answer.prompt import JUDGE_SYSTEM
-from crossmodalrag.answer.verify import judge
 from crossmodalrag.errors import CMRAGError
 
 if TYPE_CHECKING:
@@ -49,6 +47,8 @@ class SessionJudge:
         candidates = list(firsts.values())
         if len(candidates) <= LEAD:
             return hits  # nothing to choose between
+        from crossmodalrag.answer.verify import judge  # only when judging: `mem ask --no-llm` never loads it
+
         try:
             margins = judge(self.llm, [prompt(question, hit) for hit in candidates])
         except LLMError as error:
@@ -62,6 +62,8 @@ class SessionJudge:
 
 def prompt(question: str, hit: "Hit") -> list[dict[str, str]]:
     """The question comes first, so every candidate's prompt shares it (llama.cpp reuses that prefix)."""
+    from crossmodalrag.answer.prompt import JUDGE_SYSTEM
+
     user = f"Question: {question.strip()}\n\nExcerpt from a conversation:\n{hit.text[:EXCERPT_CHARS]}\n\n{QUESTION}"
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
 
