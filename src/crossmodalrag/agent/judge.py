@@ -5,9 +5,11 @@ tell the sessions apart (bench/agent_recall_ablation.py). The model does, as a j
 ranker: for the best turn of each of the first `sessions` sessions among the evidence found, it
 gives the yes-minus-no logit margin of "does this excerpt help answer the question?" (the technique
 of answer/verify.py), and the five with the highest margins lead. It reorders the evidence, never
-changes which evidence is shown. Each judgement reads ~200 tokens (~2.5 CPU seconds here), so it is
-off unless `CMRAG_RECALL_JUDGE_SESSIONS` is set, runs only where `mem ask`/`mem chat` already use a
-model, and never in the MCP tools, whose calls must answer within seconds.
+changes which evidence is shown, so it has something to do only when more than five sessions are
+shown (`--top-k 10`, as the benchmark asks; `mem ask`'s default top_k is 5). Each judgement reads
+~200 tokens (~2.5 CPU seconds here), so it is off unless `CMRAG_RECALL_JUDGE_SESSIONS` is set, runs
+only where `mem ask`/`mem chat` already use a model, and never in the MCP tools, whose calls must
+answer within seconds.
 """
 
 from __future__ import annotations
