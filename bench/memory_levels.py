@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Retrieval at each memory level on LoCoMo dev, without an LLM: gold events stand in for L1.
 
-    nice -n 5 python bench/memory_levels.py [--lexical-only] [--events ROWS.jsonl [--gold-events]]
+    nice -n 5 python bench/memory_levels.py [--lexical-only] [--events ROWS.jsonl [--gold-events]] [--workdir DIR]
 
 Every turn is one source (`conversation`, one session = one project, timestamp = the session's
 date), embedded with the offline MiniLM unless --lexical-only. Each gold `observation` (a sentence
@@ -163,7 +163,8 @@ def build_conversation(index: int, sample: dict, workdir: Path, embedder, extrac
 
     settings = Settings(db_path=workdir / f"levels-{index}.db")
     store = open_store(settings.db_path)
-    ingest_documents(store, turn_documents(index, sample["conversation"]), {}, IngestReport())
+    known = dict(store.conn.execute("SELECT uri, fingerprint FROM sources"))  # a reused --workdir: not again
+    ingest_documents(store, turn_documents(index, sample["conversation"]), known, IngestReport())
     semantic = None
     if embedder is not None:
         from crossmodalrag.index.embeddings import embed_missing
