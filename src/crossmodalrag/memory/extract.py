@@ -7,7 +7,7 @@ parsed (with a syntactic repair for backends without grammars) and validated her
 
 The model writes only what needs reading: the sentence, its type and the excerpts it cites. When,
 project and people are known without it (the source's date and project, the person an event is
-listed under), and every token written costs about as much as 3 to 5 read (docs/benchmarks.md).
+listed under), and each token written cost about as much CPU as 5 read (docs/benchmarks.md).
 In a conversation the events are listed under each speaker's name: asked for one flat list, the
 model gave most events to whoever spoke first.
 """
@@ -28,8 +28,8 @@ MAX_STATEMENT = 160
 MAX_CITED = 3
 MAX_SPEAKERS = 4  # listed by name; a window with more speakers gets one flat list
 MAX_TOKENS = 480  # 8 events of at most ~50 tokens each, plus the JSON around them
-# A speaker the grammar can use as a key and a statement's start: letters, with inner spaces,
-# apostrophes or hyphens ("Mary-Ann O'Neil"); anything else would need escaping in the grammar.
+# A speaker the grammar can use as a key: letters, with inner spaces, apostrophes or hyphens
+# ("Mary-Ann O'Neil"); anything else would need escaping in the grammar.
 NAME = re.compile(r"[^\W\d_]+(?:[ '-][^\W\d_]+){0,3}")
 TURN = re.compile(r"^([^:\n]{1,40}):\s", re.M)
 COPIED = ("WordPress", "Hugo", "team wiki", "Berlin")  # the example's own words (see SYSTEM)
