@@ -206,8 +206,9 @@ class Settings:
     llm_max_tokens: int = 200  # a short answer and three sentences take ~120
     llm_temperature: float = 0.0  # greedy: the same question over the same memory gets the same answer
     llm_context_tokens: int = 4096
-    # The evidence budget of one prompt: ~400 tokens, ~2.5 s to read on 2 calm cores (the first
-    # token's target is 3 s; bench/latency.py); 2800 took ~4.5 s.
+    # The evidence budget of one prompt: ~400 tokens, ~3.8 s to read at the ~105 tokens/s of 2 calm
+    # cores. Swept (docs/benchmarks.md, bench/answer_stages.py): chat turns rarely fill it; on the
+    # README's notes 1000 already lost an answer (8 of 9 answered, 9 of 9 at 1600).
     llm_evidence_chars: int = 1600
     llm_threads: int = 0  # in-process threads; 0 = the cores no other process keeps busy (cpu.py)
     # The memory hierarchy (memory/).
