@@ -12,7 +12,10 @@ from typing import Callable, TypeVar
 
 from crossmodalrag.errors import WriteConflict
 
-CONFLICT_ATTEMPTS = 12  # tries of a write the server aborted as colliding (PostgreSQL): ~5 s of backoff in all
+# Tries of a write the server aborted as colliding (PostgreSQL): ~25 s of jittered backoff in all. Under
+# SERIALIZABLE, four writers on a loaded machine still collided after 12 tries (~5 s), and a write that
+# waits its turn beats one that fails.
+CONFLICT_ATTEMPTS = 40
 T = TypeVar("T")
 
 
