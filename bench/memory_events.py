@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """L1 event extraction on LoCoMo dev sessions with a real model: recall, grounding and cost.
 
-    nice -n 5 python bench/memory_events.py [--sessions 30] [--limit N] [--start N] [--seed 0] [--model GGUF] [--free]
-                                            [--threads N] [--timeout S] [--rows ROWS.jsonl [--resume]]
+    nice -n 5 python bench/memory_events.py [--sessions 30] [--limit N] [--start N] [--only I:S,...] [--seed 0] [--free]
+                                            [--model GGUF] [--threads N] [--timeout S] [--rows ROWS.jsonl [--resume]]
 
 A fixed seeded sample of sessions that have gold events. Each session is one source whose chunks
 are its turns ("Speaker: text", locator = the turn's dia_id); events are extracted by the product's
@@ -14,7 +14,8 @@ own `build_events` (one call per session, MiniLM provenance check), then scored 
   supported share            events whose best link passes CMRAG_EVENT_SUPPORT_MIN_COSINE
   provenance hit             for extracted events matched (cosine >= 0.70) to a gold `observation`,
                              do the event's links (at most 3) include that observation's turn?
-  cost                       LLM calls, prompt/completion tokens, seconds per 1k source tokens
+  cost                       LLM calls, prompt/completion tokens, seconds per 1k source tokens (CPU
+                             seconds, and the CPU seconds to the first token: reading the prompt)
 Reference points (DESIGN.md): a random other session 0.075, raw turns copied as events 0.19,
 gpt-3.5's own observations 0.85; target >= 0.60. `--free` also runs without the schema grammar.
 Per-session rows go to --rows (JSON lines, appended as they finish); the summary JSON to stdout.
@@ -93,13 +94,17 @@ class CountingLLM:
     guesses accepted, threads) so a session's row says where its seconds went."""
 
     def __init__(self, llm) -> None:
-        self.llm, self.totals = llm, {}
+        self.llm, self.totals, self.prompt_cpu = llm, {}, 0.0
 
     def __getattr__(self, name):
         return getattr(self.llm, name)
 
     def stream(self, messages, generation):
-        yield from self.llm.stream(messages, generation)
+        started, first = time.process_time(), True
+        for piece in self.llm.stream(messages, generation):
+            if first:  # CPU seconds to the first token: reading the prompt (and one decoding step)
+                self.prompt_cpu, first = self.prompt_cpu + time.process_time() - started, False
+            yield piece
         for key, value in self.llm.usage.items():
             known = self.totals.get(key, 0)
             self.totals[key] = max(value, known) if key == "threads" else known + value
@@ -131,6 +136,7 @@ def run_session(sample: dict, index: int, session: str, llm, embedder, workdir: 
         "source_tokens": source_tokens,
         "seconds": round(seconds, 2),
         "cpu_seconds": round(cpu, 2),
+        "prompt_cpu_seconds": round(counted.prompt_cpu, 2),
         "load": round(load, 1),
         "llm_calls": report.llm_calls,
         "prompt_tokens_est": report.prompt_chars // 4,
@@ -188,6 +194,9 @@ def summarize(rows: list[dict]) -> dict:
         "llm_calls_per_source": round(total("llm_calls") / len(rows), 3),
         "seconds_per_1k_source_tokens": round(total("seconds") / total("source_tokens") * 1000, 2),
         "cpu_seconds_per_1k_source_tokens": round(total("cpu_seconds") / total("source_tokens") * 1000, 2),
+        "prompt_cpu_seconds_per_1k_source_tokens": round(
+            sum(r.get("prompt_cpu_seconds", 0) for r in rows) / total("source_tokens") * 1000, 2
+        ),
         "load_average": [min(r["load"] for r in rows), max(r["load"] for r in rows)],
         "threads": sorted({r.get("llm_threads", 0) for r in rows}),
         "completion_tokens": total("completion_tokens"),
@@ -209,6 +218,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--limit", type=int, help="run only the first N drawn sessions (the draw stays the same)")
     parser.add_argument("--start", type=int, default=0, help="skip the first N drawn sessions (split a run)")
+    parser.add_argument("--only", help="these sessions instead of the draw, e.g. 3:session_11,4:session_5")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", type=Path, default=Path("data/models/llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"))
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: the cores free)")
@@ -228,6 +238,8 @@ def main() -> None:
     data = load_locomo(args.shared)
     chosen = sorted(random.Random(args.seed).sample(sessions_with_events(data), args.sessions))[: args.limit]
     chosen = chosen[args.start :]
+    if args.only:  # a trial subset (e.g. sessions outside the draw, to try a prompt on)
+        chosen = [(int(i), session) for i, session in (item.split(":", 1) for item in args.only.split(","))]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="memory-events-"))
     settings = Settings(db_path=workdir / "models.db")
     install_offline(settings)
