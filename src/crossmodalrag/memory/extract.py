@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Collection
 
 from crossmodalrag.answer.llm import LLM, Generation
+from crossmodalrag.memory.provenance import SPEAKER
 
 PROMPT_VERSION = "events-v5"
 EVENT_TYPES = ("decision", "learning", "fix", "task", "change", "fact", "plan")
@@ -31,7 +32,7 @@ MAX_TOKENS = 480  # 8 events of at most ~50 tokens each, plus the JSON around th
 # A speaker the grammar can use as a key: letters, with inner spaces, apostrophes or hyphens
 # ("Mary-Ann O'Neil"); anything else would need escaping in the grammar.
 NAME = re.compile(r"[^\W\d_]+(?:[ '-][^\W\d_]+){0,3}")
-TURN = re.compile(r"^([^:\n]{1,40}):\s", re.M)
+TURN = re.compile("^" + SPEAKER.pattern, re.M)  # a turn's speaker, as the provenance check reads it
 COPIED = ("WordPress", "Hugo", "team wiki", "Berlin")  # the example's own words (see SYSTEM)
 
 SYSTEM = (

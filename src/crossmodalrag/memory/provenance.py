@@ -20,7 +20,7 @@ CANDIDATES = 8  # chunks per event scored sentence by sentence: the nearest by w
 REPEAT_COSINE = 0.9  # two events of one source this close (MiniLM) say the same thing
 MAX_PIECES = 64  # lines and sentences of one chunk embedded for sentence-level support (bounds the cost)
 WORD = re.compile(r"[^\W_]{4,}")
-SPEAKER = re.compile(r"[^:\n]{1,40}:\s")  # "Caroline: " starting a turn
+SPEAKER = re.compile(r"([^:\n]{1,40}):\s")  # "Caroline: " starting a turn (the name is group 1)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 LIST_MARK = re.compile(r"^(?:[-*#>\s]|\d+[.)](?=\s))+")  # "- ", "## ", "> ", "2. " (not "2023 was")
 
