@@ -57,6 +57,10 @@ def test_source_detail_is_its_cli_twin_for_every_kind(client, sample_db, capsys)
         ),
         ({"q": "quantum chromodynamics of penguins", "no_llm": "true"}, ["--no-llm"]),  # abstains
         ({"q": "parser tokenizer", "match": "all", "no_llm": "true"}, ["--match", "all", "--no-llm"]),
+        # each of these changes the evidence on the sample, so a route ignoring it fails here
+        ({"q": QUESTION, "strategy": "episodic", "no_llm": "true"}, ["--strategy", "episodic", "--no-llm"]),
+        ({"q": QUESTION, "after": "2025-07-10", "no_llm": "true"}, ["--after", "2025-07-10", "--no-llm"]),
+        ({"q": QUESTION, "before": "2025-07-01"}, ["--before", "2025-07-01"]),
     ],
 )
 def test_ask_returns_its_cli_twin(client, sample_db, capsys, query, args) -> None:
@@ -112,6 +116,8 @@ def test_errors_are_json_with_a_hint(client) -> None:
     assert bad_date.status_code == 400 and "YYYY-MM-DD" in bad_date.json()["hint"]
     assert client.get("/eval", params={"query_prefix": "[nothing]"}).status_code == 404
     assert client.get("/ask", params={"q": QUESTION, "level": "concept"}).status_code == 501
+    bad_after = client.get("/ask", params={"q": QUESTION, "after": "last tuesday"})
+    assert bad_after.status_code == 400 and bad_after.json()["hint"], bad_after.text
 
 
 def test_health_reports_a_read_only_database(client, sample_db) -> None:

@@ -12,6 +12,7 @@ import threading
 from dataclasses import replace
 from typing import Any, Callable, Iterator
 
+from crossmodalrag.agent.recall import with_recall
 from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
 from crossmodalrag.answer.llm import LLM, load_llm
 from crossmodalrag.answer.synthesize import ask_with_llm
@@ -78,11 +79,17 @@ class Asker:
         cancelled: threading.Event | None = None,
         match: str | None = None,
         level: str = "evidence",
+        strategy: str | None = None,
+        after: str | None = None,
+        before: str | None = None,
     ) -> Answer:
-        """What `mem ask --json` computes for the same options. Raises CMRAGError, AskCancelled."""
+        """What `mem ask --json` computes for the same options. Raises CMRAGError, AskCancelled.
+        The opt-in session judge (`recall_judge_sessions`) is the CLI's alone, as with MCP: it would
+        hold the one model for ~10 s per question before the answer's own turn."""
         settings = with_match(self.settings, match)
         with self.readers.reader() as store:
             retriever = open_retriever(store, settings, top_k, profile, modalities=modalities)
+            retriever = with_recall(retriever, strategy or retriever.strategy, after, before)
             retriever = at_level(retriever, level, settings)
             if no_llm:
                 return with_nodes(ask_without_llm(retriever, query), retriever)

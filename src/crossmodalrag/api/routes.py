@@ -27,6 +27,7 @@ Profile = Literal[PROFILES]  # type: ignore[valid-type]
 Kind = Literal[SOURCE_KINDS]  # type: ignore[valid-type]
 Match = Literal["any", "all", "phrase"]
 Level = Literal["evidence", "event", "episode", "concept"]
+Strategy = Literal["direct", "episodic", "fusion"]
 MAX_QUERY_CHARS = 1000
 POLL_SECONDS = 0.25  # how often a waiting stream checks that its client is still there
 
@@ -54,10 +55,24 @@ class AskParams:
         match: Annotated[
             Match | None, Query(description="any query term (default), all of them, or the phrase")
         ] = None,
+        strategy: Annotated[
+            Strategy | None, Query(description="recall strategy for conversations (default: the configured one)")
+        ] = None,
+        after: Annotated[str | None, Query(max_length=40, description="only evidence dated on or after (ISO)")] = None,
+        before: Annotated[str | None, Query(max_length=40, description="only evidence dated before (ISO)")] = None,
     ) -> None:
-        self.level = level
-        self.q, self.top_k, self.profile, self.no_llm, self.match = q, top_k, profile, no_llm, match
-        self.modalities = tuple(modality or ())
+        self.q = q
+        self.options = {
+            "top_k": top_k,
+            "profile": profile,
+            "modalities": tuple(modality or ()),
+            "no_llm": no_llm,
+            "match": match,
+            "level": level,
+            "strategy": strategy,
+            "after": after,
+            "before": before,
+        }
 
 
 @router.get("/health", tags=["meta"], summary="liveness, version and database summary")
@@ -79,9 +94,7 @@ NOT_BUILT = {501: {"description": "the memory hierarchy is not built yet (run `m
 @router.get("/ask", tags=["ask"], responses=NOT_BUILT, summary="answer a question (the payload of `mem ask --json`)")
 def ask(request: Request, params: Annotated[AskParams, Depends()]) -> dict[str, Any]:
     asker = request.app.state.asker
-    answer = asker.ask(
-        params.q, params.top_k, params.profile, params.modalities, params.no_llm, match=params.match, level=params.level
-    )
+    answer = asker.ask(params.q, **params.options)
     return answer.to_dict()
 
 
@@ -110,14 +123,9 @@ async def _events(request: Request, params: AskParams) -> AsyncIterator[str]:
         try:
             answer = request.app.state.asker.ask(
                 params.q,
-                params.top_k,
-                params.profile,
-                params.modalities,
-                params.no_llm,
+                **params.options,
                 on_text=lambda text: emit({"type": "token", "text": text}),
                 cancelled=cancelled,
-                match=params.match,
-                level=params.level,
             )
             emit({"type": "answer", **answer.to_dict()})
         except AskCancelled:
