@@ -139,6 +139,15 @@ def test_serve_rejects_a_short_token(capsys, sample_db, tmp_path) -> None:
     assert "at least 16 characters" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("port", ["99999", "0", "http"])
+def test_serve_rejects_a_port_no_socket_takes(capsys, sample_db, port) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--port", port, "--db-path", str(sample_db)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --port" in err and "Traceback" not in err
+
+
 def test_serve_without_the_ui_extra_names_the_install(monkeypatch, capsys, sample_db) -> None:
     import crossmodalrag.api as api
 

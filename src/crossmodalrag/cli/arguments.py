@@ -20,3 +20,11 @@ def non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError("must not be negative")
     return value
+
+
+def port_number(text: str) -> int:
+    """A TCP port to listen on: the socket call's own OverflowError would reach the user as a crash."""
+    value = positive(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError("must be a port from 1 to 65535")
+    return value

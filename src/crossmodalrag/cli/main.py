@@ -18,7 +18,7 @@ from crossmodalrag.cli import postgres as postgres_commands
 from crossmodalrag.cli import serve as serve_commands
 from crossmodalrag.cli import sync as sync_commands
 from crossmodalrag.cli import versions as version_commands
-from crossmodalrag.cli.arguments import non_negative, positive
+from crossmodalrag.cli.arguments import non_negative, port_number, positive
 from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.cli.postgres import refuse_unported
@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", parents=[common], help="web console and read-only HTTP API (the ui extra)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a token)")
-    p.add_argument("--port", type=positive, default=8765, help="port (default 8765)")
+    p.add_argument("--port", type=port_number, default=8765, help="port (default 8765)")
     p.add_argument("--token-file", type=Path, help="file holding the access token (else CMRAG_SERVE_TOKEN)")
     p.add_argument("--allow-host", action="append", metavar="NAME", help="also answer to this Host name (repeatable)")
     p.add_argument("--mcp", action="store_true", help="also serve the MCP tools at /mcp (streamable HTTP; mcp extra)")
