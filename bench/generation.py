@@ -186,7 +186,9 @@ def locomo_row(question: dict, answer: dict) -> dict:
         "unsupported_delivered": 0 if answer["abstained"] else len(left_in),
         "gate_margin": (answer.get("verification") or {}).get("gate_margin"),
         "claim_margins": [[c["margin"], c["short_answer"]] for c in claims],
+        "subject_share": (answer.get("verification") or {}).get("subject_share"),
         "short_answer": short,
+        "answer": answer["answer"],  # the delivered text, to re-trim short answers from stored rows
         "gold": gold,
         "first_token_seconds": answer["timing"].get("first_token_seconds"),
         "total_seconds": answer["timing"]["total_seconds"],
@@ -259,6 +261,7 @@ def summarize(rows: list[dict]) -> dict:
         ),
         "abstained_as_unsupported": sum(1 for r in rows if r["abstention_reason"] == "unsupported"),
         "abstained_by_gate_or_model": sum(1 for r in rows if r["abstention_reason"] == "llm_insufficient"),
+        "abstained_not_in_their_words": sum(1 for r in rows if r["abstention_reason"] == "subject_missing"),
         "verifier_seconds": {
             "p50": _p(verifier, 0.5),
             "pairs_per_second": round(

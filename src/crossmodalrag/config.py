@@ -82,6 +82,7 @@ SCALARS: dict[str, Setting] = {
     "abstain_min_margin": Setting("llm", float),
     "abstain_min_margin_statements": Setting("llm", float),
     "verify_min_margin": Setting("llm", float),
+    "abstain_min_subject_share": Setting("llm", _fraction),
     "llm_verify": Setting("llm", _switch, "verify"),
     "match": Setting("retrieval", _one_of("any", "all", "phrase")),
     "strategy": Setting("retrieval", _one_of("direct", "episodic", "fusion")),  # mem ask --strategy (issue 13)
@@ -182,6 +183,10 @@ class Settings:
     abstain_min_margin: float = -1.24  # "does the excerpt about whom the question names answer it?"
     abstain_min_margin_statements: float = -1.69  # the same, for a query that states something
     verify_min_margin: float = -1.0  # "do the cited excerpts support this sentence?"
+    # Before any model call: a question naming a participant of the retrieved conversations needs at
+    # least this share of the excerpts in their own words (answer/subjects.py; 0 = off). 0.4 = 2 of
+    # 5: keeps 38/39 and 56/58 answerable LoCoMo dev questions, refuses 6/40 and 7/46 adversarial ones.
+    abstain_min_subject_share: float = 0.4
     llm_verify: bool = True  # CMRAG_LLM_VERIFY=off: no gate margin, no claim checks
     embed_model: str | None = None  # None: the offline MiniLM if installed, else BAAI/bge-small-en-v1.5
     embed_model_path: str | None = None

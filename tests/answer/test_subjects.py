@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crossmodalrag.answer.subjects import excerpts_about, mentions_any, named_subjects, speaker
+from crossmodalrag.answer.subjects import excerpts_about, mentions_any, named_subjects, speaker, subject_share
 from crossmodalrag.types import Evidence, Hit
 
 
@@ -65,3 +65,15 @@ def test_outside_conversations_and_for_people_who_only_come_up_in_one_a_mention_
     assert excerpts_about([turn("Joanna: A letter came.", previous="Nate: Did Tom call?")], ["tom"], [joanna]) == []
     note = excerpt("Nate adopted a third turtle", title="pets.md")
     assert excerpts_about([note], ["nate"], [joanna, turn("Nate: hi")]) == [note]
+
+
+def test_subject_share_counts_the_named_participants_own_turns():
+    joanna = turn("Joanna: I made caramel ice cream and it was delicious!")
+    nate = turn("Nate: My turtles cheer me up.")
+    evidence = [joanna, joanna, nate, joanna]
+    assert subject_share("What cheers Nate up?", evidence) == 0.25
+    assert subject_share("What did Joanna make?", evidence) == 0.75
+    assert subject_share("What did Nate and Joanna do?", evidence) == 1.0
+    assert subject_share("What cheers him up?", evidence) is None  # names nobody
+    assert subject_share("What did Caroline say?", evidence) is None  # nobody taking part in these chats
+    assert subject_share("What did Nate say?", [excerpt("Nate: hi")]) is None  # notes have no speakers

@@ -189,12 +189,18 @@ def test_a_sentence_citing_only_another_persons_words_fails_without_the_judge(st
     assert not answer.abstained and answer.short_answer == "self-care matters"
 
 
-def chat_retriever(store, settings: Settings, tmp_path: Path, lines: list[tuple[str, str]]):
-    """A Nate-and-Joanna conversation ingested as `mem ingest-chat` would, and a lexical retriever."""
-    turns = [{"speaker": who, "dia_id": f"D1:{n}", "text": text} for n, (who, text) in enumerate(lines, 1)]
-    conversation = {"speaker_a": "Nate", "speaker_b": "Joanna", "session_1_date_time": "9 October, 2022"}
+def chat_retriever(store, settings: Settings, tmp_path: Path, lines: list[tuple[str, str]], sessions: int = 1):
+    """A Nate-and-Joanna conversation ingested as `mem ingest-chat` would, and a lexical retriever;
+    with `sessions`, the lines dealt out over that many sessions (one source each)."""
+    conversation = {"speaker_a": "Nate", "speaker_b": "Joanna"}
+    for session in range(1, sessions + 1):
+        conversation[f"session_{session}_date_time"] = f"{session} October, 2022"
+        conversation[f"session_{session}"] = [
+            {"speaker": who, "dia_id": f"D{session}:{n}", "text": text}
+            for n, (who, text) in enumerate(lines[session - 1 :: sessions], 1)
+        ]
     export = tmp_path / "locomo.json"
-    sample = {"sample_id": "x", "conversation": {**conversation, "session_1": turns}, "qa": []}
+    sample = {"sample_id": "x", "conversation": conversation, "qa": []}
     export.write_text(json.dumps([sample]), encoding="utf-8")
     ingest_conversations(store, [export])
     return open_retriever(store, settings, lexical_only=True)
@@ -283,3 +289,43 @@ def test_a_statement_is_gated_by_its_own_threshold(retriever, settings: Settings
     assert not answer.abstained and answer.verification["gate_min_margin"] == -3.0
     answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(ANSWER, margins=[-2.0]))
     assert answer.abstained and answer.verification["gate_min_margin"] == -1.0
+
+
+def test_a_support_sentence_citing_nothing_is_judged_against_its_closest_excerpt_only(retriever, settings: Settings):
+    """Judged against every excerpt the answer cites, a made-up sentence found support in any of them."""
+    text = "Answer: regexes backtracked [E1][E2]\nThe old regexes backtracked for minutes."
+    llm = ScriptedLLM(text, margins=[2.0, 2.0, 2.0])
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    evidence = {item.id: item.hit.text for item in answer.evidence}
+    closest = next(i for i, body in evidence.items() if "regexes backtracked" in body)
+    other = next(i for i in evidence if i != closest)
+    judged = llm.judged[-1][-1]["content"]
+    assert "Claim: The old regexes backtracked" in judged
+    assert f"[{closest}]" in judged and f"[{other}]" not in judged
+
+
+def test_a_question_about_someone_whose_own_words_are_few_of_the_evidence_is_not_asked(
+    store, settings: Settings, tmp_path
+):
+    """LoCoMo's adversarial questions put one person's words in the other's mouth: the best matches
+    are then mostly the other person's turns."""
+    lines = [
+        ("Joanna", "I made caramel ice cream on Sunday."),
+        ("Nate", "Sounds great, I love ice cream."),
+        ("Joanna", "The caramel ice cream came out rich and creamy."),
+        ("Joanna", "Next time I will make caramel ice cream with sea salt."),
+        ("Joanna", "My caramel ice cream recipe uses coconut milk."),
+        ("Nate", "My turtles love the new tank."),
+    ]
+    retriever = chat_retriever(store, settings, tmp_path, lines, sessions=len(lines))
+    llm = ScriptedLLM("Answer: rich and creamy [E1]", margins=[3.0, 3.0])
+    question = "How did {} like the caramel ice cream?"
+    answer = ask_with_llm(retriever, question.format("Nate"), settings, llm=llm)
+    assert answer.abstained and answer.abstention_reason == "subject_missing"
+    assert llm.judged == [] and llm.calls == []  # no model call at all
+    assert 0 < answer.verification["subject_share"] < settings.abstain_min_subject_share
+    answer = ask_with_llm(retriever, question.format("Joanna"), settings, llm=llm)
+    assert not answer.abstained and answer.verification["subject_share"] >= 0.6
+    settings.abstain_min_subject_share = 0.0  # off: the model is asked (and its answer from Joanna's words fails)
+    answer = ask_with_llm(retriever, question.format("Nate"), settings, llm=llm)
+    assert answer.abstention_reason == "unsupported" and len(llm.calls) == 2

@@ -56,6 +56,20 @@ def excerpts_about(items: list[Evidence], names: list[str], evidence: list[Evide
     return [item for item in items if any(_is_about(item, name, participants) for name in folded)]
 
 
+def subject_share(question: str, evidence: list[Evidence]) -> float | None:
+    """The share of `evidence` in the own words of the people the question names who take part in
+    the retrieved conversations; None when it names none of them. What a person did or said is
+    mostly in their own turns, so the best matches of a question about them are mostly theirs:
+    when the best matches are someone else's, the question usually has the wrong person (LoCoMo
+    dev, 5 excerpts: 2 or more are the named person's for 38 of 39 answerable questions, fewer for
+    6 of 40 adversarial ones)."""
+    participants = {first_name(who) for who in map(speaker, evidence) if who}
+    names = [name for name in map(_fold, named_subjects(question)) if name in participants]
+    if not names or not evidence:
+        return None
+    return len(excerpts_about(evidence, names, evidence)) / len(evidence)
+
+
 def _is_about(item: Evidence, name: str, participants: set[str]) -> bool:
     who = speaker(item)
     if who is not None and first_name(who) == name:

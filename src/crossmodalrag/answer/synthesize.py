@@ -14,6 +14,7 @@ from crossmodalrag.answer.citations import is_insufficient, strip_marker, valida
 from crossmodalrag.answer.evidence import Retriever, evidence_answer
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages
+from crossmodalrag.answer.subjects import subject_share
 from crossmodalrag.answer.verify import (
     Verification,
     gate_evidence,
@@ -29,6 +30,7 @@ from crossmodalrag.types import Answer
 
 LLM_INSUFFICIENT = "llm_insufficient"
 UNSUPPORTED = "unsupported"
+SUBJECT_MISSING = "subject_missing"
 MAX_SENTENCES = 4  # the short answer and three sentences of support, as the prompt asks
 
 
@@ -84,6 +86,13 @@ def ask_with_llm(
     checks: dict = {}
     timing = {"retrieval_seconds": retrieval_seconds}
     messages, raw = build_messages(query, evidence, budget), ""
+    share = subject_share(query, evidence) if settings.llm_verify else None
+    if share is not None:
+        checks["subject_share"] = round(share, 3)
+    if share is not None and share < settings.abstain_min_subject_share:
+        answer = _abstain(fallback, SUBJECT_MISSING, _subject_missing_text(evidence, share), model, checks, timing)
+        answer.timing["total_seconds"] = time.perf_counter() - started
+        return answer
     try:
         if settings.llm_verify:
             checked = time.perf_counter()
@@ -219,6 +228,13 @@ def _unsupported_text(verification: Verification) -> str:
     return (
         "No answer: the language model's answer is not supported by the evidence it cites "
         f"({len(verification.dropped)} of {len(verification.verdicts)} sentences failed the check), so it is withheld."
+    )
+
+
+def _subject_missing_text(evidence: list, share: float) -> str:
+    return (
+        f"No answer: only {round(share * len(evidence))} of the {len(evidence)} retrieved pieces of evidence are in the "
+        "own words of the person the question names; the rest is what others said, so it is not asked of the model."
     )
 
 

@@ -38,6 +38,7 @@ _ASKING = frozenset(
     "shall may might must has have had tell show list find give name describe explain summarize summarise".split()
 )
 MIN_STATEMENT_WORDS = 4
+_WORD = re.compile(r"\w{3,}")
 
 
 @dataclass
@@ -176,7 +177,9 @@ def first_sentence(line: str) -> str:
 
 
 def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, min_margin: float) -> Verification:
-    """Judge every sentence of `text` against the excerpts it cites (all of them if it cites none).
+    """Judge every sentence of `text` against the excerpts it cites; a support sentence citing none
+    against the one closest to it of those the answer cites (or of all), the short answer against
+    every excerpt the answer cites (or all).
     Sentences that only say what the evidence lacks are kept unchecked. When the question names
     someone, a sentence is judged only against those of its excerpts about them (answer/subjects.py)
     and fails without the judge if there are none; past MAX_CHECKS, dropped."""
@@ -195,6 +198,8 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         judged = cited_excerpts(evidence, verdict.cited or _citations(text))
         if names:  # judged only against the excerpts about whom the question names
             judged = excerpts_about(judged, names, evidence)
+        if judged and not cited and not short:
+            judged = [closest_excerpt(claim, judged)]  # not "any of them": a made-up sentence passed that way
         if not judged:
             verdict.reason = "names_missing"
         elif len(prompts) < MAX_CHECKS and claim:
@@ -204,6 +209,14 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         verdict.margin = margin
         verdict.supported = margin >= min_margin
     return Verification(verdicts)
+
+
+def closest_excerpt(claim: str, items: list[Evidence]) -> Evidence:
+    """The excerpt sharing the most words with `claim` (the first on a tie): what a support sentence
+    that cites nothing is judged against."""
+    words = set(_WORD.findall(claim.lower()))
+    bodies = [item.hit.text.split("\n", 1)[-1].lower() for item in items]  # without the breadcrumb line
+    return items[max(range(len(items)), key=lambda i: len(words & set(_WORD.findall(bodies[i]))))]
 
 
 def _citations(text: str) -> list[str]:
