@@ -73,8 +73,11 @@ def test_short_answer(text, expected):
         (
             "Why did Nate choose the hair color he did?",
             "Nate chose the hair color he did because it was bold",
-            "it was bold",
+            "bold",
         ),
+        ("Why did Nate choose red?", "Nate chose red because it's bold", "bold"),
+        ("What are Nate's favorite desserts?", "Nate's favorite desserts include coconut ice cream", "coconut ice cream"),
+        ("What does Nate keep?", "Nate keeps it safe", "it safe"),  # a pronoun without a copula stays
         ("What did Joanna make for Nate?", "Joanna made caramel ice cream for Nate", "caramel ice cream"),
         ("What pets does Nate have?", "Nate has a dog and three turtles", "a dog and three turtles"),
         ("Did Nate share the toy?", "Nate shared the toy", "Nate shared the toy"),  # nothing new: kept whole

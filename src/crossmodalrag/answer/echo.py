@@ -22,7 +22,10 @@ SNOWBALL = {"en": "english", "de": "german", "es": "spanish", "fr": "french"}
 # Words that carry the answer even though they are function words (or look like the question's).
 KEPT = frozenset("yes no not never none nothing nobody neither nor ja nein nicht kein keine sí si oui non".split())
 # Function words that only link a restated opening to the answer ("... agencies on 22 October").
-LINKS = frozenset("on in at to by for of from as is was are were be been that because with about".split())
+LINKS = frozenset("on in at to by for of from as is was are were be been that because with about include includes".split())
+# "... because it was bold": a pronoun and a copula after the restated opening say nothing either.
+PRONOUN_COPULA = frozenset("it's he's she's that's they're".split())
+PRONOUNS, COPULAS = frozenset("it he she they this that these those".split()), frozenset("is was are were".split())
 _EDGES = " \t,;:-\u2013\u2014"
 
 
@@ -77,7 +80,7 @@ def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str]) 
 def _opening(kinds: list[str], words: list[re.Match], said: list[bool]) -> int:
     """How many leading words restate the question: up to its last word the question also says
     ("... the hair color he did"), plus the linking words right after it (so "his" in "Nate relies
-    on his turtles" stays)."""
+    on his turtles" stays) and a pronoun with its copula ("because it was bold")."""
     run = 0
     while run < len(kinds) and kinds[run] in ("echo", "function"):
         run += 1
@@ -85,8 +88,13 @@ def _opening(kinds: list[str], words: list[re.Match], said: list[bool]) -> int:
     if not any(kinds[i] == "echo" for i in echoed):
         return 0  # only function words in common: nothing is restated
     cut = echoed[-1] + 1
-    while cut < run and words[cut].group(0).lower() in LINKS:
+    while cut < len(words) - 1 and words[cut].group(0).lower() in LINKS:
         cut += 1
+    following = [match.group(0).lower() for match in words[cut : cut + 3]]  # something must be left after them
+    if len(following) >= 2 and following[0] in PRONOUN_COPULA:
+        return cut + 1
+    if len(following) == 3 and following[0] in PRONOUNS and following[1] in COPULAS:
+        return cut + 2
     return cut
 
 
