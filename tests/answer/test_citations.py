@@ -96,3 +96,14 @@ def test_answers_and_partial_answers_are_not_refusals(output: str) -> None:
 
 def test_a_stray_marker_after_a_partial_answer_is_stripped() -> None:
     assert strip_marker("It was rewritten [E1]. INSUFFICIENT_EVIDENCE") == "It was rewritten [E1]."
+
+
+def test_evidence_headers_copied_into_the_answer_are_removed() -> None:
+    copied = (
+        "Answer: a road trip [E1]\n[E1] (conversation · Caroline & Melanie · session 18 (6:55 pm on 20 October, 2023)"
+        " · D18:1 · 20 October 2023) Melanie: that road trip was insane! [E1]"
+    )
+    report = validate(copied, evidence())
+    assert report.text == "Answer: a road trip [E1]\nMelanie: that road trip was insane! [E1]"
+    kept = "Answer: a note (in the vault · not a header) [E1]"  # parentheses of the answer's own stay
+    assert validate(kept, evidence()).text == kept

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossmodalrag.answer.prompt import INSUFFICIENT
+from crossmodalrag.answer.prompt import HEADER_COPY, INSUFFICIENT
 from crossmodalrag.types import Evidence
 
 # [E1], [e2], [E1, E3], [E1; 3], [E1-E3] (ranges are expanded), with optional spaces.
@@ -57,7 +57,9 @@ def cited_ids(bracket: str) -> list[str]:
 
 
 def validate(text: str, evidence: list[Evidence]) -> CitationReport:
-    """Remove citations of evidence that does not exist and flag claims that cite nothing."""
+    """Remove citations of evidence that does not exist and copied evidence headers, and flag claims
+    that cite nothing."""
+    text = HEADER_COPY.sub("", text)
     by_id = {item.id: item for item in evidence}
     report = CitationReport(text="")
     order: dict[str, Evidence] = {}
