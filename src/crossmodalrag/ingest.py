@@ -105,11 +105,13 @@ def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool,
                 (doc.source_type, digest, doc.timestamp, doc.title, metadata, time.time(), source_id),
             )
         else:
-            source_id = conn.execute(
-                "INSERT INTO sources (source_type, uri, fingerprint, timestamp, title, metadata, ingested_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (doc.source_type, doc.uri, digest, doc.timestamp, doc.title, metadata, time.time()),
-            ).lastrowid
+            source_id = new_source_id(conn)
+            inserted = conn.execute(
+                "INSERT INTO sources (id, source_type, uri, fingerprint, timestamp, title, metadata, ingested_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (source_id, doc.source_type, doc.uri, digest, doc.timestamp, doc.title, metadata, time.time()),
+            )
+            source_id = source_id or inserted.lastrowid
         written = _insert_chunks(batch, conn, source_id, doc, chunks, 0)
         if versioning.enabled(conn):  # the state just written: the log need not read it back
             state = source_state(doc.uri, doc.source_type, doc.title, doc.timestamp, metadata, digest, written)
@@ -165,20 +167,28 @@ def _insert_chunks(
         " byte_start, byte_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         values,
     )
-    rows = [(ids[i], doc.title, c.text) for i, c in enumerate(chunks)]
-    batch.defer(lambda conn: fts.insert_rows(conn, rows))
+    batch.collect(index_chunks, [(ids[i], doc.title, c.text) for i, c in enumerate(chunks)])
     return [value[3:] for value in values]
+
+
+def index_chunks(conn: sqlite3.Connection, units: list[list[tuple]]) -> None:
+    """The lexical index rows of a batch's units, in order, written as the batch commits (one
+    statement per index table for the whole batch)."""
+    fts.insert_rows(conn, [row for rows in units for row in rows])
+
+
+def new_source_id(conn: sqlite3.Connection) -> int | None:
+    """A new source's id on PostgreSQL, from the table's sequence (as new_chunk_ids: no wait for the
+    insert's reply); None on SQLite, whose insert picks it (a NULL INTEGER PRIMARY KEY)."""
+    return conn.new_ids("sources", 1)[0] if fts.on_postgres(conn) else None
 
 
 def new_chunk_ids(conn: sqlite3.Connection, count: int) -> list[int]:
     """Ids for `count` new chunks, increasing. On SQLite we hold the write lock, so the ids after the
     current maximum are ours; on PostgreSQL writers run side by side and row-level security hides
-    other owners' chunks from MAX(id), so each id comes from the table's sequence."""
+    other owners' chunks from MAX(id), so the ids come from the table's sequence."""
     if fts.on_postgres(conn):
-        rows = conn.execute(
-            "SELECT nextval(pg_get_serial_sequence('chunks', 'id')) FROM generate_series(1, ?)", (count,)
-        )
-        return sorted(row[0] for row in rows)
+        return conn.new_ids("chunks", count)
     first = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
     return list(range(first, first + count))
 
@@ -227,7 +237,7 @@ def ingest_documents(
 ) -> set[str]:
     """Write every changed document; record failures. Returns the uris seen (stored or failed)."""
     seen: set[str] = set()
-    with store.batched() as batch:
+    with store.batched(replayable=True) as batch:  # every unit below goes through batch.run
         for item in items:
             _ingest_one(batch, item, known, report, seen)
             if progress:
@@ -258,9 +268,9 @@ def _ingest_one(
     if known.get(item.uri) == digest:
         report.unchanged += 1
         if "file_stamp" in item.metadata:  # same content, touched file: remember the new stamp
-            retrying(lambda: _restamp(batch, item.uri, item.metadata["file_stamp"]))
+            batch.run(lambda: _restamp(batch, item.uri, item.metadata["file_stamp"]))
         return
-    added, count = retrying(lambda: write_document(batch, item, digest))
+    added, count = batch.run(lambda: write_document(batch, item, digest))
     report.chunks += count
     report.added += added
     report.updated += not added

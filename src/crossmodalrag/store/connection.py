@@ -14,11 +14,11 @@ import sqlite3
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from crossmodalrag.errors import StoreError, WriteConflict
 from crossmodalrag.store.migrations import LATEST_VERSION, Progress, applied_version, migrate
-from crossmodalrag.store.writers import lock_source
+from crossmodalrag.store.writers import lock_source, retrying
 
 try:
     import fcntl
@@ -29,6 +29,7 @@ BUSY_TIMEOUT_SECONDS = 30.0
 HANDOFF_SECONDS = 0.15  # longer than SQLite's longest sleep between two tries of a waiting writer (100 ms)
 RETRY_SLEEP_CAP = 0.1  # our own retries poll at least as often, for the same reason
 BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED (their extended codes share the low byte)
+T = TypeVar("T")
 
 
 class WriterTurns:
@@ -155,8 +156,10 @@ class Store:
             raise
         self.conn.execute("COMMIT")
 
-    def batched(self, max_seconds: float = 0.25) -> "WriteBatch":
-        """Group many small units into one commit every `max_seconds` (see WriteBatch)."""
+    def batched(self, max_seconds: float = 0.25, replayable: bool = False) -> "WriteBatch":
+        """Group many small units into one commit every `max_seconds` (see WriteBatch). `replayable`
+        promises that every unit runs inside `batch.run(write)`: PostgreSQL then groups units too
+        (here they always are: a savepoint each)."""
         return WriteBatch(self.conn, max_seconds, self.turns, self.patience)
 
     def schema_version(self) -> int:
@@ -301,6 +304,12 @@ class WriteBatch:
             self.commit()
         self.written.add(uri)
         self.claiming = uri
+
+    def run(self, write: Callable[[], T]) -> T:
+        """Run `write` (one or more units of this batch), again while the server aborts it as colliding
+        (`retrying`; never on SQLite, whose writers queue). PostgreSQL's GroupBatch also redoes there
+        the units the aborted transaction took with it."""
+        return retrying(write)
 
     def defer(self, action: Callable[[sqlite3.Connection], None]) -> None:
         """Run `action` inside the transaction just before it commits.

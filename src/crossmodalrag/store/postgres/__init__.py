@@ -13,25 +13,12 @@ from pathlib import Path
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, Store, WriteBatch
 from crossmodalrag.store.postgres import schema
+from crossmodalrag.store.postgres.batch import GroupBatch, UnitBatch
 from crossmodalrag.store.postgres.connection import PgConnection, pool_for, redact
 
 
 def is_postgres_url(url: str | None) -> bool:
     return bool(url) and url.split(":", 1)[0] in ("postgres", "postgresql")
-
-
-class UnitBatch(WriteBatch):
-    """A write batch whose units commit one by one without waiting for the WAL flush
-    (`synchronous_commit = off` for these transactions only): the durability SQLite's ingest has with
-    synchronous=NORMAL in WAL mode. A crash of the server's machine can lose the last fraction of a
-    second of units, never half of one (the next ingest redoes them: fingerprints). Measured: 8 ms
-    per note of flushing on this machine, a third of PostgreSQL's ingest time. A unit being the whole
-    transaction, it needs no savepoint, and the transaction opens in the same round trip as the setting."""
-
-    savepoints = False
-
-    def _begin(self) -> None:
-        self.conn.execute("BEGIN; SET LOCAL synchronous_commit = off")
 
 
 class PgStore(Store):
@@ -61,9 +48,13 @@ class PgStore(Store):
 
         return np.array(stored[1:-1].split(","), dtype=np.float32)
 
-    def batched(self, max_seconds: float = 0.25) -> WriteBatch:
+    def batched(self, max_seconds: float = 0.25, replayable: bool = False) -> WriteBatch:
         """Units that each commit alone: writers run side by side here, so a transaction holds one
-        source's lock only briefly, and a unit the server aborts as colliding is all that is redone."""
+        source's lock only briefly, and a unit the server aborts as colliding is all that is redone.
+        `replayable` (every unit runs inside `batch.run(write)`): units committed together every
+        `max_seconds`, the batch writing again those a lost transaction took (GroupBatch)."""
+        if replayable:
+            return GroupBatch(self.conn, max_seconds, self.patience)
         return UnitBatch(self.conn, 0.0, None, self.patience)
 
     def schema_version(self) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -24,6 +25,7 @@ from crossmodalrag.store.writers import retrying
 
 SCHEMA_LOCK = 0x636D7261  # "cmra": the advisory lock key of schema migrations (one at a time)
 CHAIN_LOCK = 0x636D6C67  # "cmlg": with the owner's hash, the lock on one owner's change-log head
+ID_BLOCK = 1024  # ids drawn from a table's sequence at a time (new_ids)
 INSTALL_HINT = 'pip install -e ".[postgres]"'
 
 
@@ -65,19 +67,59 @@ def _row_factory(cursor):
     return row_type(tuple(column.name for column in cursor.description or ()))
 
 
+@contextmanager
+def translated_errors() -> Iterator[None]:
+    """Raise the server's errors as the shared code expects them: a collision with another writer as
+    WriteConflict (which `retrying` runs again), a timeout, lock wait or lost connection as StoreError."""
+    psycopg, _ = psycopg_modules()
+    try:
+        yield
+    except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as error:
+        raise WriteConflict(
+            f"PostgreSQL aborted a write that collided with another client's: {str(error).strip().splitlines()[0]}",
+            "nothing of it was kept; run the command again",
+        ) from error
+    except psycopg.errors.ReadOnlySqlTransaction as error:
+        raise StoreError(
+            f"this PostgreSQL session is read-only: {str(error).strip()}", "the server (mem serve) only reads"
+        ) from error
+    except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as error:
+        raise StoreError(
+            f"PostgreSQL gave up waiting: {str(error).strip()}",
+            "another mem client writes the same source or the query ran past the statement timeout "
+            "(CMRAG_DB_STATEMENT_TIMEOUT); retry",
+        ) from error
+    except psycopg.OperationalError as error:
+        raise StoreError(f"lost the PostgreSQL connection: {str(error).strip()}", "check the server") from error
+
+
 class Cursor:
     """The part of sqlite3.Cursor the shared code reads."""
 
-    def __init__(self, cursor, returns_id: bool) -> None:
+    def __init__(self, cursor, returns_id: bool, pipeline=None) -> None:
         self._cursor = cursor
-        self.lastrowid = None
+        self._pipeline = pipeline  # psycopg's open pipeline, whose results arrive when asked for
         self._consumed = returns_id  # the RETURNING id row is the lastrowid, not a result
-        if returns_id:
-            row = cursor.fetchone()
-            self.lastrowid = row[0] if row else None
+        self._lastrowid: list = []  # read when first asked for: in a pipeline, reading waits
+
+    @property
+    def lastrowid(self):
+        if self._consumed and not self._lastrowid:
+            self._settle()
+            with translated_errors():
+                row = self._cursor.fetchone()
+            self._lastrowid.append(row[0] if row else None)
+        return self._lastrowid[0] if self._lastrowid else None
+
+    def _settle(self) -> None:
+        """In a pipeline, wait for this statement's result (one round trip for every statement sent)."""
+        if self._pipeline is not None and self._cursor.pgresult is None:
+            with translated_errors():
+                self._pipeline.sync()
 
     @property
     def rowcount(self) -> int:
+        self._settle()
         return self._cursor.rowcount
 
     @property
@@ -87,12 +129,16 @@ class Cursor:
     def fetchone(self):
         if self._consumed:
             return None
-        return self._cursor.fetchone() if self._cursor.description else None
+        self._settle()
+        with translated_errors():
+            return self._cursor.fetchone() if self._cursor.description else None
 
     def fetchall(self) -> list:
         if self._consumed:
             return []
-        return self._cursor.fetchall() if self._cursor.description else []
+        self._settle()
+        with translated_errors():
+            return self._cursor.fetchall() if self._cursor.description else []
 
     def __iter__(self) -> Iterator:
         return iter(self.fetchall())
@@ -118,19 +164,37 @@ class PgConnection:
     def __init__(self, raw) -> None:
         self.raw = raw
         self.row_factory = None  # accepted for compatibility; rows are always Row
+        self.open_pipeline = None  # inside `pipeline()`: psycopg's Pipeline
+        self.free_ids: dict[str, list[int]] = {}  # drawn from a sequence, not used yet (new_ids)
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
         if sql.strip().upper() == "BEGIN IMMEDIATE":  # SQLite's writer lock; here locks are per source
             sql = "BEGIN"
         statement = translate(sql)
         values = _as_json(params or (), statement.json_params)
-        return Cursor(self._run(lambda cur: cur.execute(statement.text, values)), statement.returns_id)
+        cursor = self._run(lambda cur: cur.execute(statement.text, values))
+        return Cursor(cursor, statement.returns_id, self.open_pipeline)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Cursor:
         statement = translate(sql)
         query = statement.text.removesuffix(" RETURNING id")
         values = [_as_json(row, statement.json_params) for row in rows]
-        return Cursor(self._run(lambda cur: cur.executemany(query, values)), False)
+        return Cursor(self._run(lambda cur: cur.executemany(query, values)), False, self.open_pipeline)
+
+    def new_ids(self, table: str, count: int) -> list[int]:
+        """`count` new ids for `table`, increasing, from its sequence; drawn ID_BLOCK at a time (one
+        round trip per block, not per note). A sequence never gives a value twice, whatever the
+        transactions do, and ids left unused are gaps, as a rolled-back insert leaves."""
+        free = self.free_ids.setdefault(table, [])
+        if len(free) < count:
+            rows = self.execute(
+                "SELECT nextval(pg_get_serial_sequence(?, 'id')) FROM generate_series(1, ?)",
+                (table, max(count, ID_BLOCK)),
+            )
+            free.extend(sorted(row[0] for row in rows))
+        ids = free[:count]
+        del free[:count]
+        return ids
 
     def lock_source(self, uri: str) -> None:
         """Wait (at most lock_timeout) until no other transaction writes this owner's source `uri`;
@@ -162,28 +226,28 @@ class PgConnection:
         return self._run_once(action)
 
     def _run_once(self, action):
-        psycopg, _ = psycopg_modules()
         cursor = self.raw.cursor(row_factory=_row_factory)
-        try:
+        with translated_errors():
             action(cursor)
-        except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as error:
-            raise WriteConflict(
-                f"PostgreSQL aborted a write that collided with another client's: {str(error).strip().splitlines()[0]}",
-                "nothing of it was kept; run the command again",
-            ) from error
-        except psycopg.errors.ReadOnlySqlTransaction as error:
-            raise StoreError(
-                f"this PostgreSQL session is read-only: {str(error).strip()}", "the server (mem serve) only reads"
-            ) from error
-        except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as error:
-            raise StoreError(
-                f"PostgreSQL gave up waiting: {str(error).strip()}",
-                "another mem client writes the same source or the query ran past the statement timeout "
-                "(CMRAG_DB_STATEMENT_TIMEOUT); retry",
-            ) from error
-        except psycopg.OperationalError as error:
-            raise StoreError(f"lost the PostgreSQL connection: {str(error).strip()}", "check the server") from error
         return cursor
+
+    @contextmanager
+    def pipeline(self) -> Iterator[None]:
+        """Send the statements of the block without waiting for each one's reply: they go out together
+        and the block's end (or the first result read inside it) waits once (psycopg's pipeline mode).
+        An error of any of them is raised there, as StoreError/WriteConflict; the server then aborted
+        the transaction."""
+        outer, threshold = self.open_pipeline, self.raw.prepare_threshold
+        # No server-side prepared statements in a pipeline: one sent after a statement that failed is
+        # skipped by the server, yet psycopg counts it as prepared ("prepared statement does not exist"
+        # when the batch writes its units again).
+        self.raw.prepare_threshold = None
+        try:
+            with translated_errors(), self.raw.pipeline() as pipeline:
+                self.open_pipeline = pipeline
+                yield
+        finally:
+            self.open_pipeline, self.raw.prepare_threshold = outer, threshold
 
     def close(self) -> None:
         """Closing a pooled connection is the pool's job (PgStore.close returns it)."""

@@ -92,24 +92,37 @@ def index_rows(rows: list[tuple[str, str]]) -> list[Indexed]:
 
 def insert_rows(conn, rows: Iterable[tuple[int, str, str]]) -> None:
     """Index (chunk_id, title, text) rows, prepared as index/fts.py prepares them for FTS5: one
-    statement per table with arrays (COPY is refused on tables under row-level security)."""
+    statement per table (COPY is refused on tables under row-level security). Each column goes over
+    as one string the server splits (psycopg's per-element quoting of Python lists cost more CPU
+    than the rest of writing a note): lexemes, tsvectors and numbers hold no newline."""
     rows = list(rows)
+    if not rows:
+        return
     indexed = index_rows([(segment_cjk(title), fts.index_body(text)) for _, title, text in rows])
     ids = [chunk_id for chunk_id, _, _ in rows]
-    conn.execute(
-        "INSERT INTO chunk_terms (chunk_id, terms, length) SELECT * FROM unnest(?::bigint[], ?::tsvector[], ?::int[])",
-        (ids, [i.terms for i in indexed], [i.length for i in indexed]),
+    conn.execute(  # regexp_split_to_array: one element per line even for a lone empty tsvector
+        "INSERT INTO chunk_terms (chunk_id, terms, length) SELECT * FROM unnest("
+        f"{_NUMBERS}::bigint[], regexp_split_to_array(?, E'\\n')::tsvector[], {_NUMBERS}::int[])",
+        (_joined(ids), "\n".join(i.terms for i in indexed), _joined(i.length for i in indexed)),
     )
-    postings = [
-        (lexeme, chunk_id, tf, i.length)
-        for chunk_id, i in zip(ids, indexed, strict=True)
-        for lexeme, tf in i.postings.items()
-    ]
-    conn.execute(
-        "INSERT INTO chunk_postings (lexeme, chunk_id, body_tf, length)"
-        " SELECT * FROM unnest(?::text[], ?::bigint[], ?::int[], ?::int[])",
-        tuple([p[field] for p in postings] for field in range(4)),
+    held = [(chunk_id, i) for chunk_id, i in zip(ids, indexed, strict=True) if i.postings]
+    conn.execute(  # string_to_array: no element for '' (here: no postings at all)
+        "INSERT INTO chunk_postings (lexeme, chunk_id, body_tf, length) SELECT * FROM unnest("
+        f"string_to_array(?, E'\\n'), {_NUMBERS}::bigint[], {_NUMBERS}::int[], {_NUMBERS}::int[])",
+        (
+            "\n".join("\n".join(i.postings) for _, i in held),
+            ",".join(",".join([str(chunk_id)] * len(i.postings)) for chunk_id, i in held),
+            ",".join(_joined(i.postings.values()) for _, i in held),
+            ",".join(",".join([str(i.length)] * len(i.postings)) for _, i in held),
+        ),
     )
+
+
+_NUMBERS = "string_to_array(?, ',')"
+
+
+def _joined(numbers: Iterable[int]) -> str:
+    return ",".join(map(str, numbers))
 
 
 def corpus_statistics(conn) -> tuple[int, int]:
