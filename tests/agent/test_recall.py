@@ -56,6 +56,10 @@ def day(text: str) -> float:
         ("what did she read on 8th December,2022?", "2022-12-08", "2022-12-09", "what did she read on ?"),
         ("what happened in June, 2022", "2022-06-01", "2022-07-01", "what happened"),
         ("the week before August 3, 2022", None, "2022-08-03", "the week"),
+        # one range from the first date to the last, the first in the last one's year unless it says otherwise
+        ("where was John between August 11 and August 15 2022?", "2022-08-11", "2022-08-16", "where was John ?"),
+        ("what did we plan from December to February", "2022-12-01", "2023-03-01", "what did we plan"),
+        ("releases between 2021 and 2022", "2021-01-01", "2023-01-01", "releases"),
     ],
 )
 def test_temporal_expressions_resolve_against_the_memory_timeline(question, start, end, rest):

@@ -5,8 +5,9 @@ week before that session, not the week before today: ranges are resolved against
 newest source date in memory, or the clock when it is empty). Recognised: yesterday, today, this or
 last week/weekend/month/year, N days/weeks/months/years ago, recently, a month name (with or without
 a year: the latest such month up to the anchor), a day (ISO, or written out: "3 June, 2023",
-"October 13", "Aug 15th"), and `before|after|since` a date or a month. `before|after|since
-<something else>` is left to the caller as an event (see recall.py).
+"October 13", "Aug 15th"), `before|after|since` a date or a month, and `between|from` one date
+`and|to` another (one range). `before|after|since <something else>` is left to the caller as an
+event (see recall.py).
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ DAY_DATE = re.compile(
     rf"\b(?:{ORDINAL} (?:of )?({MONTH_NAMES})|({MONTH_NAMES})\.? {ORDINAL})\b(?:,? ?(\d{{4}})\b)?", re.I
 )
 DAY_TEXT = rf"(?:\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{MONTH_NAMES})|(?:{MONTH_NAMES})\.? \d{{1,2}}(?:st|nd|rd|th)?)"
-BOUND = re.compile(
-    rf"\b(before|after|since|until) ({DAY_TEXT}(?:,? ?\d{{4}})?|(?:{MONTH_NAMES})\.?(?:,? \d{{4}})?"
-    r"|\d{4}-\d{2}-\d{2}|\d{4})\b",
-    re.I,
-)
+# A day, a month or a year: what `before|after|since|until` and `between ... and` take
+DATE_TEXT = rf"(?:{DAY_TEXT}(?:,? ?\d{{4}})?|(?:{MONTH_NAMES})\.?(?:,? \d{{4}})?|\d{{4}}-\d{{2}}-\d{{2}}|\d{{4}})"
+BOUND = re.compile(rf"\b(before|after|since|until) ({DATE_TEXT})\b", re.I)
+# "between August 11 and August 15, 2023", "from May to July": one range, first day to last
+BETWEEN = re.compile(rf"\b(?:between|from) ({DATE_TEXT}) (?:and|to|until|till|through) ({DATE_TEXT})\b", re.I)
 EVENT_BOUND = re.compile(r"\b(before|after|since) (?:the |our |my |we |i )?([a-z][\w'-]*(?: [a-z][\w'-]*){0,3})", re.I)
 WORD_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 DAY = timedelta(days=1)
@@ -58,8 +59,8 @@ def time_ranges(question: str, anchor: datetime) -> tuple[list[TimeRange], str]:
     """The question's date ranges and the question without the words that made them."""
     found: list[TimeRange] = []
     rest = question
-    patterns = ((BOUND, _bound), (AGO, _ago), (RELATIVE, _relative), (ISO_DAY, _iso_day), (DAY_DATE, _day_date))
-    for pattern, resolve in (*patterns, (MONTH, _month)):
+    patterns = ((BETWEEN, _between), (BOUND, _bound), (AGO, _ago), (RELATIVE, _relative), (ISO_DAY, _iso_day))
+    for pattern, resolve in (*patterns, (DAY_DATE, _day_date), (MONTH, _month)):
         for match in pattern.finditer(rest):
             span = resolve(match, anchor)
             if span is not None:
@@ -150,18 +151,29 @@ def _day_date(match: re.Match, anchor: datetime):
 
 
 def _bound(match: re.Match, anchor: datetime):
-    what, target = match.group(1).lower(), match.group(2)
-    if target.isdigit():
-        span = (datetime(int(target), 1, 1, tzinfo=timezone.utc), datetime(int(target) + 1, 1, 1, tzinfo=timezone.utc))
-    else:
-        inner = next((found, resolve) for pattern, resolve in DATES if (found := pattern.match(target)))
-        span = inner[1](inner[0], anchor)
+    what, span = match.group(1).lower(), _date_span(match.group(2), anchor)
     if span is None:
         return None
     return (None, span[0]) if what in ("before", "until") else (span[0] if what == "since" else span[1], None)
 
 
-DATES = ((ISO_DAY, _iso_day), (DAY_DATE, _day_date), (MONTH, _month))  # what a BOUND's target can be
+def _between(match: re.Match, anchor: datetime):
+    last = _date_span(match.group(2), anchor)
+    # The first date is the latest such date up to the last one: "between August 11 and August 15 2023"
+    # is 11-15 August 2023, "from December to February" starts in the December before that February.
+    first = _date_span(match.group(1), last[1]) if last else None
+    return (first[0], last[1]) if first and first[0] < last[1] else None
+
+
+def _date_span(target: str, anchor: datetime):
+    """The days a DATE_TEXT covers (a year, a month, a day), or None for one that does not exist."""
+    if target.isdigit():
+        return datetime(int(target), 1, 1, tzinfo=timezone.utc), datetime(int(target) + 1, 1, 1, tzinfo=timezone.utc)
+    found, resolve = next((found, resolve) for pattern, resolve in DATES if (found := pattern.match(target)))
+    return resolve(found, anchor)
+
+
+DATES = ((ISO_DAY, _iso_day), (DAY_DATE, _day_date), (MONTH, _month))  # what a DATE_TEXT can be
 
 
 def _next_month(first: datetime) -> datetime:
