@@ -22,7 +22,9 @@ SNOWBALL = {"en": "english", "de": "german", "es": "spanish", "fr": "french"}
 # Words that carry the answer even though they are function words (or look like the question's).
 KEPT = frozenset("yes no not never none nothing nobody neither nor ja nein nicht kein keine sí si oui non".split())
 # Function words that only link a restated opening to the answer ("... agencies on 22 October").
-LINKS = frozenset("on in at to by for of from as is was are were be been that because with about include includes".split())
+LINKS = frozenset(
+    "on in at to by for of from as is was are were be been that because with about include includes".split()
+)
 # "... because it was bold": a pronoun and a copula after the restated opening say nothing either.
 PRONOUN_COPULA = frozenset("it's he's she's that's they're".split())
 PRONOUNS, COPULAS = frozenset("it he she they this that these those".split()), frozenset("is was are were".split())

@@ -59,7 +59,9 @@ def evidence_header(item: Evidence, date_once: bool = False) -> str:
 
 # An evidence header the model copied into its answer ("(conversation · Caroline & Melanie · session 18
 # (6:55 pm on 20 October, 2023) · D18:1)", its [E#] too): the sentence's own citation says where it comes from.
-HEADER_COPY = re.compile(r"(?:\[E\d+\][ \t]*)?\((?:note|commit|pdf|image|conversation|memory) · (?:[^()\n]|\([^()\n]*\))*\)[ \t]*")
+HEADER_COPY = re.compile(
+    r"(?:\[E\d+\][ \t]*)?\((?:note|commit|pdf|image|conversation|memory) · (?:[^()\n]|\([^()\n]*\))*\)[ \t]*"
+)
 
 
 def states_date(text: str, timestamp: float) -> bool:

@@ -88,7 +88,7 @@ def ask_with_llm(
     messages, raw = build_messages(query, evidence, budget), ""
     share = subject_share(query, evidence) if settings.llm_verify else None
     if share is not None:
-        checks["subject_share"] = round(share, 3)
+        checks.update(subject_share=round(share, 3), subject_min_share=settings.abstain_min_subject_share)
     if share is not None and share < settings.abstain_min_subject_share:
         answer = _abstain(fallback, SUBJECT_MISSING, _subject_missing_text(evidence, share), model, checks, timing)
         answer.timing["total_seconds"] = time.perf_counter() - started
@@ -233,8 +233,8 @@ def _unsupported_text(verification: Verification) -> str:
 
 def _subject_missing_text(evidence: list, share: float) -> str:
     return (
-        f"No answer: only {round(share * len(evidence))} of the {len(evidence)} retrieved pieces of evidence are in the "
-        "own words of the person the question names; the rest is what others said, so it is not asked of the model."
+        f"No answer: only {round(share * len(evidence))} of the {len(evidence)} retrieved pieces of evidence are "
+        "in the own words of the person the question names; the rest is what others said, so the model is not asked."
     )
 
 

@@ -54,6 +54,11 @@ def why_line(answer: Answer) -> str:
     """--explain: the model's own checks behind answering or abstaining."""
     checks = answer.verification or {}
     parts = []
+    if "subject_share" in checks:
+        parts.append(
+            f"{checks['subject_share']:.0%} of the evidence is in the own words of whom the question names "
+            f"(needs {checks['subject_min_share']:.0%})"
+        )
     if "gate_margin" in checks:
         verdict = "answers" if checks["gate_margin"] >= checks["gate_min_margin"] else "does not answer"
         parts.append(
