@@ -186,6 +186,7 @@ def locomo_row(question: dict, answer: dict) -> dict:
         "unsupported_delivered": 0 if answer["abstained"] else len(left_in),
         "gate_margin": (answer.get("verification") or {}).get("gate_margin"),
         "claim_margins": [[c["margin"], c["short_answer"]] for c in claims],
+        "claim_reasons": [c["reason"] for c in claims],  # "names_missing": failed without a margin
         "subject_share": (answer.get("verification") or {}).get("subject_share"),
         "short_answer": short,
         "answer": answer["answer"],  # the delivered text, to re-trim short answers from stored rows
