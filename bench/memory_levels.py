@@ -126,6 +126,7 @@ def extracted_event_nodes(store, index: int, sessions: dict[str, list], embedder
     nodes = []
     for session, events in sessions.items():
         for statement, supported, turns, *_ in events:  # rows since session 4 add the confidence
+            # The rows list an event's linked turns best first (memory_evidence by score): keep that order.
             found = [chunk_of[f"locomo:{index}:{t}"] for t in turns if f"locomo:{index}:{t}" in chunk_of]
             if found:
                 nodes.append(
@@ -134,7 +135,7 @@ def extracted_event_nodes(store, index: int, sessions: dict[str, list], embedder
                         level="event", title=statement[:80], statement=statement, kind="fact",
                         project=f"locomo:{index}:{session}", first_time=found[0][2], last_time=found[0][2],
                         source_id=found[0][1], supported=bool(supported),
-                        links=[Link(chunk, "cited", 1.0) for chunk, _, _ in found],
+                        links=[Link(chunk, "cited", 1.0 - rank / 100) for rank, (chunk, _, _) in enumerate(found)],
                     )
                 )  # fmt: skip
     if embedder is not None:

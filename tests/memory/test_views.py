@@ -153,3 +153,12 @@ def test_the_event_level_ranks_events_by_their_match_alone(memory, db_path) -> N
     episodes.search("Why was the LRU render cache dropped?")
     first, second = (n for n in episodes.matched_nodes if "cache" in n["title"].lower())
     assert first["score"] > second["score"] and first["first_time"] > second["first_time"]
+
+
+def test_an_event_about_something_else_is_not_matched_and_adds_no_chunk(memory, db_path) -> None:
+    retriever = _retriever(memory, db_path, "event")
+    retriever.base.semantic = semantic_for(memory, db_path)
+    answer = with_nodes(ask_without_llm(retriever, "Why was the LRU render cache dropped?"), retriever)
+    matched = [node["title"] for node in answer.matched_nodes]
+    assert matched and all("LRU" in title for title in matched)  # the XSS fix is about something else
+    assert all(node["components"]["cosine"] >= 0.55 for node in answer.matched_nodes)

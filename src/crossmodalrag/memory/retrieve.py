@@ -36,6 +36,11 @@ LEXICAL = {"lexical": 0.70, "recency": 0.15, "centrality": 0.15}
 # events: +2.3 points overall without them; docs/benchmarks.md).
 EVENT_HYBRID = {"semantic": 0.65, "lexical": 0.35}
 EVENT_LEXICAL = {"lexical": 1.0}
+# An event about something else adds no evidence, only its chunks in place of plain hits: events whose
+# cosine to the question is below this stay out of the fusion (MiniLM scale; without vectors, no gate).
+# On LoCoMo dev, extracted events (128 questions): single-hop -3.1 -> +3.1 points vs plain retrieval;
+# gold events (760): overall +3.0 -> +2.9, multi-hop +4.8 -> +5.0 (docs/benchmarks.md, chosen there).
+EVENT_MIN_COSINE = 0.55
 DAY = 86400.0
 
 
@@ -179,6 +184,8 @@ class LevelRetriever:
         # matching events displace plain hits (20 events instead of 10 cost 0.7 points on LoCoMo dev).
         limit = max(top_k, EVENTS_DRILLED) if self.level == "event" else MATCHED_NODES
         ranked = rank_nodes(table, query, vector, self.half_life_days, limit, self.level == "event")
+        if self.level == "event":
+            ranked = [node for node in ranked if node[2].get("cosine", 1.0) >= EVENT_MIN_COSINE]
         self.matched_nodes = _matched(self.store, table, ranked)
         if self.level == "event":
             chunks = self._fuse(plain, ranked, table)
