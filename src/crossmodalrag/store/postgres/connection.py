@@ -14,6 +14,7 @@ each set up with the statement timeout and the owner that row-level security che
 from __future__ import annotations
 
 import json
+import re
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
@@ -26,6 +27,10 @@ from crossmodalrag.store.writers import retrying
 SCHEMA_LOCK = 0x636D7261  # "cmra": the advisory lock key of schema migrations (one at a time)
 CHAIN_LOCK = 0x636D6C67  # "cmlg": with the owner's hash, the lock on one owner's change-log head
 ID_BLOCK = 1024  # ids drawn from a table's sequence at a time (new_ids)
+# A plain INSERT whose VALUES holds only parameters (executemany writes it as multi-row VALUES). Not
+# ON CONFLICT DO UPDATE: one statement may not update the same row twice, as consecutive ones may.
+MULTI_ROW = re.compile(r"\A(INSERT INTO \S+ \([^()]*\) VALUES )(\((?:%s, )*%s\))( ON CONFLICT DO NOTHING)?\Z")
+MAX_PARAMETERS = 65535  # the protocol's limit per statement
 INSTALL_HINT = 'pip install -e ".[postgres]"'
 
 
@@ -179,7 +184,23 @@ class PgConnection:
         statement = translate(sql)
         query = statement.text.removesuffix(" RETURNING id")
         values = [_as_json(row, statement.json_params) for row in rows]
+        insert = MULTI_ROW.match(query)
+        if insert and len(values) > 1:
+            return self._insert_many(insert, values)
         return Cursor(self._run(lambda cur: cur.executemany(query, values)), False, self.open_pipeline)
+
+    def _insert_many(self, insert: re.Match, values: list[tuple]) -> Cursor:
+        """A plain INSERT of many rows as multi-row VALUES statements: one statement for the server
+        to parse, plan and run instead of one per row (a note's chunks, an ingest's change log).
+        Returns the last statement's cursor."""
+        head, row, tail = insert.groups()
+        per_statement = max(1, MAX_PARAMETERS // len(values[0]))
+        for start in range(0, len(values), per_statement):
+            part = values[start : start + per_statement]
+            text = head + ", ".join([row] * len(part)) + (tail or "")
+            flat = [v for value in part for v in value]
+            cursor = self._run(lambda cur, text=text, flat=flat: cur.execute(text, flat))
+        return Cursor(cursor, False, self.open_pipeline)
 
     def new_ids(self, table: str, count: int) -> list[int]:
         """`count` new ids for `table`, increasing, from its sequence; drawn ID_BLOCK at a time (one
