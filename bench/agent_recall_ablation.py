@@ -15,6 +15,11 @@ calls, the abstention gate included). Each ablation patches agent/recall.py for 
   ranged_x2            the variants within the question's date ranges count twice in the fusion
   said_within_week     a date range's variant also takes what was said up to 7 days after it
   speaker_perspective  for a question naming one speaker, a variant "Name: I <content words>"
+  names_as_speakers    content-word variants leave out the names of the memory's speakers
+  ranged_question      a date range's variant searches the question without its time words
+  speaker_variant      for a question naming one speaker, one more list: that speaker's turns only
+  speaker_boost_1.4    the named speaker's turns count 1.4 x (1.1)
+  session_bm25, session_vector, content_mmr   session-level rankings (bench/agent_session_rankers.py)
 `--judge N`: episodic with the opt-in session judge (agent/judge.py, CMRAG_RECALL_JUDGE_SESSIONS=8): the
 local LLM judges the best turn of each of the first 8 sessions of the 10 evidence turns, and the 5 it finds
 most relevant lead (the same 10 turns, reordered). Too
@@ -33,10 +38,12 @@ import json
 import random
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
 from agent_locomo import ask, by_split, ingest, score
+from agent_session_rankers import RANKERS
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
 from locomo import CATEGORIES, load_locomo, session_of, summarize
 
@@ -81,6 +88,79 @@ def speaker_perspective(original, retriever, question, pool):
     return variants + [(f"{named[0]}: I {' '.join(rest)}", pool)] if len(named) == 1 and rest else variants
 
 
+def memory_speakers(store) -> set[str]:
+    rows = store.conn.execute("SELECT DISTINCT json_extract(metadata, '$.speaker') FROM chunks")
+    return {s.lower() for (s,) in rows if s}
+
+
+def names_as_speakers(original, retriever, question, pool):
+    """Content-word variants without the names of the memory's speakers (the speaker boost weighs them)."""
+    speakers = memory_speakers(retriever.store)
+    variants = original(retriever, question, pool)
+    out = []
+    for text, options in variants:
+        if text != question:
+            kept = [w for w in text.split() if w.lower().removesuffix("'s") not in speakers]
+            text = " ".join(kept) or text
+        out.append((text, options))
+    return out
+
+
+def ranged_question(original, retriever, question, pool):
+    """A date range's variant searches the question without its time words, not only its content words."""
+    from crossmodalrag.agent.temporal import time_ranges
+
+    variants = original(retriever, question, pool)
+    _, rest = time_ranges(question, recall.memory_anchor(retriever))
+    return [(rest if options is not pool else text, options) for text, options in variants]
+
+
+def speaker_variant(state, original_variants, original_favour):
+    """For a question naming one speaker, one more ranked list: its content words (names left out)
+    searched with three times the pool, keeping that speaker's turns (RRF-fused with the others)."""
+
+    def variants(retriever, question, pool):
+        state.update(retriever=retriever, pool=pool)
+        return original_variants(retriever, question, pool)
+
+    def favour(store, hits, question):
+        retriever, pool = state["retriever"], state["pool"]
+        speakers = memory_speakers(store)
+        named = {w.lower().removesuffix("'s") for w in recall.WORDS.findall(question)} & speakers
+        words = [w for w in recall.content_words(question).split() if w.lower().removesuffix("'s") not in speakers]
+        if len(named) == 1 and words:
+            wide = recall.search(store, " ".join(words), replace(pool, top_k=pool.top_k * 3), retriever.semantic).hits
+            spoken = recall_speakers(store, [h.chunk_id for h in wide])
+            mine = [h.chunk_id for h in wide if spoken.get(h.chunk_id, "").lower() in named][: pool.top_k]
+            fused, found, extra = (
+                {h.chunk_id: h for h in hits},
+                {h.chunk_id: h for h in wide},
+                reciprocal_rank_fusion([mine]),
+            )
+            scored = {c: (fused[c].score if c in fused else 0.0) + extra.get(c, 0.0) for c in {*fused, *extra}}
+            ranked = sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))
+            hits = [replace(fused.get(c) or found[c], score=value) for c, value in ranked]
+        return original_favour(store, hits, question)
+
+    return variants, favour
+
+
+def recall_speakers(store, ids: list[int]) -> dict[int, str]:
+    marks = ",".join("?" * len(ids))
+    rows = store.conn.execute(f"SELECT id, json_extract(metadata, '$.speaker') FROM chunks WHERE id IN ({marks})", ids)
+    return {chunk: speaker or "" for chunk, speaker in rows}
+
+
+@contextlib.contextmanager
+def with_speaker_variant():
+    variants, favour = speaker_variant({}, recall.episodic_variants, recall.favour_named_speaker)
+    with (
+        mock.patch.object(recall, "episodic_variants", variants),
+        mock.patch.object(recall, "favour_named_speaker", favour),
+    ):
+        yield
+
+
 def ablations() -> dict:
     def wrap(name, fn):
         return mock.patch.object(recall, name, functools.partial(fn, getattr(recall, name)))
@@ -99,6 +179,11 @@ def ablations() -> dict:
         "ranged_x2": lambda: wrap("episodic_variants", ranged_twice),
         "said_within_week": lambda: wrap("_within", said_within_week),
         "speaker_perspective": lambda: wrap("episodic_variants", speaker_perspective),
+        "names_as_speakers": lambda: wrap("episodic_variants", names_as_speakers),
+        "ranged_question": lambda: wrap("episodic_variants", ranged_question),
+        "speaker_variant": with_speaker_variant,
+        "speaker_boost_1.4": lambda: mock.patch.object(recall, "SPEAKER_BOOST", 1.4),
+        **RANKERS,
     }
 
 
@@ -157,7 +242,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
     parser.add_argument("--workdir", type=Path)
-    parser.add_argument("--only", help="comma-separated ablation names (baseline always runs)")
+    parser.add_argument("--only", help="comma-separated ablation names, a+b for both (baseline always runs)")
     parser.add_argument("--judge", type=int, default=0, metavar="N", help="questions per group for the LLM judge")
     parser.add_argument("--model", type=Path, default=Path("data/models/llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"))
     parser.add_argument("--threads", type=int, default=1, help="the judge's llama.cpp threads")
@@ -172,7 +257,9 @@ def main() -> None:
     result = {"benchmark": "agent_recall_ablation", "machine": machine(), "source": source_state(), "ablations": {}}
     baseline_answers: list[list[dict]] = []
     for name in wanted:
-        with chosen[name]():
+        with contextlib.ExitStack() as stack:
+            for part in name.split("+"):  # "a+b": both changes at once
+                stack.enter_context(chosen[part]())
             figures, answers = run(dbs, data)
         baseline_answers = answers if name == "baseline" else baseline_answers
         result["ablations"][name] = figures
