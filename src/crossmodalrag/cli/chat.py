@@ -58,11 +58,13 @@ def chat(args: argparse.Namespace) -> int:
                 _command(question, last, retriever)
                 continue
             stream = TextStream() if sys.stdout.isatty() and not args.json else None
+            shown = len(retriever.notices)
             try:
                 if llm is None:
                     last = ask_without_llm(retriever, question)
                 else:
                     last = ask_with_llm(retriever, question, settings, stream.write if stream else None, llm=llm)
+                last.notices.extend(retriever.notices[shown:])  # said while searching: a session judge that failed
                 after_answer(store, last, retriever, args, settings)
                 note_changes(store, last)
             except CMRAGError as error:  # one bad question must not end the session

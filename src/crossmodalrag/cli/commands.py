@@ -186,12 +186,14 @@ def ask(args: argparse.Namespace) -> int:
         retriever = question_retriever(store, settings, args)
         for message in retriever.notices:
             notice(f"note: {message}")
+        shown = len(retriever.notices)
         stream = None
         if args.no_llm:
             answer = ask_without_llm(retriever, args.query)
         else:
             stream = TextStream() if sys.stdout.isatty() and not (args.no_stream or args.json) else None
             answer = ask_with_llm(retriever, args.query, settings, stream.write if stream else None, debug=args.debug)
+        answer.notices.extend(retriever.notices[shown:])  # said while searching: a session judge that failed
         after_answer(store, answer, retriever, args, settings)
         note_changes(store, answer)
     show_answer(answer, retriever, stream, args.json, args.explain, args.debug)
