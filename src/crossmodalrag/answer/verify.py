@@ -177,9 +177,8 @@ def first_sentence(line: str) -> str:
 
 
 def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, min_margin: float) -> Verification:
-    """Judge every sentence of `text` against the excerpts it cites; a support sentence citing none
-    against the one closest to it of those the answer cites (or of all), the short answer against
-    every excerpt the answer cites (or all).
+    """Judge every sentence of `text` against the excerpts it cites. One citing none: the short answer
+    against every excerpt the answer cites (else all), a support sentence against the closest of them.
     Sentences that only say what the evidence lacks are kept unchecked. When the question names
     someone, a sentence is judged only against those of its excerpts about them (answer/subjects.py)
     and fails without the judge if there are none; past MAX_CHECKS, dropped."""
