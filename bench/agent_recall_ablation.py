@@ -19,6 +19,7 @@ calls, the abstention gate included). Each ablation patches agent/recall.py for 
   ranged_question      a date range's variant searches the question without its time words
   speaker_variant      for a question naming one speaker, one more list: that speaker's turns only
   speaker_boost_1.4    the named speaker's turns count 1.4 x (1.1)
+  questions_0.95       a turn that ends in a question mark (a photo caption aside) scores 0.95 x
   session_bm25, session_vector, content_mmr   session-level rankings (bench/agent_session_rankers.py)
 `--judge N`: episodic with the opt-in session judge (agent/judge.py, CMRAG_RECALL_JUDGE_SESSIONS=8): the
 local LLM judges the best turn of each of the first 8 sessions of the 10 evidence turns, and the 5 it finds
@@ -36,6 +37,7 @@ import contextlib
 import functools
 import json
 import random
+import re
 import tempfile
 import time
 from dataclasses import replace
@@ -151,6 +153,17 @@ def recall_speakers(store, ids: list[int]) -> dict[int, str]:
     return {chunk: speaker or "" for chunk, speaker in rows}
 
 
+def questions_count_less(original, store, hits, factor=0.95):
+    """A turn that asks a question ("What inspired you?") scores `factor` x: it rarely answers one."""
+    photo = re.compile(r"\[shares a photo[^\]]*\]")  # LoCoMo's image captions end many a statement
+    asks = {h.chunk_id for h in hits if photo.sub("", h.text.split("\n", 1)[-1]).strip().endswith("?")}
+    ranked = original(store, hits)
+    return sorted(
+        (replace(h, score=h.score * factor) if h.chunk_id in asks else h for h in ranked),
+        key=lambda h: (-h.score, h.chunk_id),
+    )
+
+
 @contextlib.contextmanager
 def with_speaker_variant():
     variants, favour = speaker_variant({}, recall.episodic_variants, recall.favour_named_speaker)
@@ -183,6 +196,7 @@ def ablations() -> dict:
         "ranged_question": lambda: wrap("episodic_variants", ranged_question),
         "speaker_variant": with_speaker_variant,
         "speaker_boost_1.4": lambda: mock.patch.object(recall, "SPEAKER_BOOST", 1.4),
+        "questions_0.95": lambda: wrap("with_neighbour_support", questions_count_less),
         **RANKERS,
     }
 
