@@ -104,6 +104,22 @@ def test_a_failing_unit_is_lost_alone_and_the_units_before_it_are_committed(post
     assert visible(postgres_url) == ["/a", "/c"]
 
 
+def test_a_caller_reading_slowly_between_units_gets_each_unit_committed_as_it_ends(postgres_url):
+    """OCR of the next PDF takes longer than a batch lasts: the transaction (and its source locks)
+    is not held open through it."""
+    with open_postgres_store(postgres_url) as store:
+        with store.batched(max_seconds=0.2, replayable=True) as batch:
+            batch.run(lambda: add(batch, "/a"))
+            batch.run(lambda: add(batch, "/b"))  # quick: shares /a's transaction
+            assert visible(postgres_url) == []
+            time.sleep(0.3)  # reading the next document
+            batch.run(lambda: add(batch, "/c"))
+            assert visible(postgres_url) == ["/a", "/b", "/c"]
+            time.sleep(0.3)
+            batch.run(lambda: add(batch, "/d"))
+            assert visible(postgres_url) == ["/a", "/b", "/c", "/d"]  # committed alone, before the next read
+
+
 def _whole(url: str) -> dict[str, int]:
     """uri -> chunks of every stored note, asserting each one is whole: indexed and in the change log."""
     import psycopg

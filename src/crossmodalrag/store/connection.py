@@ -370,8 +370,12 @@ class WriteBatch:
         if self.savepoints:
             self.conn.execute("RELEASE unit")
         self.before_commit = pending + self.before_commit
-        if time.monotonic() - self.opened_at >= self.max_seconds:
+        if self.due():
             self.commit()
+
+    def due(self) -> bool:
+        """At the end of a unit: is it time to commit the open transaction?"""
+        return time.monotonic() - self.opened_at >= self.max_seconds
 
     def _begin(self) -> None:
         begin_immediate(self.conn, self.turns, self.patience)

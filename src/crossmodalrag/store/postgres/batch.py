@@ -8,6 +8,7 @@ lost ones in a new transaction.
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
@@ -44,6 +45,8 @@ class GroupBatch(UnitBatch):
         super().__init__(conn, max_seconds, None, patience)
         self.kept: list[Callable[[], object]] = []  # the writes in the open transaction, to redo if it is lost
         self.running = False
+        self.unit_ended: float | None = None
+        self.slow_reads = False  # the caller took longer than a batch lasts between its last two units
 
     def run(self, write: Callable[[], T]) -> T:
         """Run `write` (units of this batch), again while the server aborts its transaction as
@@ -89,10 +92,18 @@ class GroupBatch(UnitBatch):
         if not self.running:
             raise AssertionError("a GroupBatch unit must run inside batch.run(write)")
         claiming, self.claiming = self.claiming, None
+        started = time.monotonic()
+        self.slow_reads = self.unit_ended is not None and started - self.unit_ended > self.max_seconds
         with super().unit() as conn, conn.pipeline():
             if claiming is not None:
                 lock_source(conn, claiming)
             yield conn
+        self.unit_ended = time.monotonic()
+
+    def due(self) -> bool:
+        """Commit every `max_seconds`, or at once when the caller reads slowly between units (OCR of a
+        PDF or an image): its transaction, and the source locks in it, then stay open for no gain."""
+        return self.slow_reads or super().due()
 
     def commit(self) -> None:
         """Write what the units deferred (index rows, change-log records) in one pipeline, then COMMIT.
