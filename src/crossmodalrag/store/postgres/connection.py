@@ -171,6 +171,7 @@ class PgConnection:
         self.row_factory = None  # accepted for compatibility; rows are always Row
         self.open_pipeline = None  # inside `pipeline()`: psycopg's Pipeline
         self.free_ids: dict[str, list[int]] = {}  # drawn from a sequence, not used yet (new_ids)
+        self.id_blocks: dict[str, int] = {}  # how many ids the next draw takes
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
         if sql.strip().upper() == "BEGIN IMMEDIATE":  # SQLite's writer lock; here locks are per source
@@ -203,14 +204,17 @@ class PgConnection:
         return Cursor(cursor, False, self.open_pipeline)
 
     def new_ids(self, table: str, count: int) -> list[int]:
-        """`count` new ids for `table`, increasing, from its sequence; drawn ID_BLOCK at a time (one
-        round trip per block, not per note). A sequence never gives a value twice, whatever the
-        transactions do, and ids left unused are gaps, as a rolled-back insert leaves."""
+        """`count` new ids for `table`, increasing, from its sequence; drawn in blocks growing to
+        ID_BLOCK (one round trip per block, not per note; a one-off write draws just what it uses). A
+        sequence never gives a value twice, whatever the transactions do, and ids left unused when the
+        store closes are gaps, as a rolled-back insert leaves."""
         free = self.free_ids.setdefault(table, [])
         if len(free) < count:
+            block = self.id_blocks.get(table, 1)
+            self.id_blocks[table] = min(block * 4, ID_BLOCK)
             rows = self.execute(
                 "SELECT nextval(pg_get_serial_sequence(?, 'id')) FROM generate_series(1, ?)",
-                (table, max(count, ID_BLOCK)),
+                (table, max(count - len(free), block)),
             )
             free.extend(sorted(row[0] for row in rows))
         ids = free[:count]
