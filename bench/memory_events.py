@@ -129,6 +129,11 @@ def run_session(sample: dict, index: int, session: str, llm, embedder, workdir: 
         report = build_events(store, how)
         seconds, cpu = time.monotonic() - started, time.process_time() - cpu
         events = list_events(store, limit=100)
+        written = [
+            [json.loads(meta)["written"], statement]
+            for statement, meta in store.conn.execute("SELECT statement, metadata FROM memory_nodes ORDER BY id")
+            if "written" in json.loads(meta)
+        ]
     row = {
         "session": f"{index}:{session}",
         "constrained": constrained,
@@ -146,8 +151,10 @@ def run_session(sample: dict, index: int, session: str, llm, embedder, workdir: 
         "events": len(events),
         "supported": sum(e["supported"] for e in events),
         "extracted": [
-            [e["statement"], e["supported"], [x["locator"] for x in e["evidence"]], e["confidence"]] for e in events
+            [e["statement"], e["supported"], [x["locator"] for x in e["evidence"]], e["confidence"], e["people"]]
+            for e in events
         ],
+        "rewritten": written,  # [the model's sentence, the stored one] where the subject was corrected
     }
     row.update(score(embedder, events, gold_events(sample, session), observations(sample, session)))
     return row

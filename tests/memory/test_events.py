@@ -325,3 +325,51 @@ def test_an_event_copied_from_the_prompts_example_is_dropped(store, db_path) -> 
     llm = ScriptedExtractor(events_output(copied, event("We decided to replace the regex parser.", [1])))
     build(store, db_path, llm=llm, levels=("event",))
     assert [e["statement"] for e in list_events(store)] == ["We decided to replace the regex parser."]
+
+
+def test_a_line_inside_a_turn_such_as_note_is_no_speaker() -> None:
+    from crossmodalrag.memory.extract import speakers
+
+    window = ["Ann: I booked the venue.\nNote: bring snacks", "Ben: great", "Ann: see you"]
+    assert speakers(window) == {"Ann": 2, "Ben": 1}  # "Note" starts one line inside Ann's turn
+    assert speakers(["Ann: a\nNote: x\nNote: y", "Ben: b"])["Note"] == 2  # a name on two lines still counts
+
+
+def test_a_talkative_speaker_must_give_more_events_within_the_cap() -> None:
+    two = event_schema(20, {"Ann": 10, "Ben": 9})["properties"]
+    assert (two["Ann"]["minItems"], two["Ben"]["minItems"]) == (3, 3)  # one per three turns, at most 3
+    four = event_schema(40, {"A": 10, "B": 10, "C": 10, "D": 10})["properties"]
+    assert all(lists["minItems"] == lists["maxItems"] == 2 for lists in four.values())  # never above the cap
+
+
+def test_an_event_of_both_speakers_goes_to_the_one_it_is_listed_under() -> None:
+    from crossmodalrag.memory.extract import Extracted, attributed
+
+    people = {"Ann": 2, "Ben": 1}
+    both = attributed(Extracted("fact", "Ann and Ben were on a road trip.", ["Ann", "Ben"], [0]), people)
+    assert (both.statement, both.people) == ("Ann was on a road trip.", ["Ann"])
+    assert both.written == "Ann and Ben were on a road trip."  # the model's sentence, kept
+    kept = [
+        Extracted("fact", "Ann and Ben have met before.", ["Cy"], [0]),  # listed under neither of them
+        Extracted("fact", "Ann drove to the Grand Canyon with Ben.", ["Ann", "Ben"], [0]),  # one subject
+    ]
+    assert [attributed(e, people) for e in kept] == kept
+
+
+def test_reported_questions_are_dropped_and_a_corrected_subject_keeps_the_models_sentence(store, db_path) -> None:
+    add_chat(store)
+    llm = ScriptedExtractor(
+        {
+            "Maria": [event("Maria asked John if he had any pets.", [2], "fact"),
+                      event("Maria and John adopted a puppy named Coco.", [1], "change")],
+            "John": [event("John ran a 5K for the veterans on Saturday.", [2], "fact")],
+        }
+    )  # fmt: skip
+    build(store, db_path, llm=llm, levels=("event",))
+    found = {e["statement"]: e["people"] for e in list_events(store)}
+    assert found == {
+        "Maria adopted a puppy named Coco.": ["Maria"],
+        "John ran a 5K for the veterans on Saturday.": ["John"],
+    }
+    written = [json.loads(row[0]).get("written") for row in store.conn.execute("SELECT metadata FROM memory_nodes")]
+    assert sorted(filter(None, written)) == ["Maria and John adopted a puppy named Coco."]

@@ -183,6 +183,8 @@ def _extract(source: SourceRow, chunks: list[ChunkRow], how: Extraction) -> tupl
         for event in result.events:
             node = _event_node(source, event.statement, event.type, [group[i] for i in event.cited])
             node.people, node.metadata["when"] = event.people, when  # known without the model: not asked
+            if event.written:  # the subject corrected (extract.attributed): the model's sentence kept
+                node.metadata["written"] = event.written
             nodes.setdefault(node.id, node)
     return check_provenance(list(nodes.values()), chunks, how.semantic, how.min_cosine), "", cost
 
