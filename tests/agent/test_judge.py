@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import crossmodalrag.answer.synthesize  # noqa: F401 - imported before a test patches load_llm, which it binds
 from crossmodalrag.agent.judge import LEAD, SessionJudge, session_judge
 from crossmodalrag.agent.recall import recall, with_recall
 from crossmodalrag.answer.evidence import open_retriever
