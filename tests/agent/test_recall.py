@@ -60,6 +60,9 @@ def day(text: str) -> float:
         ("where was John between August 11 and August 15 2022?", "2022-08-11", "2022-08-16", "where was John ?"),
         ("what did we plan from December to February", "2022-12-01", "2023-03-01", "what did we plan"),
         ("releases between 2021 and 2022", "2021-01-01", "2023-01-01", "releases"),
+        # where a date must stand, "May" is the month, not the verb
+        ("what did Ana paint between May and July?", "2022-05-01", "2022-08-01", "what did Ana paint ?"),
+        ("anything since May 4?", "2023-05-04", None, "anything ?"),
     ],
 )
 def test_temporal_expressions_resolve_against_the_memory_timeline(question, start, end, rest):

@@ -116,10 +116,12 @@ def _ago(match: re.Match, anchor: datetime):
     return center - half, center + half + DAY
 
 
-def _month(match: re.Match, anchor: datetime):
+def _month(match: re.Match, anchor: datetime, expected: bool = False):
+    """`expected`: the words stand where a date must (after "between", "since", ...)."""
     month = MONTHS.get(match.group(1).lower().rstrip("."))
     if month is None or (
         match.group(1).lower() == "may"
+        and not expected
         and not match.group(0).lower().startswith(("in", "during"))
         and not match.group(2)
     ):
@@ -129,7 +131,7 @@ def _month(match: re.Match, anchor: datetime):
     return first, _next_month(first)
 
 
-def _iso_day(match: re.Match, anchor: datetime):
+def _iso_day(match: re.Match, anchor: datetime, expected: bool = False):
     try:
         day = datetime(int(match.group(1)), int(match.group(2)), int(match.group(3)), tzinfo=timezone.utc)
     except ValueError:
@@ -137,9 +139,11 @@ def _iso_day(match: re.Match, anchor: datetime):
     return day, day + DAY
 
 
-def _day_date(match: re.Match, anchor: datetime):
+def _day_date(match: re.Match, anchor: datetime, expected: bool = False):
     day, month = (match.group(1), match.group(2)) if match.group(1) else (match.group(4), match.group(3))
-    if month.lower() == "may" and not match.group(5) and not re.search(r"(st|nd|rd|th|of)\b", match.group(0), re.I):
+    if month.lower() == "may" and not (
+        expected or match.group(5) or re.search(r"(st|nd|rd|th|of)\b", match.group(0), re.I)
+    ):
         return None  # "may 4 people come?", "10 may come": the verb and a number (4th/of May/a year are dates)
     month_number = MONTHS[month.lower()]
     year = int(match.group(5)) if match.group(5) else anchor.year - (1 if month_number > anchor.month else 0)
@@ -166,11 +170,12 @@ def _between(match: re.Match, anchor: datetime):
 
 
 def _date_span(target: str, anchor: datetime):
-    """The days a DATE_TEXT covers (a year, a month, a day), or None for one that does not exist."""
+    """The days a DATE_TEXT covers (a year, a month, a day), or None for one that does not exist. It
+    stands where a date must, so "between May and July" is the month, never the verb."""
     if target.isdigit():
         return datetime(int(target), 1, 1, tzinfo=timezone.utc), datetime(int(target) + 1, 1, 1, tzinfo=timezone.utc)
     found, resolve = next((found, resolve) for pattern, resolve in DATES if (found := pattern.match(target)))
-    return resolve(found, anchor)
+    return resolve(found, anchor, expected=True)
 
 
 DATES = ((ISO_DAY, _iso_day), (DAY_DATE, _day_date), (MONTH, _month))  # what a DATE_TEXT can be
