@@ -108,14 +108,14 @@ def test_a_caller_reading_slowly_between_units_gets_each_unit_committed_as_it_en
     """OCR of the next PDF takes longer than a batch lasts: the transaction (and its source locks)
     is not held open through it."""
     with open_postgres_store(postgres_url) as store:
-        with store.batched(max_seconds=0.2, replayable=True) as batch:
+        with store.batched(max_seconds=0.5, replayable=True) as batch:
             batch.run(lambda: add(batch, "/a"))
             batch.run(lambda: add(batch, "/b"))  # quick: shares /a's transaction
             assert visible(postgres_url) == []
-            time.sleep(0.3)  # reading the next document
+            time.sleep(0.7)  # reading the next document
             batch.run(lambda: add(batch, "/c"))
             assert visible(postgres_url) == ["/a", "/b", "/c"]
-            time.sleep(0.3)
+            time.sleep(0.7)
             batch.run(lambda: add(batch, "/d"))
             assert visible(postgres_url) == ["/a", "/b", "/c", "/d"]  # committed alone, before the next read
 
