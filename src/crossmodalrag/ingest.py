@@ -1,4 +1,5 @@
-"""Connector → chunks → store → FTS index, one source per transaction.
+"""Connector → chunks → store → FTS index, each source one unit of a write batch (the sources of
+~0.25 s share a commit; store.batched).
 
 Each source is fingerprinted (content, title and CHUNKER_VERSION): an unchanged source is skipped,
 a changed one is re-chunked in place. A crash between sources leaves every committed source whole
