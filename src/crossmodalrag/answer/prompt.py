@@ -42,15 +42,16 @@ JUDGE_EXCERPT_CHARS = 500
 _CITATION_LIKE = re.compile(r"\[\s*([Ee]\s*\d+)\s*\]")
 
 
-def evidence_header(item: Evidence, date_once: bool = False) -> str:
-    """`[E1] (kind · title · locator · date)`. With `date_once`, a date the title or locator already
-    states (a chat session's "4:04 pm on 20 January, 2023", a daily note's title) is not repeated:
-    Qwen's tokenizer spends a token per digit, ~8 tokens an excerpt."""
+def evidence_header(item: Evidence) -> str:
+    """`[E1] (kind · title · locator · date)`. The date is stated even when the title already says
+    it ("session 3 (12:48 am on 1 February, 2023)"): without it (session 5's date-once headers, ~8
+    tokens an excerpt) the model withheld 3 of 8 LoCoMo temporal questions it answers with it (and
+    answered 1 it withholds), and answered an adversarial question it refuses (docs/benchmarks.md)."""
     hit = item.hit
     # A chat turn's locator starts with its session's title: said once, it costs fewer prompt tokens.
     title = "" if hit.locator.startswith(hit.title) else hit.title
     parts = [hit.source_type, title, hit.locator]
-    if hit.timestamp is not None and not (date_once and states_date(f"{title} {hit.locator}", hit.timestamp)):
+    if hit.timestamp is not None:
         parts.append(human_date(hit.timestamp))
     if hit.components.get("superseded"):  # an agent memory a newer one restated (agent/updates.py)
         parts.append("superseded by a newer memory")
@@ -62,14 +63,6 @@ def evidence_header(item: Evidence, date_once: bool = False) -> str:
 HEADER_COPY = re.compile(
     r"(?:\[E\d+\][ \t]*)?\((?:note|commit|pdf|image|conversation|memory) · (?:[^()\n]|\([^()\n]*\))*\)[ \t]*"
 )
-
-
-def states_date(text: str, timestamp: float) -> bool:
-    """Whether `text` names the day of `timestamp` ("20 January, 2023", "January 20th, 2023")."""
-    day = datetime.fromtimestamp(timestamp, tz=timezone.utc)
-    number, month = rf"0?{day.day}(?:st|nd|rd|th)?", f"{day:%B}"
-    pattern = rf"\b(?:{number},?\s+{month}|{month}\s+{number}),?\s+{day.year}\b"
-    return re.search(pattern, text, re.IGNORECASE) is not None
 
 
 def human_date(timestamp: float) -> str:
@@ -101,7 +94,7 @@ def evidence_block(evidence: list[Evidence], budget_chars: int) -> str:
         share = remaining // (len(evidence) - index)
         body = clip(_body(item), max(share, 80))
         remaining -= len(body)
-        blocks.append(f"{evidence_header(item, date_once=True)}\n{body}")
+        blocks.append(f"{evidence_header(item)}\n{body}")
     return "\n\n".join(blocks)
 
 
