@@ -38,8 +38,9 @@ EVENT_HYBRID = {"semantic": 0.65, "lexical": 0.35}
 EVENT_LEXICAL = {"lexical": 1.0}
 # An event about something else adds no evidence, only its chunks in place of plain hits: events whose
 # cosine to the question is below this stay out of the fusion (MiniLM scale; without vectors, no gate).
-# On LoCoMo dev, extracted events (128 questions): single-hop -3.1 -> +3.1 points vs plain retrieval;
-# gold events (760): overall +3.0 -> +2.9, multi-hop +4.8 -> +5.0 (docs/benchmarks.md, chosen there).
+# On LoCoMo dev, events-v5's extracted events (128 questions): single-hop -3.1 -> +3.1 points vs plain
+# retrieval (events-v6: +1.2); gold events (760): overall +3.0 -> +2.9, multi-hop +4.8 -> +5.0
+# (docs/benchmarks.md; chosen on those questions).
 EVENT_MIN_COSINE = 0.55
 DAY = 86400.0
 
