@@ -41,6 +41,7 @@ from scifact import load_corpus, load_qrels, load_queries
 
 from crossmodalrag.answer.evidence import evidence_answer, open_retriever
 from crossmodalrag.answer.llm import load_llm
+from crossmodalrag.answer.subjects import subject_share
 from crossmodalrag.answer.verify import gate_margin, is_statement
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.ingest import ingest_notes
@@ -69,9 +70,19 @@ def margins(settings: Settings, llm, questions: list[tuple[str, str]]) -> list[d
         started = time.perf_counter()
         result = retriever.search(question)
         answer = evidence_answer(question, result, retriever.options, started, 0.0)
-        margin = None if answer.abstained else gate_margin(llm, question, answer.evidence)
+        margin = None if answer.abstained or llm is None else gate_margin(llm, question, answer.evidence)
         form = "statement" if is_statement(question) else "question"
-        rows.append({"set": group, "form": form, "question": question, "margin": margin, "retrieval": answer.retrieval})
+        share = None if answer.abstained else subject_share(question, answer.evidence)
+        rows.append(
+            {
+                "set": group,
+                "form": form,
+                "question": question,
+                "margin": margin,
+                "subject_share": share,
+                "retrieval": answer.retrieval,
+            }
+        )
     store.close()
     return rows
 
@@ -161,6 +172,26 @@ def report(rows: list[dict], keep: float, current: dict[str, float]) -> dict:
     }
 
 
+def subject_shares(rows: list[dict], threshold: float) -> dict:
+    """The no-model rule before the gate (`abstain_min_subject_share`): per set, how many questions
+    name a participant of the retrieved conversations and the share of those it refuses; the AUC of
+    the share itself, answerable (LoCoMo) against adversarial."""
+    named = {
+        g: [r["subject_share"] for r in rows if r["set"] == g and r.get("subject_share") is not None]
+        for g in dict.fromkeys(r["set"] for r in rows)
+    }
+    positives, negatives = named.get("locomo", []), named.get("locomo-adversarial", [])
+    pairs = [(p > n) + 0.5 * (p == n) for p in positives for n in negatives]
+    return {
+        "threshold": threshold,
+        "named": {g: len(shares) for g, shares in named.items()},
+        "refused": {
+            g: round(sum(s < threshold for s in shares) / len(shares), 4) for g, shares in named.items() if shares
+        },
+        "auc_locomo_vs_adversarial": round(sum(pairs) / len(pairs), 3) if pairs else None,
+    }
+
+
 def current_thresholds() -> dict[str, float]:
     defaults = Settings(db_path=Path("x"))
     return {form: getattr(defaults, setting) for form, setting in FORMS.items()}
@@ -177,6 +208,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--lexical-only", action="store_true")
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: the product's rule)")
+    parser.add_argument("--no-model", action="store_true", help="retrieval and the subject-share rule only")
     args = parser.parse_args()
     env = clean_environment()
     args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="calibrate-margin-"))
@@ -185,14 +217,15 @@ def main() -> None:
     if args.lexical_only:
         llm_env["CMRAG_EMBED_MODEL"] = "BAAI/bge-small-en-v1.5"  # not on disk offline: lexical
     started = time.perf_counter()
-    args.llm = load_llm(settings_for(args.workdir / "any.db", llm_env))
+    args.llm = None if args.no_model else load_llm(settings_for(args.workdir / "any.db", llm_env))
     rows = collect_locomo(args, env, llm_env) + (collect_scifact(args, llm_env) if args.scifact else [])
     result = {
         "benchmark": "calibrate_margin",
         "model": args.model.name,
         "machine": machine(),
         "source": source_state(),
-        **report(rows, args.keep, current_thresholds()),
+        **({} if args.no_model else report(rows, args.keep, current_thresholds())),
+        "subject_share": subject_shares(rows, Settings(db_path=Path("x")).abstain_min_subject_share),
         "wall_seconds": round(time.perf_counter() - started, 1),
         "rows": rows,
     }

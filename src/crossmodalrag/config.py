@@ -184,8 +184,9 @@ class Settings:
     abstain_min_margin_statements: float = -1.69  # the same, for a query that states something
     verify_min_margin: float = -1.0  # "do the cited excerpts support this sentence?"
     # Before any model call: a question naming a participant of the retrieved conversations needs at
-    # least this share of the excerpts in their own words (answer/subjects.py; 0 = off). 0.4 = 2 of
-    # 5: keeps 38/39 and 56/58 answerable LoCoMo dev questions, refuses 6/40 and 7/46 adversarial ones.
+    # least this share of the excerpts in their own words (answer/subjects.py; 0 = off). 0.4 = 2 of 5:
+    # of LoCoMo dev questions naming one, refuses 1/38 and 1/40 answerable, 5/39 and 6/40 adversarial
+    # (bench/calibrate_margin.py --no-model, seeds 1 and 2).
     abstain_min_subject_share: float = 0.4
     llm_verify: bool = True  # CMRAG_LLM_VERIFY=off: no gate margin, no claim checks
     embed_model: str | None = None  # None: the offline MiniLM if installed, else BAAI/bge-small-en-v1.5

@@ -61,8 +61,8 @@ def subject_share(question: str, evidence: list[Evidence]) -> float | None:
     the retrieved conversations; None when it names none of them. What a person did or said is
     mostly in their own turns, so the best matches of a question about them are mostly theirs:
     when the best matches are someone else's, the question usually has the wrong person (LoCoMo
-    dev, 5 excerpts: 2 or more are the named person's for 38 of 39 answerable questions, fewer for
-    6 of 40 adversarial ones)."""
+    dev, 5 excerpts: 2 or more are the named person's for 37 of 38 answerable questions, fewer for
+    5 of 39 adversarial ones: bench/calibrate_margin.py)."""
     participants = {first_name(who) for who in map(speaker, evidence) if who}
     names = [name for name in map(_fold, named_subjects(question)) if name in participants]
     if not names or not evidence:
