@@ -54,6 +54,15 @@ def test_a_near_duplicate_is_merged_and_says_so(store, embedder):
     assert record["tags"] == ["ci", "python"] and record["importance"] == 0.6 and len(record["stored_times"]) == 2
 
 
+def test_the_same_words_in_another_context_are_another_memory(store, embedder):
+    deploy = remember(store, "Yes, ship it", embedder=embedder, context="Deploy on Friday?")
+    cache = remember(store, "Yes, ship it", embedder=embedder, context="Drop the old cache?")
+    assert cache.status == "stored" and cache.id != deploy.id
+    again = remember(store, "yes, ship it", embedder=embedder, context="deploy on  friday?")
+    assert (again.id, again.status) == (deploy.id, "duplicate")
+    assert {m["context"] for m in list_memories(store)} == {"Deploy on Friday?", "Drop the old cache?"}
+
+
 def test_new_memories_link_to_their_closest_ones(store, embedder):
     a = remember(store, "the release checklist needs the changelog the tag and the signed wheel", embedder=embedder)
     remember(store, "lunch on friday is pizza", embedder=embedder)
@@ -147,8 +156,9 @@ def test_when_and_context_place_a_turn_stored_alone(store, embedder):
     assert hit.source_id == reply.id
     within = SearchOptions(top_k=1, after=said - 86_400, before=said + 86_400)
     assert [h.source_id for h in search(store, "downtown", within).hits] == [reply.id]
-    # the same words again are a duplicate whatever their context; an update keeps when and context
-    assert remember(store, "Ben: the one downtown, twice!", context="other").status == "duplicate"
+    # the same words again are a duplicate in the same context only; an update keeps when and context
+    assert remember(store, "Ben: the one downtown, twice!", context=question).status == "duplicate"
+    assert remember(store, "Ben: the one downtown, twice!", context="other").status == "stored"
     update_memory(store, reply.id, content="Ben: The one downtown, three times!", embedder=embedder)
     (chunk,) = store.conn.execute("SELECT text FROM chunks WHERE source_id = ?", (reply.id,)).fetchone()
     assert " · 2023-05-08 · re: Ana: Which museum" in chunk.split("\n")[0]

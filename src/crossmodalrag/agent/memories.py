@@ -2,8 +2,9 @@
 like any other source, with kind, importance, tags and session/agent attribution.
 
 Storing one: `<private>` spans are stripped and secrets masked; an exact duplicate (same normalized
-text) returns the stored memory (current again if it had been superseded); a near duplicate (cosine
->= 0.95) is merged into it (tags unioned, importance max, both times kept); otherwise the new memory
+text in the same context) returns the stored memory (current again if it had been superseded); a near
+duplicate in the same context (cosine >= 0.95) is merged into it (tags unioned, importance max, both
+times kept): "Yes, ship it" replying to two different questions is two memories. Otherwise the new memory
 is linked to its closest ones (cosine >= 0.75, at most 5), and an older memory whose fact it restates
 with another value is marked superseded (kept, listed with --history, ranked lower by search).
 Without an embedding model the similarity is the word-set Jaccard of the two texts, with the same
@@ -104,9 +105,11 @@ def remember(
     now = time.time()
     digest = content_hash(text)
     measure = "cosine" if embedder is not None else "jaccard"
-    row = store.conn.execute(
+    rows = store.conn.execute(
         "SELECT source_id, superseded_by FROM agent_memories WHERE content_hash = ?", (digest,)
-    ).fetchone()
+    ).fetchall()
+    in_context = _in_context(store, [row[0] for row in rows], context)
+    row = next((row for row in rows if row[0] in in_context), None)
     if row:
         _merge_into(store, row[0], tags, importance, now)
         replaced = reinstate(store, row[0]) if row[1] else []
@@ -114,7 +117,10 @@ def remember(
     vector = _embed(embedder, text)
     similar = _similarities(store, text, vector, embedder)
     updated = restated(store, text, similar, UPDATE_SIMILARITY[measure])
-    best = max(similar.items(), key=lambda item: item[1], default=None)
+    close = _in_context(
+        store, [source_id for source_id, score in similar.items() if score >= MERGE_SIMILARITY], context
+    )
+    best = max(((i, score) for i, score in similar.items() if i in close), key=lambda item: item[1], default=None)
     # "The timeout is 60 s" after "The timeout is 30 s" is close enough to merge, but it is an update.
     if best and best[1] >= MERGE_SIMILARITY and best[0] not in updated:
         _merge_into(store, best[0], tags, importance, now)
@@ -256,6 +262,18 @@ def _merge_into(store: Store, source_id: int, tags: list[str], importance: float
             "UPDATE sources SET metadata = json_set(metadata, '$.tags', json(?), '$.importance', ?) WHERE id = ?",
             (json.dumps(merged), max(importance, old_importance), source_id),
         )
+
+
+def _in_context(store: Store, source_ids: list[int], context: str) -> set[int]:
+    """Those of the memories that were stored with the same context (both none, or the same words)."""
+    if not source_ids:
+        return set()
+    marks = ",".join("?" * len(source_ids))
+    rows = store.conn.execute(
+        f"SELECT id, json_extract(metadata, '$.context') FROM sources WHERE id IN ({marks})", source_ids
+    )
+    wanted = " ".join(context.lower().split())
+    return {source_id for source_id, stored in rows if " ".join((stored or "").lower().split()) == wanted}
 
 
 def _embed(embedder: "Embedder | None", text: str):
