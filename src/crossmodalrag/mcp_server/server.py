@@ -80,8 +80,9 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
     ) -> dict[str, Any]:
         """Store a memory (a fact, decision, preference, task or note) so later sessions can find it.
         Returns its `id`; an exact duplicate in the same context returns the stored id, a near duplicate
-        in the same context is merged into it, and a memory that restates a fact with a new value supersedes the older one. `when`: when it was
-        said or learned (ISO; default now), its date for date filters and "last week". `context`: what it
+        in the same context is merged into it, and a memory that restates a fact with a new value
+        supersedes the older one. `when`: when it was said or learned (ISO; default now), its date for
+        date filters and "last week". `context`: what it
         replies to, e.g. the previous turn when you store a conversation turn by turn (its first 160
         characters help search find a reply by the words it answers; not part of the memory's text).
         Memories stored in order with one session_id are read as one episode. <private> spans are
