@@ -104,6 +104,6 @@ def test_evidence_headers_copied_into_the_answer_are_removed() -> None:
         " · D18:1 · 20 October 2023) Melanie: that road trip was insane! [E1]"
     )
     report = validate(copied, evidence())
-    assert report.text == "Answer: a road trip [E1]\nMelanie: that road trip was insane! [E1]"
+    assert report.text == "Answer: a road trip [E1]\n[E1] Melanie: that road trip was insane! [E1]"
     kept = "Answer: a note (in the vault · not a header) [E1]"  # parentheses of the answer's own stay
     assert validate(kept, evidence()).text == kept

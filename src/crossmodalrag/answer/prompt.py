@@ -59,10 +59,9 @@ def evidence_header(item: Evidence) -> str:
 
 
 # An evidence header the model copied into its answer ("(conversation · Caroline & Melanie · session 18
-# (6:55 pm on 20 October, 2023) · D18:1)", its [E#] too): the sentence's own citation says where it comes from.
-HEADER_COPY = re.compile(
-    r"(?:\[E\d+\][ \t]*)?\((?:note|commit|pdf|image|conversation|memory) · (?:[^()\n]|\([^()\n]*\))*\)[ \t]*"
-)
+# (6:55 pm on 20 October, 2023) · D18:1)"). The [E#] before it stays: it may be the answer's only
+# citation, and without one the short answer would be judged against every excerpt.
+HEADER_COPY = re.compile(r"\((?:note|commit|pdf|image|conversation|memory) · (?:[^()\n]|\([^()\n]*\))*\)[ \t]*")
 
 
 def human_date(timestamp: float) -> str:
