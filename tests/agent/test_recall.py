@@ -12,6 +12,7 @@ from crossmodalrag.agent.memories import remember
 from crossmodalrag.agent.recall import (
     agent_sessions,
     diversify_by_session,
+    episodic_variants,
     event_ranges,
     favour_named_speaker,
     fuse,
@@ -118,6 +119,14 @@ def test_episodic_finds_the_turn_inside_the_question_window(memory, settings):
     assert result.hits[0].locator.endswith("D2:1")  # the week before the memory's newest session
     direct = with_recall(open_retriever(memory, settings, 2), "direct", None, "2023-05-01")
     assert [h.locator[-4:] for h in direct.search("cache port").hits] == ["D1:1"]  # --before filters
+
+
+def test_a_date_range_with_one_content_word_searches_the_question_not_the_word(memory, settings):
+    retriever = with_recall(open_retriever(memory, settings, 2), "episodic", None, None)
+    variants = episodic_variants(retriever, "Where was Ana in May 2023?", retriever.options)
+    assert [text for text, options in variants if options.after is not None] == ["Where was Ana"]
+    variants = episodic_variants(retriever, "what did Ana move in May 2023?", retriever.options)
+    assert [text for text, options in variants if options.after is not None] == ["Ana move"]
 
 
 def test_cli_strategy_and_dates(memory, capsys):

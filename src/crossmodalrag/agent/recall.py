@@ -98,8 +98,12 @@ def episodic_variants(retriever: "Retriever", question: str, pool: SearchOptions
     variants = [(question, pool)]
     if content != question:
         variants.append((content, pool))
+    # A single content word ("Where was John in August?" -> "John") matches every turn of that speaker
+    # in the range equally, so BM25 ranked them by shortness ("Thanks! Talk to you later!"); the question
+    # without its time words keeps what is asked for the embedder to rank by.
+    ranged = content if len(content.split()) > 1 else rest.strip(" ?!.,") or question
     for span in ranges:
-        variants.append((content, _within(pool, span)))
+        variants.append((ranged, _within(pool, span)))
     return variants
 
 
