@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -162,3 +163,21 @@ def test_an_event_about_something_else_is_not_matched_and_adds_no_chunk(memory, 
     matched = [node["title"] for node in answer.matched_nodes]
     assert matched and all("LRU" in title for title in matched)  # the XSS fix is about something else
     assert all(node["components"]["cosine"] >= 0.55 for node in answer.matched_nodes)
+
+
+def test_the_event_gate_reads_the_cosine_on_the_active_models_scale(memory, db_path) -> None:
+    """multilingual-e5 puts unrelated text near 0.8: at MiniLM's 0.55 every event would pass."""
+    from crossmodalrag.memory.retrieve import EVENT_MIN_COSINES, event_min_cosine
+    from tests.fakes import HashingEmbedder
+
+    retriever = _retriever(memory, db_path, "event")
+    semantic = retriever.base.semantic = semantic_for(memory, db_path)
+    question = "Why was the LRU render cache dropped?"
+    retriever.search(question)
+    cosines = [node["components"]["cosine"] for node in retriever.matched_nodes]
+    assert cosines and all(0.55 <= c < 0.8 for c in cosines)  # matched on the fake model's (MiniLM's) scale
+    semantic.embedder.identity = HashingEmbedder(name="multilingual-e5-small").identity  # same vectors, e5's scale
+    assert event_min_cosine(semantic) == EVENT_MIN_COSINES["multilingual-e5-small"] > 0.8
+    retriever.search(question)
+    assert retriever.matched_nodes == []  # below e5's value: about something else on that scale
+    assert event_min_cosine(None) == event_min_cosine(SimpleNamespace(embedder=HashingEmbedder())) == 0.55

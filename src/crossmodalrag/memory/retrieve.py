@@ -37,11 +37,15 @@ LEXICAL = {"lexical": 0.70, "recency": 0.15, "centrality": 0.15}
 EVENT_HYBRID = {"semantic": 0.65, "lexical": 0.35}
 EVENT_LEXICAL = {"lexical": 1.0}
 # An event about something else adds no evidence, only its chunks in place of plain hits: events whose
-# cosine to the question is below this stay out of the fusion (MiniLM scale; without vectors, no gate).
-# On LoCoMo dev, events-v5's extracted events (128 questions): single-hop -3.1 -> +3.1 points vs plain
-# retrieval (events-v6: +1.2); gold events (760): overall +3.0 -> +2.9, multi-hop +4.8 -> +5.0
-# (docs/benchmarks.md; chosen on those questions).
-EVENT_MIN_COSINE = 0.55
+# cosine to the question is below their model's value stay out of the fusion (without vectors, no gate).
+# MiniLM's 0.55, on LoCoMo dev, events-v5's extracted events (128 questions): single-hop -3.1 -> +3.1
+# points vs plain retrieval (events-v6: +1.2); gold events (760): overall +3.0 -> +2.9, multi-hop +4.8 ->
+# +5.0 (docs/benchmarks.md; chosen on those questions). Cosines are on each model's own scale
+# (multilingual-e5 puts unrelated text near 0.8 and passed every event at 0.55): bench/memory_event_gate.py
+# carries MiniLM's value to another model as the cosine that passes the same share (77%) of each LoCoMo
+# dev question's 10 closest gold events. A model not fitted there is gated at MiniLM's value.
+EVENT_MIN_COSINES = {"sentence-transformers/all-MiniLM-L6-v2": 0.55, "multilingual-e5-small": 0.83}
+EVENT_MIN_COSINE = EVENT_MIN_COSINES["sentence-transformers/all-MiniLM-L6-v2"]
 DAY = 86400.0
 
 
@@ -147,6 +151,12 @@ def rank_nodes(
     return ranked[:limit]
 
 
+def event_min_cosine(semantic) -> float:
+    """The event gate's cosine for the active embedding model (its own scale)."""
+    name = semantic.embedder.identity.name if semantic is not None else ""
+    return EVENT_MIN_COSINES.get(name, EVENT_MIN_COSINE)
+
+
 @dataclass
 class LevelRetriever:
     """A Retriever whose search answers at a memory level; `matched_nodes` holds the last query's nodes."""
@@ -186,7 +196,8 @@ class LevelRetriever:
         limit = max(top_k, EVENTS_DRILLED) if self.level == "event" else MATCHED_NODES
         ranked = rank_nodes(table, query, vector, self.half_life_days, limit, self.level == "event")
         if self.level == "event":
-            ranked = [node for node in ranked if node[2].get("cosine", 1.0) >= EVENT_MIN_COSINE]
+            least = event_min_cosine(self.semantic)
+            ranked = [node for node in ranked if node[2].get("cosine", 1.0) >= least]
         self.matched_nodes = _matched(self.store, table, ranked)
         if self.level == "event":
             chunks = self._fuse(plain, ranked, table)
