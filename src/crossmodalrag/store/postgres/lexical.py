@@ -135,12 +135,15 @@ def corpus_statistics(conn) -> tuple[int, int]:
 
 
 def document_frequencies(conn, tokens: list[str]) -> tuple[int, dict[str, int]]:
-    """(chunks indexed, chunks containing each token), under the client's row-level security."""
-    total = corpus_statistics(conn)[0]
+    """(chunks indexed, chunks containing each token), under the client's row-level security; one
+    round trip (the row without a lexeme is the chunk count)."""
     rows = conn.execute(
-        "SELECT lexeme, COUNT(*) FROM chunk_postings WHERE lexeme = ANY(?) GROUP BY lexeme", (list(tokens),)
-    )
-    return total, dict(rows.fetchall())
+        "SELECT NULL, COALESCE(SUM(chunks), 0)::bigint FROM chunk_stats UNION ALL "
+        "SELECT lexeme, COUNT(*) FROM chunk_postings WHERE lexeme = ANY(?) GROUP BY lexeme",
+        (list(tokens),),
+    ).fetchall()
+    total = next(count for lexeme, count in rows if lexeme is None)
+    return total, {lexeme: count for lexeme, count in rows if lexeme is not None}
 
 
 def _phrases(terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, query: str) -> list[list[tuple]]:
@@ -186,27 +189,77 @@ def bm25_scores(
     phrases = [p for group in groups for p in group]
     if match == "phrase":  # scored word by word (see the module's note)
         phrases = [[token] for token in phrases[0]]
-    counts, lengths = _postings(conn, {token: prefix for phrase in phrases for token, prefix in phrase})
+    tokens = {token: prefix for phrase in phrases for token, prefix in phrase}
     if match == "any" and where is None:  # the postings say which chunks match: any phrase's every token
-        lengths = {chunk: lengths[chunk] for phrase in phrases for chunk in _holders(phrase, counts)}
-    else:  # every word, a phrase's order or a filter: the GIN index decides
-        join, clause, params = "", "", []
-        if where is not None:
-            join = " JOIN chunks c ON c.id = t.chunk_id JOIN sources s ON s.id = c.source_id"
-            clause, params = f" AND {where[0]}", list(where[1])
-        lengths = dict(
-            conn.execute(
-                f"SELECT t.chunk_id, t.length FROM chunk_terms t{join} WHERE t.terms @@ ?::tsquery{clause}",
-                (matching, *params),
-            )
+        return _scored_by_server(conn, phrases, tokens)
+    # Every word, a phrase's order or a filter: the GIN index decides which chunks match.
+    counts = _postings(conn, tokens)[0]
+    join, clause, params = "", "", []
+    if where is not None:
+        join = " JOIN chunks c ON c.id = t.chunk_id JOIN sources s ON s.id = c.source_id"
+        clause, params = f" AND {where[0]}", list(where[1])
+    lengths = dict(
+        conn.execute(
+            f"SELECT t.chunk_id, t.length FROM chunk_terms t{join} WHERE t.terms @@ ?::tsquery{clause}",
+            (matching, *params),
         )
+    )
     total, length_sum = corpus_statistics(conn)
     return _score(lengths, phrases, counts, total, length_sum / total if total else 1.0)
 
 
-def _holders(phrase: list[tuple[str, bool]], counts: dict[str, dict[int, int]]) -> set[int]:
-    """The chunks holding every token of a phrase (in title or body), as its tsquery `a & b` matches."""
-    return set.intersection(*(set(counts.get(token, ())) for token, _ in phrase))
+# _score's arithmetic in SQL, operation for operation in the same order and in float8 (log is C's
+# log() in both), so every score is the same double: the phrases' shares are summed in phrase order.
+# A phrase's holders are the chunks with all its tokens (title or body); a prefix token sums every
+# lexeme starting with it; the counts and the postings come from one snapshot.
+SERVER_BM25 = f"""
+WITH tokens AS MATERIALIZED (SELECT * FROM unnest(?::text[], ?::text[]) AS t(token, upper)),
+members AS MATERIALIZED (
+  SELECT phrase, token, COUNT(*) OVER (PARTITION BY phrase) AS size
+  FROM (SELECT DISTINCT * FROM unnest(?::int[], ?::text[]) AS m(phrase, token)) AS distinct_members
+),
+found AS (
+  SELECT t.token, p.chunk_id, p.body_tf, p.length FROM tokens t JOIN chunk_postings p ON p.lexeme = t.token
+  WHERE t.upper IS NULL
+  UNION ALL
+  SELECT t.token, p.chunk_id, p.body_tf, p.length FROM tokens t JOIN chunk_postings p
+  ON p.lexeme >= t.token AND p.lexeme < t.upper AND starts_with(p.lexeme, t.token)
+),
+per_token AS (SELECT token, chunk_id, SUM(body_tf) AS tf, MAX(length) AS length FROM found GROUP BY 1, 2),
+held AS MATERIALIZED (
+  SELECT m.phrase, k.chunk_id, MIN(k.tf) AS tf, MAX(k.length) AS length FROM members m
+  JOIN per_token k ON k.token = m.token GROUP BY 1, 2 HAVING COUNT(*) = MAX(m.size)
+),
+stats AS MATERIALIZED (
+  SELECT COALESCE(SUM(chunks), 0)::float8 AS total, COALESCE(SUM(length), 0)::float8 AS sum FROM chunk_stats
+),
+idf AS MATERIALIZED (
+  SELECT phrase, GREATEST(ln((GREATEST(total, COUNT(*)) - COUNT(*) + 0.5::float8) / (COUNT(*) + 0.5::float8)),
+                          1e-6::float8) AS idf
+  FROM held, stats GROUP BY phrase, total
+),
+average AS MATERIALIZED (SELECT CASE WHEN total > 0 THEN sum / total ELSE 1.0::float8 END AS length FROM stats)
+SELECT h.chunk_id, SUM(CASE WHEN h.tf > 0 THEN
+  i.idf * h.tf * ({K1}::float8 + 1) / (h.tf + {K1}::float8 * (1 - {B}::float8 + {B}::float8 * h.length / a.length))
+  ELSE 0::float8 END ORDER BY h.phrase)
+FROM held h JOIN idf i USING (phrase) CROSS JOIN average a GROUP BY h.chunk_id
+"""
+
+
+def _scored_by_server(conn, phrases: list[list[tuple[str, bool]]], tokens: dict[str, bool]) -> dict[int, float]:
+    """BM25 of every chunk holding some phrase, computed by the server: one round trip, one row per
+    matching chunk (the client no longer reads every posting of every query word)."""
+    members = [(number, token) for number, phrase in enumerate(phrases) for token, _ in phrase]
+    rows = conn.execute(
+        SERVER_BM25,
+        (
+            list(tokens),
+            [token + "\U0010ffff" if prefix else None for token, prefix in tokens.items()],
+            [number for number, _ in members],
+            [token for _, token in members],
+        ),
+    )
+    return dict(rows.fetchall())
 
 
 def _postings(conn, tokens: dict[str, bool]) -> tuple[dict[str, dict[int, int]], dict[int, int]]:
