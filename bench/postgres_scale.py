@@ -358,20 +358,25 @@ def run(folder: Path, args: argparse.Namespace, keep: bool) -> dict:
         make_vault(args.shared, folder / "vault", args.notes)
     rows = json.loads((folder / "vault_queries.json").read_text(encoding="utf-8"))
     questions = [LABEL.sub("", row["query_text"], count=1) for row in rows]
-    server, result["server_settings"] = postgres_embedded.start(folder / "pgdata", keep)
+    server = None
+    if "postgresql" in args.backends:
+        server, result["server_settings"] = postgres_embedded.start(folder / "pgdata", keep)
     try:
-        locations = {"sqlite": str(folder / "memory.db"), "postgresql": database(server, "scale", fresh=False)}
+        locations = {"sqlite": str(folder / "memory.db")}
+        if server is not None:
+            locations["postgresql"] = database(server, "scale", fresh=False)
         builds(locations, folder / "vault", folder, args)
         if not args.build_only:
             asks(locations, questions, folder, args)
-        if not (args.build_only or args.no_migrate) and set(args.backends) == set(BACKENDS):
+        if not (args.build_only or args.no_migrate) and server is not None and "sqlite" in args.backends:
             log("mem migrate: the SQLite memory into an empty PostgreSQL database")
             Results(folder).write("migrate", migrate(folder / "memory.db", database(server, "migrated", fresh=True)))
         from crossmodalrag.store.postgres.connection import close_pools
 
         close_pools()
     finally:  # stopped while its data folder exists (at exit, after the folder went, it keeps running)
-        server.cleanup()
+        if server is not None:
+            server.cleanup()
     return {**result, **Results(folder).merged()}
 
 
