@@ -1,6 +1,6 @@
 """Where one hybrid ask's time goes on PostgreSQL (issue 16): statements, client CPU, server CPU.
 
-    python bench/postgres.py profile --workdir DIR [--asks 200] [--top 12]
+    python bench/postgres.py profile --workdir DIR [--asks 200] [--top 12] [--results FILE]
 
 DIR is a `postgres.py scale --workdir DIR` build (its server is started and stopped again). One
 process asks make_vault's questions in turn (balanced profile, evidence answer, no LLM, as the scale
@@ -9,6 +9,12 @@ benchmark's clients) and reports per ask: wall ms, the client's CPU ms, its serv
 server's work, grouped by the statement's first words); then, in a second pass of as many asks, the
 client functions with the most CPU (cProfile on CPU time, by own time), so the Python side's cost is
 named too without the profiler's overhead in the figures above.
+
+--results FILE also writes what retrieval returned for ~200 queries (the 20 questions, and words of
+the memory's own lexicon drawn with a fixed seed: 1-4 words, prefixes, quoted pairs) in modes any and
+all and hybrid: every hit's id, score and score components, the coverage and similarity. Two trees'
+files compare with `cmp` (run both with the same PYTHONHASHSEED: retrieval/coverage.py sums over a
+set, which moves a coverage by one ulp from one process to the next).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import cProfile
 import io
 import json
 import pstats
+import random
 import re
 import time
 from collections import defaultdict
@@ -44,6 +51,28 @@ def timed_statements(conn) -> dict[str, list[float]]:
 
     conn.execute = timing
     return spent
+
+
+def retrieval_results(store, questions: list[str]) -> dict:
+    """What search returns for the questions and for lexicon words drawn with a fixed seed."""
+    from crossmodalrag.retrieval.search import SearchOptions, search
+
+    words = [w for (w,) in store.conn.execute("SELECT DISTINCT lexeme FROM chunk_postings ORDER BY 1")]
+    draw = random.Random(7)
+    draw.shuffle(words)
+    queries = questions + [" ".join(draw.sample(words, draw.randint(1, 4))) for _ in range(150)]
+    queries += [w[:4] + "*" for w in words[:30]] + ['"' + " ".join(draw.sample(words, 2)) + '"' for _ in range(10)]
+    ask, results = retriever(store), {}
+    for query in queries:
+        for name, options, semantic in (
+            ("any", SearchOptions(top_k=20), None),
+            ("all", SearchOptions(top_k=20, match="all"), None),
+            ("hybrid", ask.options, ask.semantic),
+        ):
+            found = search(store, query, options, semantic)
+            hits = [[h.chunk_id, h.score, sorted(h.components.items())] for h in found.hits]
+            results[f"{name}|{query}"] = {"hits": hits, "coverage": found.coverage, "similarity": found.similarity}
+    return results
 
 
 def profile(location: str, questions: list[str], asks: int, top: int, sort: str = "tottime") -> dict:
@@ -90,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, required=True, help="a `postgres.py scale --workdir` build")
     parser.add_argument("--asks", type=int, default=200)
     parser.add_argument("--top", type=int, default=12, help="client functions listed")
+    parser.add_argument("--results", type=Path, help="also write the retrieval results of ~200 queries here")
     args = parser.parse_args(argv)
     clean_environment()
     folder = args.workdir.resolve()
@@ -99,7 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         log(f"profile: {args.asks} asks")
         result = {"benchmark": "postgres-ask-profile", "workdir": str(folder), "server_settings": settings}
-        result.update(profile(database(server, "scale", fresh=False), questions, args.asks, args.top))
+        url = database(server, "scale", fresh=False)
+        result.update(profile(url, questions, args.asks, args.top))
+        if args.results:
+            with open_backend("postgresql", url) as store:
+                found = retrieval_results(store, questions)
+            args.results.write_text(json.dumps(found, sort_keys=True), encoding="utf-8")
+            result["results"] = {"file": str(args.results), "queries": len(found)}
         from crossmodalrag.store.postgres.connection import close_pools
 
         close_pools()
