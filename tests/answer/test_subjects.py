@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from crossmodalrag.answer.subjects import excerpts_about, mentions_any, named_subjects, speaker, subject_share
+from crossmodalrag.answer.subjects import (
+    another_subject,
+    excerpts_about,
+    mentions_any,
+    named_subjects,
+    speaker,
+    subject_share,
+)
 from crossmodalrag.types import Evidence, Hit
 
 
@@ -77,3 +84,18 @@ def test_subject_share_counts_the_named_participants_own_turns():
     assert subject_share("What cheers him up?", evidence) is None  # names nobody
     assert subject_share("What did Caroline say?", evidence) is None  # nobody taking part in these chats
     assert subject_share("What did Nate say?", [excerpt("Nate: hi")]) is None  # notes have no speakers
+
+
+def test_another_subject_is_whom_a_sentence_is_about_when_not_the_person_asked_about():
+    nate = turn("Nate: Aww, childhood memories can be so powerful!")
+    joanna = turn("Joanna: My brother wrote it - he used to make me these cute notes when we were kids.")
+    evidence = [nate, joanna]
+    question = "What did Nate receive from his brother that brought back childhood memories?"
+    assert another_subject("Joanna's brother wrote her notes", question, evidence) == "joanna"  # opens with her
+    assert another_subject("cute notes he wrote", question, evidence) == "joanna"  # her words, none of his
+    assert another_subject("Joanna", question, evidence) is None  # a name alone answers "who"
+    assert another_subject("Joanna's notes made Nate smile", question, evidence) is None  # names him too
+    assert another_subject("powerful memories", question, evidence) is None  # his words
+    assert another_subject("21 January 2022", question, evidence) is None  # no words of its own
+    assert another_subject("cute notes", question.replace("Nate", "Joanna"), evidence) is None
+    assert another_subject("cute notes", "What did Tom get?", evidence) is None  # Tom takes no part

@@ -230,7 +230,7 @@ def test_in_an_ingested_chat_only_the_named_persons_own_turns_answer_about_them(
 def test_a_claim_is_judged_only_against_the_cited_turns_of_the_person_asked_about(store, settings: Settings, tmp_path):
     lines = [("Nate", "I love ice cream weekends."), ("Joanna", "I made caramel ice cream and it was delicious!")]
     retriever = chat_retriever(store, settings, tmp_path, lines)
-    llm = ScriptedLLM("Answer: delicious caramel ice cream [E1][E2]", margins=[3.0, 3.0])
+    llm = ScriptedLLM("Answer: weekend ice cream [E1][E2]", margins=[3.0, 3.0])
     answer = ask_with_llm(retriever, "What ice cream did Nate make?", settings, llm=llm)
     judged = [m[-1]["content"].split("Claim:")[0] for m in llm.judged if "Claim:" in m[-1]["content"]]
     assert judged and "I made caramel" not in judged[0]  # Joanna's turn is not evidence about Nate
@@ -334,3 +334,25 @@ def test_a_question_about_someone_whose_own_words_are_few_of_the_evidence_is_not
     settings.abstain_min_subject_share = 0.0  # off: the model is asked (and its answer from Joanna's words fails)
     answer = ask_with_llm(retriever, question.format("Nate"), settings, llm=llm)
     assert answer.abstention_reason == "unsupported" and len(llm.calls) == 2
+
+
+def test_an_answer_in_the_other_persons_words_fails_even_citing_the_named_persons_turn(
+    store, settings: Settings, tmp_path
+):
+    """A wrong-person question answered from the other side's turn, with the named person's turn cited
+    beside it: the cited turn passes the names check and the judge reads words, not people."""
+    lines = [
+        ("Nate", "Aww, childhood memories can be so powerful!"),
+        ("Joanna", "My brother wrote it - he used to make me these cute notes when we were kids."),
+        ("Nate", "Brothers are the best, mine taught me to fish when we were kids."),
+    ]
+    retriever = chat_retriever(store, settings, tmp_path, lines)
+    llm = ScriptedLLM("Answer: cute notes his brother wrote [E1][E2][E3]", margins=[3.0, 3.0])
+    question = "What did {} receive from a brother that brought back childhood memories?"
+    answer = ask_with_llm(retriever, question.format("Nate"), settings, llm=llm)
+    assert answer.abstained and answer.abstention_reason == "unsupported"
+    assert [c["reason"] for c in answer.to_dict()["verification"]["claims"]] == ["other_speaker"]
+    assert len(llm.judged) == 1  # the gate only: the claim failed without the judge
+    # The same answer to the question about the person who said it stands.
+    answer = ask_with_llm(retriever, question.format("Joanna"), settings, llm=llm)
+    assert not answer.abstained and answer.short_answer == "cute notes his brother wrote"

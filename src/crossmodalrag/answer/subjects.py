@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Iterable
 
 from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, guess_language
 from crossmodalrag.types import Evidence
@@ -29,6 +30,7 @@ _GREETINGS = "hey|hi|hello|thanks|thank you|yes|yep|yeah|wow|oh|dear|sorry|congr
 _ALL_STOPWORDS = frozenset().union(*BY_LANGUAGE.values())
 CONVERSATION = "conversation"  # a source type whose chunks are turns opening with "Speaker: "
 _SPEAKER = re.compile(r"\s*([^\s:][^:\n]{0,39}):\s")
+MIN_REPEATED_WORDS = 2
 
 
 def named_subjects(question: str) -> list[str]:
@@ -70,6 +72,43 @@ def subject_share(question: str, evidence: list[Evidence]) -> float | None:
     return len(excerpts_about(evidence, names, evidence)) / len(evidence)
 
 
+def another_subject(claim: str, question: str, evidence: list[Evidence]) -> str | None:
+    """The other participant a sentence of the answer is about, when the question names someone
+    taking part in the retrieved conversations and the sentence is not about them; else None.
+    A small model answering a question that names the wrong person copies the other side's turn
+    ("Joanna's brother wrote her notes", asked what Nate got from his brother) and cites the named
+    person's turn beside it: that turn passes the names check and the judge reads words, not people.
+    Two signs, either enough: the sentence opens with the other person's name ("John used turmeric")
+    and never names the person asked about; or its own words (not the question's, nor names, dates,
+    numbers) come from the other person's turns: at least MIN_REPEATED_WORDS of them, and twice as
+    many as from the named person's own turns."""
+    participants = {first_name(who) for who in map(speaker, evidence) if who}
+    named = {name for name in map(_fold, named_subjects(question)) if name in participants}
+    if not named or not participants - named:
+        return None
+    words = _content_words(claim, participants) - _content_words(question, participants)
+    opener = re.match(r"\W*([^\W\d_]+)", _fold(claim))
+    if words and opener and opener.group(1) in participants - named and not _text_mentions(claim, named):
+        return opener.group(1)
+    said: dict[str, set[str]] = {}
+    for item in evidence:
+        if (who := speaker(item)) is not None:
+            said.setdefault(first_name(who), set()).update(_content_words(_body(item.hit.text), participants))
+    own = max((len(words & said.get(name, set())) for name in named), default=0)
+    repeated = {who: len(words & heard) for who, heard in said.items() if who not in named}
+    who = max(repeated, key=repeated.get, default=None)
+    if who is not None and repeated[who] >= max(MIN_REPEATED_WORDS, 2 * own):
+        return who
+    return None
+
+
+def _content_words(text: str, names: set[str]) -> set[str]:
+    """Lowercased, unaccented words of 3+ letters that are not function words, calendar words,
+    numbers or `names`, cut to their first five letters ("notes" ~ "note", "memories" ~ "memory")."""
+    words = (_fold(word) for word in re.findall(r"[^\W\d_]{3,}", text))
+    return {word[:5] for word in words if word not in _ALL_STOPWORDS and word not in _CALENDAR and word not in names}
+
+
 def _is_about(item: Evidence, name: str, participants: set[str]) -> bool:
     who = speaker(item)
     if who is not None and first_name(who) == name:
@@ -96,7 +135,12 @@ def mentions_any(items: list[Evidence], names: list[str], own_words: bool = Fals
     start ("Melanie" finds "Melanie's"), accents and case ignored. A name only spoken to ("Thanks,
     Caroline!") does not count: in a chat turn that is the listener, and the rest is the speaker's.
     `own_words`: a conversation turn's body only, without the title and breadcrumb."""
-    text = _fold(" ".join(_own_text(item) if own_words else f"{item.hit.title}\n{item.hit.text}" for item in items))
+    texts = (_own_text(item) if own_words else f"{item.hit.title}\n{item.hit.text}" for item in items)
+    return _text_mentions(" ".join(texts), names)
+
+
+def _text_mentions(text: str, names: Iterable[str]) -> bool:
+    text = _fold(text)
     for name in map(_fold, names):
         spoken_to = re.compile(rf"(?:,\s*|\b(?:{_GREETINGS})\s+){re.escape(name)}\w*(?=\s*[!?.,])")
         if re.search(rf"\b{re.escape(name)}", spoken_to.sub(" ", text)):

@@ -17,7 +17,7 @@ from crossmodalrag.answer.citations import CITATION, cited_ids, states_absence
 from crossmodalrag.answer.echo import without_echo
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
-from crossmodalrag.answer.subjects import excerpts_about, named_subjects
+from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects
 from crossmodalrag.config import Settings
 from crossmodalrag.types import Evidence
 
@@ -193,6 +193,9 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         verdicts.append(verdict)
         if not short and not cited and states_absence(sentence):
             verdict.supported = True  # "the evidence does not say when" is not a claim about the world
+            continue
+        if names and another_subject(claim, question, evidence):
+            verdict.reason = "other_speaker"  # the other side's words, not the named person's
             continue
         judged = cited_excerpts(evidence, verdict.cited or _citations(text))
         if names:  # judged only against the excerpts about whom the question names
