@@ -6,7 +6,10 @@
 
 A fixed seeded sample of sessions that have gold events. Each session is one source whose chunks
 are its turns ("Speaker: text", locator = the turn's dia_id); events are extracted by the product's
-own `build_events` (one call per session, MiniLM provenance check), then scored with MiniLM:
+own `build_events` in the windows `mem build-memory` uses (CMRAG_EXTRACT_WINDOW_CHARS, 4,500: one call
+for most sessions; MiniLM provenance check), then scored with MiniLM. `--captions` gives each turn a
+shared photo's caption as `mem ingest-chat` stores it ("[shares a photo: ...]"); off, the turns are
+the spoken text alone (as every run before session 7 measured them):
   event recall@0.70 (@0.65)  share of the session's gold `event_summary` events whose best cosine
                              to an extracted event of the same session is >= 0.70 (0.65)
   schema-valid rate          sources whose output validated (after the one retry); failures are
@@ -110,19 +113,30 @@ class CountingLLM:
             self.totals[key] = max(value, known) if key == "threads" else known + value
 
 
-def run_session(sample: dict, index: int, session: str, llm, embedder, workdir: Path, constrained: bool) -> dict:
+def user_turns(turns: list[dict], captions: bool) -> list[dict]:
+    """The turns as `mem ingest-chat` reads them: with a shared photo's caption appended (`captions`)."""
+    from crossmodalrag.connectors.chats.exports import _locomo_turn
+
+    return [{**t, "text": _locomo_turn(t).text} for t in turns] if captions else turns
+
+
+def run_session(
+    sample: dict, index: int, session: str, llm, embedder, workdir: Path, constrained: bool, captions: bool = False
+) -> dict:
     from crossmodalrag.index.embeddings import embed_missing
     from crossmodalrag.memory.events import Extraction, build_events, list_events
     from crossmodalrag.retrieval.semantic import SemanticIndex
 
     settings = Settings(db_path=workdir / f"{index}-{session}-{'c' if constrained else 'f'}.db")
-    turns = sample["conversation"][session]
+    turns = user_turns(sample["conversation"][session], captions)
     stamp = sample["conversation"].get(f"{session}_date_time", "")
     with open_store(settings.db_path) as store:
         store_session(store, f"locomo:{index}:{session}", f"Conversation, {stamp}", turns, session_time(stamp))
         embed_missing(store, embedder)
         counted = CountingLLM(llm)
-        how = Extraction(counted, SemanticIndex(store, embedder, settings), 100_000, settings.event_support_min_cosine)
+        semantic = SemanticIndex(store, embedder, settings)
+        # Windows as `mem build-memory` cuts them (extract_window_chars), not one call per session.
+        how = Extraction(counted, semantic, settings.extract_window_chars, settings.event_support_min_cosine)
         how.constrained = constrained
         source_tokens = llm.count_tokens("\n".join(f"{t['speaker']}: {t['text']}" for t in turns))
         load, started, cpu = os.getloadavg()[0], time.monotonic(), time.process_time()
@@ -233,6 +247,7 @@ def main() -> None:
     parser.add_argument("--free", action="store_true", help="also run without constrained decoding")
     parser.add_argument("--free-limit", type=int, help="the run without constraints covers only the first N sessions")
     parser.add_argument("--only-free", action="store_true", help="run only without constrained decoding")
+    parser.add_argument("--captions", action="store_true", help="turns with their photo captions (ingest-chat)")
     parser.add_argument("--rows", type=Path, help="append per-session rows here (JSON lines)")
     parser.add_argument("--resume", action="store_true", help="skip sessions already in --rows; summarize them all")
     parser.add_argument("--workdir", type=Path)
@@ -253,13 +268,14 @@ def main() -> None:
     embedder = load_embedder(settings)
     llm = LlamaCppLLM(args.model.resolve(), 4096, args.timeout, args.threads)
     result = {"benchmark": "memory_events", "seed": args.seed, "model": args.model.name, "machine": machine(),
-              "source": source_state(), "sessions": [f"{i}:{s}" for i, s in chosen]}  # fmt: skip
+              "source": source_state(), "captions": args.captions,
+              "sessions": [f"{i}:{s}" for i, s in chosen]}  # fmt: skip
     for constrained in (False,) if args.only_free else (True, False) if args.free else (True,):
         rows = [r for r in done_rows(args) if r["constrained"] == constrained]
         for index, session in chosen if constrained else chosen[: args.free_limit]:
             if any(r["session"] == f"{index}:{session}" for r in rows):
                 continue
-            row = run_session(data[index], index, session, llm, embedder, workdir, constrained)
+            row = run_session(data[index], index, session, llm, embedder, workdir, constrained, args.captions)
             rows.append(row)
             log(f"{'constrained' if constrained else 'free'} {row['session']}: {row['events']} events, "
                 f"{row['found@0.70']}/{row['gold']} gold found, {row['seconds']} s")  # fmt: skip

@@ -356,11 +356,14 @@ def test_an_event_of_both_speakers_goes_to_the_one_it_is_listed_under() -> None:
     assert [attributed(e, people) for e in kept] == kept
 
 
-def test_reported_questions_are_dropped_and_a_corrected_subject_keeps_the_models_sentence(store, db_path) -> None:
+def test_reported_questions_and_shared_photos_are_dropped_and_a_corrected_subject_keeps_the_models_sentence(
+    store, db_path
+) -> None:
     add_chat(store)
     llm = ScriptedExtractor(
         {
             "Maria": [event("Maria asked John if he had any pets.", [2], "fact"),
+                      event("Maria shared a photo of her puppy with John.", [1], "fact"),
                       event("Maria and John adopted a puppy named Coco.", [1], "change")],
             "John": [event("John ran a 5K for the veterans on Saturday.", [2], "fact")],
         }
@@ -373,3 +376,12 @@ def test_reported_questions_are_dropped_and_a_corrected_subject_keeps_the_models
     }
     written = [json.loads(row[0]).get("written") for row in store.conn.execute("SELECT metadata FROM memory_nodes")]
     assert sorted(filter(None, written)) == ["Maria and John adopted a puppy named Coco."]
+
+
+def test_a_source_a_little_over_one_window_is_cut_in_two_halves() -> None:
+    from crossmodalrag.memory.sources import ChunkRow, windows
+
+    turns = [ChunkRow(i, f"title\n{'x' * 99}", 100 * i, 100 * i + 99) for i in range(47)]  # 4,653 characters
+    assert [len(group) for group in windows(turns, 4500)] == [23, 24]  # not 45 + 2
+    assert [len(group) for group in windows(turns, 5000)] == [47]  # one window when it fits
+    assert [len(group) for group in windows(turns, 1000)] == [9, 10, 9, 10, 9]  # as few as fit, none above the limit

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,15 +83,22 @@ def text_hash(chunks: list[ChunkRow]) -> str:
 
 
 def windows(chunks: list[ChunkRow], max_chars: int) -> list[list[ChunkRow]]:
-    """Consecutive chunks grouped up to max_chars of body each (one extraction call per group)."""
+    """Consecutive chunks grouped up to max_chars of body each (one extraction call per group), in
+    as few groups as fit and of about equal size: a chunk goes to the share of the source its middle
+    falls in. A chat of 4,700 characters is cut in two halves, not 4,500 + 200 (a call that reads the
+    whole prompt for one turn, beside a window holding every event of the session)."""
+    lengths = [min(len(chunk.body), max_chars) for chunk in chunks]
+    share = sum(lengths) / max(1, math.ceil(sum(lengths) / max_chars))
     groups: list[list[ChunkRow]] = []
-    size = 0
-    for chunk in chunks:
-        length = min(len(chunk.body), max_chars)
-        if groups and size + length <= max_chars:
+    size = before = 0
+    last = -1
+    for chunk, length in zip(chunks, lengths, strict=True):
+        index = int((before + length / 2) // share) if share else 0
+        before += length
+        if groups and index == last and size + length <= max_chars:
             groups[-1].append(chunk)
             size += length
         else:
             groups.append([chunk])
-            size = length
+            size, last = length, index
     return groups
