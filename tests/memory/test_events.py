@@ -385,3 +385,19 @@ def test_a_source_a_little_over_one_window_is_cut_in_two_halves() -> None:
     assert [len(group) for group in windows(turns, 4500)] == [23, 24]  # not 45 + 2
     assert [len(group) for group in windows(turns, 5000)] == [47]  # one window when it fits
     assert [len(group) for group in windows(turns, 1000)] == [9, 10, 9, 10, 9]  # as few as fit, none above the limit
+
+
+def test_a_shared_photos_caption_stays_in_its_chunk_and_out_of_the_prompt(store, db_path) -> None:
+    from pathlib import Path
+
+    from crossmodalrag.connectors.chats import Session, Turn, session_document
+
+    caption = " [shares a photo: a puppy on a couch]"  # as ingest-chat appends it to a LoCoMo turn
+    turns = [Turn("Maria", "Meet Coco, I adopted her last week!" + caption, "D1:1"), Turn("John", "So cute!", "D1:2")]
+    add_docs(store, session_document(Path("/chats/c.json"), Session("s1", "Maria & John", "locomo", turns)))
+    llm = ScriptedExtractor({"Maria": [event("Maria adopted a puppy named Coco.", [1], "change")], "John": []})
+    build(store, db_path, llm=llm, levels=("event",))
+    prompt = llm.calls[0][-1]["content"]
+    assert "Meet Coco, I adopted her last week!" in prompt and "shares a photo" not in prompt
+    assert store.conn.execute("SELECT count(*) FROM chunks WHERE text LIKE '%shares a photo: a puppy%'").fetchone()[0]
+    assert [e["statement"] for e in list_events(store)] == ["Maria adopted a puppy named Coco."]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from crossmodalrag.answer.llm.base import LLMError, LLMUnavailable
-from crossmodalrag.memory.extract import PROMPT_VERSION, extract_window
+from crossmodalrag.memory.extract import PROMPT_VERSION, extract_window, spoken
 from crossmodalrag.memory.nodes import Link, Node, delete_nodes, rows, stable_id, with_evidence, write_nodes
 from crossmodalrag.memory.provenance import check_provenance
 from crossmodalrag.memory.sources import ChunkRow, SourceRow, all_sources, chunks_of, text_hash, windows
@@ -173,7 +173,7 @@ def _extract(source: SourceRow, chunks: list[ChunkRow], how: Extraction) -> tupl
     when = (iso_time(source.timestamp) or "")[:10]
     conversation = source.source_type == "conversation"
     for group in windows(chunks, how.window_chars):
-        excerpts = [c.body[: how.window_chars] for c in group]
+        excerpts = [spoken(c.body)[: how.window_chars] for c in group]
         result = extract_window(how.llm, source.title, when, excerpts, how.constrained, conversation)
         cost["calls"] += result.calls
         cost["prompt_chars"] += result.prompt_chars * result.calls
