@@ -42,11 +42,11 @@ AGREEMENT = {"were": "was", "are": "is", "have": "has"}  # "Ann and Ben were ...
 # "Ann shared a photo of her dog": `mem ingest-chat` appends a shared photo's caption to its turn
 # ("[shares a photo: ...]"); the model made the sharing an event (three of eight on one LoCoMo session).
 # Said in the prompt ("sharing a photo is no event"), it made the model write more of them ("Melanie
-# asked Caroline to show her a photo of Oliver": four of eight events on one session), so it is not.
+# asked Caroline to show her a photo of Oliver": six of eight events on one session), so it is not.
 SHARED = re.compile(r"\b(?:shar|show|post|sen[dt])\w* (?:\w+ ){0,3}(?:photo|picture|pic|image|snap)", re.I)
 # The caption itself, as connectors/chats/exports.py appends it: kept in the chunk (retrieval reads it),
 # left out of the prompt. Shown captions, the model described the photos instead of the events: on four
-# LoCoMo sessions 12 of 23 events were "X shares a photo of ...", one session kept 1 event of 7.
+# LoCoMo sessions 10 of 23 events were "X shares a photo of ..." (6 of 7 on one of them).
 CAPTION = re.compile(r" ?\[shares a photo: [^\]]*\]")
 
 SYSTEM = (
