@@ -11,9 +11,10 @@ The GIN index finds the matching chunks in modes all and phrase and under filter
 postings already say which chunks hold a query word); BM25 (k1 1.2, b 0.75, FTS5's idf floor)
 is computed from `chunk_postings` (lexeme, chunk, occurrences in the body): title tokens count in
 a chunk's length and in a word's document frequency but not in its term frequency, as with FTS5's
-title column weight 0. Phrase mode matches with `<->` and scores each word of the phrase (FTS5
-scores the whole phrase). The document count and length sum come from `chunk_stats`, kept by the
-writers (schema 6).
+title column weight 0. In mode any without filters (an ask's default) the server computes the
+scores (SERVER_BM25: one statement, one row per matching chunk, the same doubles as `_score`).
+Phrase mode matches with `<->` and scores each word of the phrase (FTS5 scores the whole phrase).
+The document count and length sum come from `chunk_stats`, kept by the writers (schema 6).
 """
 
 from __future__ import annotations
