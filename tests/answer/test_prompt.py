@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, clip, evidence_block, evidence_header
+from crossmodalrag.answer.prompt import (
+    INSUFFICIENT,
+    build_messages,
+    clip,
+    evidence_block,
+    evidence_header,
+    gate_messages,
+)
 from crossmodalrag.types import Evidence, Hit
 
 
@@ -60,13 +67,19 @@ def test_a_superseded_memory_says_so_in_its_header() -> None:
     assert "superseded" not in evidence_header(Evidence("E1", replace(old, components={})))
 
 
-def test_the_answer_prompt_states_each_excerpts_date_even_when_its_title_does() -> None:
+def test_the_answer_prompt_gives_a_chat_turn_its_plain_date_alone() -> None:
     """The small model answers "when" questions from the plain date in the header, not from a session
-    title's "1:56 pm on 8 May, 2023" (measured on LoCoMo's temporal questions, docs/benchmarks.md)."""
+    title's "1:56 pm on 8 May, 2023" (measured on LoCoMo's temporal questions, docs/benchmarks.md);
+    the rest of a turn's header (kind, session title, turn id) costs ~36 tokens an excerpt and the
+    turn already names its speaker. The judge still reads the full header: its margins are fitted."""
     from datetime import datetime, timezone
 
     may_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc).timestamp()
     session = "Caroline & Melanie · session 1 (1:56 pm on 8 May, 2023)"
     turn = Hit(1, "chat.json@1", "conversation", "text", session, f"{session} · D1:3", "x\nCaroline: hi", may_8)
     block = evidence_block([Evidence("E1", turn)], 1000)
-    assert block.startswith(f"[E1] (conversation · {session} · D1:3 · 8 May 2023)\n")
+    assert block == "[E1] (8 May 2023)\nCaroline: hi"
+    judged = gate_messages("When?", [Evidence("E1", turn)])[1]["content"]
+    assert f"[E1] (conversation · {session} · D1:3 · 8 May 2023)\nCaroline: hi" in judged
+    undated = replace(turn, timestamp=None)
+    assert evidence_block([Evidence("E1", undated)], 1000).startswith(f"[E1] (conversation · {session} · D1:3)\n")

@@ -58,6 +58,17 @@ def evidence_header(item: Evidence) -> str:
     return f"[{item.id}] ({' · '.join(p for p in parts if p)})"
 
 
+def answer_header(item: Evidence) -> str:
+    """The answer prompt's header: a chat turn's is `[E1] (8 May 2023)`. The turn opens with its
+    speaker, and the rest of `evidence_header` (kind, session title with its time of day, turn id)
+    is for the reader's citations: ~48 tokens an excerpt on LoCoMo against ~12, about a third of
+    the answer prompt's new tokens. The judge's prompts keep `evidence_header` (fitted margins)."""
+    hit = item.hit
+    if hit.source_type != "conversation" or hit.timestamp is None:
+        return evidence_header(item)
+    return f"[{item.id}] ({human_date(hit.timestamp)})"
+
+
 # An evidence header the model copied into its answer ("(conversation · Caroline & Melanie · session 18
 # (6:55 pm on 20 October, 2023) · D18:1)"). The [E#] before it stays: it may be the answer's only
 # citation, and without one the short answer would be judged against every excerpt.
@@ -93,7 +104,7 @@ def evidence_block(evidence: list[Evidence], budget_chars: int) -> str:
         share = remaining // (len(evidence) - index)
         body = clip(_body(item), max(share, 80))
         remaining -= len(body)
-        blocks.append(f"{evidence_header(item)}\n{body}")
+        blocks.append(f"{answer_header(item)}\n{body}")
     return "\n\n".join(blocks)
 
 
