@@ -193,12 +193,20 @@ def test_a_sentence_citing_only_another_persons_words_fails_without_the_judge(st
     assert not answer.abstained and answer.short_answer == "self-care matters"
 
 
-def chat_retriever(store, settings: Settings, tmp_path: Path, lines: list[tuple[str, str]], sessions: int = 1):
+def chat_retriever(
+    store,
+    settings: Settings,
+    tmp_path: Path,
+    lines: list[tuple[str, str]],
+    sessions: int = 1,
+    day: str = "{} October, 2022",
+):
     """A Nate-and-Joanna conversation ingested as `mem ingest-chat` would, and a lexical retriever;
-    with `sessions`, the lines dealt out over that many sessions (one source each)."""
+    with `sessions`, the lines dealt out over that many sessions (one source each), session n
+    dated `day.format(n)`."""
     conversation = {"speaker_a": "Nate", "speaker_b": "Joanna"}
     for session in range(1, sessions + 1):
-        conversation[f"session_{session}_date_time"] = f"{session} October, 2022"
+        conversation[f"session_{session}_date_time"] = day.format(session)
         conversation[f"session_{session}"] = [
             {"speaker": who, "dia_id": f"D{session}:{n}", "text": text}
             for n, (who, text) in enumerate(lines[session - 1 :: sessions], 1)
@@ -356,3 +364,46 @@ def test_an_answer_in_the_other_persons_words_fails_even_citing_the_named_person
     # The same answer to the question about the person who said it stands.
     answer = ask_with_llm(retriever, question.format("Joanna"), settings, llm=llm)
     assert not answer.abstained and answer.short_answer == "cute notes his brother wrote"
+
+
+def test_a_cited_turn_of_the_other_person_is_judged_by_the_named_persons_turn_next_to_it(
+    store, settings: Settings, tmp_path
+):
+    """The model cites the other side's question ("Do you play any instruments?") instead of the
+    named person's reply to it: the reply, retrieved too, is what the sentence is judged against."""
+    lines = [
+        ("Joanna", "Do you play any instruments, Nate?"),
+        ("Nate", "Yeah, I play clarinet! Started when I was young."),
+        ("Joanna", "My turtles love the new tank."),
+    ]
+    retriever = chat_retriever(store, settings, tmp_path, lines)
+    question = "What instruments does Nate play?"
+    hits = retriever.search(question).hits
+    asked = next(i for i, hit in enumerate(hits, 1) if hit.text.split("\n", 1)[1].startswith("Joanna"))
+    llm = ScriptedLLM(f"Answer: clarinet [E{asked}]", margins=[3.0, 3.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    judged = llm.judged[-1][-1]["content"]
+    assert "I play clarinet" in judged and "Do you play" not in judged
+    assert not answer.abstained and answer.short_answer == "clarinet"
+
+
+def test_a_question_naming_a_date_is_not_answered_from_turns_of_another_time(store, settings: Settings, tmp_path):
+    """LoCoMo's adversarial questions also move an event to another day ("What movie did Tim just
+    finish watching on 8th December, 2023?" answered from a turn of August)."""
+    lines = [("Nate", "We love the movie The Santa Clause, so festive!")]
+    lines += [
+        ("Joanna", f"My turtles ate {food} today.") for food in "kale pears figs plums peas oats rice corn".split()
+    ]
+    lines += [("Nate", "I just finished watching the movie Inception.")]
+    retriever = chat_retriever(store, settings, tmp_path, lines, len(lines), day="1:00 pm on {} October, 2022")
+
+    def ask(question: str):  # the answer cites the Santa Clause turn, wherever it ranks
+        hits = retriever.search(question).hits
+        santa = next(i for i, hit in enumerate(hits, 1) if "Santa" in hit.text.split("\n", 1)[1])
+        return ask_with_llm(retriever, question, settings, llm=ScriptedLLM(f"Answer: The Santa Clause [E{santa}]"))
+
+    answer = ask("What movie did Nate finish watching on 10 October, 2022?")
+    assert answer.abstained and answer.abstention_reason == "unsupported"
+    assert answer.to_dict()["verification"]["claims"][0]["reason"] == "other_time"
+    assert not ask("What movie did Nate finish watching on 3 October, 2022?").abstained  # within a week
+    assert not ask("What movie did Nate finish watching?").abstained

@@ -72,6 +72,36 @@ def subject_share(question: str, evidence: list[Evidence]) -> float | None:
     return len(excerpts_about(evidence, names, evidence)) / len(evidence)
 
 
+def neighbour_turns(claim: str, items: list[Evidence], names: list[str], evidence: list[Evidence]) -> list[Evidence]:
+    """The named people's own turns in `evidence` next to one of `items` (replying to it, or the turn
+    it replies to: a turn's breadcrumb ends with `re: ` and the turn before it, clipped) that hold
+    one of `claim`'s own words, or any such turn when it has none (a date, a number). The model often
+    cites the turn next to the one it answers from: the other side's question ("You play any
+    instruments?") before the named person's answer, or their "Congrats on winning!" after it."""
+    participants = {first_name(who) for who in map(speaker, evidence) if who}
+    folded = [_fold(name) for name in names]
+    words = _content_words(claim, participants)
+    return [
+        turn
+        for turn in evidence
+        if any(_is_about(turn, name, participants) for name in folded)
+        and any(_replies(turn, item) or _replies(item, turn) for item in items)
+        and (not words or words & _content_words(_body(turn.hit.text), participants))
+    ]
+
+
+def _replies(turn: Evidence, earlier: Evidence) -> bool:
+    """Whether `turn`'s breadcrumb says it answers `earlier` (same conversation, next turn)."""
+    crumb, _, _ = turn.hit.text.partition("\n")
+    _, marker, before = crumb.partition(" · re: ")
+    before = before.rstrip("…").strip()
+    return (
+        bool(marker and before)
+        and turn.hit.source_uri == earlier.hit.source_uri
+        and (" ".join(_body(earlier.hit.text).split()).startswith(" ".join(before.split())))
+    )
+
+
 def another_subject(claim: str, question: str, evidence: list[Evidence]) -> str | None:
     """The other participant a sentence of the answer is about, when the question names someone
     taking part in the retrieved conversations and the sentence is not about them; else None.

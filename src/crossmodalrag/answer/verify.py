@@ -9,15 +9,18 @@ claim/evidence pairs) while it ranks badly, so it only judges here. Backends wit
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
+from crossmodalrag.agent.temporal import time_ranges as agent_dates
 from crossmodalrag.answer.citations import CITATION, cited_ids, states_absence
 from crossmodalrag.answer.echo import without_echo
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
-from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects
+from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
 from crossmodalrag.config import Settings
 from crossmodalrag.types import Evidence
 
@@ -39,6 +42,9 @@ _ASKING = frozenset(
 )
 MIN_STATEMENT_WORDS = 4
 _WORD = re.compile(r"\w{3,}")
+_YEAR = re.compile(r"\b\d{4}\b")
+# A question's date names the day it was said, give or take the week it speaks of ("the week before").
+DATE_SLACK = 7 * 86400.0
 
 
 @dataclass
@@ -180,12 +186,15 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
     """Judge every sentence of `text` against the excerpts it cites. One citing none: the short answer
     against every excerpt the answer cites (else all), a support sentence against the closest of them.
     Sentences that only say what the evidence lacks are kept unchecked. When the question names
-    someone, a sentence is judged only against those of its excerpts about them (answer/subjects.py)
-    and fails without the judge if there are none; past MAX_CHECKS, dropped."""
+    someone, a sentence is judged only against those of its excerpts about them (answer/subjects.py),
+    when it names a date with its year, only against those dated near it; it fails without the judge
+    if none is left (`names_missing`, `other_time`) or it is about another participant
+    (`other_speaker`); past MAX_CHECKS, dropped."""
     verdicts: list[Verdict] = []
     checked: list[Verdict] = []
     prompts: list[list[Message]] = []
     names = named_subjects(question)
+    dated = question_dates(question)
     for sentence, short in split_answer(text):
         cited = _citations(sentence)
         claim = re.sub(r"\s+", " ", CITATION.sub("", _ANSWER_LINE.sub("", sentence) if short else sentence)).strip()
@@ -197,13 +206,14 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         if names and another_subject(claim, question, evidence):
             verdict.reason = "other_speaker"  # the other side's words, not the named person's
             continue
-        judged = cited_excerpts(evidence, verdict.cited or _citations(text))
-        if names:  # judged only against the excerpts about whom the question names
-            judged = excerpts_about(judged, names, evidence)
+        about = cited_excerpts(evidence, verdict.cited or _citations(text))
+        if names:  # judged only against the excerpts about whom the question names, or their neighbours
+            about = excerpts_about(about, names, evidence) or neighbour_turns(claim, about, names, evidence)
+        judged = [item for item in about if _within(item, dated)]  # and from the time it names
         if judged and not cited and not short:
             judged = [closest_excerpt(claim, judged)]  # not "any of them": a made-up sentence passed that way
         if not judged:
-            verdict.reason = "names_missing"
+            verdict.reason = "other_time" if about else "names_missing"
         elif len(prompts) < MAX_CHECKS and claim:
             prompts.append(claim_messages(question, evidence, claim, [item.id for item in judged], short))
             checked.append(verdict)
@@ -211,6 +221,25 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         verdict.margin = margin
         verdict.supported = margin >= min_margin
     return Verification(verdicts)
+
+
+def question_dates(question: str) -> list[tuple[float, float]]:
+    """The spans of the dates a question states with their year ("on 8th December, 2023", "before
+    August 3, 2023", "in November 2022"), each widened by DATE_SLACK; relative ones ("last week")
+    and dates without a year are left out (their year is a guess)."""
+    ranges, _ = agent_dates(question, datetime.now(timezone.utc))
+    return [
+        (-math.inf if r.start is None else r.start - DATE_SLACK, math.inf if r.end is None else r.end + DATE_SLACK)
+        for r in ranges
+        if _YEAR.search(r.text)
+    ]
+
+
+def _within(item: Evidence, dated: list[tuple[float, float]]) -> bool:
+    """Whether an excerpt is dated inside one of the question's spans (undated ones, or any when the
+    question names no date, always are)."""
+    moment = item.hit.timestamp
+    return not dated or moment is None or any(start <= moment < end for start, end in dated)
 
 
 def closest_excerpt(claim: str, items: list[Evidence]) -> Evidence:
