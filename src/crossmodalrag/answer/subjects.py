@@ -53,7 +53,7 @@ def named_subjects(question: str) -> list[str]:
 def excerpts_about(items: list[Evidence], names: list[str], evidence: list[Evidence]) -> list[Evidence]:
     """Those of `items` (the excerpts a sentence cites) that are about one of the names; `evidence`
     (everything retrieved) tells who takes part in the conversations at hand."""
-    participants = {first_name(who) for who in map(speaker, evidence) if who}
+    participants = _participants(evidence)
     folded = [_fold(name) for name in names]
     return [item for item in items if any(_is_about(item, name, participants) for name in folded)]
 
@@ -65,7 +65,7 @@ def subject_share(question: str, evidence: list[Evidence]) -> float | None:
     when the best matches are someone else's, the question usually has the wrong person (LoCoMo
     dev, 5 excerpts: 2 or more are the named person's for 37 of 38 answerable questions, fewer for
     5 of 39 adversarial ones: bench/calibrate_margin.py)."""
-    participants = {first_name(who) for who in map(speaker, evidence) if who}
+    participants = _participants(evidence)
     names = [name for name in map(_fold, named_subjects(question)) if name in participants]
     if not names or not evidence:
         return None
@@ -78,7 +78,7 @@ def neighbour_turns(claim: str, items: list[Evidence], names: list[str], evidenc
     one of `claim`'s own words, or any such turn when it has none (a date, a number). The model often
     cites the turn next to the one it answers from: the other side's question ("You play any
     instruments?") before the named person's answer, or their "Congrats on winning!" after it."""
-    participants = {first_name(who) for who in map(speaker, evidence) if who}
+    participants = _participants(evidence)
     folded = [_fold(name) for name in names]
     words = _content_words(claim, participants)
     return [
@@ -112,7 +112,7 @@ def another_subject(claim: str, question: str, evidence: list[Evidence]) -> str 
     and never names the person asked about; or its own words (not the question's, nor names, dates,
     numbers) come from the other person's turns: at least MIN_REPEATED_WORDS of them, and twice as
     many as from the named person's own turns."""
-    participants = {first_name(who) for who in map(speaker, evidence) if who}
+    participants = _participants(evidence)
     named = {name for name in map(_fold, named_subjects(question)) if name in participants}
     if not named or not participants - named:
         return None
@@ -137,6 +137,11 @@ def _content_words(text: str, names: set[str]) -> set[str]:
     numbers or `names`, cut to their first five letters ("notes" ~ "note", "memories" ~ "memory")."""
     words = (_fold(word) for word in re.findall(r"[^\W\d_]{3,}", text))
     return {word[:5] for word in words if word not in _ALL_STOPWORDS and word not in _CALENDAR and word not in names}
+
+
+def _participants(evidence: list[Evidence]) -> set[str]:
+    """The first names of whoever speaks a turn in `evidence` (folded)."""
+    return {first_name(who) for who in map(speaker, evidence) if who}
 
 
 def _is_about(item: Evidence, name: str, participants: set[str]) -> bool:
