@@ -18,8 +18,15 @@ def best_coverage(matches: list[set[str]], weights: dict[str, float]) -> tuple[f
     total = sum(weights.values())
     if not matches or total <= 0:
         return 0.0, 0
-    best = max(matches, key=lambda found: (sum(weights[t] for t in found), len(found)))
-    return sum(weights[t] for t in best) / total, len(best)
+    best = max(matches, key=lambda found: (weight_of(found, weights), len(found)))
+    return weight_of(best, weights) / total, len(best)
+
+
+def weight_of(found: set[str], weights: dict[str, float]) -> float:
+    """The summed weight of the tokens found, added in the weights' own order: a set's order follows
+    string hashes, which differ per process, and float addition is not associative (the same memory
+    and query would score a ulp apart from one run to the next)."""
+    return sum(weight for token, weight in weights.items() if token in found)
 
 
 def coverage_weights(
@@ -92,7 +99,7 @@ def coverages(
     total = sum(weights.values())
     if total <= 0:
         return [0.0 for _ in texts]
-    return [sum(weights[token] for token in found) / total for found in matches(conn, texts, weights, prefixes)]
+    return [weight_of(found, weights) / total for found in matches(conn, texts, weights, prefixes)]
 
 
 def _contains(tokens: set[str], token: str, as_prefix: bool) -> bool:
