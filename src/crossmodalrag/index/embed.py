@@ -66,9 +66,7 @@ class FastEmbedder:
         if spec.is_local:
             sha = verify(spec)
             # local_files_only: no code path may contact a host for a local model.
-            model = TextEmbedding(
-                spec.name, specific_model_path=str(spec.path), local_files_only=True, threads=threads
-            )
+            model = TextEmbedding(spec.name, specific_model_path=str(spec.path), local_files_only=True, threads=threads)
         else:
             model, sha = _load_hub_model(spec.name, cache_dir, threads), ""
         self._model = model

@@ -31,8 +31,7 @@ import unicodedata
 # Han (with extension A and the compatibility block), kana, Hangul syllables, halfwidth kana and the
 # astral Han extensions B–G.
 CJK_CLASS = (
-    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
-    "\U00020000-\U0003134f"
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
 )
 CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
 CJK_CHAR = re.compile(f"[{CJK_CLASS}]")
