@@ -62,6 +62,11 @@ def test_uncited_claims_are_flagged_but_statements_of_missing_coverage_are_not()
     assert "three times faster" in report.warnings[0]["detail"]
 
 
+def test_a_bullet_opening_with_its_citation_is_one_cited_claim() -> None:
+    report = validate("Answer: 1.0 [E1]\n- [E3] Grace is doing heading ids for the next release of it.", evidence())
+    assert report.warnings == []
+
+
 def test_a_citation_after_the_full_stop_belongs_to_its_sentence() -> None:
     report = validate("Grace is doing heading ids for the 1.0 release. [E3]", evidence())
     assert report.warnings == []

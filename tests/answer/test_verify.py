@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from crossmodalrag.answer.citations import sentences
 from crossmodalrag.answer.evidence import open_retriever
 from crossmodalrag.answer.synthesize import ask_with_llm
-from crossmodalrag.answer.verify import REPLY_MARGIN, first_sentence, is_statement, judge, short_answer, split_answer
+from crossmodalrag.answer.verify import REPLY_MARGIN, is_statement, judge, short_answer, split_answer
 from crossmodalrag.cli.render import why_line
 from crossmodalrag.config import Settings
 from crossmodalrag.conversations import ingest_conversations
@@ -275,7 +276,48 @@ def test_a_line_of_only_citations_belongs_to_the_sentence_before_it():
     ],
 )
 def test_first_sentence_stops_at_a_sentence_end_not_at_a_title_or_initial(line, expected):
-    assert first_sentence(line) == expected
+    assert sentences(line)[0] == expected
+
+
+def test_the_answer_line_gives_its_first_sentence_as_the_short_answer_and_the_rest_as_support():
+    text = "Answer: Tilly helps her focus. It brings her joy [E1]. She was a gift. [E2]\n- She sleeps with it [E1]."
+    assert split_answer(text) == [
+        ("Answer: Tilly helps her focus.", True),
+        ("It brings her joy [E1].", False),
+        ("She was a gift. [E2]", False),
+        ("- She sleeps with it [E1].", False),
+    ]
+    assert split_answer("**Answer:**\nDr. Patel. He came twice [E1]")[0] == ("**Answer:** Dr. Patel.", True)
+    assert split_answer("Answer: [E1] Yes") == [("Answer: [E1] Yes", True)]
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("- [E3] Today I went to the park. [E4] It rained.", ["- [E3] Today I went to the park. [E4]", "It rained."]),
+        ("She went. [E2] - [E5] Then she left.", ["She went. [E2]", "- [E5] Then she left."]),
+        ("It hung [E2]. [E3]", ["It hung [E2]. [E3]"]),
+        ("- She camped [E1]. - He camped [E2]. - [E3]", ["- She camped [E1].", "- He camped [E2]. - [E3]"]),
+    ],
+)
+def test_a_piece_without_words_joins_the_sentence_after_it(line, expected):
+    assert sentences(line) == expected
+
+
+def test_each_sentence_of_the_answer_line_after_the_first_is_judged_as_support(retriever, settings: Settings):
+    text = "Answer: regexes backtracked. The tests ran on a Tuesday [E2].\n- [E1] The old regexes backtracked a lot."
+    llm = ScriptedLLM(text, margins=[2.0, 2.0, -3.0, 2.0])
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    claims = answer.verification["claims"]
+    assert [(c["short_answer"], c["cited"], c["supported"]) for c in claims] == [
+        (True, [], True),
+        (False, ["E2"], False),  # an invented second sentence on the answer line is dropped on its own
+        (False, ["E1"], True),  # a bullet opening with its citation is one cited sentence
+    ]
+    assert "Claim: The tests ran on a Tuesday" in llm.judged[2][-1]["content"]
+    assert not answer.abstained and answer.short_answer == "regexes backtracked"
+    assert answer.text == "Answer: regexes backtracked.\n- [E1] The old regexes backtracked a lot."
+    assert [w["kind"] for w in answer.citation_warnings] == ["unsupported_claim"]  # no "uncited claim"
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,12 @@ _REFUSAL = re.compile(
     r"|there\s+is\s+no\s+(?:evidence|information|mention))",
     re.IGNORECASE,
 )
-# A citation after the full stop still belongs to the sentence before it: never split before "[".
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+")
+# Where a sentence ends: after . ! ? (group 1, the word before it, must be no title or initial:
+# "Dr. Patel", "J. R. R.") or after a citation, before a capital, digit, quote, parenthesis or an
+# inline bullet ("... [E1]. - Caroline said ..."). A citation after the full stop still belongs to
+# the sentence before it: never split before "[".
+_SENTENCE_END = re.compile(r"(\b\w+)?[.!?]+\s+(?=[A-Z0-9\"'(]|[-*\u2022]\s)|\]\s+(?=[A-Z\"'(]|[-*\u2022]\s)")
+_ABBREVIATION = re.compile(r"Dr|Mrs?|Ms|Prof|Rev|St|Mt|Jr|Sr|Gen|Col|Capt|Lt|Inc|Ltd|Corp|Co|vs|[A-Z](?:\.[A-Z])*")
 CLAIM_MIN_WORDS = 6
 
 
@@ -83,11 +87,38 @@ def validate(text: str, evidence: list[Evidence]) -> CitationReport:
         if cleaned:
             report.warnings.append({"kind": "no_citations", "citation": "", "detail": "the answer cites no evidence"})
         return report
-    for sentence in _SENTENCE.split(cleaned):
+    for sentence in (sentence for line in cleaned.splitlines() for sentence in sentences(line)):
         words = sentence.split()
         if len(words) >= CLAIM_MIN_WORDS and not CITATION.search(sentence) and not _REFUSAL.search(sentence):
             report.warnings.append({"kind": "uncited_claim", "citation": "", "detail": " ".join(words)[:200]})
     return report
+
+
+def sentences(line: str) -> list[str]:
+    """The sentences of one line. A piece without words (a bullet and its citation, "- [E3]", before
+    "Today I went...") opens the sentence after it, or closes the last one: alone it would be an empty
+    claim, and the sentence after it would look uncited."""
+    pieces, start = [], 0
+    for end in _SENTENCE_END.finditer(line):
+        if not (end.group(1) and _ABBREVIATION.fullmatch(end.group(1))):
+            pieces.append(line[start : end.start() + len(end.group(0).rstrip())])
+            start = end.end()
+    merged: list[str] = []
+    opening = ""
+    for piece in (piece.strip() for piece in [*pieces, line[start:]]):
+        if piece and not has_words(piece):
+            opening = f"{opening} {piece}".strip()
+        elif piece:
+            merged.append(f"{opening} {piece}".strip())
+            opening = ""
+    if opening and merged:
+        merged[-1] = f"{merged[-1]} {opening}"
+    return merged or ([opening] if opening else [])
+
+
+def has_words(text: str) -> bool:
+    """Whether `text` holds a word besides its citations (not only bullets and punctuation)."""
+    return bool(re.search(r"\w", CITATION.sub("", text)))
 
 
 def is_insufficient(text: str, report: CitationReport) -> bool:

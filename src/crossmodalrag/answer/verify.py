@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from crossmodalrag.agent.temporal import time_ranges as agent_dates
-from crossmodalrag.answer.citations import CITATION, cited_ids, states_absence
+from crossmodalrag.answer.citations import CITATION, cited_ids, sentences, states_absence
 from crossmodalrag.answer.echo import without_echo
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
@@ -27,13 +27,10 @@ from crossmodalrag.types import Evidence
 # A backend that can only say yes or no gets this margin, beyond any fitted threshold either way.
 REPLY_MARGIN = 10.0
 MAX_CHECKS = 5  # an answer is a short answer and at most three support sentences
-_ANSWER_LINE = re.compile(r"^\W*answer\W*:\W*", re.IGNORECASE)
+# "Answer:", "**Answer:** ": the label, not a citation right after it ("Answer: [E1] Yes").
+_ANSWER_LINE = re.compile(r"^[^\w\[]*answer[^\w\[]*:[^\w\[]*", re.IGNORECASE)
 _LABEL = re.compile(r"^\W*\w+\W*")  # "Support:" before a line's citations
 _HEADING = re.compile(r"^\W*\w+(?: \w+)?\W*:\W*$")  # "Support:" or "**Answer:**" alone on its line
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|(?<=\])\s+(?=[A-Z\"'(])")
-# Where a sentence of a short answer ends: not after a title or initial ("Dr. Patel", "J. R. R.").
-_SENTENCE_END = re.compile(r"(\b\w+)?[.!?]+\s+(?=[A-Z0-9\"'(])")
-_ABBREVIATION = re.compile(r"Dr|Mrs?|Ms|Prof|Rev|St|Mt|Jr|Sr|Gen|Col|Capt|Lt|Inc|Ltd|Corp|Co|vs|[A-Z](?:\.[A-Z])*")
 # A query that opens like a question or a request (or ends in "?") asks; anything else of a few
 # words or more states something, and the gate's margin for it is read against its own threshold.
 _ASKING = frozenset(
@@ -133,9 +130,11 @@ def gate_margin(llm: LLM, question: str, evidence: list[Evidence]) -> float:
 
 
 def split_answer(text: str) -> list[tuple[str, bool]]:
-    """(sentence, is the short-answer line) in order; the first "Answer:" line is the short answer.
-    A line of nothing but citations ("Support: [E3]") gives them to the sentence before it; a
-    heading alone ("Support:") is no sentence, and after a lone "Answer:" the next line is the answer."""
+    """(sentence, is the short answer) in order. The short answer is the first sentence of the first
+    "Answer:" line: models often run on after it on the same line ("Lots of homes were ruined. It
+    was a serious challenge"), and those sentences are support, each judged on its own. A line of
+    nothing but citations ("Support: [E3]") gives them to the sentence before it; a heading alone
+    ("Support:") is no sentence, and after a lone "Answer:" the next line is the answer."""
     parts: list[tuple[str, bool]] = []
     heading = ""
     for line in (line.strip() for line in text.splitlines()):
@@ -149,9 +148,14 @@ def split_answer(text: str) -> list[tuple[str, bool]]:
             parts[-1] = (f"{sentence} {''.join(CITATION.findall(line))}", short)
             continue
         if not parts and (heading or _ANSWER_LINE.match(line)):
-            parts.append((f"{heading} {line}".strip(), True))
+            line = f"{heading} {line}".strip()
+            label = _ANSWER_LINE.match(line)
+            label_text = label.group(0) if label else ""
+            first, *support = sentences(line[len(label_text) :]) or [""]
+            parts.append((f"{label_text}{first}".strip(), True))
+            parts.extend((sentence, False) for sentence in support)
             continue
-        parts.extend((sentence.strip(), False) for sentence in _SENTENCE.split(line) if sentence.strip())
+        parts.extend((sentence, False) for sentence in sentences(line))
     return parts
 
 
@@ -161,25 +165,16 @@ def _only_citations(line: str) -> bool:
 
 
 def short_answer(text: str, question: str | None = None) -> str | None:
-    """The short answer: the "Answer:" line (or else the first sentence) without label or citations,
-    nor the words that only restate `question` (answer/echo.py)."""
+    """The short answer: the first sentence of the "Answer:" line (or else of the text) without label
+    or citations, nor the words that only restate `question` (answer/echo.py)."""
     parts = split_answer(text)
     if not parts:
         return None
-    first = first_sentence(_ANSWER_LINE.sub("", parts[0][0]) if parts[0][1] else parts[0][0])
+    first = _ANSWER_LINE.sub("", parts[0][0]) if parts[0][1] else parts[0][0]
     bare = re.sub(r"\s+", " ", CITATION.sub("", first)).strip().rstrip(".").strip()
     if bare and question:
         bare = without_echo(bare, question)
     return bare or None
-
-
-def first_sentence(line: str) -> str:
-    """The first sentence of a line: models often run on after the short answer on the same line
-    ("Lots of homes were ruined. It was a serious challenge")."""
-    for end in _SENTENCE_END.finditer(line):
-        if not (end.group(1) and _ABBREVIATION.fullmatch(end.group(1))):
-            return line[: end.start() + len(end.group(0).rstrip())]
-    return line
 
 
 def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, min_margin: float) -> Verification:
