@@ -184,7 +184,7 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
             ]
     answer = _copy(fallback, abstained=False, reason=None, text=report.text, model=model, checks=checks)
     answer.citations, answer.citation_warnings = report.citations(), report.warnings
-    answer.short_answer = short_answer(report.text, query)
+    answer.short_answer = short_answer(report.text, query, evidence)
     answer.timing = dict(timing)
     return answer
 

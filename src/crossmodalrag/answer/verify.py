@@ -21,6 +21,7 @@ from crossmodalrag.answer.echo import without_echo
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
+from crossmodalrag.answer.when import dated_answer
 from crossmodalrag.config import Settings
 from crossmodalrag.types import Evidence
 
@@ -164,9 +165,10 @@ def _only_citations(line: str) -> bool:
     return bool(CITATION.search(line)) and not re.search(r"\w", _LABEL.sub("", CITATION.sub("", line)))
 
 
-def short_answer(text: str, question: str | None = None) -> str | None:
+def short_answer(text: str, question: str | None = None, evidence: list[Evidence] | None = None) -> str | None:
     """The short answer: the first sentence of the "Answer:" line (or else of the text) without label
-    or citations, nor the words that only restate `question` (answer/echo.py)."""
+    or citations, nor the words that only restate `question` (answer/echo.py); a date copied from
+    the header of a cited excerpt that says "yesterday" is the day it means (answer/when.py)."""
     parts = split_answer(text)
     if not parts:
         return None
@@ -174,6 +176,8 @@ def short_answer(text: str, question: str | None = None) -> str | None:
     bare = re.sub(r"\s+", " ", CITATION.sub("", first)).strip().rstrip(".").strip()
     if bare and question:
         bare = without_echo(bare, question)
+    if bare and evidence:
+        bare = dated_answer(bare, cited_excerpts(evidence, _citations(parts[0][0]) or _citations(text)))
     return bare or None
 
 

@@ -1,0 +1,71 @@
+"""A date in the short answer moved from the day an excerpt was written to the day it speaks of.
+
+Each excerpt in the prompt is headed by its date, and asked "When did Caroline go to the support
+group?" a small model answers with the date of her message, "8 May 2023", while the message says
+she went "yesterday". The short answer then names the wrong day. When the date it gives is the
+header date of an excerpt the answer cites and that excerpt says when, relative to its own day, in
+one way only, the date is replaced by the day meant ("7 May 2023") or, when that is no single day,
+by the span said relative to the message's day ("the week before 23 August 2023", "the Friday
+before 15 July 2023", "2022" for "last year").
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+from crossmodalrag.answer.prompt import human_date
+from crossmodalrag.types import Evidence
+
+_WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "ten": 10}
+# "today" and "this week" count too: the message's own day is then one of two times it speaks of.
+RELATIVE = re.compile(
+    r"\b(?:(yesterday)|last (week|weekend|month|year|" + "|".join(_WEEKDAYS) + r")"
+    r"|(an?|one|two|three|four|five|six|ten|\d{1,2}) (day|week|month|year)s? ago"
+    r"|(today|tonight|this (?:morning|afternoon|evening|week|weekend)))\b",
+    re.IGNORECASE,
+)
+
+
+def dated_answer(short: str, cited: list[Evidence]) -> str:
+    """`short` with the header date of one of `cited` replaced by the day its excerpt speaks of;
+    unchanged when no cited excerpt's date is in it, or its excerpt says no time (or two)."""
+    for item in cited:
+        if item.hit.timestamp is None:
+            continue
+        written = datetime.fromtimestamp(item.hit.timestamp, tz=timezone.utc)
+        day = human_date(item.hit.timestamp)
+        said = {match.group(0).lower(): match for match in RELATIVE.finditer(item.hit.text.split("\n", 1)[-1])}
+        if day in short and len(said) == 1:
+            return short.replace(day, _meant(next(iter(said.values())), written, day))
+    return short
+
+
+def _meant(match: re.Match, written: datetime, day: str) -> str:
+    """What a relative phrase of a message written on `written` (`day`, as the answer says it) means."""
+    yesterday, last, count, unit, now = match.groups()
+    if now:
+        return day
+    if yesterday:
+        return human_date((written - timedelta(days=1)).timestamp())
+    if last:
+        unit = last.lower()
+        if unit in ("month", "year"):
+            return _back(written, unit, 1)
+        return f"the {unit.capitalize() if unit in _WEEKDAYS else unit} before {day}"
+    number = _NUMBERS.get(count.lower()) or int(count)
+    unit = unit.lower()
+    if unit == "day":
+        return human_date((written - timedelta(days=number)).timestamp())
+    if unit == "week":
+        return f"the week before {day}" if number == 1 else f"{number} weeks before {day}"
+    return _back(written, unit, number)
+
+
+def _back(written: datetime, unit: str, number: int) -> str:
+    """The month ("April 2023") or year ("2022") `number` of them before `written`."""
+    if unit == "year":
+        return str(written.year - number)
+    months = written.year * 12 + written.month - 1 - number
+    return f"{datetime(months // 12, months % 12 + 1, 1):%B %Y}"
