@@ -82,6 +82,8 @@ def test_short_answer(text, expected):
         ("What does Nate keep?", "Nate keeps it safe", "it safe"),  # a pronoun without a copula stays
         ("What did Joanna make for Nate?", "Joanna made caramel ice cream for Nate", "caramel ice cream"),
         ("What pets does Nate have?", "Nate has a dog and three turtles", "a dog and three turtles"),
+        ("What did Nate take to the beach?", "Nate took his turtles to the beach yesterday", "his turtles"),
+        ("When did Nate go to the beach?", "Nate went to the beach yesterday", "yesterday"),
         ("Did Nate share the toy?", "Nate shared the toy", "Nate shared the toy"),  # nothing new: kept whole
         ("¿Cuándo publicaron el informe?", "Publicaron el informe en marzo de 2020", "en marzo de 2020"),
     ],

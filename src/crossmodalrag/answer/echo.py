@@ -29,6 +29,10 @@ LINKS = frozenset(
 PRONOUN_COPULA = frozenset("it's he's she's that's they're".split())
 PRONOUNS, COPULAS = frozenset("it he she they this that these those".split()), frozenset("is was are were".split())
 _EDGES = " \t,;:-\u2013\u2014"
+# Words that place the answer in time ("his turtles to the beach in Tampa yesterday"): to a question
+# that does not ask when, they are no part of the answer, like a function word.
+WHEN_WORDS = frozenset("yesterday today tonight recently lately".split())
+_ASKS_WHEN = re.compile(r"\b(?:when|how long|what (?:time|year|month|day|date)|which (?:year|month|week|day))\b", re.I)
 
 
 # English past forms Snowball cannot bring back to their verb: an answer restates "Why did Nate
@@ -60,6 +64,8 @@ def without_echo(answer: str, question: str) -> str:
     language = guess_language([w.lower() for w in _WORD.findall(question)])
     stopwords = BY_LANGUAGE.get(language, frozenset())
     asked = {_stem(word, language) for word in _WORD.findall(question)}
+    if not _ASKS_WHEN.search(question):
+        stopwords |= WHEN_WORDS
     kinds = [_kind(match.group(0).lower(), language, asked, stopwords) for match in words]
     if kinds and kinds[0] == "kept":
         return answer  # "No, she is not part of it": a yes or no with its reason is short already
