@@ -43,6 +43,7 @@ def test_a_header_date_becomes_the_day_the_excerpt_speaks_of(said, day, expected
 def test_only_a_date_the_answer_copied_from_a_cited_excerpt_moves():
     evidence = [turn("Caroline: I went yesterday.", "2023-05-08"), turn("Mel: Nice!", "2023-06-01", "E2")]
     assert dated_answer("On 9 May 2023", evidence) == "On 9 May 2023"
+    assert dated_answer("18 May 2023", evidence) == "18 May 2023"
     assert short_answer("Answer: 8 May 2023 [E1]", "When did Caroline go?", evidence) == "7 May 2023"
     assert short_answer("Answer: 8 May 2023 [E2]", "When did Caroline go?", evidence) == "8 May 2023"
 

@@ -37,8 +37,9 @@ def dated_answer(short: str, cited: list[Evidence]) -> str:
         written = datetime.fromtimestamp(item.hit.timestamp, tz=timezone.utc)
         day = human_date(item.hit.timestamp)
         said = {match.group(0).lower(): match for match in RELATIVE.finditer(item.hit.text.split("\n", 1)[-1])}
-        if day in short and len(said) == 1:
-            return short.replace(day, _meant(next(iter(said.values())), written, day))
+        copied = re.compile(rf"(?<!\d){re.escape(day)}\b")  # "8 May 2023", not inside "18 May 2023"
+        if copied.search(short) and len(said) == 1:
+            return copied.sub(_meant(next(iter(said.values())), written, day), short)
     return short
 
 
