@@ -48,6 +48,7 @@ def test_split_answer_separates_the_short_answer_line_and_keeps_citations_with_t
         ("She went on 7 May 2023 [E1]. It helped [E1].", "She went on 7 May 2023"),
         ("Answer: Lots of homes were ruined. It was a serious challenge [E1]", "Lots of homes were ruined"),
         ("Answer: Dr. Patel at St. Mary's. He came twice [E1]", "Dr. Patel at St. Mary's"),
+        ("Answer: March 2023 [E3], May 2023 [E5]", "March 2023, May 2023"),
         ("", None),
     ],
 )
