@@ -7,8 +7,9 @@ common words holds ~150k of them, and that statement alone took ~0.5 s. An ask k
 1. One statement counts each phrase's holders (streaming over the postings' covering primary key,
    schema 7: no heap page read), derives each phrase's idf as SERVER_BM25 does, and scores exactly
    (every phrase, the same doubles as SERVER_BM25) only the chunks holding the rarest phrases: the
-   phrases of fewest holders, taken while they total at most CANDIDATE_BUDGET (at least one). It
-   returns every phrase's idf and largest term weight, and the best `limit` of those candidates.
+   phrases of fewest holders, taken while they total at most CANDIDATE_BUDGET, and until they hold
+   `limit` (a top needs that many). It returns every phrase's idf and largest term weight, and the
+   best `limit` of those candidates.
 2. A phrase adds at most idf x its largest term weight (over its holders, from the same counting
    pass) to any chunk's score. Let theta be the `limit`-th candidate's score. The phrases whose bounds, summed from the
    smallest, stay below theta cannot lift a chunk holding only them into the top: such chunks are
@@ -30,7 +31,7 @@ from typing import Iterable, NamedTuple
 from crossmodalrag.index import fts
 from crossmodalrag.store.postgres.lexical import BM25_OF_HELD, K1, B, _phrases, _scored_by_server
 
-CANDIDATE_BUDGET = 5_000  # holders of the rarest phrases scored in the first statement
+CANDIDATE_BUDGET = 20_000  # holders of the rarest phrases scored in the first statement
 ROUNDING = 1e-9  # the bound and a score round differently: the bound is widened by this share
 
 _MEMBERS = "members AS MATERIALIZED (SELECT * FROM unnest(?::int[], ?::text[], ?::int[]) AS m(phrase, token, size))"
@@ -46,9 +47,9 @@ _HOLDERS = """
   GROUP BY 1, 2 HAVING COUNT(*) = MAX(m.size)
 """
 
-# Every phrase's term frequency and length in the chunks of the array {ids}: one index scan per token
-# that walks the key in order and skips between the ids (PostgreSQL 17+). Cheap for a few thousand
-# ids; 17k ids over 7 tokens took ~0.4 s of CPU at 530k chunks (loaded), hence the budget.
+# Every phrase's term frequency and length in the chunks of the array {ids} (a hybrid ask's few nearest
+# chunks): one index scan per token that skips between the ids. (For TOP_BM25's thousands of
+# candidates a hash join is cheaper: 17k ids over 7 tokens took ~0.4 s of CPU this way at 530k chunks.)
 _HELD = """
 held AS MATERIALIZED (
   SELECT m.phrase, p.chunk_id, MIN(p.body_tf) AS tf, MAX(p.length) AS length
@@ -77,17 +78,21 @@ idf AS MATERIALIZED (
          GREATEST(ln((GREATEST(total, holders) - holders + 0.5::float8) / (holders + 0.5::float8)), 1e-6::float8) AS idf
   FROM counted CROSS JOIN stats
 ),
-chosen AS MATERIALIZED (  -- the rarest phrases while their holders fit the budget (at least one)
+chosen AS MATERIALIZED (  -- the rarest phrases while their holders fit the budget, and until `limit` are held
   SELECT phrase FROM (
     SELECT phrase, holders, SUM(holders) OVER (ORDER BY holders, phrase ROWS UNBOUNDED PRECEDING) AS upto FROM idf
   ) AS ranked
-  WHERE upto <= ? OR upto = holders
+  WHERE upto <= ? OR upto - holders < ?
 ),
 chosen_members AS MATERIALIZED (SELECT m.* FROM members m JOIN chosen USING (phrase)),
 candidates AS MATERIALIZED (
-  SELECT ARRAY(SELECT DISTINCT chunk_id FROM ({_HOLDERS.format(members="chosen_members")}) AS chosen_holder) AS ids
+  SELECT DISTINCT chunk_id FROM ({_HOLDERS.format(members="chosen_members")}) AS chosen_holder
 ),
-{_HELD.format(ids="(SELECT ids FROM candidates)::bigint[]")},
+held AS MATERIALIZED (  -- each token's postings again, kept when a candidate's: `+ 0` makes it a hash join
+  SELECT m.phrase, p.chunk_id, MIN(p.body_tf) AS tf, MAX(p.length) AS length
+  FROM members m JOIN chunk_postings p ON p.lexeme = m.token JOIN candidates c ON c.chunk_id = p.chunk_id + 0
+  GROUP BY 1, 2 HAVING COUNT(*) = MAX(m.size)
+),
 scored AS ({BM25_OF_HELD})
 SELECT i.phrase, NULL::bigint, i.idf, (SELECT length FROM average), i.weight, c.phrase IS NOT NULL
 FROM idf i LEFT JOIN chosen c USING (phrase)
@@ -154,7 +159,7 @@ def _ranked(conn, members, limit: int):
     by some chunk, the phrases whose holders were scored, average length); None when there is no phrase."""
     if not members[0]:
         return None
-    rows = conn.execute(TOP_BM25, (*members, CANDIDATE_BUDGET, limit)).fetchall()
+    rows = conn.execute(TOP_BM25, (*members, CANDIDATE_BUDGET, limit, limit)).fetchall()
     phrases = [row for row in rows if row[1] is None]
     return (
         {chunk: score for _, chunk, score, *_ in rows if chunk is not None},
