@@ -3,6 +3,7 @@
 
     nice -n 5 python bench/memory_events.py [--sessions 30] [--limit N] [--start N] [--only I:S,...] [--seed 0] [--free]
                                             [--model GGUF] [--threads N] [--timeout S] [--rows ROWS.jsonl [--resume]]
+                                            [--cache OUTPUTS.jsonl]
 
 A fixed seeded sample of sessions that have gold events. Each session is one source whose chunks
 are its turns ("Speaker: text", locator = the turn's dia_id); events are extracted by the product's
@@ -22,11 +23,15 @@ the spoken text alone (as every run before session 7 measured them):
 Reference points (DESIGN.md): a random other session 0.075, raw turns copied as events 0.19,
 gpt-3.5's own observations 0.85; target >= 0.60. `--free` also runs without the schema grammar.
 Per-session rows go to --rows (JSON lines, appended as they finish); the summary JSON to stdout.
+`--cache` keeps every model output by prompt and schema: a second run of another tree on the same
+cache (PYTHONPATH=OTHER/src) measures a change after the model on the same outputs, calling the model
+only for prompts it has not seen (`cached_calls` in the rows; their CPU seconds are not the model's).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -113,6 +118,36 @@ class CountingLLM:
             self.totals[key] = max(value, known) if key == "threads" else known + value
 
 
+class ReplayLLM:
+    """The model behind a cache of its outputs, keyed on the messages and the schema (`--cache`): a
+    change after the model (validation, attribution, provenance) is measured on the same outputs, and
+    only a prompt or schema the cache has not seen calls the model. A cached call costs no CPU, so
+    cost figures come from the run that filled the cache."""
+
+    def __init__(self, llm, path: Path) -> None:
+        self.llm, self.path, self.usage, self.cached, self.cached_cpu = llm, path, {}, 0, 0.0
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        self.outputs = {entry["key"]: entry for entry in map(json.loads, filter(str.strip, lines))}
+
+    def __getattr__(self, name):
+        return getattr(self.llm, name)
+
+    def stream(self, messages, generation):
+        key = hashlib.sha256(json.dumps([messages, generation.json_schema, generation.max_tokens]).encode()).hexdigest()
+        if key not in self.outputs:
+            started = time.process_time()
+            text = "".join(self.llm.stream(messages, generation))
+            cpu = round(time.process_time() - started, 2)
+            self.outputs[key] = {"key": key, "text": text, "usage": dict(self.llm.usage), "cpu_seconds": cpu}
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(self.outputs[key]) + "\n")
+        else:
+            self.cached += 1
+            self.cached_cpu += self.outputs[key].get("cpu_seconds", 0.0)
+        self.usage = self.outputs[key]["usage"]
+        yield self.outputs[key]["text"]
+
+
 def user_turns(turns: list[dict], captions: bool) -> list[dict]:
     """The turns as `mem ingest-chat` reads them: with a shared photo's caption appended (`captions`)."""
     from crossmodalrag.connectors.chats.exports import _locomo_turn
@@ -140,6 +175,7 @@ def run_session(
         how.constrained = constrained
         source_tokens = llm.count_tokens("\n".join(f"{t['speaker']}: {t['text']}" for t in turns))
         load, started, cpu = os.getloadavg()[0], time.monotonic(), time.process_time()
+        cached, cached_cpu = getattr(llm, "cached", 0), getattr(llm, "cached_cpu", 0.0)
         report = build_events(store, how)
         seconds, cpu = time.monotonic() - started, time.process_time() - cpu
         events = list_events(store, limit=100)
@@ -158,6 +194,8 @@ def run_session(
         "prompt_cpu_seconds": round(counted.prompt_cpu, 2),
         "load": round(load, 1),
         "llm_calls": report.llm_calls,
+        "cached_calls": getattr(llm, "cached", 0) - cached,  # answered by --cache: no model time
+        "cached_cpu_seconds": round(getattr(llm, "cached_cpu", 0.0) - cached_cpu, 2),  # what they took when made
         "prompt_tokens_est": report.prompt_chars // 4,
         "completion_tokens": report.completion_tokens,
         **{f"llm_{key}": value for key, value in counted.totals.items()},
@@ -249,6 +287,7 @@ def main() -> None:
     parser.add_argument("--only-free", action="store_true", help="run only without constrained decoding")
     parser.add_argument("--captions", action="store_true", help="turns with their photo captions (ingest-chat)")
     parser.add_argument("--rows", type=Path, help="append per-session rows here (JSON lines)")
+    parser.add_argument("--cache", type=Path, help="model outputs kept here and reused (JSON lines, ReplayLLM)")
     parser.add_argument("--resume", action="store_true", help="skip sessions already in --rows; summarize them all")
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
@@ -267,6 +306,8 @@ def main() -> None:
     install_offline(settings)
     embedder = load_embedder(settings)
     llm = LlamaCppLLM(args.model.resolve(), 4096, args.timeout, args.threads)
+    if args.cache:
+        llm = ReplayLLM(llm, args.cache)
     result = {"benchmark": "memory_events", "seed": args.seed, "model": args.model.name, "machine": machine(),
               "source": source_state(), "captions": args.captions,
               "sessions": [f"{i}:{s}" for i, s in chosen]}  # fmt: skip

@@ -401,3 +401,67 @@ def test_a_shared_photos_caption_stays_in_its_chunk_and_out_of_the_prompt(store,
     assert "Meet Coco, I adopted her last week!" in prompt and "shares a photo" not in prompt
     assert store.conn.execute("SELECT count(*) FROM chunks WHERE text LIKE '%shares a photo: a puppy%'").fetchone()[0]
     assert [e["statement"] for e in list_events(store)] == ["Maria adopted a puppy named Coco."]
+
+
+def test_one_event_given_to_both_speakers_goes_to_the_one_whose_turn_says_it_even_when_both_cite_their_own(
+    store, db_path
+) -> None:
+    add_chat(store)
+    llm = ScriptedExtractor(
+        {  # each copy cites a turn of its own person: Maria's listed first, John's turn says it
+            "Maria": [event("Maria ran a 5K for the veterans on Saturday.", [1, 2], "fact")],
+            "John": [event("John ran a 5K for the veterans on Saturday.", [1, 2], "fact")],
+        }
+    )
+    build(store, db_path, llm=llm, levels=("event",))
+    assert [e["statement"] for e in list_events(store)] == ["John ran a 5K for the veterans on Saturday."]
+
+
+def add_talk(store) -> None:
+    from pathlib import Path
+
+    from crossmodalrag.connectors.chats import Session, Turn, session_document
+
+    said = [
+        ("Ann", "I finally moved to Lisbon with the kids last month."),
+        ("Ben", "Lisbon, wow! I started pottery classes downtown on Mondays."),
+        ("Ann", "Pottery sounds fun. Lisbon is lovely and the school is great."),
+        ("Ben", "My first bowl came out lopsided but I love it."),
+        ("Ann", "Ha, keep going with it!"),
+        ("Ben", "I will, the teacher says I improve fast."),
+    ]
+    turns = [Turn(name, text, f"D1:{i}") for i, (name, text) in enumerate(said, 1)]
+    add_docs(store, session_document(Path("/chats/talk.json"), Session("s1", "Ann & Ben", "locomo", turns)))
+
+
+def test_a_speaker_left_without_an_event_is_asked_again_on_their_own_turns(store, db_path) -> None:
+    add_talk(store)
+    llm = ScriptedExtractor(
+        {  # the model lists Ann's move under Ben too: the copy is dropped and Ben has no event left
+            "Ann": [event("Ann moved to Lisbon with the kids last month.", [1], "change")],
+            "Ben": [event("Ben moved to Lisbon with the kids last month.", [1], "change")],
+        },
+        {"Ben": [event("Ben started pottery classes downtown on Mondays.", [1], "decision")]},
+    )
+    report = build(store, db_path, llm=llm, levels=("event",))
+    assert report.levels["event"]["llm_calls"] == 2
+    second = llm.calls[1][-1]["content"]
+    assert "[E1] Ben: Lisbon, wow!" in second and "[E3] Ben: I will" in second and "Ann:" not in second
+    assert list(llm.generations[1].json_schema["properties"]) == ["Ben"]  # his share of the window: 4 at most
+    assert llm.generations[1].json_schema["properties"]["Ben"]["maxItems"] == 4
+    found = {e["statement"]: e for e in list_events(store)}
+    pottery = "Ben started pottery classes downtown on Mondays."
+    assert set(found) == {"Ann moved to Lisbon with the kids last month.", pottery}
+    cited = [x["locator"] for x in found[pottery]["evidence"] if x["role"] == "cited"]
+    assert cited == ["Ann & Ben · D1:2"]  # E1 of his own turns is the window's second turn
+
+
+def test_no_second_call_when_every_speaker_kept_an_event(store, db_path) -> None:
+    add_talk(store)
+    llm = ScriptedExtractor(
+        {
+            "Ann": [event("Ann moved to Lisbon with the kids last month.", [1], "change")],
+            "Ben": [event("Ben started pottery classes downtown on Mondays.", [2], "decision")],
+        }
+    )
+    assert build(store, db_path, llm=llm, levels=("event",)).levels["event"]["llm_calls"] == 1

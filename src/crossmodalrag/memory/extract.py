@@ -22,7 +22,7 @@ from typing import Any, Collection
 from crossmodalrag.answer.llm import LLM, Generation
 from crossmodalrag.memory.provenance import SPEAKER
 
-PROMPT_VERSION = "events-v7"
+PROMPT_VERSION = "events-v8"
 EVENT_TYPES = ("decision", "learning", "fix", "task", "change", "fact", "plan")
 MAX_EVENTS = 8
 MAX_STATEMENT = 160
@@ -117,13 +117,13 @@ def _event(excerpts: int) -> dict[str, Any]:
     }
 
 
-def event_schema(excerpts: int, people: dict[str, int] | None = None) -> dict[str, Any]:
+def event_schema(excerpts: int, people: dict[str, int] | None = None, most: int = MAX_EVENTS) -> dict[str, Any]:
     """The output schema for a window of `excerpts` numbered excerpts: all fields required, capped.
-    With `people` (a conversation's speakers and their turns), one list per person, MAX_EVENTS in all."""
+    With `people` (a conversation's speakers and their turns), one list per person, `most` in all."""
     if not people:
-        events = {"type": "array", "minItems": min_events(excerpts), "maxItems": MAX_EVENTS, "items": _event(excerpts)}
+        events = {"type": "array", "minItems": min_events(excerpts), "maxItems": most, "items": _event(excerpts)}
         return {"type": "object", "properties": {"events": events}, "required": ["events"]}
-    each = MAX_EVENTS // len(people)
+    each = most // len(people)
     # One event per three of a speaker's turns (at most 3): with a floor of 2 the model wrote the
     # floor and stopped, ~4.7 events a LoCoMo session where gold has up to 6. One per two turns (at
     # most 4) wrote 40% more tokens and kept no more events: the extra ones were restatements.
@@ -166,20 +166,27 @@ def build_messages(title: str, when: str, excerpts: list[str], people: dict[str,
     lines += [f"[E{i}] {text}" for i, text in enumerate(excerpts, 1)]
     ask = "List the events"
     if people:  # said last, where a small model heeds it most: who did what, and not what is no event
-        ask = f"List what {' and '.join(people)} each did, got or plan (not questions, greetings or feelings)"
+        each = " each" if len(people) > 1 else ""
+        ask = f"List what {' and '.join(people)}{each} did, got or plan (not questions, greetings or feelings)"
     lines += ["", f"{ask} as JSON: {answer_shape(people)}"]
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
 def extract_window(
-    llm: LLM, title: str, when: str, excerpts: list[str], constrained: bool = True, conversation: bool = False
+    llm: LLM,
+    title: str,
+    when: str,
+    excerpts: list[str],
+    constrained: bool = True,
+    conversation: bool = False,
+    most: int = MAX_EVENTS,
 ) -> CallResult:
     """Events of one window: one call, and one retry if the output does not validate.
     `conversation`: list the events by speaker. `constrained=False` leaves decoding free (repair and
-    validation only): the benchmark's baseline."""
+    validation only): the benchmark's baseline. At most `most` events."""
     people = speakers(excerpts) if conversation else {}
     messages = build_messages(title, when, excerpts, people)
-    schema = event_schema(len(excerpts), people) if constrained else None
+    schema = event_schema(len(excerpts), people, most) if constrained else None
     generation = Generation(MAX_TOKENS, 0.0, json_schema=schema)
     result = CallResult(prompt_chars=sum(len(m["content"]) for m in messages))
     for _ in range(2):
@@ -196,6 +203,24 @@ def extract_window(
     return result
 
 
+def extract_speaker(
+    llm: LLM, title: str, when: str, excerpts: list[str], speaker: str, constrained: bool = True
+) -> CallResult:
+    """A second call for a speaker of a conversation window that the first left without an event:
+    only the speaker's own turns, renumbered (cites are mapped back to the window's excerpts), at most
+    their share of the window's events. Shown the whole window, the model had copied the other
+    speaker's events under this one's name ("John gave a presentation in class", Tim's, three times on
+    LoCoMo 4:session_10, where John's trip and cooking went unwritten); from John's turns alone it
+    wrote "John added sage to the soup recipe"."""
+    people = speakers(excerpts)
+    own = [i for i, text in enumerate(excerpts) if (turn := SPEAKER.match(text)) and turn.group(1).strip() == speaker]
+    result = extract_window(llm, title, when, [excerpts[i] for i in own], constrained, True, MAX_EVENTS // len(people))
+    for event in result.events:
+        event.cited = [own[i] for i in event.cited]
+        event.people += named(event.statement, people, event.people)
+    return result
+
+
 def attributed(event: Extracted, people: Collection[str]) -> Extracted:
     """The event with one person as its subject: the model joins both speakers ("Ann and Ben had a
     road trip": it was Ann's, 10 of 141 LoCoMo events), so a subject "A and B" becomes the person the
@@ -208,8 +233,7 @@ def attributed(event: Extracted, people: Collection[str]) -> Extracted:
         return event
     person, rest = event.people[0], event.statement[pair.end() :]
     rest = re.sub(r"^ (were|are|have)\b", lambda m: " " + AGREEMENT[m.group(1)], rest)
-    others = [p for p in people if p != person and re.search(rf"\b{re.escape(p)}\b", rest)]
-    return Extracted(event.type, person + rest, [person, *others], event.cited, event.statement)
+    return Extracted(event.type, person + rest, [person, *named(rest, people, [person])], event.cited, event.statement)
 
 
 def spoken(excerpt: str) -> str:
@@ -261,10 +285,17 @@ def _event_of(item: Any, excerpts: int, person: str, people: Collection[str]) ->
     numbers = [_excerpt_number(value) for value in cited]
     if any(n is None or not 1 <= n <= excerpts for n in numbers):
         raise ValueError(f"cite {cited} names excerpts outside E1..E{excerpts}")
-    named = [p for p in people if p != person and re.search(rf"\b{re.escape(p)}\b", statement)]
     return Extracted(
-        kind, statement, ([person] if person else []) + named, sorted({n - 1 for n in numbers})[:MAX_CITED]
+        kind,
+        statement,
+        ([person] if person else []) + named(statement, people, [person]),
+        sorted({n - 1 for n in numbers})[:MAX_CITED],
     )
+
+
+def named(statement: str, people: Collection[str], besides: Collection[str]) -> list[str]:
+    """The people a statement names, other than `besides`."""
+    return [p for p in people if p not in besides and re.search(rf"\b{re.escape(p)}\b", statement)]
 
 
 def _excerpt_number(value: Any) -> int | None:

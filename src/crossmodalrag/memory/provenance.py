@@ -33,11 +33,16 @@ def check_provenance(
     Returns the events without repeats (a later event saying the same as an earlier one, by embedding)."""
     by_id = {c.id: c for c in chunks}
     if semantic is not None and nodes:
-        nodes, vectors = _without_repeats(nodes, semantic.embedder, by_id)
+        vectors = semantic.embedder.embed([n.statement for n in nodes])
         pieces: dict[int, object] = {}  # chunk id -> its pieces' vectors, embedded once per source
-        for node, vector in zip(nodes, vectors, strict=True):
-            _link_nearest(node, _sentence_scores(semantic, node, vector, by_id, pieces), by_id)
-            node.vector = vector.astype("float32").tobytes()
+        scores = [
+            _sentence_scores(semantic, node, vector, by_id, pieces) for node, vector in zip(nodes, vectors, strict=True)
+        ]
+        kept = _without_repeats(nodes, vectors, scores, semantic.embedder, by_id)
+        for i in kept:
+            _link_nearest(nodes[i], scores[i], by_id)
+            nodes[i].vector = vectors[i].astype("float32").tobytes()
+        nodes = [nodes[i] for i in kept]
     else:
         for node in nodes:
             _link_nearest(node, {c.id: _word_support(node.statement, c.body) for c in chunks}, by_id)
@@ -90,24 +95,26 @@ def text_pieces(body: str) -> list[str]:
     return list(dict.fromkeys(found))[:MAX_PIECES]
 
 
-def _without_repeats(nodes: list[Node], embedder, by_id: dict[int, ChunkRow]) -> tuple[list[Node], object]:
-    """Drop an event whose statement is a near paraphrase of an earlier one of the source (small
-    models restate: "Jon started promoting his business" then "Jon is promoting his business"), with
-    the people's names masked: listed by speaker, the model also gives one speaker's event to the
-    other ("Joanna is organizing a gaming party" after "Nate is organizing a gaming party"). The one
-    kept is the one whose person said a turn it cites. Returns the events kept and their vectors."""
-    vectors = embedder.embed([n.statement for n in nodes])
+def _without_repeats(
+    nodes: list[Node], vectors, scores: list[dict[int, float]], embedder, by_id: dict[int, ChunkRow]
+) -> list[int]:
+    """The events to keep, in order: an event that is a near paraphrase of an earlier one of the
+    source is dropped (small models restate: "Jon started promoting his business" then "Jon is
+    promoting his business"), with the people's names masked: listed by speaker, the model also gives
+    one speaker's event to the other ("Maria set up a 5K charity run" beside "John set up ..."). The one
+    kept is the one whose person said the turn that supports it best, else a turn it cites: the model
+    cites both sides of the exchange, and kept by citation the first speaker's copy won (John's "I set up
+    a 5K charity run in our neighborhood" went to Maria, three such pairs in one LoCoMo session)."""
     if any(n.people for n in nodes):
-        masked = embedder.embed([_masked(n) for n in nodes])
-        order = sorted(range(len(nodes)), key=lambda i: not _told_by_own_person(nodes[i], by_id))
+        vectors = embedder.embed([_masked(n) for n in nodes])
+        order = sorted(range(len(nodes)), key=lambda i: _telling(nodes[i], scores[i], by_id))
     else:
-        masked, order = vectors, range(len(nodes))
+        order = range(len(nodes))
     kept: list[int] = []
     for i in order:
-        if not kept or float((masked[kept] @ masked[i]).max()) < REPEAT_COSINE:
+        if not kept or float((vectors[kept] @ vectors[i]).max()) < REPEAT_COSINE:
             kept.append(i)
-    kept.sort()
-    return [nodes[i] for i in kept], vectors[kept]
+    return sorted(kept)
 
 
 def _masked(node: Node) -> str:
@@ -117,11 +124,15 @@ def _masked(node: Node) -> str:
     return text
 
 
-def _told_by_own_person(node: Node, by_id: dict[int, ChunkRow]) -> bool:
-    """Does a turn the event cites start with its person's name ("Ann: ...")?"""
-    return bool(node.people) and any(
-        by_id[link.chunk_id].body.startswith(f"{node.people[0]}:") for link in node.links if link.chunk_id in by_id
-    )
+def _telling(node: Node, scores: dict[int, float], by_id: dict[int, ChunkRow]) -> tuple[bool, bool]:
+    """Sort key, the event's own teller first: did its person say the turn that supports it best
+    ("Ann: ..."), and a turn it cites?"""
+
+    def said(chunk_id: int) -> bool:
+        return bool(node.people) and chunk_id in by_id and by_id[chunk_id].body.startswith(f"{node.people[0]}:")
+
+    best = max(scores, key=lambda c: (scores[c], -c))
+    return not said(best), not any(said(link.chunk_id) for link in node.links)
 
 
 def _link_nearest(node: Node, scores: dict[int, float], by_id: dict[int, ChunkRow]) -> None:
