@@ -30,6 +30,9 @@ def turn(text: str, day: str = "2023-05-08", ident: str = "E1") -> Evidence:
         ("Maria: I started there about a year ago.", "2023-08-03", "2022"),
         ("Nate: Last month I won my first tournament.", "2022-01-10", "December 2021"),
         ("Jon: We opened two weeks ago.", "2023-06-20", "2 weeks before 20 June 2023"),
+        ("Jon: The official opening night is tomorrow!", "2023-07-20", "21 July 2023"),
+        ("Tim: I'm off to Ireland next month.", "2023-12-07", "January 2024"),
+        ("Tim: We meet next week.", "2023-12-07", "the week after 7 December 2023"),
         ("Jon: We opened the studio today.", "2023-06-20", "20 June 2023"),  # the day itself
         ("Jon: Today I signed; yesterday I danced.", "2023-06-20", "20 June 2023"),  # two times: unchanged
         ("Jon: The studio is doing well.", "2023-06-20", "20 June 2023"),  # no time said: unchanged

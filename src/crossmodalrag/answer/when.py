@@ -6,7 +6,7 @@ she went "yesterday". The short answer then names the wrong day. When the date i
 header date of an excerpt the answer cites and that excerpt says when, relative to its own day, in
 one way only, the date is replaced by the day meant ("7 May 2023") or, when that is no single day,
 by the span said relative to the message's day ("the week before 23 August 2023", "the Friday
-before 15 July 2023", "2022" for "last year").
+before 15 July 2023", "2022" for "last year"; plans too: "tomorrow", "next month").
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "ten": 10}
 # "today" and "this week" count too: the message's own day is then one of two times it speaks of.
 RELATIVE = re.compile(
-    r"\b(?:(yesterday)|last (week|weekend|month|year|" + "|".join(_WEEKDAYS) + r")"
+    r"\b(?:(yesterday|tomorrow)|(last|next) (week|weekend|month|year|" + "|".join(_WEEKDAYS) + r")"
     r"|(an?|one|two|three|four|five|six|ten|\d{1,2}) (day|week|month|year)s? ago"
     r"|(today|tonight|this (?:morning|afternoon|evening|week|weekend)))\b",
     re.IGNORECASE,
@@ -45,28 +45,26 @@ def dated_answer(short: str, cited: list[Evidence]) -> str:
 
 def _meant(match: re.Match, written: datetime, day: str) -> str:
     """What a relative phrase of a message written on `written` (`day`, as the answer says it) means."""
-    yesterday, last, count, unit, now = match.groups()
+    next_day, side, unit, count, counted, now = (group.lower() if group else group for group in match.groups())
     if now:
         return day
-    if yesterday:
-        return human_date((written - timedelta(days=1)).timestamp())
-    if last:
-        unit = last.lower()
+    if next_day:
+        return human_date((written + timedelta(days=1 if next_day == "tomorrow" else -1)).timestamp())
+    if side:
         if unit in ("month", "year"):
-            return _back(written, unit, 1)
-        return f"the {unit.capitalize() if unit in _WEEKDAYS else unit} before {day}"
-    number = _NUMBERS.get(count.lower()) or int(count)
-    unit = unit.lower()
-    if unit == "day":
+            return _shift(written, unit, 1 if side == "next" else -1)
+        return f"the {unit.capitalize() if unit in _WEEKDAYS else unit} {'after' if side == 'next' else 'before'} {day}"
+    number = _NUMBERS.get(count) or int(count)
+    if counted == "day":
         return human_date((written - timedelta(days=number)).timestamp())
-    if unit == "week":
+    if counted == "week":
         return f"the week before {day}" if number == 1 else f"{number} weeks before {day}"
-    return _back(written, unit, number)
+    return _shift(written, counted, -number)
 
 
-def _back(written: datetime, unit: str, number: int) -> str:
-    """The month ("April 2023") or year ("2022") `number` of them before `written`."""
+def _shift(written: datetime, unit: str, number: int) -> str:
+    """The month ("April 2023") or year ("2022") `number` of them after `written` (before: < 0)."""
     if unit == "year":
-        return str(written.year - number)
-    months = written.year * 12 + written.month - 1 - number
+        return str(written.year + number)
+    months = written.year * 12 + written.month - 1 + number
     return f"{datetime(months // 12, months % 12 + 1, 1):%B %Y}"
