@@ -2,16 +2,19 @@
 """Where an answer's seconds go: tokens and CPU per stage of `ask_with_llm`, in process.
 
     python bench/answer_stages.py --model PATH.gguf --workdir DIR [--per-category 2] [--set NAME=VALUE]
+    python bench/answer_stages.py --model PATH.gguf --db MEMORY.db --question Q1 --question Q2 ...
 
 Reuses bench/generation.py's LoCoMo memories in DIR (`locomo-N.db`, made by its first run, or
 made here) and its seeded questions; asks them one after another through one loaded model, as
-`mem chat` does. Every llama.cpp `eval` is counted against the stage it runs in (gate, answer
-prompt, generated tokens, sentence checks): tokens evaluated, tokens the KV cache already held
-(reused), wall and CPU seconds. Wall seconds measured on a busy machine are not latency; the
-token counts are, at the calm rates given with --prompt-rate/--gen-rate (tokens/s on 2 calm
-cores), which give "expected_calm_first_token_seconds". The default prompt rate, 105 tokens/s, is
-what session 4's calm `bench/generation.py` rows imply: LoCoMo first token 6.4 s p50 for ~140 gate +
-~516 answer-prompt tokens, the sample 8.7 s for ~220 + ~680. Prints one JSON object on stdout.
+`mem chat` does; or, with --db, the given questions in that memory (e.g. `mem seed-sample`'s) in
+order, as one chat: a question, a follow-up, an unrelated one. Every llama.cpp `eval` is counted
+against the stage it runs in (gate, answer prompt, generated tokens, sentence checks): tokens
+evaluated, tokens the KV cache already held (reused), wall and CPU seconds. Wall seconds measured
+on a busy machine are not latency; the token counts are, at the calm rates given with
+--prompt-rate/--gen-rate (tokens/s on 2 calm cores), which give "expected_calm_first_token_seconds".
+The default prompt rate, 105 tokens/s, is what session 4's calm `bench/generation.py` rows imply:
+LoCoMo first token 6.4 s p50 for ~140 gate + ~516 answer-prompt tokens, the sample 8.7 s for ~220 +
+~680. Prints one JSON object on stdout.
 """
 
 from __future__ import annotations
@@ -87,6 +90,22 @@ def instrument(llama, meter: Meter) -> None:
 
 
 def ask_one(retriever, question: dict, settings, llm, meter: Meter) -> dict:
+    row = ask_stages(retriever, " ".join(question["question"].split()), settings, llm, meter)
+    answer = row.pop("answer")
+    adversarial = question["category"] == 5
+    return {
+        "category": CATEGORIES[question["category"]],
+        "adversarial": adversarial,
+        # LoCoMo's token F1 of the short answer against the gold answer; an abstention scores 0.
+        "f1": None
+        if adversarial
+        else token_f1((not answer.abstained and answer.short_answer) or "", str(question["answer"])),
+        **row,
+    }
+
+
+def ask_stages(retriever, question: str, settings, llm, meter: Meter) -> dict:
+    """One question through `ask_with_llm` with every stage metered: its row, and the answer."""
     import crossmodalrag.answer.synthesize as synthesize
     import crossmodalrag.answer.verify as verify
 
@@ -102,20 +121,14 @@ def ask_one(retriever, question: dict, settings, llm, meter: Meter) -> dict:
     for owner, name, value in patched:
         setattr(owner, name, value)
     try:
-        answer = ask_with_llm(retriever, " ".join(question["question"].split()), settings, llm=llm)
+        answer = ask_with_llm(retriever, question, settings, llm=llm)
     finally:
         for owner, name, value in originals:
             setattr(owner, name, value)
     stages = {name: {k: round(v, 3) for k, v in meter.rows[name].items()} for name in STAGES if name in meter.rows}
-    adversarial = question["category"] == 5
     return {
+        "answer": answer,
         "question": answer.query,
-        "category": CATEGORIES[question["category"]],
-        "adversarial": adversarial,
-        # LoCoMo's token F1 of the short answer against the gold answer; an abstention scores 0.
-        "f1": None
-        if adversarial
-        else token_f1((not answer.abstained and answer.short_answer) or "", str(question["answer"])),
         "abstained": answer.abstained,
         "reason": answer.abstention_reason,
         "mode": answer.mode,
@@ -182,6 +195,31 @@ def summarize(rows: list[dict], prompt_rate: float, gen_rate: float) -> dict:
     return out
 
 
+def ask_in_order(args) -> int:
+    """--db: the questions one after another through one loaded model, as one `mem chat`."""
+    settings = load_settings({"db_path": str(args.db), "llm_model_path": str(args.model), **dict(args.set)})
+    llm, meter, rows = load_llm(settings), Meter(), []
+    llm.check()
+    instrument(llm._load(), meter)
+    with open_configured_store(settings, create=False) as store:
+        retriever = open_retriever(store, settings)
+        for question in args.question:
+            row = ask_stages(retriever, question, settings, llm, meter)
+            answer = row.pop("answer")
+            stages = row["stages"]
+            row["tokens_before_first_token"] = sum(stages.get(s, {}).get("evaluated", 0) for s in ("gate", "prompt"))
+            row["expected_calm_first_token_seconds"] = round(
+                expected_first_token(row, args.prompt_rate, args.gen_rate), 2
+            )
+            row["answer"] = answer.text
+            rows.append(row)
+            log(f"[stages] {json.dumps(stages)}")
+    report = {"benchmark": "answer_stages", "db": str(args.db), "settings": dict(args.set), "rows": rows}
+    json.dump({**report, "machine": machine(), "source": source_state()}, sys.stdout, indent=1)
+    print()
+    return 0
+
+
 def _share(values: list) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
@@ -189,7 +227,10 @@ def _share(values: list) -> float | None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, required=True)
-    parser.add_argument("--workdir", type=Path, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--workdir", type=Path, help="bench/generation.py's LoCoMo workdir (made if missing)")
+    where.add_argument("--db", type=Path, help="a memory to ask --question in, in order, as one chat")
+    parser.add_argument("--question", action="append", default=[], help="with --db: a question (repeat)")
     parser.add_argument("--per-category", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
@@ -198,6 +239,8 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], type=_setting, help="a setting override")
     parser.add_argument("--rows", action="store_true", help="print every question's stages too")
     args = parser.parse_args()
+    if args.db:
+        return ask_in_order(args)
     data = load_locomo(args.shared)
     chosen = pick_questions(data, args.per_category, args.seed)
     overrides = dict(args.set)

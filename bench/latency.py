@@ -10,7 +10,9 @@ command), the first N "[sample]" questions are asked
 in three conditions: calm; with one `python -c "while True: pass"` running (the adaptive thread
 rule in force); and the same load with CMRAG_LLM_THREADS=<all cores>, the previous default, as the
 baseline measured in the same run. Reported per condition: first token and whole answer p50/max,
-and the verifier's share (gate + sentence checks, pairs per second).
+and the verifier's share (gate + sentence checks, pairs per second). Calm only, `chat_in_turn`: one
+`mem chat --json` asked CHAT_TURNS (a question, a follow-up on the same subject, an unrelated one),
+each turn's first token with and without the retrieval before it: the issue's "second question".
 
 Prints one JSON object on stdout; progress on stderr.
 """
@@ -29,6 +31,9 @@ from pathlib import Path
 from benchlib import clean_environment, log, machine, percentile, source_state
 
 MEM = [sys.executable, "-m", "crossmodalrag"]
+# A chat as people have one on the sample: a question, a follow-up about the same change (its
+# evidence overlaps, so its prompts open alike), then an unrelated question.
+CHAT_TURNS = ("Why did I change the parser?", "When did I change the parser?", "Why did we drop the render cache?")
 
 
 def mem(args: list[str], env: dict, **kwargs) -> subprocess.CompletedProcess:
@@ -66,6 +71,29 @@ def summarize(answers: list[dict]) -> dict:
     }
 
 
+def chat_in_turn(env: dict) -> list[dict]:
+    """CHAT_TURNS through one `mem chat --json`: each turn's first token (the gate and the answer
+    prompt), the same plus the retrieval before it (what the user waits for), the whole answer."""
+    lines = mem(["chat", "--json"], env, input="\n".join(CHAT_TURNS) + "\n").stdout.splitlines()
+    turns = []
+    for question, answer in zip(CHAT_TURNS, (json.loads(line) for line in lines if line.strip()), strict=True):
+        timing = answer["timing"]
+        first = timing.get("first_token_seconds")
+        turns.append(
+            {
+                "question": question,
+                "mode": answer["mode"],
+                "abstained": answer["abstained"],
+                "first_token_seconds": None if first is None else round(first, 2),
+                "first_token_with_retrieval_seconds": None
+                if first is None
+                else round(first + timing.get("retrieval_seconds", 0.0), 2),
+                "total_seconds": round(timing["total_seconds"], 2),
+            }
+        )
+    return turns
+
+
 def run_condition(questions: list[str], env: dict) -> dict:
     cold = [json.loads(mem(["ask", q, "--json"], env).stdout) for q in questions]
     started = time.perf_counter()
@@ -95,6 +123,8 @@ def main() -> None:
     result: dict = {"benchmark": "latency", "machine": machine(), "source": source_state(), "questions": questions}
     log("[calm] asking")
     result["calm"] = run_condition(questions, env)
+    log("[calm] a chat: question, follow-up, unrelated question")
+    result["calm"]["chat_in_turn"] = chat_in_turn(env)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(2)  # let the busy loop show in the CPU counters

@@ -1,8 +1,10 @@
 """`mem chat`: ask one question after another with the embedder and the language model kept loaded.
 
 Each question goes through exactly what `mem ask` runs (`question_retriever` with the same options,
-`ask_with_llm`, the usage log and `show_answer`); only loading happens once. The model's KV cache
-keeps the fixed prompt between questions, so the second question starts in about a second.
+`ask_with_llm`, the usage log and `show_answer`); only loading happens once. The model keeps the
+KV state of its last calls (answer/llm/llamacpp.py): a follow-up whose gate or answer prompt opens
+with the same excerpts reads only what differs (on the sample ~38% fewer tokens before the first
+token); an unrelated question reads its new excerpts like the first one did.
 """
 
 from __future__ import annotations

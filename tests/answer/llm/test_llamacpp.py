@@ -100,6 +100,7 @@ def test_the_deadline_starts_at_the_first_token(monkeypatch, tmp_path: Path):
 
     patient = LlamaCppLLM(tmp_path / "m.gguf", CONTEXT, 0.2)
     monkeypatch.setattr(patient, "_ready", lambda messages: SlowPrompt())
+    monkeypatch.setattr(patient, "_keep", lambda llama: None)  # no KV cache to copy
     assert "".join(patient.stream(MESSAGES, Generation(max_tokens=4))) == "a b c"
 
 
@@ -189,6 +190,7 @@ def test_the_judges_state_outlives_an_answer_in_between(smollm: LlamaCppLLM):
     gate = [JUDGE[0], {"role": "user", "content": JUDGE[1]["content"] + " Does it say so?"}]
     claim = [JUDGE[0], {"role": "user", "content": JUDGE[1]["content"] + " Is it blue?"}]
     expected = smollm.support_margins([gate, claim])[1]
+    smollm._states.clear()  # the claim's own kept state would serve it whole
     smollm.support_margins([gate])
     list(smollm.stream(MESSAGES, Generation(max_tokens=4)))  # the answer replaces the KV cache
     llama = _LOADED[(str(smollm.model_path), CONTEXT)]
@@ -202,6 +204,28 @@ def test_the_judges_state_outlives_an_answer_in_between(smollm: LlamaCppLLM):
     shared = shared_prefix(chat_tokens(llama, gate), chat_tokens(llama, claim))
     assert evaluated == [len(chat_tokens(llama, claim)) - shared]
     assert margin == pytest.approx(expected, abs=1e-4)
+
+
+def test_a_follow_up_answer_starts_from_the_last_answers_evidence_after_judging_in_between(smollm: LlamaCppLLM):
+    """In a chat, a question whose prompt opens with the same excerpts as the last answer's reads
+    only what differs, though the gate and the sentence checks replaced the KV cache since."""
+    from crossmodalrag.answer.llm.llamacpp import _LOADED, chat_tokens, shared_prefix
+
+    evidence = "Evidence:\n[E1] (note · Trip)\nWe flew to Lisbon in May and stayed by the river for a week."
+    first = [{"role": "user", "content": f"{evidence}\n\nQuestion: Where did we fly?"}]
+    follow_up = [{"role": "user", "content": f"{evidence}\n\nQuestion: When did we fly?"}]
+    list(smollm.stream(first, Generation(max_tokens=4)))
+    smollm.support_margins([JUDGE])  # the next question's gate
+    llama = _LOADED[(str(smollm.model_path), CONTEXT)]
+    evaluated = []
+    original = llama.eval
+    llama.eval = lambda batch: (evaluated.append(len(batch)), original(batch))[1]
+    try:
+        assert "".join(smollm.stream(follow_up, Generation(max_tokens=4)))
+    finally:
+        llama.eval = original
+    tokens = chat_tokens(llama, follow_up)
+    assert evaluated[0] == len(tokens) - shared_prefix(chat_tokens(llama, first), tokens)
 
 
 def test_the_fixed_prompt_state_is_saved_once_and_restored_when_the_cache_holds_something_else(

@@ -7,8 +7,9 @@ Beyond streaming an answer this backend gives two things the HTTP backends canno
   from the longest prefix it shares with what is already there. The answer prompt's fixed start
   (system message and the user turn's opening) is also saved to disk once and loaded back whenever
   the cache holds something else (a fresh `mem ask` process, or the judge's prompts in between);
-  and the judge's last state is kept in memory, so the sentence checks after an answer start from
-  the gate's evaluated excerpt instead of reading it again.
+  and the states after the last few calls are kept in memory (`KEPT_STATES`): the sentence checks
+  after an answer start from the gate's evaluated excerpt instead of reading it again, and in a chat
+  a follow-up whose prompt opens like an earlier one's (the same leading excerpts) starts from it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from crossmodalrag.errors import MissingExtraError
 _LOADED: dict[tuple[str, int], object] = {}
 MIN_CACHED_TOKENS = 64
 THREADS_VALID_SECONDS = 5.0
+# The last gate, answer and sentence check: a chat's next question can share a prefix with any of
+# them. A state costs ~29 KB a token (~20 MB for an answer) and milliseconds to copy.
+KEPT_STATES = 3
 YES = ("yes", "Yes", "YES", " yes", " Yes")
 NO = ("no", "No", "NO", " no", " No")
 
@@ -76,7 +80,7 @@ class LlamaCppLLM:
         self._threads_measured = 0.0
         self.cache_dir = cache_dir
         self.usage: dict[str, int] = {}
-        self._judged: KVSnapshot | None = None  # the KV cache after the last judged prompt
+        self._states: list[KVSnapshot] = []  # the KV cache after the last calls, oldest first
 
     def _load(self):
         key = (str(self.model_path), self.context_tokens)
@@ -99,8 +103,8 @@ class LlamaCppLLM:
         return _LOADED[key]
 
     def _ready(self, messages: list[Message]):
-        """The loaded model with its thread count set for this call and, in a fresh process, the
-        system prompt restored from the disk cache."""
+        """The loaded model with its thread count set for this call and its KV cache holding the
+        longest start of `messages` at hand: a kept state's, or the system prompt's from disk."""
         import llama_cpp
 
         llama = self._load()
@@ -110,9 +114,22 @@ class LlamaCppLLM:
             self.threads = auto_threads(self.configured_threads)
             self._threads_measured = time.monotonic()
         llama_cpp.llama_set_n_threads(llama._ctx.ctx, self.threads, self.threads)
+        self._resume(llama, chat_tokens(llama, messages))
         if self.cache_dir is not None and messages and messages[0]["role"] == "system":
             PromptCache(llama, self.cache_dir, self.model_path).restore(messages[0])
         return llama
+
+    def _resume(self, llama, tokens: list[int]) -> None:
+        """Restore the kept state sharing the longest prefix with `tokens`, if it shares more than
+        the KV cache holds now."""
+        held = shared_prefix(llama.input_ids[: llama.n_tokens], tokens)
+        shares = [(shared_prefix(state.tokens, tokens), index) for index, state in enumerate(self._states)]
+        best, index = max(shares, default=(0, -1))
+        if best > held:
+            self._states[index].restore(llama)
+
+    def _keep(self, llama) -> None:
+        self._states = [*self._states[1 - KEPT_STATES :], KVSnapshot(llama)]
 
     def check(self) -> str:
         self._load()
@@ -125,9 +142,15 @@ class LlamaCppLLM:
         llama = self._ready(messages)
         deadline = time.monotonic() + self.timeout
         self.usage = {}
-        if generation.json_schema and generation.temperature == 0 and not generation.stop:
-            yield from self._stream_json(llama, messages, generation, deadline)
-            return
+        try:
+            if generation.json_schema and generation.temperature == 0 and not generation.stop:
+                yield from self._stream_json(llama, messages, generation, deadline)
+            else:
+                yield from self._stream_chat(llama, messages, generation)
+        finally:
+            self._keep(llama)  # also when the reader stops early: the KV cache holds what was evaluated
+
+    def _stream_chat(self, llama, messages: list[Message], generation: Generation) -> Iterator[str]:
         completion = 0
         # The clock starts at the first token: reading the prompt cannot be interrupted in process,
         # and on a busy machine it alone took more than the whole budget (a 700-token prompt at load
@@ -191,15 +214,13 @@ class LlamaCppLLM:
                     f"a verification prompt of {len(tokens)} tokens does not fit the context ({llama.n_ctx()})",
                     "lower CMRAG_LLM_EVIDENCE_CHARS or raise CMRAG_LLM_CONTEXT_TOKENS",
                 )
-            held = shared_prefix(llama.input_ids[: llama.n_tokens], tokens)
-            if self._judged is not None and shared_prefix(self._judged.tokens, tokens) > held:
-                self._judged.restore(llama)  # the answer went in between: back to the gate's excerpt
+            self._resume(llama, tokens)  # e.g. the answer went in between: back to the gate's excerpt
             reuse = min(shared_prefix(llama.input_ids[: llama.n_tokens], tokens), len(tokens) - 1)
             llama.n_tokens = reuse
             llama.eval(tokens[reuse:])
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(llama.n_vocab(),))
             margins.append(_logsumexp(logits[yes]) - _logsumexp(logits[no]))
-        self._judged = KVSnapshot(llama)
+        self._keep(llama)
         return margins
 
 
