@@ -134,18 +134,21 @@ class ReplayLLM:
 
     def stream(self, messages, generation):
         key = hashlib.sha256(json.dumps([messages, generation.json_schema, generation.max_tokens]).encode()).hexdigest()
-        if key not in self.outputs:
-            started = time.process_time()
-            text = "".join(self.llm.stream(messages, generation))
-            cpu = round(time.process_time() - started, 2)
-            self.outputs[key] = {"key": key, "text": text, "usage": dict(self.llm.usage), "cpu_seconds": cpu}
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(self.outputs[key]) + "\n")
-        else:
+        if key in self.outputs:
             self.cached += 1
             self.cached_cpu += self.outputs[key].get("cpu_seconds", 0.0)
-        self.usage = self.outputs[key]["usage"]
-        yield self.outputs[key]["text"]
+            self.usage = self.outputs[key]["usage"]
+            yield self.outputs[key]["text"]
+            return
+        started, pieces = time.process_time(), []
+        for piece in self.llm.stream(messages, generation):  # streamed: CountingLLM times the first token
+            pieces.append(piece)
+            yield piece
+        cpu = round(time.process_time() - started, 2)
+        self.usage = dict(self.llm.usage)
+        self.outputs[key] = {"key": key, "text": "".join(pieces), "usage": self.usage, "cpu_seconds": cpu}
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(self.outputs[key]) + "\n")
 
 
 def user_turns(turns: list[dict], captions: bool) -> list[dict]:
