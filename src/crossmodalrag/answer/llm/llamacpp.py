@@ -114,7 +114,8 @@ class LlamaCppLLM:
             self.threads = auto_threads(self.configured_threads)
             self._threads_measured = time.monotonic()
         llama_cpp.llama_set_n_threads(llama._ctx.ctx, self.threads, self.threads)
-        self._resume(llama, chat_tokens(llama, messages))
+        if self._states:
+            self._resume(llama, _template_tokens(llama, messages))
         if self.cache_dir is not None and messages and messages[0]["role"] == "system":
             PromptCache(llama, self.cache_dir, self.model_path).restore(messages[0])
         return llama
@@ -330,6 +331,15 @@ def chat_tokens(llama, messages: list[Message]) -> list[int]:
         llama._cmrag_formatter = formatter
     result = formatter(messages=messages)
     return llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
+
+
+def _template_tokens(llama, messages: list[Message]) -> list[int]:
+    """`chat_tokens`, or none for a model without a chat template (llama-cpp-python then answers in
+    a fallback format, which no kept state is matched against)."""
+    try:
+        return chat_tokens(llama, messages)
+    except LLMError:
+        return []
 
 
 def shared_prefix(first, second) -> int:
