@@ -184,7 +184,10 @@ class Settings:
     abstain_min_margin_statements: float = -1.69  # the same, for a query that states something
     # "do the cited excerpts support this sentence?" Session 7: 80 LoCoMo dev questions (seeds 0-2,
     # one set of cached answers, bench/answer_replay.py): -1.0 answers 45/64, refuses 14/16 adversarial;
-    # -1.5 47/64 and 13/16; -0.5 41/64 and 14/16 (docs/benchmarks.md).
+    # -1.5 47/64 and 13/16; -0.5 41/64 and 14/16 (docs/benchmarks.md). Session 8, the same draws (new
+    # answers: the short answer-prompt headers), a run-on Answer: line judged sentence by sentence:
+    # -1.0 50/64 and 11/16; -1.5 52/64 (one wrong, one half right) and 11/16; -2.0 52/64 and 10/16;
+    # -0.5 46/64 and 11/16: -1.0 kept.
     verify_min_margin: float = -1.0
     # Before any model call: a question naming a participant of the retrieved conversations needs at
     # least this share of the excerpts in their own words (answer/subjects.py; 0 = off). 0.4 = 2 of 5:
