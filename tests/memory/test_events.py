@@ -434,7 +434,9 @@ def add_talk(store) -> None:
     add_docs(store, session_document(Path("/chats/talk.json"), Session("s1", "Ann & Ben", "locomo", turns)))
 
 
-def test_a_speaker_left_without_an_event_is_asked_again_on_their_own_turns(store, db_path) -> None:
+def test_a_speaker_left_without_an_event_costs_no_second_call(store, db_path) -> None:
+    # One call per window (issue 11): a second call on the silent speaker's own turns was measured in
+    # session 8 (docs/benchmarks.md) and gained nothing on the held-out trial sessions.
     add_talk(store)
     llm = ScriptedExtractor(
         {  # the model lists Ann's move under Ben too: the copy is dropped and Ben has no event left
@@ -444,16 +446,8 @@ def test_a_speaker_left_without_an_event_is_asked_again_on_their_own_turns(store
         {"Ben": [event("Ben started pottery classes downtown on Mondays.", [1], "decision")]},
     )
     report = build(store, db_path, llm=llm, levels=("event",))
-    assert report.levels["event"]["llm_calls"] == 2
-    second = llm.calls[1][-1]["content"]
-    assert "[E1] Ben: Lisbon, wow!" in second and "[E3] Ben: I will" in second and "Ann:" not in second
-    assert list(llm.generations[1].json_schema["properties"]) == ["Ben"]  # his share of the window: 4 at most
-    assert llm.generations[1].json_schema["properties"]["Ben"]["maxItems"] == 4
-    found = {e["statement"]: e for e in list_events(store)}
-    pottery = "Ben started pottery classes downtown on Mondays."
-    assert set(found) == {"Ann moved to Lisbon with the kids last month.", pottery}
-    cited = [x["locator"] for x in found[pottery]["evidence"] if x["role"] == "cited"]
-    assert cited == ["Ann & Ben · D1:2"]  # E1 of his own turns is the window's second turn
+    assert report.levels["event"]["llm_calls"] == 1 and len(llm.calls) == 1
+    assert [e["statement"] for e in list_events(store)] == ["Ann moved to Lisbon with the kids last month."]
 
 
 def test_no_second_call_when_every_speaker_kept_an_event(store, db_path) -> None:

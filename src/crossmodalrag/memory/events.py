@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from crossmodalrag.answer.llm.base import LLMError, LLMUnavailable
-from crossmodalrag.memory.extract import PROMPT_VERSION, Extracted, extract_speaker, extract_window, speakers, spoken
+from crossmodalrag.memory.extract import PROMPT_VERSION, Extracted, extract_window, spoken
 from crossmodalrag.memory.nodes import Link, Node, delete_nodes, rows, stable_id, with_evidence, write_nodes
 from crossmodalrag.memory.provenance import check_provenance
 from crossmodalrag.memory.sources import ChunkRow, SourceRow, all_sources, chunks_of, text_hash, windows
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from crossmodalrag.retrieval.semantic import SemanticIndex
 
 GIT_MODEL, GIT_PROMPT = "git", "commit-subject-v1"
-QUIET_TURNS = 3  # a speaker with this many turns in a window and no event from it is asked again
 Progress = Callable[[int, int, str], None]  # (done, total, what is being done)
 Draft = tuple[Extracted, list[ChunkRow]]  # an event as the model wrote it, and the window it was drawn from
 
@@ -180,13 +179,7 @@ def _extract(source: SourceRow, chunks: list[ChunkRow], how: Extraction) -> tupl
         if _count(result, cost):
             return [], f"invalid model output after a retry: {result.error}", cost
         drafts += [(event, group) for event in result.events]
-    nodes = _checked(source, drafts, chunks, how, when)
-    added = []
-    for group, speaker in _quiet_speakers(groups, drafts, nodes) if conversation else []:
-        result = extract_speaker(how.llm, source.title, when, _excerpts(group, how), speaker, how.constrained)
-        if not _count(result, cost):  # output that fails validation twice adds nothing; the first pass stands
-            added += [(event, group) for event in result.events]
-    return (_checked(source, drafts + added, chunks, how, when) if added else nodes), "", cost
+    return _checked(source, drafts, chunks, how, when), "", cost
 
 
 def _excerpts(group: list[ChunkRow], how: Extraction) -> list[str]:
@@ -211,21 +204,6 @@ def _checked(source: SourceRow, drafts: list[Draft], chunks: list[ChunkRow], how
             node.metadata["written"] = event.written
         nodes.setdefault(node.id, node)
     return check_provenance(list(nodes.values()), chunks, how.semantic, how.min_cosine)
-
-
-def _quiet_speakers(
-    groups: list[list[ChunkRow]], drafts: list[Draft], nodes: list[Node]
-) -> list[tuple[list[ChunkRow], str]]:
-    """(window, speaker) for each speaker of QUIET_TURNS or more turns in a window of two or more
-    speakers who kept no event drawn from it once repeats were dropped (the model had listed the other
-    speaker's events under their name too, or only questions)."""
-    kept = {n.statement.lower(): n.people[0] for n in nodes if n.people}
-    quiet = []
-    for group in groups:
-        told = {kept.get(event.statement.lower()) for event, drawn in drafts if drawn is group}
-        turns = speakers([c.body for c in group])
-        quiet += [(group, p) for p, n in turns.items() if n >= QUIET_TURNS and p not in told and len(turns) > 1]
-    return quiet
 
 
 def _event_node(source: SourceRow, statement: str, kind: str, cited: list[ChunkRow]) -> Node:

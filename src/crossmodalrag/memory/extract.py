@@ -117,13 +117,13 @@ def _event(excerpts: int) -> dict[str, Any]:
     }
 
 
-def event_schema(excerpts: int, people: dict[str, int] | None = None, most: int = MAX_EVENTS) -> dict[str, Any]:
+def event_schema(excerpts: int, people: dict[str, int] | None = None) -> dict[str, Any]:
     """The output schema for a window of `excerpts` numbered excerpts: all fields required, capped.
-    With `people` (a conversation's speakers and their turns), one list per person, `most` in all."""
+    With `people` (a conversation's speakers and their turns), one list per person, MAX_EVENTS in all."""
     if not people:
-        events = {"type": "array", "minItems": min_events(excerpts), "maxItems": most, "items": _event(excerpts)}
+        events = {"type": "array", "minItems": min_events(excerpts), "maxItems": MAX_EVENTS, "items": _event(excerpts)}
         return {"type": "object", "properties": {"events": events}, "required": ["events"]}
-    each = most // len(people)
+    each = MAX_EVENTS // len(people)
     # One event per three of a speaker's turns (at most 3): with a floor of 2 the model wrote the
     # floor and stopped, ~4.7 events a LoCoMo session where gold has up to 6. One per two turns (at
     # most 4) wrote 40% more tokens and kept no more events: the extra ones were restatements.
@@ -173,20 +173,14 @@ def build_messages(title: str, when: str, excerpts: list[str], people: dict[str,
 
 
 def extract_window(
-    llm: LLM,
-    title: str,
-    when: str,
-    excerpts: list[str],
-    constrained: bool = True,
-    conversation: bool = False,
-    most: int = MAX_EVENTS,
+    llm: LLM, title: str, when: str, excerpts: list[str], constrained: bool = True, conversation: bool = False
 ) -> CallResult:
     """Events of one window: one call, and one retry if the output does not validate.
     `conversation`: list the events by speaker. `constrained=False` leaves decoding free (repair and
-    validation only): the benchmark's baseline. At most `most` events."""
+    validation only): the benchmark's baseline."""
     people = speakers(excerpts) if conversation else {}
     messages = build_messages(title, when, excerpts, people)
-    schema = event_schema(len(excerpts), people, most) if constrained else None
+    schema = event_schema(len(excerpts), people) if constrained else None
     generation = Generation(MAX_TOKENS, 0.0, json_schema=schema)
     result = CallResult(prompt_chars=sum(len(m["content"]) for m in messages))
     for _ in range(2):
@@ -200,24 +194,6 @@ def extract_window(
             return result
         except ValueError as error:
             result.error = str(error)
-    return result
-
-
-def extract_speaker(
-    llm: LLM, title: str, when: str, excerpts: list[str], speaker: str, constrained: bool = True
-) -> CallResult:
-    """A second call for a speaker of a conversation window that the first left without an event:
-    only the speaker's own turns, renumbered (cites are mapped back to the window's excerpts), at most
-    their share of the window's events. Shown the whole window, the model had copied the other
-    speaker's events under this one's name ("John gave a presentation in class", Tim's, three times on
-    LoCoMo 4:session_10, where John's trip and cooking went unwritten); from John's turns alone it
-    wrote "John added sage to the soup recipe"."""
-    people = speakers(excerpts)
-    own = [i for i, text in enumerate(excerpts) if (turn := SPEAKER.match(text)) and turn.group(1).strip() == speaker]
-    result = extract_window(llm, title, when, [excerpts[i] for i in own], constrained, True, MAX_EVENTS // len(people))
-    for event in result.events:
-        event.cited = [own[i] for i in event.cited]
-        event.people += named(event.statement, people, event.people)
     return result
 
 
