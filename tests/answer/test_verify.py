@@ -323,6 +323,18 @@ def test_each_sentence_of_the_answer_line_after_the_first_is_judged_as_support(r
     assert [w["kind"] for w in answer.citation_warnings] == ["unsupported_claim"]  # no "uncited claim"
 
 
+def test_a_short_answer_left_as_the_only_sentence_names_the_excerpts_it_was_judged_against(
+    retriever, settings: Settings
+):
+    text = "Answer: regexes backtracked. The tests ran on a Tuesday [E2]."
+    llm = ScriptedLLM(text, margins=[2.0, 2.0, -3.0])
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert [c["supported"] for c in answer.verification["claims"]] == [True, False]
+    assert answer.text == "Answer: regexes backtracked. [E2]"  # not delivered without any source
+    assert [w["kind"] for w in answer.citation_warnings] == ["unsupported_claim"]
+    assert answer.citations and answer.short_answer == "regexes backtracked"
+
+
 @pytest.mark.parametrize(
     "query, statement",
     [

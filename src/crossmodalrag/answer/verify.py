@@ -55,6 +55,7 @@ class Verdict:
     supported: bool
     short: bool = False  # the "Answer:" line
     reason: str | None = None  # why an unsupported sentence failed without the judge
+    judged: list[str] = field(default_factory=list)  # the excerpts it was judged against
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,9 +83,14 @@ class Verification:
         return [v for v in self.verdicts if not v.supported]
 
     def text(self) -> str:
-        """The answer with its unsupported sentences removed (the short answer keeps its own line)."""
+        """The answer with its unsupported sentences removed (the short answer keeps its own line).
+        A short answer that cites nothing names the excerpts it was judged against when nothing else
+        kept cites any: "Answer: X. Y [E1]" loses its only citation with Y, and X was judged by E1."""
         short = [v.sentence for v in self.verdicts if v.short and v.supported]
         rest = " ".join(v.sentence for v in self.verdicts if not v.short and v.supported)
+        if short and not CITATION.search(f"{short[0]} {rest}"):
+            judged = next(v.judged for v in self.verdicts if v.short)
+            short[0] = f"{short[0]} {''.join(f'[{ref}]' for ref in judged)}".strip()
         return "\n".join(short + ([rest] if rest else []))
 
 
@@ -214,6 +220,7 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         if not judged:
             verdict.reason = "other_time" if about else "names_missing"
         elif len(prompts) < MAX_CHECKS and claim:
+            verdict.judged = [item.id for item in judged]
             prompts.append(claim_messages(question, evidence, claim, [item.id for item in judged], short))
             checked.append(verdict)
     for verdict, margin in zip(checked, judge(llm, prompts), strict=True):
