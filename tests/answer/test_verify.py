@@ -335,6 +335,22 @@ def test_a_short_answer_left_as_the_only_sentence_names_the_excerpts_it_was_judg
     assert answer.citations and answer.short_answer == "regexes backtracked"
 
 
+def test_an_answer_line_of_uncited_sentences_is_not_cut_before_its_first_citation(retriever, settings: Settings):
+    run_on = "Answer: regexes backtracked. They were slow. Lines hung. It was bad."
+    llm = ScriptedLLM(f"{run_on}\n- [E1] The old regexes backtracked a lot. More text. And more.")
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert answer.text.endswith("[E1] The old regexes backtracked a lot.")  # stopped after the citation
+    assert answer.citations and "no_citations" not in [w["kind"] for w in answer.citation_warnings]
+    uncited = ScriptedLLM(f"{run_on} Five. Six. Seven [E1].")
+    assert "Seven" not in ask_with_llm(retriever, QUESTION, settings, llm=uncited).text  # at most what is checked
+
+
+def test_a_short_answer_never_names_an_excerpt_the_model_did_not_cite(retriever, settings: Settings):
+    llm = ScriptedLLM("Answer: regexes backtracked. The tests ran on a Tuesday.", margins=[2.0, 2.0, -3.0])
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert answer.text == "Answer: regexes backtracked."
+
+
 @pytest.mark.parametrize(
     "query, statement",
     [

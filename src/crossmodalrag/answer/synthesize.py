@@ -10,12 +10,13 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from crossmodalrag.answer.citations import is_insufficient, strip_marker, validate
+from crossmodalrag.answer.citations import CITATION, is_insufficient, strip_marker, validate
 from crossmodalrag.answer.evidence import Retriever, evidence_answer
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages
 from crossmodalrag.answer.subjects import subject_share
 from crossmodalrag.answer.verify import (
+    MAX_CHECKS,
     Verification,
     gate_evidence,
     gate_margin,
@@ -139,7 +140,7 @@ def _generate(llm: LLM, messages: list, settings: Settings, on_text, timing: dic
             pieces.append(piece)
             if guard:
                 guard.feed(piece)
-            if len(split_answer("".join(pieces))) > MAX_SENTENCES:
+            if len(_first_sentences("".join(pieces))) < len("".join(pieces)):
                 break  # small models ignore "at most three sentences": stop paying for the rest
     except LLMError as error:
         if pieces:
@@ -156,11 +157,15 @@ def _generate(llm: LLM, messages: list, settings: Settings, on_text, timing: dic
 
 
 def _first_sentences(text: str) -> str:
-    """The short-answer line and at most MAX_SENTENCES - 1 sentences of support."""
+    """The short-answer line and at most MAX_SENTENCES - 1 sentences of support, and never less than
+    the first sentence that cites: a model that runs on for four uncited sentences on its answer line
+    cites in the bullet after them, and cut before it the answer would name no source."""
     parts = split_answer(text)
-    if len(parts) <= MAX_SENTENCES:
+    cited = next((i for i, (sentence, _) in enumerate(parts) if CITATION.search(sentence)), len(parts))
+    keep = min(max(MAX_SENTENCES, cited + 1), MAX_CHECKS)  # no further than the checks reach
+    if len(parts) <= keep:
         return text
-    kept = parts[:MAX_SENTENCES]
+    kept = parts[:keep]
     short = [sentence for sentence, is_short in kept if is_short]
     support = " ".join(sentence for sentence, is_short in kept if not is_short)
     return "\n".join(short + [support])

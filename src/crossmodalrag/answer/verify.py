@@ -89,7 +89,8 @@ class Verification:
         short = [v.sentence for v in self.verdicts if v.short and v.supported]
         rest = " ".join(v.sentence for v in self.verdicts if not v.short and v.supported)
         if short and not CITATION.search(f"{short[0]} {rest}"):
-            judged = next(v.judged for v in self.verdicts if v.short)
+            cited = {ref for v in self.verdicts for ref in v.cited}  # never a source the model did not cite
+            judged = [ref for ref in next(v.judged for v in self.verdicts if v.short) if ref in cited]
             short[0] = f"{short[0]} {''.join(f'[{ref}]' for ref in judged)}".strip()
         return "\n".join(short + ([rest] if rest else []))
 
