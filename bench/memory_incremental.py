@@ -31,8 +31,18 @@ from crossmodalrag.memory.build import build_memory
 from crossmodalrag.store import open_store
 
 ANSWER = json.dumps(
-    {"events": [{"type": "fact", "statement": "A stub event for this note.", "when": "", "project": "",
-                 "people": [], "evidence": [1]}]}  # fmt: skip
+    {
+        "events": [
+            {
+                "type": "fact",
+                "statement": "A stub event for this note.",
+                "when": "",
+                "project": "",
+                "people": [],
+                "evidence": [1],
+            }
+        ]
+    }  # fmt: skip
 )
 
 
