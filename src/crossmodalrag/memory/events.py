@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from crossmodalrag.answer.llm.base import LLMError, LLMUnavailable
-from crossmodalrag.memory.extract import PROMPT_VERSION, Extracted, extract_window, spoken
+from crossmodalrag.memory.extract import PROMPT_VERSION, extract_window, spoken
 from crossmodalrag.memory.nodes import Link, Node, delete_nodes, rows, stable_id, with_evidence, write_nodes
 from crossmodalrag.memory.provenance import check_provenance
 from crossmodalrag.memory.sources import ChunkRow, SourceRow, all_sources, chunks_of, text_hash, windows
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 GIT_MODEL, GIT_PROMPT = "git", "commit-subject-v1"
 Progress = Callable[[int, int, str], None]  # (done, total, what is being done)
-Draft = tuple[Extracted, list[ChunkRow]]  # an event as the model wrote it, and the window it was drawn from
 
 
 @dataclass
@@ -170,40 +169,24 @@ def _process(store: Store, source: SourceRow, state: tuple | None, how: Extracti
 
 def _extract(source: SourceRow, chunks: list[ChunkRow], how: Extraction) -> tuple[list[Node], str, dict]:
     cost = {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
+    nodes: dict[str, Node] = {}
     when = (iso_time(source.timestamp) or "")[:10]
     conversation = source.source_type == "conversation"
-    drafts: list[Draft] = []
-    groups = windows(chunks, how.window_chars)
-    for group in groups:
-        result = extract_window(how.llm, source.title, when, _excerpts(group, how), how.constrained, conversation)
-        if _count(result, cost):
+    for group in windows(chunks, how.window_chars):
+        excerpts = [spoken(c.body)[: how.window_chars] for c in group]
+        result = extract_window(how.llm, source.title, when, excerpts, how.constrained, conversation)
+        cost["calls"] += result.calls
+        cost["prompt_chars"] += result.prompt_chars * result.calls
+        cost["completion_tokens"] += result.completion_tokens
+        if result.error:
             return [], f"invalid model output after a retry: {result.error}", cost
-        drafts += [(event, group) for event in result.events]
-    return _checked(source, drafts, chunks, how, when), "", cost
-
-
-def _excerpts(group: list[ChunkRow], how: Extraction) -> list[str]:
-    return [spoken(c.body)[: how.window_chars] for c in group]
-
-
-def _count(result, cost: dict) -> bool:
-    """Add a call's cost; True when its output did not validate."""
-    cost["calls"] += result.calls
-    cost["prompt_chars"] += result.prompt_chars * result.calls
-    cost["completion_tokens"] += result.completion_tokens
-    return bool(result.error)
-
-
-def _checked(source: SourceRow, drafts: list[Draft], chunks: list[ChunkRow], how: Extraction, when: str) -> list[Node]:
-    """The drafts as event nodes (one per statement), linked and checked against the source."""
-    nodes: dict[str, Node] = {}
-    for event, group in drafts:
-        node = _event_node(source, event.statement, event.type, [group[i] for i in event.cited])
-        node.people, node.metadata["when"] = event.people, when  # known without the model: not asked
-        if event.written:  # the subject corrected (extract.attributed): the model's sentence kept
-            node.metadata["written"] = event.written
-        nodes.setdefault(node.id, node)
-    return check_provenance(list(nodes.values()), chunks, how.semantic, how.min_cosine)
+        for event in result.events:
+            node = _event_node(source, event.statement, event.type, [group[i] for i in event.cited])
+            node.people, node.metadata["when"] = event.people, when  # known without the model: not asked
+            if event.written:  # the subject corrected (extract.attributed): the model's sentence kept
+                node.metadata["written"] = event.written
+            nodes.setdefault(node.id, node)
+    return check_provenance(list(nodes.values()), chunks, how.semantic, how.min_cosine), "", cost
 
 
 def _event_node(source: SourceRow, statement: str, kind: str, cited: list[ChunkRow]) -> Node:
