@@ -319,7 +319,8 @@ def test_each_sentence_of_the_answer_line_after_the_first_is_judged_as_support(r
     ]
     assert "Claim: The tests ran on a Tuesday" in llm.judged[2][-1]["content"]
     assert not answer.abstained and answer.short_answer == "regexes backtracked"
-    assert answer.text == "Answer: regexes backtracked.\n- [E1] The old regexes backtracked a lot."
+    # the short answer cites what it was judged by, of the excerpts kept sentences cite (not E2)
+    assert answer.text == "Answer: regexes backtracked. [E1]\n- [E1] The old regexes backtracked a lot."
     assert [w["kind"] for w in answer.citation_warnings] == ["unsupported_claim"]  # no "uncited claim"
 
 
@@ -480,3 +481,28 @@ def test_a_question_naming_a_date_is_not_answered_from_turns_of_another_time(sto
     assert answer.to_dict()["verification"]["claims"][0]["reason"] == "other_time"
     assert not ask("What movie did Nate finish watching on 3 October, 2022?").abstained  # within a week
     assert not ask("What movie did Nate finish watching?").abstained
+
+
+def test_sentences_judged_supported_cite_what_they_were_judged_against_in_the_layout_written(
+    retriever, settings: Settings
+):
+    text = (
+        "Answer: The tokenizer was rewritten because the regexes backtracked for minutes. "
+        "The old regexes backtracked on long lines of unclosed brackets. They were replaced [E1].\n"
+        "- The rewrite made the tests faster [E2]."
+    )
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0] * 5))
+    assert answer.text == (
+        "Answer: The tokenizer was rewritten because the regexes backtracked for minutes. [E1][E2] "
+        "The old regexes backtracked on long lines of unclosed brackets. [E1] They were replaced [E1].\n"
+        "- The rewrite made the tests faster [E2]."
+    )
+    assert "uncited_claim" not in [w["kind"] for w in answer.citation_warnings]
+
+
+def test_an_invented_citation_is_still_reported_when_a_sentence_is_dropped(retriever, settings: Settings):
+    text = "Answer: regexes backtracked [E1][E7].\nThe tests ran on a Tuesday [E2]."
+    llm = ScriptedLLM(text, margins=[2.0, 2.0, -3.0])
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert answer.text == "Answer: regexes backtracked [E1]."
+    assert [w["kind"] for w in answer.citation_warnings] == ["invalid_citation", "unsupported_claim"]

@@ -182,11 +182,12 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
         checks.update(claims=[v.to_dict() for v in verification.verdicts], claim_min_margin=settings.verify_min_margin)
         if verification.unsupported:
             return _abstain(fallback, UNSUPPORTED, _unsupported_text(verification), model, checks, timing)
-        if verification.dropped:
-            report = validate(verification.text(), evidence)
-            report.warnings += [
-                {"kind": "unsupported_claim", "citation": "", "detail": v.sentence[:200]} for v in verification.dropped
-            ]
+        removed = [w for w in report.warnings if w["kind"] == "invalid_citation"]  # gone from `text` already
+        report = validate(verification.text() if verification.dropped else verification.cite_judged(text), evidence)
+        report.warnings = removed + report.warnings
+        report.warnings += [
+            {"kind": "unsupported_claim", "citation": "", "detail": v.sentence[:200]} for v in verification.dropped
+        ]
     answer = _copy(fallback, abstained=False, reason=None, text=report.text, model=model, checks=checks)
     answer.citations, answer.citation_warnings = report.citations(), report.warnings
     answer.short_answer = short_answer(report.text, query, evidence)

@@ -83,16 +83,39 @@ class Verification:
         return [v for v in self.verdicts if not v.supported]
 
     def text(self) -> str:
-        """The answer with its unsupported sentences removed (the short answer keeps its own line).
-        A short answer that cites nothing names the excerpts it was judged against when nothing else
-        kept cites any: "Answer: X. Y [E1]" loses its only citation with Y, and X was judged by E1."""
-        short = [v.sentence for v in self.verdicts if v.short and v.supported]
-        rest = " ".join(v.sentence for v in self.verdicts if not v.short and v.supported)
-        if short and not CITATION.search(f"{short[0]} {rest}"):
-            cited = {ref for v in self.verdicts for ref in v.cited}  # never a source the model did not cite
-            judged = [ref for ref in next(v.judged for v in self.verdicts if v.short) if ref in cited]
-            short[0] = f"{short[0]} {''.join(f'[{ref}]' for ref in judged)}".strip()
+        """The answer rebuilt without its unsupported sentences (the short answer keeps its own line),
+        each kept sentence that cites nothing citing what it was judged against (`_cited`)."""
+        short = [self._cited(v) for v in self.verdicts if v.short and v.supported]
+        rest = " ".join(self._cited(v) for v in self.verdicts if not v.short and v.supported)
         return "\n".join(short + ([rest] if rest else []))
+
+    def cite_judged(self, text: str) -> str:
+        """`text` as the model wrote it (layout kept), each sentence that cites nothing but was judged
+        supported now citing the excerpts it was judged against: the model often cites once at the
+        end of a paragraph, and its other sentences would read as uncited claims."""
+        out, start = [], 0
+        for verdict in self.verdicts:
+            at = text.find(verdict.sentence, start)
+            if at < 0:  # reassembled by split_answer (a heading joined to its line): left as written
+                continue
+            end = at + len(verdict.sentence)
+            out.append(text[start:at] + self._cited(verdict))
+            start = end
+        return "".join(out) + text[start:]
+
+    def _cited(self, verdict: Verdict) -> str:
+        """The sentence, with the citations it gets from its check when it has none of its own: the
+        excerpts it was judged against, only those cited by a kept sentence if any are, and never
+        one the model did not cite ("Answer: X. Y [E1]" loses its only citation with Y, and X was
+        judged by E1)."""
+        if verdict.cited or not verdict.judged or verdict.margin is None or not verdict.supported:
+            return verdict.sentence
+        cited = [ref for v in self.verdicts for ref in v.cited]
+        kept = [ref for v in self.verdicts if v.supported for ref in v.cited]
+        refs = [ref for ref in verdict.judged if ref in kept] or [ref for ref in verdict.judged if ref in cited]
+        if not refs:
+            return verdict.sentence
+        return f"{verdict.sentence.rstrip()} {''.join(f'[{ref}]' for ref in refs)}"
 
 
 def judge(llm: LLM, prompts: list[list[Message]]) -> list[float]:
