@@ -506,3 +506,18 @@ def test_an_invented_citation_is_still_reported_when_a_sentence_is_dropped(retri
     answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
     assert answer.text == "Answer: regexes backtracked [E1]."
     assert [w["kind"] for w in answer.citation_warnings] == ["invalid_citation", "unsupported_claim"]
+
+
+def test_a_sentence_repeating_an_earlier_one_is_left_out_unchecked_and_not_reported(retriever, settings: Settings):
+    text = (
+        "Answer: The regexes backtracked on unclosed brackets [E1].\n"
+        "The regexes backtracked, on unclosed brackets. Then the tests got faster again [E2]."
+    )
+    llm = ScriptedLLM(text, margins=[2.0, 2.0, 2.0])
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    claims = answer.verification["claims"]
+    assert [(c["reason"], c["margin"] is None) for c in claims] == [(None, False), ("repeated", True), (None, False)]
+    assert len(llm.judged) == 3  # the gate and two checks: none spent on the repeat
+    kept = "Answer: The regexes backtracked on unclosed brackets [E1].\nThen the tests got faster again [E2]."
+    assert answer.text == kept
+    assert answer.citation_warnings == []

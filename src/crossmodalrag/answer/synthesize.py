@@ -183,7 +183,7 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
         if verification.unsupported:
             return _abstain(fallback, UNSUPPORTED, _unsupported_text(verification), model, checks, timing)
         removed = [w for w in report.warnings if w["kind"] == "invalid_citation"]  # gone from `text` already
-        report = validate(verification.text() if verification.dropped else verification.cite_judged(text), evidence)
+        report = validate(verification.answer_text(text), evidence)
         report.warnings = removed + report.warnings
         report.warnings += [
             {"kind": "unsupported_claim", "citation": "", "detail": v.sentence[:200]} for v in verification.dropped

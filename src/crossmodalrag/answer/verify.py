@@ -23,6 +23,7 @@ from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_mes
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
 from crossmodalrag.answer.when import dated_answer
 from crossmodalrag.config import Settings
+from crossmodalrag.retrieval.stopwords import stopwords_for
 from crossmodalrag.types import Evidence
 
 # A backend that can only say yes or no gets this margin, beyond any fitted threshold either way.
@@ -40,6 +41,8 @@ _ASKING = frozenset(
 )
 MIN_STATEMENT_WORDS = 4
 _WORD = re.compile(r"\w{3,}")
+_ANY_WORD = re.compile(r"\w+")
+REPEATED = "repeated"  # a Verdict.reason: said already by an earlier sentence of the answer
 _YEAR = re.compile(r"\b\d{4}\b")
 # A question's date names the day it was said, give or take the week it speaks of ("the week before").
 DATE_SLACK = 7 * 86400.0
@@ -80,7 +83,13 @@ class Verification:
 
     @property
     def dropped(self) -> list[Verdict]:
-        return [v for v in self.verdicts if not v.supported]
+        """The sentences that failed their check (a repeat of an earlier sentence is left out, not failed)."""
+        return [v for v in self.verdicts if not v.supported and v.reason != REPEATED]
+
+    def answer_text(self, text: str) -> str:
+        """What the user reads: `text` as written with judged citations added, or, when a sentence
+        is left out, the answer rebuilt from what was kept."""
+        return self.text() if any(not v.supported for v in self.verdicts) else self.cite_judged(text)
 
     def text(self) -> str:
         """The answer rebuilt without its unsupported sentences (the short answer keeps its own line),
@@ -218,17 +227,24 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
     someone, a sentence is judged only against those of its excerpts about them (answer/subjects.py),
     when it names a date with its year, only against those dated near it; it fails without the judge
     if none is left (`names_missing`, `other_time`) or it is about another participant
-    (`other_speaker`); past MAX_CHECKS, dropped."""
+    (`other_speaker`); past MAX_CHECKS, dropped. A support sentence whose content words all came
+    earlier is left out unchecked (`repeated`)."""
     verdicts: list[Verdict] = []
     checked: list[Verdict] = []
     prompts: list[list[Message]] = []
     names = named_subjects(question)
     dated = question_dates(question)
+    said: set[str] = set()
     for sentence, short in split_answer(text):
         cited = _citations(sentence)
         claim = re.sub(r"\s+", " ", CITATION.sub("", _ANSWER_LINE.sub("", sentence) if short else sentence)).strip()
         verdict = Verdict(sentence, list(dict.fromkeys(cited)), None, False, short)
         verdicts.append(verdict)
+        words = content_words(claim)
+        if not short and words and words <= said:
+            verdict.reason = REPEATED  # a small model restates itself; a check would be spent on nothing new
+            continue
+        said |= words
         if not short and not cited and states_absence(sentence):
             verdict.supported = True  # "the evidence does not say when" is not a claim about the world
             continue
@@ -251,6 +267,13 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         verdict.margin = margin
         verdict.supported = margin >= min_margin
     return Verification(verdicts)
+
+
+def content_words(sentence: str) -> set[str]:
+    """The words of a sentence that carry its content: lowercase, without the function words of its
+    language. A sentence all of whose content words an earlier one said repeats it."""
+    words = _ANY_WORD.findall(sentence.lower())
+    return set(words) - stopwords_for(words)
 
 
 def question_dates(question: str) -> list[tuple[float, float]]:
