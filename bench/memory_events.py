@@ -153,9 +153,9 @@ class ReplayLLM:
 
 def user_turns(turns: list[dict], captions: bool) -> list[dict]:
     """The turns as `mem ingest-chat` reads them: with a shared photo's caption appended (`captions`)."""
-    from crossmodalrag.connectors.chats.exports import _locomo_turn
+    from crossmodalrag.connectors.chats.exports import locomo_turn
 
-    return [{**t, "text": _locomo_turn(t).text} for t in turns] if captions else turns
+    return [{**t, "text": locomo_turn(t).text} for t in turns] if captions else turns
 
 
 def run_session(

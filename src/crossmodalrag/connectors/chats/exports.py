@@ -125,12 +125,14 @@ def read_locomo(path: Path, problems: list[str]) -> Iterator[Session]:
         )
         for number in numbers:
             when = conversation.get(f"session_{number}_date_time")
-            turns = [turn for raw in conversation[f"session_{number}"] if (turn := _locomo_turn(raw))]
+            turns = [turn for raw in conversation[f"session_{number}"] if (turn := locomo_turn(raw))]
             title = f"{people} · session {number}" + (f" ({when})" if when else "")
             yield Session(f"{sample_id}/session_{number}", title, "locomo", turns, parse_time(when))
 
 
-def _locomo_turn(raw: Any) -> Turn | None:
+def locomo_turn(raw: Any) -> Turn | None:
+    """One LoCoMo turn as `mem ingest-chat` stores it (a shared photo's caption appended), or None
+    for a turn without text. Public: bench/memory_events.py reads turns the same way."""
     if not isinstance(raw, dict) or not raw.get("text"):
         return None
     text = str(raw["text"])
