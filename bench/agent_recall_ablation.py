@@ -21,13 +21,15 @@ calls, the abstention gate included). Each ablation patches agent/recall.py for 
   speaker_boost_1.4    the named speaker's turns count 1.4 x (1.1)
   questions_0.95       a turn that ends in a question mark (a photo caption aside) scores 0.95 x
   session_bm25, session_vector, content_mmr   session-level rankings (bench/agent_session_rankers.py)
+  prf_rm3, prf_rm3_hybrid, uncovered, window_vector, window_bm25, window_both   first-stage lists
+                       (bench/agent_first_stage.py)
 `--judge N`: episodic with the opt-in session judge (agent/judge.py, CMRAG_RECALL_JUDGE_SESSIONS=8): the
 local LLM judges the best turn of each of the first 8 sessions of the 10 evidence turns, and the 5 it finds
 most relevant lead (the same 10 turns, reordered). Too
 slow for all 760 questions here (~20 CPU s each), it runs on N questions drawn from those where it can gain
 (a gold session among sessions 6-8 of the baseline's evidence and missing from its top five) and N drawn
 from all others; the overall change is the groups' mean changes weighted by their sizes.
-Reports overall / conversations 0-2 / held-out 3-4 (turn R@10, session R@5, session hit@5). Prints JSON.
+Reports overall / conversations 0-2 / held-out 3-4 / by category (turn R@10, session R@5, session hit@5). Prints JSON.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
+from agent_first_stage import FIRST_STAGE
 from agent_locomo import ask, by_split, ingest, score
 from agent_session_rankers import RANKERS
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
@@ -198,6 +201,7 @@ def ablations() -> dict:
         "speaker_boost_1.4": lambda: mock.patch.object(recall, "SPEAKER_BOOST", 1.4),
         "questions_0.95": lambda: wrap("with_neighbour_support", questions_count_less),
         **RANKERS,
+        **FIRST_STAGE,
     }
 
 
@@ -214,7 +218,9 @@ def run(dbs: list[Path], data: list[dict]) -> tuple[dict, list[list[dict]]]:
         [(q["category"], score(a["turns"], q["evidence"])) for q, a in zip(questions(s), found, strict=True)]
         for s, found in zip(data, answers, strict=True)
     ]
-    return {"overall": summarize([r for rs in rows for r in rs])["overall"], "splits": by_split(rows)}, answers
+    everything = summarize([r for rs in rows for r in rs])
+    categories = {name: figures for name, figures in everything.items() if name != "overall"}
+    return {"overall": everything["overall"], "splits": by_split(rows), "categories": categories}, answers
 
 
 def judged(dbs: list[Path], data: list[dict], answers: list[list[dict]], args: argparse.Namespace) -> dict:
