@@ -65,9 +65,11 @@ def test_json_carries_citations_warnings_and_timing(capsys, vault, scripted):
     code, out, _ = run(capsys, "ask", QUESTION, "--json")
     data = json.loads(out)
     assert code == 0 and data["mode"] == "llm" and data["abstained"] is False
-    assert data["answer"] == CITED + " It also fixed the stale caching of rendered pages."
+    # The invented [E9] goes; the judge (scripted: yes) found the sentence supported by E1, the
+    # excerpt closest to it of those the answer cites, so it cites E1 instead of reading as uncited.
+    assert data["answer"] == CITED + " It also fixed the stale caching of rendered pages. [E1]"
     assert [c["id"] for c in data["citations"]] == ["E1"] and data["citations"][0]["source_uri"].endswith("parser.md")
-    assert [w["kind"] for w in data["citation_warnings"]] == ["invalid_citation", "uncited_claim"]
+    assert [w["kind"] for w in data["citation_warnings"]] == ["invalid_citation"]
     assert data["timing"]["total_seconds"] >= data["timing"]["generation_seconds"] > 0
     assert data["llm"] == {"provider": "fake", "model": "scripted"}
 
