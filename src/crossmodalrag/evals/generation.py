@@ -26,7 +26,8 @@ class GenerationReport:
         negatives = [q for q in rows if not q["expected_source_uris"]]
         generated = [q for q in rows if q["mode"] == "llm"]
         totals = [q["timing"]["total_seconds"] for q in generated]
-        first = [q["timing"]["first_token_seconds"] for q in generated]
+        # A gate's abstention came before any token: it has no first token.
+        first = [q["timing"]["first_token_seconds"] for q in generated if "first_token_seconds" in q["timing"]]
         return {
             "queries": len(rows),
             "answerable": len(answerable),
