@@ -7,9 +7,10 @@
 
 For every stored evaluation query with the prefix (`mem seed-sample` stores the README's as
 "[sample] ..."), or for bench/generation.py's LoCoMo draw over the memories it made in WORKDIR
-(`locomo-N.db`), retrieval as `mem ask` does it, then the tokens of the gate's prompt and of the
-answer prompt beyond its fixed start (system message and the user turn's opening, which the KV and
-disk caches keep), and of the answer prompt's excerpt headers (`answer_headers_p50`) against the
+(`locomo-N.db`), retrieval as `mem ask` does it, then the tokens of the gate's prompt beyond its
+fixed start (system message and the user turn's opening, which the KV and disk caches keep), and of
+the answer prompt beyond what the gate's prompt read (since session 9 they share all but their
+tail), and of the answer prompt's excerpt headers (`answer_headers_p50`) against the
 judge's full headers (`full_headers_*`: the answer prompt as it was before session 7, counted in
 the same run). No model
 runs: only its tokenizer and chat template, so this is exact and fast on a busy machine. Prints
@@ -65,12 +66,18 @@ def count(llama, answered: list, budget: int) -> dict:
     def tokens(text: str) -> int:
         return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
+    def gate_prompt(item) -> list[int]:
+        return chat_tokens(
+            llama, gate_messages(item.query, item.evidence, gate_evidence(item.query, item.evidence), budget)
+        )
+
     def new_tokens(item) -> int:
+        """The answer prompt's tokens beyond what the gate's prompt (asked first) already read."""
         rendered = chat_tokens(llama, build_messages(item.query, item.evidence, budget))
-        return len(rendered) - shared_prefix(rendered, fixed)
+        return len(rendered) - max(shared_prefix(rendered, fixed), shared_prefix(rendered, gate_prompt(item)))
 
     fixed = chat_tokens(llama, build_messages("?", [], 0))
-    gate = [len(chat_tokens(llama, gate_messages(a.query, [gate_evidence(a.query, a.evidence)]))) for a in answered]
+    gate = [len(gate_prompt(a)) - shared_prefix(gate_prompt(a), fixed) for a in answered]
     answer = [new_tokens(item) for item in answered]
     answer_prompt.answer_header = evidence_header  # the baseline: the answer prompt as before session 7
     try:

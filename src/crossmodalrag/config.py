@@ -180,8 +180,11 @@ class Settings:
     # scores statements lower whatever the evidence, so they would set the questions' threshold).
     # The sentences': 25 LoCoMo dev questions (bench/generation.py --seed 1 --rows, thresholds off,
     # every pair tried; docs/benchmarks.md).
-    abstain_min_margin: float = -1.24  # "does the excerpt about whom the question names answer it?"
-    abstain_min_margin_statements: float = -1.69  # the same, for a query that states something
+    # Session 9: the gate asks inside the answer prompt (answer/prompt.py `gate_messages`); refit by
+    # the same rule on 34 answerable + 27 adversarial LoCoMo dev questions (bench/shared_gate.py)
+    # and the 40 SciFact train claims of bench/calibrate_margin.py --per-side 0 --scifact 40.
+    abstain_min_margin: float = -0.83  # "does the excerpt about whom the question names answer it?"
+    abstain_min_margin_statements: float = -1.41  # the same, for a query that states something
     # "do the cited excerpts support this sentence?" Session 7: 80 LoCoMo dev questions (seeds 0-2,
     # one set of cached answers, bench/answer_replay.py): -1.0 answers 45/64, refuses 14/16 adversarial;
     # -1.5 47/64 and 13/16; -0.5 41/64 and 14/16 (docs/benchmarks.md). Session 8, the same draws (new

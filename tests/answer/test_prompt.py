@@ -7,6 +7,7 @@ from dataclasses import replace
 from crossmodalrag.answer.prompt import (
     INSUFFICIENT,
     build_messages,
+    claim_messages,
     clip,
     evidence_block,
     evidence_header,
@@ -79,7 +80,21 @@ def test_the_answer_prompt_gives_a_chat_turn_its_plain_date_alone() -> None:
     turn = Hit(1, "chat.json@1", "conversation", "text", session, f"{session} · D1:3", "x\nCaroline: hi", may_8)
     block = evidence_block([Evidence("E1", turn)], 1000)
     assert block == "[E1] (8 May 2023)\nCaroline: hi"
-    judged = gate_messages("When?", [Evidence("E1", turn)])[1]["content"]
+    judged = claim_messages("When?", [Evidence("E1", turn)], "hi", ["E1"], short=False)[1]["content"]
     assert f"[E1] (conversation · {session} · D1:3 · 8 May 2023)\nCaroline: hi" in judged
     undated = replace(turn, timestamp=None)
     assert evidence_block([Evidence("E1", undated)], 1000).startswith(f"[E1] (conversation · {session} · D1:3)\n")
+
+
+def test_the_gate_asks_inside_the_answer_prompt_so_the_answer_reads_only_its_own_tail() -> None:
+    """The gate's prompt is the answer prompt up to the question, then its yes/no question about the
+    excerpt it judges: the evidence is read once, and the answer starts from the gate's KV state."""
+    evidence = [item(1, "regexes backtracked"), item(2, "fast now"), item(3, "the parser was rewritten")]
+    question = "Why did I change the parser?"
+    answer = build_messages(question, evidence, 2000)
+    gate = gate_messages(question, evidence, evidence[2], 2000)
+    assert gate[0] == answer[0]  # the same system rules: the cached prefix
+    shared = answer[1]["content"].rsplit("\n\n", 1)[0]
+    assert gate[1]["content"].startswith(shared + "\n\n") and shared.endswith(f"Question: {question}")
+    tail = gate[1]["content"][len(shared) :]
+    assert "[E3]" in tail and "yes or no" in tail and "[E1]" not in tail

@@ -97,7 +97,7 @@ def ask_with_llm(
     try:
         if settings.llm_verify:
             checked = time.perf_counter()
-            checks["gate_margin"] = round(gate_margin(llm, query, evidence), 3)
+            checks["gate_margin"] = round(gate_margin(llm, query, evidence, budget), 3)
             checks["gate_evidence"] = gate_evidence(query, evidence).id
             checks["gate_min_margin"] = gate_min_margin(settings, query)
             timing["gate_seconds"] = time.perf_counter() - checked

@@ -164,9 +164,12 @@ def gate_min_margin(settings: Settings, query: str) -> float:
     return settings.abstain_min_margin_statements if is_statement(query) else settings.abstain_min_margin
 
 
-def gate_margin(llm: LLM, question: str, evidence: list[Evidence]) -> float:
-    """How sure the model is that the gate's excerpt answers the question (> 0 leans yes)."""
-    return judge(llm, [gate_messages(question, [gate_evidence(question, evidence)])])[0]
+def gate_margin(
+    llm: LLM, question: str, evidence: list[Evidence], budget_chars: int = Settings.llm_evidence_chars
+) -> float:
+    """How sure the model is that the gate's excerpt answers the question (> 0 leans yes), asked
+    inside the answer prompt of `budget_chars` (answer/prompt.py `gate_messages`)."""
+    return judge(llm, [gate_messages(question, evidence, gate_evidence(question, evidence), budget_chars)])[0]
 
 
 def split_answer(text: str) -> list[tuple[str, bool]]:

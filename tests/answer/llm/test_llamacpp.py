@@ -265,3 +265,32 @@ def test_a_short_system_prompt_is_not_worth_a_file(gguf: Path, tmp_path: Path):
     llm.support_margins([JUDGE])
     assert not (tmp_path / "cache").exists()
     llamacpp._LOADED.pop((str(gguf), 512)).close()
+
+
+def test_the_answer_after_the_gate_reads_only_its_own_tail(smollm: LlamaCppLLM):
+    """The gate asks inside the answer prompt (answer/prompt.py `gate_messages`): the answer that
+    follows evaluates only the tokens after the question, not the system rules and evidence again."""
+    from crossmodalrag.answer.llm.llamacpp import _LOADED, chat_tokens, shared_prefix
+    from crossmodalrag.answer.prompt import build_messages, gate_messages
+    from crossmodalrag.types import Evidence, Hit
+
+    evidence = [
+        Evidence(f"E{n}", Hit(n, f"/v/{n}.md", "note", "text", "Trip", f"{n}.md", f"crumb\n{body}", 1.7e9))
+        for n, body in enumerate(["We flew to Lisbon in May.", "We stayed by the river for a week."], start=1)
+    ]
+    question = "Where did we fly?"
+    gate = gate_messages(question, evidence, evidence[0], 1600)
+    answer = build_messages(question, evidence, 1600)
+    smollm.support_margins([JUDGE])  # something else in the KV cache first
+    smollm.support_margins([gate])
+    llama = _LOADED[(str(smollm.model_path), CONTEXT)]
+    evaluated = []
+    original = llama.eval
+    llama.eval = lambda batch: (evaluated.append(len(batch)), original(batch))[1]
+    try:
+        assert "".join(smollm.stream(answer, Generation(max_tokens=4)))
+    finally:
+        llama.eval = original
+    tokens = chat_tokens(llama, answer)
+    shared = shared_prefix(chat_tokens(llama, gate), tokens)
+    assert evaluated[0] == len(tokens) - shared and shared > len(tokens) * 3 // 4
