@@ -11,7 +11,7 @@ import time
 from typing import Callable
 
 from crossmodalrag.answer.citations import CITATION, is_insufficient, strip_marker, validate
-from crossmodalrag.answer.evidence import Retriever, evidence_answer
+from crossmodalrag.answer.evidence import Retriever, evidence_answer, render_evidence_answer
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages
 from crossmodalrag.answer.subjects import subject_share
@@ -27,12 +27,13 @@ from crossmodalrag.answer.verify import (
 )
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.types import Answer
+from crossmodalrag.types import Answer, Evidence
 
 LLM_INSUFFICIENT = "llm_insufficient"
 UNSUPPORTED = "unsupported"
 SUBJECT_MISSING = "subject_missing"
 MAX_SENTENCES = 4  # the short answer and three sentences of support, as the prompt asks
+KEEP_LAST_ORDER = True  # see _in_last_order
 
 
 class MarkerGuard:
@@ -83,6 +84,8 @@ def ask_with_llm(
     except CMRAGError as error:
         fallback.notices.append(f"showing the evidence answer: {error}")
         return fallback
+    if KEEP_LAST_ORDER:
+        _in_last_order(fallback, getattr(llm, "last_evidence", None), result.comparison)
     evidence, budget = fallback.evidence, settings.llm_evidence_chars
     checks: dict = {}
     timing = {"retrieval_seconds": retrieval_seconds}
@@ -94,6 +97,7 @@ def ask_with_llm(
         answer = _abstain(fallback, SUBJECT_MISSING, _subject_missing_text(evidence, share), model, checks, timing)
         answer.timing["total_seconds"] = time.perf_counter() - started
         return answer
+    llm.last_evidence = [item.hit.chunk_id for item in evidence]  # what the KV cache will start with
     try:
         if settings.llm_verify:
             checked = time.perf_counter()
@@ -124,6 +128,28 @@ def ask_with_llm(
     if debug:
         answer.debug = {**(fallback.debug or {}), "prompt": messages, "raw_output": raw, "verification": checks}
     return answer
+
+
+def _in_last_order(fallback: Answer, last: list[int] | None, comparison: dict | None) -> None:
+    """Put the excerpts the last question's prompt opened with first, in that order, when all of
+    them were retrieved again (the rest follow in rank order), and number them E1, E2, ... anew:
+    the prompt then opens like the last one, and llama.cpp reads only what follows (a chat's
+    follow-up). Only with as many excerpts as the last prompt: their ids and budget shares are
+    part of the prompt's opening."""
+    if not last or len(last) != len(fallback.evidence):
+        return
+    by_chunk = {item.hit.chunk_id: item for item in fallback.evidence}
+    leading = []
+    for chunk in last:
+        if chunk not in by_chunk:
+            break
+        leading.append(by_chunk[chunk])
+    order = leading + [item for item in fallback.evidence if item not in leading]
+    if not leading or order == fallback.evidence:
+        return
+    fallback.evidence = [Evidence(f"E{index}", item.hit) for index, item in enumerate(order, 1)]
+    fallback.citations = [item.citation() for item in fallback.evidence]
+    fallback.text = render_evidence_answer(fallback.evidence, comparison)
 
 
 def _generate(llm: LLM, messages: list, settings: Settings, on_text, timing: dict) -> tuple[str, dict]:
