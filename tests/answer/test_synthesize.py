@@ -135,5 +135,7 @@ def test_a_follow_up_keeps_the_excerpts_the_last_prompt_opened_with_in_their_ord
     opening = llm.calls[0][1]["content"].split("Question:")[0]
     assert llm.calls[1][1]["content"].startswith(opening)
     assert llm.judged[judged][1]["content"].startswith(opening)  # the gate's prompt too
+    # ... but the gate still judges the follow-up's best excerpt (Regexes, now E2), not the last one's
+    assert answer.verification["gate_evidence"] == "E2" and "excerpt [E2]" in llm.judged[judged][1]["content"]
     alone = ask_with_llm(retriever, follow_up, settings, llm=ScriptedLLM("Answer: long lines [E1]"))
     assert [item.hit.title for item in alone.evidence] == ["Regexes", "Parser"]  # a first question: rank order

@@ -33,7 +33,6 @@ LLM_INSUFFICIENT = "llm_insufficient"
 UNSUPPORTED = "unsupported"
 SUBJECT_MISSING = "subject_missing"
 MAX_SENTENCES = 4  # the short answer and three sentences of support, as the prompt asks
-KEEP_LAST_ORDER = True  # see _in_last_order
 
 
 class MarkerGuard:
@@ -84,8 +83,8 @@ def ask_with_llm(
     except CMRAGError as error:
         fallback.notices.append(f"showing the evidence answer: {error}")
         return fallback
-    if KEEP_LAST_ORDER:
-        _in_last_order(fallback, getattr(llm, "last_evidence", None), result.comparison)
+    ranked = fallback.evidence  # the gate judges the best excerpt for this question, in any prompt order
+    _in_last_order(fallback, getattr(llm, "last_evidence", None), result.comparison)
     evidence, budget = fallback.evidence, settings.llm_evidence_chars
     checks: dict = {}
     timing = {"retrieval_seconds": retrieval_seconds}
@@ -101,8 +100,9 @@ def ask_with_llm(
     try:
         if settings.llm_verify:
             checked = time.perf_counter()
-            checks["gate_margin"] = round(gate_margin(llm, query, evidence, budget), 3)
-            checks["gate_evidence"] = gate_evidence(query, evidence).id
+            judged = next(item for item in evidence if item.hit is gate_evidence(query, ranked).hit)
+            checks["gate_margin"] = round(gate_margin(llm, query, evidence, budget, judged), 3)
+            checks["gate_evidence"] = judged.id
             checks["gate_min_margin"] = gate_min_margin(settings, query)
             timing["gate_seconds"] = time.perf_counter() - checked
         if checks.get("gate_margin", 0.0) < checks.get("gate_min_margin", 0.0):
@@ -131,8 +131,8 @@ def ask_with_llm(
 
 
 def _in_last_order(fallback: Answer, last: list[int] | None, comparison: dict | None) -> None:
-    """Put the excerpts the last question's prompt opened with first, in that order, when all of
-    them were retrieved again (the rest follow in rank order), and number them E1, E2, ... anew:
+    """Put the excerpts the last question's prompt opened with first, in that order, as far as they
+    were retrieved again (the rest follow in rank order), and number them E1, E2, ... anew:
     the prompt then opens like the last one, and llama.cpp reads only what follows (a chat's
     follow-up). Only with as many excerpts as the last prompt: their ids and budget shares are
     part of the prompt's opening."""

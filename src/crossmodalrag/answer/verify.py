@@ -165,11 +165,17 @@ def gate_min_margin(settings: Settings, query: str) -> float:
 
 
 def gate_margin(
-    llm: LLM, question: str, evidence: list[Evidence], budget_chars: int = Settings.llm_evidence_chars
+    llm: LLM,
+    question: str,
+    evidence: list[Evidence],
+    budget_chars: int = Settings.llm_evidence_chars,
+    judged: Evidence | None = None,
 ) -> float:
-    """How sure the model is that the gate's excerpt answers the question (> 0 leans yes), asked
-    inside the answer prompt of `budget_chars` (answer/prompt.py `gate_messages`)."""
-    return judge(llm, [gate_messages(question, evidence, gate_evidence(question, evidence), budget_chars)])[0]
+    """How sure the model is that the gate's excerpt (`judged`, by default `gate_evidence`) answers
+    the question (> 0 leans yes), asked inside the answer prompt of `budget_chars` (answer/prompt.py
+    `gate_messages`)."""
+    judged = judged or gate_evidence(question, evidence)
+    return judge(llm, [gate_messages(question, evidence, judged, budget_chars)])[0]
 
 
 def split_answer(text: str) -> list[tuple[str, bool]]:
