@@ -112,3 +112,21 @@ def test_evidence_headers_copied_into_the_answer_are_removed() -> None:
     assert report.text == "Answer: a road trip [E1]\n[E1] Melanie: that road trip was insane! [E1]"
     kept = "Answer: a note (in the vault · not a header) [E1]"  # parentheses of the answer's own stay
     assert validate(kept, evidence()).text == kept
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Answer: Ada owns fuzzing.\nGrace owns the docs... E1, E2",
+            "Answer: Ada owns fuzzing.\nGrace owns the docs... [E1], [E2]",
+        ),
+        ("It backtracked (E3).", "It backtracked [E3]."),
+        ("E2E tests and E7 ran; E2 says so.", "E2E tests and E7 ran; [E2] says so."),  # E7 is no excerpt here
+        ("It backtracked [E1]; E2 agrees.", "It backtracked [E1]; E2 agrees."),  # brackets used: bare ones are words
+    ],
+)
+def test_bare_references_to_excerpts_read_as_citations_when_none_is_bracketed(text: str, expected: str) -> None:
+    report = validate(text, evidence())
+    assert report.text == expected
+    assert "no_citations" not in [w["kind"] for w in report.warnings]

@@ -30,6 +30,9 @@ _REFUSAL = re.compile(
 _SENTENCE_END = re.compile(r"(\b\w+)?[.!?]+\s+(?=[A-Z0-9\"'(]|[-*\u2022]\s)|\]\s+(?=[A-Z\"'(]|[-*\u2022]\s)")
 _ABBREVIATION = re.compile(r"Dr|Mrs?|Ms|Prof|Rev|St|Mt|Jr|Sr|Gen|Col|Capt|Lt|Inc|Ltd|Corp|Co|vs|[A-Z](?:\.[A-Z])*")
 CLAIM_MIN_WORDS = 6
+# "E1, E2" or "(E3)" without square brackets: a small model sometimes drops them ("... release plan. E1, E2").
+# Not inside a word ("E2E") nor a bracketed citation.
+_BARE = re.compile(r"\(\s*E(\d{1,2})\s*\)|(?<![\w\[])E(\d{1,2})\b(?!\s*\])")
 
 
 @dataclass
@@ -65,6 +68,7 @@ def validate(text: str, evidence: list[Evidence]) -> CitationReport:
     that cite nothing."""
     text = HEADER_COPY.sub("", text)
     by_id = {item.id: item for item in evidence}
+    text = _bracketed(text, by_id)
     report = CitationReport(text="")
     order: dict[str, Evidence] = {}
 
@@ -92,6 +96,18 @@ def validate(text: str, evidence: list[Evidence]) -> CitationReport:
         if len(words) >= CLAIM_MIN_WORDS and not CITATION.search(sentence) and not _REFUSAL.search(sentence):
             report.warnings.append({"kind": "uncited_claim", "citation": "", "detail": " ".join(words)[:200]})
     return report
+
+
+def _bracketed(text: str, by_id: dict[str, Evidence]) -> str:
+    """Bare references to this prompt's excerpts as citations, when the answer brackets none."""
+    if CITATION.search(text):
+        return text
+
+    def bracket(match: re.Match[str]) -> str:
+        ref = f"E{match.group(1) or match.group(2)}"
+        return f"[{ref}]" if ref in by_id else match.group(0)
+
+    return _BARE.sub(bracket, text)
 
 
 def sentences(line: str) -> list[str]:
