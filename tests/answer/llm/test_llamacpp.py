@@ -7,6 +7,7 @@ streaming, limits, errors), never what the model says.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,18 @@ pytestmark = pytest.mark.integration
 
 CONTEXT = 2048
 MESSAGES = [{"role": "user", "content": "Name one colour."}]
+
+
+@contextmanager
+def counted_evals(llama):
+    """The size of every batch `llama` evaluates inside the block (its eval wrapped, then restored)."""
+    evaluated: list[int] = []
+    original = llama.eval
+    llama.eval = lambda batch: (evaluated.append(len(batch)), original(batch))[1]
+    try:
+        yield evaluated
+    finally:
+        llama.eval = original
 
 
 @pytest.fixture(scope="module")
@@ -172,13 +185,8 @@ def test_judging_reuses_the_evaluated_prefix(smollm: LlamaCppLLM):
     tokens = chat_tokens(llama, JUDGE)
     assert llama.n_tokens == len(tokens) and list(llama.input_ids[: llama.n_tokens]) == tokens
     longer = [JUDGE[0], {"role": "user", "content": JUDGE[1]["content"] + " Be brief."}]
-    evaluated = []
-    original = llama.eval
-    llama.eval = lambda batch: (evaluated.append(len(batch)), original(batch))[1]
-    try:
+    with counted_evals(llama) as evaluated:
         smollm.support_margins([longer])
-    finally:
-        llama.eval = original
     assert evaluated and evaluated[0] < len(chat_tokens(llama, longer)) // 2  # only the new tail
 
 
@@ -194,13 +202,8 @@ def test_the_judges_state_outlives_an_answer_in_between(smollm: LlamaCppLLM):
     smollm.support_margins([gate])
     list(smollm.stream(MESSAGES, Generation(max_tokens=4)))  # the answer replaces the KV cache
     llama = _LOADED[(str(smollm.model_path), CONTEXT)]
-    evaluated = []
-    original = llama.eval
-    llama.eval = lambda batch: (evaluated.append(len(batch)), original(batch))[1]
-    try:
+    with counted_evals(llama) as evaluated:
         margin = smollm.support_margins([claim])[0]
-    finally:
-        llama.eval = original
     shared = shared_prefix(chat_tokens(llama, gate), chat_tokens(llama, claim))
     assert evaluated == [len(chat_tokens(llama, claim)) - shared]
     assert margin == pytest.approx(expected, abs=1e-4)
@@ -217,13 +220,8 @@ def test_a_follow_up_answer_starts_from_the_last_answers_evidence_after_judging_
     list(smollm.stream(first, Generation(max_tokens=4)))
     smollm.support_margins([JUDGE])  # the next question's gate
     llama = _LOADED[(str(smollm.model_path), CONTEXT)]
-    evaluated = []
-    original = llama.eval
-    llama.eval = lambda batch: (evaluated.append(len(batch)), original(batch))[1]
-    try:
+    with counted_evals(llama) as evaluated:
         assert "".join(smollm.stream(follow_up, Generation(max_tokens=4)))
-    finally:
-        llama.eval = original
     tokens = chat_tokens(llama, follow_up)
     assert evaluated[0] == len(tokens) - shared_prefix(chat_tokens(llama, first), tokens)
 
@@ -284,13 +282,8 @@ def test_the_answer_after_the_gate_reads_only_its_own_tail(smollm: LlamaCppLLM):
     smollm.support_margins([JUDGE])  # something else in the KV cache first
     smollm.support_margins([gate])
     llama = _LOADED[(str(smollm.model_path), CONTEXT)]
-    evaluated = []
-    original = llama.eval
-    llama.eval = lambda batch: (evaluated.append(len(batch)), original(batch))[1]
-    try:
+    with counted_evals(llama) as evaluated:
         assert "".join(smollm.stream(answer, Generation(max_tokens=4)))
-    finally:
-        llama.eval = original
     tokens = chat_tokens(llama, answer)
     shared = shared_prefix(chat_tokens(llama, gate), tokens)
     assert evaluated[0] == len(tokens) - shared and shared > len(tokens) * 3 // 4
