@@ -100,7 +100,8 @@ def ask_with_llm(
     try:
         if settings.llm_verify:
             checked = time.perf_counter()
-            judged = next(item for item in evidence if item.hit is gate_evidence(query, ranked).hit)
+            best = gate_evidence(query, ranked).hit
+            judged = next(item for item in evidence if item.hit is best)
             checks["gate_margin"] = round(gate_margin(llm, query, evidence, budget, judged), 3)
             checks["gate_evidence"] = judged.id
             checks["gate_min_margin"] = gate_min_margin(settings, query)
