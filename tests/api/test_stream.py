@@ -41,6 +41,16 @@ def test_tokens_then_exactly_one_answer_matching_ask(sample_db) -> None:
     assert without_timing(final) == without_timing(asked)
 
 
+def test_a_streamed_answer_leaves_its_excerpt_order_on_the_shared_model(sample_db) -> None:
+    """The stream wraps the model per request; what the answer records for the next question's KV
+    cache reuse (the excerpts its prompt opened with) must reach the model itself, as with /ask."""
+    model = SlowLLM(ANSWER)
+    with TestClient(app_with(sample_db, model), base_url=BASE) as client:
+        final = events_of(client.get("/ask/stream", params={"q": QUESTION}))[-1]
+    assert final["mode"] == "llm"
+    assert model.last_evidence == [item["chunk_id"] for item in final["evidence"]]
+
+
 def test_a_failing_model_still_ends_with_the_evidence_answer(sample_db) -> None:
     broken = SlowLLM(ANSWER)
     broken.fail, broken.fail_after = LLMError("server went away"), 3

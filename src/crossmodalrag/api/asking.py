@@ -43,6 +43,14 @@ class CancellableLLM:
     def __getattr__(self, name: str) -> Any:  # provider, model, usage and whatever else callers read
         return getattr(self.inner, name)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """What an answer leaves on the model (`last_evidence`: the excerpts its KV cache opens with)
+        must outlive this one request's wrapper, or the next question cannot reuse the cache."""
+        if name in ("inner", "cancelled"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.inner, name, value)
+
     def stream(self, messages, generation) -> Iterator[str]:
         if self.cancelled.is_set():
             raise AskCancelled()
