@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Fit the language model's gate thresholds before it writes an answer, on dev data:
-`abstain_min_margin` (questions) and `abstain_min_margin_statements` (claims).
+`abstain_min_margin` (questions), `abstain_min_margin_conjectures` ("would she ...?") and
+`abstain_min_margin_statements` (claims).
 
-    python bench/calibrate_margin.py --model PATH.gguf [--shared DIR] [--workdir DIR]
-                                     [--per-side 40] [--scifact 40] [--keep 0.95] [--lexical-only]
+    python bench/calibrate_margin.py --model PATH.gguf [--shared DIR] [--workdir DIR] [--per-side 40]
+                                     [--conjectures] [--scifact 40] [--keep 0.95] [--lexical-only]
 
 The gate (answer/verify.py `gate_margin`) asks the model whether the excerpt about whom the question
 names answers it, and reads the yes-minus-no margin of its first token. This collects that margin,
@@ -15,8 +16,8 @@ through the library path `mem ask` takes (the retriever, its no-model gate, then
 - SciFact train claims over every abstract (answerable: their evidence is stored), `--scifact` of them.
 Questions the no-model gate already refuses are counted apart (the model never sees them).
 
-Operating point, for each form of query (answer/verify.py `is_statement`: LoCoMo's are questions,
-SciFact's claims statements, whose margins run lower whatever the evidence): the highest threshold
+Operating point, for each form of query (answer/verify.py `query_form`: LoCoMo's are questions and a
+few conjectures, SciFact's claims statements; the last two score lower whatever the evidence): the highest threshold
 that keeps at least `--keep` of the answerable ones of every set of that form; reported beside it,
 the share of adversarial questions it refuses, and the same for the current defaults and a few other
 keep levels. One threshold per form for every memory, never per question. Prints one JSON object
@@ -42,7 +43,7 @@ from scifact import load_corpus, load_qrels, load_queries
 from crossmodalrag.answer.evidence import evidence_answer, open_retriever
 from crossmodalrag.answer.llm import load_llm
 from crossmodalrag.answer.subjects import subject_share
-from crossmodalrag.answer.verify import gate_margin, is_statement
+from crossmodalrag.answer.verify import GATE_THRESHOLDS, gate_margin, query_form
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.ingest import ingest_notes
 from crossmodalrag.store import open_store
@@ -50,15 +51,21 @@ from crossmodalrag.store import open_store
 BENCHMARK_PER_CATEGORY = 20  # bench/generation.py's default sample, left out of the fit
 
 
-def locomo_questions(data: list[dict], per_side: int, seed: int) -> list[tuple[int, dict]]:
-    """`per_side` answerable and `per_side` adversarial questions outside the generation benchmark."""
+def locomo_questions(data: list[dict], per_side: int, seed: int, conjectures: bool = False) -> list[tuple[int, dict]]:
+    """`per_side` answerable and `per_side` adversarial questions outside the generation benchmark;
+    with `conjectures`, every other answerable question of that form too (a random draw holds only
+    a few: ~30 of LoCoMo dev's 760 answerable questions, all but one in open-domain)."""
     asked = {(i, q["question"]) for i, q in pick_questions(data, BENCHMARK_PER_CATEGORY, 0)}
     pool = [(i, q) for i, s in enumerate(data) for q in s["qa"] if q.get("category") in CATEGORIES]
     pool = [(i, q) for i, q in pool if (i, q["question"]) not in asked]
     rng = random.Random(seed)
     answerable = [item for item in pool if item[1]["category"] != 5]
     adversarial = [item for item in pool if item[1]["category"] == 5]
-    return rng.sample(answerable, per_side) + rng.sample(adversarial, per_side)
+    chosen = rng.sample(answerable, per_side) + rng.sample(adversarial, per_side)
+    if conjectures:
+        inferred = [item for item in answerable if query_form(item[1]["question"]) == "conjecture"]
+        chosen += [item for item in inferred if item not in chosen]
+    return chosen
 
 
 def margins(settings: Settings, llm, questions: list[tuple[str, str]]) -> list[dict]:
@@ -71,7 +78,7 @@ def margins(settings: Settings, llm, questions: list[tuple[str, str]]) -> list[d
         result = retriever.search(question)
         answer = evidence_answer(question, result, retriever.options, started, 0.0)
         margin = None if answer.abstained or llm is None else gate_margin(llm, question, answer.evidence)
-        form = "statement" if is_statement(question) else "question"
+        form = query_form(question)
         share = None if answer.abstained else subject_share(question, answer.evidence)
         rows.append(
             {
@@ -95,7 +102,7 @@ def settings_for(db: Path, env: dict[str, str]) -> Settings:
 
 def collect_locomo(args: argparse.Namespace, env: dict, llm_env: dict) -> list[dict]:
     data = load_locomo(args.shared)
-    chosen = locomo_questions(data, args.per_side, args.seed)
+    chosen = locomo_questions(data, args.per_side, args.seed, args.conjectures)
     rows: list[dict] = []
     for index in sorted({i for i, _ in chosen}):
         db = args.workdir / f"locomo-{index}.db"
@@ -124,7 +131,7 @@ def collect_scifact(args: argparse.Namespace, llm_env: dict) -> list[dict]:
     return margins(settings_for(db, llm_env), args.llm, [("scifact", queries[i]) for i in ids])
 
 
-FORMS = {"question": "abstain_min_margin", "statement": "abstain_min_margin_statements"}
+FORMS = GATE_THRESHOLDS
 
 
 def refused(rows: list[dict], thresholds: dict[str, float]) -> float:
@@ -205,6 +212,7 @@ def main() -> None:
     parser.add_argument("--per-side", type=int, default=40)
     parser.add_argument("--scifact", type=int, default=40)
     parser.add_argument("--keep", type=float, default=0.95)
+    parser.add_argument("--conjectures", action="store_true", help="every answerable conjecture outside the benchmark")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--lexical-only", action="store_true")
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: the product's rule)")

@@ -10,7 +10,7 @@ import pytest
 from crossmodalrag.answer.citations import sentences
 from crossmodalrag.answer.evidence import open_retriever
 from crossmodalrag.answer.synthesize import ask_with_llm
-from crossmodalrag.answer.verify import REPLY_MARGIN, is_statement, judge, short_answer, split_answer
+from crossmodalrag.answer.verify import REPLY_MARGIN, is_statement, judge, query_form, short_answer, split_answer
 from crossmodalrag.cli.render import why_line
 from crossmodalrag.config import Settings
 from crossmodalrag.conversations import ingest_conversations
@@ -130,7 +130,8 @@ def test_the_gate_abstains_before_any_text_is_generated(retriever, settings: Set
     answer = ask_with_llm(retriever, QUESTION, settings, streamed.append, llm=llm)
     assert answer.abstained and answer.abstention_reason == "llm_insufficient"
     assert llm.calls == [] and streamed == []
-    assert answer.to_dict()["verification"] == {"gate_margin": -2.0, "gate_evidence": "E1", "gate_min_margin": -0.83}
+    gate = {"gate_margin": -2.0, "gate_evidence": "E1", "gate_min_margin": settings.abstain_min_margin}
+    assert answer.to_dict()["verification"] == gate
 
 
 def test_thresholds_are_settings(retriever, settings: Settings):
@@ -366,6 +367,28 @@ def test_a_short_answer_never_names_an_excerpt_the_model_did_not_cite(retriever,
 )
 def test_is_statement(query, statement):
     assert is_statement(query) is statement
+
+
+@pytest.mark.parametrize(
+    "query, form",
+    [
+        ("Would Melanie likely enjoy the song 'The Four Seasons' by Vivaldi?", "conjecture"),
+        ("What job might Maria pursue in the future?", "conjecture"),
+        ("Based on Tim's collections, what is a shop that he would enjoy visiting?", "conjecture"),
+        ("What game was the second tournament that Nate won based on?", "question"),  # "based on" mid-question
+        ("When did Caroline go to the support group?", "question"),
+        ("Vitamin D lowers blood pressure", "statement"),
+    ],
+)
+def test_query_form(query, form):
+    assert query_form(query) == form
+
+
+def test_a_conjecture_is_gated_by_its_own_threshold(retriever, settings: Settings):
+    settings.abstain_min_margin, settings.abstain_min_margin_conjectures = -1.0, -3.0
+    guess = "Would I rewrite the parser with regexes again?"
+    answer = ask_with_llm(retriever, guess, settings, llm=ScriptedLLM(ANSWER, margins=[-2.0]))
+    assert answer.verification["gate_min_margin"] == -3.0 and answer.abstention_reason != "llm_insufficient"
 
 
 def test_a_statement_is_gated_by_its_own_threshold(retriever, settings: Settings):
