@@ -164,7 +164,10 @@ def locomo_row(question: dict, answer: dict) -> dict:
     gold = str(question.get("answer", ""))
     short = answer.get("short_answer") or ""
     kept = [c for c in claims if c["supported"]]
-    left_in = [c for c in claims if not c["supported"] and c["sentence"] in answer["answer"]]
+    # A sentence repeating an earlier one is left out unchecked (reason "repeated"): not a refusal, and
+    # its words may well be in the answer, as the earlier sentence's.
+    refused = [c for c in claims if not c["supported"] and c["reason"] != "repeated"]
+    left_in = [c for c in refused if c["sentence"] in answer["answer"]]
     return {
         "question": question["question"],
         "category": CATEGORIES[question["category"]],
@@ -180,7 +183,7 @@ def locomo_row(question: dict, answer: dict) -> dict:
         # The same answer's short answer with the restated question left in (before answer/echo.py).
         "f1_untrimmed": None if adversarial else (0.0 if answer["abstained"] else token_f1(untrimmed(answer), gold)),
         "claims_checked": sum(1 for c in claims if c["margin"] is not None),
-        "claims_unsupported": sum(1 for c in claims if not c["supported"]),
+        "claims_unsupported": len(refused),
         # What a user reads: the sentences of a delivered answer, and those the checks had refused.
         "sentences_delivered": 0 if answer["abstained"] else len(kept),
         "unsupported_delivered": 0 if answer["abstained"] else len(left_in),
