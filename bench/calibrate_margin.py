@@ -41,9 +41,10 @@ from locomo import load_locomo
 from scifact import load_corpus, load_qrels, load_queries
 
 from crossmodalrag.answer.evidence import evidence_answer, open_retriever
+from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.llm import load_llm
 from crossmodalrag.answer.subjects import subject_share
-from crossmodalrag.answer.verify import GATE_THRESHOLDS, gate_margin, query_form
+from crossmodalrag.answer.verify import GATE_THRESHOLDS, gate_margin
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.ingest import ingest_notes
 from crossmodalrag.store import open_store

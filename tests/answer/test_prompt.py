@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from crossmodalrag.answer.forms import as_question
 from crossmodalrag.answer.prompt import (
     INSUFFICIENT,
     build_messages,
@@ -98,3 +99,16 @@ def test_the_gate_asks_inside_the_answer_prompt_so_the_answer_reads_only_its_own
     assert gate[1]["content"].startswith(shared + "\n\n") and shared.endswith(f"Question: {question}")
     tail = gate[1]["content"][len(shared) :]
     assert "[E3]" in tail and "yes or no" in tail and "[E1]" not in tail
+
+
+def test_a_statement_is_asked_as_whether_it_is_true() -> None:
+    """A bare claim got the insufficient-evidence marker where the evidence contradicts it: asked
+    whether it is true, "no" is an answer the model can cite. Questions are asked as written."""
+    evidence = [item(1, "Zero-dimensional biomaterials show inductive properties.")]
+    claim = "0-dimensional biomaterials lack inductive properties."
+    user = build_messages(claim, evidence, 2000)[1]["content"]
+    assert "Question: Is this true: 0-dimensional biomaterials lack inductive properties?" in user
+    judged = claim_messages(claim, evidence, "No", ["E1"], short=True)[1]["content"]
+    assert 'The answer to "Is this true: 0-dimensional biomaterials lack inductive properties?" is: No' in judged
+    assert as_question("Why did I change the parser?") == "Why did I change the parser?"
+    assert as_question("tokenizer rewrite") == "tokenizer rewrite"  # a few keywords: not a statement

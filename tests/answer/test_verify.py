@@ -9,8 +9,9 @@ import pytest
 
 from crossmodalrag.answer.citations import sentences
 from crossmodalrag.answer.evidence import open_retriever
+from crossmodalrag.answer.forms import is_statement, query_form
 from crossmodalrag.answer.synthesize import ask_with_llm
-from crossmodalrag.answer.verify import REPLY_MARGIN, is_statement, judge, query_form, short_answer, split_answer
+from crossmodalrag.answer.verify import REPLY_MARGIN, judge, short_answer, split_answer
 from crossmodalrag.cli.render import why_line
 from crossmodalrag.config import Settings
 from crossmodalrag.conversations import ingest_conversations

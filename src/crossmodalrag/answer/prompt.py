@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
+from crossmodalrag.answer.forms import as_question
 from crossmodalrag.answer.llm.base import Message
 from crossmodalrag.types import Evidence
 
@@ -122,7 +123,7 @@ def _evidence_prompt(question: str, evidence: list[Evidence], budget_chars: int,
     so the answer starts from the KV state the gate left and reads only its own tail."""
     ids = ", ".join(item.id for item in evidence)
     block = evidence_block(evidence, budget_chars)
-    user = f"Evidence ({ids}):\n\n{block}\n\nQuestion: {question.strip()}\n\n{tail}"
+    user = f"Evidence ({ids}):\n\n{block}\n\nQuestion: {as_question(question)}\n\n{tail}"
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -146,7 +147,7 @@ def cited_excerpts(evidence: list[Evidence], cited: list[str]) -> list[Evidence]
 def claim_messages(question: str, evidence: list[Evidence], claim: str, cited: list[str], short: bool) -> list[Message]:
     """Ask whether one sentence of an answer is supported by the excerpts it cites (all, if none)."""
     items = cited_excerpts(evidence, cited)
-    statement = f'The answer to "{question.strip()}" is: {claim}' if short else claim
+    statement = f'The answer to "{as_question(question)}" is: {claim}' if short else claim
     user = (
         f"Evidence:\n{judge_evidence(items)}\n\nClaim: {statement}\n\n"
         "Is the claim supported by the evidence, about the same person or thing? Answer yes or no."

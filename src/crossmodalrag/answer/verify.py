@@ -18,6 +18,7 @@ from typing import Any
 from crossmodalrag.agent.temporal import time_ranges as agent_dates
 from crossmodalrag.answer.citations import CITATION, cited_ids, sentences, states_absence
 from crossmodalrag.answer.echo import without_echo
+from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
@@ -33,13 +34,6 @@ MAX_CHECKS = 5  # an answer is a short answer and at most three support sentence
 _ANSWER_LINE = re.compile(r"^[^\w\[]*answer[^\w\[]*:[^\w\[]*", re.IGNORECASE)
 _LABEL = re.compile(r"^\W*\w+\W*")  # "Support:" before a line's citations
 _HEADING = re.compile(r"^\W*\w+(?: \w+)?\W*:\W*$")  # "Support:" or "**Answer:**" alone on its line
-# A query that opens like a question or a request (or ends in "?") asks; anything else of a few
-# words or more states something, and the gate's margin for it is read against its own threshold.
-_ASKING = frozenset(
-    "what when where who whom whose which why how is are was were am do does did can could should would will "
-    "shall may might must has have had tell show list find give name describe explain summarize summarise".split()
-)
-MIN_STATEMENT_WORDS = 4
 _WORD = re.compile(r"\w{3,}")
 _ANY_WORD = re.compile(r"\w+")
 REPEATED = "repeated"  # a Verdict.reason: said already by an earlier sentence of the answer
@@ -148,34 +142,12 @@ def gate_evidence(question: str, evidence: list[Evidence]) -> Evidence:
     return (about or evidence)[0]
 
 
-def is_statement(query: str) -> bool:
-    """A claim ("Vitamin D lowers blood pressure.") rather than a question or a request: no question
-    mark, no question word or request verb first, and more than a few keywords."""
-    words = re.findall(r"\w+", query.lower())
-    asks = query.rstrip().endswith("?") or query.lstrip().startswith("\u00bf")
-    return not asks and len(words) >= MIN_STATEMENT_WORDS and words[0] not in _ASKING
-
-
-# A question that asks what someone would or might do, or likely did ("Would Melanie enjoy Vivaldi?",
-# "What job might Maria pursue?", "Based on his collections, ..."), asks for an inference: no excerpt
-# states the answer, and the gate's judge says no to "does this excerpt answer it?" whatever the
-# evidence (LoCoMo dev: 5 of the generation benchmark's 15 such questions fell below the questions' threshold,
-# against 3 of its 60 other answerable ones). English words only: elsewhere such a question is a question.
-_CONJECTURE = re.compile(r"\b(?:would|might|likely|probably|possibly)\b|^\W*based on\b", re.IGNORECASE)
 # Each form's gate threshold (a setting), fitted on that form's dev queries by bench/calibrate_margin.py.
 GATE_THRESHOLDS = {
     "question": "abstain_min_margin",
     "statement": "abstain_min_margin_statements",
     "conjecture": "abstain_min_margin_conjectures",
 }
-
-
-def query_form(query: str) -> str:
-    """The query's form: "statement" (a claim: `is_statement`), "conjecture" (a question asking for
-    an inference) or "question"."""
-    if is_statement(query):
-        return "statement"
-    return "conjecture" if _CONJECTURE.search(query) else "question"
 
 
 def gate_min_margin(settings: Settings, query: str) -> float:

@@ -1,0 +1,51 @@
+"""What form a query takes: a question, a question asking for an inference, or a statement to check.
+
+The model's yes/no judge scores each form on its own scale whatever the evidence (answer/verify.py
+gives each its own gate threshold), and a statement is put to the model as the question it implies.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A query that opens like a question or a request (or ends in "?") asks; anything else of a few
+# words or more states something, and the gate's margin for it is read against its own threshold.
+_ASKING = frozenset(
+    "what when where who whom whose which why how is are was were am do does did can could should would will "
+    "shall may might must has have had tell show list find give name describe explain summarize summarise".split()
+)
+MIN_STATEMENT_WORDS = 4
+
+
+def is_statement(query: str) -> bool:
+    """A claim ("Vitamin D lowers blood pressure.") rather than a question or a request: no question
+    mark, no question word or request verb first, and more than a few keywords."""
+    words = re.findall(r"\w+", query.lower())
+    asks = query.rstrip().endswith("?") or query.lstrip().startswith("\u00bf")
+    return not asks and len(words) >= MIN_STATEMENT_WORDS and words[0] not in _ASKING
+
+
+# A question that asks what someone would or might do, or likely did ("Would Melanie enjoy Vivaldi?",
+# "What job might Maria pursue?", "Based on his collections, ..."), asks for an inference: no excerpt
+# states the answer, and the gate's judge says no to "does this excerpt answer it?" whatever the
+# evidence (LoCoMo dev: 5 of the generation benchmark's 15 such questions fell below the questions' threshold,
+# against 3 of its 60 other answerable ones). English words only: elsewhere such a question is a question.
+_CONJECTURE = re.compile(r"\b(?:would|might|likely|probably|possibly)\b|^\W*based on\b", re.IGNORECASE)
+
+
+def query_form(query: str) -> str:
+    """The query's form: "statement" (a claim: `is_statement`), "conjecture" (a question asking for
+    an inference) or "question"."""
+    if is_statement(query):
+        return "statement"
+    return "conjecture" if _CONJECTURE.search(query) else "question"
+
+
+def as_question(query: str) -> str:
+    """What the model is asked: the query itself, or for a statement, whether it is true. Asked to
+    answer a bare claim, the model often replied the "insufficient evidence" marker where the evidence
+    contradicts it, or wrote something unrelated ("Answer: 2001") (SciFact train through `mem ask
+    --json`: 12 of the first 40 claims withheld at ff24e2c, 9 by the gate or the marker); put as a
+    question, "no" is an answer it can cite."""
+    query = query.strip()
+    return f"Is this true: {query.rstrip('.!')}?" if is_statement(query) else query
