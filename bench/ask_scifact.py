@@ -2,7 +2,7 @@
 """SciFact through the commands a user runs: `mem ingest-notes`, then `mem chat --json` / `mem ask --json`.
 
     python bench/ask_scifact.py [--shared DIR] [--workdir DIR] [--hybrid] [--limit N] [--check-ask N]
-                                [--baseline-src DIR] [--llm N --model PATH.gguf]
+                                [--baseline-src DIR] [--llm N --model PATH.gguf [--rows]]
 
 Every abstract becomes a note (`# title` + text) in a fresh vault, ingested with `mem ingest-notes`
 into a fresh database. Each judged train claim is then asked, with `--no-llm --top-k 10`, through
@@ -80,6 +80,19 @@ def score(answers: list[dict], ids: list[str], qrels: dict, paths: dict[str, str
     return {"claims": n, "ndcg@10": round(sum(ndcg) / n, 4), "abstained": round(abstained / n, 4)}
 
 
+def llm_row(query_id: str, answer: dict) -> dict:
+    """What the model made of one claim: answered or why not, the gate's margin, the short answer."""
+    checks = answer.get("verification") or {}
+    return {
+        "id": query_id,
+        "abstention_reason": answer["abstention_reason"],
+        "gate_margin": checks.get("gate_margin"),
+        "gate_min_margin": checks.get("gate_min_margin"),
+        "claim_margins": [c["margin"] for c in checks.get("claims", [])],
+        "short_answer": answer.get("short_answer"),
+    }
+
+
 def check_against_ask(claims: list[str], chat_answers: list[dict], env: dict) -> dict:
     """`mem ask --json` per claim must give what `mem chat --json` gave (timings aside)."""
     differing, seconds = 0, []
@@ -106,6 +119,7 @@ def main() -> None:
     parser.add_argument("--baseline-src", type=Path, help="also ask with the package in this folder (baseline)")
     parser.add_argument("--llm", type=int, default=0, help="also ask the first N claims with the language model")
     parser.add_argument("--model", type=Path, help="GGUF file for --llm (default: what `mem` would choose)")
+    parser.add_argument("--rows", action="store_true", help="with --llm: each claim's outcome and margins")
     args = parser.parse_args()
     env = clean_environment()
     root = args.shared / "data" / "scifact"
@@ -146,6 +160,8 @@ def main() -> None:
                 reasons.get(answer["abstention_reason"] or "answered", 0) + 1
             )
         result["with_llm"] = {**scored, "outcomes": reasons, "seconds": round(seconds, 1)}
+        if args.rows:
+            result["with_llm"]["rows"] = [llm_row(i, answer) for i, answer in zip(ids, answers, strict=False)]
     print(json.dumps(result, indent=2))
 
 
