@@ -185,13 +185,13 @@ class Settings:
     # the same rule on 34 answerable + 27 adversarial LoCoMo dev questions (bench/shared_gate.py)
     # and the 40 SciFact train claims of bench/calibrate_margin.py --per-side 0 --scifact 40.
     # Session 10: questions asking for an inference ("would she ...?") apart, fitted by the same rule
-    # on 97 + 15 such answerable and 99 adversarial LoCoMo dev questions (calibrate_margin.py
-    # --per-side 100 --conjectures --scifact 0: the questions' fit moved -0.83 -> -0.84). Statements
+    # on 97 answerable questions, 15 answerable conjectures and 99 adversarial questions of LoCoMo dev
+    # (calibrate_margin.py --per-side 100 --conjectures --scifact 0; the questions' fit: -0.84). Statements
     # are asked as "Is this true: ...?" (answer/forms.py `as_question`), refit on the same 40 SciFact
     # claims (--per-side 0 --scifact 40): -1.41 would refuse 6 of them, -1.89 refuses 2.
     abstain_min_margin: float = -0.84  # "does the excerpt about whom the question names answer it?"
     abstain_min_margin_statements: float = -1.89  # the same, for a query that states something
-    abstain_min_margin_conjectures: float = -1.17  # the same, for "would she ...?" (answer/verify.py `query_form`)
+    abstain_min_margin_conjectures: float = -1.17  # the same, for "would she ...?" (answer/forms.py `query_form`)
     # "do the cited excerpts support this sentence?" Session 7: 80 LoCoMo dev questions (seeds 0-2,
     # one set of cached answers, bench/answer_replay.py): -1.0 answers 45/64, refuses 14/16 adversarial;
     # -1.5 47/64 and 13/16; -0.5 41/64 and 14/16 (docs/benchmarks.md). Session 8, the same draws (new
