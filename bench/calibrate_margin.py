@@ -180,6 +180,12 @@ def report(rows: list[dict], keep: float, current: dict[str, float]) -> dict:
     }
 
 
+def auc(positives: list[float], negatives: list[float], digits: int = 4) -> float | None:
+    """Probability that an answerable question's score is above an adversarial one's (ties 1/2)."""
+    pairs = [(p > n) + 0.5 * (p == n) for p in positives for n in negatives]
+    return round(sum(pairs) / len(pairs), digits) if pairs else None
+
+
 def subject_shares(rows: list[dict], threshold: float) -> dict:
     """The no-model rule before the gate (`abstain_min_subject_share`): per set, how many questions
     name a participant of the retrieved conversations and the share of those it refuses; the AUC of
@@ -189,14 +195,13 @@ def subject_shares(rows: list[dict], threshold: float) -> dict:
         for g in dict.fromkeys(r["set"] for r in rows)
     }
     positives, negatives = named.get("locomo", []), named.get("locomo-adversarial", [])
-    pairs = [(p > n) + 0.5 * (p == n) for p in positives for n in negatives]
     return {
         "threshold": threshold,
         "named": {g: len(shares) for g, shares in named.items()},
         "refused": {
             g: round(sum(s < threshold for s in shares) / len(shares), 4) for g, shares in named.items() if shares
         },
-        "auc_locomo_vs_adversarial": round(sum(pairs) / len(pairs), 3) if pairs else None,
+        "auc_locomo_vs_adversarial": auc(positives, negatives, digits=3),
     }
 
 

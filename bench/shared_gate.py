@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
-from calibrate_margin import locomo_questions
+from calibrate_margin import auc, locomo_questions
 from generation import ingest_conversation
 from locomo import load_locomo
 
@@ -79,12 +79,6 @@ def shared_gate(question: str, evidence: list, budget: int) -> list[dict]:
     system, user = build_messages(question, evidence, budget)
     head = user["content"].removesuffix(ANSWER_TAIL)
     return [system, {"role": "user", "content": head + SHARED_TAIL}]
-
-
-def auc(positives: list[float], negatives: list[float]) -> float | None:
-    """Probability that an answerable question's margin is above an adversarial one's (ties 1/2)."""
-    pairs = [(p > n) + 0.5 * (p == n) for p in positives for n in negatives]
-    return round(sum(pairs) / len(pairs), 4) if pairs else None
 
 
 def main() -> int:
