@@ -14,7 +14,7 @@ asks every claim with the package in DIR (e.g. the last commit's: `git archive H
 /tmp/base`, then `--baseline-src /tmp/base/src`) over the same memory: the baseline measured in the
 same run. `--hybrid` embeds with the offline MiniLM first. `--llm N`
 also asks the first N claims with the language model (its gate and checks included) and reports
-how many it answered.
+how many it answered, beside the same claims' scores without it.
 
 Prints one JSON object on stdout; progress on stderr. Data is read in place, never copied.
 """
@@ -80,12 +80,19 @@ def score(answers: list[dict], ids: list[str], qrels: dict, paths: dict[str, str
     return {"claims": n, "ndcg@10": round(sum(ndcg) / n, 4), "abstained": round(abstained / n, 4)}
 
 
+def outcome(answer: dict) -> str:
+    """"answered" (the model's verdict), the abstention's reason, or "evidence, <reason>": the
+    evidence shown because that check withheld the model's verdict on the claim."""
+    withheld = (answer.get("verification") or {}).get("withheld")
+    return answer["abstention_reason"] or (f"evidence, {withheld}" if withheld else "answered")
+
+
 def llm_row(query_id: str, answer: dict) -> dict:
     """What the model made of one claim: answered or why not, the gate's margin, the short answer."""
     checks = answer.get("verification") or {}
     return {
         "id": query_id,
-        "abstention_reason": answer["abstention_reason"],
+        "outcome": outcome(answer),
         "gate_margin": checks.get("gate_margin"),
         "gate_min_margin": checks.get("gate_min_margin"),
         "claim_margins": [c["margin"] for c in checks.get("claims", [])],
@@ -142,6 +149,8 @@ def main() -> None:
         log(f"[{mode}] mem chat --json --no-llm ({label}) over {len(claims)} claims")
         answers, seconds = ask_all(claims, env, top_k)
         result[label] = {**score(answers, ids, qrels, paths), "seconds": round(seconds, 1)}
+        if label == "top_k_10":
+            without_llm = answers
         if args.baseline_src:
             log(f"[{mode}] the same with the baseline in {args.baseline_src}")
             answers, seconds = ask_all(claims, with_source(env, args.baseline_src), top_k)
@@ -156,10 +165,10 @@ def main() -> None:
         scored = score(answers, ids[: args.llm], qrels, paths)
         reasons: dict[str, int] = {}
         for answer in answers:
-            reasons[answer["abstention_reason"] or "answered"] = (
-                reasons.get(answer["abstention_reason"] or "answered", 0) + 1
-            )
+            reasons[outcome(answer)] = reasons.get(outcome(answer), 0) + 1
         result["with_llm"] = {**scored, "outcomes": reasons, "seconds": round(seconds, 1)}
+        # The same claims without the model: the first N are not an average draw of all 809.
+        result["with_llm"]["without_llm"] = score(without_llm[: args.llm], ids[: args.llm], qrels, paths)
         if args.rows:
             result["with_llm"]["rows"] = [llm_row(i, answer) for i, answer in zip(ids, answers, strict=False)]
     print(json.dumps(result, indent=2))

@@ -70,6 +70,38 @@ def test_invented_citations_are_removed_from_the_answer(retriever, settings: Set
     assert [w["citation"] for w in answer.citation_warnings] == ["[E4]"]
 
 
+STATEMENT = "I rewrote the tokenizer because regexes backtracked."
+
+
+@pytest.mark.parametrize(
+    ("text", "margins", "withheld"),
+    [
+        ("INSUFFICIENT_EVIDENCE", [], "llm_insufficient"),  # the marker
+        ("Answer: Yes [E1]", [-9.0], "llm_insufficient"),  # the gate
+        ("Answer: Yes [E1]", [5.0, -9.0], "unsupported"),  # the sentence check
+    ],
+)
+def test_a_statement_the_model_cannot_settle_shows_its_evidence_not_an_abstention(
+    retriever, settings: Settings, text, margins, withheld
+) -> None:
+    """A claim whose evidence retrieval found is never "no answer" because the model gave no
+    verdict: the evidence answer, saying the verdict is not settled and which check withheld it."""
+    answer = ask_with_llm(retriever, STATEMENT, settings, llm=ScriptedLLM(text, margins=list(margins)))
+    assert not answer.abstained and answer.abstention_reason is None and answer.mode == "evidence"
+    assert answer.text.startswith("Not settled: ") and "[E1] Tokenizer rewrite" in answer.text
+    assert answer.verification["withheld"] == withheld and answer.llm == {"provider": "fake", "model": "scripted"}
+    assert [c["id"] for c in answer.citations] == ["E1"] and answer.short_answer is None
+    # the same words asked as a question, the model's "no" stays an abstention
+    asked = "Did I rewrite the tokenizer because regexes backtracked?"
+    question = ask_with_llm(retriever, asked, settings, llm=ScriptedLLM(text, margins=list(margins)))
+    assert question.abstained and question.abstention_reason == withheld
+
+
+def test_a_statement_the_model_settles_is_answered_as_usual(retriever, settings: Settings) -> None:
+    answer = ask_with_llm(retriever, STATEMENT, settings, llm=ScriptedLLM("Answer: Yes [E1]"))
+    assert answer.mode == "llm" and answer.short_answer == "Yes" and "withheld" not in answer.verification
+
+
 @pytest.mark.parametrize("failure", [LLMUnavailable("cannot connect"), LLMError("server said 500")])
 def test_a_failing_model_falls_back_to_the_evidence_answer(retriever, settings: Settings, failure) -> None:
     answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM("x", fail=failure))

@@ -104,6 +104,21 @@ def test_streamed_text_that_ends_in_an_abstention_is_marked_withdrawn(capsys, va
     assert withdrawn.startswith("(withdrawn:") and verdict.startswith("No answer")
 
 
+def test_a_statement_whose_streamed_verdict_fails_is_withdrawn_and_its_evidence_shown(
+    capsys, vault, scripted, monkeypatch
+):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    scripted("The cache might be involved. INSUFFICIENT_EVIDENCE")
+    code, out, err = run(capsys, "ask", "We replaced the regexes with a tokenizer.")
+    assert code == 0 and "abstained" not in err
+    lines = out.rstrip().splitlines()
+    assert lines[0].startswith("The cache might be involved") and lines[1].startswith("(withdrawn:")
+    assert lines[2].startswith("Not settled:") and "[E1] Parser rewrite" in out
+    code, out, _ = run(capsys, "ask", "We replaced the regexes with a tokenizer.", "--explain", "--no-stream")
+    assert code == 0 and out.startswith("Not settled:") and "score = " in out
+    assert out.rstrip().splitlines()[-1].startswith("why: the model judged")
+
+
 def test_no_stream_on_a_terminal_prints_the_answer_at_once(capsys, vault, scripted, monkeypatch):
     written: list[str] = []
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)

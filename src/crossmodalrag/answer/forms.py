@@ -15,6 +15,8 @@ _ASKING = frozenset(
     "shall may might must has have had tell show list find give name describe explain summarize summarise".split()
 )
 MIN_STATEMENT_WORDS = 4
+# What a statement's evidence answer opens with when the model gave no verdict (answer/synthesize.py).
+UNDECIDED = "Not settled: the language model could not tell from this evidence whether the statement is true."
 
 
 def is_statement(query: str) -> bool:

@@ -12,6 +12,7 @@ from typing import Callable
 
 from crossmodalrag.answer.citations import CITATION, is_insufficient, strip_marker, validate
 from crossmodalrag.answer.evidence import Retriever, evidence_answer, render_evidence_answer
+from crossmodalrag.answer.forms import UNDECIDED, is_statement
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages
 from crossmodalrag.answer.subjects import subject_share
@@ -115,6 +116,8 @@ def ask_with_llm(
                 answer = _abstain(fallback, LLM_INSUFFICIENT, _insufficient_text(evidence), model, checks, timing)
             else:
                 answer = _verified(llm, query, evidence, settings, report, fallback, model, checks, timing)
+        if answer.abstained and is_statement(query):
+            answer = _undecided(fallback, answer, timing)
     except LLMError as error:
         fallback.notices.append(f"the language model failed ({error}); showing the evidence answer")
         fallback.llm = model
@@ -226,6 +229,20 @@ def _abstain(fallback: Answer, reason: str, text: str, model: dict, checks: dict
     answer = _copy(fallback, abstained=True, reason=reason, text=text, model=model, checks=checks)
     answer.timing = dict(timing)
     return answer
+
+
+def _undecided(fallback: Answer, withheld: Answer, timing: dict) -> Answer:
+    """A statement the model could not settle: the evidence answer, saying so, instead of "no answer".
+    Retrieval found evidence on the claim (its gate passed); the model judges only whether that
+    evidence says the claim is true, and a 1.5B model also declines on claims the evidence
+    contradicts or only implies (SciFact train through `mem chat --json`: 10 of the first 40 claims
+    withheld at 3042d22, the evidence of each stored). Without a verdict the user still gets what
+    memory holds on the claim, as `--no-llm` shows it; `verification.withheld` names the check."""
+    fallback.mode, fallback.llm = "evidence", withheld.llm
+    fallback.verification = {**(withheld.verification or {}), "withheld": withheld.abstention_reason}
+    fallback.text = f"{UNDECIDED}\n{fallback.text}"
+    fallback.timing = {**fallback.timing, **timing}
+    return fallback
 
 
 def _copy(fallback: Answer, abstained: bool, reason: str | None, text: str, model: dict, checks: dict) -> Answer:

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from crossmodalrag.answer.evidence import citation, render_evidence_answer
+from crossmodalrag.answer.forms import UNDECIDED
 from crossmodalrag.types import Answer, Hit
 
 
@@ -39,7 +40,10 @@ def render_answer(answer: Answer, explain: bool, weights: dict[str, float]) -> s
         return answer.text + ("\n" + why_line(answer) if explain and answer.verification else "")
     if not explain:
         return answer.text
-    return render_evidence_answer(answer.evidence, answer.comparison, lambda hit: explain_line(hit, weights))
+    listed = render_evidence_answer(answer.evidence, answer.comparison, lambda hit: explain_line(hit, weights))
+    if (answer.verification or {}).get("withheld"):  # a statement the model could not settle
+        return f"{UNDECIDED}\n{listed}\n{why_line(answer)}"
+    return listed
 
 
 def render_matched_nodes(answer: Answer, shown: int = 5) -> str:
@@ -69,6 +73,8 @@ def why_line(answer: Answer) -> str:
     if claims:
         kept = sum(1 for c in claims if c["supported"])
         parts.append(f"{kept} of {len(claims)} sentences are supported by the excerpts they cite")
+    if checks.get("withheld"):
+        parts.append(f"so its verdict on the statement was withheld ({checks['withheld']})")
     return "why: " + "; ".join(parts) if parts else ""
 
 
