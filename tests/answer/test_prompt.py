@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from crossmodalrag.answer.forms import as_question
+import pytest
+
+from crossmodalrag.answer.forms import CHOICE_HINT, as_question, is_choice
 from crossmodalrag.answer.prompt import (
     INSUFFICIENT,
     build_messages,
@@ -112,3 +114,23 @@ def test_a_statement_is_asked_as_whether_it_is_true() -> None:
     assert 'The answer to "Is this true: 0-dimensional biomaterials lack inductive properties?" is: No' in judged
     assert as_question("Why did I change the parser?") == "Why did I change the parser?"
     assert as_question("tokenizer rewrite") == "tokenizer rewrite"  # a few keywords: not a statement
+
+
+@pytest.mark.parametrize(
+    ("question", "choice"),
+    [
+        ("Would Melanie be more interested in going to a national park or a theme park?", True),
+        ("Does John live close to a beach or the mountains?", True),
+        ("Is the meeting on Monday, or Tuesday?", True),
+        ("Has Tim been to North Carolina and/or Tennesee states in the US?", False),
+        ("Was September a good month for Nate? Answer yes or no.", False),
+        ("Did the build pass or not?", False),
+        ("What areas of the U.S. has John been to or is planning to go to?", False),  # asks what, not which
+        ("Does John live close to a beach?", False),
+    ],
+)
+def test_a_question_between_alternatives_is_told_to_name_one(question: str, choice: bool) -> None:
+    """Asked "a national park or a theme park?", the model answered "Yes"."""
+    assert is_choice(question) is choice
+    asked = as_question(question)
+    assert asked == (f"{question} {CHOICE_HINT}" if choice else question)

@@ -43,11 +43,32 @@ def query_form(query: str) -> str:
     return "conjecture" if _CONJECTURE.search(query) else "question"
 
 
+# A question shaped for yes or no that offers alternatives ("Would Melanie be more interested in a
+# national park or a theme park?", "Does John live close to a beach or the mountains?") asks which
+# one; told nothing, the model answered "Yes" to 2 of LoCoMo dev's 3 such answerable ones that it
+# answered (told, it named "the beach" and "C. S. Lewis"). "and/or", "or not" and "yes or no" still
+# ask yes or no.
+_AUXILIARY = frozenset("is are was were am do does did can could should would will has have had".split())
+_ALTERNATIVES = re.compile(r"\w,?\s+or\s+\w", re.IGNORECASE)
+_STILL_YES_NO = re.compile(r"\b(?:and/or|or not|yes or no)\b", re.IGNORECASE)
+CHOICE_HINT = "(It asks which one: answer with one of the alternatives, not yes or no.)"
+
+
+def is_choice(query: str) -> bool:
+    """A question between alternatives: it opens like a yes/no question and offers "X or Y" (English)."""
+    words = re.findall(r"\w+", query.lower())
+    offers = _ALTERNATIVES.search(query) and not _STILL_YES_NO.search(query)
+    return bool(words) and words[0] in _AUXILIARY and bool(offers)
+
+
 def as_question(query: str) -> str:
     """What the model is asked: the query itself, or for a statement, whether it is true. Asked to
     answer a bare claim, the model often replied the "insufficient evidence" marker where the evidence
     contradicts it, or wrote something unrelated ("Answer: 2001") (SciFact train through `mem ask
     --json`: 12 of the first 40 claims withheld at ff24e2c, 9 by the gate or the marker); put as a
-    question, "no" is an answer it can cite."""
+    question, "no" is an answer it can cite. A question between alternatives (`is_choice`) is told
+    to name one."""
     query = query.strip()
+    if is_choice(query):
+        return f"{query} {CHOICE_HINT}"
     return f"Is this true: {query.rstrip('.!')}?" if is_statement(query) else query
