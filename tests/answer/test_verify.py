@@ -117,6 +117,32 @@ def test_an_unsupported_sentence_is_dropped_and_flagged(retriever, settings: Set
     assert [w["kind"] for w in answer.citation_warnings] == ["unsupported_claim"]
 
 
+@pytest.mark.parametrize("second", [1.0, -2.0])
+def test_a_sentence_failing_its_citations_is_judged_again_beside_the_excerpts_holding_its_other_words(
+    retriever, settings: Settings, second: float
+):
+    """A multi-hop answer cited one of the two excerpts it combines: judged again with the excerpt that
+    holds the words its citation lacks, it passes and cites that one too, or fails as before."""
+    llm = ScriptedLLM("Answer: regexes backtracked and tests got faster [E1]", margins=[2.0, -3.0, second])
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert len(llm.judged) == 3  # the gate, the check, the second look
+    assert "[E1]" in llm.judged[-1][-1]["content"] and "[E2]" in llm.judged[-1][-1]["content"]
+    claim = answer.verification["claims"][0]
+    if second > 0:
+        assert not answer.abstained and answer.text == "Answer: regexes backtracked and tests got faster [E1][E2]"
+        assert claim["margin"] == 1.0 and claim["added_citations"] == ["E2"]
+        assert [c["id"] for c in answer.citations] == ["E1", "E2"]
+    else:
+        assert answer.abstained and answer.abstention_reason == "unsupported"
+        assert claim["margin"] == -3.0 and claim["added_citations"] == []
+
+
+def test_a_failed_sentence_whose_words_its_citations_hold_is_not_judged_again(retriever, settings: Settings):
+    llm = ScriptedLLM("Answer: regexes backtracked [E1]", margins=[2.0, -3.0])
+    assert ask_with_llm(retriever, QUESTION, settings, llm=llm).abstained
+    assert len(llm.judged) == 2
+
+
 def test_an_unsupported_short_answer_abstains_as_unsupported(retriever, settings: Settings):
     answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(ANSWER, margins=[2.0, -3.0, 1.5, 1.0]))
     assert answer.abstained and answer.abstention_reason == "unsupported"

@@ -53,6 +53,7 @@ class Verdict:
     short: bool = False  # the "Answer:" line
     reason: str | None = None  # why an unsupported sentence failed without the judge
     judged: list[str] = field(default_factory=list)  # the excerpts it was judged against
+    added: list[str] = field(default_factory=list)  # uncited excerpts its second look passed it with
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +63,7 @@ class Verdict:
             "supported": self.supported,
             "short_answer": self.short,
             "reason": self.reason,
+            "added_citations": self.added,
         }
 
 
@@ -111,6 +113,11 @@ class Verification:
         excerpts it was judged against, only those cited by a kept sentence if any are, and never
         one the model did not cite ("Answer: X. Y [E1]" loses its only citation with Y, and X was
         judged by E1)."""
+        if verdict.added and verdict.supported:  # passed only with excerpts it did not cite: cite them
+            refs = [ref for ref in verdict.judged if ref not in verdict.cited]
+            return f"{verdict.sentence.rstrip()}{'' if verdict.sentence.rstrip().endswith(']') else ' '}" + "".join(
+                f"[{ref}]" for ref in refs
+            )
         if verdict.cited or not verdict.judged or verdict.margin is None or not verdict.supported:
             return verdict.sentence
         cited = [ref for v in self.verdicts for ref in v.cited]
@@ -234,9 +241,12 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
     earlier is left out unchecked (`repeated`)."""
     verdicts: list[Verdict] = []
     checked: list[Verdict] = []
+    claims: list[str] = []
     prompts: list[list[Message]] = []
     names = named_subjects(question)
     dated = question_dates(question)
+    # What any sentence may rest on: the excerpts about whom the question names, from the time it names.
+    pool = [item for item in (excerpts_about(evidence, names, evidence) if names else evidence) if _within(item, dated)]
     said: set[str] = set()
     for sentence, short in split_answer(text):
         cited = _citations(sentence)
@@ -266,10 +276,41 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
             verdict.judged = [item.id for item in judged]
             prompts.append(claim_messages(question, evidence, claim, [item.id for item in judged], short))
             checked.append(verdict)
+            claims.append(claim)
     for verdict, margin in zip(checked, judge(llm, prompts), strict=True):
         verdict.margin = margin
         verdict.supported = margin >= min_margin
+    _second_look(llm, question, evidence, checked, claims, pool, min_margin)
     return Verification(verdicts)
+
+
+def _second_look(llm, question, evidence, checked, claims, pool, min_margin) -> None:
+    """Judge a failed sentence once more beside the excerpts of `pool` that hold its words its
+    judged excerpts lack; passing, it cites them (`Verdict.added`). An answer combining turns often
+    cites only some of them: "Answer: Coco and Shadow [E3][E4]" cited the turn naming Coco, not the
+    one naming Shadow, and failed (LoCoMo dev). One more check per failed sentence, at most."""
+    retried, prompts = [], []
+    for verdict, claim in zip(checked, claims, strict=True):
+        judged = [item for item in evidence if item.id in verdict.judged]
+        extra = [] if verdict.supported else excerpts_holding_missing_words(claim, judged, pool)
+        if extra:
+            ids = [item.id for item in evidence if item in judged or item in extra]  # in prompt order
+            retried.append((verdict, ids, [item.id for item in extra]))
+            prompts.append(claim_messages(question, evidence, claim, ids, verdict.short))
+    for (verdict, ids, added), margin in zip(retried, judge(llm, prompts) if prompts else [], strict=True):
+        if margin >= min_margin:
+            verdict.margin, verdict.supported, verdict.judged, verdict.added = margin, True, ids, added
+
+
+def excerpts_holding_missing_words(claim: str, judged: list[Evidence], pool: list[Evidence]) -> list[Evidence]:
+    """The excerpts of `pool` beyond `judged` that hold a content word of `claim` none of `judged` holds."""
+    held = set().union(*(content_words(_text(item)) for item in judged))
+    missing = content_words(claim) - held
+    return [item for item in pool if item not in judged and missing & content_words(_text(item))] if missing else []
+
+
+def _text(item: Evidence) -> str:
+    return item.hit.text.split("\n", 1)[-1]  # without the breadcrumb line
 
 
 def content_words(sentence: str) -> set[str]:
