@@ -81,7 +81,7 @@ def score(answers: list[dict], ids: list[str], qrels: dict, paths: dict[str, str
 
 
 def outcome(answer: dict) -> str:
-    """"answered" (the model's verdict), the abstention's reason, or "evidence, <reason>": the
+    """ "answered" (the model's verdict), the abstention's reason, or "evidence, <reason>": the
     evidence shown because that check withheld the model's verdict on the claim."""
     withheld = (answer.get("verification") or {}).get("withheld")
     return answer["abstention_reason"] or (f"evidence, {withheld}" if withheld else "answered")
