@@ -45,9 +45,9 @@ def query_form(query: str) -> str:
 
 # A question shaped for yes or no that offers alternatives ("Would Melanie be more interested in a
 # national park or a theme park?", "Does John live close to a beach or the mountains?") asks which
-# one; told nothing, the model answered "Yes" to 2 of LoCoMo dev's 3 such answerable ones that it
-# answered (told, it named "the beach" and "C. S. Lewis"). "and/or", "or not" and "yes or no" still
-# ask yes or no.
+# one; told nothing, the model answered "Yes" (LoCoMo dev: 2 of its 3 such answerable questions, the
+# third withheld; told, it named "the beach" and "C. S. Lewis"). "and/or", "or not" and "yes or no"
+# still ask yes or no.
 _AUXILIARY = frozenset("is are was were am do does did can could should would will has have had".split())
 _ALTERNATIVES = re.compile(r"\w,?\s+or\s+\w", re.IGNORECASE)
 _STILL_YES_NO = re.compile(r"\b(?:and/or|or not|yes or no)\b", re.IGNORECASE)

@@ -112,12 +112,12 @@ class Verification:
         """The sentence, with the citations it gets from its check when it has none of its own: the
         excerpts it was judged against, only those cited by a kept sentence if any are, and never
         one the model did not cite ("Answer: X. Y [E1]" loses its only citation with Y, and X was
-        judged by E1)."""
-        if verdict.added and verdict.supported:  # passed only with excerpts it did not cite: cite them
-            refs = [ref for ref in verdict.judged if ref not in verdict.cited]
-            return f"{verdict.sentence.rstrip()}{'' if verdict.sentence.rstrip().endswith(']') else ' '}" + "".join(
-                f"[{ref}]" for ref in refs
-            )
+        judged by E1). One that passed only beside excerpts it did not cite (`_second_look`) cites them
+        after its own."""
+        if verdict.added and verdict.supported:
+            sentence = verdict.sentence.rstrip()
+            refs = "".join(f"[{ref}]" for ref in verdict.judged if ref not in verdict.cited)
+            return f"{sentence}{'' if sentence.endswith(']') else ' '}{refs}"
         if verdict.cited or not verdict.judged or verdict.margin is None or not verdict.supported:
             return verdict.sentence
         cited = [ref for v in self.verdicts for ref in v.cited]
@@ -343,7 +343,7 @@ def closest_excerpt(claim: str, items: list[Evidence]) -> Evidence:
     """The excerpt sharing the most words with `claim` (the first on a tie): what a support sentence
     that cites nothing is judged against."""
     words = set(_WORD.findall(claim.lower()))
-    bodies = [item.hit.text.split("\n", 1)[-1].lower() for item in items]  # without the breadcrumb line
+    bodies = [_text(item).lower() for item in items]
     return items[max(range(len(items)), key=lambda i: len(words & set(_WORD.findall(bodies[i]))))]
 
 
