@@ -50,6 +50,10 @@ def test_split_answer_separates_the_short_answer_line_and_keeps_citations_with_t
         ("Answer: Lots of homes were ruined. It was a serious challenge [E1]", "Lots of homes were ruined"),
         ("Answer: Dr. Patel at St. Mary's. He came twice [E1]", "Dr. Patel at St. Mary's"),
         ("Answer: March 2023 [E3], May 2023 [E5]", "March 2023, May 2023"),
+        ("Answer: Yes, [E3] and [E4]", "Yes"),  # not "Yes, and"
+        ("Answer: pottery and hiking [E1] and [E3]", "pottery and hiking"),
+        ("Answer: Yes [E1], [E2]", "Yes"),
+        ("Answer: rock and roll [E1]", "rock and roll"),
         ("", None),
     ],
 )

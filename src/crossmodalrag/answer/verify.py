@@ -38,6 +38,10 @@ _WORD = re.compile(r"\w{3,}")
 _ANY_WORD = re.compile(r"\w+")
 REPEATED = "repeated"  # a Verdict.reason: said already by an earlier sentence of the answer
 _YEAR = re.compile(r"\b\d{4}\b")
+# Citations with what joins them ("Yes, [E3] and [E4]", "hiking [E1] and [E3]"): gone from a short
+# answer together, or it reads "Yes, and"; then whatever still dangles at its end.
+_CITATION_LIST = re.compile(rf"(?:,?\s*(?:(?:and|or|&)\s*)?{CITATION.pattern})+", re.IGNORECASE)
+_DANGLING = re.compile(r"(?:[\s,;:]|\b(?:and|or)\b)+$", re.IGNORECASE)
 # A question's date names the day it was said, give or take the week it speaks of ("the week before").
 DATE_SLACK = 7 * 86400.0
 
@@ -222,7 +226,8 @@ def short_answer(text: str, question: str | None = None, evidence: list[Evidence
     if not parts:
         return None
     first = _ANSWER_LINE.sub("", parts[0][0]) if parts[0][1] else parts[0][0]
-    bare = re.sub(r"\s+([,;:])", r"\1", re.sub(r"\s+", " ", CITATION.sub("", first))).strip().rstrip(".").strip()
+    bare = re.sub(r"\s+([,;:])", r"\1", re.sub(r"\s+", " ", _CITATION_LIST.sub("", first))).strip()
+    bare = _DANGLING.sub("", bare.rstrip(".").strip())
     if bare and question:
         bare = without_echo(bare, question)
     if bare and evidence:
