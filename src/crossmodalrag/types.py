@@ -149,6 +149,11 @@ class Answer:
     level: str = "evidence"
     matched_nodes: list[dict[str, Any]] | None = None
 
+    @property
+    def verdict_withheld(self) -> str | None:
+        """Why the model's verdict on a statement was withheld for its evidence (answer/synthesize.py), if it was."""
+        return (self.verification or {}).get("withheld")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,

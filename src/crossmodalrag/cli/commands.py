@@ -236,8 +236,7 @@ def show_answer(answer, retriever, stream: "TextStream | None", as_json: bool, e
     else:
         if stream and stream.written:
             print()  # the model failed or was withheld mid-answer: end its partial line first
-            withheld = (answer.verification or {}).get("withheld")  # a statement's verdict (answer/synthesize.py)
-            if answer.abstained or withheld:  # what streamed cannot be unprinted, so say it does not count
+            if answer.abstained or answer.verdict_withheld:  # what streamed cannot be unprinted: say it does not count
                 print(WITHDRAWN)
         print(render_answer(answer, explain, weights))
     notice(status_line(answer))

@@ -41,7 +41,7 @@ def render_answer(answer: Answer, explain: bool, weights: dict[str, float]) -> s
     if not explain:
         return answer.text
     listed = render_evidence_answer(answer.evidence, answer.comparison, lambda hit: explain_line(hit, weights))
-    if (answer.verification or {}).get("withheld"):  # a statement the model could not settle
+    if answer.verdict_withheld:  # a statement the model could not settle
         return f"{UNDECIDED}\n{listed}\n{why_line(answer)}"
     return listed
 
