@@ -282,6 +282,9 @@ def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION, progress: Pr
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if version <= applied_version(conn):  # another process applied it while this one waited for the lock
+                conn.execute("COMMIT")
+                continue
             # executescript would commit early; run statement by statement inside our transaction.
             for statement in _statements(sql):
                 conn.execute(statement)
