@@ -157,7 +157,7 @@ def test_a_follow_up_keeps_the_excerpts_the_last_prompt_opened_with_in_their_ord
     first, follow_up = "Why did I rewrite the parser in March?", "Why did the regexes backtrack on long lines?"
     assert [h.title for h in retriever.search(first).hits] == ["Parser", "Regexes"]
     assert [h.title for h in retriever.search(follow_up).hits] == ["Regexes", "Parser"]
-    llm = ScriptedLLM("Answer: long lines [E2]")
+    llm = ScriptedLLM("Answer: the parser slowed [E2]")
     ask_with_llm(retriever, first, settings, llm=llm)
     judged = len(llm.judged)
     answer = ask_with_llm(retriever, follow_up, settings, llm=llm)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from crossmodalrag.answer.citations import sentences
+from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.evidence import open_retriever
 from crossmodalrag.answer.forms import is_statement, query_form
 from crossmodalrag.answer.synthesize import ask_with_llm
@@ -575,3 +576,35 @@ def test_a_sentence_repeating_an_earlier_one_is_left_out_unchecked_and_not_repor
     kept = "Answer: The regexes backtracked on unclosed brackets [E1].\nThen the tests got faster again [E2]."
     assert answer.text == kept
     assert answer.citation_warnings == []
+
+
+@pytest.mark.parametrize(
+    "answer, question, restates",
+    [
+        ("painting", "What kind of painting does John have in his room as a reminder?", True),
+        ("Slow cooker meals", "What type of meal does Tim often cook using a slow cooker?", True),
+        ("Fiction stories", "What kind of fiction stories does Tim write?", True),
+        ("fantasy stories", "What kind of fiction stories does Tim write?", False),
+        ("national park", "Would Melanie prefer a national park or a theme park?", False),  # naming one answers
+        ("Melanie", "Who is older, Melanie or Caroline?", False),
+        ("Yes", "Did Melanie paint the bowl?", False),
+        ("No", "Did Melanie paint the bowl?", False),
+        ("Vitamin D lowers blood pressure", "Vitamin D lowers blood pressure.", False),  # a statement affirmed
+        ("twice", "How often did he go?", False),
+    ],
+)
+def test_a_short_answer_restating_the_question_is_recognised(answer: str, question: str, restates: bool):
+    assert restates_question(answer, question) is restates
+
+
+def test_a_short_answer_only_repeating_the_question_abstains_without_the_judge(retriever, settings: Settings):
+    """ "What kind of tokenizer ...?" answered "tokenizer" tells the user nothing the question did not."""
+    question = "What kind of tokenizer did I rewrite?"
+    llm = ScriptedLLM(
+        "Answer: the tokenizer [E1]\nI rewrote the tokenizer because regexes backtracked [E1].", margins=[2.0] * 3
+    )
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    assert answer.abstained and answer.abstention_reason == "unsupported"
+    assert answer.verification["claims"][0]["reason"] == "restates_question"
+    assert answer.verification["claims"][0]["margin"] is None
+    assert 'only repeats words of the question ("the tokenizer")' in answer.text

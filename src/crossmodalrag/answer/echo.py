@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from crossmodalrag.answer.forms import is_statement, offers_alternatives
 from crossmodalrag.index.scripts import fold
 from crossmodalrag.index.stems import snowball
 from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, guess_language
@@ -75,6 +76,20 @@ def without_echo(answer: str, question: str) -> str:
     if not any(kind in ("new", "kept") for kind in kinds[start:end]) or not kept:
         return answer
     return answer[kept[0].start() if start else 0 : kept[-1].end() if end < len(words) else len(answer)].strip(_EDGES)
+
+
+def restates_question(answer: str, question: str) -> bool:
+    """Whether a short answer only repeats the question's own words ("What kind of painting does John
+    have?" answered "painting"): it names nothing the question did not, so it answers nothing. Not
+    for a question offering alternatives ("... a national park or a theme park?": naming one is the
+    answer) nor a statement (restating a claim affirms it)."""
+    if offers_alternatives(question) or is_statement(question):
+        return False
+    language = guess_language([w.lower() for w in _WORD.findall(question)])
+    asked = {_stem(word, language) for word in _WORD.findall(question)}
+    stopwords = BY_LANGUAGE.get(language, frozenset())
+    kinds = {_kind(match.group(0).lower(), language, asked, stopwords) for match in _WORD.finditer(answer)}
+    return "echo" in kinds and not kinds & {"new", "kept"}
 
 
 def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str]) -> str:

@@ -54,11 +54,15 @@ _STILL_YES_NO = re.compile(r"\b(?:and/or|or not|yes or no)\b", re.IGNORECASE)
 CHOICE_HINT = "(It asks which one: answer with one of the alternatives, not yes or no.)"
 
 
+def offers_alternatives(query: str) -> bool:
+    """Whether the query offers "X or Y" to choose from (English), not "and/or", "or not", "yes or no"."""
+    return bool(_ALTERNATIVES.search(query)) and not _STILL_YES_NO.search(query)
+
+
 def is_choice(query: str) -> bool:
     """A question between alternatives: it opens like a yes/no question and offers "X or Y" (English)."""
     words = re.findall(r"\w+", query.lower())
-    offers = _ALTERNATIVES.search(query) and not _STILL_YES_NO.search(query)
-    return bool(words) and words[0] in _AUXILIARY and bool(offers)
+    return bool(words) and words[0] in _AUXILIARY and offers_alternatives(query)
 
 
 def as_question(query: str) -> str:

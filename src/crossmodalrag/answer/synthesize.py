@@ -18,6 +18,7 @@ from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages
 from crossmodalrag.answer.subjects import subject_share
 from crossmodalrag.answer.verify import (
     MAX_CHECKS,
+    RESTATES,
     Verification,
     gate_evidence,
     gate_margin,
@@ -275,6 +276,12 @@ def _not_answered_text(evidence: list) -> str:
 
 
 def _unsupported_text(verification: Verification) -> str:
+    short = next((v for v in verification.verdicts if v.short), None)
+    if short is not None and short.reason == RESTATES:
+        return (
+            "No answer: the language model's short answer only repeats words of the question "
+            f'("{short_answer(short.sentence)}"), so it is withheld.'
+        )
     return (
         "No answer: the language model's answer is not supported by the evidence it cites "
         f"({len(verification.dropped)} of {len(verification.verdicts)} sentences failed the check), so it is withheld."

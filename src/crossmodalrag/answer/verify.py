@@ -17,7 +17,7 @@ from typing import Any
 
 from crossmodalrag.agent.temporal import time_ranges as agent_dates
 from crossmodalrag.answer.citations import CITATION, cited_ids, sentences, states_absence
-from crossmodalrag.answer.echo import without_echo
+from crossmodalrag.answer.echo import restates_question, without_echo
 from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
@@ -37,6 +37,7 @@ _HEADING = re.compile(r"^\W*\w+(?: \w+)?\W*:\W*$")  # "Support:" or "**Answer:**
 _WORD = re.compile(r"\w{3,}")
 _ANY_WORD = re.compile(r"\w+")
 REPEATED = "repeated"  # a Verdict.reason: said already by an earlier sentence of the answer
+RESTATES = "restates_question"  # a Verdict.reason: a short answer of nothing but the question's words
 _YEAR = re.compile(r"\b\d{4}\b")
 # Citations with what joins them ("Yes, [E3] and [E4]", "hiking [E1] and [E3]"): gone from a short
 # answer together, or it reads "Yes, and"; then whatever still dangles at its end.
@@ -242,7 +243,8 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
     someone, a sentence is judged only against those of its excerpts about them (answer/subjects.py),
     when it names a date with its year, only against those dated near it; it fails without the judge
     if none is left (`names_missing`, `other_time`) or it is about another participant
-    (`other_speaker`); past MAX_CHECKS, dropped. A support sentence whose content words all came
+    (`other_speaker`); past MAX_CHECKS, dropped. A short answer that only repeats the question's
+    words fails unjudged (`restates_question`). A support sentence whose content words all came
     earlier is left out unchecked (`repeated`)."""
     verdicts: list[Verdict] = []
     checked: list[Verdict] = []
@@ -258,6 +260,9 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
         claim = re.sub(r"\s+", " ", CITATION.sub("", _ANSWER_LINE.sub("", sentence) if short else sentence)).strip()
         verdict = Verdict(sentence, list(dict.fromkeys(cited)), None, False, short)
         verdicts.append(verdict)
+        if short and restates_question(claim, question):
+            verdict.reason = RESTATES  # "painting" to "what kind of painting ...?" answers nothing
+            continue
         words = content_words(claim)
         if not short and words and words <= said:
             verdict.reason = REPEATED  # a small model restates itself; a check would be spent on nothing new
