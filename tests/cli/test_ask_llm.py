@@ -146,6 +146,10 @@ def test_llm_insufficient_shows_in_the_status_line_and_json(capsys, vault, scrip
     assert "abstained (llm_insufficient)" in err and "top score" in err
     code, out, _ = run(capsys, "ask", QUESTION, "--json")
     assert json.loads(out)["abstention_reason"] == "llm_insufficient"
+    code, out, _ = run(capsys, "ask", QUESTION, "--explain")  # and what it was judged on, scored
+    lines = out.rstrip().splitlines()
+    assert lines[0].startswith("No answer: the language model judged") and lines[1] == "Found 1 piece of evidence:"
+    assert "[E1] Parser rewrite" in out and "score = " in out and lines[-1].startswith("why: the model judged")
 
 
 def test_an_unreachable_server_falls_back_to_the_evidence_answer(capsys, vault, monkeypatch):
