@@ -32,6 +32,7 @@ from crossmodalrag.retrieval.coverage import (
     stem_alternatives,
     term_weights,
 )
+from crossmodalrag.retrieval.dates import DATE_FACTOR, named_spans, within
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
 from crossmodalrag.retrieval.gate import NEVER, is_weak, model_cosines
@@ -144,7 +145,8 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     if not pool:
         return SearchResult([], [t.word for t in terms], 0.0, None, semantic is not None, None, weights)
     model = semantic.embedder.identity.name if semantic is not None else None
-    hits = _score(conn, pool, lexical, cosines, weights, options, hybrid=semantic is not None, model=model)
+    dated = named_spans(query)
+    hits = _score(conn, pool, lexical, cosines, weights, options, semantic is not None, model, dated)
     hits = cap_per_source(hits, lambda h: h.source_uri, options.max_chunks_per_source)
     if semantic is None:
         hits = drop_near_duplicates(hits, _body, options.dedupe_threshold, options.top_k)
@@ -315,6 +317,7 @@ def _score(
     options: SearchOptions,
     hybrid: bool,
     model: str | None = None,
+    dated: list[tuple[float, float]] | None = None,
 ) -> list[Hit]:
     ids = sorted(pool)
     rows = {
@@ -361,6 +364,9 @@ def _score(
             components["ocr_confidence"] = extras["ocr_confidence"]
             components["ocr_factor"] = ocr_factor(extras["ocr_confidence"])
             score *= components["ocr_factor"]
+        if dated and within(row["timestamp"], dated):
+            components["date_factor"] = DATE_FACTOR  # dated when the query says (retrieval/dates.py)
+            score *= DATE_FACTOR
         if row["superseded_by"] is not None:
             # An agent memory whose fact a newer memory restated (agent/memories.py): kept, ranked lower.
             components["superseded"] = 1.0
