@@ -4,8 +4,8 @@ evidence dated then: a person asks about what they wrote or said around that dat
 Only dates with their year (a relative "last week" needs the memory's own timeline: agent/recall.py
 resolves it for the episodic strategy) and spans of a month at most ("in 2019" more often names what a
 document is about than when it was written). What happened on a day is often told in the days after
-it ("I watched it last night"): the span reaches TOLD_AFTER past its end. LoCoMo dev, the 80 answerable
-questions naming such a date, direct hybrid retrieval: turn recall@5 0.583 -> 0.633 (docs/benchmarks.md).
+it ("I watched it last night"): the span reaches TOLD_AFTER past its end. LoCoMo dev, the 75 answerable
+questions naming such a date, `mem ask`'s retriever: turn recall@5 0.556 -> 0.596 (bench/dated_questions.py).
 """
 
 from __future__ import annotations
