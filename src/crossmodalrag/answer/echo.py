@@ -62,9 +62,7 @@ def _stem(word: str, language: str) -> str:
 def without_echo(answer: str, question: str) -> str:
     """`answer` without a leading restatement of `question` and a trailing phrase repeating it."""
     words = list(_WORD.finditer(answer))
-    language = guess_language([w.lower() for w in _WORD.findall(question)])
-    stopwords = BY_LANGUAGE.get(language, frozenset())
-    asked = {_stem(word, language) for word in _WORD.findall(question)}
+    language, asked, stopwords = _asked(question)
     if not _ASKS_WHEN.search(question):
         stopwords |= WHEN_WORDS
     kinds = [_kind(match.group(0).lower(), language, asked, stopwords) for match in words]
@@ -85,11 +83,15 @@ def restates_question(answer: str, question: str) -> bool:
     answer) nor a statement (restating a claim affirms it)."""
     if offers_alternatives(question) or is_statement(question):
         return False
-    language = guess_language([w.lower() for w in _WORD.findall(question)])
-    asked = {_stem(word, language) for word in _WORD.findall(question)}
-    stopwords = BY_LANGUAGE.get(language, frozenset())
+    language, asked, stopwords = _asked(question)
     kinds = {_kind(match.group(0).lower(), language, asked, stopwords) for match in _WORD.finditer(answer)}
     return "echo" in kinds and not kinds & {"new", "kept"}
+
+
+def _asked(question: str) -> tuple[str, set[str], frozenset[str]]:
+    """The question's language, its words stemmed, and that language's function words."""
+    language = guess_language([w.lower() for w in _WORD.findall(question)])
+    return language, {_stem(word, language) for word in _WORD.findall(question)}, BY_LANGUAGE.get(language, frozenset())
 
 
 def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str]) -> str:

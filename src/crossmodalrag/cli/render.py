@@ -38,16 +38,12 @@ def explain_line(hit: Hit, weights: dict[str, float]) -> str:
 def render_answer(answer: Answer, explain: bool, weights: dict[str, float]) -> str:
     if answer.mode == "llm" and not answer.abstained:
         return answer.text + "\n\n" + render_footer(answer, explain, weights)
-    if answer.abstained:
-        if not explain:
-            return answer.text
-        # The evidence it was judged on, so the reader can see for themselves what it lacked.
-        listed = render_evidence_answer(answer.evidence, answer.comparison, lambda hit: explain_line(hit, weights))
-        parts = [answer.text, listed if answer.evidence else "", why_line(answer) if answer.verification else ""]
-        return "\n".join(part for part in parts if part)
     if not explain:
         return answer.text
     listed = render_evidence_answer(answer.evidence, answer.comparison, lambda hit: explain_line(hit, weights))
+    if answer.abstained:  # with the evidence it was judged on, so the reader sees what it lacked
+        parts = [answer.text, listed if answer.evidence else "", why_line(answer) if answer.verification else ""]
+        return "\n".join(part for part in parts if part)
     if answer.verdict_withheld:  # a statement the model could not settle
         return f"{UNDECIDED}\n{listed}\n{why_line(answer)}"
     return listed
