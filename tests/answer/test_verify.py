@@ -11,6 +11,7 @@ from crossmodalrag.answer.citations import sentences
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.evidence import open_retriever
 from crossmodalrag.answer.forms import is_statement, query_form
+from crossmodalrag.answer.premise import presupposes, unmentioned_words
 from crossmodalrag.answer.synthesize import ask_with_llm
 from crossmodalrag.answer.verify import REPLY_MARGIN, judge, short_answer, split_answer
 from crossmodalrag.cli.render import why_line
@@ -608,3 +609,66 @@ def test_a_short_answer_only_repeating_the_question_abstains_without_the_judge(r
     assert answer.verification["claims"][0]["reason"] == "restates_question"
     assert answer.verification["claims"][0]["margin"] is None
     assert 'only repeats words of the question ("the tokenizer")' in answer.text
+
+
+@pytest.mark.parametrize(
+    "question, asks_about_a_given",
+    [
+        ("For how long has Nate had his snakes?", True),
+        ("Where was the photoshoot done for John's fragrance deal?", True),
+        ("Does Nate have snakes?", False),  # a yes/no question asks whether: "no" answers it
+        ("Would Nate enjoy keeping snakes?", False),  # a conjecture
+        ("Did Nate buy snakes or turtles?", False),  # a choice
+        ("Nate has had snakes for three years.", False),  # a statement
+        ("Wie lange hat Nate seine Schlangen?", False),  # English only: the check's prompt and fit are
+        ("奈特养蛇多久了？", False),
+    ],
+)
+def test_premise_checks_only_english_questions_asking_about_something_given(question, asks_about_a_given):
+    assert presupposes(question) is asks_about_a_given
+
+
+TURTLES = [
+    ("Nate", "I've had my turtles for 3 years now and they bring me tons of joy!"),
+    ("Joanna", "Wow, three years! Do they have names?"),
+    ("Nate", "Yes, and they love their new tank in the living room."),
+]
+
+
+def test_unmentioned_words_are_the_questions_content_words_no_excerpt_holds(store, settings: Settings, tmp_path):
+    retriever = chat_retriever(store, settings, tmp_path, TURTLES)
+    evidence = retriever.search("How long has Nate had his turtles?").hits
+    items = [type("Item", (), {"hit": hit})() for hit in evidence]
+    # "turtle" is held in another form, "Nate" is a name, "how long" asks, "had" is a function word.
+    assert unmentioned_words("For how long has Nate had his turtle?", items) == []
+    assert unmentioned_words("For how long has Nate had his snakes in March?", items) == ["snakes"]
+    assert unmentioned_words("For how long has Nate had his snakes?", []) == []
+
+
+def test_an_answer_resting_on_evidence_that_never_speaks_of_the_questions_premise_is_withheld(
+    store, settings: Settings, tmp_path
+):
+    """LoCoMo's adversarial questions swap one detail: asked about snakes, the judge reads the turtles
+    turn as the answer. Asked narrowly whether that turn speaks of snakes, the model says no."""
+    retriever = chat_retriever(store, settings, tmp_path, TURTLES)
+    question = "For how many years have the snakes of Nate brought him joy?"
+    llm = ScriptedLLM("Answer: 3 years [E1]", margins=[2.0, 3.0, -2.0])  # the gate, the short answer, snakes
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    assert answer.abstained and answer.abstention_reason == "unsupported"
+    assert answer.verification["premise"] == {"snakes": -2.0} and answer.verification["premise_min_margin"] == -0.25
+    assert [c["reason"] for c in answer.verification["claims"]] == ["premise_missing"]
+    assert answer.text.startswith('No answer: the question takes "snakes" as given')
+    assert 'do not speak of "snakes", which the question takes as given (margin -2.00, needs -0.25)' in why_line(answer)
+    claim, premise = (prompt[-1]["content"] for prompt in llm.judged[1:])
+    assert "Claim: The answer to" in claim and "Does this evidence speak of snakes" in premise
+    assert claim.split("\n\nClaim:")[0] == premise.split("\n\nDoes this")[0]  # one prefix: the KV cache serves both
+    # A margin above the threshold keeps the answer; with the check off, the model is not asked.
+    llm = ScriptedLLM("Answer: 3 years [E1]", margins=[2.0, 3.0, 0.5])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    assert (
+        not answer.abstained and answer.short_answer == "3 years" and answer.verification["premise"] == {"snakes": 0.5}
+    )
+    settings.verify_min_premise_margin = None
+    llm = ScriptedLLM("Answer: 3 years [E1]", margins=[2.0, 3.0, -2.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    assert not answer.abstained and "premise" not in answer.verification and len(llm.judged) == 2

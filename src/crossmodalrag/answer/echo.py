@@ -52,7 +52,7 @@ _PAST = (
 IRREGULAR = dict(zip(_PAST[::2], _PAST[1::2], strict=True))
 
 
-def _stem(word: str, language: str) -> str:
+def stem(word: str, language: str) -> str:
     folded = fold(_POSSESSIVE.sub("", word.lower()))
     if language == "en":
         folded = IRREGULAR.get(folded, folded)
@@ -68,7 +68,7 @@ def without_echo(answer: str, question: str) -> str:
     kinds = [_kind(match.group(0).lower(), language, asked, stopwords) for match in words]
     if kinds and kinds[0] == "kept":
         return answer  # "No, she is not part of it": a yes or no with its reason is short already
-    said = [_stem(match.group(0), language) in asked for match in words]  # function words too
+    said = [stem(match.group(0), language) in asked for match in words]  # function words too
     start, end = _opening(kinds, words, said), _closing(kinds)
     kept = words[start:end]
     if not any(kind in ("new", "kept") for kind in kinds[start:end]) or not kept:
@@ -91,7 +91,7 @@ def restates_question(answer: str, question: str) -> bool:
 def _asked(question: str) -> tuple[str, set[str], frozenset[str]]:
     """The question's language, its words stemmed, and that language's function words."""
     language = guess_language([w.lower() for w in _WORD.findall(question)])
-    return language, {_stem(word, language) for word in _WORD.findall(question)}, BY_LANGUAGE.get(language, frozenset())
+    return language, {stem(word, language) for word in _WORD.findall(question)}, BY_LANGUAGE.get(language, frozenset())
 
 
 def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str]) -> str:
@@ -99,7 +99,7 @@ def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str]) 
         return "kept"
     if word in stopwords:
         return "function"
-    return "echo" if _stem(word, language) in asked else "new"
+    return "echo" if stem(word, language) in asked else "new"
 
 
 def _opening(kinds: list[str], words: list[re.Match], said: list[bool]) -> int:

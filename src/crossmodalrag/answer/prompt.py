@@ -153,3 +153,14 @@ def claim_messages(question: str, evidence: list[Evidence], claim: str, cited: l
         "Is the claim supported by the evidence, about the same person or thing? Answer yes or no."
     )
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def premise_messages(evidence: list[Evidence], cited: list[str], word: str) -> list[Message]:
+    """Ask whether the excerpts an answer rests on speak of `word` at all (answer/premise.py). The
+    prompt opens as `claim_messages` does, so after a claim's check only the question is new."""
+    items = cited_excerpts(evidence, cited)
+    user = (
+        f"Evidence:\n{judge_evidence(items)}\n\n"
+        f"Does this evidence speak of {word} (the word or something that is {word})? Answer yes or no."
+    )
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]

@@ -22,7 +22,7 @@ from crossmodalrag.types import Evidence
 # A capitalised word (letters only, possessive allowed), so acronyms and code identifiers are not names.
 _CAPITALISED = re.compile(r"\b([A-Z][a-z\u00df-\u024f]{2,})(?:['\u2019]s)?\b")
 _WORD = re.compile(r"[\w'\u2019]+")
-_CALENDAR = frozenset(
+CALENDAR = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday today yesterday tomorrow".split()
 )
@@ -45,7 +45,7 @@ def named_subjects(question: str) -> list[str]:
         if not before or before[-1] in ".!?:;\"'(":
             continue  # the first word of a sentence
         name = match.group(1).lower()
-        if name not in _ALL_STOPWORDS and name not in _CALENDAR:
+        if name not in _ALL_STOPWORDS and name not in CALENDAR:
             names.append(name)
     return list(dict.fromkeys(names))
 
@@ -136,7 +136,7 @@ def _content_words(text: str, names: set[str]) -> set[str]:
     """Lowercased, unaccented words of 3+ letters that are not function words, calendar words,
     numbers or `names`, cut to their first five letters ("notes" ~ "note", "memories" ~ "memory")."""
     words = (_fold(word) for word in re.findall(r"[^\W\d_]{3,}", text))
-    return {word[:5] for word in words if word not in _ALL_STOPWORDS and word not in _CALENDAR and word not in names}
+    return {word[:5] for word in words if word not in _ALL_STOPWORDS and word not in CALENDAR and word not in names}
 
 
 def _participants(evidence: list[Evidence]) -> set[str]:

@@ -18,6 +18,7 @@ from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages
 from crossmodalrag.answer.subjects import subject_share
 from crossmodalrag.answer.verify import (
     MAX_CHECKS,
+    PREMISE,
     RESTATES,
     Verification,
     gate_evidence,
@@ -208,9 +209,14 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
     text = report.text
     if settings.llm_verify:
         started = time.perf_counter()
-        verification = verify_answer(llm, query, evidence, text, settings.verify_min_margin)
+        min_premise = settings.verify_min_premise_margin
+        verification = verify_answer(llm, query, evidence, text, settings.verify_min_margin, min_premise)
         timing["verification_seconds"] = time.perf_counter() - started
         checks.update(claims=[v.to_dict() for v in verification.verdicts], claim_min_margin=settings.verify_min_margin)
+        if verification.premise:
+            checks.update(
+                premise={w: round(m, 3) for w, m in verification.premise.items()}, premise_min_margin=min_premise
+            )
         if verification.unsupported:
             return _abstain(fallback, UNSUPPORTED, _unsupported_text(verification), model, checks, timing)
         removed = [w for w in report.warnings if w["kind"] == "invalid_citation"]  # gone from `text` already
@@ -276,6 +282,14 @@ def _not_answered_text(evidence: list) -> str:
 
 
 def _unsupported_text(verification: Verification) -> str:
+    if any(v.reason == PREMISE for v in verification.verdicts):
+        unspoken = ", ".join(
+            f'"{w}"' for w, m in verification.premise.items() if m == min(verification.premise.values())
+        )
+        return (
+            f"No answer: the question takes {unspoken} as given, but the evidence the language model's answer "
+            "rests on never speaks of it, so the answer is withheld."
+        )
     short = next((v for v in verification.verdicts if v.short), None)
     if short is not None and short.reason == RESTATES:
         return (

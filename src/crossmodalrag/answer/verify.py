@@ -20,7 +20,8 @@ from crossmodalrag.answer.citations import CITATION, cited_ids, sentences, state
 from crossmodalrag.answer.echo import restates_question, without_echo
 from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.llm import LLM, Generation, Message
-from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages
+from crossmodalrag.answer.premise import presupposes, unmentioned_words
+from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages, premise_messages
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
 from crossmodalrag.answer.when import dated_answer
 from crossmodalrag.config import Settings
@@ -38,6 +39,7 @@ _WORD = re.compile(r"\w{3,}")
 _ANY_WORD = re.compile(r"\w+")
 REPEATED = "repeated"  # a Verdict.reason: said already by an earlier sentence of the answer
 RESTATES = "restates_question"  # a Verdict.reason: a short answer of nothing but the question's words
+PREMISE = "premise_missing"  # a Verdict.reason: its excerpts never speak of a word the question takes as given
 _YEAR = re.compile(r"\b\d{4}\b")
 # Citations with what joins them ("Yes, [E3] and [E4]", "hiking [E1] and [E3]"): gone from a short
 # answer together, or it reads "Yes, and"; then whatever still dangles at its end.
@@ -75,6 +77,7 @@ class Verdict:
 @dataclass
 class Verification:
     verdicts: list[Verdict] = field(default_factory=list)
+    premise: dict[str, float] = field(default_factory=dict)  # word -> margin (answer/premise.py)
 
     @property
     def unsupported(self) -> bool:
@@ -236,7 +239,9 @@ def short_answer(text: str, question: str | None = None, evidence: list[Evidence
     return bare or None
 
 
-def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, min_margin: float) -> Verification:
+def verify_answer(
+    llm: LLM, question: str, evidence: list[Evidence], text: str, min_margin: float, min_premise: float | None = None
+) -> Verification:
     """Judge every sentence of `text` against the excerpts it cites. One citing none: the short answer
     against every excerpt the answer cites (else all), a support sentence against the closest of them.
     Sentences that only say what the evidence lacks are kept unchecked. When the question names
@@ -245,7 +250,9 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
     if none is left (`names_missing`, `other_time`) or it is about another participant
     (`other_speaker`); past MAX_CHECKS, dropped. A short answer that only repeats the question's
     words fails unjudged (`restates_question`). A support sentence whose content words all came
-    earlier is left out unchecked (`repeated`)."""
+    earlier is left out unchecked (`repeated`). With `min_premise`, the excerpts the answer rests on
+    are asked whether they speak of each word the question takes as given that no excerpt holds
+    (answer/premise.py): one below `min_premise` fails the answer (`premise_missing`)."""
     verdicts: list[Verdict] = []
     checked: list[Verdict] = []
     claims: list[str] = []
@@ -287,11 +294,25 @@ def verify_answer(llm: LLM, question: str, evidence: list[Evidence], text: str, 
             prompts.append(claim_messages(question, evidence, claim, [item.id for item in judged], short))
             checked.append(verdict)
             claims.append(claim)
-    for verdict, margin in zip(checked, judge(llm, prompts), strict=True):
+    words = unmentioned_words(question, evidence) if min_premise is not None and presupposes(question) else []
+    # The short answer's premise checks go right after its own check: same excerpts, so each costs
+    # only its question's tokens (the KV cache keeps the prefix). Unused if the short answer fails.
+    ahead = [premise_messages(evidence, checked[0].judged, w) for w in words] if checked and checked[0].short else []
+    margins = judge(llm, prompts[:1] + ahead + prompts[1:])
+    premise_margins = margins[1 : 1 + len(ahead)]
+    for verdict, margin in zip(checked, margins[:1] + margins[1 + len(ahead) :], strict=True):
         verdict.margin = margin
         verdict.supported = margin >= min_margin
     _second_look(llm, question, evidence, checked, claims, pool, min_margin)
-    return Verification(verdicts)
+    verification = Verification(verdicts)
+    if ahead and not verification.unsupported:  # the short answer passed: does it rest on the premise?
+        short = checked[0]
+        if short.added:  # its second look judged it beside more excerpts
+            premise_margins = judge(llm, [premise_messages(evidence, short.judged, w) for w in words])
+        verification.premise = dict(zip(words, premise_margins, strict=True))
+        if min(premise_margins) < min_premise:
+            short.supported, short.reason = False, PREMISE
+    return verification
 
 
 def _second_look(llm, question, evidence, checked, claims, pool, min_margin) -> None:

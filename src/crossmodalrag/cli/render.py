@@ -76,6 +76,12 @@ def why_line(answer: Answer) -> str:
     if claims:
         kept = sum(1 for c in claims if c["supported"])
         parts.append(f"{kept} of {len(claims)} sentences are supported by the excerpts they cite")
+    for word, margin in checks.get("premise", {}).items():
+        verdict = "speak" if margin >= checks["premise_min_margin"] else "do not speak"
+        parts.append(
+            f'the excerpts the answer rests on {verdict} of "{word}", which the question takes as given '
+            f"(margin {margin:+.2f}, needs {checks['premise_min_margin']:+.2f})"
+        )
     if checks.get("withheld"):
         parts.append(f"so its verdict on the statement was withheld ({checks['withheld']})")
     return "why: " + "; ".join(parts) if parts else ""
