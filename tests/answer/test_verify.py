@@ -592,6 +592,9 @@ def test_a_sentence_repeating_an_earlier_one_is_left_out_unchecked_and_not_repor
         ("No", "Did Melanie paint the bowl?", False),
         ("Vitamin D lowers blood pressure", "Vitamin D lowers blood pressure.", False),  # a statement affirmed
         ("twice", "How often did he go?", False),
+        ("a temp job", "What temporary job did Jon take to cover expenses?", True),  # said clipped
+        ("the info desk", "What information did Gina get?", False),  # "desk" is new
+        ("art", "What artistic hobby does Jon have?", False),  # too short to be a clipping
     ],
 )
 def test_a_short_answer_restating_the_question_is_recognised(answer: str, question: str, restates: bool):

@@ -30,6 +30,7 @@ LINKS = frozenset(
 PRONOUN_COPULA = frozenset("it's he's she's that's they're".split())
 PRONOUNS, COPULAS = frozenset("it he she they this that these those".split()), frozenset("is was are were".split())
 _EDGES = " \t,;:-\u2013\u2014"
+MIN_CLIPPED = 4  # "temp", "info", "repo": shorter clippings ("art", "pro") are words of their own
 # Words that place the answer in time ("his turtles to the beach in Tampa yesterday"): to a question
 # that does not ask when, they are no part of the answer, like a function word.
 WHEN_WORDS = frozenset("yesterday today tonight recently lately".split())
@@ -84,7 +85,9 @@ def restates_question(answer: str, question: str) -> bool:
     if offers_alternatives(question) or is_statement(question):
         return False
     language, asked, stopwords = _asked(question)
-    kinds = {_kind(match.group(0).lower(), language, asked, stopwords) for match in _WORD.finditer(answer)}
+    kinds = {
+        _kind(match.group(0).lower(), language, asked, stopwords, clipped=True) for match in _WORD.finditer(answer)
+    }
     return "echo" in kinds and not kinds & {"new", "kept"}
 
 
@@ -94,12 +97,19 @@ def _asked(question: str) -> tuple[str, set[str], frozenset[str]]:
     return language, {stem(word, language) for word in _WORD.findall(question)}, BY_LANGUAGE.get(language, frozenset())
 
 
-def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str]) -> str:
+def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str], clipped: bool = False) -> str:
+    """`clipped`: a word the question says in full also counts as said clipped ("a temp job" to "what
+    temporary job ...?": LoCoMo's answer is that the conversation never says which)."""
     if word in KEPT:
         return "kept"
     if word in stopwords:
         return "function"
-    return "echo" if stem(word, language) in asked else "new"
+    if stem(word, language) in asked:
+        return "echo"
+    short = stem(word, language)
+    if clipped and len(short) >= MIN_CLIPPED and any(a.startswith(short) and len(a) > len(short) + 1 for a in asked):
+        return "echo"
+    return "new"
 
 
 def _opening(kinds: list[str], words: list[re.Match], said: list[bool]) -> int:

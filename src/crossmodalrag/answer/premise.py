@@ -10,8 +10,8 @@ against the excerpts the answer rests on, and a clear no withholds the answer.
 Only for English questions asking what, who, where, ... (not yes/no questions, whose premise is
 what they ask; nor statements, conjectures or questions offering alternatives): the prompt is
 English and so was the measurement. LoCoMo dev (bench/premise.py): of the questions the gates let
-through, a margin below -0.25 for one such word refused 11 of 154 adversarial questions and 1 of
-176 answerable ones.
+through, a margin below -0.25 for one such word refused 11 of 157 adversarial questions and 1 of
+180 answerable ones.
 """
 
 from __future__ import annotations
