@@ -85,3 +85,11 @@ def test_missing_cmrag_config_file_is_a_config_error(tmp_path, monkeypatch):
     monkeypatch.setenv("CMRAG_CONFIG", str(tmp_path / "nope.toml"))
     with pytest.raises(ConfigError, match="not found"):
         load_settings()
+
+
+def test_the_premise_check_takes_a_margin_or_off(isolated_env, monkeypatch):
+    assert load_settings().verify_min_premise_margin == -0.25
+    write_toml(isolated_env, "[llm]\nverify_min_premise_margin = -0.5\n")
+    assert load_settings().verify_min_premise_margin == -0.5
+    monkeypatch.setenv("CMRAG_VERIFY_MIN_PREMISE_MARGIN", "off")
+    assert load_settings().verify_min_premise_margin is None

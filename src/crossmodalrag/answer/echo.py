@@ -104,9 +104,9 @@ def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str], 
         return "kept"
     if word in stopwords:
         return "function"
-    if stem(word, language) in asked:
-        return "echo"
     short = stem(word, language)
+    if short in asked:
+        return "echo"
     if clipped and len(short) >= MIN_CLIPPED and any(a.startswith(short) and len(a) > len(short) + 1 for a in asked):
         return "echo"
     return "new"
