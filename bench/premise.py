@@ -2,6 +2,7 @@
 """Fit the premise check (`verify_min_premise_margin`, answer/premise.py) on LoCoMo dev.
 
     python bench/premise.py --model PATH.gguf [--shared DIR] [--workdir DIR] [--answerable 240] [--seed 7]
+    python bench/premise.py --model PATH.gguf --financebench     # what it would do over documents
 
 An adversarial LoCoMo question often swaps one detail of what was said ("For how long has Nate had
 his snakes?" of his turtles). For every adversarial question of LoCoMo dev and `--answerable`
@@ -14,8 +15,9 @@ cites, which are mostly that one: measuring it needs no written answer).
 
 Reported per threshold: of the questions the gates before the answer let through, the adversarial
 and answerable ones it refuses, on the fit set (the questions of bench/generation.py's draws, seeds
-0 and 3, left out) and on those draws apart; the AUC of the lowest margin. Prints one JSON object on
-stdout; progress on stderr.
+0 and 3, left out) and on those draws apart; the AUC of the lowest margin. `--financebench`: the same
+measurement over FinanceBench dev's PDFs (lexical; every question answerable), which is why the
+product asks only of conversation turns. Prints one JSON object on stdout; progress on stderr.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from crossmodalrag.answer.prompt import premise_messages
 from crossmodalrag.answer.subjects import subject_share
 from crossmodalrag.answer.verify import gate_evidence, gate_margin, judge
 from crossmodalrag.config import Settings
+from crossmodalrag.ingest import ingest_pdfs
 from crossmodalrag.store import open_store
 
 THRESHOLDS = (-1.0, -0.75, -0.5, -0.35, -0.25, -0.15, 0.0)
@@ -124,6 +127,26 @@ def report(rows: list[dict]) -> dict:
     }
 
 
+def financebench(shared: Path, workdir: Path, llm, llm_env: dict) -> dict:
+    """Answerable questions over documents: how many each threshold would refuse if the check ran there."""
+    root = shared / "data" / "financebench"
+    questions = [json.loads(line) for line in (root / "questions_dev.jsonl").read_text().splitlines() if line.strip()]
+    db = workdir / "financebench.db"
+    if not db.exists():
+        pdfs = sorted({root / "pdfs" / f"{q['doc_name']}.pdf" for q in questions})
+        log(f"[financebench] ingesting {len(pdfs)} PDFs")
+        ingest_pdfs(open_store(db), [path for path in pdfs if path.exists()])
+    lexical = {**llm_env, "CMRAG_EMBED_MODEL": "BAAI/bge-small-en-v1.5"}  # not on disk offline: lexical
+    rows = measure(settings_for(db, lexical), llm, [(False, False, " ".join(q["question"].split())) for q in questions])
+    checked = [r for r in rows if r.get("premise") and "refused_by" not in r]
+    return {
+        "questions": len(rows),
+        "checked": len(checked),
+        "refused": {str(t): sum(min(r["premise"]) < t for r in checked) for t in THRESHOLDS},
+        "rows": rows,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True)
@@ -131,6 +154,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--answerable", type=int, default=240)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--financebench", action="store_true", help="FinanceBench dev's PDFs instead of LoCoMo")
     args = parser.parse_args()
     env = clean_environment()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="premise-"))
@@ -141,6 +165,10 @@ def main() -> None:
     drawn = {(i, q["question"]) for seed in BENCHMARK_SEEDS for i, q in pick_questions(data, 20, seed)}
     chosen = choose(data, args.answerable, args.seed)
     llm = load_llm(settings_for(workdir / "any.db", llm_env))
+    if args.financebench:
+        result = {"benchmark": "premise_financebench", "model": args.model.name, "machine": machine()}
+        print(json.dumps({**result, **financebench(args.shared, workdir, llm, llm_env)}, indent=2))
+        return
     rows: list[dict] = []
     for index in sorted({i for i, _ in chosen}):
         db = workdir / f"locomo-{index}.db"

@@ -204,11 +204,11 @@ class Settings:
     # -1.0 50/64 and 11/16; -1.5 52/64 (one wrong, one half right) and 11/16; -2.0 52/64 and 10/16;
     # -0.5 46/64 and 11/16: -1.0 kept.
     verify_min_margin: float = -1.0
-    # After the claim checks of an English question asking what, who, where ...: the excerpts the
-    # answer rests on must not clearly fail to speak of a word the question takes as given that no
-    # excerpt holds (answer/premise.py; "off" = no check). LoCoMo dev, the questions the gates let
-    # through (bench/premise.py, the generation benchmark's questions left out): -0.25 refused 11 of
-    # 157 adversarial and 1 of 180 answerable; -0.5 8 and 1; -0.15 13 and 3; 0 17 and 4.
+    # After the claim checks of an English question asking what, who, where ..., answered from
+    # conversation turns: those turns must not clearly fail to speak of a word the question takes as
+    # given that no excerpt holds (answer/premise.py; "off" = no check). LoCoMo dev, the questions the
+    # gates let through (bench/premise.py, the generation benchmark's questions left out): -0.25
+    # refused 11 of 157 adversarial and 1 of 180 answerable; -0.5 8 and 1; -0.15 13 and 3; 0 17 and 4.
     verify_min_premise_margin: float | None = -0.25
     # Before any model call: a question naming a participant of the retrieved conversations needs at
     # least this share of the excerpts in their own words (answer/subjects.py; 0 = off). 0.4 = 2 of 5:

@@ -675,3 +675,12 @@ def test_an_answer_resting_on_evidence_that_never_speaks_of_the_questions_premis
     llm = ScriptedLLM("Answer: 3 years [E1]", margins=[2.0, 3.0, -2.0])
     answer = ask_with_llm(retriever, question, settings, llm=llm)
     assert not answer.abstained and "premise" not in answer.verification and len(llm.judged) == 2
+
+
+def test_the_premise_check_asks_only_of_conversation_turns(retriever, settings: Settings):
+    """Over documents the model says no to the words of a question's instructions ("What drove ...",
+    "Basing your judgments off of ..."): the check was fitted on conversations and stays there."""
+    llm = ScriptedLLM("Answer: regexes backtracked [E1]", margins=[2.0, 3.0, -5.0])
+    answer = ask_with_llm(retriever, "What drove the tokenizer rewrite?", settings, llm=llm)
+    assert not answer.abstained and "premise" not in answer.verification
+    assert not any("Does this evidence speak of" in prompt[-1]["content"] for prompt in llm.judged)

@@ -20,7 +20,7 @@ from crossmodalrag.answer.citations import CITATION, cited_ids, sentences, state
 from crossmodalrag.answer.echo import restates_question, without_echo
 from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.llm import LLM, Generation, Message
-from crossmodalrag.answer.premise import presupposes, unmentioned_words
+from crossmodalrag.answer.premise import in_conversations, presupposes, unmentioned_words
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages, premise_messages
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
 from crossmodalrag.answer.when import dated_answer
@@ -294,10 +294,12 @@ def verify_answer(
             prompts.append(claim_messages(question, evidence, claim, [item.id for item in judged], short))
             checked.append(verdict)
             claims.append(claim)
-    words = unmentioned_words(question, evidence) if min_premise is not None and presupposes(question) else []
+    rests_on = cited_excerpts(evidence, checked[0].judged) if checked and checked[0].short else []
+    asks = min_premise is not None and presupposes(question) and in_conversations(rests_on)
+    words = unmentioned_words(question, evidence) if asks else []
     # The short answer's premise checks go right after its own check: same excerpts, so each costs
     # only its question's tokens (the KV cache keeps the prefix). Unused if the short answer fails.
-    ahead = [premise_messages(evidence, checked[0].judged, w) for w in words] if checked and checked[0].short else []
+    ahead = [premise_messages(evidence, checked[0].judged, w) for w in words]
     margins = judge(llm, prompts[:1] + ahead + prompts[1:])
     premise_margins = margins[1 : 1 + len(ahead)]
     for verdict, margin in zip(checked, margins[:1] + margins[1 + len(ahead) :], strict=True):
