@@ -161,14 +161,14 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     llm_env = {"CMRAG_LLM_MODEL_PATH": str(args.model.resolve())}
     started = time.perf_counter()
-    data = load_locomo(args.shared)
-    drawn = {(i, q["question"]) for seed in BENCHMARK_SEEDS for i, q in pick_questions(data, 20, seed)}
-    chosen = choose(data, args.answerable, args.seed)
     llm = load_llm(settings_for(workdir / "any.db", llm_env))
     if args.financebench:
         result = {"benchmark": "premise_financebench", "model": args.model.name, "machine": machine()}
         print(json.dumps({**result, **financebench(args.shared, workdir, llm, llm_env)}, indent=2))
         return
+    data = load_locomo(args.shared)
+    drawn = {(i, q["question"]) for seed in BENCHMARK_SEEDS for i, q in pick_questions(data, 20, seed)}
+    chosen = choose(data, args.answerable, args.seed)
     rows: list[dict] = []
     for index in sorted({i for i, _ in chosen}):
         db = workdir / f"locomo-{index}.db"

@@ -48,7 +48,7 @@ def query_form(query: str) -> str:
 # one; told nothing, the model answered "Yes" (LoCoMo dev: 2 of its 3 such answerable questions, the
 # third withheld; told, it named "the beach" and "C. S. Lewis"). "and/or", "or not" and "yes or no"
 # still ask yes or no.
-_AUXILIARY = frozenset("is are was were am do does did can could should would will has have had".split())
+AUXILIARY = frozenset("is are was were am do does did can could should would will has have had".split())
 _ALTERNATIVES = re.compile(r"\w,?\s+or\s+\w", re.IGNORECASE)
 _STILL_YES_NO = re.compile(r"\b(?:and/or|or not|yes or no)\b", re.IGNORECASE)
 CHOICE_HINT = "(It asks which one: answer with one of the alternatives, not yes or no.)"
@@ -62,7 +62,7 @@ def offers_alternatives(query: str) -> bool:
 def is_choice(query: str) -> bool:
     """A question between alternatives: it opens like a yes/no question and offers "X or Y" (English)."""
     words = re.findall(r"\w+", query.lower())
-    return bool(words) and words[0] in _AUXILIARY and offers_alternatives(query)
+    return bool(words) and words[0] in AUXILIARY and offers_alternatives(query)
 
 
 def as_question(query: str) -> str:

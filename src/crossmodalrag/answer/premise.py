@@ -22,18 +22,17 @@ from __future__ import annotations
 import re
 
 from crossmodalrag.answer.echo import stem
-from crossmodalrag.answer.forms import offers_alternatives, query_form
+from crossmodalrag.answer.forms import AUXILIARY, offers_alternatives, query_form
 from crossmodalrag.answer.subjects import CALENDAR, CONVERSATION
 from crossmodalrag.index.scripts import fold
-from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, guess_language
+from crossmodalrag.retrieval.stopwords import ANY_LANGUAGE, guess_language
 from crossmodalrag.types import Evidence
 
 MAX_WORDS = 3  # a question rarely has more than one swapped detail; each word costs a short check
 _WORD = re.compile(r"[^\W\d_]{3,}")
-_YES_NO = frozenset("is are was were am do does did can could should would will shall may has have had".split())
+_YES_NO = AUXILIARY | {"shall", "may"}  # the words a yes/no question opens with
 # The words that ask rather than presuppose ("what kind of", "how often", "what is the name of").
 _ASKING = frozenset("what which who whom whose when where why how kind type sort name many much often long".split())
-_STOPWORDS = frozenset().union(*BY_LANGUAGE.values())
 
 
 def presupposes(question: str) -> bool:
@@ -67,7 +66,7 @@ def unmentioned_words(question: str, evidence: list[Evidence]) -> list[str]:
     held = set().union(*(_stems(item.hit.text.split("\n", 1)[-1]) for item in evidence))  # not the breadcrumb
     words = []
     for word in (fold(w.lower()) for w in _WORD.findall(question) if not w[0].isupper()):
-        if word in _STOPWORDS or word in _ASKING or word in CALENDAR:
+        if word in ANY_LANGUAGE or word in _ASKING or word in CALENDAR:
             continue
         if stem(word, "en") not in held and word not in words:
             words.append(word)

@@ -16,7 +16,7 @@ import re
 import unicodedata
 from typing import Iterable
 
-from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, guess_language
+from crossmodalrag.retrieval.stopwords import ANY_LANGUAGE, guess_language
 from crossmodalrag.types import Evidence
 
 # A capitalised word (letters only, possessive allowed), so acronyms and code identifiers are not names.
@@ -27,7 +27,6 @@ CALENDAR = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday today yesterday tomorrow".split()
 )
 _GREETINGS = "hey|hi|hello|thanks|thank you|yes|yep|yeah|wow|oh|dear|sorry|congrats|congratulations"
-_ALL_STOPWORDS = frozenset().union(*BY_LANGUAGE.values())
 CONVERSATION = "conversation"  # a source type whose chunks are turns opening with "Speaker: "
 _SPEAKER = re.compile(r"\s*([^\s:][^:\n]{0,39}):\s")
 MIN_REPEATED_WORDS = 2
@@ -45,7 +44,7 @@ def named_subjects(question: str) -> list[str]:
         if not before or before[-1] in ".!?:;\"'(":
             continue  # the first word of a sentence
         name = match.group(1).lower()
-        if name not in _ALL_STOPWORDS and name not in CALENDAR:
+        if name not in ANY_LANGUAGE and name not in CALENDAR:
             names.append(name)
     return list(dict.fromkeys(names))
 
@@ -136,7 +135,7 @@ def _content_words(text: str, names: set[str]) -> set[str]:
     """Lowercased, unaccented words of 3+ letters that are not function words, calendar words,
     numbers or `names`, cut to their first five letters ("notes" ~ "note", "memories" ~ "memory")."""
     words = (_fold(word) for word in re.findall(r"[^\W\d_]{3,}", text))
-    return {word[:5] for word in words if word not in _ALL_STOPWORDS and word not in CALENDAR and word not in names}
+    return {word[:5] for word in words if word not in ANY_LANGUAGE and word not in CALENDAR and word not in names}
 
 
 def _participants(evidence: list[Evidence]) -> set[str]:

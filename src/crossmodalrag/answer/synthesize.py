@@ -283,9 +283,8 @@ def _not_answered_text(evidence: list) -> str:
 
 def _unsupported_text(verification: Verification) -> str:
     if any(v.reason == PREMISE for v in verification.verdicts):
-        unspoken = ", ".join(
-            f'"{w}"' for w, m in verification.premise.items() if m == min(verification.premise.values())
-        )
+        lowest = min(verification.premise.values())
+        unspoken = ", ".join(f'"{word}"' for word, margin in verification.premise.items() if margin == lowest)
         return (
             f"No answer: the question takes {unspoken} as given, but the evidence the language model's answer "
             "rests on never speaks of it, so the answer is withheld."

@@ -60,13 +60,13 @@ sur un une vous
 """.split()
 )
 BY_LANGUAGE = {"en": ENGLISH, "de": GERMAN, "es": SPANISH, "fr": FRENCH, "vi": VIETNAMESE}
+ANY_LANGUAGE = frozenset().union(*BY_LANGUAGE.values())  # a function word in one of them
 
 
 # word -> the languages that list it: one dict lookup per word (every chunk's language is guessed
 # at ingest, so this runs over every word stored).
 LANGUAGES_OF = {
-    word: tuple(language for language, words in BY_LANGUAGE.items() if word in words)
-    for word in frozenset().union(*BY_LANGUAGE.values())
+    word: tuple(language for language, words in BY_LANGUAGE.items() if word in words) for word in ANY_LANGUAGE
 }
 
 
