@@ -170,7 +170,7 @@ class Settings:
     title_boost_weight: float = 0.05
     recency_weight: float = 0.10
     recency_half_life_days: float = 180.0
-    max_chunks_per_source: int = 2
+    max_chunks_per_source: int = 2  # a conversation's turns count one by one (retrieval/search.py capped_as)
     dedupe_threshold: float = 0.95
     match: str = "any"  # any query term, all of them, or the exact phrase (`--match`)
     # The gate without a language model (retrieval/gate.py), fitted by bench/calibrate_gate.py to keep

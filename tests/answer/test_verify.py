@@ -265,6 +265,8 @@ def test_in_an_ingested_chat_only_the_named_persons_own_turns_answer_about_them(
         ("Nate", "My turtles love the new tank."),
     ]
     retriever = chat_retriever(store, settings, tmp_path, lines)
+    settings.abstain_min_subject_share = 0.0  # every turn of a 3-turn chat matches through its title: the
+    # subject share (tested apart) would count them all; this test is about the sentence check
     llm = ScriptedLLM("Answer: it was delicious [E1]", margins=[3.0, 3.0])
     question = "What did {} think of the caramel ice cream?"
     answer = ask_with_llm(retriever, question.format("Nate"), settings, llm=llm)
@@ -485,6 +487,8 @@ def test_an_answer_in_the_other_persons_words_fails_even_citing_the_named_person
         ("Nate", "Brothers are the best, mine taught me to fish when we were kids."),
     ]
     retriever = chat_retriever(store, settings, tmp_path, lines)
+    settings.abstain_min_subject_share = 0.0  # every turn of a 3-turn chat matches through its title: the
+    # subject share (tested apart) would count them all; this test is about the sentence check
     llm = ScriptedLLM("Answer: cute notes his brother wrote [E1][E2][E3]", margins=[3.0, 3.0])
     question = "What did {} receive from a brother that brought back childhood memories?"
     answer = ask_with_llm(retriever, question.format("Nate"), settings, llm=llm)
@@ -507,6 +511,8 @@ def test_a_cited_turn_of_the_other_person_is_judged_by_the_named_persons_turn_ne
         ("Joanna", "My turtles love the new tank."),
     ]
     retriever = chat_retriever(store, settings, tmp_path, lines)
+    settings.abstain_min_subject_share = 0.0  # every turn of a 3-turn chat matches through its title: the
+    # subject share (tested apart) would count them all; this test is about the sentence check
     question = "What instruments does Nate play?"
     hits = retriever.search(question).hits
     asked = next(i for i, hit in enumerate(hits, 1) if hit.text.split("\n", 1)[1].startswith("Joanna"))

@@ -1,5 +1,8 @@
+import json
+
 import pytest
 
+from crossmodalrag.conversations import ingest_conversations
 from crossmodalrag.retrieval.search import SearchOptions, search
 from tests.retrieval.helpers import add_docs, note
 
@@ -106,6 +109,20 @@ def test_source_diversity_cap(store):
     assert uris(capped).count("/vault/long.md") == 2 and "/vault/other.md" in uris(capped)
     uncapped = search(store, "ocelot", SearchOptions(top_k=10, max_chunks_per_source=0))
     assert uris(uncapped).count("/vault/long.md") == 6
+
+
+def test_the_cap_counts_each_turn_of_a_conversation_on_its_own(store, tmp_path):
+    """One chat session is one source of many turns; the answer often spans several of them."""
+    turns = [{"speaker": "Nate", "dia_id": f"D1:{n}", "text": f"The ocelot did trick {n}."} for n in range(4)]
+    conversation = {"speaker_a": "Nate", "speaker_b": "Joanna", "session_1": turns}
+    export = tmp_path / "chat.json"
+    export.write_text(json.dumps([{"conversation": conversation, "qa": []}]), encoding="utf-8")
+    ingest_conversations(store, [export])
+    sections = "\n\n".join(f"## Part {i}\nThe ocelot detail number {i} goes here." for i in range(4))
+    add_docs(store, note("long", "# Long\n" + sections))
+    hits = search(store, "ocelot", SearchOptions(top_k=10, max_chunks_per_source=2)).hits
+    assert [h.source_type for h in hits].count("conversation") == 4
+    assert [h.source_uri for h in hits].count("/vault/long.md") == 2
 
 
 def test_near_duplicates_are_removed_across_sources(store):

@@ -18,7 +18,7 @@ from typing import Any
 
 from crossmodalrag.answer.evidence import Retriever
 from crossmodalrag.retrieval.fusion import min_max, reciprocal_rank_fusion
-from crossmodalrag.retrieval.search import SearchResult
+from crossmodalrag.retrieval.search import SearchResult, capped_as
 from crossmodalrag.retrieval.stopwords import STOPWORDS
 from crossmodalrag.store import Store
 from crossmodalrag.types import Hit, iso_time
@@ -230,7 +230,7 @@ class LevelRetriever:
 
 def _capped(chunk_ids: list[int], hits: list[Hit], per_source: int) -> list[int]:
     """The plain ranking with the usual per-source cap (the wide pass ran without it)."""
-    source = {hit.chunk_id: hit.source_uri for hit in hits}
+    source = {hit.chunk_id: capped_as(hit) for hit in hits}
     seen: dict[str, int] = {}
     kept = []
     for chunk in chunk_ids:
