@@ -9,7 +9,7 @@ import pytest
 
 from crossmodalrag.answer.citations import sentences
 from crossmodalrag.answer.echo import restates_question
-from crossmodalrag.answer.evidence import open_retriever
+from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
 from crossmodalrag.answer.forms import is_statement, query_form
 from crossmodalrag.answer.premise import presupposes, unmentioned_words
 from crossmodalrag.answer.synthesize import ask_with_llm
@@ -690,3 +690,12 @@ def test_the_premise_check_asks_only_of_conversation_turns(retriever, settings: 
     answer = ask_with_llm(retriever, "What drove the tokenizer rewrite?", settings, llm=llm)
     assert not answer.abstained and "premise" not in answer.verification
     assert not any("Does this evidence speak of" in prompt[-1]["content"] for prompt in llm.judged)
+
+
+def test_a_chat_turn_is_listed_with_its_session_title_once(store, settings: Settings, tmp_path):
+    """A turn's locator opens with its session's title: "title — locator" said the title twice."""
+    retriever = chat_retriever(store, settings, tmp_path, [("Nate", "My turtles love the new tank.")])
+    answer = ask_without_llm(retriever, "turtles tank")
+    heading = answer.text.splitlines()[1]
+    assert heading.startswith("[E1] Nate & Joanna · session 1 (1 October, 2022)")
+    assert heading.count("Nate & Joanna") == 1 and "D1:1 (conversation" in heading

@@ -51,10 +51,15 @@ def test_only_a_date_the_answer_copied_from_a_cited_excerpt_moves():
     assert short_answer("Answer: 8 May 2023 [E2]", "When did Caroline go?", evidence) == "8 May 2023"
 
 
-def test_the_json_short_answer_is_the_day_the_cited_turn_speaks_of(store, settings, tmp_path):
+def test_the_answer_shown_and_its_short_answer_name_the_day_the_cited_turn_speaks_of(store, settings, tmp_path):
+    """The text a user reads said the message's own date while the JSON short answer said the right one."""
     lines = [("Joanna", "I shared my book with my writers group last week!"), ("Nate", "Wow, how did it go?")]
     retriever = chat_retriever(store, settings, tmp_path, lines, day="1:00 pm on 22 August, 202{}")
-    llm = ScriptedLLM("Answer: 22 August 2021 [E1]", margins=[3.0, 3.0])
+    llm = ScriptedLLM("Answer: 22 August 2021 [E1]\nShe shared it on 22 August 2021 [E1].", margins=[3.0, 3.0, 3.0])
     answer = ask_with_llm(retriever, "When did Joanna share her book with her writers group?", settings, llm=llm)
-    assert not answer.abstained and answer.text == "Answer: 22 August 2021 [E1]"
-    assert answer.to_dict()["short_answer"] == "the week before 22 August 2021"
+    assert not answer.abstained and answer.to_dict()["short_answer"] == "the week before 22 August 2021"
+    assert answer.text.startswith("Answer: the week before 22 August 2021 [E1]")
+    assert answer.text.endswith("She shared it on 22 August 2021 [E1].")  # only the short answer's date moves
+    assert answer.notices == [
+        "date moved: the message it cites was written on 22 August 2021 and speaks of the week before 22 August 2021"
+    ]

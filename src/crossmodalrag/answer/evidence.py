@@ -123,6 +123,13 @@ def citation(evidence: Evidence) -> str:
     return f"{hit.locator} ({hit.source_type}{', ' + when[:10] if when else ''})"
 
 
+def source_line(item: Evidence) -> str:
+    """The title and citation of a piece of evidence, the title once when the locator opens with it
+    (a chat turn's: "Caroline & Melanie · session 1 (…) · D1:3")."""
+    cited = citation(item)
+    return cited if item.hit.title and cited.startswith(item.hit.title) else f"{item.hit.title} — {cited}"
+
+
 def render_evidence_answer(
     evidence: list[Evidence], comparison: dict | None = None, explain: Callable[[Hit], str] | None = None
 ) -> str:
@@ -133,7 +140,7 @@ def render_evidence_answer(
         if comparison and item.hit.sub_query:
             found_by = item.hit.sub_query if item.hit.sub_query in comparison["sides"] else "both"
             side = f" [for: {found_by}]"
-        lines.append(f"[{item.id}] {item.hit.title} — {citation(item)}{side}")
+        lines.append(f"[{item.id}] {source_line(item)}{side}")
         lines.append(f"     {excerpt(item.hit.text)}")
         if explain:
             lines.append(explain(item.hit))

@@ -21,6 +21,7 @@ from crossmodalrag.answer.verify import (
     PREMISE,
     RESTATES,
     Verification,
+    dated_text,
     gate_evidence,
     gate_margin,
     gate_min_margin,
@@ -225,9 +226,12 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
         report.warnings += [
             {"kind": "unsupported_claim", "citation": "", "detail": v.sentence[:200]} for v in verification.dropped
         ]
-    answer = _copy(fallback, abstained=False, reason=None, text=report.text, model=model, checks=checks)
+    text, moved = dated_text(report.text, evidence)
+    answer = _copy(fallback, abstained=False, reason=None, text=text, model=model, checks=checks)
     answer.citations, answer.citation_warnings = report.citations(), report.warnings
-    answer.short_answer = short_answer(report.text, query, evidence)
+    answer.short_answer = short_answer(report.text, query, evidence)  # moves the date itself, once
+    if moved:
+        answer.notices.append(f"date moved: the message it cites was written on {moved[0]} and speaks of {moved[1]}")
     answer.timing = dict(timing)
     return answer
 

@@ -23,7 +23,7 @@ from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.premise import in_conversations, presupposes, unmentioned_words
 from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages, premise_messages
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
-from crossmodalrag.answer.when import dated_answer
+from crossmodalrag.answer.when import dated_answer, moved_date, with_day
 from crossmodalrag.config import Settings
 from crossmodalrag.retrieval.stopwords import stopwords_for
 from crossmodalrag.types import Evidence
@@ -237,6 +237,17 @@ def short_answer(text: str, question: str | None = None, evidence: list[Evidence
     if bare and evidence:
         bare = dated_answer(bare, cited_excerpts(evidence, _citations(parts[0][0]) or _citations(text)))
     return bare or None
+
+
+def dated_text(text: str, evidence: list[Evidence]) -> tuple[str, tuple[str, str] | None]:
+    """`text` with the date of its short-answer sentence moved as `short_answer` moves it, and
+    (the date written, the day meant) when it was: what is shown says what the short answer says."""
+    parts = split_answer(text)
+    if not parts:
+        return text, None
+    first = parts[0][0]
+    moved = moved_date(first, cited_excerpts(evidence, _citations(first) or _citations(text)))
+    return (text, None) if moved is None else (with_day(text, *moved, count=1), moved)
 
 
 def verify_answer(

@@ -31,16 +31,30 @@ RELATIVE = re.compile(
 def dated_answer(short: str, cited: list[Evidence]) -> str:
     """`short` with the header date of one of `cited` replaced by the day its excerpt speaks of;
     unchanged when no cited excerpt's date is in it, or its excerpt says no time (or two)."""
+    moved = moved_date(short, cited)
+    return short if moved is None else with_day(short, *moved)
+
+
+def moved_date(text: str, cited: list[Evidence]) -> tuple[str, str] | None:
+    """(the header date of one of `cited` that `text` names, the day its excerpt speaks of), or None."""
     for item in cited:
         if item.hit.timestamp is None:
             continue
         written = datetime.fromtimestamp(item.hit.timestamp, tz=timezone.utc)
         day = human_date(item.hit.timestamp)
         said = {match.group(0).lower(): match for match in RELATIVE.finditer(item.hit.text.split("\n", 1)[-1])}
-        copied = re.compile(rf"(?<!\d){re.escape(day)}\b")  # "8 May 2023", not inside "18 May 2023"
-        if copied.search(short) and len(said) == 1:
-            return copied.sub(_meant(next(iter(said.values())), written, day), short)
-    return short
+        if _copied(day).search(text) and len(said) == 1:
+            return day, _meant(next(iter(said.values())), written, day)
+    return None
+
+
+def with_day(text: str, day: str, meant: str, count: int = 0) -> str:
+    """`text` with `day` replaced by `meant` (the first `count` times; 0: every time)."""
+    return _copied(day).sub(meant, text, count=count)
+
+
+def _copied(day: str) -> re.Pattern:
+    return re.compile(rf"(?<!\d){re.escape(day)}\b")  # "8 May 2023", not inside "18 May 2023"
 
 
 def _meant(match: re.Match, written: datetime, day: str) -> str:

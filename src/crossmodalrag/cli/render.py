@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from crossmodalrag.answer.evidence import citation, render_evidence_answer
+from crossmodalrag.answer.evidence import render_evidence_answer, source_line
 from crossmodalrag.answer.forms import UNDECIDED
 from crossmodalrag.types import Answer, Hit
 
@@ -107,7 +107,7 @@ def render_footer(answer: Answer, explain: bool, weights: dict[str, float]) -> s
         mark = "" if item.id in cited else "  (not cited)"
         if item.id in margins:
             mark += "  verifier " + " ".join(f"{m:+.2f}" for m in margins[item.id])
-        lines.append(f"[{item.id}] {item.hit.title} — {citation(item)}{mark}")
+        lines.append(f"[{item.id}] {source_line(item)}{mark}")
         if explain:
             lines.append(explain_line(item.hit, weights))
     for warning in answer.citation_warnings:
