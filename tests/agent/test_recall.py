@@ -264,3 +264,22 @@ def test_memories_of_a_session_follow_their_own_time_then_storage_order(store):
     places = neighbours(store, hits)
     assert places[reply] == (("memory", reply), ("memory", question), ("memory", later))
     assert places[question][1] == ("memory", None)  # nothing said before it in s1
+
+
+def test_evidence_to_answer_from_is_the_fused_order_without_the_lift_or_the_spread(store, tmp_path, settings):
+    """Listing, the named speaker's turn is lifted and sessions spread; answering, the best turns lead, so
+    the subject share can still see that the best matches are someone else's words."""
+    sessions = [
+        (
+            "2023-05-01",
+            [("Ben", "I painted the lake at dawn, the lake was so calm."), ("Ben", "Painting lakes all day!")],
+        ),
+        ("2023-05-08", [("Ana", "I once walked by a lake.")]),
+    ]
+    memory = locomo_memory(store, tmp_path, sessions)
+    retriever = with_recall(open_retriever(memory, settings, 2, lexical_only=True), "episodic", None, None)
+    question = "What did Ana paint at the lake?"
+    listed = [h.text.split("\n", 1)[1] for h in retriever.search(question).hits]
+    answered = [h.text.split("\n", 1)[1] for h in retriever.search(question, answering=True).hits]
+    assert any(text.startswith("Ana:") for text in listed)
+    assert all(text.startswith("Ben:") for text in answered)

@@ -53,11 +53,12 @@ class Retriever:
     strategy: str = "direct"  # or "episodic" | "fusion" (agent/recall.py)
     judge: SessionJudge | None = None  # agent/judge.py: opt-in, picks the leading sessions of those two
 
-    def search(self, query: str) -> SearchResult:
+    def search(self, query: str, answering: bool = False) -> SearchResult:
+        """Ranked evidence by the strategy; `answering`: for a model to answer from (agent/recall.py)."""
         if self.strategy != "direct":
             from crossmodalrag.agent.recall import recall
 
-            return recall(self, query, self.strategy)
+            return recall(self, query, self.strategy, answering)
         return search(self.store, query, self.options, self.semantic)
 
 

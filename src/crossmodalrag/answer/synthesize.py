@@ -74,7 +74,7 @@ def ask_with_llm(
     With verification on (the default), the model first judges whether the evidence answers the
     question at all, then every sentence it wrote against the excerpts that sentence cites."""
     started = time.perf_counter()
-    result = retriever.search(query)
+    result = retriever.search(query, answering=True)
     retrieval_seconds = time.perf_counter() - started
     fallback = evidence_answer(query, result, retriever.options, started, retrieval_seconds)
     if debug:

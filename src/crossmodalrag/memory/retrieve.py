@@ -183,7 +183,7 @@ class LevelRetriever:
     def notices(self) -> list[str]:
         return self.base.notices
 
-    def search(self, query: str) -> SearchResult:
+    def search(self, query: str, answering: bool = False) -> SearchResult:
         top_k = self.options.top_k
         # A deeper plain ranking than the answer shows: fusion ranks its chunks, and the drill-down
         # orders a node's chunks by it (the gate reads its coverage either way).

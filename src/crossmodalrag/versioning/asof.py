@@ -69,7 +69,7 @@ class PastRetriever(Retriever):
 
     past: PastState | None = None
 
-    def search(self, query: str) -> SearchResult:
+    def search(self, query: str, answering: bool = False) -> SearchResult:
         assert self.past is not None
         wide = replace(self.options, top_k=self.options.top_k * WIDEN)
         live = search(self.store, query, wide, self.semantic)
