@@ -23,8 +23,9 @@ import re
 
 from crossmodalrag.answer.echo import stem
 from crossmodalrag.answer.forms import AUXILIARY, offers_alternatives, query_form
-from crossmodalrag.answer.subjects import CALENDAR, CONVERSATION
+from crossmodalrag.answer.subjects import CALENDAR
 from crossmodalrag.index.scripts import fold
+from crossmodalrag.retrieval.search import CONVERSATION
 from crossmodalrag.retrieval.stopwords import ANY_LANGUAGE, guess_language
 from crossmodalrag.types import Evidence
 

@@ -16,6 +16,7 @@ import re
 import unicodedata
 from typing import Iterable
 
+from crossmodalrag.retrieval.search import CONVERSATION  # its chunks are turns opening with "Speaker: "
 from crossmodalrag.retrieval.stopwords import ANY_LANGUAGE, guess_language
 from crossmodalrag.types import Evidence
 
@@ -27,7 +28,6 @@ CALENDAR = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday today yesterday tomorrow".split()
 )
 _GREETINGS = "hey|hi|hello|thanks|thank you|yes|yep|yeah|wow|oh|dear|sorry|congrats|congratulations"
-CONVERSATION = "conversation"  # a source type whose chunks are turns opening with "Speaker: "
 _SPEAKER = re.compile(r"\s*([^\s:][^:\n]{0,39}):\s")
 MIN_REPEATED_WORDS = 2
 
