@@ -305,6 +305,18 @@ def test_a_line_of_only_citations_belongs_to_the_sentence_before_it():
     assert split_answer("Answer: yes\n[E1][E2]") == [("Answer: yes [E1][E2]", True)]
 
 
+def test_support_sentences_lose_the_list_markers_and_labels_that_open_them():
+    text = "Answer: 15 July [E1]\n- She went then. [E1] - The photo shows kids.\nExplanation: It was hot [E2]\n"
+    text += ": None say where.\n2. Done"
+    assert [sentence for sentence, _ in split_answer(text)[1:]] == [
+        "She went then. [E1]",
+        "The photo shows kids.",
+        "It was hot [E2]",
+        "None say where.",
+        "Done",
+    ]
+
+
 @pytest.mark.parametrize(
     "line, expected",
     [
@@ -324,7 +336,7 @@ def test_the_answer_line_gives_its_first_sentence_as_the_short_answer_and_the_re
         ("Answer: Tilly helps her focus.", True),
         ("It brings her joy [E1].", False),
         ("She was a gift. [E2]", False),
-        ("- She sleeps with it [E1].", False),
+        ("She sleeps with it [E1].", False),  # judged and kept without its list marker
     ]
     assert split_answer("**Answer:**\nDr. Patel. He came twice [E1]")[0] == ("**Answer:** Dr. Patel.", True)
     assert split_answer("Answer: [E1] Yes") == [("Answer: [E1] Yes", True)]
@@ -356,7 +368,7 @@ def test_each_sentence_of_the_answer_line_after_the_first_is_judged_as_support(r
     assert "Claim: The tests ran on a Tuesday" in llm.judged[2][-1]["content"]
     assert not answer.abstained and answer.short_answer == "regexes backtracked"
     # the short answer cites what it was judged by, of the excerpts kept sentences cite (not E2)
-    assert answer.text == "Answer: regexes backtracked. [E1]\n- [E1] The old regexes backtracked a lot."
+    assert answer.text == "Answer: regexes backtracked. [E1]\n[E1] The old regexes backtracked a lot."
     assert [w["kind"] for w in answer.citation_warnings] == ["unsupported_claim"]  # no "uncited claim"
 
 
@@ -376,7 +388,7 @@ def test_an_answer_line_of_uncited_sentences_is_not_cut_before_its_first_citatio
     run_on = "Answer: regexes backtracked. They were slow. Lines hung. It was bad."
     llm = ScriptedLLM(f"{run_on}\n- [E1] The old regexes backtracked a lot. More text. And more.")
     answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
-    assert answer.text.endswith("[E1] The old regexes backtracked a lot.")  # stopped after the citation
+    assert answer.text.endswith("The old regexes backtracked a lot. [E1]")  # stopped after the citation
     assert answer.citations and "no_citations" not in [w["kind"] for w in answer.citation_warnings]
     uncited = ScriptedLLM(f"{run_on} Five. Six. Seven [E1].")
     assert "Seven" not in ask_with_llm(retriever, QUESTION, settings, llm=uncited).text  # at most what is checked

@@ -35,6 +35,9 @@ MAX_CHECKS = 5  # an answer is a short answer and at most three support sentence
 _ANSWER_LINE = re.compile(r"^[^\w\[]*answer[^\w\[]*:[^\w\[]*", re.IGNORECASE)
 _LABEL = re.compile(r"^\W*\w+\W*")  # "Support:" before a line's citations
 _HEADING = re.compile(r"^\W*\w+(?: \w+)?\W*:\W*$")  # "Support:" or "**Answer:**" alone on its line
+# What opens a support sentence without being part of its claim: a list marker ("- ", "2. "), a
+# label ("Explanation: "), a stray colon. Small models write them inline too ("... [E1] - She ...").
+_LEAD = re.compile(r"^(?:[-*•–]\s+|\d{1,2}[.)]\s+|:\s*|(?:support|explanation|reason|evidence)\s*:\s*)+", re.I)
 _WORD = re.compile(r"\w{3,}")
 _ANY_WORD = re.compile(r"\w+")
 REPEATED = "repeated"  # a Verdict.reason: said already by an earlier sentence of the answer
@@ -211,10 +214,16 @@ def split_answer(text: str) -> list[tuple[str, bool]]:
             label_text = label.group(0) if label else ""
             first, *support = sentences(line[len(label_text) :]) or [""]
             parts.append((f"{label_text}{first}".strip(), True))
-            parts.extend((sentence, False) for sentence in support)
+            parts.extend(_supporting(support))
             continue
-        parts.extend((sentence, False) for sentence in sentences(line))
+        parts.extend(_supporting(sentences(_LEAD.sub("", line))))
     return parts
+
+
+def _supporting(found: list[str]) -> list[tuple[str, bool]]:
+    """Support sentences without what opens them as list items or labelled lines (`_LEAD`): the
+    claim is judged alone, and an answer rebuilt from kept sentences reads as prose."""
+    return [(bare, False) for bare in (_LEAD.sub("", sentence) for sentence in found) if bare]
 
 
 def _only_citations(line: str) -> bool:
