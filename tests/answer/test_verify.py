@@ -324,6 +324,8 @@ def test_support_sentences_lose_the_list_markers_and_labels_that_open_them():
         ("Yes. She loves classical music", "Yes."),
         ("J. R. R. Tolkien wrote it. Then more", "J. R. R. Tolkien wrote it."),
         ("It cost 3.5 dollars in the U.S. Army store", "It cost 3.5 dollars in the U.S. Army store"),
+        ("Am 12. Dezember 2023 war sie dort. Dann ging sie", "Am 12. Dezember 2023 war sie dort."),
+        ("It took 3. Then more came", "It took 3."),
     ],
 )
 def test_first_sentence_stops_at_a_sentence_end_not_at_a_title_or_initial(line, expected):
@@ -340,6 +342,7 @@ def test_the_answer_line_gives_its_first_sentence_as_the_short_answer_and_the_re
     ]
     assert split_answer("**Answer:**\nDr. Patel. He came twice [E1]")[0] == ("**Answer:** Dr. Patel.", True)
     assert split_answer("Answer: [E1] Yes") == [("Answer: [E1] Yes", True)]
+    assert short_answer("Answer: 12. Dezember 2023 [E1]") == "12. Dezember 2023"  # not "12"
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,9 @@ _REFUSAL = re.compile(
 # the sentence before it: never split before "[".
 _SENTENCE_END = re.compile(r"(\b\w+)?[.!?]+\s+(?=[A-Z0-9\"'(]|[-*\u2022]\s)|\]\s+(?=[A-Z\"'(]|[-*\u2022]\s)")
 _ABBREVIATION = re.compile(r"Dr|Mrs?|Ms|Prof|Rev|St|Mt|Jr|Sr|Gen|Col|Capt|Lt|Inc|Ltd|Corp|Co|vs|[A-Z](?:\.[A-Z])*")
+# A day written as an ordinal before its month ("12. Dezember 2023", German and Scandinavian style)
+# is no sentence end: cut there, "Answer: 12. Dezember" answered "12".
+_MONTH_NEXT = re.compile(r"(?:Jan|Feb|M[aä]r|Apr|Ma[iy]|Jun|Jul|Aug|Sep|O[ck]t|Nov|De[cz])[a-zä]*\b")
 CLAIM_MIN_WORDS = 6
 # "E1, E2" or "(E3)" without square brackets: a small model sometimes drops them ("... release plan. E1, E2").
 # Not inside a word ("E2E") nor a bracketed citation.
@@ -110,13 +113,18 @@ def _bracketed(text: str, by_id: dict[str, Evidence]) -> str:
     return _BARE.sub(bracket, text)
 
 
+def _day_before_month(line: str, end: re.Match[str]) -> bool:
+    day = end.group(1) or ""
+    return day.isdigit() and len(day) <= 2 and bool(_MONTH_NEXT.match(line, end.end()))
+
+
 def sentences(line: str) -> list[str]:
     """The sentences of one line. A piece without words (a bullet and its citation, "- [E3]", before
     "Today I went...") opens the sentence after it, or closes the last one: alone it would be an empty
     claim, and the sentence after it would look uncited."""
     pieces, start = [], 0
     for end in _SENTENCE_END.finditer(line):
-        if not (end.group(1) and _ABBREVIATION.fullmatch(end.group(1))):
+        if not (end.group(1) and _ABBREVIATION.fullmatch(end.group(1))) and not _day_before_month(line, end):
             pieces.append(line[start : end.start() + len(end.group(0).rstrip())])
             start = end.end()
     merged: list[str] = []
