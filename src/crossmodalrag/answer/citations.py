@@ -30,7 +30,7 @@ _REFUSAL = re.compile(
 _SENTENCE_END = re.compile(r"(\b\w+)?[.!?]+\s+(?=[A-Z0-9\"'(]|[-*\u2022]\s)|\]\s+(?=[A-Z\"'(]|[-*\u2022]\s)")
 _ABBREVIATION = re.compile(r"Dr|Mrs?|Ms|Prof|Rev|St|Mt|Jr|Sr|Gen|Col|Capt|Lt|Inc|Ltd|Corp|Co|vs|[A-Z](?:\.[A-Z])*")
 # A day written as an ordinal before its month ("12. Dezember 2023", German and Scandinavian style)
-# is no sentence end: cut there, "Answer: 12. Dezember" answered "12".
+# is no sentence end (cut there, "Answer: 12. Dezember 2023" gave the short answer "12").
 _MONTH_NEXT = re.compile(r"(?:Jan|Feb|M[aä]r|Apr|Ma[iy]|Jun|Jul|Aug|Sep|O[ck]t|Nov|De[cz])[a-zä]*\b")
 CLAIM_MIN_WORDS = 6
 # "E1, E2" or "(E3)" without square brackets: a small model sometimes drops them ("... release plan. E1, E2").
