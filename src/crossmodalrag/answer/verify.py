@@ -36,7 +36,8 @@ _ANSWER_LINE = re.compile(r"^[^\w\[]*answer[^\w\[]*:[^\w\[]*", re.IGNORECASE)
 _LABEL = re.compile(r"^\W*\w+\W*")  # "Support:" before a line's citations
 _HEADING = re.compile(r"^\W*\w+(?: \w+)?\W*:\W*$")  # "Support:" or "**Answer:**" alone on its line
 # What opens a support sentence without being part of its claim: a list marker ("- ", "2. "), a
-# label ("Explanation: "), a stray colon. Small models write them inline too ("... [E1] - She ...").
+# label ("Explanation: "), a stray colon. Small models write them inline too ("... [E1] - She ..."),
+# so each sentence loses its own; a line loses its own first, or `sentences` cuts "2." off as one.
 _LEAD = re.compile(r"^(?:[-*•–]\s+|\d{1,2}[.)]\s+|:\s*|(?:support|explanation|reason|evidence)\s*:\s*)+", re.I)
 _WORD = re.compile(r"\w{3,}")
 _ANY_WORD = re.compile(r"\w+")
@@ -244,8 +245,13 @@ def short_answer(text: str, question: str | None = None, evidence: list[Evidence
     if bare and question:
         bare = without_echo(bare, question)
     if bare and evidence:
-        bare = dated_answer(bare, cited_excerpts(evidence, _citations(parts[0][0]) or _citations(text)))
+        bare = dated_answer(bare, _short_answer_excerpts(parts[0][0], text, evidence))
     return bare or None
+
+
+def _short_answer_excerpts(first: str, text: str, evidence: list[Evidence]) -> list[Evidence]:
+    """What the short-answer sentence `first` rests on: the excerpts it cites, else those `text` cites."""
+    return cited_excerpts(evidence, _citations(first) or _citations(text))
 
 
 def dated_text(text: str, evidence: list[Evidence]) -> tuple[str, tuple[str, str] | None]:
@@ -255,7 +261,7 @@ def dated_text(text: str, evidence: list[Evidence]) -> tuple[str, tuple[str, str
     if not parts:
         return text, None
     first = parts[0][0]
-    moved = moved_date(first, cited_excerpts(evidence, _citations(first) or _citations(text)))
+    moved = moved_date(first, _short_answer_excerpts(first, text, evidence))
     return (text, None) if moved is None else (with_day(text, *moved, count=1), moved)
 
 
