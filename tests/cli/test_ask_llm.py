@@ -74,6 +74,20 @@ def test_json_carries_citations_warnings_and_timing(capsys, vault, scripted):
     assert data["llm"] == {"provider": "fake", "model": "scripted"}
 
 
+def test_explain_shows_the_margin_of_every_sentence_judged_against_an_excerpt(capsys, vault, scripted):
+    # One citation at the end of the line: the short answer cites nothing of its own, yet it was
+    # judged against E1, and its margin belongs beside E1 with the cited sentence's.
+    scripted("Answer: they backtracked. The regexes were replaced [E1]", margins=[2.0, 1.5, 0.5])
+    code, out, _ = run(capsys, "ask", QUESTION, "--json")
+    claims = json.loads(out)["verification"]["claims"]
+    assert code == 0 and [c["cited"] for c in claims] == [[], ["E1"]]
+    assert [c["judged"] for c in claims] == [["E1"], ["E1"]]
+    scripted("Answer: they backtracked. The regexes were replaced [E1]", margins=[2.0, 1.5, 0.5])
+    code, out, _ = run(capsys, "ask", QUESTION, "--explain", "--no-stream")
+    (line,) = [row for row in out.splitlines() if row.startswith("[E1]")]
+    assert line.endswith("verifier +1.50 +0.50")
+
+
 def test_piped_output_is_buffered_with_a_footer_and_a_status_line(capsys, vault, scripted):
     scripted(CITED)
     code, out, err = run(capsys, "ask", QUESTION)

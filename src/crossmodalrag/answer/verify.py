@@ -75,6 +75,7 @@ class Verdict:
             "short_answer": self.short,
             "reason": self.reason,
             "added_citations": self.added,
+            "judged": self.judged,
         }
 
 

@@ -88,10 +88,12 @@ def why_line(answer: Answer) -> str:
 
 
 def _claim_margins(answer: Answer) -> dict[str, list[float]]:
-    """Evidence id -> the verifier's margins of the sentences citing it."""
+    """Evidence id -> the verifier's margins of the sentences judged against it. Not the sentences
+    citing it: a model that cites once at the end of a line leaves its other sentences citing
+    nothing, and each was judged against an excerpt all the same."""
     margins: dict[str, list[float]] = {}
     for claim in (answer.verification or {}).get("claims", []):
-        for ref in claim["cited"]:
+        for ref in claim.get("judged") or claim["cited"]:
             if claim["margin"] is not None:
                 margins.setdefault(ref, []).append(claim["margin"])
     return margins
