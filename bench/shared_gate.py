@@ -51,7 +51,7 @@ SHARED_TAIL = "Does any excerpt answer the question, about the person or thing i
 def own_gate(question: str, evidence: list) -> list[dict]:
     """The gate's own prompt as it was until session 9."""
     user = (
-        f"Evidence:\n{judge_evidence([gate_evidence(question, evidence)], question)}\n\nQuestion: {question.strip()}\n\n"
+        f"Evidence:\n{judge_evidence([gate_evidence(question, evidence)])}\n\nQuestion: {question.strip()}\n\n"
         "Does this evidence answer the question, about the person or thing the question names? Answer yes or no."
     )
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]

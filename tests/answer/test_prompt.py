@@ -11,6 +11,7 @@ from crossmodalrag.answer.prompt import (
     INSUFFICIENT,
     build_messages,
     claim_messages,
+    clip,
     evidence_block,
     evidence_header,
     gate_messages,
@@ -48,13 +49,9 @@ def test_evidence_cannot_forge_citations_or_headers() -> None:
     assert "[E5]" not in block and "(E5)" in block and "(e2)" in block
 
 
-def test_a_long_excerpt_shows_its_part_about_the_question_to_the_model_and_the_judge() -> None:
-    body = "Preamble about blocks and paragraphs. " * 20 + "The regexes backtracked catastrophically on brackets. "
-    body += "Filler about other things entirely. " * 20
-    messages = build_messages("Why did the regexes fail?", [item(1, body)], 300)
-    assert "The regexes backtracked catastrophically" in messages[1]["content"]
-    judge = claim_messages("Why did the regexes fail?", [item(1, body)], "They backtracked.", ["E1"], short=False)
-    assert "The regexes backtracked catastrophically" in judge[1]["content"]
+def test_clip_cuts_at_a_word_boundary() -> None:
+    assert clip("alpha beta gamma", 100) == "alpha beta gamma"
+    assert clip("alpha beta gamma delta", 12) == "alpha beta …"
 
 
 def test_a_turns_header_names_its_session_once() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-from crossmodalrag.answer.focus import focus_words, focused
 from crossmodalrag.answer.forms import as_question
 from crossmodalrag.answer.llm.base import Message
 from crossmodalrag.types import Evidence
@@ -94,21 +93,21 @@ def _body(item: Evidence) -> str:
     return _CITATION_LIKE.sub(r"(\1)", text)
 
 
-def _shown(item: Evidence, words: frozenset[str], limit: int) -> str:
-    """What a prompt shows of an excerpt: its part about the question's words. A chat turn reads
-    from its start: it opens with its speaker's name, which says whose words these are."""
-    if item.hit.source_type == "conversation":
-        return focused(_body(item), frozenset(), limit)
-    return focused(_body(item), words, limit)
+def clip(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a word boundary."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit] + " …"
 
 
-def evidence_block(evidence: list[Evidence], budget_chars: int, question: str = "") -> str:
-    """Each excerpt gets an equal share of the budget; a short one leaves its rest to the others. A
-    longer one shows its part about the question (answer/focus.py)."""
-    blocks, remaining, words = [], budget_chars, focus_words(question)
+def evidence_block(evidence: list[Evidence], budget_chars: int) -> str:
+    """Each excerpt gets an equal share of the budget; a short one leaves its rest to the others."""
+    blocks, remaining = [], budget_chars
     for index, item in enumerate(evidence):
         share = remaining // (len(evidence) - index)
-        body = _shown(item, words, max(share, 80))
+        body = clip(_body(item), max(share, 80))
         remaining -= len(body)
         blocks.append(f"{answer_header(item)}\n{body}")
     return "\n\n".join(blocks)
@@ -123,18 +122,13 @@ def _evidence_prompt(question: str, evidence: list[Evidence], budget_chars: int,
     """The answer prompt's messages ending in `tail`: the gate's and the answer's differ only there,
     so the answer starts from the KV state the gate left and reads only its own tail."""
     ids = ", ".join(item.id for item in evidence)
-    block = evidence_block(evidence, budget_chars, question)
+    block = evidence_block(evidence, budget_chars)
     user = f"Evidence ({ids}):\n\n{block}\n\nQuestion: {as_question(question)}\n\n{tail}"
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def judge_evidence(items: list[Evidence], question: str) -> str:
-    """The excerpts a check rests on, each its part about the question: the same for every check of
-    one answer (so they share their evaluated prefix), and holding what the answer was written from."""
-    words = focus_words(question)
-    return "\n\n".join(
-        f"{evidence_header(item)}\n{_shown(item, words, JUDGE_EXCERPT_CHARS)}" for item in items
-    )
+def judge_evidence(items: list[Evidence]) -> str:
+    return "\n\n".join(f"{evidence_header(item)}\n{clip(_body(item), JUDGE_EXCERPT_CHARS)}" for item in items)
 
 
 def gate_messages(question: str, evidence: list[Evidence], judged: Evidence, budget_chars: int) -> list[Message]:
@@ -155,18 +149,18 @@ def claim_messages(question: str, evidence: list[Evidence], claim: str, cited: l
     items = cited_excerpts(evidence, cited)
     statement = f'The answer to "{as_question(question)}" is: {claim}' if short else claim
     user = (
-        f"Evidence:\n{judge_evidence(items, question)}\n\nClaim: {statement}\n\n"
+        f"Evidence:\n{judge_evidence(items)}\n\nClaim: {statement}\n\n"
         "Is the claim supported by the evidence, about the same person or thing? Answer yes or no."
     )
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
 
 
-def premise_messages(question: str, evidence: list[Evidence], cited: list[str], word: str) -> list[Message]:
+def premise_messages(evidence: list[Evidence], cited: list[str], word: str) -> list[Message]:
     """Ask whether the excerpts an answer rests on speak of `word` at all (answer/premise.py). The
     prompt opens as `claim_messages` does, so after a claim's check only the question is new."""
     items = cited_excerpts(evidence, cited)
     user = (
-        f"Evidence:\n{judge_evidence(items, question)}\n\n"
+        f"Evidence:\n{judge_evidence(items)}\n\n"
         f"Does this evidence speak of {word} (the word or something that is {word})? Answer yes or no."
     )
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]

@@ -326,7 +326,7 @@ def verify_answer(
     words = unmentioned_words(question, evidence) if asks else []
     # The short answer's premise checks go right after its own check: same excerpts, so each costs
     # only its question's tokens (the KV cache keeps the prefix). Unused if the short answer fails.
-    ahead = [premise_messages(question, evidence, checked[0].judged, w) for w in words]
+    ahead = [premise_messages(evidence, checked[0].judged, w) for w in words]
     margins = judge(llm, prompts[:1] + ahead + prompts[1:])
     premise_margins = margins[1 : 1 + len(ahead)]
     for verdict, margin in zip(checked, margins[:1] + margins[1 + len(ahead) :], strict=True):
@@ -337,7 +337,7 @@ def verify_answer(
     if ahead and not verification.unsupported:  # the short answer passed: does it rest on the premise?
         short = checked[0]
         if short.added:  # its second look judged it beside more excerpts
-            premise_margins = judge(llm, [premise_messages(question, evidence, short.judged, w) for w in words])
+            premise_margins = judge(llm, [premise_messages(evidence, short.judged, w) for w in words])
         verification.premise = dict(zip(words, premise_margins, strict=True))
         if min(premise_margins) < min_premise:
             short.supported, short.reason = False, PREMISE
