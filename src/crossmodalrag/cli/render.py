@@ -93,7 +93,7 @@ def _claim_margins(answer: Answer) -> dict[str, list[float]]:
     nothing, and each was judged against an excerpt all the same."""
     margins: dict[str, list[float]] = {}
     for claim in (answer.verification or {}).get("claims", []):
-        for ref in claim.get("judged") or claim["cited"]:
+        for ref in claim["judged"]:
             if claim["margin"] is not None:
                 margins.setdefault(ref, []).append(claim["margin"])
     return margins
