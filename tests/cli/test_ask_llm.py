@@ -86,6 +86,11 @@ def test_explain_shows_the_margin_of_every_sentence_judged_against_an_excerpt(ca
     code, out, _ = run(capsys, "ask", QUESTION, "--explain", "--no-stream")
     (line,) = [row for row in out.splitlines() if row.startswith("[E1]")]
     assert line.endswith("verifier +1.50 +0.50")
+    # The why line tells the gate's excerpt apart from those the kept sentences rest on.
+    why = out.rstrip().splitlines()[-1]
+    assert why.startswith("why: before answering, the model judged whether E1 answers the question: margin +2.00")
+    assert "(passed)" in why
+    assert why.endswith("2 of 2 sentences are supported by the excerpts they were judged against (E1)")
 
 
 def test_piped_output_is_buffered_with_a_footer_and_a_status_line(capsys, vault, scripted):
@@ -130,7 +135,7 @@ def test_a_statement_whose_streamed_verdict_fails_is_withdrawn_and_its_evidence_
     assert lines[2].startswith("Not settled:") and "[E1] Parser rewrite" in out
     code, out, _ = run(capsys, "ask", "We replaced the regexes with a tokenizer.", "--explain", "--no-stream")
     assert code == 0 and out.startswith("Not settled:") and "score = " in out
-    assert out.rstrip().splitlines()[-1].startswith("why: the model judged")
+    assert out.rstrip().splitlines()[-1].startswith("why: before answering, the model judged whether E1")
 
 
 def test_no_stream_on_a_terminal_prints_the_answer_at_once(capsys, vault, scripted, monkeypatch):
@@ -163,7 +168,7 @@ def test_llm_insufficient_shows_in_the_status_line_and_json(capsys, vault, scrip
     code, out, _ = run(capsys, "ask", QUESTION, "--explain")  # and what it was judged on, scored
     lines = out.rstrip().splitlines()
     assert lines[0].startswith("No answer: the language model judged") and lines[1] == "Found 1 piece of evidence:"
-    assert "[E1] Parser rewrite" in out and "score = " in out and lines[-1].startswith("why: the model judged")
+    assert "[E1] Parser rewrite" in out and "score = " in out and lines[-1].startswith("why: before answering, the model judged whether E1")
 
 
 def test_an_unreachable_server_falls_back_to_the_evidence_answer(capsys, vault, monkeypatch):

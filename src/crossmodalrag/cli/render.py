@@ -67,15 +67,19 @@ def why_line(answer: Answer) -> str:
             f"(needs {checks['subject_min_share']:.0%})"
         )
     if "gate_margin" in checks:
-        verdict = "answers" if checks["gate_margin"] >= checks["gate_min_margin"] else "does not answer"
+        # The gate judges one excerpt before the answer is written (the best match about whom the
+        # question names); the answer may rest on others, which the sentence checks name below.
+        verdict = "passed" if checks["gate_margin"] >= checks["gate_min_margin"] else "refused"
         parts.append(
-            f"the model judged that the evidence ({checks.get('gate_evidence', 'E1')}) {verdict} the question "
-            f"(margin {checks['gate_margin']:+.2f}, needs {checks['gate_min_margin']:+.2f})"
+            f"before answering, the model judged whether {checks.get('gate_evidence', 'E1')} answers the question: "
+            f"margin {checks['gate_margin']:+.2f}, needs {checks['gate_min_margin']:+.2f} ({verdict})"
         )
     claims = checks.get("claims", [])
     if claims:
-        kept = sum(1 for c in claims if c["supported"])
-        parts.append(f"{kept} of {len(claims)} sentences are supported by the excerpts they cite")
+        kept = [c for c in claims if c["supported"]]
+        resting = sorted({ref for c in kept for ref in c["judged"]}, key=lambda ref: int(ref[1:]))
+        on = f" ({', '.join(resting)})" if resting else ""
+        parts.append(f"{len(kept)} of {len(claims)} sentences are supported by the excerpts they were judged against{on}")
     for word, margin in checks.get("premise", {}).items():
         verdict = "speak" if margin >= checks["premise_min_margin"] else "do not speak"
         parts.append(
