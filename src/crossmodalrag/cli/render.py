@@ -79,7 +79,8 @@ def why_line(answer: Answer) -> str:
         kept = [c for c in claims if c["supported"]]
         resting = sorted({ref for c in kept for ref in c["judged"]}, key=lambda ref: int(ref[1:]))
         on = f" ({', '.join(resting)})" if resting else ""
-        parts.append(f"{len(kept)} of {len(claims)} sentences are supported by the excerpts they were judged against{on}")
+        supported = f"{len(kept)} of {len(claims)} sentences are supported"
+        parts.append(f"{supported} by the excerpts they were judged against{on}")
     for word, margin in checks.get("premise", {}).items():
         verdict = "speak" if margin >= checks["premise_min_margin"] else "do not speak"
         parts.append(
