@@ -87,18 +87,9 @@ def human_date(timestamp: float) -> str:
     return f"{day.day} {day:%B %Y}"
 
 
-# EXPERIMENT (not shipped): a conversation turn shown with its neighbour turns, chunk id -> (before, after).
-NEIGHBOURS: dict[int, tuple[str, str]] = {}
-NEIGHBOUR_CHARS = 120
-
-
 def _body(item: Evidence) -> str:
     """The chunk without its breadcrumb line, citation-like text neutralised."""
     text = item.hit.text.split("\n", 1)[1] if "\n" in item.hit.text else item.hit.text
-    before, after = NEIGHBOURS.get(item.hit.chunk_id, ("", ""))
-    if before or after:
-        text = "\n".join(t for t in (clip(before, NEIGHBOUR_CHARS) if before else "", text,
-                                       clip(after, NEIGHBOUR_CHARS) if after else "") if t)
     return _CITATION_LIKE.sub(r"(\1)", text)
 
 

@@ -90,25 +90,6 @@ def ask_with_llm(
     ranked = fallback.evidence  # the gate judges the best excerpt for this question, in any prompt order
     _in_last_order(fallback, getattr(llm, "last_evidence", None), result.comparison)
     evidence, budget = fallback.evidence, settings.llm_evidence_chars
-    import os as _os
-    if _os.environ.get("EXP_NEIGHBOURS"):
-        from crossmodalrag.answer import prompt as _prompt
-        _prompt.NEIGHBOURS.clear()
-        conn = retriever.store.conn
-        for item in evidence:
-            if item.hit.source_type != "conversation":
-                continue
-            row = conn.execute("SELECT source_id, chunk_index FROM chunks WHERE id = ?", (item.hit.chunk_id,)).fetchone()
-            if row is None:
-                continue
-            shown = {e.hit.chunk_id for e in evidence}
-            near = {index: text for index, cid, text in conn.execute(
-                "SELECT chunk_index, id, text FROM chunks WHERE source_id = ? AND chunk_index IN (?, ?)",
-                (row[0], row[1] - 1, row[1] + 1)).fetchall() if cid not in shown}
-            body = lambda t: t.split("\n", 1)[1] if t and "\n" in t else (t or "")
-            sides = _os.environ["EXP_NEIGHBOURS"]
-            _prompt.NEIGHBOURS[item.hit.chunk_id] = (
-                body(near.get(row[1] - 1)) if "b" in sides else "", body(near.get(row[1] + 1)) if "a" in sides else "")
     checks: dict = {}
     timing = {"retrieval_seconds": retrieval_seconds}
     messages, raw = build_messages(query, evidence, budget), ""
