@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from benchlib import DEFAULT_SHARED, clean_environment, log, machine, source_state
-from calibrate_margin import auc, current_thresholds, locomo_questions, settings_for
+from calibrate_margin import auc, current_thresholds, fit, locomo_questions, settings_for
 from generation import ingest_conversation
 from locomo import load_locomo
 
@@ -75,12 +75,6 @@ def judged_rows(store, settings, llm, asked: list[dict], judged: int) -> list[di
     return rows
 
 
-def threshold(positives: list[float], keep: float) -> float:
-    """calibrate_margin.py's `fit` for one set: just below the lowest margin it must keep."""
-    ordered = sorted(positives)
-    return round(ordered[int(round(len(ordered) * (1 - keep), 6))] - 0.005, 2)
-
-
 def summary(rows: list[dict], keep: float, min_share: float, setting: float) -> dict:
     judged = [
         r for r in rows
@@ -93,7 +87,8 @@ def summary(rows: list[dict], keep: float, min_share: float, setting: float) -> 
     for name, score in SCORES.items():
         positives = [score(r["margins"]) for r in answerable]
         negatives = [score(r["margins"]) for r in adversarial]
-        points = {"fitted": threshold(positives, keep)} | ({"setting": setting} if name == "gate_excerpt" else {})
+        fitted = fit([{"set": "locomo", "margin": margin} for margin in positives], keep)  # the documented rule
+        points = {"fitted": fitted} | ({"setting": setting} if name == "gate_excerpt" else {})
         scores[name] = {
             "auc": auc(positives, negatives),
             **{

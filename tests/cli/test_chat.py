@@ -95,7 +95,8 @@ def test_sources_explain_help_and_quit(capsys, monkeypatch, vault):
     assert out.startswith("no answer yet")
     assert CITED in out and "Sources:" in out
     assert out.count("Found 1 piece of evidence") == 2  # /sources, then /explain
-    assert "score = " in out and "why: before answering, the model judged whether E1 answers the question: margin" in out
+    assert "score = " in out
+    assert "why: before answering, the model judged whether E1 answers the question: margin" in out
     assert "unknown command /nonsense" in out and "/sources" in out
     assert "render cache" not in out.split("/quit")[-1] and out.count(CITED) == 1  # nothing after /quit
     assert "llm: scripted" in err
