@@ -20,6 +20,7 @@ calls, the abstention gate included). Each ablation patches agent/recall.py for 
   speaker_variant      for a question naming one speaker, one more list: that speaker's turns only
   speaker_boost_1.4    the named speaker's turns count 1.4 x (1.1)
   questions_0.95       a turn that ends in a question mark (a photo caption aside) scores 0.95 x
+  time_boost_B         for a question asking when, a turn stating a time counts B x (TIME_BOOST)
   session_bm25, session_vector, content_mmr   session-level rankings (bench/agent_session_rankers.py)
   prf_rm3, prf_rm3_hybrid, uncovered, window_vector, window_bm25, window_both   first-stage lists
                        (bench/agent_first_stage.py)
@@ -200,6 +201,7 @@ def ablations() -> dict:
         "speaker_variant": with_speaker_variant,
         "speaker_boost_1.4": lambda: mock.patch.object(recall, "SPEAKER_BOOST", 1.4),
         "questions_0.95": lambda: wrap("with_neighbour_support", questions_count_less),
+        **{f"time_boost_{b}": functools.partial(mock.patch.object, recall, "TIME_BOOST", b) for b in (1.1, 1.2, 1.3, 1.5)},
         **RANKERS,
         **FIRST_STAGE,
     }

@@ -15,13 +15,14 @@ from crossmodalrag.agent.recall import (
     episodic_variants,
     event_ranges,
     favour_named_speaker,
+    favour_stated_time,
     fuse,
     neighbours,
     recall,
     with_neighbour_support,
     with_recall,
 )
-from crossmodalrag.agent.temporal import time_ranges
+from crossmodalrag.agent.temporal import asks_when, states_time, time_ranges
 from crossmodalrag.answer.evidence import open_retriever
 from crossmodalrag.cli.main import main
 from crossmodalrag.config import Settings
@@ -154,6 +155,48 @@ def locomo_memory(store, tmp_path, sessions: list[tuple[str, list[tuple[str, str
     path.write_text(json.dumps([{"sample_id": "c2", "conversation": conversation}]))
     ingest_conversations(store, [path])
     return store
+
+
+@pytest.mark.parametrize(
+    "question, expected",
+    [
+        ("When did Caroline go to the support group?", True),
+        ("what year did Jon open the studio", True),
+        ("So, how long ago was the move?", True),
+        ("In which month did we ship it?", True),
+        ("What did Caroline do when she moved?", False),  # "when" that is not what is asked
+        ("Who went to the support group?", False),
+    ],
+)
+def test_a_question_asking_for_a_time(question, expected):
+    assert asks_when(question) is expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("I went to a support group yesterday", True),
+        ("Last Friday was wild", True),
+        ("we moved here in 2019", True),
+        ("a few weeks back I quit", True),
+        ("I'll come over tomorrow", True),
+        ("We met in May", True),
+        ("I may go to the support group", False),  # the verb, not the month
+        ("Thanks, talk to you soon!", False),
+    ],
+)
+def test_words_that_place_a_text_in_time(text, expected):
+    assert states_time(text) is expected
+
+
+def test_a_when_question_prefers_evidence_that_states_a_time():
+    said = replace(hit(1, 1, 1.0), text="Ana & Ben · session 3 · 2023-05-08\nAna: The support group was great.")
+    dated = replace(hit(2, 2, 0.9), text="Ana & Ben · session 2 · 2023-05-01\nAna: I went to the group yesterday.")
+    assert [h.chunk_id for h in favour_stated_time([said, dated], "When did Ana go to the group?")] == [2, 1]
+    # the breadcrumb's date is every turn's: only the turn's own words count; other questions keep the order
+    assert [h.chunk_id for h in favour_stated_time([said, dated], "Where did Ana go?")] == [1, 2]
+    undated = replace(dated, text="Ana & Ben · session 2 · 2023-05-01\nAna: I went to the group.")
+    assert [h.chunk_id for h in favour_stated_time([said, undated], "When did Ana go to the group?")] == [1, 2]
 
 
 def test_the_turns_of_the_speaker_a_question_names_rank_higher(store, tmp_path):

@@ -40,6 +40,25 @@ BOUND = re.compile(rf"\b(before|after|since|until) ({DATE_TEXT})\b", re.I)
 # "between August 11 and August 15, 2023", "from May to July": one range, first day to last
 BETWEEN = re.compile(rf"\b(?:between|from) ({DATE_TEXT}) (?:and|to|until|till|through) ({DATE_TEXT})\b", re.I)
 EVENT_BOUND = re.compile(r"\b(before|after|since) (?:the |our |my |we |i )?([a-z][\w'-]*(?: [a-z][\w'-]*){0,3})", re.I)
+# A question that asks for a time ("When did Caroline go to the support group?", "What year did ...")
+ASKS_WHEN = re.compile(
+    r"^\W*(?:(?:so|and|but|around|about|roughly|approximately),? )?"
+    r"(?:when|what (?:year|month|date|day|time|week|weekend)|which (?:year|month|date|day|week|weekend)"
+    r"|how long ago|in (?:what|which) (?:year|month))\b",
+    re.I,
+)
+# Words that place what a text says in time. In a conversation the date is the session's and the text
+# says "yesterday" or "last Friday"; a bare "may" is left out (the verb, far more often than the month).
+MONTHS_BUT_MAY = "|".join(name.lower() for name in calendar.month_name if name and name != "May")
+WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+STATES_TIME = re.compile(
+    rf"\b(?:yesterday|today|tonight|tomorrow|recently|lately|ago|weekends?|the other day|{WEEKDAYS}"
+    rf"|(?:this|last|past|previous|next|coming) (?:week|weekend|month|year|night|morning|afternoon|evening"
+    rf"|spring|summer|fall|autumn|winter|time|few)|(?:a )?(?:few|couple of) (?:days|weeks|months|years)"
+    rf"|{MONTHS_BUT_MAY}|(?:in|during|of|since) may"
+    rf"|(?:19|20)\d\d)\b",
+    re.I,
+)
 WORD_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 DAY = timedelta(days=1)
 
@@ -53,6 +72,14 @@ class TimeRange:
     def to_dict(self) -> dict:
         show = lambda t: None if t is None else datetime.fromtimestamp(t, timezone.utc).date().isoformat()  # noqa: E731
         return {"from": show(self.start), "until": show(self.end), "text": self.text}
+
+
+def asks_when(question: str) -> bool:
+    return ASKS_WHEN.search(question) is not None
+
+
+def states_time(text: str) -> bool:
+    return STATES_TIME.search(text) is not None
 
 
 def time_ranges(question: str, anchor: datetime) -> tuple[list[TimeRange], str]:
