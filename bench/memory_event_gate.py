@@ -28,7 +28,7 @@ from locomo import CATEGORIES, load_locomo
 from crossmodalrag.config import Settings
 
 REFERENCE = "sentence-transformers/all-MiniLM-L6-v2"
-MODELS = (REFERENCE, "multilingual-e5-small")
+MODELS = (REFERENCE, "multilingual-e5-small", "nomic-embed-text-v1.5")
 
 
 def texts(sample: dict) -> tuple[list[str], list[str]]:

@@ -165,6 +165,15 @@ def test_an_event_about_something_else_is_not_matched_and_adds_no_chunk(memory, 
     assert all(node["components"]["cosine"] >= 0.55 for node in answer.matched_nodes)
 
 
+def test_every_embedding_model_a_user_can_select_has_its_own_event_gate() -> None:
+    """A model left out is gated at MiniLM's 0.55, which lets through 99.8% of nomic's closest pairs."""
+    from crossmodalrag.index import multilingual, nomic
+    from crossmodalrag.index.models import OFFLINE_NAME
+    from crossmodalrag.memory.retrieve import EVENT_MIN_COSINES
+
+    assert set(EVENT_MIN_COSINES) == {OFFLINE_NAME, multilingual.NAME, nomic.NAME}
+
+
 def test_the_event_gate_reads_the_cosine_on_the_active_models_scale(memory, db_path) -> None:
     """multilingual-e5 puts unrelated text near 0.8: at MiniLM's 0.55 every event would pass."""
     from crossmodalrag.memory.retrieve import EVENT_MIN_COSINES, event_min_cosine
