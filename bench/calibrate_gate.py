@@ -45,6 +45,7 @@ from crossmodalrag.answer.evidence import search_options
 from crossmodalrag.config import Settings
 from crossmodalrag.ingest import IngestReport, ingest_documents, ingest_notes
 from crossmodalrag.retrieval.search import search
+from crossmodalrag.retrieval.gate import FULL_COVERAGE
 from crossmodalrag.store import open_store
 
 LANGS = ("zh", "ja", "de", "es", "vi")
@@ -207,7 +208,9 @@ def answered(row: dict, rule: dict) -> bool:
     cosine = row["cosine"]
     if cosine is None or "floor" not in rule:
         return row["coverage"] >= rule["min_coverage"]
-    return cosine >= rule["floor"] and (row["coverage"] >= rule["min_coverage"] or cosine >= rule["close"])
+    if cosine < rule["floor"]:
+        return row["coverage"] >= FULL_COVERAGE
+    return row["coverage"] >= rule["min_coverage"] or cosine >= rule["close"]
 
 
 def previous_answered(row: dict, rule: dict) -> bool:
