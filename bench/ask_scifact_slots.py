@@ -62,7 +62,12 @@ def main() -> None:
     queries, qrels = load_queries(root), load_qrels(root, "train")
     ids = sorted(qrels, key=int)
     db = args.workdir / "memory.db"
-    result: dict = {"benchmark": "ask_scifact_slots", "claims": len(ids), "machine": machine(), "source": source_state()}
+    result: dict = {
+        "benchmark": "ask_scifact_slots",
+        "claims": len(ids),
+        "machine": machine(),
+        "source": source_state(),
+    }
     with open_store(db, create=False) as store:
         retriever = open_retriever(store, load_settings({"db_path": db}), 10)
         result["retrieval"] = "hybrid" if retriever.semantic is not None else "lexical"

@@ -44,8 +44,8 @@ from scifact import load_corpus, load_qrels, load_queries, ndcg_at
 from crossmodalrag.answer.evidence import search_options
 from crossmodalrag.config import Settings
 from crossmodalrag.ingest import IngestReport, ingest_documents, ingest_notes
-from crossmodalrag.retrieval.search import search
 from crossmodalrag.retrieval.gate import FULL_COVERAGE
+from crossmodalrag.retrieval.search import search
 from crossmodalrag.store import open_store
 
 LANGS = ("zh", "ja", "de", "es", "vi")

@@ -48,12 +48,12 @@ def test_each_model_is_judged_on_its_own_cosine_scale(monkeypatch):
 
 
 def test_a_passage_holding_every_word_of_the_question_is_not_refused_for_its_cosine(monkeypatch):
-    """ "Who is Anthony?": a rare name means little to the model (MiniLM cosine 0.32 under its floor
-    0.36), but the one passage that names him is the evidence asked for."""
+    """ "What area was hit by a flood?" found "My old area was hit by a nasty flood last week" at MiniLM
+    cosine 0.30, under its floor of 0.36: rare words mean little to the model, the passage is the answer."""
     monkeypatch.setitem(MODEL_COSINES, "narrow", Cosines(floor=0.36, close=0.91))
-    assert not is_weak(result(1.0, 0.32, "narrow"), SearchOptions())
-    assert is_weak(result(0.95, 0.32, "narrow"), SearchOptions())  # a word missing: the floor refuses it
-    assert is_weak(SearchResult([], [], 1.0, 0.32, True, None, {}, 1, "narrow"), SearchOptions())  # no hits
+    assert not is_weak(result(1.0, 0.30, "narrow"), SearchOptions())
+    assert is_weak(result(0.95, 0.30, "narrow"), SearchOptions())  # a word missing: the floor refuses it
+    assert is_weak(SearchResult([], [], 1.0, 0.30, True, None, {}, 1, "narrow"), SearchOptions())  # no hits
 
 
 @pytest.mark.parametrize("model", sorted(MODEL_COSINES))

@@ -10,10 +10,10 @@ answer is in memory, in each set, then refuse as many of the others as possible.
   words; measured on the dev sets): judging those is the language model's job (answer/verify.py).
 - With vectors, the best cosine also counts, on the active model's own scale (MiniLM and
   multilingual-e5 cosines are not comparable): below the model's `floor` nothing retrieved is about
-  the question, whatever words it shares, unless one passage holds every one of them (a rare name
-  the model has no meaning for: "Who is Anthony?" at cosine 0.32); at or above its `close`, the
-  evidence is close in meaning even when few words match. A model without fitted values is judged
-  lexically.
+  the question, whatever words it shares, unless one passage holds every one of them (rare words
+  mean little to the model: "What area was hit by a flood?" found "My old area was hit by a nasty
+  flood" at MiniLM cosine 0.30); at or above its `close`, the evidence is close in meaning even when
+  few words match. A model without fitted values is judged lexically.
 """
 
 from __future__ import annotations
