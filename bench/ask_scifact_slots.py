@@ -42,11 +42,16 @@ VARIANTS = {
 DEEP = {"top_k": 100, "max_chunks_per_source": 0, "min_candidates": 100}
 
 
+def corpus_id(hit) -> str:
+    """The abstract a hit is from: ask_scifact.py names each note after its corpus id."""
+    return Path(hit.source_uri).stem
+
+
 def best_chunk_ranking(hits, sibling: float) -> list[str]:
-    """Sources by their best chunk's score (plus `sibling` x their second best)."""
+    """Sources by their best chunk's score (plus `sibling` x their second best); hits come best first."""
     scores: dict[str, list[float]] = {}
     for hit in hits:
-        scores.setdefault(Path(hit.source_uri).stem, []).append(hit.score)
+        scores.setdefault(corpus_id(hit), []).append(hit.score)
     total = {doc: s[0] + sibling * (s[1] if len(s) > 1 else 0.0) for doc, s in scores.items()}
     return sorted(total, key=lambda doc: -total[doc])
 
@@ -76,7 +81,7 @@ def main() -> None:
             gains = []
             for query_id in ids:
                 hits = search(store, queries[query_id], options, retriever.semantic).hits[:10]
-                gains.append(ndcg_at(list(dict.fromkeys(Path(h.source_uri).stem for h in hits)), qrels[query_id], 10))
+                gains.append(ndcg_at(list(dict.fromkeys(map(corpus_id, hits))), qrels[query_id], 10))
             result[name] = round(sum(gains) / len(gains), 4)
             log(f"{name}: {result[name]}")
         deep = replace(retriever.options, **DEEP)
