@@ -157,7 +157,8 @@ def main() -> None:
             result[label]["baseline"] = {**score(answers, ids, qrels, paths), "seconds": round(seconds, 1)}
         if label == "top_k_10" and args.check_ask:
             log(f"[{mode}] mem ask --json on the first {args.check_ask} claims")
-            result["mem_ask_check"] = check_against_ask(claims[: args.check_ask], answers, env)
+            # Against this code's answers: with --baseline-src, `answers` now holds the baseline's.
+            result["mem_ask_check"] = check_against_ask(claims[: args.check_ask], without_llm, env)
     if args.llm:
         log(f"[{mode}] mem chat --json with the language model on {args.llm} claims")
         llm_env = {**env, "CMRAG_LLM_MODEL_PATH": str(args.model.resolve())} if args.model else env

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cold `mem ask` at ~100k chunks with vectors: process start to answer, and the model's share.
 
-    python bench/cold_query.py [--notes 33000] [--runs 5] [--workdir DIR]
+    python bench/cold_query.py [--notes 33000] [--runs 5] [--workdir DIR] [--baseline-src DIR]
 
 Generates a vault with ../shared/tools/make_vault.py (33,000 notes ≈ 99k chunks), ingests it with
 `mem ingest-notes`, installs the offline MiniLM, and stores one seeded random unit vector per chunk
@@ -9,7 +9,9 @@ under that model's identity (timing does not depend on what the vectors mean; em
 chunks for real would take hours on 2 cores). Then times `mem ask "…" --no-llm --json` as a whole
 process (one warm-up run builds the memory-mapped vector copy), and breaks one in-process query
 into imports, model load, vector load and search. Baselines in the same run: the same command on
-a copy without vectors (lexical), and `python -c pass`.
+a copy without vectors (lexical), and `python -c pass`; with `--baseline-src DIR` (e.g. `git archive
+HEAD src | tar -x -C /tmp/base`, then `--baseline-src /tmp/base/src`) also the hybrid query and the
+in-process breakdown with the package in DIR, over the same memory.
 """
 
 from __future__ import annotations
@@ -81,8 +83,13 @@ retriever.semantic.refresh()
 t3 = time.perf_counter()
 answer = ask_without_llm(retriever, {QUESTION!r})
 t4 = time.perf_counter()
+warm = []
+for _ in range(9):
+    started = time.perf_counter()
+    ask_without_llm(retriever, {QUESTION!r})
+    warm.append(time.perf_counter() - started)
 print(json.dumps({{"imports_s": t1 - t0, "model_load_s": t2 - t1, "vectors_s": t3 - t2, "search_s": t4 - t3,
-                  "retrieval": answer.retrieval}}))
+                  "search_warm_p50_s": sorted(warm)[4], "retrieval": answer.retrieval}}))
 """
     done = subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True, text=True)
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in json.loads(done.stdout).items()}
@@ -94,6 +101,7 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=33_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--baseline-src", type=Path, help="also time the package in this folder (a baseline)")
     args = parser.parse_args()
     env = clean_environment()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-cold-"))
@@ -147,6 +155,16 @@ def main() -> None:
     result["model_load_share"] = round(result["in_process"]["model_load_s"] * 1000 / hybrid_p50, 3)
     result["ratio_hybrid_vs_lexical_p50"] = round(hybrid_p50 / result["lexical_cold_query"]["ms_p50"], 2)
     result["meets_target"] = hybrid_p50 < 2000
+    if args.baseline_src:
+        log(f"timing the baseline in {args.baseline_src}")
+        baseline_env = {**hybrid_env, "PYTHONPATH": str(args.baseline_src.resolve())}
+        result["baseline"] = {
+            "hybrid_cold_query": timed(ask, baseline_env, args.runs),
+            "in_process": in_process_breakdown(baseline_env),
+        }
+        result["ratio_search_warm_vs_baseline"] = round(
+            result["in_process"]["search_warm_p50_s"] / result["baseline"]["in_process"]["search_warm_p50_s"], 2
+        )
     print(json.dumps(result, indent=2))
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from crossmodalrag.answer.evidence import open_retriever
@@ -12,6 +15,7 @@ from crossmodalrag.retrieval import semantic as semantic_module
 from crossmodalrag.retrieval.profiles import PROFILES
 from crossmodalrag.retrieval.search import SearchOptions, is_weak, search
 from crossmodalrag.retrieval.semantic import SemanticIndex, semantic_index
+from crossmodalrag.store import open_store
 from tests.fakes import HashingEmbedder
 from tests.retrieval.helpers import add_docs, note
 
@@ -194,3 +198,62 @@ def test_the_index_sees_a_reembedded_chunk_even_when_counts_and_ids_repeat(store
 @pytest.fixture
 def store(any_store):  # every test here runs on SQLite and on PostgreSQL (issue 16)
     return any_store
+
+
+FILLER = {
+    "bread": "flour yeast salt and an oven",
+    "bike": "the chain needs oil",
+    "tax": "file the return by april",
+    "music": "guitar lessons on tuesday",
+}
+
+
+def topic_notes(source_type: str = "note") -> list:
+    """A question's words in one note; its topic, without its words, in another; one of its words
+    in a third note about something else."""
+    docs = [
+        note("reef", "# Reef\ncoral reef bleaching from warm water temperature"),
+        note("ocean", "# Ocean\nwarm water temperature harms coral polyps"),
+        note("skin", "# Skin\nbleaching cream for dark skin spots"),
+        *(note(name, f"# {name}\n{text}") for name, text in FILLER.items()),  # so that words have an idf
+    ]
+    return [replace(doc, source_type=source_type) for doc in docs]
+
+
+def test_the_query_is_shifted_toward_its_best_hits_topic(store, embedder, db_path):
+    """Rocchio feedback: the best hit's other words (coral, warm water) lift the note on the same
+    topic above one that shares a question word by chance; the gate's cosine stays the question's."""
+    add_docs(store, *topic_notes())
+    embed_missing(store, embedder)
+    index = semantic(store, embedder, db_path)
+    plain = search(store, "reef bleaching", SearchOptions(top_k=10, rocchio_hits=0, dedupe_threshold=0), index)
+    shifted = search(store, "reef bleaching", SearchOptions(top_k=10, rocchio_hits=1, dedupe_threshold=0), index)
+    order = [Path(h.source_uri).stem for h in plain.hits]
+    assert order[0] == "reef" and order.index("skin") < order.index("ocean")
+    assert [Path(h.source_uri).stem for h in shifted.hits][:2] == ["reef", "ocean"]
+    asked = {h.chunk_id: h.components["cosine"] for h in plain.hits}
+    assert all(h.components["cosine"] == pytest.approx(asked[h.chunk_id]) for h in shifted.hits)
+    assert shifted.similarity == pytest.approx(plain.similarity)
+
+
+def test_chat_turns_do_not_shift_the_query(store, embedder, db_path):
+    """A turn or an agent memory is one statement, no picture of a topic: no feedback from it."""
+    add_docs(store, *topic_notes("conversation"))
+    embed_missing(store, embedder)
+    index = semantic(store, embedder, db_path)
+    plain = search(store, "reef bleaching", SearchOptions(rocchio_hits=0), index)
+    shifted = search(store, "reef bleaching", SearchOptions(rocchio_hits=1), index)
+    assert [(h.chunk_id, h.score) for h in shifted.hits] == [(h.chunk_id, h.score) for h in plain.hits]
+
+
+def test_vectors_another_process_adds_are_searched(memory, embedder, db_path):
+    """The index re-reads its stamp only when the database changed: a commit by another connection counts."""
+    if getattr(memory, "backend", "sqlite") != "sqlite":
+        pytest.skip("SQLite's in-process index (PostgreSQL's vectors stay on the server)")
+    index = semantic(memory, embedder, db_path)
+    assert all(h.source_uri != "/vault/kayak.md" for h in search(memory, "kayak paddle", SearchOptions(), index).hits)
+    with open_store(db_path) as other:
+        add_docs(other, note("kayak", "# Kayak\nA new kayak paddle for the lake."))
+        embed_missing(other, embedder)
+    hit = search(memory, "kayak paddle", SearchOptions(), index).hits[0]
+    assert hit.source_uri == "/vault/kayak.md" and hit.components["cosine"] > 0.5

@@ -72,11 +72,13 @@ def test_the_server_computes_bm25_to_the_same_doubles_as_the_client_formula_and_
             assert all(math.isclose(on_sqlite[u], on_postgres[u], rel_tol=1e-9) for u in on_sqlite), query
 
 
-def test_a_hybrid_ask_sends_five_statements(postgres_url, db_path):
+def test_a_hybrid_ask_sends_six_statements(postgres_url, db_path):
     """Corpus statistics ride with the document frequencies and with BM25, the newest time with the
     chunk rows: frequencies, BM25, nearest, chunk rows, vectors for near-duplicates (8 in session 6, 6
     in session 7; a larger memory adds one for the cosines of lexical hits outside the nearest and one
-    for the BM25 of nearest chunks outside the lexical top)."""
+    for the BM25 of nearest chunks outside the lexical top), then the nearest to the query shifted
+    toward its best hits (session 20): their vectors, rows and titles are reused, and only chunks
+    the shift brings in cost more statements (their cosines, rows and vectors)."""
     embedder = HashingEmbedder()
     with open_postgres_store(postgres_url) as store:
         add_docs(store, *NOTES)
@@ -86,7 +88,7 @@ def test_a_hybrid_ask_sends_five_statements(postgres_url, db_path):
         sent = recording(store)
         result = search(store, "parser tokenizer", SearchOptions(), index)
     assert result.hybrid and result.hits
-    assert len(sent) == 5, [sql[:60] for sql, _ in sent]
+    assert len(sent) == 6, [sql[:60] for sql, _ in sent]
 
 
 def test_nearest_can_use_the_hnsw_index_from_a_prepared_statements_generic_plan(postgres_url, db_path):

@@ -30,17 +30,30 @@ class SemanticIndex:
         self._matrix = None  # one row per stored piece; the index's keys are row positions
         self._chunks = None  # chunk id of each row
         self._by_chunk = None  # row positions sorted by chunk id, for chunk -> rows lookups
+        self._seen: tuple[int, int] | None = None  # the database's version when the stamp was last read
 
     def refresh(self) -> None:
         """Rebuild the in-memory index if the stored vectors changed since the last build."""
+        from crossmodalrag.index.embeddings import vectors_stamp
+
+        # The stamp counts the model's vectors (~1 ms at 10k, more as memory grows) and a search asks
+        # here up to a dozen times: SQLite's data_version (commits by other connections) and this
+        # connection's total_changes (its own) say for free whether anything could have changed.
+        conn = self.store.conn
+        seen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        if seen == self._seen:
+            return
+        stamp = vectors_stamp(self.store, self.embedder.identity)
+        if stamp != self.stamp:
+            self._load(stamp)
+        self._seen = seen
+
+    def _load(self, stamp: str) -> None:
         import numpy as np
 
-        from crossmodalrag.index.embeddings import cached_vectors, vectors_stamp
+        from crossmodalrag.index.embeddings import cached_vectors
         from crossmodalrag.index.vectors import build_index
 
-        stamp = vectors_stamp(self.store, self.embedder.identity)
-        if stamp == self.stamp:
-            return
         _, chunks, matrix = cached_vectors(self.store, self.embedder.identity, stamp)
         folder = self.store.path.with_name(f"{self.store.path.name}.vectors")
         cache = folder / f"ann-{self.embedder.identity.sha256[:12]}.usearch"
