@@ -40,11 +40,12 @@ class Cosines:
     close: float  # best cosine at or above this: answered even when few words match
 
 
-# bench/calibrate_gate.py, keep >= 98% of answerable questions per dev set (docs/benchmarks.md).
+# bench/calibrate_gate.py, keep >= 98% of answerable questions per dev set (docs/benchmarks.md); MiniLM's
+# floor refitted 0.36 -> 0.37 in session 20, after searches began shifting toward their best hits.
 # MiniLM's floor binds on German (an English model), its close on Chinese, where it finds every
 # paragraph alike; multilingual-e5 puts even unrelated text near 0.8.
 MODEL_COSINES: dict[str, Cosines] = {
-    "sentence-transformers/all-MiniLM-L6-v2": Cosines(floor=0.36, close=0.91),
+    "sentence-transformers/all-MiniLM-L6-v2": Cosines(floor=0.37, close=0.91),
     "multilingual-e5-small": Cosines(floor=0.80, close=0.93),
 }
 
