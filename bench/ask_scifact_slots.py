@@ -11,6 +11,9 @@ one option changed at a time:
   one chunk a source   max_chunks_per_source 1: ten slots hold ten abstracts
   pool 100             min_candidates 100 (the normalisation spans more candidates)
   both                 the two together
+  no shift             rocchio_hits 0: the query is not moved toward its best hits (before session 20)
+  shift from N hits    rocchio_hits N (the product: 3), weight 1
+  shift weight W       rocchio_weight W (the product: 1.0), from 3 hits
   best chunk, pool 100 the 100 best chunks of any source, each source ranked by its best chunk
                        (MaxP), and with `--sibling S` also S x its second-best chunk's score
 nDCG@10 is over the distinct sources in evidence order, as in ask_scifact.py. An abstract longer than
@@ -38,6 +41,11 @@ VARIANTS = {
     "one chunk a source": {"max_chunks_per_source": 1},
     "pool 100": {"min_candidates": 100},
     "both": {"max_chunks_per_source": 1, "min_candidates": 100},
+    "no shift": {"rocchio_hits": 0},
+    "shift from 1 hit": {"rocchio_hits": 1},
+    "shift from 5 hits": {"rocchio_hits": 5},
+    "shift weight 0.5": {"rocchio_weight": 0.5},
+    "shift weight 2.0": {"rocchio_weight": 2.0},
 }
 DEEP = {"top_k": 100, "max_chunks_per_source": 0, "min_candidates": 100}
 

@@ -76,9 +76,8 @@ def test_a_hybrid_ask_sends_six_statements(postgres_url, db_path):
     """Corpus statistics ride with the document frequencies and with BM25, the newest time with the
     chunk rows: frequencies, BM25, nearest, chunk rows, vectors for near-duplicates (8 in session 6, 6
     in session 7; a larger memory adds one for the cosines of lexical hits outside the nearest and one
-    for the BM25 of nearest chunks outside the lexical top), then the nearest to the query shifted
-    toward its best hits (session 20): their vectors, rows and titles are reused, and only chunks
-    the shift brings in cost more statements (their cosines, rows and vectors)."""
+    for the BM25 of nearest chunks outside the lexical top), then the same candidates' cosines to the
+    query shifted toward its best hits (session 20): their rows, titles and vectors are reused."""
     embedder = HashingEmbedder()
     with open_postgres_store(postgres_url) as store:
         add_docs(store, *NOTES)
