@@ -7,7 +7,7 @@
 Over the memory `bench/ask_scifact.py` built, every judged train claim is searched in process (the
 function `mem ask` calls, no gate, so no abstention scores 0) with the product's options and with
 one option changed at a time:
-  product              today's options (top-k 10, at most 2 chunks per source, a pool of 50)
+  product              today's options (top-k 10, at most 2 chunks per source, a pool of 50, the shift)
   one chunk a source   max_chunks_per_source 1: ten slots hold ten abstracts
   pool 100             min_candidates 100 (the normalisation spans more candidates)
   both                 the two together
