@@ -212,7 +212,7 @@ def _shifted_query(
     feedback), or None: when disabled, when a best hit is a single statement, or none has a vector.
     A short question and the passage that answers it share a topic more than wording, and the best
     hits, found by words and meaning together, show what that topic looks like in this memory:
-    SciFact train through `mem ask`, nDCG@10 0.7205 -> 0.7343; MiniLM on the zh/ja/de dev sets
+    SciFact train through `mem ask`, nDCG@10 0.7205 -> 0.7347; MiniLM on the zh/ja/de dev sets
     +4.5/+3.5/+3.0. The shifted query re-ranks the same candidates: searching its own nearest chunks
     too added nothing (0.7380 vs 0.7373 in process) for ~10 ms at 100k chunks. A chat turn or an
     agent memory is one statement ("Wow, that's great!"), no picture of a topic: shifted toward
