@@ -201,7 +201,10 @@ def ablations() -> dict:
         "speaker_variant": with_speaker_variant,
         "speaker_boost_1.4": lambda: mock.patch.object(recall, "SPEAKER_BOOST", 1.4),
         "questions_0.95": lambda: wrap("with_neighbour_support", questions_count_less),
-        **{f"time_boost_{b}": functools.partial(mock.patch.object, recall, "TIME_BOOST", b) for b in (1.1, 1.2, 1.3, 1.5)},
+        **{
+            f"time_boost_{b}": functools.partial(mock.patch.object, recall, "TIME_BOOST", b)
+            for b in (1.1, 1.2, 1.3, 1.5)
+        },
         **RANKERS,
         **FIRST_STAGE,
     }

@@ -234,6 +234,8 @@ def test_the_query_is_shifted_toward_its_best_hits_topic(store, embedder, db_pat
     asked = {h.chunk_id: h.components["cosine"] for h in plain.hits}
     assert all(h.components["cosine"] == pytest.approx(asked[h.chunk_id]) for h in shifted.hits)
     assert shifted.similarity == pytest.approx(plain.similarity)
+    assert all("shifted_cosine" in h.components for h in shifted.hits)  # --explain shows what ranked
+    assert not any("shifted_cosine" in h.components for h in plain.hits)
 
 
 def test_chat_turns_do_not_shift_the_query(store, embedder, db_path):

@@ -92,7 +92,9 @@ def recall(retriever: "Retriever", question: str, strategy: str = "direct", answ
             semantic_heavy = replace(pool, profile="relevant")
             lists.append(search(retriever.store, question, semantic_heavy, retriever.semantic).hits)
     fused = fuse(lists)
-    lifted = fused if answering else favour_stated_time(favour_named_speaker(retriever.store, fused, question), question)
+    lifted = fused
+    if not answering:
+        lifted = favour_stated_time(favour_named_speaker(retriever.store, fused, question), question)
     ranked = with_neighbour_support(retriever.store, lifted)
     sessions = agent_sessions(retriever.store, ranked)
     hits = ranked[: base.top_k] if answering else diversify_by_session(ranked, base.top_k, sessions=sessions)

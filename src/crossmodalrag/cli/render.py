@@ -27,6 +27,8 @@ def explain_line(hit: Hit, weights: dict[str, float]) -> str:
     raw = f"bm25 {hit.components['bm25']:.3f}"
     if "cosine" in hit.components:
         raw += f", cosine {hit.components['cosine']:.3f}"
+    if "shifted_cosine" in hit.components:
+        raw += f", {hit.components['shifted_cosine']:.3f} to the question moved toward its best hits"
     side = f", found by sub-query {hit.sub_query!r}" if hit.sub_query else ""
     if "ocr_factor" in hit.components:
         side += f", ×{hit.components['ocr_factor']:.3f} for OCR confidence {hit.components['ocr_confidence']:.2f}"

@@ -214,7 +214,8 @@ def _shifted_query(
     hits, found by words and meaning together, show what that topic looks like in this memory:
     SciFact train through `mem ask`, nDCG@10 0.7205 -> 0.7347; MiniLM on the zh/ja/de dev sets
     +4.5/+3.5/+3.0. The shifted query re-ranks the same candidates: searching its own nearest chunks
-    too added nothing (0.7380 vs 0.7373 in process) for ~10 ms at 100k chunks. A chat turn or an
+    too added nothing (0.7380 vs 0.7373 in process) and took the search at 100k chunks to 1.25x its
+    time before the shift, against 1.04x now. A chat turn or an
     agent memory is one statement ("Wow, that's great!"), no picture of a topic: shifted toward
     turns, LoCoMo dev's turn recall@10 fell 0.764 -> 0.756 (docs/benchmarks.md, session 20)."""
     best = hits[: options.rocchio_hits]
@@ -469,6 +470,8 @@ def _score(
             relevant = lexical.get(chunk_id, 0.0) > 0 or cosine >= close
             usage = rehearsed.get(chunk_id, 0.0) if relevant else 0.0
             components.update(cosine=cosine, vector=vector_norm.get(chunk_id, 0.0), usage=usage)
+            if cosines is not asked:  # ranked by the question moved toward its best hits (_shifted_query)
+                components["shifted_cosine"] = cosines.get(chunk_id, 0.0)
         score = rrf.get(chunk_id, 0.0) if rrf else blend(components, weights)
         if rrf:
             components["rrf"] = score
