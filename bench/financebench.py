@@ -90,6 +90,8 @@ def hybrid(store, options: SearchOptions, questions: list[dict]) -> dict:
     report = embed_missing(store, embedder, settings.embed_batch_size)
     semantic = SemanticIndex(store, embedder, settings)
     result = evaluate(mem_ranker(store, options, semantic), questions)
+    # The same vectors without session 20's query shift: what it does to PDF pages, in the same run.
+    result["without_query_shift"] = evaluate(mem_ranker(store, replace(options, rocchio_hits=0), semantic), questions)
     result["embedding"] = {"chunks": report.chunks, "vectors": report.pieces, "seconds": round(report.seconds, 1)}
     return result
 
