@@ -190,6 +190,8 @@ def locomo_row(question: dict, answer: dict) -> dict:
         "gate_margin": (answer.get("verification") or {}).get("gate_margin"),
         "claim_margins": [[c["margin"], c["short_answer"]] for c in claims],
         "claim_reasons": [c["reason"] for c in claims],  # "names_missing": failed without a margin
+        # The model's own sentences, also those the checks withheld (the delivered text lacks them).
+        "claim_sentences": [c["sentence"] for c in claims],
         "subject_share": (answer.get("verification") or {}).get("subject_share"),
         "short_answer": short,
         "answer": answer["answer"],  # the delivered text, to re-trim short answers from stored rows
