@@ -135,12 +135,11 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
         return SearchResult([], [t.word for t in terms], 0.0, None, semantic is not None, None, weights)
     model = semantic.embedder.identity.name if semantic is not None else None
     dated = named_spans(query)
-    known = PoolRows(conn, weights, semantic)
-    hits = _ranked(known, pool, lexical, asked, asked, options, model, dated)
-    shifted = _shifted_query(known, vector, hits, options) if semantic is not None else None
-    if semantic is not None and shifted is not None:  # the same candidates, ranked by the shifted query
-        cosines = semantic.scores_for(shifted, sorted(pool))
-        hits = _ranked(known, pool, lexical, cosines, asked, options, model, dated)
+    known = PoolRows(conn, pool, weights, semantic, options)
+    hits = _ranked(known, lexical, asked, asked, options, model, dated)
+    if semantic is not None and (shifted := _shifted_query(known, vector, hits, options)) is not None:
+        # The same candidates, ranked by the question moved toward its best hits.
+        hits = _ranked(known, lexical, semantic.scores_for(shifted, sorted(pool)), asked, options, model, dated)
     # The gate needs the best-covering hit near the top; scanning past ten adds cost, not signal.
     needed = coverage_weights(terms, analyzed, weights)
     texts = [h.text for h in hits[:COVERAGE_DEPTH]]
@@ -231,12 +230,11 @@ def _shifted_query(
     return (shifted / norm).astype(vector.dtype) if norm > 0 else None
 
 
-def _ranked(known: "PoolRows", pool, lexical, cosines, asked, options, model, dated) -> list[Hit]:
+def _ranked(known: "PoolRows", lexical, cosines, asked, options, model, dated) -> list[Hit]:
     """Score the pool (ranking by `cosines`, reporting `asked`), cap chunks per source, drop near-duplicates."""
-    hybrid = known.semantic is not None
-    hits = _score(known, pool, lexical, cosines, asked, options, hybrid, model, dated)
+    hits = _score(known, lexical, cosines, asked, options, model, dated)
     hits = cap_per_source(hits, capped_as, options.max_chunks_per_source)
-    if not hybrid:
+    if known.semantic is None:
         return drop_near_duplicates(hits, _body, options.dedupe_threshold, options.top_k)
     return _dedupe_with_vectors(hits, known, options)
 
@@ -396,15 +394,34 @@ def _passing_filters(conn: sqlite3.Connection, scored: dict[int, float], options
 
 
 class PoolRows:
-    """The rows, title matches and vectors of a search's candidates, each fetched once: the shifted
-    second pass (`_shifted_query`) ranks the same chunks again."""
+    """A search's candidates with their rows, title matches and usage strength, read once, and their
+    vectors, read when first needed: the shifted second pass (`_shifted_query`) ranks the same chunks."""
 
     def __init__(
-        self, conn: sqlite3.Connection, term_weights: dict[str, float], semantic: "SemanticIndex | None"
+        self,
+        conn: sqlite3.Connection,
+        pool: set[int],
+        term_weights: dict[str, float],
+        semantic: "SemanticIndex | None",
+        options: SearchOptions,
     ) -> None:
-        self.conn, self.term_weights, self.semantic = conn, term_weights, semantic
-        self.rows: dict[int, sqlite3.Row] = {}
-        self.title_match: dict[str, float] = {}
+        self.semantic = semantic
+        ids = sorted(pool)
+        self.rows: dict[int, sqlite3.Row] = {  # a chunk removed by a concurrent writer is simply absent
+            row["id"]: row
+            for row in conn.execute(
+                "SELECT c.id, c.source_id, c.text, c.locator, c.modality, c.metadata, s.uri, s.source_type, s.title, "
+                "s.timestamp, c.char_start, c.char_end, c.byte_start, c.byte_end, m.superseded_by, "
+                "(SELECT MAX(timestamp) FROM sources) AS newest "  # in this statement: one round trip less
+                "FROM chunks c JOIN sources s ON s.id = c.source_id LEFT JOIN agent_memories m ON m.source_id = s.id "
+                f"WHERE c.id IN ({','.join('?' * len(ids))})",
+                ids,
+            )
+        }
+        titles = sorted({row["title"] for row in self.rows.values()})
+        self.title_match = dict(zip(titles, coverages(conn, titles, term_weights), strict=True))
+        usage = semantic is not None and options.weights(hybrid=True).get("usage")
+        self.rehearsed = _rehearsal(conn, ids, options) if usage else {}
         self._vectors: dict[int, "np.ndarray | None"] = {}
 
     def vectors(self, ids: list[int]) -> dict[int, "np.ndarray"]:
@@ -416,48 +433,28 @@ class PoolRows:
             self._vectors.update({i: found.get(i) for i in missing})
         return {i: vector for i in ids if (vector := self._vectors[i]) is not None}
 
-    def of(self, ids: list[int]) -> dict[int, sqlite3.Row]:
-        """The rows of `ids` that still exist (a chunk removed by a concurrent writer is absent)."""
-        missing = [i for i in ids if i not in self.rows]
-        if missing:
-            fetched = self.conn.execute(
-                "SELECT c.id, c.source_id, c.text, c.locator, c.modality, c.metadata, s.uri, s.source_type, s.title, "
-                "s.timestamp, c.char_start, c.char_end, c.byte_start, c.byte_end, m.superseded_by, "
-                "(SELECT MAX(timestamp) FROM sources) AS newest "  # in this statement: one round trip less
-                "FROM chunks c JOIN sources s ON s.id = c.source_id LEFT JOIN agent_memories m ON m.source_id = s.id "
-                f"WHERE c.id IN ({','.join('?' * len(missing))})",
-                missing,
-            ).fetchall()
-            self.rows.update((row["id"], row) for row in fetched)
-            titles = sorted({row["title"] for row in fetched} - set(self.title_match))
-            self.title_match.update(zip(titles, coverages(self.conn, titles, self.term_weights), strict=True))
-        return {i: self.rows[i] for i in ids if i in self.rows}
-
 
 def _score(
     known: PoolRows,
-    pool: set[int],
     lexical: dict[int, float],
     cosines: dict[int, float],
     asked: dict[int, float],
     options: SearchOptions,
-    hybrid: bool,
     model: str | None = None,
     dated: list[tuple[float, float]] | None = None,
 ) -> list[Hit]:
-    ids = sorted(pool)
-    rows = known.of(ids)
+    """Each candidate's components and blended score, ranking by `cosines`, reporting `asked`."""
+    hybrid = known.semantic is not None
+    rows, title_match, rehearsed = known.rows, known.title_match, known.rehearsed
     newest = next(iter(rows.values()))["newest"] if rows else None
-    title_match = known.title_match
     lexical_norm = scale_to_best({i: lexical.get(i, 0.0) for i in rows})
     vector_norm = min_max({i: cosines[i] for i in rows if i in cosines}) if hybrid else {}
     rrf = _rrf(lexical, cosines) if options.fusion == "rrf" else {}
     weights = options.weights(hybrid)
-    rehearsed = _rehearsal(known.conn, ids, options) if hybrid and weights.get("usage") else {}
     cosines_of_model = model_cosines(options, model)
     close = cosines_of_model.close if cosines_of_model else NEVER
     hits = []
-    for chunk_id, row in rows.items():  # a chunk removed by a concurrent writer is simply absent
+    for chunk_id, row in rows.items():
         components = {
             "bm25": lexical.get(chunk_id, 0.0),
             "lexical": lexical_norm[chunk_id],
