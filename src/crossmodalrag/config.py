@@ -118,6 +118,7 @@ SCALARS: dict[str, Setting] = {
     "llm_context_tokens": Setting("llm", _count, "context_tokens"),
     "llm_evidence_chars": Setting("llm", _count, "evidence_chars"),
     "llm_threads": Setting("llm", _count, "threads"),
+    "llm_repack": Setting("llm", _switch, "repack"),
     # The memory hierarchy (memory/, issue 11).
     "extract_model": Setting("memory", str),
     "extract_window_chars": Setting("memory", _count),
@@ -246,6 +247,9 @@ class Settings:
     # README's notes 1000 already lost an answer (8 of 9 answered, 9 of 9 at 1600).
     llm_evidence_chars: int = 1600
     llm_threads: int = 0  # in-process threads; 0 = the cores no other process keeps busy (cpu.py)
+    # llama.cpp's repacked (interleaved) weights: faster generation, slower prompt reading and load
+    # (answer/llm/llamacpp.py `_weights_repacked`); an answer mostly reads, so off by default.
+    llm_repack: bool = False
     # The memory hierarchy (memory/).
     extract_model: str | None = None  # event extraction: a GGUF file or a server's model name; None = the LLM's
     # Source text per extraction call (~1,100 tokens): one call for 95% of LoCoMo chat sessions (median

@@ -77,6 +77,29 @@ def test_load_llm_builds_the_backend_from_a_model_path(smollm: LlamaCppLLM, gguf
     assert list(llm.stream(MESSAGES, Generation(max_tokens=4, temperature=0.0)))
 
 
+def test_weights_are_read_as_stored_unless_repacking_is_asked_for(smollm: LlamaCppLLM, gguf: Path, tmp_path: Path):
+    from llama_cpp import llama_cpp as api
+
+    assert smollm._load().model_params.use_extra_bufts is False
+    settings = Settings(db_path=tmp_path / "m.db", llm_model_path=str(gguf), llm_context_tokens=512, llm_repack=True)
+    repacked = load_llm(settings)
+    assert repacked._load().model_params.use_extra_bufts is True
+    assert repacked._load() is not smollm._load()  # a layout of its own, not the model loaded as stored
+    assert list(repacked.stream(MESSAGES, Generation(max_tokens=4, temperature=0.0)))
+    assert api.llama_model_default_params().use_extra_bufts is True  # llama-cpp-python's default is back
+
+
+def test_the_default_weight_layout_is_restored_when_a_load_fails(tmp_path: Path):
+    from llama_cpp import llama_cpp as api
+
+    require_llama_cpp()
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(LLMUnavailable):
+        LlamaCppLLM(broken, 512, 60.0).check()
+    assert api.llama_model_default_params().use_extra_bufts is True
+
+
 def test_count_tokens(smollm: LlamaCppLLM):
     assert 0 < smollm.count_tokens("the parser was rewritten") < smollm.count_tokens("the parser was rewritten " * 10)
 
@@ -181,7 +204,7 @@ def test_judging_reuses_the_evaluated_prefix(smollm: LlamaCppLLM):
     from crossmodalrag.answer.llm.llamacpp import _LOADED, chat_tokens
 
     smollm.support_margins([JUDGE])
-    llama = _LOADED[(str(smollm.model_path), CONTEXT)]
+    llama = smollm._load()
     tokens = chat_tokens(llama, JUDGE)
     assert llama.n_tokens == len(tokens) and list(llama.input_ids[: llama.n_tokens]) == tokens
     longer = [JUDGE[0], {"role": "user", "content": JUDGE[1]["content"] + " Be brief."}]
@@ -201,7 +224,7 @@ def test_the_judges_state_outlives_an_answer_in_between(smollm: LlamaCppLLM):
     smollm._states.clear()  # the claim's own kept state would serve it whole
     smollm.support_margins([gate])
     list(smollm.stream(MESSAGES, Generation(max_tokens=4)))  # the answer replaces the KV cache
-    llama = _LOADED[(str(smollm.model_path), CONTEXT)]
+    llama = smollm._load()
     with counted_evals(llama) as evaluated:
         margin = smollm.support_margins([claim])[0]
     shared = shared_prefix(chat_tokens(llama, gate), chat_tokens(llama, claim))
@@ -219,7 +242,7 @@ def test_a_follow_up_answer_starts_from_the_last_answers_evidence_after_judging_
     follow_up = [{"role": "user", "content": f"{evidence}\n\nQuestion: When did we fly?"}]
     list(smollm.stream(first, Generation(max_tokens=4)))
     smollm.support_margins([JUDGE])  # the next question's gate
-    llama = _LOADED[(str(smollm.model_path), CONTEXT)]
+    llama = smollm._load()
     with counted_evals(llama) as evaluated:
         assert "".join(smollm.stream(follow_up, Generation(max_tokens=4)))
     tokens = chat_tokens(llama, follow_up)
@@ -239,7 +262,7 @@ def test_the_fixed_prompt_state_is_saved_once_and_restored_when_the_cache_holds_
     saved = list(cache.glob("prompt-*.kv"))
     assert len(saved) == 1 and saved[0].stat().st_size > 0
     first.support_margins([JUDGE])  # the judge's prompt replaces the cached start in the KV cache
-    llama = llamacpp._LOADED[(str(gguf), 512)]
+    llama = llamacpp._LOADED[(str(gguf), 512, False)]
     loaded = []
     original = llamacpp.PromptCache.restore
     llamacpp.PromptCache.restore = lambda self, system: loaded.append(original(self, system)) or loaded[-1]
@@ -248,12 +271,12 @@ def test_the_fixed_prompt_state_is_saved_once_and_restored_when_the_cache_holds_
     finally:
         llamacpp.PromptCache.restore = original
     assert loaded == [True] and list(cache.glob("prompt-*.kv")) == saved
-    llamacpp._LOADED.pop((str(gguf), 512)).close()  # as if a new process started
+    llamacpp._LOADED.pop((str(gguf), 512, False)).close()  # as if a new process started
     second = LlamaCppLLM(gguf, 512, 60.0, cache_dir=cache)
     assert "".join(second.stream(answer_prompt, Generation(max_tokens=8))) == expected
     assert list(cache.glob("prompt-*.kv")) == saved
-    assert llama is not llamacpp._LOADED[(str(gguf), 512)]
-    llamacpp._LOADED.pop((str(gguf), 512)).close()
+    assert llama is not llamacpp._LOADED[(str(gguf), 512, False)]
+    llamacpp._LOADED.pop((str(gguf), 512, False)).close()
 
 
 def test_a_short_system_prompt_is_not_worth_a_file(gguf: Path, tmp_path: Path):
@@ -262,7 +285,7 @@ def test_a_short_system_prompt_is_not_worth_a_file(gguf: Path, tmp_path: Path):
     llm = LlamaCppLLM(gguf, 512, 60.0, cache_dir=tmp_path / "cache")
     llm.support_margins([JUDGE])
     assert not (tmp_path / "cache").exists()
-    llamacpp._LOADED.pop((str(gguf), 512)).close()
+    llamacpp._LOADED.pop((str(gguf), 512, False)).close()
 
 
 def test_the_answer_after_the_gate_reads_only_its_own_tail(smollm: LlamaCppLLM):
@@ -281,7 +304,7 @@ def test_the_answer_after_the_gate_reads_only_its_own_tail(smollm: LlamaCppLLM):
     answer = build_messages(question, evidence, 1600)
     smollm.support_margins([JUDGE])  # something else in the KV cache first
     smollm.support_margins([gate])
-    llama = _LOADED[(str(smollm.model_path), CONTEXT)]
+    llama = smollm._load()
     with counted_evals(llama) as evaluated:
         assert "".join(smollm.stream(answer, Generation(max_tokens=4)))
     tokens = chat_tokens(llama, answer)

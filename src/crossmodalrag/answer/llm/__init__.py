@@ -88,6 +88,7 @@ def load_llm(settings: Settings) -> LLM:
         settings.llm_timeout,
         settings.llm_threads,
         cache_dir=settings.models_dir / "llm" / "cache",
+        repack=settings.llm_repack,
     )
 
 
