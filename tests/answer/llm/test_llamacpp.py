@@ -201,7 +201,7 @@ def test_support_margins_read_the_first_token_logits(smollm: LlamaCppLLM):
 
 
 def test_judging_reuses_the_evaluated_prefix(smollm: LlamaCppLLM):
-    from crossmodalrag.answer.llm.llamacpp import _LOADED, chat_tokens
+    from crossmodalrag.answer.llm.llamacpp import chat_tokens
 
     smollm.support_margins([JUDGE])
     llama = smollm._load()
@@ -216,7 +216,7 @@ def test_judging_reuses_the_evaluated_prefix(smollm: LlamaCppLLM):
 def test_the_judges_state_outlives_an_answer_in_between(smollm: LlamaCppLLM):
     """The sentence checks after an answer start from the gate's evaluated excerpt (kept in memory),
     with the same margins as when nothing came in between."""
-    from crossmodalrag.answer.llm.llamacpp import _LOADED, chat_tokens, shared_prefix
+    from crossmodalrag.answer.llm.llamacpp import chat_tokens, shared_prefix
 
     gate = [JUDGE[0], {"role": "user", "content": JUDGE[1]["content"] + " Does it say so?"}]
     claim = [JUDGE[0], {"role": "user", "content": JUDGE[1]["content"] + " Is it blue?"}]
@@ -235,7 +235,7 @@ def test_the_judges_state_outlives_an_answer_in_between(smollm: LlamaCppLLM):
 def test_a_follow_up_answer_starts_from_the_last_answers_evidence_after_judging_in_between(smollm: LlamaCppLLM):
     """In a chat, a question whose prompt opens with the same excerpts as the last answer's reads
     only what differs, though the gate and the sentence checks replaced the KV cache since."""
-    from crossmodalrag.answer.llm.llamacpp import _LOADED, chat_tokens, shared_prefix
+    from crossmodalrag.answer.llm.llamacpp import chat_tokens, shared_prefix
 
     evidence = "Evidence:\n[E1] (note · Trip)\nWe flew to Lisbon in May and stayed by the river for a week."
     first = [{"role": "user", "content": f"{evidence}\n\nQuestion: Where did we fly?"}]
@@ -291,7 +291,7 @@ def test_a_short_system_prompt_is_not_worth_a_file(gguf: Path, tmp_path: Path):
 def test_the_answer_after_the_gate_reads_only_its_own_tail(smollm: LlamaCppLLM):
     """The gate asks inside the answer prompt (answer/prompt.py `gate_messages`): the answer that
     follows evaluates only the tokens after the question, not the system rules and evidence again."""
-    from crossmodalrag.answer.llm.llamacpp import _LOADED, chat_tokens, shared_prefix
+    from crossmodalrag.answer.llm.llamacpp import chat_tokens, shared_prefix
     from crossmodalrag.answer.prompt import build_messages, gate_messages
     from crossmodalrag.types import Evidence, Hit
 
