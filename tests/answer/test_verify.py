@@ -463,6 +463,54 @@ def test_a_support_sentence_citing_nothing_is_judged_against_its_closest_excerpt
     assert f"[{closest}]" in judged and f"[{other}]" not in judged
 
 
+@pytest.fixture
+def garden_and_trip(store, settings: Settings, tmp_path: Path):
+    vault = tmp_path / "vault"
+    write_note(vault, "garden.md", "# Garden\n\nThe tomatoes ripened early this year after the warm spring rain.\n")
+    write_note(vault, "trip.md", "# Lisbon trip\n\nWe flew to Lisbon in May and stayed by the river for a week.\n")
+    ingest_notes(store, [vault])
+    return open_retriever(store, settings, lexical_only=True)
+
+
+def _ids(answer) -> dict[str, str]:
+    return {item.hit.title: item.id for item in answer.evidence}
+
+
+def test_a_sentence_copied_from_one_excerpt_but_citing_another_is_judged_and_cited_by_its_source(
+    garden_and_trip, settings: Settings
+):
+    """Small models copy a sentence from one excerpt and cite the last they read: the sentence is judged
+    against the excerpt holding its words, and cites that one, not the one the model named."""
+    question = "What about the tomatoes and the river trip?"
+    ids = _ids(ask_without_llm(garden_and_trip, question))
+    garden, trip = ids["Garden"], ids["Lisbon trip"]
+    text = f"Answer: they ripened early [{garden}]\nThe tomatoes ripened early after the warm spring rain [{trip}]."
+    llm = ScriptedLLM(text, margins=[2.0, 2.0, 2.0])
+    answer = ask_with_llm(garden_and_trip, question, settings, llm=llm)
+    claim = answer.verification["claims"][1]
+    assert claim["cited"] == [trip] and claim["attributed_to"] == garden and claim["judged"] == [garden]
+    judged = llm.judged[-1][-1]["content"]
+    assert f"[{garden}]" in judged and f"[{trip}]" not in judged
+    assert answer.text.endswith(f"after the warm spring rain. [{garden}]")
+    assert [c["id"] for c in answer.citations] == [garden]
+    assert answer.verification["claims"][0]["attributed_to"] is None  # a short answer's few words stay as cited
+
+
+def test_a_sentence_whose_citation_holds_its_words_keeps_it(garden_and_trip, settings: Settings):
+    from crossmodalrag.answer.verify import word_source
+
+    question = "What about the tomatoes and the river trip?"
+    evidence = ask_without_llm(garden_and_trip, question).evidence
+    garden = next(item for item in evidence if item.hit.title == "Garden")
+    trip = next(item for item in evidence if item.hit.title == "Lisbon trip")
+    copied = "The tomatoes ripened early after the warm spring rain"
+    assert word_source(copied, [trip], evidence) is garden
+    assert word_source(copied, [garden], evidence) is None  # cited where its words are
+    assert word_source(copied, [trip, garden], evidence) is None
+    assert word_source("tomatoes ripened early", [trip], evidence) is None  # too few words to tell
+    assert word_source("We sold the old car to a neighbour", [trip], evidence) is None  # no excerpt holds it
+
+
 def test_a_question_about_someone_whose_own_words_are_few_of_the_evidence_is_not_asked(
     store, settings: Settings, tmp_path
 ):

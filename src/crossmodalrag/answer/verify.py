@@ -21,7 +21,14 @@ from crossmodalrag.answer.echo import restates_question, without_echo
 from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.premise import in_conversations, presupposes, unmentioned_words
-from crossmodalrag.answer.prompt import cited_excerpts, claim_messages, gate_messages, premise_messages
+from crossmodalrag.answer.prompt import (
+    JUDGE_EXCERPT_CHARS,
+    cited_excerpts,
+    claim_messages,
+    clip,
+    gate_messages,
+    premise_messages,
+)
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
 from crossmodalrag.answer.when import dated_answer, moved_date, with_day
 from crossmodalrag.config import Settings
@@ -51,6 +58,13 @@ _CITATION_LIST = re.compile(rf"(?:,?\s*(?:(?:and|or|&)\s*)?{CITATION.pattern})+"
 _DANGLING = re.compile(r"(?:[\s,;:]|\b(?:and|or)\b)+$", re.IGNORECASE)
 # A question's date names the day it was said, give or take the week it speaks of ("the week before").
 DATE_SLACK = 7 * 86400.0
+# A sentence of at least ATTRIBUTED_WORDS content words whose cited excerpts hold under MISCITED_SHARE
+# of them, while another excerpt holds SOURCE_SHARE, is judged against and cites that one
+# (`word_source`): the README's own question was answered with the sample note's sentences cited to
+# a diff that holds none of their words, and the judge, lenient by design, passed them.
+ATTRIBUTED_WORDS = 4
+MISCITED_SHARE = 0.3
+SOURCE_SHARE = 0.6
 
 
 @dataclass
@@ -65,6 +79,7 @@ class Verdict:
     reason: str | None = None  # why an unsupported sentence failed without the judge
     judged: list[str] = field(default_factory=list)  # the excerpts it was judged against
     added: list[str] = field(default_factory=list)  # uncited excerpts its second look passed it with
+    attributed: str | None = None  # the excerpt its words come from, judged and cited instead of its own
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +91,7 @@ class Verdict:
             "reason": self.reason,
             "added_citations": self.added,
             "judged": self.judged,
+            "attributed_to": self.attributed,
         }
 
 
@@ -126,7 +142,11 @@ class Verification:
         excerpts it was judged against, only those cited by a kept sentence if any are, and never
         one the model did not cite ("Answer: X. Y [E1]" loses its only citation with Y, and X was
         judged by E1). One that passed only beside excerpts it did not cite (`_second_look`) cites them
-        after its own."""
+        after its own; one judged against the excerpt its words come from (`word_source`) cites what
+        it was judged against instead of its own citations."""
+        if verdict.attributed and verdict.supported:
+            refs = "".join(f"[{ref}]" for ref in verdict.judged)
+            return f"{CITATION.sub('', verdict.sentence).rstrip()} {refs}"
         if verdict.added and verdict.supported:
             sentence = verdict.sentence.rstrip()
             refs = "".join(f"[{ref}]" for ref in verdict.judged if ref not in verdict.cited)
@@ -312,7 +332,10 @@ def verify_answer(
         if names:  # judged only against the excerpts about whom the question names, or their neighbours
             about = excerpts_about(about, names, evidence) or neighbour_turns(claim, about, names, evidence)
         judged = [item for item in about if _within(item, dated)]  # and from the time it names
-        if judged and not cited and not short:
+        source = word_source(claim, judged, pool) if judged else None
+        if source is not None:
+            verdict.attributed, judged = source.id, [source]
+        elif judged and not cited and not short:
             judged = [closest_excerpt(claim, judged)]  # not "any of them": a made-up sentence passed that way
         if not judged:
             verdict.reason = "other_time" if about else "names_missing"
@@ -367,6 +390,24 @@ def excerpts_holding_missing_words(claim: str, judged: list[Evidence], pool: lis
     held = set().union(*(content_words(_text(item)) for item in judged))
     missing = content_words(claim) - held
     return [item for item in pool if item not in judged and missing & content_words(_text(item))] if missing else []
+
+
+def word_source(claim: str, judged: list[Evidence], pool: list[Evidence]) -> Evidence | None:
+    """The excerpt of `pool` that `claim`'s words come from, when the excerpts it is to be judged
+    against (`judged`, what it cites) hold few of them: small models copy a sentence from one
+    excerpt and cite the last ones they read. None when the claim is short (a name, a date: its
+    words may sit in a header, or nowhere), or no other excerpt clearly holds it."""
+    words = content_words(claim)
+    if len(words) < ATTRIBUTED_WORDS:
+        return None
+
+    def share(item: Evidence) -> float:
+        return len(words & content_words(f"{item.hit.title} {clip(_text(item), JUDGE_EXCERPT_CHARS)}")) / len(words)
+
+    if max(map(share, judged)) >= MISCITED_SHARE:
+        return None
+    best = max(pool, key=share, default=None)  # the first in prompt order on a tie
+    return best if best is not None and best not in judged and share(best) >= SOURCE_SHARE else None
 
 
 def _text(item: Evidence) -> str:
