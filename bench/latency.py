@@ -9,7 +9,8 @@ command), the first N "[sample]" questions are asked
   - warm: all of them through one `mem chat --json` process (the models stay loaded),
 in three conditions: calm; with one `python -c "while True: pass"` running (the adaptive thread
 rule in force); and the same load with CMRAG_LLM_THREADS=<all cores>, the previous default, as the
-baseline measured in the same run. Reported per condition: first token and whole answer p50/max,
+baseline measured in the same run. Calm and busy are also run with CMRAG_LLM_REPACK=on (llama.cpp's
+repacked weights, the default before session 21), `ratios` giving today's p50s over those. Reported per condition: first token and whole answer p50/max,
 and the verifier's share (gate + sentence checks, pairs per second). Calm only, `chat_in_turn`: one
 `mem chat --json` asked CHAT_TURNS (a question, a follow-up on the same subject, an unrelated one),
 each turn's first token with and without the retrieval before it: the issue's "second question".
@@ -113,6 +114,16 @@ def run_condition(questions: list[str], env: dict) -> dict:
     }
 
 
+def repacked_ratios(today: dict, repacked: dict) -> dict:
+    """Today's p50s over those with repacked weights, per way of asking (below 1: faster today)."""
+    ratios = {}
+    for way in ("cold_mem_ask", "warm_mem_chat"):
+        for figure in ("first_token_seconds", "total_seconds"):
+            mine, theirs = today[way][figure]["p50"], repacked[way][figure]["p50"]
+            ratios[f"{way}.{figure}"] = round(mine / theirs, 2) if mine and theirs else None
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True)
@@ -130,18 +141,27 @@ def main() -> None:
     result["calm"] = run_condition(questions, env)
     log("[calm] a chat: question, follow-up, unrelated question")
     result["calm"]["chat_in_turn"] = chat_in_turn(env)
+    log("[calm] asking with repacked weights (the previous default)")
+    result["calm_repacked"] = run_condition(questions, {**env, "CMRAG_LLM_REPACK": "on"})
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(2)  # let the busy loop show in the CPU counters
         log("[one busy process] asking with the adaptive thread rule")
-        result["busy_adaptive"] = run_condition(questions, env)
+        result["busy"] = run_condition(questions, env)
         log("[one busy process] asking with one thread per core (the previous default)")
         cores = str(os.cpu_count())
         result["busy_all_cores"] = run_condition(
             questions, {**env, "CMRAG_LLM_THREADS": cores, "CMRAG_EMBED_THREADS": cores}
         )
+        log("[one busy process] asking with repacked weights")
+        result["busy_repacked"] = run_condition(questions, {**env, "CMRAG_LLM_REPACK": "on"})
     finally:
         busy.kill()
+    result["ratios"] = {
+        f"{condition}_over_{condition}_repacked": repacked_ratios(result[condition], result[f"{condition}_repacked"])
+        for condition in ("calm", "busy")
+        if f"{condition}_repacked" in result
+    }
     print(json.dumps(result, indent=2))
 
 

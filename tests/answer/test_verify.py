@@ -496,6 +496,19 @@ def test_a_sentence_copied_from_one_excerpt_but_citing_another_is_judged_and_cit
     assert answer.verification["claims"][0]["attributed_to"] is None  # a short answer's few words stay as cited
 
 
+def test_an_answer_citing_nothing_cites_the_excerpts_its_sentences_come_from(garden_and_trip, settings: Settings):
+    question = "What about the tomatoes and the river trip?"
+    ids = _ids(ask_without_llm(garden_and_trip, question))
+    text = "Answer: The tomatoes ripened early after the warm spring rain.\nWe flew to Lisbon and stayed by the river."
+    answer = ask_with_llm(garden_and_trip, question, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0, 2.0]))
+    assert [c["attributed_to"] for c in answer.verification["claims"]] == [ids["Garden"], ids["Lisbon trip"]]
+    assert answer.text == (
+        f"Answer: The tomatoes ripened early after the warm spring rain. [{ids['Garden']}]\n"
+        f"We flew to Lisbon and stayed by the river. [{ids['Lisbon trip']}]"
+    )
+    assert "no_citations" not in [w["kind"] for w in answer.citation_warnings]
+
+
 def test_a_sentence_whose_citation_holds_its_words_keeps_it(garden_and_trip, settings: Settings):
     from crossmodalrag.answer.verify import word_source
 
@@ -509,6 +522,7 @@ def test_a_sentence_whose_citation_holds_its_words_keeps_it(garden_and_trip, set
     assert word_source(copied, [trip, garden], evidence) is None
     assert word_source("tomatoes ripened early", [trip], evidence) is None  # too few words to tell
     assert word_source("We sold the old car to a neighbour", [trip], evidence) is None  # no excerpt holds it
+    assert word_source(copied, [], evidence) is garden  # an answer citing nothing
 
 
 def test_a_question_about_someone_whose_own_words_are_few_of_the_evidence_is_not_asked(

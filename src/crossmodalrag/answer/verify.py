@@ -59,9 +59,10 @@ _DANGLING = re.compile(r"(?:[\s,;:]|\b(?:and|or)\b)+$", re.IGNORECASE)
 # A question's date names the day it was said, give or take the week it speaks of ("the week before").
 DATE_SLACK = 7 * 86400.0
 # A sentence of at least ATTRIBUTED_WORDS content words whose cited excerpts hold under MISCITED_SHARE
-# of them, while another excerpt holds SOURCE_SHARE, is judged against and cites that one
-# (`word_source`): the README's own question was answered with the sample note's sentences cited to
-# a diff that holds none of their words, and the judge, lenient by design, passed them.
+# of them (or that cites nothing in an answer citing nothing), while another excerpt holds
+# SOURCE_SHARE, is judged against and cites that one (`word_source`): the README's own question was
+# answered with the sample note's sentences cited to a diff that holds none of their words, and the
+# judge, lenient by design, passed them; 3 of the sample's 9 answers cited nothing at all.
 ATTRIBUTED_WORDS = 4
 MISCITED_SHARE = 0.3
 SOURCE_SHARE = 0.6
@@ -332,7 +333,8 @@ def verify_answer(
         if names:  # judged only against the excerpts about whom the question names, or their neighbours
             about = excerpts_about(about, names, evidence) or neighbour_turns(claim, about, names, evidence)
         judged = [item for item in about if _within(item, dated)]  # and from the time it names
-        source = word_source(claim, judged, pool) if judged else None
+        claimed = judged if cited or _citations(text) else []  # an answer citing nothing claims no excerpt
+        source = word_source(claim, claimed, pool) if judged else None
         if source is not None:
             verdict.attributed, judged = source.id, [source]
         elif judged and not cited and not short:
@@ -392,11 +394,12 @@ def excerpts_holding_missing_words(claim: str, judged: list[Evidence], pool: lis
     return [item for item in pool if item not in judged and missing & content_words(_text(item))] if missing else []
 
 
-def word_source(claim: str, judged: list[Evidence], pool: list[Evidence]) -> Evidence | None:
-    """The excerpt of `pool` that `claim`'s words come from, when the excerpts it is to be judged
-    against (`judged`, what it cites) hold few of them: small models copy a sentence from one
-    excerpt and cite the last ones they read. None when the claim is short (a name, a date: its
-    words may sit in a header, or nowhere), or no other excerpt clearly holds it."""
+def word_source(claim: str, claimed: list[Evidence], pool: list[Evidence]) -> Evidence | None:
+    """The excerpt of `pool` that `claim`'s words come from, when the excerpts it claims to rest on
+    (`claimed`: those it cites, else those its answer cites, else none) hold few of them: small
+    models copy a sentence from one excerpt and cite the last ones they read, or cite nothing at
+    all. None when the claim is short (a name, a date: its words may sit in a header, or nowhere),
+    or no other excerpt clearly holds it."""
     words = content_words(claim)
     if len(words) < ATTRIBUTED_WORDS:
         return None
@@ -404,10 +407,10 @@ def word_source(claim: str, judged: list[Evidence], pool: list[Evidence]) -> Evi
     def share(item: Evidence) -> float:
         return len(words & content_words(f"{item.hit.title} {clip(_text(item), JUDGE_EXCERPT_CHARS)}")) / len(words)
 
-    if max(map(share, judged)) >= MISCITED_SHARE:
+    if max(map(share, claimed), default=0.0) >= MISCITED_SHARE:
         return None
     best = max(pool, key=share, default=None)  # the first in prompt order on a tie
-    return best if best is not None and best not in judged and share(best) >= SOURCE_SHARE else None
+    return best if best is not None and best not in claimed and share(best) >= SOURCE_SHARE else None
 
 
 def _text(item: Evidence) -> str:
