@@ -56,6 +56,7 @@ def test_split_answer_separates_the_short_answer_line_and_keeps_citations_with_t
         ("Answer: pottery and hiking [E1] and [E3]", "pottery and hiking"),
         ("Answer: Yes [E1], [E2]", "Yes"),
         ("Answer: rock and roll [E1]", "rock and roll"),
+        ("The Answer: We dropped the cache. It was slow [E1]", "We dropped the cache"),
         ("", None),
     ],
 )

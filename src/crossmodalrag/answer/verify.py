@@ -38,8 +38,8 @@ from crossmodalrag.types import Evidence
 # A backend that can only say yes or no gets this margin, beyond any fitted threshold either way.
 REPLY_MARGIN = 10.0
 MAX_CHECKS = 5  # an answer is a short answer and at most three support sentences
-# "Answer:", "**Answer:** ": the label, not a citation right after it ("Answer: [E1] Yes").
-_ANSWER_LINE = re.compile(r"^[^\w\[]*answer[^\w\[]*:[^\w\[]*", re.IGNORECASE)
+# "Answer:", "**Answer:** ", "The answer:": the label, not a citation right after it ("Answer: [E1] Yes").
+_ANSWER_LINE = re.compile(r"^[^\w\[]*(?:the\s+)?answer[^\w\[]*:[^\w\[]*", re.IGNORECASE)
 _LABEL = re.compile(r"^\W*\w+\W*")  # "Support:" before a line's citations
 _HEADING = re.compile(r"^\W*\w+(?: \w+)?\W*:\W*$")  # "Support:" or "**Answer:**" alone on its line
 # What opens a support sentence without being part of its claim: a list marker ("- ", "2. "), a
