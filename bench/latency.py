@@ -10,8 +10,9 @@ command), the first N "[sample]" questions are asked
 in three conditions: calm; with one `python -c "while True: pass"` running (the adaptive thread
 rule in force); and the same load with CMRAG_LLM_THREADS=<all cores>, the previous default, as the
 baseline measured in the same run. Calm and busy are also run with CMRAG_LLM_REPACK=on (llama.cpp's
-repacked weights, the default before session 21), `ratios` giving today's p50s over those. Reported per condition: first token and whole answer p50/max,
-and the verifier's share (gate + sentence checks, pairs per second). Calm only, `chat_in_turn`: one
+repacked weights, the default before session 21), `ratios` giving today's p50s over those.
+Reported per condition: first token and whole answer p50/max, and the verifier's share (gate +
+sentence checks, pairs per second). Calm only, `chat_in_turn`: one
 `mem chat --json` asked CHAT_TURNS (a question, a follow-up on the same subject, an unrelated one),
 each turn's first token with and without the retrieval before it: the issue's "second question".
 
