@@ -327,6 +327,8 @@ def test_support_sentences_lose_the_list_markers_and_labels_that_open_them():
         ("It cost 3.5 dollars in the U.S. Army store", "It cost 3.5 dollars in the U.S. Army store"),
         ("Am 12. Dezember 2023 war sie dort. Dann ging sie", "Am 12. Dezember 2023 war sie dort."),
         ("It took 3. Then more came", "It took 3."),
+        ("It failed at night (i.e. 02:30 UTC) on one leg. Then", "It failed at night (i.e. 02:30 UTC) on one leg."),
+        ("Tools, e.g. Ruff, help. Fine", "Tools, e.g. Ruff, help."),
     ],
 )
 def test_first_sentence_stops_at_a_sentence_end_not_at_a_title_or_initial(line, expected):

@@ -118,13 +118,20 @@ def _day_before_month(line: str, end: re.Match[str]) -> bool:
     return day.isdigit() and len(day) <= 2 and bool(_MONTH_NEXT.match(line, end.end()))
 
 
+def _dotted_letters(line: str, end: re.Match[str]) -> bool:
+    """The end of "i.e." or "e.g.": one letter after another letter's period."""
+    word, start = end.group(1) or "", end.start(1)
+    return len(word) == 1 and start >= 2 and line[start - 1] == "." and line[start - 2].isalpha()
+
+
 def sentences(line: str) -> list[str]:
     """The sentences of one line. A piece without words (a bullet and its citation, "- [E3]", before
     "Today I went...") opens the sentence after it, or closes the last one: alone it would be an empty
     claim, and the sentence after it would look uncited."""
     pieces, start = [], 0
     for end in _SENTENCE_END.finditer(line):
-        if not (end.group(1) and _ABBREVIATION.fullmatch(end.group(1))) and not _day_before_month(line, end):
+        abbreviated = end.group(1) and _ABBREVIATION.fullmatch(end.group(1)) or _dotted_letters(line, end)
+        if not abbreviated and not _day_before_month(line, end):
             pieces.append(line[start : end.start() + len(end.group(0).rstrip())])
             start = end.end()
     merged: list[str] = []
