@@ -526,6 +526,8 @@ def test_a_sentence_whose_citation_holds_its_words_keeps_it(garden_and_trip, set
     assert word_source("tomatoes ripened early", [trip], evidence) is None  # too few words to tell
     assert word_source("We sold the old car to a neighbour", [trip], evidence) is None  # no excerpt holds it
     assert word_source(copied, [], evidence) is garden  # an answer citing nothing
+    half = "The tomatoes ripened while we sold the car and painted the shed"  # 2 of its 6 content words
+    assert word_source(half, [trip], evidence) is None and word_source(half, [], evidence) is garden
 
 
 def test_a_question_about_someone_whose_own_words_are_few_of_the_evidence_is_not_asked(

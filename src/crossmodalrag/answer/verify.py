@@ -59,8 +59,8 @@ _DANGLING = re.compile(r"(?:[\s,;:]|\b(?:and|or)\b)+$", re.IGNORECASE)
 # A question's date names the day it was said, give or take the week it speaks of ("the week before").
 DATE_SLACK = 7 * 86400.0
 # A sentence of at least ATTRIBUTED_WORDS content words whose cited excerpts hold under MISCITED_SHARE
-# of them (or that cites nothing in an answer citing nothing), while another excerpt holds
-# SOURCE_SHARE, is judged against and cites that one (`word_source`): the README's own question was
+# of them, while another excerpt holds SOURCE_SHARE (or, in an answer citing nothing, MISCITED_SHARE),
+# is judged against and cites that one (`word_source`): the README's own question was
 # answered with the sample note's sentences cited to a diff that holds none of their words, and the
 # judge, lenient by design, passed them; 3 of the sample's 9 answers cited nothing at all.
 ATTRIBUTED_WORDS = 4
@@ -409,8 +409,11 @@ def word_source(claim: str, claimed: list[Evidence], pool: list[Evidence]) -> Ev
 
     if max(map(share, claimed), default=0.0) >= MISCITED_SHARE:
         return None
+    # Moving a citation the model made takes a clear source; giving one to an answer without any,
+    # only an excerpt holding as much of it as a citation must.
+    needed = SOURCE_SHARE if claimed else MISCITED_SHARE
     best = max(pool, key=share, default=None)  # the first in prompt order on a tie
-    return best if best is not None and best not in claimed and share(best) >= SOURCE_SHARE else None
+    return best if best is not None and best not in claimed and share(best) >= needed else None
 
 
 def _text(item: Evidence) -> str:
