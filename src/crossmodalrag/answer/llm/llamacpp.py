@@ -234,8 +234,8 @@ def _weights_repacked(repack: bool):
     """Load models inside this block with llama.cpp's repacked weight buffers on or off.
 
     llama.cpp copies Q4_K weights into an interleaved layout at load by default ("extra buffer
-    types"). On these AVX-512 cores that layout generates ~20% faster but reads prompts ~30% slower
-    than the plain mmapped weights, and the copy adds ~0.7 s to every load (bench/llama_repack.py);
+    types"). On these AVX-512 cores that layout generates ~1.3x faster but reads prompts ~1.5x slower
+    than the plain mmapped weights, and the copy adds ~0.6 s to every load (bench/llama_repack.py);
     an answer here reads ~10 prompt tokens (evidence, judge prompts) for each one it generates, so
     off is the default. llama-cpp-python has no argument for it: its default model parameters are
     swapped for the length of the load (a version without the field loads as it always did)."""
