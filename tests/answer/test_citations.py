@@ -62,6 +62,19 @@ def test_uncited_claims_are_flagged_but_statements_of_missing_coverage_are_not()
     assert "three times faster" in report.warnings[0]["detail"]
 
 
+def test_a_line_of_only_citations_cites_the_claims_written_since_the_last_citation() -> None:
+    text = (
+        "Answer: by escaping attribute values [E1]\n"
+        "A link title with a quote closed the attribute early and injected an event handler.\n\n"
+        "Support:\n- [E1]"
+    )
+    assert validate(text, evidence()).warnings == []
+    later = "Answer: by escaping attribute values [E1]\nA link title with a quote closed the attribute early [E1]."
+    uncited = "It also made the renderer three times faster on large documents."
+    report = validate(f"{later}\n{uncited}\nThe fix landed in March together with new tests [E1].", evidence())
+    assert [w["detail"] for w in report.warnings] == [uncited]  # a sentence's own citation is not the claim's
+
+
 def test_a_bullet_opening_with_its_citation_is_one_cited_claim() -> None:
     report = validate("Answer: 1.0 [E1]\n- [E3] Grace is doing heading ids for the next release of it.", evidence())
     assert report.warnings == []

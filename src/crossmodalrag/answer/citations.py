@@ -94,11 +94,24 @@ def validate(text: str, evidence: list[Evidence]) -> CitationReport:
         if cleaned:
             report.warnings.append({"kind": "no_citations", "citation": "", "detail": "the answer cites no evidence"})
         return report
+    # A line of only citations ("Support:" then "- [E1] [E2]") cites the claims written since the last
+    # citation, as the verifier reads it (verify.py `split_answer`); a heading between them is no claim.
+    waiting: list[str] = []
     for sentence in (sentence for line in cleaned.splitlines() for sentence in sentences(line)):
-        words = sentence.split()
-        if len(words) >= CLAIM_MIN_WORDS and not CITATION.search(sentence) and not _REFUSAL.search(sentence):
-            report.warnings.append({"kind": "uncited_claim", "citation": "", "detail": " ".join(words)[:200]})
+        cites, words = bool(CITATION.search(sentence)), sentence.split()
+        if cites and not has_words(sentence):
+            waiting.clear()
+        elif cites:
+            _uncited(report, waiting)
+        elif len(words) >= CLAIM_MIN_WORDS and not _REFUSAL.search(sentence):
+            waiting.append(" ".join(words))
+    _uncited(report, waiting)
     return report
+
+
+def _uncited(report: CitationReport, claims: list[str]) -> None:
+    report.warnings += [{"kind": "uncited_claim", "citation": "", "detail": claim[:200]} for claim in claims]
+    claims.clear()
 
 
 def _bracketed(text: str, by_id: dict[str, Evidence]) -> str:
