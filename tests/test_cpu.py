@@ -11,6 +11,11 @@ import pytest
 from crossmodalrag import cpu
 
 
+@pytest.fixture(autouse=True)
+def fresh_measurement(monkeypatch):
+    monkeypatch.setattr(cpu, "_measured", None)
+
+
 @pytest.mark.parametrize(
     "cores, busy, threads",
     [(2, 0.0, 2), (2, 0.3, 2), (2, 0.6, 1), (2, 1.0, 1), (2, 2.0, 1), (4, 1.2, 3), (1, 1.0, 1)],
@@ -19,6 +24,16 @@ def test_free_cores_become_threads(monkeypatch, cores, busy, threads):
     monkeypatch.setattr(cpu, "usable_cores", lambda: cores)
     monkeypatch.setattr(cpu, "busy_cores", lambda window=cpu.SAMPLE_SECONDS: busy)
     assert cpu.auto_threads() == threads
+
+
+def test_one_measurement_serves_the_calls_of_the_next_seconds(monkeypatch):
+    monkeypatch.setattr(cpu, "usable_cores", lambda: 2)
+    measured = []
+    monkeypatch.setattr(cpu, "busy_cores", lambda window=cpu.SAMPLE_SECONDS: measured.append(1) or 1.0)
+    assert cpu.auto_threads() == cpu.auto_threads() == 1
+    assert len(measured) == 1
+    monkeypatch.setattr(cpu, "_measured", (time.monotonic() - cpu.REUSE_SECONDS - 1, 0.0))
+    assert cpu.auto_threads() == 1 and len(measured) == 2  # an old one is measured again
 
 
 def test_a_configured_count_wins(monkeypatch):

@@ -17,6 +17,10 @@ PROC_STAT = Path("/proc/stat")
 SAMPLE_SECONDS = 0.1  # /proc/stat counts in 10 ms ticks: 20 ticks on 2 cores
 # A core counts as taken when others kept it busy at least this share of the window.
 BUSY_SHARE = 0.5
+# One command loads the embedder and then the LLM a second or so later: one measurement serves both
+# (each costs SAMPLE_SECONDS of waiting before the first token).
+REUSE_SECONDS = 2.0
+_measured: tuple[float, float] | None = None  # (when, busy cores) of the last measurement
 
 
 def usable_cores() -> int:
@@ -62,5 +66,14 @@ def auto_threads(configured: int = 0) -> int:
     if configured > 0:
         return configured
     cores = usable_cores()
-    taken = int(busy_cores() + (1 - BUSY_SHARE)) if cores > 1 else 0
+    taken = int(_recent_busy_cores() + (1 - BUSY_SHARE)) if cores > 1 else 0
     return max(1, cores - taken)
+
+
+def _recent_busy_cores() -> float:
+    """`busy_cores`, measured again only when the last measurement is older than REUSE_SECONDS."""
+    global _measured
+    if _measured is None or time.monotonic() - _measured[0] > REUSE_SECONDS:
+        busy = busy_cores()
+        _measured = (time.monotonic(), busy)
+    return _measured[1]
