@@ -25,13 +25,25 @@ QUESTION = "Why did I rewrite the tokenizer?"
 ANSWER = "Answer: regexes backtracked [E1]\nThe old regexes backtracked for minutes [E1]. Tests got faster [E2]."
 
 
-@pytest.fixture
-def retriever(store, settings: Settings, tmp_path: Path):
-    vault = tmp_path / "vault"
-    write_note(vault, "tokenizer.md", "# Tokenizer rewrite\n\nI rewrote the tokenizer because regexes backtracked.\n")
-    write_note(vault, "tests.md", "# Tokenizer tests\n\nAfter the tokenizer rewrite the tests got faster.\n")
+def notes_retriever(store, settings: Settings, vault: Path, notes: dict[str, str]):
+    """A lexical retriever over a vault of these notes (file name -> markdown)."""
+    for name, text in notes.items():
+        write_note(vault, name, text)
     ingest_notes(store, [vault])
     return open_retriever(store, settings, lexical_only=True)
+
+
+@pytest.fixture
+def retriever(store, settings: Settings, tmp_path: Path):
+    return notes_retriever(
+        store,
+        settings,
+        tmp_path / "vault",
+        {
+            "tokenizer.md": "# Tokenizer rewrite\n\nI rewrote the tokenizer because regexes backtracked.\n",
+            "tests.md": "# Tokenizer tests\n\nAfter the tokenizer rewrite the tests got faster.\n",
+        },
+    )
 
 
 def test_split_answer_separates_the_short_answer_line_and_keeps_citations_with_their_sentence():
@@ -468,11 +480,15 @@ def test_a_support_sentence_citing_nothing_is_judged_against_its_closest_excerpt
 
 @pytest.fixture
 def garden_and_trip(store, settings: Settings, tmp_path: Path):
-    vault = tmp_path / "vault"
-    write_note(vault, "garden.md", "# Garden\n\nThe tomatoes ripened early this year after the warm spring rain.\n")
-    write_note(vault, "trip.md", "# Lisbon trip\n\nWe flew to Lisbon in May and stayed by the river for a week.\n")
-    ingest_notes(store, [vault])
-    return open_retriever(store, settings, lexical_only=True)
+    return notes_retriever(
+        store,
+        settings,
+        tmp_path / "vault",
+        {
+            "garden.md": "# Garden\n\nThe tomatoes ripened early this year after the warm spring rain.\n",
+            "trip.md": "# Lisbon trip\n\nWe flew to Lisbon in May and stayed by the river for a week.\n",
+        },
+    )
 
 
 def _ids(answer) -> dict[str, str]:
