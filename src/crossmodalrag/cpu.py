@@ -17,9 +17,10 @@ PROC_STAT = Path("/proc/stat")
 SAMPLE_SECONDS = 0.1  # /proc/stat counts in 10 ms ticks: 20 ticks on 2 cores
 # A core counts as taken when others kept it busy at least this share of the window.
 BUSY_SHARE = 0.5
-# One command loads the embedder and then the LLM a second or so later: one measurement serves both
-# (each costs SAMPLE_SECONDS of waiting before the first token).
-REUSE_SECONDS = 2.0
+# One measurement serves the calls of the next few seconds, each of which would wait SAMPLE_SECONDS:
+# a command loads the embedder, then the LLM a second later, and one answer makes several model
+# calls (gate, answer, sentence checks).
+REUSE_SECONDS = 5.0
 _measured: tuple[float, float] | None = None  # (when, busy cores) of the last measurement
 
 

@@ -310,6 +310,7 @@ def verify_answer(
     # What any sentence may rest on: the excerpts about whom the question names, from the time it names.
     pool = [item for item in (excerpts_about(evidence, names, evidence) if names else evidence) if _within(item, dated)]
     said: set[str] = set()
+    text_cites = _citations(text)  # what a sentence citing nothing rests on
     for sentence, short in split_answer(text):
         cited = _citations(sentence)
         claim = re.sub(r"\s+", " ", CITATION.sub("", _ANSWER_LINE.sub("", sentence) if short else sentence)).strip()
@@ -329,11 +330,11 @@ def verify_answer(
         if names and another_subject(claim, question, evidence):
             verdict.reason = "other_speaker"  # the other side's words, not the named person's
             continue
-        about = cited_excerpts(evidence, verdict.cited or _citations(text))
+        about = cited_excerpts(evidence, verdict.cited or text_cites)
         if names:  # judged only against the excerpts about whom the question names, or their neighbours
             about = excerpts_about(about, names, evidence) or neighbour_turns(claim, about, names, evidence)
         judged = [item for item in about if _within(item, dated)]  # and from the time it names
-        claimed = judged if cited or _citations(text) else []  # an answer citing nothing claims no excerpt
+        claimed = judged if cited or text_cites else []  # an answer citing nothing claims no excerpt
         source = word_source(claim, claimed, pool) if judged else None
         if source is not None:
             verdict.attributed, judged = source.id, [source]

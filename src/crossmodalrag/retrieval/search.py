@@ -214,9 +214,9 @@ def _shifted_query(
     SciFact train through `mem ask`, nDCG@10 0.7205 -> 0.7347; MiniLM on the zh/ja/de dev sets
     +4.5/+3.5/+3.0. The shifted query re-ranks the same candidates: searching its own nearest chunks
     too added nothing (0.7380 vs 0.7373 in process) and took the search at 100k chunks to 1.25x its
-    time before the shift, against 1.04x now. A chat turn or an
-    agent memory is one statement ("Wow, that's great!"), no picture of a topic: shifted toward
-    turns, LoCoMo dev's turn recall@10 fell 0.764 -> 0.756 (docs/benchmarks.md, session 20)."""
+    time before the shift, against 1.04x now. A chat turn or an agent memory is one statement
+    ("Wow, that's great!"), no picture of a topic: shifted toward turns, LoCoMo dev's turn
+    recall@10 fell 0.764 -> 0.756 (docs/benchmarks.md, session 20)."""
     best = hits[: options.rocchio_hits]
     if options.rocchio_hits <= 0 or options.rocchio_weight <= 0 or any(h.source_type in STATEMENTS for h in best):
         return None

@@ -31,7 +31,6 @@ from crossmodalrag.errors import MissingExtraError
 
 _LOADED: dict[tuple[str, int], object] = {}
 MIN_CACHED_TOKENS = 64
-THREADS_VALID_SECONDS = 5.0
 # The last gate, answer and sentence check: a chat's next question can share a prefix with any of
 # them. A state costs ~29 KB a token (~20 MB for an answer) and milliseconds to copy.
 KEPT_STATES = 3
@@ -79,7 +78,6 @@ class LlamaCppLLM:
         self.timeout = timeout
         self.configured_threads = threads  # 0: adapt to the cores free at each call (see cpu.py)
         self.threads = threads or 0
-        self._threads_measured = 0.0
         self.cache_dir = cache_dir
         self.repack = repack
         self.usage: dict[str, int] = {}
@@ -112,11 +110,7 @@ class LlamaCppLLM:
         import llama_cpp
 
         llama = self._load()
-        # One answer makes several calls (gate, answer, checks): measure the free cores once per
-        # burst, not before each call (every measurement sleeps SAMPLE_SECONDS).
-        if not self.threads or time.monotonic() - self._threads_measured > THREADS_VALID_SECONDS:
-            self.threads = auto_threads(self.configured_threads)
-            self._threads_measured = time.monotonic()
+        self.threads = auto_threads(self.configured_threads)  # one measurement serves a burst (cpu.py)
         llama_cpp.llama_set_n_threads(llama._ctx.ctx, self.threads, self.threads)
         if self._states:
             self._resume(llama, _template_tokens(llama, messages))
