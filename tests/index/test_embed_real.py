@@ -1,8 +1,11 @@
-"""The real offline MiniLM (assembled from PyPI packages) through fastembed: no network, real vectors."""
+"""The real offline MiniLM (assembled from PyPI packages), run by onnxruntime directly and through
+fastembed: no network, real vectors, the same vectors on both paths."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -10,16 +13,61 @@ import pytest
 from crossmodalrag.config import Settings
 from crossmodalrag.index import embed as embed_module
 from crossmodalrag.index.models import install_offline
+from crossmodalrag.index.onnx_embed import OnnxEmbedder
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("fastembed")
 
 
 @pytest.fixture(scope="module")
-def real_embedder(tmp_path_factory):
+def offline_settings(tmp_path_factory):
     settings = Settings(db_path=tmp_path_factory.mktemp("models") / "m.db")
     install_offline(settings)
-    return embed_module.FastEmbedder(embed_module.resolve_model(settings), str(settings.models_dir / "fastembed"))
+    return settings
+
+
+@pytest.fixture(scope="module")
+def real_embedder(offline_settings):
+    return embed_module.FastEmbedder(
+        embed_module.resolve_model(offline_settings), str(offline_settings.models_dir / "fastembed")
+    )
+
+
+@pytest.fixture(scope="module")
+def direct_embedder(offline_settings):
+    return OnnxEmbedder(embed_module.resolve_model(offline_settings))
+
+
+def test_the_default_model_runs_without_importing_fastembed(offline_settings):
+    """A cold process that embeds a query must not pay fastembed's import (~0.45 s)."""
+    script = (
+        "import sys; from pathlib import Path; from crossmodalrag.config import Settings;"
+        "from crossmodalrag.index.embed import load_embedder, embed_queries;"
+        f"embedder = load_embedder(Settings(db_path=Path({str(offline_settings.db_path)!r})));"
+        "embed_queries(embedder, ['a question']);"
+        "print(type(embedder).__name__, 'fastembed' in sys.modules)"
+    )
+    output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert output.split() == ["OnnxEmbedder", "False"]
+
+
+TEXTS = [
+    "the parser was rewritten",
+    "we replaced the regex parser with a tokenizer",
+    "tomato soup",
+    "",
+    "literal [CLS] and [SEP] markers, Ünïcödé, 中文 and テスト " * 3,
+    " ".join(f"token{i} is a word" for i in range(300)),  # past the 256-token window: truncated alike
+]
+
+
+def test_direct_onnx_vectors_equal_fastembeds(real_embedder, direct_embedder):
+    assert direct_embedder.identity == real_embedder.identity
+    # One padded batch, and each text alone (queries): the same float32 values, not just close ones.
+    assert np.array_equal(direct_embedder.embed(TEXTS), real_embedder.embed(TEXTS))
+    for text in TEXTS:
+        assert np.array_equal(direct_embedder.embed([text]), real_embedder.embed_queries([text]))
+    assert direct_embedder.split_to_window(TEXTS[-1]) == real_embedder.split_to_window(TEXTS[-1])
 
 
 def test_offline_model_loads_and_embeds_without_any_network(tmp_path, monkeypatch):
@@ -30,7 +78,7 @@ def test_offline_model_loads_and_embeds_without_any_network(tmp_path, monkeypatc
     monkeypatch.setattr(socket.socket, "connect", no_network)
     settings = Settings(db_path=tmp_path / "m.db")
     install_offline(settings)
-    embedder = embed_module.FastEmbedder(embed_module.resolve_model(settings), str(settings.models_dir / "fastembed"))
+    embedder = OnnxEmbedder(embed_module.resolve_model(settings))
     identity = embedder.identity
     assert identity.dim == 384 and identity.max_tokens == 256 and identity.sha256.startswith("8199be6f")
     vectors = embedder.embed(
@@ -58,5 +106,6 @@ def test_a_corrupted_model_file_is_refused(tmp_path):
     path = install_offline(settings)
     with (path / "vocab.txt").open("a") as handle:
         handle.write("tampered\n")
-    with pytest.raises(embed_module.ModelUnavailable, match="fails its checksum"):
-        embed_module.FastEmbedder(embed_module.resolve_model(settings), "")
+    for load in (OnnxEmbedder, lambda spec: embed_module.FastEmbedder(spec, "")):
+        with pytest.raises(embed_module.ModelUnavailable, match="fails its checksum"):
+            load(embed_module.resolve_model(settings))

