@@ -14,6 +14,7 @@ from crossmodalrag import cpu
 @pytest.fixture(autouse=True)
 def fresh_measurement(monkeypatch):
     monkeypatch.setattr(cpu, "_measured", None)
+    monkeypatch.setattr(cpu, "_window", None)
 
 
 @pytest.mark.parametrize(
@@ -34,6 +35,31 @@ def test_one_measurement_serves_the_calls_of_the_next_seconds(monkeypatch):
     assert len(measured) == 1
     monkeypatch.setattr(cpu, "_measured", (time.monotonic() - cpu.REUSE_SECONDS - 1, 0.0))
     assert cpu.auto_threads() == 1 and len(measured) == 2  # an old one is measured again
+
+
+def test_the_window_since_the_last_call_counts_others_only(monkeypatch):
+    """No pause when a window is open: the machine's busy ticks less this process's own."""
+    clock = {"now": 100.0, "cpu": 10.0}
+    monkeypatch.setattr(cpu.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(cpu.time, "process_time", lambda: clock["cpu"])
+    monkeypatch.setattr(cpu.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cpu.os, "sysconf", lambda name: 100)
+    monkeypatch.setattr(cpu, "usable_cores", lambda: 2)
+    monkeypatch.setattr(cpu, "busy_cores", lambda window=0: pytest.fail("no pause with an open window"))
+    counters = iter([(1000, 5000), (1080, 5100)])  # 0.5 s on 2 cores: 100 ticks, 80 of them busy
+    monkeypatch.setattr(cpu, "_busy_and_total", lambda: next(counters))
+    window = cpu._open_window()
+    clock["now"], clock["cpu"] = 100.5, 10.45  # this process: 45 of the busy ticks
+    assert cpu.others_busy_since(window) == pytest.approx(0.7)  # 35 of 100 ticks on 2 cores
+    monkeypatch.setattr(cpu, "_window", (100.0, 10.0, (1000, 5000)))
+    monkeypatch.setattr(cpu, "_busy_and_total", lambda: (1080, 5100))
+    assert cpu.auto_threads() == 1  # 0.7 of a core taken by others
+
+
+@pytest.mark.parametrize("age", [0.01, cpu.REUSE_SECONDS + 1])
+def test_a_window_too_short_or_too_old_is_not_read(monkeypatch, age):
+    monkeypatch.setattr(cpu, "_busy_and_total", lambda: (0, 0))
+    assert cpu.others_busy_since((time.monotonic() - age, time.process_time(), (0, 0))) is None
 
 
 def test_a_configured_count_wins(monkeypatch):
@@ -70,6 +96,22 @@ def test_a_spinning_process_shows_as_a_busy_core():
     try:
         time.sleep(0.5)
         assert cpu.busy_cores(window=0.5) >= 0.5
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not cpu.PROC_STAT.exists(), reason="Linux /proc/stat")
+def test_a_spinning_process_shows_through_a_window_in_which_this_one_works_too():
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        window = cpu._open_window()
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:  # this process busy as well: its own ticks are taken out
+            pass
+        assert cpu.others_busy_since(window) >= 0.5
     finally:
         spinner.kill()
         spinner.wait()

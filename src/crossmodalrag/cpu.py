@@ -4,7 +4,9 @@ llama.cpp and onnxruntime threads spin while they wait for each other, so one th
 collapses when another process holds a core (measured: llama.cpp generation 30 -> 1.6 tokens/s
 with 2 threads on 2 cores under one busy process, 21 tokens/s with 1 thread). The load average
 lags by a minute and counts our own earlier work, so the rule reads the CPU time the whole machine
-spent busy over a short window, at a moment when this process itself is idle (before a model call).
+spent busy over a short window, less this process's own. The window is the time since this module
+was imported or last asked (a command's own start-up, ~0.3 s before it loads a model), or, when
+that is too short or too old, a 0.1 s pause.
 """
 
 from __future__ import annotations
@@ -61,6 +63,31 @@ def busy_cores(window: float = SAMPLE_SECONDS) -> float:
     return (os.cpu_count() or 1) * (second[0] - first[0]) / (second[1] - first[1])
 
 
+def _open_window() -> tuple[float, float, tuple[int, int]] | None:
+    """(when, this process's CPU seconds, the machine's counters): the start of a measurement."""
+    counters = _busy_and_total()
+    return None if counters is None else (time.monotonic(), time.process_time(), counters)
+
+
+def others_busy_since(window: tuple[float, float, tuple[int, int]] | None) -> float | None:
+    """Cores other processes kept busy since `window` opened: the machine's busy time less this
+    process's own CPU time, so this process need not be idle. None when the window is shorter
+    than SAMPLE_SECONDS (too few ticks) or older than REUSE_SECONDS (it would say little about now)."""
+    if window is None:
+        return None
+    opened, own_seconds, first = window
+    if not SAMPLE_SECONDS <= time.monotonic() - opened <= REUSE_SECONDS:
+        return None
+    second = _busy_and_total()
+    if second is None or second[1] <= first[1]:
+        return None
+    own_ticks = (time.process_time() - own_seconds) * os.sysconf("SC_CLK_TCK")
+    return max(0.0, (os.cpu_count() or 1) * (second[0] - first[0] - own_ticks) / (second[1] - first[1]))
+
+
+_window = _open_window()  # a command's start-up is its first window
+
+
 def auto_threads(configured: int = 0) -> int:
     """`configured` when set (> 0); else one thread per core that no other process is keeping busy,
     at least one."""
@@ -72,9 +99,11 @@ def auto_threads(configured: int = 0) -> int:
 
 
 def _recent_busy_cores() -> float:
-    """`busy_cores`, measured again only when the last measurement is older than REUSE_SECONDS."""
-    global _measured
+    """Others' busy cores, measured again only when the last measurement is older than REUSE_SECONDS:
+    over the window since the last call when it can be (`others_busy_since`), else by `busy_cores`."""
+    global _measured, _window
     if _measured is None or time.monotonic() - _measured[0] > REUSE_SECONDS:
-        busy = busy_cores()
-        _measured = (time.monotonic(), busy)
+        busy = others_busy_since(_window)
+        _measured = (time.monotonic(), busy_cores() if busy is None else busy)
+    _window = _open_window()
     return _measured[1]
