@@ -68,6 +68,7 @@ def test_direct_onnx_vectors_equal_fastembeds(real_embedder, direct_embedder):
     for text in TEXTS:
         assert np.array_equal(direct_embedder.embed([text]), real_embedder.embed_queries([text]))
     assert direct_embedder.split_to_window(TEXTS[-1]) == real_embedder.split_to_window(TEXTS[-1])
+    assert direct_embedder.embed([]).shape == (0, 384)
 
 
 def test_offline_model_loads_and_embeds_without_any_network(tmp_path, monkeypatch):

@@ -56,11 +56,13 @@ class OnnxEmbedder(TokenWindow):
                 f"onnxruntime cannot load {spec.path / MODEL_FILE}: {exc}", "run `mem models install --offline --force`"
             ) from exc
         self._inputs = {node.name for node in self._session.get_inputs()}
-        self.identity = ModelIdentity(spec.name, sha, self._session.get_outputs()[0].shape[-1], window)
+        self.identity = ModelIdentity(spec.name, sha, int(self._session.get_outputs()[0].shape[-1]), window)
 
     def embed(self, texts: list[str]) -> "np.ndarray":
         import numpy as np
 
+        if not texts:
+            return np.zeros((0, self.identity.dim), dtype=np.float32)
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
