@@ -14,7 +14,7 @@ from crossmodalrag.store import open_configured_store
 from crossmodalrag.store.migrations import LATEST_VERSION
 
 EXTRAS = {
-    "embeddings": ("fastembed", "numpy"),
+    "embeddings": ("fastembed", "onnxruntime", "tokenizers", "numpy"),
     "ann": ("usearch",),
     "pdf": ("pypdfium2",),
     "ocr": ("rapidocr", "onnxruntime"),
