@@ -98,3 +98,15 @@ def source_state() -> dict[str, object]:
 
     changed = [line for line in git("status", "--porcelain", "--", "src").splitlines() if line.strip()]
     return {"commit": git("rev-parse", "--short", "HEAD") or None, "src_uncommitted_files": len(changed)}
+
+
+def fastembed_alone(settings):
+    """fastembed's own `TextEmbedding` over the installed offline MiniLM's files, with the threads the
+    product would use: the baseline the embedding pipeline (which runs that model on onnxruntime
+    directly, index/onnx_embed.py) is compared with."""
+    from crossmodalrag.cpu import auto_threads
+    from crossmodalrag.index.embed import FastEmbedder
+    from crossmodalrag.index.models import resolve_model
+
+    spec = resolve_model(settings)
+    return FastEmbedder(spec, str(settings.models_dir / "fastembed"), auto_threads(settings.embed_threads))._model

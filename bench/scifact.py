@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
-from benchlib import DEFAULT_SHARED, clean_environment, log, machine, percentile, source_state
+from benchlib import DEFAULT_SHARED, clean_environment, fastembed_alone, log, machine, percentile, source_state
 
 from crossmodalrag.ingest import IngestReport, ingest_documents
 from crossmodalrag.retrieval.search import SearchOptions, search
@@ -199,15 +199,16 @@ def run_baseline(name: str, corpus, queries, qrels, tokenizer: str | None, disti
 # ---------------------------------------------------------------- main
 
 
-def embedding_throughput(store, embedder, sample: int) -> dict:
+def embedding_throughput(store, settings, embedder, sample: int) -> dict:
     """The product pipeline (split to the window, length-sorted batches, SQLite writes) against
     fastembed alone on the very same piece texts, on the first `sample` chunks."""
     from crossmodalrag.index.embed import pieces
 
     rows = store.conn.execute("SELECT text FROM chunks ORDER BY id LIMIT ?", (sample,)).fetchall()
     texts = [part for (text,) in rows for part in pieces(embedder, text)]
+    fastembed = fastembed_alone(settings)
     started = time.perf_counter()
-    list(embedder._model.passage_embed(texts, batch_size=32))
+    list(fastembed.passage_embed(texts, batch_size=32))
     raw = time.perf_counter() - started
     return {
         "sample_chunks": len(rows),
@@ -230,7 +231,7 @@ def run_hybrid(store, tmp: Path, options: SearchOptions, queries, qrels, sample:
     install_offline(settings)
     embedder = load_embedder(settings)
     log(f"hybrid: raw fastembed throughput on the first {sample} chunks")
-    throughput = embedding_throughput(store, embedder, sample)
+    throughput = embedding_throughput(store, settings, embedder, sample)
     log("hybrid: embedding the corpus through the product pipeline (mem reindex-embeddings' code)")
     report = embed_missing(store, embedder, settings.embed_batch_size)
     pipeline_rate = report.chunks / report.seconds
