@@ -89,29 +89,27 @@ def test_without_proc_stat_the_load_average_stands_in(monkeypatch):
     assert cpu.busy_cores() == 1.5
 
 
-@pytest.mark.integration
-@pytest.mark.skipif(not cpu.PROC_STAT.exists(), reason="Linux /proc/stat")
-def test_a_spinning_process_shows_as_a_busy_core():
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.5)
-        assert cpu.busy_cores(window=0.5) >= 0.5
-    finally:
-        spinner.kill()
-        spinner.wait()
+@pytest.fixture
+def spinner():
+    """Another process keeping one core busy."""
+    process = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    time.sleep(0.3)
+    yield process
+    process.kill()
+    process.wait()
 
 
 @pytest.mark.integration
 @pytest.mark.skipif(not cpu.PROC_STAT.exists(), reason="Linux /proc/stat")
-def test_a_spinning_process_shows_through_a_window_in_which_this_one_works_too():
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.3)
-        window = cpu._open_window()
-        end = time.monotonic() + 0.5
-        while time.monotonic() < end:  # this process busy as well: its own ticks are taken out
-            pass
-        assert cpu.others_busy_since(window) >= 0.5
-    finally:
-        spinner.kill()
-        spinner.wait()
+def test_a_spinning_process_shows_as_a_busy_core(spinner):
+    assert cpu.busy_cores(window=0.5) >= 0.5
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not cpu.PROC_STAT.exists(), reason="Linux /proc/stat")
+def test_a_spinning_process_shows_through_a_window_in_which_this_one_works_too(spinner):
+    window = cpu._open_window()
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:  # this process busy as well: its own ticks are taken out
+        pass
+    assert cpu.others_busy_since(window) >= 0.5
