@@ -93,13 +93,10 @@ def test_long_text_is_split_into_pieces_that_fit_and_cover_it(real_embedder):
     text = " ".join(f"token{i} is a word" for i in range(300))
     pieces = real_embedder.split_to_window(text)
     assert len(pieces) > 1 and "".join(pieces) == text
-    tokenizer = real_embedder._tokenizer
-    tokenizer.no_truncation()
-    try:
-        assert all(len(tokenizer.encode(p).ids) <= real_embedder.identity.max_tokens for p in pieces)
-    finally:
-        tokenizer.enable_truncation(max_length=real_embedder.identity.max_tokens)
+    window = real_embedder.identity.max_tokens
+    assert all(len(real_embedder._untruncated.encode(p).ids) <= window for p in pieces)
     assert real_embedder.split_to_window("short text") == ["short text"]
+    assert len(real_embedder._tokenizer.encode(text).ids) == window  # splitting left the shared window on
 
 
 def test_a_corrupted_model_file_is_refused(tmp_path):

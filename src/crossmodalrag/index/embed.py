@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -59,13 +60,20 @@ class TokenWindow:
         self._tokenizer, self._window = tokenizer, window
         tokenizer.enable_truncation(max_length=window)
 
+    @cached_property
+    def _untruncated(self):
+        """A copy of the tokenizer that never truncates, for splitting. The shared one keeps its
+        window: a query embedded meanwhile on another thread (`mem serve`, the MCP server) is still
+        cut to it (switching the shared one off and on again raced with that)."""
+        from tokenizers import Tokenizer
+
+        copy = Tokenizer.from_str(self._tokenizer.to_str())
+        copy.no_truncation()
+        return copy
+
     def split_to_window(self, text: str) -> list[str]:
         """Consecutive character spans of at most window-2 tokens (room for [CLS] and [SEP])."""
-        self._tokenizer.no_truncation()
-        try:
-            encoding = self._tokenizer.encode(text, add_special_tokens=False)
-        finally:
-            self._tokenizer.enable_truncation(max_length=self._window)
+        encoding = self._untruncated.encode(text, add_special_tokens=False)
         offsets = [o for o in encoding.offsets if o != (0, 0) or not encoding.offsets]
         budget = self._window - 2
         if len(offsets) <= budget:
