@@ -213,7 +213,8 @@ def load_embedder(settings: Settings) -> Embedder:
             elif spec.engine == "onnx":
                 from crossmodalrag.index.onnx_embed import OnnxEmbedder
 
-                # onnxruntime's threads spin like llama.cpp's: only the cores free right now (cpu.py).
+                # onnxruntime's threads spin like llama.cpp's (here and through fastembed below): only
+                # the cores free right now (cpu.py).
                 _LOADED[key] = OnnxEmbedder(spec, auto_threads(settings.embed_threads))
             else:
                 _LOADED[key] = FastEmbedder(spec, str(cache_dir), auto_threads(settings.embed_threads))
