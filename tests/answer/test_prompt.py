@@ -12,6 +12,7 @@ from crossmodalrag.answer.prompt import (
     build_messages,
     claim_messages,
     clip,
+    clip_to_sentence,
     evidence_block,
     evidence_header,
     gate_messages,
@@ -52,6 +53,20 @@ def test_evidence_cannot_forge_citations_or_headers() -> None:
 def test_clip_cuts_at_a_word_boundary() -> None:
     assert clip("alpha beta gamma", 100) == "alpha beta gamma"
     assert clip("alpha beta gamma delta", 12) == "alpha beta …"
+
+
+def test_the_answer_prompt_shows_whole_sentences_of_a_long_excerpt() -> None:
+    """Shown half a sentence ("the worst input I could …"), the model finished it with words of its own."""
+    note = (
+        "The trigger was catastrophic backtracking on long lines. The new tokenizer never backtracks: "
+        'the worst input I could construct went from "killed after ten minutes" to about 5 ms.'
+    )
+    assert clip_to_sentence(note, 100) == "The trigger was catastrophic backtracking on long lines. …"
+    assert "I could" not in evidence_block([item(1, note)], 100)
+    assert clip_to_sentence("Short (one). Then a long tail of words without an end", 40) == clip(
+        "Short (one). Then a long tail of words without an end", 40
+    )  # a whole sentence would keep less than half: cut at a word instead
+    assert clip_to_sentence(note, 1000) == note
 
 
 def test_a_turns_header_names_its_session_once() -> None:

@@ -102,12 +102,30 @@ def clip(text: str, limit: int) -> str:
     return text[: cut if cut > limit // 2 else limit] + " …"
 
 
+# A sentence's end: its punctuation, any closing quote or bracket, then a space.
+_SENTENCE_END = re.compile(r"[.!?…][\"')\]]*(?= )")
+
+
+def clip_to_sentence(text: str, limit: int) -> str:
+    """`clip`, but ending with the last whole sentence that fits when that keeps more than half of
+    `limit`. Shown half a sentence, the model finishes it: the README's own question got "the worst
+    input I could provide would cause it to fail" from an excerpt cut at "the worst input I could …"
+    (the note goes on: "construct went from "killed after ten minutes" to about 5 ms")."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    ends = [match.end() for match in _SENTENCE_END.finditer(text, 0, limit)]
+    if ends and ends[-1] > limit // 2:
+        return text[: ends[-1]] + " …"
+    return clip(text, limit)
+
+
 def evidence_block(evidence: list[Evidence], budget_chars: int) -> str:
     """Each excerpt gets an equal share of the budget; a short one leaves its rest to the others."""
     blocks, remaining = [], budget_chars
     for index, item in enumerate(evidence):
         share = remaining // (len(evidence) - index)
-        body = clip(_body(item), max(share, 80))
+        body = clip_to_sentence(_body(item), max(share, 80))
         remaining -= len(body)
         blocks.append(f"{answer_header(item)}\n{body}")
     return "\n\n".join(blocks)
