@@ -121,7 +121,8 @@ def clip_to_sentence(text: str, limit: int) -> str:
 
 
 def evidence_block(evidence: list[Evidence], budget_chars: int) -> str:
-    """Each excerpt gets an equal share of the budget; a short one leaves its rest to the others."""
+    """Each excerpt gets an equal share of the budget, a long one cut after its last whole sentence
+    that fits; a short one leaves its rest to the others."""
     blocks, remaining = [], budget_chars
     for index, item in enumerate(evidence):
         share = remaining // (len(evidence) - index)
