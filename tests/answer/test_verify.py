@@ -797,3 +797,11 @@ def test_a_chat_turn_is_listed_with_its_session_title_once(store, settings: Sett
     heading = answer.text.splitlines()[1]
     assert heading.startswith("[E1] Nate & Joanna · session 1 (1 October, 2022)")
     assert heading.count("Nate & Joanna") == 1 and "D1:1 (conversation" in heading
+
+
+def test_a_heading_or_a_line_of_citations_alone_is_not_shown_as_written(retriever, settings: Settings):
+    """The sample's XSS answer ended in "Support:" and "- [E1] [E2]", lines with no words of a claim:
+    their citations go to the sentence before them and the answer reads as prose."""
+    text = "Answer: The titles are escaped [E1].\nLinks could close the title early.\n\nSupport:\n- [E1] [E2]"
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0] * 5))
+    assert answer.text == "Answer: The titles are escaped [E1].\nLinks could close the title early. [E1][E2]"

@@ -113,6 +113,16 @@ def test_a_header_directly_followed_by_a_subheader_yields_no_empty_chunk() -> No
     assert all(body_of(c).strip() for c in chunks)
 
 
+def test_tags_alone_above_subsections_are_no_chunk_but_a_note_of_tags_keeps_one() -> None:
+    """"#bug #ci" under the title said nothing, yet outranked the sections under it (the sample's
+    timezone note): tags are the note's metadata (connectors/notes.py)."""
+    chunks = chunk_markdown(note("# Trip notes\n#travel #spain/2025\n\n## Day one\nWalk.\n"))
+    assert [c.text for c in chunks] == ["Trip notes > Day one\nWalk."]
+    assert [c.text for c in chunk_markdown(note("# Trip notes\n#travel\n"))] == ["Trip notes\n#travel"]
+    kept = chunk_markdown(note("# Trip notes\nPacked light. #travel\n## Day one\nWalk.\n"))
+    assert [body_of(c) for c in kept] == ["Packed light. #travel", "Walk."]
+
+
 def test_a_headings_only_note_keeps_its_heading_words() -> None:
     chunks = chunk_markdown(note("# Shopping\n## Milk\n## Eggs\n", title="Shopping"))
     text = "\n".join(c.text for c in chunks)

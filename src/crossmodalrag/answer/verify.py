@@ -113,9 +113,12 @@ class Verification:
         return [v for v in self.verdicts if not v.supported and v.reason != REPEATED]
 
     def answer_text(self, text: str) -> str:
-        """What the user reads: `text` as written with judged citations added, or, when a sentence
-        is left out, the answer rebuilt from what was kept."""
-        return self.text() if any(not v.supported for v in self.verdicts) else self.cite_judged(text)
+        """What the user reads: `text` as written with judged citations added, or the answer rebuilt
+        from what was kept when a sentence is left out or a line says nothing of its own (a heading
+        alone, "Support:", or a line of citations such as "- [E1] [E2]", which go to the sentence
+        before it)."""
+        rebuild = any(not v.supported for v in self.verdicts) or any(map(_bare_line, text.splitlines()))
+        return self.text() if rebuild else self.cite_judged(text)
 
     def text(self) -> str:
         """The answer rebuilt without its unsupported sentences (the short answer keeps its own line),
@@ -247,6 +250,12 @@ def _supporting(found: list[str]) -> list[tuple[str, bool]]:
     """Support sentences without what opens them as list items or labelled lines (`_LEAD`): the
     claim is judged alone, and an answer rebuilt from kept sentences reads as prose."""
     return [(bare, False) for bare in (_LEAD.sub("", sentence) for sentence in found) if bare]
+
+
+def _bare_line(line: str) -> bool:
+    """A heading alone on its line, or nothing but citations: no words of a claim."""
+    line = line.strip()
+    return bool(line) and (bool(_HEADING.match(line)) and not CITATION.search(line) or _only_citations(line))
 
 
 def _only_citations(line: str) -> bool:

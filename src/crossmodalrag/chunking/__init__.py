@@ -1,7 +1,10 @@
 """Splitting documents into self-contained, citable chunks.
 
 CHUNKER_VERSION is folded into every source fingerprint: bump it whenever a change here would
-produce different chunks, and the next ingest re-derives every source instead of skipping it.
+make stored chunks wrong, and the next ingest re-derives every source instead of skipping it. That
+re-embeds every chunk and re-extracts every source's events (an LLM call each), so a change that only
+improves on chunks that were still right is left to apply as sources change (version 2 kept when a
+note's tags alone under its title stopped being a chunk of their own).
 """
 
 from __future__ import annotations

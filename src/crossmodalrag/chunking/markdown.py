@@ -1,8 +1,9 @@
 """Header-aware markdown chunking.
 
 Every chunk starts with a breadcrumb line `note title > heading > subheading`, so a section that is
-only a formula or a table still says what it is about. Frontmatter is metadata, never a chunk; a
-heading with no body of its own yields nothing; headings inside fenced code are not headings.
+only a formula or a table still says what it is about. Frontmatter is metadata, never a chunk, and so
+are tags alone above subsections; a heading with no body of its own yields nothing; headings inside
+fenced code are not headings.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ MAX_HEADING_CHARS = 200
 DATE_LINE = re.compile(r"\A\s*Date:[ \t]*(\d{4}-\d{2}-\d{2})\b[^\n]*(?:\n|\Z)", re.I)
 FENCE_LINE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*", re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
+TAGS_ONLY = re.compile(r"(?:\s*#[A-Za-z][\w/-]*)*\s*\Z")  # "#bug #ci": the note's tags, kept as metadata
 
 
 def split_frontmatter(text: str) -> tuple[str | None, int]:
@@ -141,6 +143,10 @@ def chunk_markdown(doc: Document) -> list[Chunk]:
         locator = f"{doc.locator}#{heading_path}" if heading_path else doc.locator
         spans = split_span(doc.text, section.start, section.end)
         is_leaf = index + 1 == len(found) or not section.contains(found[index + 1])
+        if not is_leaf and TAGS_ONLY.match(doc.text, section.start, section.end):
+            # Tags under the title, before the first subsection: a chunk of them said nothing and,
+            # short and all title, outranked the sections under it.
+            spans = []
         if not spans and section.headings and is_leaf:
             # A heading with nothing under it (a list of headings, a stub) is still searchable;
             # one that only introduces subsections is carried by their breadcrumbs instead.
