@@ -114,7 +114,7 @@ def test_a_header_directly_followed_by_a_subheader_yields_no_empty_chunk() -> No
 
 
 def test_tags_alone_above_subsections_are_no_chunk_but_a_note_of_tags_keeps_one() -> None:
-    """"#bug #ci" under the title said nothing, yet outranked the sections under it (the sample's
+    """Tags "#bug #ci" under the title said nothing, yet outranked the sections under it (the sample's
     timezone note): tags are the note's metadata (connectors/notes.py)."""
     chunks = chunk_markdown(note("# Trip notes\n#travel #spain/2025\n\n## Day one\nWalk.\n"))
     assert [c.text for c in chunks] == ["Trip notes > Day one\nWalk."]
