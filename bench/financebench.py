@@ -7,7 +7,8 @@ Ingests every PDF of ../shared/data/financebench/pdfs through the product's `ing
 total time), then runs the 62 dev questions through `retrieval.search.search` as `mem ask` would.
 A hit at page level is a retrieved chunk from one of the question's evidence pages (0-based in the
 data, 1-based in our locators) of the right document; document level is any chunk of the right
-document. Reported with the product default (at most 2 chunks per source) and without that cap.
+document. Reported with the product default (at most 2 chunks per source, each further one at 0.8 of
+its score), without that cap, and without the discount (before session 23).
 Baseline in the same run: a plain FTS5 `fts5(text)` table with one row per page (unicode61),
 queried with an OR of the question's non-stopword tokens, ranked by `bm25()`.
 Prints one JSON object on stdout; progress on stderr. Data is read in place, never copied.
@@ -75,6 +76,11 @@ def mem_ranker(store, options: SearchOptions, semantic=None):
     return rank
 
 
+def undiscounted(options: SearchOptions) -> SearchOptions:
+    """`options` with a source's further chunks ranked at their own score (before session 23)."""
+    return replace(options, repeat_source_factor=1.0)
+
+
 def hybrid(store, options: SearchOptions, questions: list[dict]) -> dict:
     """Embed every chunk with the offline MiniLM (what `mem reindex-embeddings` runs), then search."""
     from crossmodalrag.config import Settings
@@ -92,6 +98,8 @@ def hybrid(store, options: SearchOptions, questions: list[dict]) -> dict:
     result = evaluate(mem_ranker(store, options, semantic), questions)
     # The same vectors without session 20's query shift: what it does to PDF pages, in the same run.
     result["without_query_shift"] = evaluate(mem_ranker(store, replace(options, rocchio_hits=0), semantic), questions)
+    # ... and without session 23's discount on a filing's further pages.
+    result["without_repeat_discount"] = evaluate(mem_ranker(store, undiscounted(options), semantic), questions)
     result["embedding"] = {"chunks": report.chunks, "vectors": report.pieces, "seconds": round(report.seconds, 1)}
     return result
 
@@ -148,6 +156,7 @@ def main() -> None:
         options = SearchOptions(top_k=10)
         default = evaluate(mem_ranker(store, options), questions)
         uncapped = evaluate(mem_ranker(store, replace(options, max_chunks_per_source=0)), questions)
+        undiscounted_run = evaluate(mem_ranker(store, undiscounted(options)), questions)
         semantic_run = hybrid(store, options, questions) if args.hybrid else None
         store.close()
     log("baseline")
@@ -160,6 +169,7 @@ def main() -> None:
         "ingest": ingest,
         "mem_lexical": default,
         "mem_lexical_uncapped": uncapped,
+        "mem_lexical_without_repeat_discount": undiscounted_run,
         "baseline_fts5_pages": plain,
         "ratio_page_hit@5_vs_baseline": round(default["page_hit@5"] / plain["page_hit@5"], 3)
         if plain["page_hit@5"]

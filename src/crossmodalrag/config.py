@@ -79,6 +79,7 @@ SCALARS: dict[str, Setting] = {
     "recency_weight": Setting("retrieval", _fraction),
     "recency_half_life_days": Setting("retrieval", float),
     "max_chunks_per_source": Setting("retrieval", _count),
+    "repeat_source_factor": Setting("retrieval", _fraction),
     "rocchio_hits": Setting("retrieval", _count),
     "dedupe_threshold": Setting("retrieval", _fraction),
     "abstain_min_coverage": Setting("retrieval", _fraction),
@@ -173,6 +174,7 @@ class Settings:
     recency_weight: float = 0.10
     recency_half_life_days: float = 180.0
     max_chunks_per_source: int = 2  # a conversation's turns count one by one (retrieval/search.py capped_as)
+    repeat_source_factor: float = 0.8  # a source's further chunks rank lower (retrieval/search.py spread_sources)
     rocchio_hits: int = 3  # the best hits a hybrid search shifts its query toward; 0 = off (retrieval/search.py)
     dedupe_threshold: float = 0.95
     match: str = "any"  # any query term, all of them, or the exact phrase (`--match`)

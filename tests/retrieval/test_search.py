@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -109,6 +110,26 @@ def test_source_diversity_cap(store):
     assert uris(capped).count("/vault/long.md") == 2 and "/vault/other.md" in uris(capped)
     uncapped = search(store, "ocelot", SearchOptions(top_k=10, max_chunks_per_source=0))
     assert uris(uncapped).count("/vault/long.md") == 6
+
+
+def test_a_sources_second_chunk_ranks_at_a_discount(store):
+    """Its better chunk stays first; the second, at 0.8 of its score, yields to another source's close
+    match (0.95 of the best) but not to a far one (0.68)."""
+    add_docs(
+        store,
+        note("long", "# Long\n## One\nThe ocelot hunts at night.\n\n## Two\nThe ocelot hunts at dusk."),
+        note("close", "The ocelot hunts by the wide river."),
+        note("far", "An ocelot was seen by the river, and the ranger wrote that it hunts there in the rain."),
+    )
+    options = SearchOptions(top_k=10, title_boost_weight=0, recency_weight=0, dedupe_threshold=0)
+    plain = search(store, "ocelot hunts", replace(options, repeat_source_factor=1.0))
+    spread = search(store, "ocelot hunts", options)
+    second = [h for h in spread.hits if h.source_uri == "/vault/long.md"][1]
+    assert second.components["repeat_factor"] == pytest.approx(0.8)
+    assert second.score == pytest.approx(0.8 * next(h.score for h in plain.hits if h.chunk_id == second.chunk_id))
+    assert "repeat_factor" not in spread.hits[0].components
+    assert uris(plain) == ["/vault/long.md", "/vault/long.md", "/vault/close.md", "/vault/far.md"]
+    assert uris(spread) == ["/vault/long.md", "/vault/close.md", "/vault/long.md", "/vault/far.md"]
 
 
 def test_the_cap_counts_each_turn_of_a_conversation_on_its_own(store, tmp_path):

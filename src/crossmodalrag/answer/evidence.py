@@ -33,6 +33,7 @@ def search_options(
         usage_half_life_days=settings.usage_halflife_days,
         usage_saturation=settings.usage_saturation,
         max_chunks_per_source=settings.max_chunks_per_source,
+        repeat_source_factor=settings.repeat_source_factor,
         rocchio_hits=settings.rocchio_hits,
         dedupe_threshold=settings.dedupe_threshold,
         min_coverage=settings.abstain_min_coverage,

@@ -34,6 +34,8 @@ def explain_line(hit: Hit, weights: dict[str, float]) -> str:
         side += f", ×{hit.components['ocr_factor']:.3f} for OCR confidence {hit.components['ocr_confidence']:.2f}"
     if "date_factor" in hit.components:
         side += f", ×{hit.components['date_factor']:.2f} for the date the question names"
+    if "repeat_factor" in hit.components:
+        side += f", ×{hit.components['repeat_factor']:.2f} after its source's better chunks"
     return f"     score = {parts} → {hit.score:.3f}   ({raw}{side})"
 
 

@@ -67,6 +67,9 @@ class SearchOptions:
     usage_half_life_days: float = 14.0
     usage_saturation: float = 5.0
     max_chunks_per_source: int = 2
+    # A source's further chunks rank at this factor of their score for each of its chunks ranked above
+    # them (`spread_sources`); 1 = not at all. Applies with the cap (0 above turns both off).
+    repeat_source_factor: float = 0.8
     dedupe_threshold: float = 0.95
     # The title is already in every chunk's breadcrumb line, so BM25 ignores the title column by
     # default: the title boost alone (0 disables it) decides how much a title match counts extra.
@@ -233,6 +236,8 @@ def _shifted_query(
 def _ranked(known: "PoolRows", lexical, cosines, asked, options, model, dated) -> list[Hit]:
     """Score the pool (ranking by `cosines`, reporting `asked`), cap chunks per source, drop near-duplicates."""
     hits = _score(known, lexical, cosines, asked, options, model, dated)
+    if options.max_chunks_per_source > 0:
+        hits = spread_sources(hits, options.repeat_source_factor)
     hits = cap_per_source(hits, capped_as, options.max_chunks_per_source)
     if known.semantic is None:
         return drop_near_duplicates(hits, _body, options.dedupe_threshold, options.top_k)
@@ -247,6 +252,30 @@ def capped_as(hit: Hit) -> str:
     among the 5 excerpts of 460 of its 728 answerable questions, uncapped 526 of 731 (the same share
     of adversarial questions still fails the subject check: answer/subjects.py)."""
     return f"{hit.source_uri}#{hit.chunk_id}" if hit.source_type == CONVERSATION else hit.source_uri
+
+
+def spread_sources(hits: list[Hit], factor: float) -> list[Hit]:
+    """`hits` ranked again with each one's score times `factor` for every better hit of its source
+    (`capped_as`), shown as the component `repeat_factor`. A source's chunks share its title and its
+    topic, so its second-best passage often outscores another source's best one while saying less
+    that is new, and it still rises above them when it matches much better: at 0.8 by a quarter. SciFact
+    train, in process, nDCG@10 over the distinct abstracts of ten slots: 0.7373 at 1.0, 0.7434 at 0.8
+    (one chunk a source: 0.7453); FinanceBench dev, lexical: the right filing among the top 5 for 0.710
+    -> 0.774 of the questions, the right page 0.210 -> 0.194 (docs/benchmarks.md, session 23)."""
+    if factor >= 1.0:
+        return hits
+    seen: dict[str, int] = {}
+    spread = []
+    for hit in hits:
+        source = capped_as(hit)
+        above = seen.get(source, 0)
+        seen[source] = above + 1
+        if above:
+            multiplier = factor**above
+            hit = replace(hit, score=hit.score * multiplier, components={**hit.components, "repeat_factor": multiplier})
+        spread.append(hit)
+    spread.sort(key=lambda h: (-h.score, h.chunk_id))
+    return spread
 
 
 def _body(hit: Hit) -> str:
