@@ -805,3 +805,19 @@ def test_a_heading_or_a_line_of_citations_alone_is_not_shown_as_written(retrieve
     text = "Answer: The titles are escaped [E1].\nLinks could close the title early.\n\nSupport:\n- [E1] [E2]"
     answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0] * 5))
     assert answer.text == "Answer: The titles are escaped [E1].\nLinks could close the title early. [E1][E2]"
+
+
+def test_a_passed_sentence_left_with_nothing_to_cite_is_left_out_but_never_the_last(retriever, settings: Settings):
+    """The README's answer cited nothing itself; its sentences copied from a note cite that note, and
+    "The change was made to address this issue ..." (a few words of no one excerpt) was shown uncited."""
+    text = "The tokenizer was rewritten because regexes backtracked. Tests got faster after that."
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0] * 3))
+    claims = answer.verification["claims"]
+    assert [(c["supported"], c["reason"], c["attributed_to"] is None) for c in claims] == [
+        (True, None, False),
+        (False, "uncited", True),
+    ]
+    assert "Tests got faster" not in answer.text and not answer.abstained
+    assert [w["kind"] for w in answer.citation_warnings] == []  # left out, not reported as unsupported
+    alone = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM("Tests got faster.", margins=[2.0] * 2))
+    assert alone.text == "Tests got faster." and alone.verification["claims"][0]["reason"] is None

@@ -49,6 +49,8 @@ _LEAD = re.compile(r"^(?:[-*•–]\s+|\d{1,2}[.)]\s+|:\s*|(?:support|explanatio
 _WORD = re.compile(r"\w{3,}")
 _ANY_WORD = re.compile(r"\w+")
 REPEATED = "repeated"  # a Verdict.reason: said already by an earlier sentence of the answer
+UNCITED = "uncited"  # a Verdict.reason: passed, but nothing it could cite (Verification.leave_out_uncited)
+LEFT_OUT = (REPEATED, UNCITED)  # left out of the answer, not failed
 RESTATES = "restates_question"  # a Verdict.reason: a short answer of nothing but the question's words
 PREMISE = "premise_missing"  # a Verdict.reason: its excerpts never speak of a word the question takes as given
 _YEAR = re.compile(r"\b\d{4}\b")
@@ -109,8 +111,8 @@ class Verification:
 
     @property
     def dropped(self) -> list[Verdict]:
-        """The sentences that failed their check (a repeat of an earlier sentence is left out, not failed)."""
-        return [v for v in self.verdicts if not v.supported and v.reason != REPEATED]
+        """The sentences that failed their check (a repeat, or one with nothing to cite, is left out, not failed)."""
+        return [v for v in self.verdicts if not v.supported and v.reason not in LEFT_OUT]
 
     def answer_text(self, text: str) -> str:
         """What the user reads: `text` as written with judged citations added, or the answer rebuilt
@@ -157,12 +159,29 @@ class Verification:
             return f"{sentence}{'' if sentence.endswith(']') else ' '}{refs}"
         if verdict.cited or not verdict.judged or verdict.margin is None or not verdict.supported:
             return verdict.sentence
-        cited = [ref for v in self.verdicts for ref in v.cited]
-        kept = [ref for v in self.verdicts if v.supported for ref in v.cited]
-        refs = [ref for ref in verdict.judged if ref in kept] or [ref for ref in verdict.judged if ref in cited]
+        refs = self._judged_refs(verdict)
         if not refs:
             return verdict.sentence
         return f"{verdict.sentence.rstrip()} {''.join(f'[{ref}]' for ref in refs)}"
+
+    def _judged_refs(self, verdict: Verdict) -> list[str]:
+        """What a sentence citing nothing cites from its check (`_cited`): the excerpts it was judged
+        against that the kept sentences cite, else that any sentence cites."""
+        cited = [ref for v in self.verdicts for ref in v.cited]
+        kept = [ref for v in self.verdicts if v.supported for ref in v.cited]
+        return [ref for ref in verdict.judged if ref in kept] or [ref for ref in verdict.judged if ref in cited]
+
+    def leave_out_uncited(self) -> None:
+        """Leave out a support sentence the judge passed that would still be shown citing nothing: it
+        cites nothing itself, its words come from no one excerpt, and nothing else in the answer cites
+        what it was judged against. The README's own answer ended "The change was made to address this
+        issue and improve the performance of the parser.", passed (+0.35) against the closest excerpt,
+        which the answer never cited. An answer is never emptied this way: its last kept sentence stays."""
+        for verdict in self.verdicts:
+            uncited = not (verdict.short or verdict.cited or verdict.attributed or verdict.added)
+            if uncited and verdict.supported and verdict.margin is not None and not self._judged_refs(verdict):
+                if sum(v.supported for v in self.verdicts) > 1:
+                    verdict.supported, verdict.reason = False, UNCITED
 
 
 def judge(llm: LLM, prompts: list[list[Message]]) -> list[float]:
@@ -307,7 +326,8 @@ def verify_answer(
     if none is left (`names_missing`, `other_time`) or it is about another participant
     (`other_speaker`); past MAX_CHECKS, dropped. A short answer that only repeats the question's
     words fails unjudged (`restates_question`). A support sentence whose content words all came
-    earlier is left out unchecked (`repeated`). With `min_premise`, the excerpts the answer rests on
+    earlier is left out unchecked (`repeated`), and one passed with nothing to cite after the checks
+    (`uncited`: `Verification.leave_out_uncited`). With `min_premise`, the excerpts the answer rests on
     are asked whether they speak of each word the question takes as given that no excerpt holds
     (answer/premise.py): one below `min_premise` fails the answer (`premise_missing`)."""
     verdicts: list[Verdict] = []
@@ -369,6 +389,7 @@ def verify_answer(
         verdict.supported = margin >= min_margin
     _second_look(llm, question, evidence, checked, claims, pool, min_margin)
     verification = Verification(verdicts)
+    verification.leave_out_uncited()
     if ahead and not verification.unsupported:  # the short answer passed: does it rest on the premise?
         short = checked[0]
         if short.added:  # its second look judged it beside more excerpts
