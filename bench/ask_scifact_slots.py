@@ -7,7 +7,7 @@
 Over the memory `bench/ask_scifact.py` built, every judged train claim is searched in process (the
 function `mem ask` calls, no gate, so no abstention scores 0) with the product's options and with
 one option changed at a time:
-  product              today's options (top-k 10, at most 2 chunks per source, each further one at 0.8
+  product              today's options (top-k 10, at most 3 chunks per source, each further one at 0.8
                        of its score, a pool of 50, the shift)
   one chunk a source   max_chunks_per_source 1: ten slots hold ten abstracts
   pool 100             min_candidates 100 (the normalisation spans more candidates)
@@ -15,12 +15,12 @@ one option changed at a time:
   no shift             rocchio_hits 0: the query is not moved toward its best hits (before session 20)
   shift from N hits    rocchio_hits N (the product: 3), weight 1
   shift weight W       rocchio_weight W (the product: 1.0), from 3 hits
-  no repeat discount   repeat_source_factor 1.0: a source's second chunk at its own score (before
-                       session 23); "repeat factor F" at F (the product: 0.8)
+  no repeat discount   repeat_source_factor 1.0: a source's second chunk at its own score; "repeat
+                       factor F" at F (the product: 0.8); "before session 23": no discount, cap 2
   best chunk, pool 100 the 100 best chunks of any source, each source ranked by its best chunk
                        (MaxP), and with `--sibling S` also S x its second-best chunk's score
 nDCG@10 is over the distinct sources in evidence order, as in ask_scifact.py. An abstract longer than
-MAX_CHUNK_CHARS is two chunks, so the cap of two per source can spend two of ten slots on one abstract.
+MAX_CHUNK_CHARS is two chunks, so the cap per source can spend two of ten slots on one abstract.
 Prints one JSON object on stdout.
 """
 
@@ -50,6 +50,7 @@ VARIANTS = {
     "shift weight 0.5": {"rocchio_weight": 0.5},
     "shift weight 2.0": {"rocchio_weight": 2.0},
     "no repeat discount": {"repeat_source_factor": 1.0},
+    "before session 23": {"repeat_source_factor": 1.0, "max_chunks_per_source": 2},
     "repeat factor 0.9": {"repeat_source_factor": 0.9},
     "repeat factor 0.7": {"repeat_source_factor": 0.7},
 }

@@ -17,7 +17,7 @@ def test_defaults_put_the_database_under_the_working_dir(isolated_env, monkeypat
     settings = load_settings()
     assert settings.db_path == isolated_env / "data" / "memory.db"
     assert settings.top_k == 5 and settings.title_boost_weight == 0.05
-    assert settings.max_chunks_per_source == 2 and settings.dedupe_threshold == 0.95
+    assert settings.max_chunks_per_source == 3 and settings.dedupe_threshold == 0.95
 
 
 def test_precedence_is_cli_then_env_then_dotenv_then_toml(isolated_env, monkeypatch):
