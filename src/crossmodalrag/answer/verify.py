@@ -177,11 +177,12 @@ class Verification:
         what it was judged against. The README's own answer ended "The change was made to address this
         issue and improve the performance of the parser.", passed (+0.35) against the closest excerpt,
         which the answer never cited. An answer is never emptied this way: its last kept sentence stays."""
+        kept = sum(v.supported for v in self.verdicts)
         for verdict in self.verdicts:
             uncited = not (verdict.short or verdict.cited or verdict.attributed or verdict.added)
-            if uncited and verdict.supported and verdict.margin is not None and not self._judged_refs(verdict):
-                if sum(v.supported for v in self.verdicts) > 1:
-                    verdict.supported, verdict.reason = False, UNCITED
+            if kept > 1 and uncited and verdict.supported and verdict.margin is not None:
+                if not self._judged_refs(verdict):
+                    verdict.supported, verdict.reason, kept = False, UNCITED, kept - 1
 
 
 def judge(llm: LLM, prompts: list[list[Message]]) -> list[float]:
@@ -274,7 +275,10 @@ def _supporting(found: list[str]) -> list[tuple[str, bool]]:
 def _bare_line(line: str) -> bool:
     """A heading alone on its line, or nothing but citations: no words of a claim."""
     line = line.strip()
-    return bool(line) and (bool(_HEADING.match(line)) and not CITATION.search(line) or _only_citations(line))
+    if not line:
+        return False
+    heading = _HEADING.match(line) and not CITATION.search(line)
+    return bool(heading) or _only_citations(line)
 
 
 def _only_citations(line: str) -> bool:

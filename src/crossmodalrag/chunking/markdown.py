@@ -141,12 +141,11 @@ def chunk_markdown(doc: Document) -> list[Chunk]:
         crumbs = breadcrumb(doc.title, section.headings)
         heading_path = " > ".join(crumbs[1:])
         locator = f"{doc.locator}#{heading_path}" if heading_path else doc.locator
-        spans = split_span(doc.text, section.start, section.end)
         is_leaf = index + 1 == len(found) or not section.contains(found[index + 1])
-        if not is_leaf and TAGS_ONLY.match(doc.text, section.start, section.end):
-            # Tags under the title, before the first subsection: a chunk of them said nothing and,
-            # short and all title, outranked the sections under it.
-            spans = []
+        # Tags under the title, before the first subsection: a chunk of them said nothing and, short
+        # and all title, outranked the sections under it.
+        tags_only = not is_leaf and TAGS_ONLY.match(doc.text, section.start, section.end)
+        spans = [] if tags_only else split_span(doc.text, section.start, section.end)
         if not spans and section.headings and is_leaf:
             # A heading with nothing under it (a list of headings, a stub) is still searchable;
             # one that only introduces subsections is carried by their breadcrumbs instead.
