@@ -422,3 +422,34 @@ def test_a_source_given_twice_in_one_run_keeps_the_last_version_and_a_clean_inde
     assert_consistent(store)
     assert search(store, "foxtrot", SearchOptions()).hits
     assert not search(store, "bravo", SearchOptions()).hits
+
+
+def test_ingesting_a_folder_as_one_kind_keeps_the_other_kinds_stored_under_it(store: Store, tmp_path: Path) -> None:
+    """~/Documents holding notes, PDFs and a repository: each ingest removes only its own kind's sources
+    that are gone (an ingest of the parent as notes once dropped every commit, PDF and image under it)."""
+    pytest.importorskip("pypdfium2")
+    from crossmodalrag.ingest import ingest_pdfs
+    from tests.conftest import git
+    from tests.pdfs import write_pdf
+
+    documents = tmp_path / "Documents"
+    write_note(documents / "vault", "plan.md", "# Plan\n\nShip the tokenizer in June.")
+    write_pdf(documents / "papers" / "spec.pdf", ["The turbine blades crack under thermal cycling."])
+    (documents / "code").mkdir()
+    git(documents / "code", "init", "-q")
+    commit_files(documents / "code", {"a.py": "print(1)\n"}, "Add a")
+    assert not ingest_notes(store, [documents / "vault"]).failures
+    assert not ingest_pdfs(store, [documents / "papers"]).failures
+    assert not ingest_git(store, [documents / "code"]).failures
+    before = {kind: n for kind, n in store.conn.execute("SELECT source_type, COUNT(*) FROM sources GROUP BY 1")}
+    assert before == {"note": 1, "pdf": 1, "commit": 1}
+
+    notes_report = ingest_notes(store, [documents])  # the whole folder as a vault: its .md files
+    pdf_report = ingest_pdfs(store, [documents])  # and as a folder of PDFs
+
+    assert notes_report.removed == pdf_report.removed == 0
+    after = {kind: n for kind, n in store.conn.execute("SELECT source_type, COUNT(*) FROM sources GROUP BY 1")}
+    assert after == before
+    (documents / "vault" / "plan.md").unlink()
+    assert ingest_notes(store, [documents]).removed == 1  # its own kind still leaves when gone
+    assert {k for (k,) in store.conn.execute("SELECT DISTINCT source_type FROM sources")} == {"pdf", "commit"}

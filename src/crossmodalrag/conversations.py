@@ -52,7 +52,7 @@ def ingest_conversations(store: Store, paths: list[Path], progress: Progress | N
 
 
 def _ingest_file(store: Store, chat: ChatRead, report: IngestReport, progress: Progress | None) -> None:
-    known = known_fingerprints(store, f"{chat.path}@")
+    known = known_fingerprints(store, f"{chat.path}@", "conversation")
     seen: set[str] = set()
     with store.batched() as batch:
         for session in chat.sessions():

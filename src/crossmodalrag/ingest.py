@@ -81,12 +81,17 @@ def fingerprint(doc: Document) -> str:
     return digest.hexdigest()
 
 
-def known_fingerprints(store: Store, uri_prefix: str) -> dict[str, str]:
-    """uri → fingerprint of stored sources whose uri starts with the prefix."""
-    rows = store.conn.execute(
-        "SELECT uri, fingerprint FROM sources WHERE uri >= ? AND uri < ?", (uri_prefix, uri_prefix + "\U0010ffff")
+def known_fingerprints(store: Store, uri_prefix: str, source_type: str | None = None) -> dict[str, str]:
+    """uri → fingerprint of stored sources whose uri starts with the prefix, of one kind when given.
+    An ingest passes its own kind: what it did not find is removed, and a folder holds notes, PDFs,
+    images and repositories side by side (ingesting ~/Documents as notes must not drop its PDFs)."""
+    sql, params = (
+        "SELECT uri, fingerprint FROM sources WHERE uri >= ? AND uri < ?",
+        [uri_prefix, uri_prefix + "\U0010ffff"],
     )
-    return {uri: digest for uri, digest in rows}
+    if source_type:
+        sql, params = sql + " AND source_type = ?", [*params, source_type]
+    return {uri: digest for uri, digest in store.conn.execute(sql, params)}
 
 
 def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool, int]:
@@ -333,7 +338,7 @@ def ingest_notes(
         if not root.is_dir():
             report.failures.append(f"{root}: no such folder (hint: check the vault path; nothing was removed)")
             continue
-        known = known_fingerprints(store, f"{root}/")
+        known = known_fingerprints(store, f"{root}/", "note")
         seen = ingest_documents(store, _read_vault(root, include, exclude), known, report, progress)
         # A folder that could not be listed fails as a whole: the notes under it are not gone.
         gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
@@ -353,7 +358,7 @@ def ingest_pdfs(
 
     version = pdf.extractor_version_or_raise(ocr_engine)
     read = partial(pdf.read_pdf, ocr_engine=ocr_engine)
-    return _ingest_files(store, paths, pdf.find_pdfs, read, progress, version, allow_mass_delete)
+    return _ingest_files(store, paths, "pdf", pdf.find_pdfs, read, progress, version, allow_mass_delete)
 
 
 def ingest_images(
@@ -368,19 +373,21 @@ def ingest_images(
 
     version = images.extractor_version(engine)
     read = partial(images.read_image, engine=engine)
-    return _ingest_files(store, paths, images.find_images, read, progress, version, allow_mass_delete)
+    return _ingest_files(store, paths, "image", images.find_images, read, progress, version, allow_mass_delete)
 
 
 def _ingest_files(
     store: Store,
     paths: list[Path],
+    kind: str,
     find: Callable[[Path], Iterable[Path]],
     read: Callable[[Path], Document],
     progress: Progress | None,
     extractor: str,
     allow_mass_delete: bool = False,
 ) -> IngestReport:
-    """Files or folders of one kind; files gone from an ingested folder leave the memory."""
+    """Files or folders of one kind (a source type); files of that kind gone from an ingested folder
+    leave the memory."""
     report = IngestReport()
     for path in paths:
         path = Path(path).expanduser().resolve()
@@ -388,8 +395,8 @@ def _ingest_files(
             report.failures.append(f"{path}: no such file or folder (hint: check the path; nothing was removed)")
             continue
         prefix = f"{path}/" if path.is_dir() else str(path)
-        known = known_fingerprints(store, prefix)
-        items = _read_changed(find(path), read, known_file_stamps(store, prefix), extractor)
+        known = known_fingerprints(store, prefix, kind)
+        items = _read_changed(find(path), read, known_file_stamps(store, prefix, kind), extractor)
         seen = ingest_documents(store, items, known, report, progress)
         if not path.is_dir():
             known = {}  # a single file: nothing else under it can have gone
@@ -398,11 +405,12 @@ def _ingest_files(
     return report
 
 
-def known_file_stamps(store: Store, uri_prefix: str) -> dict[str, str]:
-    """uri → "size:mtime_ns:extractor" of stored files whose uri starts with the prefix."""
+def known_file_stamps(store: Store, uri_prefix: str, source_type: str) -> dict[str, str]:
+    """uri → "size:mtime_ns:extractor" of stored files of this kind whose uri starts with the prefix."""
     rows = store.conn.execute(
-        "SELECT uri, json_extract(metadata, '$.file_stamp') FROM sources WHERE uri >= ? AND uri < ?",
-        (uri_prefix, uri_prefix + "\U0010ffff"),
+        "SELECT uri, json_extract(metadata, '$.file_stamp') FROM sources WHERE uri >= ? AND uri < ?"
+        " AND source_type = ?",
+        (uri_prefix, uri_prefix + "\U0010ffff", source_type),
     )
     return {uri: stamp for uri, stamp in rows if stamp}
 
@@ -455,7 +463,7 @@ def ingest_git(
     for repo in repos:
         try:
             root = git.repository_root(Path(repo).expanduser().resolve())
-            known = known_fingerprints(store, f"{root}@")
+            known = known_fingerprints(store, f"{root}@", "commit")
             commits = git.read_commits(root, max_commits, author, include, exclude)
             ingest_documents(store, commits, known, report, progress)
         except CMRAGError as error:

@@ -182,5 +182,6 @@ async def exercise_every_tool(client, chats: Path) -> None:
     assert "no job" in await refused(client, "memory_job", {"job_id": "nope"})
     assert "no source" in await refused(client, "memory_forget", {"id": 424242})
     assert "less than or equal" in await refused(client, "memory_get", {"ids": [10**30]})  # beyond SQLite's range
+    assert "less than or equal" in await refused(client, "memory_browse", {"offset": 2**70})
     operators = await call(client, "memory_search", {"query": 'staging OR NEAR("key" rotates) * ^ "'})
     assert operators["results"]

@@ -185,3 +185,11 @@ def test_pages_add_up_to_the_whole_listing(client) -> None:
     all_in_folder = client.get("/sources?folder=projects").json()
     assert in_folder["total"] == all_in_folder["total"] == 4
     assert in_folder["sources"] == all_in_folder["sources"][1:3]
+
+
+def test_console_sources_filter_with_all_kinds(client) -> None:
+    """The filter form's "all" sends `kind=` (and its paging links keep it): the page, not a 422."""
+    response = client.get("/ui/sources", params={"kind": "", "folder": "daily", "since": "", "until": ""})
+    assert response.status_code == 200
+    assert "daily/" in response.text
+    assert client.get("/ui/sources", params={"kind": "nonsense"}).status_code == 422

@@ -176,6 +176,10 @@ def test_eval_without_queries_is_an_error(capsys, vault):
         ["timeline", "--limit", "0"],
         ["log", "--limit", "x"],
         ["memories", "--limit", "0"],
+        ["ingest-notes", ""],  # an unset $VAULT: not the current folder, whose other sources would go
+        ["ingest-pdf", "papers", " "],
+        ["ingest-chat", ""],
+        ["forget", "--path", "", "--yes"],
     ],
 )
 def test_usage_errors_exit_2(capsys, argv):

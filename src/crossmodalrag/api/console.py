@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
@@ -71,7 +71,7 @@ def ask_view(request: Request, q: Annotated[str, Query(max_length=1000)] = "") -
 def sources_view(
     request: Request,
     store: Reader,
-    kind: Kind | None = None,
+    kind: Kind | Literal[""] | None = None,  # "": the filter form's "all", which its paging links keep
     folder: Annotated[str | None, Query(max_length=500)] = None,
     since: Annotated[str | None, Query(max_length=32)] = None,
     until: Annotated[str | None, Query(max_length=32)] = None,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from crossmodalrag.cli.arguments import positive
+from crossmodalrag.cli.arguments import given_path, positive
 from crossmodalrag.cli.commands import _finish_ingest, _open, _paths, _settings, notice
 from crossmodalrag.cli.progress import ProgressLine
 from crossmodalrag.cli.render import print_json
@@ -19,7 +18,10 @@ def register(
         "ingest-chat", parents=[common, as_json], help="ingest chat transcripts (Claude Code, Codex, ChatGPT, ...)"
     )
     p.add_argument(
-        "paths", nargs="*", type=Path, help="session files, exports or folders of them (default: [connectors] chats)"
+        "paths",
+        nargs="*",
+        type=given_path,
+        help="session files, exports or folders of them (default: [connectors] chats)",
     )
     p.set_defaults(run=ingest_chat)
     register_memory_commands(sub, common, as_json)

@@ -1,8 +1,9 @@
-"""Argument types shared by the command modules: counts that argparse checks before any work starts."""
+"""Argument types shared by the command modules: counts and paths that argparse checks before any work starts."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def positive(text: str) -> int:
@@ -28,3 +29,11 @@ def port_number(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError("must be a port from 1 to 65535")
     return value
+
+
+def given_path(text: str) -> Path:
+    """A path the user typed: an empty one ("$VAULT" unset) would be Path("") = the current folder, and
+    an ingest or `forget --path` would then act on everything under it."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty (hint: an unset shell variable?)")
+    return Path(text)

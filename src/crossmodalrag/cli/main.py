@@ -20,7 +20,7 @@ from crossmodalrag.cli import postgres as postgres_commands
 from crossmodalrag.cli import serve as serve_commands
 from crossmodalrag.cli import sync as sync_commands
 from crossmodalrag.cli import versions as version_commands
-from crossmodalrag.cli.arguments import non_negative, port_number, positive
+from crossmodalrag.cli.arguments import given_path, non_negative, port_number, positive
 from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.cli.postgres import refuse_unported
@@ -60,21 +60,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=commands.seed_sample)
 
     p = sub.add_parser("ingest-notes", parents=[common, as_json, globs, mass], help="ingest markdown vaults")
-    p.add_argument("paths", nargs="*", type=Path, help="vault folders (default: configured OBSIDIAN_VAULT_PATH_<n>)")
+    p.add_argument(
+        "paths", nargs="*", type=given_path, help="vault folders (default: configured OBSIDIAN_VAULT_PATH_<n>)"
+    )
     p.set_defaults(run=commands.ingest_notes)
 
     p = sub.add_parser("ingest-git", parents=[common, as_json, globs], help="ingest git commits and diffs")
-    p.add_argument("paths", nargs="*", type=Path, help="repositories (default: configured REPO_PATH_<n>)")
+    p.add_argument("paths", nargs="*", type=given_path, help="repositories (default: configured REPO_PATH_<n>)")
     p.add_argument("--max-commits", type=non_negative, help="newest N commits per repository (0 = all)")
     p.add_argument("--author", help="only commits whose author matches this pattern")
     p.set_defaults(run=commands.ingest_git)
 
     p = sub.add_parser("ingest-pdf", parents=[common, as_json, mass], help="ingest PDF files or folders of them")
-    p.add_argument("paths", nargs="*", type=Path, help="PDF files or folders (default: configured PDF_PATH_<n>)")
+    p.add_argument("paths", nargs="*", type=given_path, help="PDF files or folders (default: configured PDF_PATH_<n>)")
     p.set_defaults(run=commands.ingest_pdf)
 
     p = sub.add_parser("ingest-images", parents=[common, as_json, mass], help="OCR images and diagrams into memory")
-    p.add_argument("paths", nargs="*", type=Path, help="image files or folders (default: configured IMAGE_PATH_<n>)")
+    p.add_argument(
+        "paths", nargs="*", type=given_path, help="image files or folders (default: configured IMAGE_PATH_<n>)"
+    )
     p.set_defaults(run=commands.ingest_images)
 
     p = sub.add_parser("sync", parents=[common, as_json, mass], help="re-ingest every configured connector, or --watch")
@@ -195,7 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("forget", parents=[common, as_json], help="remove a source and everything derived from it")
     target = p.add_mutually_exclusive_group()
     target.add_argument("uri", nargs="?", metavar="SOURCE_URI", help="a stored uri: absolute file path, <repo>@<sha>")
-    target.add_argument("--path", type=Path, help="every source from this file, or under this folder or repository")
+    target.add_argument(
+        "--path", type=given_path, help="every source from this file, or under this folder or repository"
+    )
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--vacuum", action="store_true", help="also wipe the freed bytes from the files (alone: only that)")
     p.set_defaults(run=forget_command)

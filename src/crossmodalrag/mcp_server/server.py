@@ -201,7 +201,7 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         before: Day | None = None,
         history: bool = False,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
-        offset: Annotated[int, Field(ge=0)] = 0,
+        offset: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0,  # SQLite's integer range
     ) -> dict[str, Any]:
         """List agent memories newest first by kind, tags and date, without a query; history=true also
         lists memories a newer one superseded."""
