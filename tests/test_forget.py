@@ -92,6 +92,28 @@ def test_forget_by_uri_removes_everything_derived_and_nothing_else(capsys, vault
         assert search(store, "aardvark", SearchOptions()).hits
 
 
+def test_forgotten_chunks_leave_no_usage_rows_for_a_later_chunk_to_inherit(capsys, vault, db_path) -> None:
+    """Usage is logged by chunk id, and SQLite gives a new chunk the highest free id: a rating of a
+    forgotten chunk must go with it (erasure), not pass to the next note stored."""
+    from crossmodalrag.memory.usage import chunk_target, record
+
+    ingest(vault, db_path)
+    gone = str(vault / "secret/gone.md")
+    with open_store(db_path) as store:
+        ids = [
+            row[0]
+            for row in store.conn.execute(
+                "SELECT c.id FROM chunks c JOIN sources s ON s.id = c.source_id WHERE s.uri = ?", (gone,)
+            )
+        ]
+        kept = store.conn.execute("SELECT MIN(id) FROM chunks").fetchone()[0]
+        record(store, [chunk_target(i) for i in [*ids, kept]], "feedback_down")
+    assert run(capsys, "forget", gone, "--yes")[0] == 0
+    with open_store(db_path) as store:
+        left = {row[0] for row in store.conn.execute("SELECT target_id FROM memory_usage")}
+    assert left == {chunk_target(kept)}
+
+
 def test_the_semantic_index_stops_serving_forgotten_vectors(vault, db_path) -> None:
     embedder = embed_and_ingest(vault, db_path)
     with open_store(db_path) as store:

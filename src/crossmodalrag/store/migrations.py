@@ -261,6 +261,19 @@ MIGRATIONS: list[tuple] = [
         """,
         retokenize,
     ),
+    (
+        9,
+        """
+        -- A chunk's usage rows ("chunk:<id>") leave with the chunk (forgotten, removed, re-chunked): a
+        -- forgotten chunk leaves no trace, and SQLite reuses the highest ids, so a later chunk would
+        -- inherit its ratings. Rows that already point at no chunk go now.
+        CREATE TRIGGER chunks_usage_cleanup AFTER DELETE ON chunks BEGIN
+            DELETE FROM memory_usage WHERE target_id = 'chunk:' || old.id;
+        END;
+        DELETE FROM memory_usage
+        WHERE target_id LIKE 'chunk:%' AND CAST(substr(target_id, 7) AS INTEGER) NOT IN (SELECT id FROM chunks);
+        """,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

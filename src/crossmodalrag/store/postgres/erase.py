@@ -39,6 +39,10 @@ def forget_sources(store, sources, vacuum: bool = False):
             ).fetchone()[0]
             report.chunks = conn.execute(f"SELECT COUNT(*) FROM ({chunk_ids}) AS gone", (ids,)).fetchone()[0]
             conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})", (ids,))
+            # Their usage rows ("chunk:<id>"; on SQLite a trigger, migration 9)
+            conn.execute(
+                f"DELETE FROM memory_usage WHERE target_id IN (SELECT 'chunk:' || id FROM ({chunk_ids}) AS c)", (ids,)
+            )
             conn.execute("DELETE FROM chunks WHERE source_id = ANY(?)", (ids,))  # chunk_terms: ON DELETE CASCADE
             conn.execute("DELETE FROM sources WHERE id = ANY(?)", (ids,))
             report.memory_nodes = forget_derived(conn)
