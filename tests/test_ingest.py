@@ -453,3 +453,27 @@ def test_ingesting_a_folder_as_one_kind_keeps_the_other_kinds_stored_under_it(st
     (documents / "vault" / "plan.md").unlink()
     assert ingest_notes(store, [documents]).removed == 1  # its own kind still leaves when gone
     assert {k for (k,) in store.conn.execute("SELECT DISTINCT source_type FROM sources")} == {"pdf", "commit"}
+
+
+def test_pdfs_and_chats_whose_file_name_is_not_utf8_fail_alone(store: Store, tmp_path: Path) -> None:
+    pytest.importorskip("pypdfium2")
+    from crossmodalrag.conversations import ingest_conversations
+    from crossmodalrag.ingest import ingest_pdfs
+    from tests.agent.chats import claude_record, write_jsonl
+    from tests.pdfs import write_pdf
+
+    papers = tmp_path / "papers"
+    write_pdf(papers / "ok.pdf", ["The turbine blades crack under thermal cycling."])
+    write_pdf(papers / os.fsdecode(b"sp\xe9c.pdf"), ["Named in Latin-1."])
+    report = ingest_pdfs(store, [papers])
+    assert (
+        report.added == 1
+        and len(report.failures) == 1
+        and "sp\ufffdc.pdf: file name is not valid UTF-8" in report.failures[0]
+    )
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    write_jsonl(chats / "ok.jsonl", [claude_record("u1", None, "user", "what port does the cache use?")])
+    write_jsonl(chats / os.fsdecode(b"s\xe9.jsonl"), [claude_record("u1", None, "user", "hello")])
+    report = ingest_conversations(store, [chats])
+    assert report.added == 1 and len(report.failures) == 1 and "rename the file" in report.failures[0]

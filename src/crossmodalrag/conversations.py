@@ -13,6 +13,7 @@ from pathlib import Path
 
 from crossmodalrag.chunking.turns import chunk_turns, turn_digest
 from crossmodalrag.connectors.chats import ChatRead, find_chat_files, open_chat, session_document
+from crossmodalrag.connectors.files import check_name
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.ingest import (
     IngestReport,
@@ -41,6 +42,11 @@ def ingest_conversations(store: Store, paths: list[Path], progress: Progress | N
             report.failures.append(f"{root}: no such file or folder (hint: check the path; nothing was removed)")
             continue
         for path in find_chat_files(root):
+            try:
+                check_name(path)  # reported even in a folder: it may well be a chat
+            except CMRAGError as error:
+                report.failures.append(str(error))
+                continue
             try:
                 chat = open_chat(path)
             except CMRAGError as error:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any, Callable, Iterable
 from crossmodalrag import versioning
 from crossmodalrag.chunking import CHUNKER_VERSION, chunk_document
 from crossmodalrag.connectors import git, notes
+from crossmodalrag.connectors.files import check_name
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.index import fts
 from crossmodalrag.store import Store
@@ -437,6 +439,11 @@ def _read_changed(
 
 def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Iterable[Document | Failure | Skipped]:
     for path in paths:
+        try:
+            check_name(path)
+        except CMRAGError as error:
+            yield Failure(os.fsencode(path).decode("utf-8", "replace"), error)
+            continue
         try:
             yield read(path)
         except notes.EmptyNote:

@@ -158,6 +158,26 @@ def test_a_truncated_export_keeps_its_complete_conversations(tmp_path):
     assert [s.key for s in found] == ["c1"] and "truncated after 1 complete" in chat.problems[0]
 
 
+def test_json_nested_past_the_recursion_limit_is_a_problem_not_a_crash(tmp_path):
+    deep = '{"x":' * 100_000 + "1" + "}" * 100_000
+    lines = write_jsonl(
+        tmp_path / "s.jsonl",
+        [claude_record("u1", None, "user", "first question"), deep, claude_record("u2", "u1", "user", "second")],
+    )
+    chat, (session,) = sessions(lines)
+    assert [t.text for t in session.turns] == ["first question\nsecond"]
+    assert chat.problems == [f"{lines}:2: JSON nested too deeply, skipped"]
+    alone = tmp_path / "deep.json"
+    alone.write_text(deep)
+    with pytest.raises(ConnectorError, match="not a chat transcript"):
+        open_chat(alone)
+    conversation = {"uuid": "c1", "name": "One", "created_at": "2025-07-06T03:10:13Z", "chat_messages": []}
+    export = tmp_path / "conversations.json"
+    export.write_text(f"[{json.dumps(conversation)}, {'[' * 100_000}{']' * 100_000}]")
+    chat, found = sessions(export)
+    assert "conversation 2 is JSON nested too deeply" in chat.problems[-1]
+
+
 def test_an_empty_session_and_an_unknown_file(tmp_path):
     empty = write_jsonl(tmp_path / "e.jsonl", [{"type": "file-history-snapshot", "messageId": "x", "sessionId": "s"}])
     assert sessions(empty)[1] == []

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from crossmodalrag.chunking.markdown import clip, leading_date, split_frontmatter, without_code
+from crossmodalrag.connectors.files import check_name
 from crossmodalrag.connectors.frontmatter import parse_frontmatter
 from crossmodalrag.connectors.globs import selected
 from crossmodalrag.errors import ConnectorError
@@ -69,11 +70,7 @@ def read_note(root: Path, path: Path) -> Document:
     version stored before the user marked it private is replaced (by nothing) rather than kept.
     """
     relative = path.relative_to(root).as_posix()
-    try:
-        str(path).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        shown = os.fsencode(path).decode("utf-8", "replace")
-        raise ConnectorError(f"{_shown(shown)}: file name is not valid UTF-8", "rename the file") from exc
+    check_name(path)
     raw, mtime = _read_bytes(path)
     try:
         text = raw.decode("utf-8")

@@ -114,7 +114,7 @@ def detect_format(path: Path) -> str | None:
     for line in head.splitlines()[:20]:
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(record, dict) and "payload" in record and record.get("type") in CODEX_TYPES:
             return "codex"
@@ -132,7 +132,7 @@ def _first_line_is_record(head: str) -> bool:
     first = head.split("\n", 1)[0]
     try:
         return isinstance(json.loads(first), dict) and "\n" in head
-    except ValueError:
+    except (ValueError, RecursionError):  # a line nested past json's recursion limit is no record
         return False
 
 

@@ -29,6 +29,9 @@ def json_lines(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
             except ValueError:
                 problems.append(f"{path}:{number}: not valid JSON, skipped (a truncated or damaged line)")
                 continue
+            except RecursionError:  # json's C decoder recurses once per nesting level
+                problems.append(f"{path}:{number}: JSON nested too deeply, skipped")
+                continue
             if isinstance(record, dict):
                 yield number, record
 
@@ -42,9 +45,14 @@ def json_array(path: Path, problems: list[str]) -> Iterator[Any]:
         if buffer.startswith("{"):
             buffer += handle.read()
             try:
-                yield DECODER.decode(buffer)
+                decoded = DECODER.decode(buffer)
             except ValueError as error:
                 problems.append(f"{path}: not valid JSON ({error.msg} at character {error.pos}), skipped")
+                return
+            except RecursionError:
+                problems.append(f"{path}: JSON nested too deeply, skipped")
+                return
+            yield decoded
             return
         if not buffer.startswith("["):
             problems.append(f"{path}: not a JSON array, skipped")
@@ -56,6 +64,9 @@ def json_array(path: Path, problems: list[str]) -> Iterator[Any]:
                 return
             try:
                 element, end = DECODER.raw_decode(buffer, position)
+            except RecursionError:  # its end cannot be found without decoding it: the rest goes too
+                problems.append(f"{path}: conversation {count + 1} is JSON nested too deeply; it and the rest skipped")
+                return
             except ValueError:
                 if eof:
                     if buffer[position:].strip():
