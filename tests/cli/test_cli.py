@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -215,3 +216,21 @@ def test_python_dash_m_and_console_script_work(tmp_path):
 def test_progress_is_not_drawn_when_stderr_is_not_a_terminal(capsys, vault):
     _, _, err = run(capsys, "ingest-notes", str(vault))
     assert "\r" not in err and any(line.startswith("ingest-notes: 2 added") for line in err.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["remember", os.fsdecode(b"bad \xff bytes")], "'bad \ufffd bytes'"),
+        (["memories", "--tag", os.fsdecode(b"ops\xff")], "--tag 'ops\ufffd'"),
+        (["checkpoint", os.fsdecode(b"v\xff")], "'v\ufffd'"),
+        (["ask", os.fsdecode(b"caf\xe9?"), "--no-llm"], "'caf\ufffd?'"),
+    ],
+)
+def test_arguments_that_are_not_utf8_are_one_error_line(capsys, argv, shown):
+    code, _, err = run(capsys, *argv)
+    assert (
+        code == 1
+        and err.strip()
+        == f"error: {shown} is not valid UTF-8 (hint: mem reads its arguments as UTF-8: check the terminal's encoding)"
+    )
