@@ -343,8 +343,8 @@ def test_rollback_refuses_content_erased_by_forget(store: Store, vault: Path) ->
 def test_checkpoint_names_are_unique_and_not_points(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
     checkpoint(store, "one")
-    for bad in ("one", "now", "42", ""):
-        with pytest.raises(CMRAGError):
+    for bad in ("one", "now", "42", "", "2025-01-01", "2025-01-01T09:00", "x" * 101, "two\nlines"):
+        with pytest.raises(CMRAGError):  # a date would hide the time it names from rollback, diff and --as-of
             checkpoint(store, bad)
 
 
@@ -354,6 +354,8 @@ def test_points_can_be_seqs_and_times(store: Store, vault: Path) -> None:
     assert len(diff(store.conn, "2000-01-01T00:00").added) == 3
     with pytest.raises(CMRAGError, match="not a checkpoint, a seq or a time"):
         diff(store.conn, "yesterday-ish")
+    with pytest.raises(CMRAGError, match="seq 99999 is not in the log yet"):
+        diff(store.conn, "99999")
 
 
 # --- as of -----------------------------------------------------------------------------------

@@ -77,6 +77,22 @@ def source_history(conn: sqlite3.Connection, uri_or_id: str) -> list[Change]:
     return [Change(*row) for row in rows]
 
 
+MAX_NAME = 100
+
+
+def _time(text: str) -> datetime:
+    """An ISO date or time, as points are written. Raises ValueError."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _is_time(text: str) -> bool:
+    try:
+        _time(text)
+    except ValueError:
+        return False
+    return True
+
+
 def resolve_point(conn: sqlite3.Connection, point: str) -> int:
     """A checkpoint name, `now`, a seq or an ISO time → a seq. Raises CMRAGError for anything else."""
     row = conn.execute("SELECT seq FROM checkpoints WHERE name = ?", (point,)).fetchone()
@@ -85,9 +101,11 @@ def resolve_point(conn: sqlite3.Connection, point: str) -> int:
     if point == "now":
         return head(conn)[0]
     if point.isdigit():
+        if int(point) > head(conn)[0]:
+            raise CMRAGError(f"seq {point} is not in the log yet", f"the newest is {head(conn)[0]} (see `mem log`)")
         return int(point)
     try:
-        moment = datetime.fromisoformat(point.replace("Z", "+00:00"))
+        moment = _time(point)
     except ValueError:
         raise CMRAGError(
             f"{point!r} is not a checkpoint, a seq or a time",
@@ -144,8 +162,10 @@ def diff(conn: sqlite3.Connection, since: str, until: str = "now") -> Diff:
 
 def checkpoint(store: Store, name: str) -> int:
     """Name the log's current head; returns its seq. Raises CMRAGError if the name is taken or unusable."""
-    if not name or name == "now" or name.isdigit():
-        raise CMRAGError(f"{name!r} cannot name a checkpoint", "use a word such as before-cleanup")
+    if not name or name == "now" or name.isdigit() or _is_time(name) or len(name) > MAX_NAME or not name.isprintable():
+        # A point is read as a checkpoint's name first: a name that is a seq or a time would hide that point.
+        shown = name if len(name) <= MAX_NAME else name[:MAX_NAME] + "…"
+        raise CMRAGError(f"{shown!r} cannot name a checkpoint", "use a word such as before-cleanup")
     if not enabled(store.conn):
         raise CMRAGError("versioning is off, so a checkpoint could not be rolled back to", "unset CMRAG_VERSIONING")
 
