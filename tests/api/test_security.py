@@ -97,6 +97,14 @@ def test_requests_are_bounded_and_read_only(client: TestClient) -> None:
     assert client.delete("/sources/1").status_code == 405
 
 
+def test_head_answers_with_gets_headers_and_no_body(client: TestClient) -> None:
+    for path in ("/health", "/ui/sources", "/stats"):
+        got, head = client.get(path), client.head(path)
+        assert head.status_code == got.status_code == 200 and head.content == b""
+        assert head.headers["content-type"] == got.headers["content-type"]
+        assert head.headers["content-security-policy"] == got.headers["content-security-policy"]
+
+
 @pytest.fixture
 def locked(sample_db):
     with TestClient(create_app(server_settings(sample_db), token=TOKEN), base_url=BASE) as client:

@@ -125,7 +125,12 @@ class LocalGuard:
                 [(b"www-authenticate", b"Bearer")],
             )
             return
+        if scope.get("method") == "HEAD" and not self._is_mcp(scope):  # routes are GET's: its headers, no body
+            scope, send = {**scope, "method": "GET"}, _without_body(send)
         await self.app(scope, receive, _with_headers(send))
+
+    def _is_mcp(self, scope: Scope) -> bool:
+        return bool(self.mcp_path) and scope.get("path", "").rstrip("/") == self.mcp_path
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, str] | None:
         if not host_allowed(headers.get("host", ""), self.allow_hosts):
@@ -136,7 +141,7 @@ class LocalGuard:
             )
         if headers.get("sec-fetch-site") == "cross-site":
             return 403, "cross-site requests are refused", "open the console from its own address"
-        if self.mcp_path and scope.get("path", "").rstrip("/") == self.mcp_path:
+        if self._is_mcp(scope):
             return self._mcp_refusal(scope, headers)
         if scope.get("method") not in ("GET", "HEAD"):
             return 405, "this API is read-only: GET and HEAD only", ""
@@ -183,6 +188,15 @@ class LocalGuard:
 
 def _cookie(session: str) -> tuple[bytes, bytes]:
     return b"set-cookie", f"{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/".encode()
+
+
+def _without_body(send: Callable) -> Callable:
+    async def wrapped(message: dict) -> None:
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+
+    return wrapped
 
 
 def _with_headers(send: Callable) -> Callable:
