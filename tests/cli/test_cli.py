@@ -234,3 +234,11 @@ def test_arguments_that_are_not_utf8_are_one_error_line(capsys, argv, shown):
         and err.strip()
         == f"error: {shown} is not valid UTF-8 (hint: mem reads its arguments as UTF-8: check the terminal's encoding)"
     )
+
+
+def test_an_empty_question_or_an_empty_date_window_is_an_error(capsys, vault):
+    run(capsys, "ingest-notes", str(vault))
+    code, _, err = run(capsys, "ask", "  ", "--no-llm")
+    assert code == 1 and err.startswith("error: the question is empty")
+    code, _, err = run(capsys, "ask", "parser", "--no-llm", "--after", "2025-06-01", "--before", "2025-01-01")
+    assert code == 1 and "--after 2025-06-01 is not before --before 2025-01-01" in err and err.count("\n") == 1

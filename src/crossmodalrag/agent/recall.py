@@ -58,13 +58,14 @@ def with_recall(
 ) -> "Retriever":
     """The retriever with a strategy, an --after/--before window and, opt-in, a model that picks the
     leading sessions of episodic and fusion (agent/judge.py). Raises InvalidArgument for a bad date."""
-    from crossmodalrag.agent.tools import parse_when
+    from crossmodalrag.agent.tools import InvalidArgument, parse_when
 
     retriever.strategy = strategy
     retriever.judge = judge
-    retriever.options = replace(
-        retriever.options, after=parse_when(after, "--after"), before=parse_when(before, "--before")
-    )
+    start, end = parse_when(after, "--after"), parse_when(before, "--before")
+    if start is not None and end is not None and start >= end:
+        raise InvalidArgument(f"--after {after} is not before --before {before}", "swap them: nothing can be both")
+    retriever.options = replace(retriever.options, after=start, before=end)
     return retriever
 
 

@@ -181,6 +181,8 @@ def ask(args: argparse.Namespace) -> int:
     from crossmodalrag.agent.browse import note_changes
     from crossmodalrag.answer.synthesize import ask_with_llm
 
+    if not args.query.strip():
+        raise CMRAGError("the question is empty", 'ask something, e.g. mem ask "why did I change the parser?"')
     settings = _settings(args)
     with _open(settings, create=False) as store:
         retriever = question_retriever(store, settings, args)
