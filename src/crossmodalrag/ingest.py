@@ -338,7 +338,8 @@ def ingest_notes(
     for root in roots:
         root = Path(root).expanduser().resolve()
         if not root.is_dir():
-            report.failures.append(f"{root}: no such folder (hint: check the vault path; nothing was removed)")
+            what = "a file, not a vault folder" if root.exists() else "no such folder"
+            report.failures.append(f"{root}: {what} (hint: give the vault's folder; nothing was removed)")
             continue
         known = known_fingerprints(store, f"{root}/", "note")
         seen = ingest_documents(store, _read_vault(root, include, exclude), known, report, progress)

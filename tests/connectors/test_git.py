@@ -129,7 +129,7 @@ def test_a_missing_path_raises(tmp_path: Path) -> None:
 def test_a_file_path_raises(tmp_path: Path) -> None:
     file = tmp_path / "file.txt"
     file.write_text("x")
-    with pytest.raises(ConnectorError):
+    with pytest.raises(ConnectorError, match="a file, not a repository folder"):
         repository_root(file)
 
 

@@ -31,7 +31,8 @@ def repository_root(path: Path) -> Path:
     if shutil.which("git") is None:
         raise ConnectorError("the git command is not installed", "install git (e.g. apt-get install git)")
     if not path.is_dir():
-        raise ConnectorError(f"{path}: no such folder", "check the repository path")
+        what = "a file, not a repository folder" if path.exists() else "no such folder"
+        raise ConnectorError(f"{path}: {what}", "give the repository's folder")
     result = _git(path, "rev-parse", "--show-toplevel")
     if result.returncode != 0:
         raise ConnectorError(f"{path} is not a git repository", "pass the folder that contains .git")
