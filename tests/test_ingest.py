@@ -258,10 +258,10 @@ def test_a_missing_vault_is_a_failure_and_removes_nothing(store: Store, vault: P
 
 
 def test_a_note_given_as_the_vault_says_it_is_a_file(store: Store, vault: Path) -> None:
-    report = ingest_notes(store, [vault / "projects" / "beta.md"])
-    assert report.failures == [
-        f"{vault / 'projects' / 'beta.md'}: a file, not a vault folder (hint: give the vault's folder; nothing was removed)"
-    ]
+    note = vault / "projects" / "beta.md"
+    report = ingest_notes(store, [note])
+    expected = f"{note}: a file, not a vault folder (hint: give the vault's folder; nothing was removed)"
+    assert report.failures == [expected]
 
 
 def test_a_missing_vault_does_not_stop_the_next_vault(store: Store, vault: Path, tmp_path: Path) -> None:
