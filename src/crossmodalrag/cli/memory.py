@@ -148,6 +148,9 @@ def events(args: argparse.Namespace) -> int:
     found = _fetch(args, lambda s: list_events(s, args.source, args.type, args.limit), "events")
     if found is None:
         return 0
+    if not found:
+        narrowed = args.source or args.type
+        notice("no events match --source/--type" if narrowed else "no events yet: run `mem build-memory`")
     for event in found:
         flag = "" if event["supported"] else "  [unsupported]"
         print(f"{(event['first_time'] or '')[:10]}  {event['type']:<8} {event['statement']}{flag}")

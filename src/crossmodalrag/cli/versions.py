@@ -50,6 +50,8 @@ def show_log(args: argparse.Namespace) -> int:
         changes = recent_changes(store.conn, args.limit, args.source)
     if args.json:
         print_json({"changes": [c.to_dict() for c in changes]})
+    elif not changes:
+        notice(f"no changes logged for {args.source}" if args.source else "no changes logged yet")
     for change in changes if not args.json else []:
         row = change.to_dict()
         reason = f"  ({change.reason})" if change.reason else ""
