@@ -177,6 +177,7 @@ def test_eval_without_queries_is_an_error(capsys, vault):
         ["timeline", "--limit", "0"],
         ["log", "--limit", "x"],
         ["memories", "--limit", "0"],
+        ["memories", "--limit", "501"],  # the help says at most 500: refused, not quietly cut
         ["ingest-notes", ""],  # an unset $VAULT: not the current folder, whose other sources would go
         ["ingest-pdf", "papers", " "],
         ["ingest-chat", ""],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from crossmodalrag.cli.arguments import given_path, positive
+from crossmodalrag.cli.arguments import at_most, given_path
 from crossmodalrag.cli.commands import _finish_ingest, _open, _paths, _settings, notice
 from crossmodalrag.cli.progress import ProgressLine
 from crossmodalrag.cli.render import print_json
@@ -70,7 +70,7 @@ def register_memory_commands(sub, common, as_json) -> None:
     p.add_argument("--kind", help="only this kind")
     p.add_argument("--tag", action="append", help="only memories with this tag (repeatable)")
     p.add_argument("--history", action="store_true", help="also memories a newer one superseded")
-    p.add_argument("--limit", type=positive, default=50, help="how many (default 50, at most 500)")
+    p.add_argument("--limit", type=at_most(500), default=50, help="how many (default 50, at most 500)")
     p.set_defaults(run=memories)
 
 
@@ -131,7 +131,8 @@ def memories(args: argparse.Namespace) -> int:
         tags = f" #{' #'.join(item['tags'])}" if item.get("tags") else ""
         print(f"{item['id']:>6}  {item['created'][:10]}  {item['kind']}{tags}{mark}\n        {item['text']}")
     if not found:
-        notice("no memories yet: `mem remember TEXT` stores one")
+        narrowed = args.kind or args.tag
+        notice("no memories match --kind/--tag" if narrowed else "no memories yet: `mem remember TEXT` stores one")
     return 0
 
 

@@ -23,6 +23,18 @@ def non_negative(text: str) -> int:
     return value
 
 
+def at_most(limit: int):
+    """A count from 1 to `limit` (a bigger one is refused, not quietly cut)."""
+
+    def count(text: str) -> int:
+        value = positive(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"must be at most {limit}")
+        return value
+
+    return count
+
+
 def port_number(text: str) -> int:
     """A TCP port to listen on: the socket call's own OverflowError would reach the user as a crash."""
     value = positive(text)
