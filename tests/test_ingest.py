@@ -484,3 +484,15 @@ def test_pdfs_and_chats_whose_file_name_is_not_utf8_fail_alone(store: Store, tmp
     write_jsonl(chats / os.fsdecode(b"s\xe9.jsonl"), [claude_record("u1", None, "user", "hello")])
     report = ingest_conversations(store, [chats])
     assert report.added == 1 and len(report.failures) == 1 and "rename the file" in report.failures[0]
+
+
+def test_confined_ingest_does_not_follow_a_link_out_of_the_folder(store: Store, vault: Path, tmp_path: Path) -> None:
+    """What an agent's memory_ingest does (agent/jobs.py): a symlink in a configured vault must not
+    lead the read outside it. The CLI, run by the vault's owner, still follows it."""
+    secret = write_note(tmp_path / "elsewhere", "secret.md", "The safe code is 4711.\n")
+    (vault / "leak.md").symlink_to(secret)
+    (vault / "inside.md").symlink_to(vault / "alpha.md")  # a link within the vault is fine
+    report = ingest_notes(store, [vault], confine=True)
+    assert report.added == 4 and len(report.failures) == 1 and "outside" in report.failures[0]
+    assert uri(vault, "leak.md") not in sources(store)
+    assert ingest_notes(store, [vault]).added == 1  # unconfined: read as before

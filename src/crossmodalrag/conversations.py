@@ -13,7 +13,7 @@ from pathlib import Path
 
 from crossmodalrag.chunking.turns import chunk_turns, turn_digest
 from crossmodalrag.connectors.chats import ChatRead, find_chat_files, open_chat, session_document
-from crossmodalrag.connectors.files import check_name
+from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.ingest import (
     IngestReport,
@@ -32,9 +32,12 @@ from crossmodalrag.types import Document
 SOURCE_TYPE = "conversation"
 
 
-def ingest_conversations(store: Store, paths: list[Path], progress: Progress | None = None) -> IngestReport:
+def ingest_conversations(
+    store: Store, paths: list[Path], progress: Progress | None = None, confine: bool = False
+) -> IngestReport:
     """Ingest chat files or folders of them. Unreadable files fail alone; within a file a malformed
-    line or conversation is a notice (with its line number) and the rest ingests."""
+    line or conversation is a notice (with its line number) and the rest ingests. `confine`: a file
+    that links outside the folder given fails (connectors/files.py `confined`)."""
     report = IngestReport()
     for given in paths:
         root = Path(given).expanduser().resolve()
@@ -48,7 +51,7 @@ def ingest_conversations(store: Store, paths: list[Path], progress: Progress | N
                 report.failures.append(str(error))
                 continue
             try:
-                chat = open_chat(path)
+                chat = confined(open_chat, root)(path) if confine else open_chat(path)
             except CMRAGError as error:
                 if path == root:  # a file named on purpose; in a folder, other JSON files are not chats
                     report.failures.append(str(error))

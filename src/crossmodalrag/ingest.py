@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable
 from crossmodalrag import versioning
 from crossmodalrag.chunking import CHUNKER_VERSION, chunk_document
 from crossmodalrag.connectors import git, notes
-from crossmodalrag.connectors.files import check_name
+from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.index import fts
 from crossmodalrag.store import Store
@@ -331,9 +331,11 @@ def ingest_notes(
     exclude: list[str] | None = None,
     progress: Progress | None = None,
     allow_mass_delete: bool = False,
+    confine: bool = False,
 ) -> IngestReport:
     """Ingest vaults; notes gone from a vault (deleted, renamed, now excluded) leave the memory,
-    unless more than half of a vault would go (see remove_gone)."""
+    unless more than half of a vault would go (see remove_gone). `confine`: a note that links to a
+    file outside its vault fails instead of being read (connectors/files.py `confined`)."""
     report = IngestReport()
     for root in roots:
         root = Path(root).expanduser().resolve()
@@ -342,7 +344,7 @@ def ingest_notes(
             report.failures.append(f"{root}: {what} (hint: give the vault's folder; nothing was removed)")
             continue
         known = known_fingerprints(store, f"{root}/", "note")
-        seen = ingest_documents(store, _read_vault(root, include, exclude), known, report, progress)
+        seen = ingest_documents(store, _read_vault(root, include, exclude, confine), known, report, progress)
         # A folder that could not be listed fails as a whole: the notes under it are not gone.
         gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
         remove_gone(store, root, gone, len(known), report, allow_mass_delete)
@@ -355,13 +357,15 @@ def ingest_pdfs(
     progress: Progress | None = None,
     ocr_engine: str = "rapidocr",
     allow_mass_delete: bool = False,
+    confine: bool = False,
 ) -> IngestReport:
-    """Ingest PDF files or folders of them. Raises MissingExtraError without the pdf extra."""
+    """Ingest PDF files or folders of them (`confine` as for notes). Raises MissingExtraError without
+    the pdf extra."""
     from crossmodalrag.connectors import pdf
 
     version = pdf.extractor_version_or_raise(ocr_engine)
     read = partial(pdf.read_pdf, ocr_engine=ocr_engine)
-    return _ingest_files(store, paths, "pdf", pdf.find_pdfs, read, progress, version, allow_mass_delete)
+    return _ingest_files(store, paths, "pdf", pdf.find_pdfs, read, progress, version, allow_mass_delete, confine)
 
 
 def ingest_images(
@@ -370,13 +374,15 @@ def ingest_images(
     progress: Progress | None = None,
     engine: str = "rapidocr",
     allow_mass_delete: bool = False,
+    confine: bool = False,
 ) -> IngestReport:
-    """OCR images (files or folders). Raises MissingExtraError without the chosen engine."""
+    """OCR images (files or folders; `confine` as for notes). Raises MissingExtraError without the
+    chosen engine."""
     from crossmodalrag.connectors import images
 
     version = images.extractor_version(engine)
     read = partial(images.read_image, engine=engine)
-    return _ingest_files(store, paths, "image", images.find_images, read, progress, version, allow_mass_delete)
+    return _ingest_files(store, paths, "image", images.find_images, read, progress, version, allow_mass_delete, confine)
 
 
 def _ingest_files(
@@ -388,6 +394,7 @@ def _ingest_files(
     progress: Progress | None,
     extractor: str,
     allow_mass_delete: bool = False,
+    confine: bool = False,
 ) -> IngestReport:
     """Files or folders of one kind (a source type); files of that kind gone from an ingested folder
     leave the memory."""
@@ -399,7 +406,8 @@ def _ingest_files(
             continue
         prefix = f"{path}/" if path.is_dir() else str(path)
         known = known_fingerprints(store, prefix, kind)
-        items = _read_changed(find(path), read, known_file_stamps(store, prefix, kind), extractor)
+        reader = confined(read, path) if confine else read
+        items = _read_changed(find(path), reader, known_file_stamps(store, prefix, kind), extractor)
         seen = ingest_documents(store, items, known, report, progress)
         if not path.is_dir():
             known = {}  # a single file: nothing else under it can have gone
@@ -453,8 +461,11 @@ def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Itera
             yield Failure(str(path), error)
 
 
-def _read_vault(root: Path, include: list[str] | None, exclude: list[str] | None) -> Iterable[Document | Failure]:
-    return _read_each(notes.find_notes(root, include or [], exclude or []), lambda path: notes.read_note(root, path))
+def _read_vault(
+    root: Path, include: list[str] | None, exclude: list[str] | None, confine: bool = False
+) -> Iterable[Document | Failure]:
+    read = partial(notes.read_note, root)
+    return _read_each(notes.find_notes(root, include or [], exclude or []), confined(read, root) if confine else read)
 
 
 def ingest_git(

@@ -129,16 +129,18 @@ def ingest_work(settings: Settings, connector: str, path: Path) -> Work:
         from crossmodalrag.conversations import ingest_conversations
 
         step = lambda report: progress(report.to_dict())  # noqa: E731
+        # confine: a symlink inside a configured folder must not lead the agent's read outside it.
         if connector == "notes":
-            report = ingest.ingest_notes(store, [path], settings.notes_include, settings.notes_exclude, step)
+            notes = ingest.ingest_notes
+            report = notes(store, [path], settings.notes_include, settings.notes_exclude, step, confine=True)
         elif connector == "git":
             report = ingest.ingest_git(store, [path], settings.git_max_commits or None, progress=step)
         elif connector == "pdf":
-            report = ingest.ingest_pdfs(store, [path], step, settings.ocr_engine)
+            report = ingest.ingest_pdfs(store, [path], step, settings.ocr_engine, confine=True)
         elif connector == "image":
-            report = ingest.ingest_images(store, [path], step, settings.ocr_engine)
+            report = ingest.ingest_images(store, [path], step, settings.ocr_engine, confine=True)
         else:
-            report = ingest_conversations(store, [path], step)
+            report = ingest_conversations(store, [path], step, confine=True)
         return {**report.to_dict(), "embedded": embed_new(store, settings) if report.chunks else 0}
 
     return work

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from crossmodalrag.errors import ConnectorError
+
+T = TypeVar("T")
 
 
 def find_files(path: Path, suffixes: tuple[str, ...]) -> Iterator[Path]:
@@ -33,3 +35,20 @@ def check_name(path: Path) -> None:
         shown = os.fsencode(path).decode("utf-8", "replace")
         shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown)  # one line, even for "\n"
         raise ConnectorError(f"{shown}: file name is not valid UTF-8", "rename the file") from error
+
+
+def confined(read: Callable[[Path], T], root: Path) -> Callable[[Path], T]:
+    """`read`, refusing a file found under `root` (resolved) that is a link to somewhere outside it:
+    where a configured folder bounds what may be read (an agent's `memory_ingest`), a symlink in it
+    must not carry the read elsewhere. Raises ConnectorError for such a file."""
+
+    def guarded(path: Path) -> T:
+        try:
+            target = path.resolve()
+        except OSError:
+            target = path
+        if target != root and root not in target.parents:
+            raise ConnectorError(f"{path}: a link to {target}, outside {root}", "only files inside the folder are read")
+        return read(path)
+
+    return guarded
