@@ -279,6 +279,9 @@ def test_globs_narrow_what_is_stored_and_a_newly_excluded_note_leaves(store: Sto
     assert set(sources(store)) == {uri(vault, "projects/beta.md")}
     assert searched_uris(store, "dragons") == set()
     assert_consistent(store)
+    report = ingest_notes(store, [vault], include=["[projects"])  # a typo selecting nothing: not "all deleted"
+    assert report.removed == 0 and "selects none of its notes" in report.failures[0]
+    assert set(sources(store)) == {uri(vault, "projects/beta.md")}
 
 
 def test_bumping_the_chunker_version_rederives_every_source(

@@ -345,6 +345,12 @@ def ingest_notes(
             continue
         known = known_fingerprints(store, f"{root}/", "note")
         seen = ingest_documents(store, _read_vault(root, include, exclude, confine), known, report, progress)
+        if include and known and not seen:  # a mistyped pattern, not every note deleted
+            shown = " ".join(f"--include {pattern!r}" for pattern in include)
+            report.failures.append(
+                f"{root}: {shown} selects none of its notes (hint: check the pattern; nothing was removed)"
+            )
+            continue
         # A folder that could not be listed fails as a whole: the notes under it are not gone.
         gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
         remove_gone(store, root, gone, len(known), report, allow_mass_delete)
