@@ -71,7 +71,8 @@ def read_commits(
         message = result.stderr.decode("utf-8", "replace").strip()
         raise ConnectorError(
             f"{root}: git log failed: {message.splitlines()[-1] if message else result.returncode}",
-            "run `git fsck` in the repository",
+            ("check the --author pattern (a regular expression), then " if author else "")
+            + "run `git fsck` in the repository",
         )
     output = result.stdout.decode("utf-8", "replace")
     records = output.split(RECORD)[1:]
