@@ -15,10 +15,12 @@ no-model gate, then `gate_margin` on the excerpt the product picks), in both mem
 - `absent`: the other memory, where no filing of that company exists (every answer would be about
   another company: the gate should refuse).
 `--answer N` also runs the whole `mem ask` path (gate, answer, sentence checks) on the first N
-questions in both memories, and counts what `--old-threshold` would have refused at the gate.
-Reported: the no-model gate's refusals, the margins' ROC AUC (filing among the excerpts vs absent),
-the share refused at the current threshold, and the highest threshold keeping `--keep` of the
-questions whose filing is among the excerpts. Prints one JSON object on stdout; progress on stderr.
+questions in both memories, at `--threshold` (default: the setting), and counts what the gate at
+`--also-threshold` would have refused as well.
+Reported: the no-model gate's refusals, the margins' ROC AUC (filing among the excerpts vs absent;
+a gold page among them vs absent), the share refused at the current threshold, the highest threshold
+keeping `--keep` of the questions whose filing is among the excerpts, and the one maximising Youden's
+J (the gold page in view kept minus absent kept). Prints one JSON object on stdout; progress on stderr.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def judge(settings, llm, question: dict, condition: str) -> dict:
             page_in_excerpts=any(d == question["doc_name"] and p in gold_pages(question) for d, p in docs),
             judged_filing=Path(judged.hit.source_uri).stem == question["doc_name"],
             margin=round(gate_margin(llm, text, answer.evidence, settings.llm_evidence_chars, judged), 3),
-            threshold=gate_min_margin(settings, text, judged),
+            threshold=gate_min_margin(settings, text),
         )
     return row
 
@@ -100,26 +102,37 @@ def answer(settings, llm, question: dict, condition: str) -> dict:
     }
 
 
-def answered(rows: list[dict], old_threshold: float) -> dict:
-    """Per condition: answered, abstained by reason; and what the threshold before this bench gave
-    (a margin below it abstains at the gate; above it the same deterministic answer follows)."""
+def answered(rows: list[dict], also: float) -> dict:
+    """Per condition: answered, abstained by reason; and the abstentions in all with the gate at
+    `also` as well (a margin below it abstains at the gate; above it the same deterministic answer
+    follows)."""
     out = {}
     for condition in ("filing", "absent"):
         part = [r for r in rows if r["condition"] == condition]
         reasons: dict[str, int] = {}
         for r in part:
             reasons[r["reason"] or "answered"] = reasons.get(r["reason"] or "answered", 0) + 1
-        before = sum(
-            r["abstained"] or (r["gate_margin"] is not None and r["gate_margin"] < old_threshold) for r in part
-        )
+        stricter = sum(r["abstained"] or (r["gate_margin"] is not None and r["gate_margin"] < also) for r in part)
         out[condition] = {
             "questions": len(part),
             "outcomes": reasons,
             "answered_citing_the_filing": sum(not r["abstained"] and r["cites_filing"] for r in part),
             "answered_citing_a_gold_page": sum(not r["abstained"] and r["cites_gold_page"] for r in part),
-            f"abstained_at_gate_threshold_{old_threshold}": before,
+            f"abstained_with_the_gate_at_{also}": stricter,
         }
     return out
+
+
+def youden(kept: list[float], refused: list[float]) -> dict | None:
+    """The threshold (just below a kept margin) with the most of `kept` at or above it minus the most
+    of `refused` at or above it: calibrated both ways, where keep-95% looks at one side only."""
+    if not kept or not refused:
+        return None
+    best = max(
+        (sum(m >= t for m in kept) / len(kept) - sum(m >= t for m in refused) / len(refused), t)
+        for t in (round(m - 0.005, 3) for m in kept)
+    )
+    return {"threshold": best[1], "j": round(best[0], 3)}
 
 
 def fit(margins: list[float], keep: float) -> float | None:
@@ -139,6 +152,7 @@ def summary(rows: list[dict], keep: float) -> dict:
     def refused(margins: list[float], at: float | None) -> float | None:
         return round(sum(m < at for m in margins) / len(margins), 4) if margins and at is not None else None
 
+    page = [r["margin"] for r in judged if r["condition"] == "filing" and r["page_in_excerpts"]]
     return {
         "questions": {c: sum(r["condition"] == c for r in questions) for c in ("filing", "absent")},
         "refused_before_the_model": {
@@ -162,6 +176,8 @@ def summary(rows: list[dict], keep: float) -> dict:
             "refused_filing": refused(kept, fitted),
             "refused_absent": refused(absent, fitted),
         },
+        "auc_page_vs_absent": auc(page, absent, digits=3),
+        "youden": youden(page, absent),
     }
 
 
@@ -174,7 +190,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: the product's rule)")
     parser.add_argument("--questions", type=int, help="the gate's margins for the first N questions (default: all)")
     parser.add_argument("--answer", type=int, default=0, metavar="N", help="also answer the first N questions")
-    parser.add_argument("--old-threshold", type=float, default=-0.84, help="the document threshold before (session 23)")
+    parser.add_argument("--threshold", type=float, help="the gate's threshold for the answers (default: the setting's)")
+    parser.add_argument("--also-threshold", type=float, default=-0.84, help="count what this one would refuse too")
     args = parser.parse_args()
     clean_environment()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gate-documents-"))
@@ -200,6 +217,8 @@ def main() -> None:
             rows.append(judge(settings_for(db, env), llm, question, condition))
         log(f"{number}/{len(questions)}: {[r.get('margin') for r in rows[-2:]]}")
     answers = []
+    if args.threshold is not None:
+        env["CMRAG_ABSTAIN_MIN_MARGIN"] = str(args.threshold)
     for number, question in enumerate(
         [q for q in questions if query_form(q["question"]) == "question"][: args.answer], 1
     ):
@@ -213,7 +232,7 @@ def main() -> None:
         "machine": machine(),
         "source": source_state(),
         **summary(rows, args.keep),
-        **({"answers": answered(answers, args.old_threshold)} if answers else {}),
+        **({"answers": answered(answers, args.also_threshold)} if answers else {}),
         "wall_seconds": round(time.perf_counter() - started, 1),
         "rows": rows,
         "answer_rows": answers,

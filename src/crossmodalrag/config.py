@@ -88,7 +88,6 @@ SCALARS: dict[str, Setting] = {
     "abstain_min_margin": Setting("llm", float),
     "abstain_min_margin_statements": Setting("llm", float),
     "abstain_min_margin_conjectures": Setting("llm", float),
-    "abstain_min_margin_documents": Setting("llm", float),
     "verify_min_margin": Setting("llm", float),
     "verify_min_premise_margin": Setting("llm", _margin_or_off),
     "abstain_min_subject_share": Setting("llm", _fraction),
@@ -203,12 +202,6 @@ class Settings:
     abstain_min_margin: float = -0.84  # "does the excerpt about whom the question names answer it?"
     abstain_min_margin_statements: float = -1.89  # the same, for a query that states something
     abstain_min_margin_conjectures: float = -1.17  # the same, for "would she ...?" (answer/forms.py `query_form`)
-    # Session 24: a question judged against a document excerpt (note, PDF page, commit, image), fitted
-    # by the same keep-95% rule on FinanceBench dev (bench/gate_documents.py: each question with its
-    # filing in memory and with only other companies' filings): the 14 whose answer page is among the
-    # excerpts all kept; -0.84 refused 3 of them. It refuses 7 of 57 asked without their filing (the
-    # sentence checks after it withhold more: docs/benchmarks.md).
-    abstain_min_margin_documents: float = -1.23
     # "do the cited excerpts support this sentence?" Session 7: 80 LoCoMo dev questions (seeds 0-2,
     # one set of cached answers, bench/answer_replay.py): -1.0 answers 45/64, refuses 14/16 adversarial;
     # -1.5 47/64 and 13/16; -0.5 41/64 and 14/16 (docs/benchmarks.md). Session 8, the same draws (new

@@ -108,7 +108,7 @@ def ask_with_llm(
             judged = next(item for item in evidence if item.hit is best)
             checks["gate_margin"] = round(gate_margin(llm, query, evidence, budget, judged), 3)
             checks["gate_evidence"] = judged.id
-            checks["gate_min_margin"] = gate_min_margin(settings, query, judged)
+            checks["gate_min_margin"] = gate_min_margin(settings, query)
             timing["gate_seconds"] = time.perf_counter() - checked
         if checks.get("gate_margin", 0.0) < checks.get("gate_min_margin", 0.0):
             answer = _abstain(fallback, LLM_INSUFFICIENT, _not_answered_text(evidence), model, checks, timing)

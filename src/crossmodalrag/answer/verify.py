@@ -214,21 +214,12 @@ GATE_THRESHOLDS = {
 }
 
 
-# Where the questions' threshold was fitted (LoCoMo): a chat turn or an agent's memory, a line or two.
-SHORT_KINDS = ("conversation", "memory")
-
-
-def gate_min_margin(settings: Settings, query: str, judged: Evidence | None = None) -> float:
+def gate_min_margin(settings: Settings, query: str) -> float:
     """The gate's threshold for this query's form. The judge scores statements and conjectures lower
     than questions whatever the evidence (SciFact claims, LoCoMo's "would she ...?" against its other
     questions), so one threshold for all would be set by them; each form has its own, fitted by
-    bench/calibrate_margin.py. A question whose `judged` excerpt is a document (a note section, a
-    PDF page, a commit, an image's text) has its own too: over long excerpts the judge leans no even
-    when the answer is there (bench/gate_documents.py)."""
-    form = query_form(query)
-    if form == "question" and judged is not None and judged.hit.source_type not in SHORT_KINDS:
-        return settings.abstain_min_margin_documents
-    return getattr(settings, GATE_THRESHOLDS[form])
+    bench/calibrate_margin.py."""
+    return getattr(settings, GATE_THRESHOLDS[query_form(query)])
 
 
 def gate_margin(
