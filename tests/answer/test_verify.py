@@ -231,6 +231,7 @@ def test_generation_stops_after_the_short_answer_and_three_sentences(retriever, 
 def test_a_sentence_citing_only_another_persons_words_fails_without_the_judge(store, settings: Settings, tmp_path):
     vault = tmp_path / "chat"
     write_note(vault, "race.md", "# Charity race\n\nMelanie: after the charity race I realized self-care matters.\n")
+    write_note(vault, "team.md", "# Team\n\nCaroline joined in May.\n")  # known to memory, not to the race note
     ingest_notes(store, [vault])
     retriever = open_retriever(store, settings, lexical_only=True)
     question = "What did Caroline realize after the charity race?"

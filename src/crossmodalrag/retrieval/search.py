@@ -36,6 +36,7 @@ from crossmodalrag.retrieval.dates import DATE_FACTOR, named_spans, within
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
 from crossmodalrag.retrieval.gate import NEVER, is_weak, model_cosines
+from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
 from crossmodalrag.store import Store
@@ -112,6 +113,7 @@ class SearchResult:
     term_weights: dict[str, float] = field(default_factory=dict)
     matched_terms: int = 0  # distinct query terms in the best-covering hit
     embed_model: str | None = None  # the embedding model behind `similarity` (its gate thresholds)
+    unknown_names: list[str] = field(default_factory=list)  # the question's names nothing in memory holds
 
 
 def search(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None" = None) -> SearchResult:
@@ -135,8 +137,11 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
         vector = semantic.query_vector(query)
         asked = _vector_candidates(conn, semantic, vector, lexical, every_match, top, options, limit)
     pool = set(lexical) | set(asked)
+    unknown = unknown_names(conn, query)
     if not pool:
-        return SearchResult([], [t.word for t in terms], 0.0, None, semantic is not None, None, weights)
+        return SearchResult(
+            [], [t.word for t in terms], 0.0, None, semantic is not None, None, weights, 0, None, unknown
+        )
     model = semantic.embedder.identity.name if semantic is not None else None
     dated = named_spans(query)
     known = PoolRows(conn, pool, weights, semantic, options)
@@ -152,7 +157,16 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     coverage, matched = best_coverage(found, needed)
     similarity = max((asked[h.chunk_id] for h in hits if h.chunk_id in asked), default=None)
     return SearchResult(
-        hits, [t.word for t in terms], coverage, similarity, semantic is not None, None, weights, matched, model
+        hits,
+        [t.word for t in terms],
+        coverage,
+        similarity,
+        semantic is not None,
+        None,
+        weights,
+        matched,
+        model,
+        unknown,
     )
 
 
@@ -312,8 +326,10 @@ def _search_comparison(
     chosen: dict[int, Hit] = {}
     missing = []
     for side, result in passes:
-        # A side's pass always returns something once vectors exist; count it only if it is not weak.
-        found = [] if is_weak(result, options) else result.hits
+        # A side's pass always returns something once vectors exist; count it only if it is not weak
+        # and names nothing memory lacks (a side's first word is a name as often as not).
+        unknown = any(name in side.split() for name in whole.unknown_names)
+        found = [] if unknown or is_weak(result, options) else result.hits
         if not found:
             missing.append(side)
         for hit in found:
@@ -337,6 +353,7 @@ def _search_comparison(
         whole.term_weights,
         best.matched_terms,
         whole.embed_model,
+        whole.unknown_names if len(missing) == len(sides) else [],  # a side found is answered; one not, reported
     )
 
 

@@ -85,7 +85,8 @@ class PastRetriever(Retriever):
         # The abstention gate reads the coverage of the side the best hit came from (none: nothing found).
         source = results[-1] if hits and hits[0].chunk_id < 0 else live
         coverage, matched = (source.coverage, source.matched_terms) if hits else (0.0, 0)
-        result = replace(source, hits=hits, coverage=coverage, matched_terms=matched)
+        unknown = [name for name in live.unknown_names if all(name in r.unknown_names for r in results)]
+        result = replace(source, hits=hits, coverage=coverage, matched_terms=matched, unknown_names=unknown)
         if self.past.older is not None:  # two lexical rankings merged: no hybrid score or similarity
             result = replace(result, hybrid=False, similarity=None)
         return result

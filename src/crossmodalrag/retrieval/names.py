@@ -1,0 +1,60 @@
+"""The names a question uses that nothing in memory holds: what it asks about is not stored.
+
+The coverage gate (gate.py) refuses only evidence sharing almost nothing with the question, since
+words are paraphrased ("capex" for "capital expenditures"). Names are not: a question about AMCOR,
+Kenvue or Upjohn in a memory where no chunk has that word at all cannot be answered from it, however
+well the rest of its words match other sources. FinanceBench dev (bench/gate_documents.py), each
+question asked of a memory holding only other companies' filings: a name of 19 of the 62 is nowhere
+in it (AMCOR, Adobe, JnJ, Kenvue, Upjohn, ...), while asked of the memory with its filing, none of
+the 62; end to end, the model had answered 4 of the first 20 from another company's filing, 3 of
+them among those.
+
+A name here is a word inside the question (not its first) that is capitalised and has lower-case
+letters ("Adobe", "JnJ", "PepsiCo", "Zürich"), or is all capitals and at least five letters long
+("AMCOR"; shorter ones are mostly a field's abbreviations, "COGS", "FY", which its texts spell out).
+Not in German, which capitalises every noun.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import sqlite3
+
+from crossmodalrag.index import fts
+from crossmodalrag.retrieval.stopwords import ANY_LANGUAGE, guess_language
+
+_WORD = re.compile(r"[^\W\d_]+")
+_NOT_NAMES = frozenset(
+    [name.lower() for name in (*calendar.month_name, *calendar.day_name) if name] + ["today", "yesterday", "tomorrow"]
+)
+MIN_CAPITALS = 5  # an all-capitals word this long is a name; shorter, mostly an abbreviation
+
+
+def question_names(query: str) -> list[str]:
+    """The name-like words of a question, in order, once each (see the module docstring)."""
+    if guess_language([w.lower() for w in _WORD.findall(query)]) == "de":
+        return []
+    names: list[str] = []
+    for match in _WORD.finditer(query):
+        word, before = match.group(0), query[: match.start()].rstrip()
+        if not before or before[-1] in ".!?:;\"'(“‘":
+            continue  # a sentence's first word is capitalised anyway
+        title_case = word[0].isupper() and any(c.islower() for c in word[1:])
+        capitals = word.isupper() and len(word) >= MIN_CAPITALS
+        if (title_case or capitals) and word.lower() not in ANY_LANGUAGE and word.lower() not in _NOT_NAMES:
+            names.append(word)
+    return list(dict.fromkeys(names))
+
+
+def unknown_names(conn: sqlite3.Connection, query: str) -> list[str]:
+    """The question's names that no indexed chunk holds, as the index spells words (stemmed, folded)."""
+    names = question_names(query)
+    if not names:
+        return []
+    analyzed = fts.analyze(conn, names)
+    tokens = sorted({token for found in analyzed for token in found})
+    if not tokens:
+        return []
+    _, frequencies = fts.document_frequencies(conn, tokens)
+    return [name for name, found in zip(names, analyzed, strict=True) if found and not any(map(frequencies.get, found))]

@@ -1,0 +1,57 @@
+"""Names a question uses that nothing in memory holds (retrieval/names.py) and the gate that reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crossmodalrag.answer.evidence import abstention_text
+from crossmodalrag.ingest import ingest_notes
+from crossmodalrag.retrieval.gate import is_weak
+from crossmodalrag.retrieval.names import question_names
+from crossmodalrag.retrieval.search import SearchOptions, search
+from tests.conftest import write_note
+
+
+@pytest.mark.parametrize(
+    ("question", "names"),
+    [
+        ("What industry does AMCOR primarily operate in?", ["AMCOR"]),  # five capitals or more: a name
+        ("Is growth in JnJ's adjusted EPS expected to accelerate in FY2023?", ["JnJ"]),  # EPS, FY: abbreviations
+        ("Is 3M a capital-intensive business?", []),
+        ("How much did PepsiCo borrow from Zürich banks?", ["PepsiCo", "Zürich"]),
+        ("What did Caroline do in May and on Friday?", ["Caroline"]),  # months and days are no names
+        ("Why did I change the parser? Because It was slow", []),  # a sentence's first word
+        ("Wann hat Anna das Haus gekauft?", []),  # German capitalises every noun
+    ],
+)
+def test_question_names(question, names):
+    assert question_names(question) == names
+
+
+@pytest.fixture
+def memory(store, tmp_path: Path):
+    notes = {
+        "adobe.md": "# Adobe results\n\nAdobe grew its operating margin to 35 percent in fiscal 2022.",
+        "margins.md": "# Margins\n\nOur operating margin fell because packaging costs rose.",
+    }
+    for name, text in notes.items():
+        write_note(tmp_path / "v", name, text)
+    ingest_notes(store, [tmp_path / "v"])
+    return store
+
+
+def test_a_name_nowhere_in_memory_is_refused_whatever_else_matches(memory):
+    asked = "What was the operating margin of Kenvue in fiscal 2022?"
+    found = search(memory, asked, SearchOptions())
+    assert found.hits and found.coverage > 0.4  # the rest of the question matches well
+    assert found.unknown_names == ["Kenvue"] and is_weak(found, SearchOptions())
+    assert abstention_text(found, SearchOptions()).endswith('(nothing in memory mentions "Kenvue").')
+    known = search(memory, "What was the operating margin of Adobe in fiscal 2022?", SearchOptions())
+    assert known.unknown_names == [] and not is_weak(known, SearchOptions())
+
+
+def test_a_comparison_with_one_side_unknown_answers_the_other(memory):
+    found = search(memory, "Adobe vs Kenvue operating margin", SearchOptions())
+    assert not is_weak(found, SearchOptions()) and found.comparison["missing"] == ["Kenvue operating margin"]
