@@ -8,8 +8,9 @@ answer is in memory, in each set, then refuse as many of the others as possible.
   covering hit must hold `min_coverage` of the question's idf weight. A stricter lexical rule cannot
   tell an answerable question from a same-topic one whose answer is missing (both share the topic's
   words; measured on the dev sets): judging those is the language model's job (answer/verify.py).
-- A name of the question that no chunk in memory holds at all ("AMCOR", "Kenvue") is refused
-  whatever else matches: names are not paraphrased as other words are (names.py).
+- A question (not a statement or a guess) naming something no chunk in memory holds at all
+  ("AMCOR", "Kenvue") is refused whatever else matches, when its best evidence is a document:
+  names are not paraphrased as other words are (names.py).
 - With vectors, the best cosine also counts, on the active model's own scale (MiniLM and
   multilingual-e5 cosines are not comparable): below the model's `floor` nothing retrieved is about
   the question, whatever words it shares, unless one passage holds every one of them (rare words
@@ -52,6 +53,18 @@ MODEL_COSINES: dict[str, Cosines] = {
 }
 
 
+# Where a question's names are not checked: chat turns and agent memories. LoCoMo dev asks of them with
+# names spelled otherwise ("Lebron James" of "LeBron"), misspelled ("Tennesee") or capitalised common
+# nouns ("What Console does Nate own?"): 7 of its 762 answerable questions named something the
+# conversation never holds.
+SHORT_KINDS = ("conversation", "memory")
+
+
+def unknown_names(result: "SearchResult") -> list[str]:
+    """The question's names nothing in memory holds (names.py), when its best evidence is a document."""
+    return result.unknown_names if result.hits and result.hits[0].source_type not in SHORT_KINDS else []
+
+
 def model_cosines(options: "SearchOptions", model: str | None) -> Cosines | None:
     """The cosine thresholds in force: each one set in the settings wins over the model's fitted
     one; None when neither exists (a model nobody calibrated, no override: judged by words)."""
@@ -67,7 +80,7 @@ def is_weak(result: "SearchResult", options: "SearchOptions") -> bool:
     """No hits; or the question names something nothing in memory holds (names.py); or, with
     vectors, nothing close enough in meaning; or too little of the question covered by words and
     not close in meaning either."""
-    if not result.hits or result.unknown_names:
+    if not result.hits or unknown_names(result):
         return True
     cosines = model_cosines(options, result.embed_model) if result.similarity is not None else None
     if cosines is None:
@@ -79,7 +92,7 @@ def is_weak(result: "SearchResult", options: "SearchOptions") -> bool:
 
 def reason(result: "SearchResult", options: "SearchOptions") -> str:
     """Why the gate refused, in numbers a user can act on (the settings to change)."""
-    if result.unknown_names:
+    if unknown_names(result):
         return "nothing in memory mentions " + " or ".join(f'"{name}"' for name in result.unknown_names)
     covered = f"{result.coverage:.1%} of the question's terms (needs {options.min_coverage:.1%})"
     cosines = model_cosines(options, result.embed_model) if result.similarity is not None else None

@@ -4,15 +4,16 @@ The coverage gate (gate.py) refuses only evidence sharing almost nothing with th
 words are paraphrased ("capex" for "capital expenditures"). Names are not: a question about AMCOR,
 Kenvue or Upjohn in a memory where no chunk has that word at all cannot be answered from it, however
 well the rest of its words match other sources. FinanceBench dev (bench/gate_documents.py), each
-question asked of a memory holding only other companies' filings: a name of 19 of the 62 is nowhere
-in it (AMCOR, Adobe, JnJ, Kenvue, Upjohn, ...), while asked of the memory with its filing, none of
-the 62; end to end, the model had answered 4 of the first 20 from another company's filing, 3 of
-them among those.
+question asked of a memory holding only other companies' filings: a name of 17 of its 57 questions
+is nowhere in it (AMCOR, Adobe, JnJ, Kenvue, Upjohn, ...), while asked of the memory with its filing,
+none; end to end, the model had answered 4 of the first 20 from another company's filing, 3 of them
+among those.
 
 A name here is a word inside the question (not its first) that is capitalised and has lower-case
 letters ("Adobe", "JnJ", "PepsiCo", "Zürich"), or is all capitals and at least five letters long
 ("AMCOR"; shorter ones are mostly a field's abbreviations, "COGS", "FY", which its texts spell out).
-Not in German, which capitalises every noun.
+Not in German, which capitalises every noun. The gate reads them only when the best evidence is a
+document (gate.py `SHORT_KINDS`).
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ import calendar
 import re
 import sqlite3
 
+from crossmodalrag.answer.forms import query_form
 from crossmodalrag.index import fts
 from crossmodalrag.retrieval.stopwords import ANY_LANGUAGE, guess_language
 
 _WORD = re.compile(r"[^\W\d_]+")
-_NOT_NAMES = frozenset(
-    [name.lower() for name in (*calendar.month_name, *calendar.day_name) if name] + ["today", "yesterday", "tomorrow"]
-)
+_CALENDAR = (*calendar.month_name, *calendar.month_abbr, *calendar.day_name, *calendar.day_abbr)
+_NOT_NAMES = frozenset([name.lower() for name in _CALENDAR if name] + ["sept", "today", "yesterday", "tomorrow"])
+MIN_LETTERS = 3  # "Dr", "Mr", "St": titles and abbreviations, not names
 MIN_CAPITALS = 5  # an all-capitals word this long is a name; shorter, mostly an abbreviation
 
 
@@ -40,7 +42,7 @@ def question_names(query: str) -> list[str]:
         word, before = match.group(0), query[: match.start()].rstrip()
         if not before or before[-1] in ".!?:;\"'(“‘":
             continue  # a sentence's first word is capitalised anyway
-        title_case = word[0].isupper() and any(c.islower() for c in word[1:])
+        title_case = word[0].isupper() and any(c.islower() for c in word[1:]) and len(word) >= MIN_LETTERS
         capitals = word.isupper() and len(word) >= MIN_CAPITALS
         if (title_case or capitals) and word.lower() not in ANY_LANGUAGE and word.lower() not in _NOT_NAMES:
             names.append(word)
@@ -48,8 +50,9 @@ def question_names(query: str) -> list[str]:
 
 
 def unknown_names(conn: sqlite3.Connection, query: str) -> list[str]:
-    """The question's names that no indexed chunk holds, as the index spells words (stemmed, folded)."""
-    names = question_names(query)
+    """The names of a question (not a statement or a guess: what "would she ...?" asks about is
+    often not stored by design) that no indexed chunk holds, as the index spells words."""
+    names = question_names(query) if query_form(query) == "question" else []
     if not names:
         return []
     analyzed = fts.analyze(conn, names)

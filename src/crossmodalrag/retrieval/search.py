@@ -326,10 +326,8 @@ def _search_comparison(
     chosen: dict[int, Hit] = {}
     missing = []
     for side, result in passes:
-        # A side's pass always returns something once vectors exist; count it only if it is not weak
-        # and names nothing memory lacks (a side's first word is a name as often as not).
-        unknown = any(name in side.split() for name in whole.unknown_names)
-        found = [] if unknown or is_weak(result, options) else result.hits
+        # A side's pass always returns something once vectors exist; count it only if it is not weak.
+        found = [] if is_weak(result, options) else result.hits
         if not found:
             missing.append(side)
         for hit in found:
@@ -353,7 +351,7 @@ def _search_comparison(
         whole.term_weights,
         best.matched_terms,
         whole.embed_model,
-        whole.unknown_names if len(missing) == len(sides) else [],  # a side found is answered; one not, reported
+        [],  # a comparison is never refused for a name: a side without evidence is reported instead
     )
 
 
