@@ -223,18 +223,15 @@ def test_progress_is_not_drawn_when_stderr_is_not_a_terminal(capsys, vault):
     ("argv", "shown"),
     [
         (["remember", os.fsdecode(b"bad \xff bytes")], "'bad \ufffd bytes'"),
-        (["memories", "--tag", os.fsdecode(b"ops\xff")], "--tag 'ops\ufffd'"),
+        (["memories", "--tag", os.fsdecode(b"ops\xff")], "'ops\ufffd'"),
         (["checkpoint", os.fsdecode(b"v\xff")], "'v\ufffd'"),
         (["ask", os.fsdecode(b"caf\xe9?"), "--no-llm"], "'caf\ufffd?'"),
     ],
 )
 def test_arguments_that_are_not_utf8_are_one_error_line(capsys, argv, shown):
     code, _, err = run(capsys, *argv)
-    assert (
-        code == 1
-        and err.strip()
-        == f"error: {shown} is not valid UTF-8 (hint: mem reads its arguments as UTF-8: check the terminal's encoding)"
-    )
+    hint = "mem reads its arguments as UTF-8: check the terminal's encoding"
+    assert code == 1 and err.strip() == f"error: the argument {shown} is not valid UTF-8 (hint: {hint})"
 
 
 def test_an_empty_question_or_an_empty_date_window_is_an_error(capsys, vault):

@@ -219,41 +219,24 @@ def fail(message: str, hint: str = "") -> int:
 
 def _not_utf8(args: argparse.Namespace) -> str | None:
     """The first argument holding bytes that are not UTF-8 (Python keeps them as lone surrogates,
-    which SQLite, JSON and the terminal reject deep inside a command), as the user typed it."""
-    for name, value in vars(args).items():
+    which SQLite, JSON and the terminal reject deep inside a command), shown as it decodes."""
+    for value in vars(args).values():
         for item in value if isinstance(value, list) else [value]:
             if not isinstance(item, (str, Path)):
                 continue
             try:
                 str(item).encode("utf-8")
             except UnicodeEncodeError:
-                shown = repr(os.fsencode(item).decode("utf-8", "replace"))
-                return shown if name in POSITIONAL else f"--{name.replace('_', '-')} {shown}"
+                return repr(os.fsencode(item).decode("utf-8", "replace"))
     return None
-
-
-# The commands' positional arguments (their dest): named by value alone in a message.
-POSITIONAL = {
-    "action",
-    "content",
-    "dest",
-    "name",
-    "paths",
-    "point",
-    "query",
-    "since",
-    "source",
-    "source_id",
-    "until",
-    "uri",
-}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if undecodable := _not_utf8(args):
         return fail(
-            f"{undecodable} is not valid UTF-8", "mem reads its arguments as UTF-8: check the terminal's encoding"
+            f"the argument {undecodable} is not valid UTF-8",
+            "mem reads its arguments as UTF-8: check the terminal's encoding",
         )
     try:
         refuse_unported(args.command, vars(args))  # CMRAG_DB_URL set: only what PostgreSQL runs so far
