@@ -252,6 +252,19 @@ def analyze(
     return tokens
 
 
+def has_prefix(conn: sqlite3.Connection, prefix: str) -> bool:
+    """Whether some indexed token starts with `prefix` (an index token, folded)."""
+    if on_postgres(conn):
+        from crossmodalrag.store.postgres import lexical
+
+        return lexical.has_prefix(conn, prefix)
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.index_terms USING fts5vocab(main, chunks_fts, row)")
+    found = conn.execute(
+        "SELECT 1 FROM temp.index_terms WHERE term >= ? AND term < ? LIMIT 1", (prefix, prefix + "\U0010ffff")
+    )
+    return found.fetchone() is not None
+
+
 def document_frequencies(conn: sqlite3.Connection, tokens: list[str]) -> tuple[int, dict[str, int]]:
     """(number of indexed chunks, chunks containing each token)."""
     if on_postgres(conn):

@@ -135,6 +135,14 @@ def corpus_statistics(conn) -> tuple[int, int]:
     return int(total), int(length)
 
 
+def has_prefix(conn, prefix: str) -> bool:
+    """Whether a lexeme visible to this client starts with `prefix` (a B-tree range: lexemes sort bytewise)."""
+    found = conn.execute(
+        "SELECT 1 FROM chunk_postings WHERE lexeme >= ? AND lexeme < ? LIMIT 1", (prefix, prefix + "\U0010ffff")
+    )
+    return found.fetchone() is not None
+
+
 def document_frequencies(conn, tokens: list[str]) -> tuple[int, dict[str, int]]:
     """(chunks indexed, chunks containing each token), under the client's row-level security; one
     round trip (the row without a lexeme is the chunk count)."""
