@@ -65,7 +65,7 @@ def judge(settings, llm, question: dict, condition: str) -> dict:
         result = retriever.search(text, answering=True)
         answer = evidence_answer(text, result, retriever.options, started, 0.0)
         row = {"condition": condition, "question": text, "form": query_form(text), "no_model_refused": answer.abstained}
-        if answer.abstained:
+        if answer.abstained or llm is None:
             return row
         docs = [(Path(e.hit.source_uri).stem, e.hit.page) for e in answer.evidence]
         judged = gate_evidence(text, answer.evidence)
@@ -192,6 +192,7 @@ def main() -> None:
     parser.add_argument("--answer", type=int, default=0, metavar="N", help="also answer the first N questions")
     parser.add_argument("--threshold", type=float, help="the gate's threshold for the answers (default: the setting's)")
     parser.add_argument("--also-threshold", type=float, default=-0.84, help="count what this one would refuse too")
+    parser.add_argument("--no-model", action="store_true", help="the gate before the model only (no margins)")
     args = parser.parse_args()
     clean_environment()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gate-documents-"))
@@ -209,7 +210,7 @@ def main() -> None:
         "CMRAG_EMBED_MODEL": "BAAI/bge-small-en-v1.5",  # not on disk offline: lexical, as the memories are
     }
     started = time.perf_counter()
-    llm = load_llm(settings_for(dbs[0], env))
+    llm = None if args.no_model else load_llm(settings_for(dbs[0], env))
     rows = []
     for number, question in enumerate(questions[: args.questions], 1):
         own = half[question["company"]]

@@ -4,10 +4,10 @@ The coverage gate (gate.py) refuses only evidence sharing almost nothing with th
 words are paraphrased ("capex" for "capital expenditures"). Names are not: a question about AMCOR,
 Kenvue or Upjohn in a memory where no chunk has that word at all cannot be answered from it, however
 well the rest of its words match other sources. FinanceBench dev (bench/gate_documents.py), each
-question asked of a memory holding only other companies' filings: a name of 17 of its 57 questions
-is nowhere in it (AMCOR, Adobe, JnJ, Kenvue, Upjohn, ...), while asked of the memory with its filing,
-none; end to end, the model had answered 4 of the first 20 from another company's filing, 3 of them
-among those.
+question asked of a memory holding only other companies' filings: 15 of its 57 questions are refused
+for a name nowhere in it (AMCOR, Adobe, JnJ, Kenvue, Upjohn, ...), and asked of the memory with its
+filing, none; end to end, the model had answered 4 of the first 20 from another company's filing, 2
+of them among those.
 
 A name here is a word inside the question (not its first) that is capitalised and has lower-case
 letters ("Adobe", "JnJ", "PepsiCo", "Zürich"), or is all capitals and at least five letters long
