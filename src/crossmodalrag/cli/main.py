@@ -233,6 +233,8 @@ def _not_utf8(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if isinstance(getattr(args, "query", None), str):  # a question is searched with such bytes replaced
+        args.query = os.fsencode(args.query).decode("utf-8", "replace")
     if undecodable := _not_utf8(args):
         return fail(
             f"the argument {undecodable} is not valid UTF-8",
