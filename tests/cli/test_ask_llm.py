@@ -123,6 +123,16 @@ def test_streamed_text_that_ends_in_an_abstention_is_marked_withdrawn(capsys, va
     assert withdrawn.startswith("(withdrawn:") and verdict.startswith("No answer")
 
 
+def test_a_streamed_sentence_the_check_drops_is_followed_by_the_checked_answer(capsys, vault, scripted, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    scripted(CITED + " It also fixed the stale caching of rendered pages [E1].", margins=[2.0, 2.0, -3.0])
+    code, out, _ = run(capsys, "ask", QUESTION)
+    streamed, after = out.split("\n(checked: 1 sentence above did not hold up")
+    assert code == 0 and "stale caching" in streamed
+    assert after.startswith(" against the evidence; the answer without:)\n" + CITED + "\n")
+    assert "stale caching" not in after.split("Sources:")[0] and "! unsupported claim" in after
+
+
 def test_a_statement_whose_streamed_verdict_fails_is_withdrawn_and_its_evidence_shown(
     capsys, vault, scripted, monkeypatch
 ):

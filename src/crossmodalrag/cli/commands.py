@@ -234,6 +234,9 @@ def show_answer(answer, retriever, stream: "TextStream | None", as_json: bool, e
     if answer.matched_nodes:
         print(render_matched_nodes(answer))
     if stream and stream.written and answer.mode == "llm" and not answer.abstained:
+        dropped = sum(w["kind"] == "unsupported_claim" for w in answer.citation_warnings)
+        if dropped:  # what streamed cannot be unprinted: the checked answer follows it, said once
+            print(f"\n{CHECKED.format(dropped, 's' if dropped > 1 else '')}\n{answer.text}")
         print("\n" + render_footer(answer, explain, weights))  # the text itself is already on screen
     else:
         if stream and stream.written:
@@ -245,6 +248,7 @@ def show_answer(answer, retriever, stream: "TextStream | None", as_json: bool, e
 
 
 WITHDRAWN = "(withdrawn: the text above did not hold up against the evidence)"
+CHECKED = "(checked: {} sentence{} above did not hold up against the evidence; the answer without:)"
 
 
 class TextStream:
