@@ -53,6 +53,14 @@ def test_json_lines_are_exactly_what_mem_ask_json_prints(capsys, monkeypatch, va
         assert without_timing(from_chat) == without_timing(from_ask)
 
 
+def test_a_line_with_bytes_that_are_not_utf8_is_asked_with_them_replaced(capsys, monkeypatch, vault):
+    """A pipe decodes them as lone surrogates, which ended the whole session (an embedder's tokenizer
+    rejects them); the question is asked with them replaced, and the next one too."""
+    code, out, _ = chat(capsys, monkeypatch, [os.fsdecode(b"tokenizer \xff"), QUESTIONS[0]], "--no-llm", "--json")
+    first, second = (json.loads(line) for line in out.splitlines())
+    assert code == 0 and first["query"] == "tokenizer \ufffd" and second["query"] == QUESTIONS[0]
+
+
 @pytest.mark.parametrize(
     "flags",
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 
@@ -41,6 +42,12 @@ def port_number(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError("must be a port from 1 to 65535")
     return value
+
+
+def readable(text: str) -> str:
+    """Text typed or piped with bytes that are not UTF-8 (Python keeps them as lone surrogates, which an
+    embedder's tokenizer, SQLite and JSON reject), those bytes replaced: a question is still asked."""
+    return os.fsencode(text).decode("utf-8", "replace")
 
 
 def given_path(text: str) -> Path:

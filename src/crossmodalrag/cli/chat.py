@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from crossmodalrag.answer.evidence import ask_without_llm, render_evidence_answer
+from crossmodalrag.cli.arguments import readable
 from crossmodalrag.cli.commands import TextStream, _open, _settings, notice, question_retriever, show_answer
 from crossmodalrag.cli.render import explain_line, why_line
 from crossmodalrag.errors import CMRAGError
@@ -51,7 +52,7 @@ def chat(args: argparse.Namespace) -> int:
         last = None
         prompt = "mem> " if sys.stdin.isatty() else ""  # piped input: keep stdout to the answers
         while (line := _read(prompt)) is not None:
-            question = line.strip()
+            question = readable(line).strip()
             if not question:
                 continue
             if question.startswith("/"):

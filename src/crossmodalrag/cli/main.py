@@ -20,7 +20,7 @@ from crossmodalrag.cli import postgres as postgres_commands
 from crossmodalrag.cli import serve as serve_commands
 from crossmodalrag.cli import sync as sync_commands
 from crossmodalrag.cli import versions as version_commands
-from crossmodalrag.cli.arguments import given_path, non_negative, port_number, positive
+from crossmodalrag.cli.arguments import given_path, non_negative, port_number, positive, readable
 from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.cli.postgres import refuse_unported
@@ -233,8 +233,8 @@ def _not_utf8(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if isinstance(getattr(args, "query", None), str):  # a question is searched with such bytes replaced
-        args.query = os.fsencode(args.query).decode("utf-8", "replace")
+    if isinstance(getattr(args, "query", None), str):  # a question is asked with such bytes replaced
+        args.query = readable(args.query)
     if undecodable := _not_utf8(args):
         return fail(
             f"the argument {undecodable} is not valid UTF-8",
