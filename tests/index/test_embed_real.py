@@ -107,3 +107,14 @@ def test_a_corrupted_model_file_is_refused(tmp_path):
     for load in (OnnxEmbedder, lambda spec: embed_module.FastEmbedder(spec, "")):
         with pytest.raises(embed_module.ModelUnavailable, match="fails its checksum"):
             load(embed_module.resolve_model(settings))
+
+
+def test_a_question_holding_a_lone_surrogate_is_embedded_with_it_replaced(direct_embedder):
+    """A byte that is not UTF-8 (JSON's "\\udcff" from an MCP client, a pipe) reaches the query as a lone
+    surrogate; the tokenizers library refused the whole call (`mem chat` ended on it)."""
+    from crossmodalrag.index.embed import embed_queries
+
+    with pytest.raises(TypeError):  # the library's own behaviour, which the helper guards against
+        direct_embedder.embed(["tokenizer \udcff parser"])
+    vector = embed_queries(direct_embedder, ["tokenizer \udcff parser"])[0]
+    assert vector.shape == (direct_embedder.identity.dim,) and abs(float(vector @ vector) - 1.0) < 1e-4

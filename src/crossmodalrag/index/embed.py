@@ -42,7 +42,10 @@ class Embedder(Protocol):
 
 
 def embed_queries(embedder: Embedder, texts: list[str]) -> "np.ndarray":
-    """Query vectors: models with a query instruction (bge) get it; others embed as passages."""
+    """Query vectors: models with a query instruction (bge) get it; others embed as passages. A lone
+    surrogate (a byte that was not UTF-8, from an MCP client's JSON "\\udcff" or a pipe) is replaced:
+    the `tokenizers` library rejects the whole call for it."""
+    texts = [text.encode("utf-8", "replace").decode("utf-8") for text in texts]
     query_embed = getattr(embedder, "embed_queries", None)
     return query_embed(texts) if query_embed else embedder.embed(texts)
 
