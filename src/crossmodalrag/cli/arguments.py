@@ -47,7 +47,10 @@ def port_number(text: str) -> int:
 def readable(text: str) -> str:
     """Text typed or piped with bytes that are not UTF-8 (Python keeps them as lone surrogates, which an
     embedder's tokenizer, SQLite and JSON reject), those bytes replaced: a question is still asked."""
-    return os.fsencode(text).decode("utf-8", "replace")
+    try:
+        return os.fsencode(text).decode("utf-8", "replace")  # each undecodable byte one U+FFFD
+    except UnicodeEncodeError:  # a surrogate no decoding made ("\ud800" typed as such)
+        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def given_path(text: str) -> Path:
