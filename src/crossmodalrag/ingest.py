@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -456,10 +455,6 @@ def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Itera
     for path in paths:
         try:
             check_name(path)
-        except CMRAGError as error:
-            yield Failure(os.fsencode(path).decode("utf-8", "replace"), error)
-            continue
-        try:
             yield read(path)
         except notes.EmptyNote:
             yield Skipped(str(path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -178,3 +179,13 @@ class Answer:
             **({"debug": self.debug} if self.debug is not None else {}),
             **({"level": self.level, "matched_nodes": self.matched_nodes} if self.matched_nodes is not None else {}),
         }
+
+
+def readable(text: str) -> str:
+    """Text with the bytes that were not UTF-8 replaced: Python keeps them (from argv, a pipe, a file
+    name, an MCP client's JSON "\\udcff") as lone surrogates, which an embedder's tokenizer, SQLite,
+    JSON and the terminal reject. Each undecodable byte becomes one U+FFFD."""
+    try:
+        return os.fsencode(text).decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate no decoding made ("\ud800" typed as such)
+        return text.encode("utf-8", "replace").decode("utf-8")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 
@@ -42,15 +41,6 @@ def port_number(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError("must be a port from 1 to 65535")
     return value
-
-
-def readable(text: str) -> str:
-    """Text typed or piped with bytes that are not UTF-8 (Python keeps them as lone surrogates, which an
-    embedder's tokenizer, SQLite and JSON reject), those bytes replaced: a question is still asked."""
-    try:
-        return os.fsencode(text).decode("utf-8", "replace")  # each undecodable byte one U+FFFD
-    except UnicodeEncodeError:  # a surrogate no decoding made ("\ud800" typed as such)
-        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def given_path(text: str) -> Path:

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 from crossmodalrag.answer.evidence import ask_without_llm, render_evidence_answer
-from crossmodalrag.cli.arguments import readable
 from crossmodalrag.cli.commands import TextStream, _open, _settings, notice, question_retriever, show_answer
 from crossmodalrag.cli.render import explain_line, why_line
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.types import readable
 
 HELP = """Type a question, or:
   /sources   the evidence behind the last answer

@@ -20,13 +20,14 @@ from crossmodalrag.cli import postgres as postgres_commands
 from crossmodalrag.cli import serve as serve_commands
 from crossmodalrag.cli import sync as sync_commands
 from crossmodalrag.cli import versions as version_commands
-from crossmodalrag.cli.arguments import given_path, non_negative, port_number, positive, readable
+from crossmodalrag.cli.arguments import given_path, non_negative, port_number, positive
 from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.cli.postgres import refuse_unported
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.sources import SOURCE_KINDS
+from crossmodalrag.types import readable
 
 MODALITIES = ("text", "code", "pdf", "image")
 MATCH_MODES = ("any", "all", "phrase")
@@ -227,7 +228,7 @@ def _not_utf8(args: argparse.Namespace) -> str | None:
             try:
                 str(item).encode("utf-8")
             except UnicodeEncodeError:
-                return repr(os.fsencode(item).decode("utf-8", "replace"))
+                return repr(readable(str(item)))
     return None
 
 

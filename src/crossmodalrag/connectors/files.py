@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from crossmodalrag.errors import ConnectorError
+from crossmodalrag.types import readable
 
 T = TypeVar("T")
 
@@ -32,9 +33,15 @@ def check_name(path: Path) -> None:
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError as error:
-        shown = os.fsencode(path).decode("utf-8", "replace")
-        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown)  # one line, even for "\n"
-        raise ConnectorError(f"{shown}: file name is not valid UTF-8", "rename the file") from error
+        raise ConnectorError(
+            f"{shown(readable(str(path)))}: file name is not valid UTF-8", "rename the file"
+        ) from error
+
+
+def shown(path: Path | str) -> str:
+    """A path for a one-line message: control characters (a newline in a file name) escaped."""
+    text = str(path)
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def confined(read: Callable[[Path], T], root: Path) -> Callable[[Path], T]:

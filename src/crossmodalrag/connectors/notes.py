@@ -11,6 +11,7 @@ from typing import Any, Iterator
 
 from crossmodalrag.chunking.markdown import clip, leading_date, split_frontmatter, without_code
 from crossmodalrag.connectors.files import check_name
+from crossmodalrag.connectors.files import shown as _shown  # its locals are named `shown`
 from crossmodalrag.connectors.frontmatter import parse_frontmatter
 from crossmodalrag.connectors.globs import selected
 from crossmodalrag.errors import ConnectorError
@@ -135,12 +136,6 @@ def _read_bytes(path: Path) -> tuple[bytes, float]:
     if len(raw) > MAX_NOTE_BYTES:
         raise ConnectorError(f"{shown}: note grew past {MAX_NOTE_BYTES // 2**20} MB while being read", too_large)
     return raw, info.st_mtime
-
-
-def _shown(path: Path | str) -> str:
-    """A path for a one-line message: control characters (a newline in a file name) escaped."""
-    text = str(path)
-    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def heading_text(prose: str) -> str | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from crossmodalrag.config import Settings
 from crossmodalrag.cpu import auto_threads
 from crossmodalrag.index.models import ModelSpec, ModelUnavailable, hub_reachable, resolve_model, verify
+from crossmodalrag.types import readable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,7 +46,7 @@ def embed_queries(embedder: Embedder, texts: list[str]) -> "np.ndarray":
     """Query vectors: models with a query instruction (bge) get it; others embed as passages. A lone
     surrogate (a byte that was not UTF-8, from an MCP client's JSON "\\udcff" or a pipe) is replaced:
     the `tokenizers` library rejects the whole call for it."""
-    texts = [text.encode("utf-8", "replace").decode("utf-8") for text in texts]
+    texts = [readable(text) for text in texts]
     query_embed = getattr(embedder, "embed_queries", None)
     return query_embed(texts) if query_embed else embedder.embed(texts)
 

@@ -60,7 +60,7 @@ MODEL_COSINES: dict[str, Cosines] = {
 SHORT_KINDS = ("conversation", "memory")
 
 
-def unknown_names(result: "SearchResult") -> list[str]:
+def refused_names(result: "SearchResult") -> list[str]:
     """The question's names nothing in memory holds (names.py), when its best evidence is a document."""
     return result.unknown_names if result.hits and result.hits[0].source_type not in SHORT_KINDS else []
 
@@ -80,7 +80,7 @@ def is_weak(result: "SearchResult", options: "SearchOptions") -> bool:
     """No hits; or the question names something nothing in memory holds (names.py); or, with
     vectors, nothing close enough in meaning; or too little of the question covered by words and
     not close in meaning either."""
-    if not result.hits or unknown_names(result):
+    if not result.hits or refused_names(result):
         return True
     cosines = model_cosines(options, result.embed_model) if result.similarity is not None else None
     if cosines is None:
@@ -92,7 +92,7 @@ def is_weak(result: "SearchResult", options: "SearchOptions") -> bool:
 
 def reason(result: "SearchResult", options: "SearchOptions") -> str:
     """Why the gate refused, in numbers a user can act on (the settings to change)."""
-    if unknown_names(result):
+    if refused_names(result):
         return "nothing in memory mentions " + " or ".join(f'"{name}"' for name in result.unknown_names)
     covered = f"{result.coverage:.1%} of the question's terms (needs {options.min_coverage:.1%})"
     cosines = model_cosines(options, result.embed_model) if result.similarity is not None else None
