@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -135,6 +138,20 @@ def youden(kept: list[float], refused: list[float]) -> dict | None:
     return {"threshold": best[1], "j": round(best[0], 3)}
 
 
+def asked_by_mem(questions: list[dict], half: dict[str, int], dbs: list[Path], env: dict) -> dict:
+    """The gate before the model as a user meets it: each question through a `mem ask --no-llm --json`
+    process in both memories; how many are refused for a name nothing in the memory holds."""
+    refused = {"filing": 0, "absent": 0}
+    for question in (q for q in questions if query_form(q["question"]) == "question"):
+        own = half[question["company"]]
+        for condition, db in (("filing", dbs[own]), ("absent", dbs[1 - own])):
+            command = [sys.executable, "-m", "crossmodalrag", "ask", question["question"], "--no-llm", "--json"]
+            done = subprocess.run([*command, "--db-path", str(db)], env=env, capture_output=True, text=True, check=True)
+            answer = json.loads(done.stdout)
+            refused[condition] += answer["abstained"] and "nothing in memory mentions" in answer["answer"]
+    return refused
+
+
 def fit(margins: list[float], keep: float) -> float | None:
     """The highest threshold keeping at least `keep` of `margins` (just below the last one kept)."""
     ordered = sorted(margins)
@@ -192,7 +209,9 @@ def main() -> None:
     parser.add_argument("--answer", type=int, default=0, metavar="N", help="also answer the first N questions")
     parser.add_argument("--threshold", type=float, help="the gate's threshold for the answers (default: the setting's)")
     parser.add_argument("--also-threshold", type=float, default=-0.84, help="count what this one would refuse too")
-    parser.add_argument("--no-model", action="store_true", help="the gate before the model only (no margins)")
+    parser.add_argument(
+        "--no-model", action="store_true", help="the gate before the model only (no margins), also through `mem ask`"
+    )
     args = parser.parse_args()
     clean_environment()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gate-documents-"))
@@ -209,6 +228,7 @@ def main() -> None:
         "CMRAG_LLM_THREADS": str(args.threads),
         "CMRAG_EMBED_MODEL": "BAAI/bge-small-en-v1.5",  # not on disk offline: lexical, as the memories are
     }
+    process_env = {**os.environ, **env}  # the `mem ask` processes read the same settings
     started = time.perf_counter()
     llm = None if args.no_model else load_llm(settings_for(dbs[0], env))
     rows = []
@@ -234,6 +254,7 @@ def main() -> None:
         "source": source_state(),
         **summary(rows, args.keep),
         **({"answers": answered(answers, args.also_threshold)} if answers else {}),
+        **({"mem_ask_refused_for_a_name": asked_by_mem(questions, half, dbs, process_env)} if args.no_model else {}),
         "wall_seconds": round(time.perf_counter() - started, 1),
         "rows": rows,
         "answer_rows": answers,
