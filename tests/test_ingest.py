@@ -14,7 +14,7 @@ from crossmodalrag.index.fts import analyze
 from crossmodalrag.ingest import IngestReport, ingest_git, ingest_notes
 from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.store import Store
-from tests.conftest import commit_files, write_note
+from tests.conftest import commit_files, git, write_note
 
 NOTES = {
     "alpha.md": "# Alpha\n\nThe aardvark eats ants near the river.\n",
@@ -391,6 +391,27 @@ def test_git_ingest_picks_up_new_commits_only(store: Store, repo: Path) -> None:
     commit_files(repo, {"a.txt": "b\n"}, "second")
     report = ingest_git(store, [repo])
     assert (report.added, report.unchanged) == (1, 1)
+
+
+@pytest.mark.integration
+def test_git_ingest_drops_commits_history_no_longer_reaches(store: Store, repo: Path) -> None:
+    commit_files(repo, {"a.txt": "a\n"}, "first")
+    git(repo, "checkout", "-q", "-b", "side")
+    side = commit_files(repo, {"b.txt": "side work\n"}, "side branch")
+    ingest_git(store, [repo])
+    git(repo, "checkout", "-q", "-")
+    leaked = commit_files(repo, {"a.txt": "key sk-leakedtoken\n"}, "oops")
+    assert ingest_git(store, [repo]).removed == 0
+    assert f"{repo.resolve()}@{side}" in sources(store), "a commit of another branch is still history"
+    commit_files(repo, {"a.txt": "key from the environment\n"}, "read the key from the environment")
+    git(repo, "reset", "-q", "--hard", "HEAD~2")  # drop both, then commit the clean version
+    commit_files(repo, {"a.txt": "clean\n"}, "clean")
+    report = ingest_git(store, [repo])
+    assert report.removed == 1 and report.added == 1
+    assert f"{repo.resolve()}@{leaked}" not in sources(store)
+    assert f"{repo.resolve()}@{side}" in sources(store)
+    assert not searched_uris(store, "leakedtoken")
+    assert_consistent(store)
 
 
 @pytest.mark.integration

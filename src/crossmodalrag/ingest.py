@@ -478,14 +478,19 @@ def ingest_git(
     exclude: list[str] | None = None,
     progress: Progress | None = None,
 ) -> IngestReport:
-    """Ingest commits of each repository; a bad path fails alone and the others still ingest."""
+    """Ingest commits of each repository; a bad path fails alone and the others still ingest.
+    Stored commits that no branch or tag reaches any more (amended, rebased, a branch deleted)
+    leave the memory: rewriting history is how people take a leaked secret out of a repository."""
     report = IngestReport()
     for repo in repos:
         try:
             root = git.repository_root(Path(repo).expanduser().resolve())
             known = known_fingerprints(store, f"{root}@", "commit")
             commits = git.read_commits(root, max_commits, author, include, exclude)
-            ingest_documents(store, commits, known, report, progress)
+            seen = ingest_documents(store, commits, known, report, progress)
+            unseen = {uri.rpartition("@")[2]: uri for uri in known if uri not in seen}
+            gone = git.unreachable(root, list(unseen))
+            report.removed += remove_sources(store, [unseen[sha] for sha in gone]) if gone else 0
         except CMRAGError as error:
             report.failures.append(str(error))
             if progress:

@@ -189,3 +189,44 @@ def test_a_hunk_inside_a_private_span_shows_neither_tag_and_still_hides_it(repo:
     newest = commits(repo)[0]
     assert "secret-a" not in newest.text and "secret-b" not in newest.text and "filler" not in newest.text
     assert "@@" in newest.text, "the hunk itself is kept, only its private lines are blank"
+
+
+def chunk_paths(doc) -> list[str]:
+    return [chunk.metadata["path"] for chunk in chunk_document(doc) if "path" in chunk.metadata]
+
+
+def test_paths_with_spaces_quotes_and_tabs_are_read_as_git_wrote_them(repo: Path) -> None:
+    names = ["My Note.md", "a b/c d.txt", 'q"x.txt', "we\tird.txt", "Plan b.md"]
+    commit_files(repo, {name: f"text of {name}\n" for name in names}, "init")
+    git(repo, "mv", "Plan b.md", "Plan c b.md")
+    git(repo, "commit", "-q", "-m", "move")
+    moved, first = commits(repo)
+    assert sorted(first.metadata["files"]) == sorted(names)
+    assert sorted(chunk_paths(first)) == sorted(names)
+    assert moved.metadata["files"] == ["Plan c b.md"] and chunk_paths(moved) == ["Plan c b.md"]
+
+
+def test_a_private_span_stays_out_when_the_note_path_holds_a_space_and_b(repo: Path) -> None:
+    lines = "\n".join(f"line {i}" for i in range(8))
+    commit_files(repo, {"Plan b/diary.md": f"intro\n<private>\n{lines}\n</private>\nend\n"}, "init")
+    commit_files(
+        repo, {"Plan b/diary.md": f"intro\n<private>\n{lines.replace('line 4', 'hunter9')}\n</private>\nend\n"}, "edit"
+    )
+    texts = "\n".join(doc.text for doc in commits(repo))
+    assert "hunter9" not in texts and "line 3" not in texts and "+end" in texts
+
+
+def test_a_message_quoting_a_diff_stays_the_message(repo: Path) -> None:
+    message = "explain the patch\n\ndiff --git a/fake.md b/fake.md\n+quoted line in message"
+    commit_files(repo, {"real.txt": "x\n"}, message)
+    (doc,) = commits(repo)
+    assert doc.metadata["files"] == ["real.txt"] and chunk_paths(doc) == ["real.txt"]
+    assert "+quoted line in message" in chunk_document(doc)[0].text
+
+
+def test_a_bare_repository_is_read_from_its_git_folder(repo: Path, tmp_path: Path) -> None:
+    commit_files(repo, {"a.txt": "a\n"}, "first")
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(tmp_path / "bare.git")], check=True)
+    root = repository_root(tmp_path / "bare.git")
+    assert root == tmp_path / "bare.git"
+    assert [doc.title for doc in read_commits(root)] == ["first"]

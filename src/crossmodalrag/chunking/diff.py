@@ -11,24 +11,108 @@ import re
 from crossmodalrag.chunking.text import LINE_BOUNDARIES, MAX_CHUNK_CHARS, split_span
 from crossmodalrag.types import Chunk, Document
 
-FILE_START = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.M)
+FILE_START = re.compile(r"^diff --git ", re.M)
 HUNK_START = re.compile(r"^@@[^\n]*@@.*$", re.M)
 
 
 def chunk_diff(doc: Document) -> list[Chunk]:
     """The commit message as one chunk (split if long), then one or more chunks per changed file."""
-    first_file = FILE_START.search(doc.text)
-    message_end = first_file.start() if first_file else len(doc.text)
+    message_end = message_length(doc)
     crumb = f"{doc.locator}: {doc.title}"
     chunks = [
         Chunk(text=f"{crumb}\n{doc.text[s:e]}", locator=doc.locator, char_start=s, char_end=e)
         for s, e in split_span(doc.text, 0, message_end)
     ]
-    files = list(FILE_START.finditer(doc.text))
-    for index, match in enumerate(files):
-        end = files[index + 1].start() if index + 1 < len(files) else len(doc.text)
-        chunks.extend(_file_chunks(doc, crumb, match.group(2), match.start(), end))
+    start = doc.text.find("diff --git ", message_end)
+    if start < 0:
+        return chunks
+    for _, path, piece in file_diffs(doc.text[start:]):
+        chunks.extend(_file_chunks(doc, crumb, path, start, start + len(piece)))
+        start += len(piece)
     return chunks
+
+
+def message_length(doc: Document) -> int:
+    """Where a commit's message ends: the connector says (a message may quote a `diff --git` line),
+    else at its first file's diff."""
+    if "_message_chars" in doc.metadata:
+        return doc.metadata["_message_chars"]
+    first_file = FILE_START.search(doc.text)
+    return first_file.start() if first_file else len(doc.text)
+
+
+def file_diffs(diff: str) -> list[tuple[str, str, str]]:
+    """(path before, path after, its text) of each file in a commit's diff."""
+    starts = [match.start() for match in FILE_START.finditer(diff)]
+    pieces = [diff[start:end] for start, end in zip(starts, [*starts[1:], len(diff)], strict=True)]
+    return [(*_diff_paths(piece), piece) for piece in pieces]
+
+
+def _diff_paths(piece: str) -> tuple[str, str]:
+    """(path before, path after) of one file's diff. Its `diff --git a/X b/Y` line is ambiguous when a
+    path holds " b/", so the lines after it decide: `rename from`/`copy from`, `--- a/X`, and their
+    counterparts (quoted as C strings when a path holds a quote, a tab or a control character; git ends
+    `---`/`+++` lines with a tab when the path holds a space). A binary or mode-only change has none of
+    them, and its header names one path twice."""
+    header, _, rest = piece.partition("\n")
+    found: dict[str, str] = {}
+    for line in rest.split("\n"):
+        if line.startswith("@@"):
+            break
+        for side, prefix in NAMING_LINES:
+            if line.startswith(prefix):
+                found[side] = _unquote(line[len(prefix) :])
+        for side, prefix in FILE_LINES:
+            if line.startswith(prefix) and side not in found:
+                path = _unquote(line[4:].rstrip("\t"))
+                found[side] = path[2:] if path[:2] in ("a/", "b/") else path
+    if not found:
+        found = dict(zip(("old", "new"), _header_paths(header[len("diff --git ") :]), strict=True))
+    old = found.get("old") or found["new"]
+    return old, found.get("new") or old
+
+
+NAMING_LINES = (("old", "rename from "), ("new", "rename to "), ("old", "copy from "), ("new", "copy to "))
+FILE_LINES = (("old", "--- a/"), ("new", "+++ b/"), ("old", '--- "a/'), ("new", '+++ "b/'))
+
+
+def _header_paths(text: str) -> tuple[str, str]:
+    """Both paths of a `diff --git` line without other clues: two quoted strings, or the one path
+    twice (`a/P b/P`); else split at the first " b/", as good a guess as any."""
+    if text.startswith('"'):
+        first, end = _quoted(text, 0)
+        second = _quoted(text, end + 1)[0] if text[end + 1 : end + 2] == '"' else text[end + 1 :]
+        return first[2:], second[2:]
+    half = (len(text) - 1) // 2
+    if text[:2] == "a/" and text[half : half + 3] == " b/" and text[2:half] == text[half + 3 :]:
+        return text[2:half], text[half + 3 :]
+    before, _, after = text[2:].partition(" b/")
+    return before, after
+
+
+def _unquote(text: str) -> str:
+    """A path as git wrote it: as is, or a C-quoted string ("a\\tb", octal escapes for bytes)."""
+    return _quoted(text, 0)[0] if text.startswith('"') else text
+
+
+ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def _quoted(text: str, start: int) -> tuple[str, int]:
+    """The C-quoted string opening at text[start], and the index of its closing quote."""
+    out, index = bytearray(), start + 1
+    while index < len(text) and text[index] != '"':
+        char = text[index]
+        if char == "\\" and text[index + 1 : index + 4].isdigit():
+            out.append(int(text[index + 1 : index + 4], 8) & 0xFF)
+            index += 4
+        elif char == "\\" and index + 1 < len(text):
+            out.append(ESCAPES.get(text[index + 1], ord(text[index + 1]) & 0xFF))
+            index += 2
+        else:
+            out += char.encode("utf-8")
+            index += 1
+    return out.decode("utf-8", "replace"), index
 
 
 def _file_chunks(doc: Document, crumb: str, path: str, start: int, end: int) -> list[Chunk]:

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Iterator
 
+from crossmodalrag.chunking.diff import FILE_START, file_diffs
 from crossmodalrag.connectors.globs import selected
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.privacy import has_private, strip_private
@@ -19,7 +20,6 @@ from crossmodalrag.types import Document
 
 RECORD, FIELD = "\x1e", "\x1f"
 LOG_FORMAT = f"{RECORD}%H{FIELD}%an{FIELD}%ae{FIELD}%ct{FIELD}%B{FIELD}"
-FILE_START = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.M)
 HUNK_START = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 NOTE_SUFFIXES = (".md", ".markdown")
 MAX_FILE_DIFF_CHARS = 100_000  # generated files and lockfiles would drown the real changes
@@ -33,10 +33,12 @@ def repository_root(path: Path) -> Path:
     if not path.is_dir():
         what = "a file, not a repository folder" if path.exists() else "no such folder"
         raise ConnectorError(f"{path}: {what}", "give the repository's folder")
-    result = _git(path, "rev-parse", "--show-toplevel")
-    if result.returncode != 0:
+    bare = _git(path, "rev-parse", "--is-bare-repository")
+    if bare.returncode != 0:
         raise ConnectorError(f"{path} is not a git repository", "pass the folder that contains .git")
-    return Path(result.stdout.decode("utf-8", "replace").strip())
+    # A bare repository (a server's copy, a backup) has history but no work tree: its git folder is its root.
+    asked = "--absolute-git-dir" if bare.stdout.strip() == b"true" else "--show-toplevel"
+    return Path(_git(path, "rev-parse", asked).stdout.decode("utf-8", "replace").strip())
 
 
 def read_commits(
@@ -60,6 +62,8 @@ def read_commits(
         "--no-color",
         "--no-ext-diff",
         "--find-renames",
+        "--src-prefix=a/",  # whatever diff.noprefix or diff.mnemonicPrefix say: _diff_paths reads these
+        "--dst-prefix=b/",
         f"--format={LOG_FORMAT}",
     ]
     if max_commits:
@@ -83,9 +87,22 @@ def read_commits(
         ]
         blobs = _read_blobs(root, [spec for commit, _ in batch for spec in _private_specs(commit)])
         for commit, record in batch:
-            commit.text = _without_private(commit, blobs)
+            message, diff = _without_private(commit, blobs)
+            commit.text, commit.metadata["_message_chars"] = f"{message}\n\n{diff}" if diff else message, len(message)
             if commit.metadata["files"] or not (include or exclude) or not FILE_START.search(record):
                 yield commit
+
+
+def unreachable(root: Path, shas: list[str]) -> list[str]:
+    """Those of the commits that no branch, tag or HEAD reaches (git may still hold them until it
+    collects garbage, but the repository's history no longer has them)."""
+    if not shas:
+        return []
+    result = _git(root, "rev-list", "--all")
+    if result.returncode != 0:
+        return []  # cannot tell: keep everything
+    reachable = set(result.stdout.decode("ascii", "replace").split())
+    return [sha for sha in shas if sha not in reachable]
 
 
 def _has_commits(root: Path) -> bool:
@@ -112,6 +129,8 @@ def _commit(root: Path, record: str, include: list[str], exclude: list[str]) -> 
     diff, files, skipped = _filter_diff(patch.strip("\n"), include, exclude)
     subject = message.splitlines()[0] if message else "(no message)"
     metadata = {"repo": str(root), "sha": sha, "author": name, "email": email, "files": files}
+    # where the diff starts: a message may itself quote a `diff --git` line (underscore keys are not stored)
+    metadata["_message_chars"] = len(message)
     if skipped:
         metadata["skipped_files"] = skipped
     return Document(
@@ -127,32 +146,31 @@ def _commit(root: Path, record: str, include: list[str], exclude: list[str]) -> 
     )
 
 
-def _file_diffs(diff: str) -> list[tuple[re.Match[str], str]]:
-    """(its `diff --git` line, its text) of each file in a commit's diff."""
-    starts = list(FILE_START.finditer(diff))
-    ends = [match.start() for match in starts[1:]] + [len(diff)]
-    return [(match, diff[match.start() : end]) for match, end in zip(starts, ends, strict=True)]
+def _needs_files(path: str, piece: str) -> bool:
+    return path.lower().endswith(NOTE_SUFFIXES) or has_private(piece)
 
 
-def _needs_files(match: re.Match[str], piece: str) -> bool:
-    return match.group(2).lower().endswith(NOTE_SUFFIXES) or has_private(piece)
+def _blob_specs(sha: str, old: str, new: str) -> tuple[str, str]:
+    return f"{sha}^:{old}", f"{sha}:{new}"
 
 
-def _blob_specs(sha: str, match: re.Match[str]) -> tuple[str, str]:
-    return f"{sha}^:{match.group(1)}", f"{sha}:{match.group(2)}"
+def _split_message(commit: Document) -> tuple[str, str]:
+    """(message, diff) of a commit's text."""
+    at = commit.metadata["_message_chars"]
+    return commit.text[:at], commit.text[at:].lstrip("\n")
 
 
 def _private_specs(commit: Document) -> list[str]:
     """The file versions (`sha:path`) needed to strip private spans from this commit's hunks."""
-    _, _, diff = commit.text.partition("\n\ndiff --git ")
-    pieces = _file_diffs("diff --git " + diff) if diff else []
     sha = commit.metadata["sha"]
-    return [spec for match, piece in pieces if _needs_files(match, piece) for spec in _blob_specs(sha, match)]
+    pieces = file_diffs(_split_message(commit)[1])
+    return [spec for old, new, piece in pieces if _needs_files(new, piece) for spec in _blob_specs(sha, old, new)]
 
 
 def _read_blobs(root: Path, specs: list[str]) -> dict[str, list[str] | None]:
     """Each `sha:path` → its lines with private spans stripped (None if it did not exist), read by one
     `git cat-file --batch` process."""
+    specs = [spec for spec in specs if "\n" not in spec]  # one spec a line: such a path reads as missing
     if not specs:
         return {}
     result = subprocess.run(
@@ -165,8 +183,9 @@ def _read_blobs(root: Path, specs: list[str]) -> dict[str, list[str] | None]:
     for spec in specs:
         end = out.find(b"\n", position)
         header = out[position:end].split()
-        if end < 0 or len(header) != 3:
-            blobs[spec], position = None, end + 1  # "<spec> missing"
+        # "<sha> blob <size>", else "<spec> missing" (a spec's path may hold spaces: no field count tells)
+        if end < 0 or len(header) != 3 or not header[2].isdigit():
+            blobs[spec], position = None, end + 1
             continue
         size = int(header[2])
         text = out[end + 1 : end + 1 + size].decode("utf-8", "replace")
@@ -174,25 +193,23 @@ def _read_blobs(root: Path, specs: list[str]) -> dict[str, list[str] | None]:
     return blobs
 
 
-def _without_private(commit: Document, blobs: dict[str, list[str] | None]) -> str:
-    """The commit's text without `<private>` spans: the notes connector strips them from a vault, and a
+def _without_private(commit: Document, blobs: dict[str, list[str] | None]) -> tuple[str, str]:
+    """The commit's message and diff without `<private>` spans: the notes connector strips them from a vault, and a
     vault kept in git (the obsidian-git plugin) must not store them through its diffs either.
 
     A hunk shows a few lines of context, so a changed line inside a private span often shows neither
     tag: for notes, and for any file whose diff shows a tag, each line is replaced by that line of the
     whole file (before or after the commit) with its private spans stripped, which keeps line numbers.
     """
-    message, _, diff = commit.text.partition("\n\ndiff --git ")
+    message, diff = _split_message(commit)
     message = strip_private(message)
-    if not diff:
-        return message
     pieces = []
-    for match, piece in _file_diffs("diff --git " + diff):
-        if _needs_files(match, piece):
-            old, new = (blobs.get(spec) for spec in _blob_specs(commit.metadata["sha"], match))
+    for old_path, new_path, piece in file_diffs(diff):
+        if _needs_files(new_path, piece):
+            old, new = (blobs.get(spec) for spec in _blob_specs(commit.metadata["sha"], old_path, new_path))
             piece = _strip_hunks(piece, old, new)
         pieces.append(piece)
-    return f"{message}\n\n{''.join(pieces)}"
+    return message, "".join(pieces)
 
 
 def _strip_hunks(piece: str, old: list[str] | None, new: list[str] | None) -> str:
@@ -221,16 +238,13 @@ def _strip_hunks(piece: str, old: list[str] | None, new: list[str] | None) -> st
 
 def _filter_diff(patch: str, include: list[str], exclude: list[str]) -> tuple[str, list[str], list[str]]:
     """Keep the per-file diffs the globs select and that are not oversized."""
-    starts = list(FILE_START.finditer(patch))
     kept, files, skipped = [], [], []
-    for index, match in enumerate(starts):
-        end = starts[index + 1].start() if index + 1 < len(starts) else len(patch)
-        path = match.group(2)
+    for _, path, piece in file_diffs(patch):
         if not selected(path, include, exclude):
             continue
         files.append(path)
-        if end - match.start() > MAX_FILE_DIFF_CHARS:
+        if len(piece) > MAX_FILE_DIFF_CHARS:
             skipped.append(path)
             continue
-        kept.append(patch[match.start() : end].rstrip("\n"))
+        kept.append(piece.rstrip("\n"))
     return "\n".join(kept), files, skipped
