@@ -215,6 +215,26 @@ def test_common_secret_shapes_are_masked(text):
     assert count >= 1 and MASK in masked
 
 
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("export AWS_SECRET_ACCESS_KEY=wJalrXbOK7MDENGbPxRfiCY", "wJalrXbOK7"),
+        ('SECRET_KEY = "django-insecure-abc123xyz"', "abc123xyz"),
+        ("STRIPE_KEY=sk_live_abcdefghijklmnopqrstuvwx", "abcdefghijklmnop"),
+        ("DATABASE_URL=postgres://admin:S3cretPw@db.example.com/x", "S3cretPw"),
+        ("curl -u admin:S3cretPw3 https://example.com", "S3cretPw3"),
+        ("psql --password S3cretPw2", "S3cretPw2"),
+        ('{"clientSecret": "0a1b2c3d4e"}', "0a1b2c3d4e"),
+    ],
+)
+def test_secrets_in_longer_names_options_and_urls_are_masked(text, secret):
+    masked, count = mask_secrets(text)
+    assert count == 1 and secret not in masked and MASK in masked
+
+
 def test_ordinary_prose_is_not_masked():
-    text = "The password policy says rotate monthly; the api key lives in the vault. sk-learn is a library."
+    text = (
+        "The password policy says rotate monthly; the api key lives in the vault. sk-learn is a library. "
+        "My secretary: Jennifer Lopez. See http://localhost:8080/docs and git@github.com:org/repo.git; max_tokens=512."
+    )
     assert mask_secrets(text) == (text, 0)

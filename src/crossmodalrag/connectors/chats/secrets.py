@@ -15,7 +15,8 @@ MASK = "[secret masked]"
 # Whole-match secrets: the match itself is the secret.
 TOKENS = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)"
-    r"|\b(?:sk|rk|pk)-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{20,}"  # OpenAI, Anthropic, Stripe
+    r"|\b(?:sk|rk|pk)-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{20,}"  # OpenAI, Anthropic
+    r"|\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe
     r"|\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{30,}"  # GitHub
     r"|\bglpat-[A-Za-z0-9_-]{20,}"  # GitLab
     r"|\bxox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
@@ -25,12 +26,21 @@ TOKENS = re.compile(
     r"|\bnpm_[A-Za-z0-9]{36}"
     r"|\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"  # JWT
 )
-# Assignments and headers: the name stays (it says what was there), the value goes.
-ASSIGNED = re.compile(
-    r"(?i)(\b(?:authorization:\s*(?:bearer|basic|token)|bearer)\s+)([A-Za-z0-9._~+/=-]{16,})"
-    r"|(\b[\w.-]*(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|private[_-]?key)"
-    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"',;]{6,})"
+# A name that says a secret follows: the word itself, or a segment of a longer name (camelCase
+# `apiKey`, `clientSecret`; `AWS_SECRET_ACCESS_KEY`, `DB_PASSWORD_PROD`), never a longer word
+# (`secretary`).
+SECRET_NAME = (
+    r"[\w.-]*(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key|access[_-]?token|auth[_-]?token|"
+    r"refresh[_-]?token|private[_-]?key|token|credentials?)(?:[_.-][\w.-]*)?"
 )
+# Assignments, headers, options and URLs: group 1 stays (it says what was there), group 2 goes.
+ASSIGNED = [
+    re.compile(r"(?i)(\b(?:authorization:\s*(?:bearer|basic|token)|bearer)\s+)([A-Za-z0-9._~+/=-]{16,})"),
+    re.compile(rf"(?i)(\b{SECRET_NAME}[\"']?\s*[:=]\s*[\"']?)([^\s\"',;]{{6,}})"),
+    re.compile(r"(?i)(--(?:password|passwd|token|api-key|secret)[=\s]+[\"']?)([^\s\"']{6,})"),  # psql --password X
+    re.compile(r"(?i)((?:^|\s)(?:-u|--user)[=\s]+[\"']?[^\s:\"']+:)([^\s\"']+)"),  # curl -u name:password
+    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s/@]+)(?=@)"),  # scheme://name:password@host
+]
 
 
 def mask_secrets(text: str) -> tuple[str, int]:
@@ -40,12 +50,11 @@ def mask_secrets(text: str) -> tuple[str, int]:
 
     def replace(match: re.Match[str]) -> str:
         nonlocal masked
-        prefix = match.group(1) or match.group(3)
-        value = match.group(2) or match.group(4)
-        if value == MASK or value.startswith("[secret"):
+        if match.group(2).startswith("[secret"):  # already masked as a token
             return match.group(0)
         masked += 1
-        return prefix + MASK
+        return match.group(1) + MASK
 
-    text = ASSIGNED.sub(replace, text)
+    for pattern in ASSIGNED:
+        text = pattern.sub(replace, text)
     return text, count + masked
