@@ -85,6 +85,13 @@ def test_claude_code_follows_the_tree_and_drops_an_edited_away_branch(tmp_path):
     assert session.turns[0].turn_id == "u1" and session.title == "What port does the cache use?"
 
 
+def test_a_record_written_twice_is_read_once(tmp_path):
+    records = [claude_record("u1", None, "user", "first question"), claude_record("a1", "u1", "assistant", "an answer")]
+    path = write_jsonl(tmp_path / "s.jsonl", [record for record in records for _ in range(2)])
+    _, (session,) = sessions(path)
+    assert [t.text for t in session.turns] == ["first question", "an answer"]
+
+
 def test_a_malformed_line_is_reported_with_its_number_and_the_rest_reads(tmp_path):
     path = write_jsonl(
         tmp_path / "s.jsonl",

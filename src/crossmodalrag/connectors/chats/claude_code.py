@@ -40,6 +40,8 @@ def read_sessions(path: Path, problems: list[str]) -> Iterator[Session]:
     meta: dict[str, Any] = {}
     for _, record in json_lines(path, problems):
         uuid = record.get("uuid")
+        if isinstance(uuid, str) and uuid in parents:
+            continue  # a record written twice (a resumed session, a copied line) is one record
         if isinstance(uuid, str):
             parents[uuid] = record.get("parentUuid")
         _remember_meta(meta, record)
