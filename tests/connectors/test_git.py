@@ -230,3 +230,13 @@ def test_a_bare_repository_is_read_from_its_git_folder(repo: Path, tmp_path: Pat
     root = repository_root(tmp_path / "bare.git")
     assert root == tmp_path / "bare.git"
     assert [doc.title for doc in read_commits(root)] == ["first"]
+
+
+def test_an_empty_commit_and_a_mode_change_are_read(repo: Path) -> None:
+    commit_files(repo, {"run.sh": "echo hi\n"}, "script")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "nothing changed")
+    git(repo, "update-index", "--chmod=+x", "run.sh")
+    git(repo, "commit", "-q", "-m", "make it executable")
+    mode, empty, _ = commits(repo)
+    assert empty.title == "nothing changed" and empty.metadata["files"] == [] and chunk_document(empty)
+    assert mode.metadata["files"] == ["run.sh"] and chunk_paths(mode) == ["run.sh"]

@@ -44,7 +44,8 @@ def message_length(doc: Document) -> int:
 def file_diffs(diff: str) -> list[tuple[str, str, str]]:
     """(path before, path after, its text) of each file in a commit's diff."""
     starts = [match.start() for match in FILE_START.finditer(diff)]
-    pieces = [diff[start:end] for start, end in zip(starts, [*starts[1:], len(diff)], strict=True)]
+    ends = [*starts[1:], len(diff)] if starts else []
+    pieces = [diff[start:end] for start, end in zip(starts, ends, strict=True)]
     return [(*_diff_paths(piece), piece) for piece in pieces]
 
 
