@@ -137,7 +137,7 @@ def test_forget_a_folder_by_path(capsys, vault, db_path) -> None:
     assert code == 0 and data["sources"] == 2 and data["vacuumed"] is False
     assert {s["uri"] for s in data["forgotten"]} == {str(vault / "secret/gone.md"), str(vault / "secret/also.md")}
     assert set(data) == {"forgotten", "sources", "chunks", "vectors", "memory_nodes", "vacuumed",
-                         "eval_queries_naming_them", "still_on_disk", "backups"}  # fmt: skip
+                         "eval_queries_naming_them", "still_on_disk", "backups", "backup_paths"}  # fmt: skip
     assert counts(db_path)["sources"] == 1
 
 
@@ -189,7 +189,7 @@ def test_backups_made_before_are_named(capsys, vault, db_path) -> None:
     ingest(vault, db_path)
     assert run(capsys, "backup")[0] == 0
     code, out, err = run(capsys, "forget", str(vault / "secret/gone.md"), "--yes", "--json")
-    assert code == 0 and len(json.loads(out)["backups"]) == 1
+    assert code == 0 and json.loads(out)["backups"] == 1 and len(json.loads(out)["backup_paths"]) == 1
     assert f"1 backup in {db_path.parent / 'backups'} made before now may still hold it" in err
 
 
@@ -260,6 +260,24 @@ def test_vacuum_wipes_the_forgotten_text_from_the_database_files(capsys, vault, 
         assert search(store, "aardvark", SearchOptions()).hits
         assert not logged_states_with(db_path, MARKER)
         assert verify(store.conn).ok  # the log kept a tombstone, so the chain and the live rows agree
+
+
+@pytest.mark.parametrize("by", ["uri", "path"])
+def test_a_source_gone_from_memory_is_forgotten_from_the_change_log_too(capsys, vault, db_path, by) -> None:
+    ingest(vault, db_path)
+    note = vault / "secret/gone.md"
+    note.unlink()
+    ingest(vault, db_path)  # deleted from disk: removed from memory, its versions kept in the log
+    assert logged_states_with(db_path, MARKER)
+    target = [str(note)] if by == "uri" else ["--path", str(vault / "secret")]
+    code, out, err = run(capsys, "forget", *target, "--yes", "--vacuum", "--json")
+    assert code == 0, err
+    forgotten = {item["uri"]: item for item in json.loads(out)["forgotten"]}
+    assert forgotten[str(note)] == {"uri": str(note), "source_type": "note", "chunks": 0}
+    assert not logged_states_with(db_path, MARKER) and MARKER.encode() not in database_bytes(db_path)
+    with open_store(db_path) as store:
+        assert verify(store.conn).ok
+    assert run(capsys, "forget", str(note), "--yes")[0] == 1, "nothing of it is left to forget"
 
 
 def logged_states_with(db_path: Path, marker: str) -> list[bytes]:

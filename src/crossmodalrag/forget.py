@@ -31,6 +31,7 @@ from crossmodalrag import versioning
 from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
+from crossmodalrag.versioning.log import has_log, load_state
 
 # A checkpoint waits for readers through the busy handler; readers here are short queries, so a
 # reader still there after this long is a session (a server, `sync --watch`) that will not end soon.
@@ -40,7 +41,7 @@ LAST_CHAR = "\U0010ffff"  # sorts after every character: [prefix, prefix + LAST_
 
 @dataclass(frozen=True)
 class StoredSource:
-    id: int
+    id: int | None  # None: gone from memory (deleted, moved, history rewritten), its versions still in the log
     uri: str
     source_type: str
     chunks: int
@@ -69,7 +70,8 @@ class ForgetReport:
             "vacuumed": self.vacuumed,
             "eval_queries_naming_them": self.eval_queries,
             "still_on_disk": self.still_on_disk,
-            "backups": self.backups,
+            "backups": len(self.backups),
+            "backup_paths": self.backups,
         }
 
 
@@ -77,7 +79,7 @@ def find_sources(store: Store, uri: str | None = None, path: Path | None = None)
     """The stored sources with exactly this uri, or read from this file, folder or repository.
     Raises CMRAGError if none match."""
     if uri is not None:
-        rows = _select(store, "s.uri = ?", (uri,))
+        rows = _select(store, "s.uri = ?", (uri,)) or _in_history(store, "target = ?", (uri,))
         if not rows:
             raise CMRAGError(
                 f"no stored source has the uri {uri!r}",
@@ -86,15 +88,17 @@ def find_sources(store: Store, uri: str | None = None, path: Path | None = None)
         return rows
     if path is None:
         raise CMRAGError("nothing to forget was named", "give a SOURCE_URI or --path PATH")
-    found: dict[int, StoredSource] = {}
+    found: dict[str, StoredSource] = {}
     for candidate in path_candidates(path):
         prefix = candidate.rstrip("/")
         for clause, params in (
-            ("s.uri = ?", (candidate,)),
-            ("s.uri >= ? AND s.uri < ?", (prefix + "/", prefix + "/" + LAST_CHAR)),  # under a folder
-            ("s.uri >= ? AND s.uri < ?", (prefix + "@", prefix + "@" + LAST_CHAR)),  # a repository's commits
+            ("uri = ?", (candidate,)),
+            ("uri >= ? AND uri < ?", (prefix + "/", prefix + "/" + LAST_CHAR)),  # under a folder
+            ("uri >= ? AND uri < ?", (prefix + "@", prefix + "@" + LAST_CHAR)),  # a repository's commits
         ):
-            found.update((row.id, row) for row in _select(store, clause, params))
+            found.update((row.uri, row) for row in _select(store, f"s.{clause}", params))
+            history = _in_history(store, clause.replace("uri", "target"), params)
+            found.update((row.uri, row) for row in history if row.uri not in found)
     if not found:
         raise CMRAGError(
             f"nothing stored was read from {path}",
@@ -122,6 +126,27 @@ def _select(store: Store, clause: str, params: tuple) -> list[StoredSource]:
     return [StoredSource(*row) for row in rows]
 
 
+def _in_history(store: Store, clause: str, params: tuple) -> list[StoredSource]:
+    """Sources no longer in memory whose earlier versions the change log still holds: a note deleted
+    or moved, a commit history rewrote. `mem ask --as-of` and `mem rollback` can still read them, so
+    forgetting must reach them too."""
+    if not has_log(store.conn):
+        return []
+    rows = store.conn.execute(
+        "SELECT target, MAX(seq) FROM change_log l WHERE kind = 'source' AND "
+        + clause
+        + " AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.uri = l.target)"
+        " AND EXISTS (SELECT 1 FROM change_states c WHERE c.content_hash = l.content_hash) GROUP BY target",
+        params,
+    ).fetchall()
+    found = []
+    for target, seq in rows:
+        digest = store.conn.execute("SELECT content_hash FROM change_log WHERE seq = ?", (seq,)).fetchone()[0]
+        state = load_state(store.conn, digest) or {}
+        found.append(StoredSource(None, target, state.get("source_type", "source"), 0))
+    return found
+
+
 def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = False) -> ForgetReport:
     """Delete the sources and everything derived from them, in one transaction; with vacuum, also
     wipe the freed space from the database files. Raises StoreError if the database stays locked
@@ -138,7 +163,8 @@ def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = Fal
         with store.transaction():
             conn.execute("CREATE TEMP TABLE IF NOT EXISTS forget_ids (id INTEGER PRIMARY KEY)")
             conn.execute("DELETE FROM temp.forget_ids")
-            conn.executemany("INSERT OR IGNORE INTO temp.forget_ids VALUES (?)", [(s.id,) for s in sources])
+            live = [(s.id,) for s in sources if s.id is not None]
+            conn.executemany("INSERT OR IGNORE INTO temp.forget_ids VALUES (?)", live)
             for source in sources:  # the change log's copies of the text go too, leaving tombstones
                 versioning.forgotten(conn, "source", source.uri, "mem forget")
             chunk_ids = "SELECT id FROM chunks WHERE source_id IN (SELECT id FROM temp.forget_ids)"

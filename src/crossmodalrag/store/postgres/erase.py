@@ -25,7 +25,7 @@ def forget_sources(store, sources, vacuum: bool = False):
     from crossmodalrag.forget import ForgetReport, _eval_queries_naming, still_on_disk
 
     report = ForgetReport(sources=list(sources))
-    ids = [s.id for s in sources]
+    ids = [s.id for s in sources if s.id is not None]  # the rest live only in the change log
     chunk_ids = "SELECT id FROM chunks WHERE source_id = ANY(?)"
 
     def forget() -> None:
