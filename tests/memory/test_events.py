@@ -149,6 +149,23 @@ def test_a_rechunked_source_is_reanchored_without_the_model(store, db_path) -> N
     assert {e["chunk_id"] for e in found["evidence"]} and all(e["chunk_id"] > 100 for e in found["evidence"])
 
 
+def test_an_edited_source_without_a_model_keeps_only_the_events_its_text_still_says(store, db_path) -> None:
+    add_docs(store, PARSER)
+    kept, dropped = "We decided to replace the regex parser with a tokenizer.", "Nested emphasis no longer hangs."
+    llm = ScriptedExtractor(events_output(event(kept, [1]), event(dropped, [2], "fix")))
+    build(store, db_path, llm=llm, levels=("event",))
+    add_docs(store, note("parser", "# Parser\n\nWe decided to replace the regex parser with a tokenizer, fast.\n"))
+    report = build(store, db_path, levels=("event",))
+    assert report.levels["event"]["rechecked"] == 1 and report.levels["event"]["waiting"] == 1
+    found = {e["statement"]: e for e in list_events(store)}
+    assert found[kept]["supported"] and found[kept]["evidence"]
+    assert not found[dropped]["supported"]  # kept, shown, out of retrieval
+    assert build(store, db_path, levels=("event",)).levels["event"]["rechecked"] == 0, "checked once"
+    again = ScriptedExtractor(events_output(event(kept, [1])))
+    assert build(store, db_path, llm=again, levels=("event",)).levels["event"]["extracted"] == 1
+    assert [e["statement"] for e in list_events(store)] == [kept]
+
+
 @pytest.mark.parametrize(
     ("raw", "ok"),
     [

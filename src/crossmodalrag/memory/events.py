@@ -4,11 +4,14 @@ to the exact chunks it was drawn from, with its provenance checked by embedding.
 Incremental and resumable: a source's extraction is keyed on its fingerprint, the model and the
 prompt version, and each source is committed on its own, so a killed build loses at most the source
 in flight. A source whose chunks changed but whose text did not (a re-chunk) keeps its events,
-re-anchored to the new chunk ids by character span.
+re-anchored to the new chunk ids by character span. A source whose text changed while no model is
+configured keeps its events only as far as the new text still says them (the provenance check of a
+new event); the rest are flagged unsupported, out of retrieval, until a model draws them again.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
     from crossmodalrag.retrieval.semantic import SemanticIndex
 
 GIT_MODEL, GIT_PROMPT = "git", "commit-subject-v1"
+RECHECKED = "rechecked"  # an extraction state: events of an earlier text, checked against the new one
 Progress = Callable[[int, int, str], None]  # (done, total, what is being done)
 
 
@@ -36,6 +40,7 @@ class EventsReport:
     from_git: int = 0
     unchanged: int = 0
     reanchored: int = 0
+    rechecked: int = 0  # sources edited while no model is configured: their events checked against the new text
     events: int = 0  # events written this run
     embedded: int = 0  # events given the vector they lacked (git commits, events made before embeddings)
     unsupported: int = 0
@@ -131,9 +136,9 @@ def _needs_work(source: SourceRow, state: tuple | None, how: Extraction, report:
     if source.source_type != "commit" and how.llm is None:
         if state and state[0] == source.fingerprint and state[3:5] == (PROMPT_VERSION, "done"):
             report.unchanged += 1  # extracted by another model and unchanged since: kept, not waiting
-        else:
-            report.waiting += 1
-        return False
+            return False
+        report.waiting += 1
+        return bool(state) and state[0] != source.fingerprint and state[4] in ("done", RECHECKED)  # its events
     return True
 
 
@@ -144,9 +149,14 @@ def _process(store: Store, source: SourceRow, state: tuple | None, how: Extracti
         _record(store, source, digest, (GIT_MODEL, GIT_PROMPT), [_commit_event(source, chunks)], report)
         report.from_git += 1
         return
-    if state and state[1] == digest and state[2:5] == (how.model_id, PROMPT_VERSION, "done"):
+    same_text = state is not None and state[1] == digest and state[3:5] == (PROMPT_VERSION, "done")
+    if same_text and state[2] in (how.model_id, "" if how.llm else state[2]):
         _reanchor(store, source, chunks)
         report.reanchored += 1
+        return
+    if how.llm is None:
+        _recheck(store, source, digest, state[2] if state else "", chunks, how)
+        report.rechecked += 1
         return
     report.extracted += 1
     try:
@@ -252,8 +262,6 @@ def _save_state(conn, source: SourceRow, digest: str, key, status: str, reason: 
 
 def _reanchor(store: Store, source: SourceRow, chunks: list[ChunkRow]) -> None:
     """Move each event's links onto the new chunks covering the spans its old chunks covered."""
-    import json
-
     with store.transaction() as conn:
         for row in conn.execute("SELECT id, metadata FROM memory_nodes WHERE source_id = ?", (source.id,)).fetchall():
             metadata = json.loads(row[1])
@@ -270,6 +278,34 @@ def _reanchor(store: Store, source: SourceRow, chunks: list[ChunkRow]) -> None:
             "UPDATE memory_extractions SET source_fingerprint = ?, updated_at = ? WHERE source_id = ?",
             (source.fingerprint, time.time(), source.id),
         )
+
+
+def _recheck(store: Store, source: SourceRow, digest: str, model: str, chunks: list[ChunkRow], how: Extraction) -> None:
+    """The source's text changed and no model can draw its events again: each event is checked against
+    the new text as a new event is (check_provenance). One the text still says is linked to it again;
+    the rest are flagged unsupported (out of retrieval, shown by `mem events`) until a model re-extracts
+    them, which the state's status asks for."""
+    nodes = [_stored_event(row, source) for row in rows(store.conn, "level = 'event' AND source_id = ?", (source.id,))]
+    kept = {node.id for node in check_provenance(nodes, chunks, how.semantic, how.min_cosine)}
+    spans = {c.id: [c.char_start, c.char_end] for c in chunks}
+    for node in nodes:
+        if node.id not in kept:  # says what another event of the source says
+            node.links, node.supported, node.confidence = [], False, 0.0
+        node.metadata["anchors"] = {str(link.chunk_id): spans[link.chunk_id] for link in node.links}
+    cost = {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
+    with store.transaction() as conn:
+        write_nodes(conn, nodes)
+        reason = "edited since its events were drawn: waiting for a model"
+        _save_state(conn, source, digest, (model, PROMPT_VERSION), RECHECKED, reason, len(nodes), cost)
+
+
+def _stored_event(row, source: SourceRow) -> Node:
+    """An event as stored, without its links (the chunks they pointed at are gone)."""
+    return Node(
+        id=row["id"], level="event", title=row["title"], statement=row["statement"], kind=row["kind"],
+        project=row["project"], people=json.loads(row["people"]), first_time=row["first_time"],
+        last_time=row["last_time"], source_id=source.id, source_uri=source.uri, metadata=json.loads(row["metadata"]),
+    )  # fmt: skip
 
 
 def remove_orphans(store: Store) -> list[dict[str, Any]]:
