@@ -12,7 +12,7 @@ from crossmodalrag.index.embeddings import embed_missing
 from crossmodalrag.index.models import install_offline
 from crossmodalrag.memory.build import build_memory
 from crossmodalrag.memory.events import list_events
-from crossmodalrag.memory.extract import EVENT_TYPES, event_schema, extract_window
+from crossmodalrag.memory.extract import EVENT_TYPES, MAX_STATEMENT, event_schema, extract_window
 from crossmodalrag.memory.stats import memory_stats
 from crossmodalrag.retrieval.semantic import SemanticIndex
 from tests.llm import require_llama_cpp, smollm_gguf
@@ -70,4 +70,4 @@ def test_schema_caps_every_list_and_string() -> None:
     event = schema["properties"]["events"]["items"]
     assert schema["properties"]["events"]["maxItems"] == 8
     assert set(event["required"]) == set(event["properties"])
-    assert "{7,159}" in event["properties"]["event"]["pattern"] and event["properties"]["cite"]["maxItems"]
+    assert f"{{7,{MAX_STATEMENT - 1}}}" in event["properties"]["event"]["pattern"] and event["properties"]["cite"]["maxItems"]

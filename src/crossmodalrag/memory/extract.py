@@ -25,10 +25,10 @@ from crossmodalrag.memory.provenance import SPEAKER
 PROMPT_VERSION = "events-v8"
 EVENT_TYPES = ("decision", "learning", "fix", "task", "change", "fact", "plan")
 MAX_EVENTS = 8
-MAX_STATEMENT = 160
+MAX_STATEMENT = 200  # characters; the grammar counts a mark inside a word ("0.5") with its neighbour
 MAX_CITED = 3
 MAX_SPEAKERS = 4  # listed by name; a window with more speakers gets one flat list
-MAX_TOKENS = 480  # 8 events of at most ~50 tokens each, plus the JSON around them
+MAX_TOKENS = 560  # 8 events of at most ~60 tokens each, plus the JSON around them
 # A speaker the grammar can use as a key: letters, with inner spaces, apostrophes or hyphens
 # ("Mary-Ann O'Neil"); anything else would need escaping in the grammar.
 NAME = re.compile(r"[^\W\d_]+(?:[ '-][^\W\d_]+){0,3}")
@@ -96,10 +96,12 @@ def min_events(excerpts: int, most: int = 3, per: int = 4) -> int:
 
 
 def _event(excerpts: int) -> dict[str, Any]:
-    # One sentence: it ends with . ! or ?, only there, and only there may its string close. Left free,
-    # the model copied whole turns ("Nate is going to hike this weekend. We're checking out..."), and
-    # wrote a title's opening quote unescaped ('watched "Inception"'), which ended the sentence early.
-    body = f'[^"\\\\\\n<>.!?]{{7,{MAX_STATEMENT - 1}}}'
+    # One sentence: it ends with . ! or ?, and only there may its string close. Left free, the model
+    # copied whole turns ("Nate is going to hike this weekend. We're checking out..."), and wrote a
+    # title's opening quote unescaped ('watched "Inception"'), which ended the sentence early. A mark
+    # inside a word ("0.5", "Node.js", "e.g") or before a lowercase word ("e.g. the") does not end it:
+    # forbidden outright, notes' events were cut there ("MRR = 1/1 = 1.", "a search system, e.").
+    body = f'([^"\\\\\\n.!?]|[.!?][^"\\\\\\n .!?]|[.!?] [a-z0-9]){{7,{MAX_STATEMENT - 1}}}'
     return {
         "type": "object",
         "properties": {
@@ -253,7 +255,7 @@ def _event_of(item: Any, excerpts: int, person: str, people: Collection[str]) ->
     statement = " ".join(str(item["event"]).split())
     if kind not in EVENT_TYPES:
         raise ValueError(f"unknown event type {kind!r}")
-    if not 8 <= len(statement) <= MAX_STATEMENT:
+    if not 8 <= len(statement) <= 2 * MAX_STATEMENT:
         raise ValueError(f"a statement of {len(statement)} characters")
     cited = item["cite"]
     if not isinstance(cited, list):
