@@ -70,4 +70,7 @@ def test_schema_caps_every_list_and_string() -> None:
     event = schema["properties"]["events"]["items"]
     assert schema["properties"]["events"]["maxItems"] == 8
     assert set(event["required"]) == set(event["properties"])
-    assert f"{{7,{MAX_STATEMENT - 1}}}" in event["properties"]["event"]["pattern"] and event["properties"]["cite"]["maxItems"]
+    assert (
+        f"{{7,{MAX_STATEMENT - 1}}}" in event["properties"]["event"]["pattern"]
+        and event["properties"]["cite"]["maxItems"]
+    )

@@ -150,8 +150,9 @@ def corrupt(path: Path, tmp_path: Path) -> Path:
         (lambda tmp, good: _newer(good, tmp / "newer.db"), "schema version 999"),
         (lambda tmp, good: corrupt(good, tmp), "integrity check|not a readable"),
         (lambda tmp, good: _tampered(good, tmp / "tampered.db"), "fails its checksum"),
+        (lambda tmp, good: _edited(good, tmp / "edited.db"), "change log does not match its rows"),
     ],
-    ids=["missing", "not-sqlite", "empty", "other-sqlite", "too-new", "corrupt", "checksum"],
+    ids=["missing", "not-sqlite", "empty", "other-sqlite", "too-new", "corrupt", "checksum", "edited"],
 )
 def test_a_bad_backup_is_refused_and_the_active_database_is_untouched(
     db_path, tmp_path, backup_file, make_source, message
@@ -195,6 +196,29 @@ def _tampered(good: Path, path: Path) -> Path:
     conn.close()
     Path(f"{path}.sha256").write_text(Path(f"{good}.sha256").read_text())
     return path
+
+
+def _edited(good: Path, path: Path) -> Path:
+    """A valid database, with no checksum beside it, whose row was changed outside mem."""
+    shutil.copyfile(good, path)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE sources SET title = 'changed'")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_an_unverified_backup_is_restored_only_when_asked(capsys, db_path, tmp_path, backup_file):
+    edited = _edited(backup_file, tmp_path / "edited.db")
+    make_db(db_path, ["/v/later.md"])
+    assert main(["restore", str(edited), "--force"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "nothing was restored" in err and "--unverified" in err
+    assert uris(db_path) == ["/v/later.md"]
+    assert main(["restore", str(edited), "--force", "--unverified", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["verify"]["ok"] is False and "mem verify --accept" in err
+    assert uris(db_path) == ["/v/a.md", "/v/b.md"]
 
 
 def test_restore_checkpoints_the_old_wal_into_the_kept_copy_and_leaves_none_behind(db_path, backup_file):

@@ -195,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("restore", parents=[common, as_json], help="verify a backup and make it the database")
     p.add_argument("source", type=Path, metavar="SRC", help="a file written by `mem backup`")
     p.add_argument("--force", action="store_true", help="replace an existing database (kept in backups/)")
+    p.add_argument("--unverified", action="store_true", help="restore even if its change log does not match its rows")
     p.set_defaults(run=maintenance.restore)
 
     p = sub.add_parser("forget", parents=[common, as_json], help="remove a source and everything derived from it")

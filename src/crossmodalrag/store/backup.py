@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store
 from crossmodalrag.store.migrations import LATEST_VERSION
-from crossmodalrag.versioning.verify import verify
+from crossmodalrag.versioning.verify import Problem, verify
 
 SIDECARS = ("-wal", "-shm", "-journal")  # SQLite files that belong to one database file, by name
 IN_USE_TIMEOUT = 2.0  # how long a restore waits for other connections to let go of the old database
@@ -122,12 +122,13 @@ def backup_database(db_path: Path, dest: Path | None = None) -> BackupReport:
     return BackupReport(target, digest, size, version)
 
 
-def restore_database(source: Path, db_path: Path, force: bool = False) -> RestoreReport:
+def restore_database(source: Path, db_path: Path, force: bool = False, unverified: bool = False) -> RestoreReport:
     """Verify a backup, then atomically make it the active database.
 
     Raises StoreError if the backup is missing, damaged, fails its checksum, is not a memory database or
-    is too new; if a database exists and `force` is not set; or if the database is in use. On any error
-    the active database is left as it was.
+    is too new; if its change log does not verify against its rows (unless `unverified`); if a database
+    exists and `force` is not set; or if the database is in use. On any error the active database is
+    left as it was.
     """
     source, db_path = Path(source).expanduser().absolute(), Path(db_path)
     _require_backup_file(source, db_path)
@@ -143,6 +144,11 @@ def restore_database(source: Path, db_path: Path, force: bool = False) -> Restor
                 f"schema version {version}, {sources} sources)",
                 "pass --force to replace it; the replaced database is kept in backups/",
             )
+        with open_store(staging, create=False) as store:  # migrates an older backup, on the copy
+            version = store.schema_version()
+            verified = verify(store.conn).to_dict()  # the change log came along: prove it still matches
+        if not verified["ok"] and not unverified:
+            raise _unverified(source, verified)
         if db_path.exists():
             _copy_mode(db_path, staging)
         _fsync(staging)
@@ -154,10 +160,18 @@ def restore_database(source: Path, db_path: Path, force: bool = False) -> Restor
     finally:
         _remove(staging)
     shutil.rmtree(db_path.with_name(db_path.name + ".vectors"), ignore_errors=True)
-    with open_store(db_path, create=False) as store:  # sets WAL again; migrates an older backup
-        version = store.schema_version()
-        verified = verify(store.conn).to_dict()  # the change log came along: prove it still matches
     return RestoreReport(db_path, source, digest, size, version, sources, replaced, verified)
+
+
+def _unverified(source: Path, verified: dict) -> StoreError:
+    problems = verified["problems"]
+    shown = Problem(**problems[0]).describe() if problems else "see `mem verify`"
+    return StoreError(
+        f"{source}: its change log does not match its rows ({len(problems)} problems, e.g. {shown}); "
+        "nothing was restored",
+        "it may be damaged or altered; a backup made with CMRAG_VERSIONING=off is restored with "
+        "`--unverified`, then `mem verify --accept` records what the log missed",
+    )
 
 
 def _backup_target(db_path: Path, dest: Path | None) -> Path:
