@@ -454,7 +454,8 @@ def test_backups_carry_the_log_and_restore_verifies(capsys, tmp_path: Path, db_p
     conn.close()
     Path(f"{backup}.sha256").unlink()
     code, out, err = run(capsys, "restore", str(backup), "--force")
-    assert code == 1 and "does not verify" in err
+    assert code == 1 and "change log does not match its rows" in err and "nothing was restored" in err
+    assert json.loads(run(capsys, "ask", "planted", "--no-llm", "--json")[1])["evidence"] == []
 
 
 @pytest.fixture
