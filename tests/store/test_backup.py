@@ -64,13 +64,25 @@ def test_backup_is_one_standalone_file_with_a_sha256sum_checksum(db_path, tmp_pa
     if shutil.which("sha256sum"):
         check = subprocess.run(["sha256sum", "-c", "out.db.sha256"], cwd=tmp_path, capture_output=True, text=True)
         assert check.returncode == 0, check.stdout + check.stderr
-    # Rollback-journal mode: the copy needs nothing beside it, even copied alone to another machine.
-    assert report.path.read_bytes()[18:20] == b"\x01\x01"
+    # WAL mode, as mem opens it (so reading it changes nothing), and nothing beside it: it is whole alone.
+    assert report.path.read_bytes()[18:20] == b"\x02\x02"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("out.db-")]
     alone = tmp_path / "alone" / "copy.db"
     alone.parent.mkdir()
     shutil.copyfile(report.path, alone)
     assert uris(alone) == ["/v/a.md"]
     assert leftovers(tmp_path) == []
+
+
+def test_reading_a_backup_with_mem_leaves_it_as_it_was(capsys, db_path, tmp_path, monkeypatch):
+    make_db(db_path, ["/v/a.md"])
+    report = backup_database(db_path, tmp_path / "out.db")
+    monkeypatch.setenv("CMRAG_DB_PATH", str(report.path))  # `mem verify` on the backup, as a user checks one
+    for command in (["verify"], ["log"], ["ask", "anything", "--no-llm"], ["events"]):
+        main(command)
+        assert sha256(report.path) == report.sha256, command
+    monkeypatch.delenv("CMRAG_DB_PATH")
+    assert main(["restore", str(report.path), "--force", "--db-path", str(db_path)]) == 0
 
 
 def test_backup_defaults_to_a_timestamped_file_in_backups_and_never_overwrites(db_path, tmp_path):
