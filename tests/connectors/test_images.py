@@ -30,6 +30,36 @@ def test_ocr_reads_lines_in_order_and_labels_inside_boxes(tmp_path):
     assert 0.8 < doc.metadata["ocr_confidence"] <= 1.0
 
 
+@pytest.mark.parametrize("mode", ["CMYK", "I;16", "P", "LA"])
+def test_images_stored_in_other_modes_are_read(tmp_path, mode):
+    import numpy as np
+    from PIL import Image
+
+    drawn = Image.open(write_text_image(tmp_path / "drawn.png", ["Quarterly review notes"]))
+    if mode == "I;16":  # 16-bit grey, full range
+        grey = (np.asarray(drawn.convert("L"), dtype=np.uint16) * 257).astype("<u2")
+        converted = Image.frombytes("I;16", drawn.size, grey.tobytes())
+    else:
+        converted = drawn.convert(mode)
+    path = tmp_path / ("scan.jpg" if mode == "CMYK" else "scan.png")
+    converted.save(path, **({"transparency": 255} if mode == "P" else {}))
+    assert Image.open(path).mode == mode
+    assert read_image(path).text == "Quarterly review notes"
+
+
+def test_small_text_in_a_large_image_is_read_at_its_own_scale(tmp_path):
+    from PIL import Image
+
+    board = Image.new("RGB", (6000, 1200), "white")
+    board.paste(Image.open(write_text_image(tmp_path / "a.png", ["Left corner: deploy on Friday"])), (0, 0))
+    board.paste(Image.open(write_text_image(tmp_path / "b.png", ["Right edge: rotate the keys"])), (4950, 700))
+    board.save(tmp_path / "board.png")
+    assert read_image(tmp_path / "board.png").text.splitlines() == [
+        "Left corner: deploy on Friday",
+        "Right edge: rotate the keys",
+    ]
+
+
 def test_a_broken_image_is_a_connector_error(tmp_path):
     path = tmp_path / "broken.png"
     path.write_bytes(b"\x89PNG\r\n\x1a\n not really")

@@ -70,18 +70,70 @@ def _rapidocr():
     return _ENGINE
 
 
-Line = tuple[str, float, tuple[float, float, float]]  # text, confidence, (top, left, height)
+Line = tuple[str, float, tuple[float, float, float, float]]  # text, confidence, (top, left, height, right)
+# rapidocr shrinks a larger image whole to this side, and its small text past reading (a 5K screenshot's
+# menus, a poster's captions): such an image is read in tiles of this size instead, at its own scale.
+TILE = 2000
+OVERLAP = 200  # a line cut by one tile's edge is whole in the next (lines are rarely wider than a tile)
 
 
 def _rapidocr_lines(source) -> list[Line]:
+    if not isinstance(source, Path) and max(source.shape[:2]) > TILE:
+        return _tiled_lines(source)
     output = _rapidocr()(str(source) if isinstance(source, Path) else source)
     if output is None or not getattr(output, "txts", None):
         return []
     lines = []
     for text, score, box in zip(output.txts, output.scores, output.boxes, strict=True):
         ys, xs = [point[1] for point in box], [point[0] for point in box]
-        lines.append((str(text), float(score), (min(ys), min(xs), max(ys) - min(ys))))
+        lines.append((str(text), float(score), (min(ys), min(xs), max(ys) - min(ys), max(xs))))
     return lines
+
+
+def _tiled_lines(pixels) -> list[Line]:
+    """The lines of each overlapping tile, placed in the whole image; a line two tiles both saw (in
+    their overlap, or cut by one tile's edge) is kept once, as its longer reading."""
+    found: list[Line] = []
+    height, width = pixels.shape[:2]
+    for top in _starts(height):
+        for left in _starts(width):
+            for text, score, (y, x, tall, right) in _rapidocr_lines(pixels[top : top + TILE, left : left + TILE]):
+                line = (text, score, (y + top, x + left, tall, right + left))
+                twin = next((i for i, other in enumerate(found) if _same_place(line, other)), None)
+                if twin is None:
+                    found.append(line)
+                elif len(text) > len(found[twin][0]):
+                    found[twin] = line
+    return found
+
+
+def _starts(size: int) -> list[int]:
+    starts = list(range(0, max(size - TILE, 0) + 1, TILE - OVERLAP))
+    return starts if starts[-1] + TILE >= size else [*starts, size - TILE]
+
+
+def _same_place(line: Line, other: Line) -> bool:
+    """Do two lines sit on the same row with overlapping spans?"""
+    (top, left, tall, right), (top2, left2, tall2, right2) = line[2], other[2]
+    return abs(top - top2) < max(tall, tall2) / 2 and left < right2 and left2 < right
+
+
+def image_pixels(path: Path):
+    """The first frame of an image as 8-bit RGB pixels, upright, however it is stored: CMYK, 16-bit
+    grey, a palette, transparency (on white, as a viewer shows it). Given the path, rapidocr's OpenCV
+    reading saw no text in any of those."""
+    import numpy as np
+    from PIL import Image, ImageOps
+
+    with Image.open(path) as image:
+        image.seek(0)
+        image = ImageOps.exif_transpose(image)  # a photo taken sideways
+        if image.mode.startswith("I"):  # 16- or 32-bit grey: scaled down to 8 bits
+            grey = np.asarray(image, dtype=np.float64)
+            image = Image.fromarray((grey * (255 / max(grey.max(), 255))).astype(np.uint8), "L")
+        if image.mode in ("RGBA", "LA", "PA", "P") or "transparency" in image.info:
+            image = Image.alpha_composite(Image.new("RGBA", image.size, "white"), image.convert("RGBA"))
+        return np.asarray(image.convert("RGB"))
 
 
 def _tesseract_lines(source) -> list[Line]:
@@ -100,7 +152,8 @@ def _tesseract_lines(source) -> list[Line]:
         text = " ".join(data["text"][i] for i in members)
         confidence = sum(float(data["conf"][i]) for i in members) / len(members) / 100
         top, left = min(data["top"][i] for i in members), min(data["left"][i] for i in members)
-        lines.append((text, confidence, (top, left, max(data["height"][i] for i in members))))
+        right = max(data["left"][i] + data["width"][i] for i in members)
+        lines.append((text, confidence, (top, left, max(data["height"][i] for i in members), right)))
     return lines
 
 
@@ -127,7 +180,7 @@ def read_image(path: Path, engine: str = "rapidocr") -> Document:
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
         raise ConnectorError(f"{path}: not a readable image ({exc})", "check or re-export the file") from exc
     try:
-        lines = recognize(path, engine)
+        lines = recognize(image_pixels(path), engine)
     except Exception as exc:  # noqa: BLE001 - the OCR runtime raises assorted errors on odd images
         raise ConnectorError(f"{path}: OCR failed ({exc})", "re-export the image as PNG") from exc
     confidence = sum(score for _, score, _ in lines) / len(lines) if lines else None
