@@ -486,6 +486,23 @@ def test_ingesting_a_folder_as_one_kind_keeps_the_other_kinds_stored_under_it(st
     assert {k for (k,) in store.conn.execute("SELECT DISTINCT source_type FROM sources")} == {"pdf", "commit"}
 
 
+def test_a_file_ingested_by_its_own_path_stays_when_its_folder_is_ingested(store: Store, tmp_path: Path) -> None:
+    """A PDF with another extension or a hidden name is found only when given itself; the folder's walk
+    skipping it does not make it gone (it was removed while still on disk)."""
+    pytest.importorskip("pypdfium2")
+    from crossmodalrag.ingest import ingest_pdfs
+    from tests.pdfs import write_pdf
+
+    papers = tmp_path / "papers"
+    write_pdf(papers / "spec.pdf", ["The turbine blades crack under thermal cycling."])
+    odd = [write_pdf(papers / "report.PDF.bak", ["Kept aside."]), write_pdf(papers / ".draft.pdf", ["Hidden."])]
+    assert not ingest_pdfs(store, odd).failures
+    report = ingest_pdfs(store, [papers])
+    assert (report.added, report.removed) == (1, 0) and len(sources(store)) == 3
+    odd[0].unlink()
+    assert ingest_pdfs(store, [papers]).removed == 1  # gone from disk: it leaves
+
+
 def test_pdfs_and_chats_whose_file_name_is_not_utf8_fail_alone(store: Store, tmp_path: Path) -> None:
     pytest.importorskip("pypdfium2")
     from crossmodalrag.conversations import ingest_conversations

@@ -416,7 +416,9 @@ def _ingest_files(
         seen = ingest_documents(store, items, known, report, progress)
         if not path.is_dir():
             known = {}  # a single file: nothing else under it can have gone
-        gone = [uri for uri in known if uri not in seen]
+        # A file the walk skips but still on disk was ingested by its own path (a hidden file, another
+        # extension): it has not gone.
+        gone = [uri for uri in known if uri not in seen and not Path(uri).is_file()]
         remove_gone(store, path, gone, len(known), report, allow_mass_delete)
     return report
 

@@ -103,6 +103,17 @@ def test_timestamp_from_a_leading_date_line(vault: Path) -> None:
     assert read(vault, "n.md", "Date: 2023-07-14\n\nWhat happened.\n").timestamp == utc(2023, 7, 14)
 
 
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("2024-01-15.md", utc(2024, 1, 15)), ("daily/2024-01-15 standup.md", utc(2024, 1, 15)), ("2024-13-45.md", None)],
+)
+def test_timestamp_from_a_date_the_file_name_starts_with(vault: Path, name: str, expected) -> None:
+    path = write_note(vault, name, "What happened.\n")
+    os.utime(path, (1_600_000_000, 1_600_000_000))
+    assert read_note(vault, path).timestamp == (expected or 1_600_000_000)
+    assert read(vault, "2024-01-15b.md", "---\ndate: 2023-07-14\n---\nx\n").timestamp == utc(2023, 7, 14)
+
+
 def test_timestamp_falls_back_to_mtime(vault: Path) -> None:
     path = write_note(vault, "n.md", "Text that mentions Date: 2023-07-14 later.\n")
     os.utime(path, (1_600_000_000, 1_600_000_000))

@@ -95,7 +95,7 @@ def read_note(root: Path, path: Path) -> Document:
         title=title,
         text=text if text[body_start:].strip() else "",
         format="markdown",
-        timestamp=_timestamp(meta, leading_date(text, body_start)[0], mtime),
+        timestamp=_timestamp(meta, leading_date(text, body_start)[0], mtime, path.stem),
         locator=relative,
         metadata={
             "vault": str(root),
@@ -164,10 +164,16 @@ def parse_date(value: Any) -> float | None:
     return None
 
 
-def _timestamp(meta: dict[str, Any], date_line: str | None, mtime: float) -> float | None:
-    """Frontmatter `date:`/`created:`, else a leading `Date:` line, else the file's mtime; a moment
-    outside years 1-9999 is skipped (`date: 9999-12-31T23:59-12:00` would break every display)."""
-    for value in (meta.get("date"), meta.get("created"), date_line):
+NAME_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")
+
+
+def _timestamp(meta: dict[str, Any], date_line: str | None, mtime: float, name: str = "") -> float | None:
+    """Frontmatter `date:`/`created:`, else a leading `Date:` line, else a date the file's name starts
+    with (Obsidian's daily notes: `2024-01-15.md`, `2024-01-15 standup.md`; a copied or cloned vault
+    gives every file the same mtime), else the file's mtime; a moment outside years 1-9999 is skipped
+    (`date: 9999-12-31T23:59-12:00` would break every display)."""
+    named = NAME_DATE.match(name)
+    for value in (meta.get("date"), meta.get("created"), date_line, named and named.group(0)):
         if value is not None and (stamp := parse_date(value)) is not None and FIRST_MOMENT <= stamp <= LAST_MOMENT:
             return stamp
     return mtime if FIRST_MOMENT <= mtime <= LAST_MOMENT else None
