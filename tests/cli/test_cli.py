@@ -178,6 +178,11 @@ def test_eval_without_queries_is_an_error(capsys, vault):
         ["log", "--limit", "x"],
         ["memories", "--limit", "0"],
         ["memories", "--limit", "501"],  # the help says at most 500: refused, not quietly cut
+        ["sources", "--limit", "501"],
+        ["events", "--limit", "99999999999999999999999"],  # past what SQLite can bind
+        ["drift", "--min-support", "99999999999999999999"],
+        ["build-memory", "--max-minutes", "nan"],  # would never stop
+        ["build-memory", "--max-minutes", "-5"],
         ["ingest-notes", ""],  # an unset $VAULT: not the current folder, whose other sources would go
         ["ingest-pdf", "papers", " "],
         ["ingest-chat", ""],

@@ -13,6 +13,10 @@ def positive(text: str) -> int:
     return value
 
 
+# No count means more than this; past 2**63 SQLite cannot even bind the number (an OverflowError).
+MAX_COUNT = 1_000_000_000
+
+
 def non_negative(text: str) -> int:
     try:
         value = int(text)
@@ -20,6 +24,19 @@ def non_negative(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 0:
         raise argparse.ArgumentTypeError("must not be negative")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT:,}")
+    return value
+
+
+def minutes(text: str) -> float:
+    """A positive, finite number of minutes (nan would never stop a run, 0 or less never start one)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError("must be a number of minutes above 0")
     return value
 
 

@@ -7,7 +7,7 @@ import argparse
 import sys
 import time
 
-from crossmodalrag.cli.arguments import positive
+from crossmodalrag.cli.arguments import minutes, positive
 from crossmodalrag.cli.commands import _open, _settings, notice
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.memory.build import LEVELS
@@ -21,7 +21,7 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
     p = sub.add_parser("build-memory", parents=[common, as_json], help="build events, episodes, concepts, graph")
     p.add_argument("--level", choices=(*LEVELS, "all"), default="all", help="only this level (default: all)")
     p.add_argument("--limit", type=positive, metavar="N", help="extract events from at most N sources this run")
-    p.add_argument("--max-minutes", type=float, metavar="M", help="stop extracting after M minutes")
+    p.add_argument("--max-minutes", type=minutes, metavar="M", help="stop extracting after M minutes")
     p.add_argument("--model", metavar="ID", help="extraction model: a GGUF file or a server's model name")
     p.set_defaults(run=build_memory)
 
