@@ -195,6 +195,13 @@ def test_usage_errors_exit_2(capsys, argv):
     assert exit_info.value.code == 2
 
 
+def test_a_database_path_under_a_file_is_one_error_line(capsys, tmp_path):
+    (tmp_path / "notes.txt").write_text("a file, not a folder")
+    code, _, err = run(capsys, "init-db", "--db-path", str(tmp_path / "notes.txt" / "memory.db"))
+    assert code == 1 and err.startswith("error: cannot create the database's folder") and "is a file" in err
+    assert err.count("\n") == 1
+
+
 def test_a_corrupt_database_is_reported_without_traceback(capsys, db_path):
     db_path.write_bytes(b"\x00garbage" * 512)
     code, _, err = run(capsys, "ask", "x", "--no-llm")

@@ -200,7 +200,15 @@ def open_store(
     if not path.exists():
         if not create:
             raise StoreError(f"no memory database at {path}", "run `mem init-db` or `mem seed-sample` first")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a part of the path is a file, or the place is read-only
+            blocking = next((p for p in path.parents if p.exists()), None)
+            why = f"{blocking} is a file" if blocking and not blocking.is_dir() else exc.strerror or str(exc)
+            raise StoreError(
+                f"cannot create the database's folder {path.parent}: {why}",
+                "choose a database path (CMRAG_DB_PATH or --db-path) in a folder you can write to",
+            ) from exc
     patience = max(busy_timeout, BUSY_TIMEOUT_SECONDS)
     started, delay = time.monotonic(), 0.005
     while True:
