@@ -95,8 +95,13 @@ def test_forget_removes_derived_nodes_and_nothing_cites_the_chunks(store, db_pat
     docs = [_doc(f"/work/p{i}/n.md", i * 3) for i in range(3)]
     _memory(store, db_path, docs)
     before = memory_stats(store)["nodes"]
+    from crossmodalrag.memory.usage import record
+
+    nodes = [row[0] for row in store.conn.execute("SELECT id FROM memory_nodes WHERE source_uri = '/work/p0/n.md'")]
+    record(store, nodes, "retrieved")
     report = forget_sources(store, find_sources(store, "/work/p0/n.md"))
     assert report.memory_nodes >= 2  # its event, its episode, and the concept built on it
+    assert store.conn.execute("SELECT COUNT(*) FROM memory_usage").fetchone()[0] == 0  # nor their usage
     after = memory_stats(store)
     assert after["nodes"]["event"] == before["event"] - 1 and after["nodes"]["concept"] == 0
     gone = store.conn.execute(

@@ -129,7 +129,9 @@ def delete_nodes(conn: sqlite3.Connection, ids: Iterable[str]) -> int:
     ids = list(ids)
     for start in range(0, len(ids), 500):
         part = ids[start : start + 500]
-        conn.execute(f"DELETE FROM memory_nodes WHERE id IN ({','.join('?' * len(part))})", part)
+        marks = ",".join("?" * len(part))
+        conn.execute(f"DELETE FROM memory_nodes WHERE id IN ({marks})", part)
+        conn.execute(f"DELETE FROM memory_usage WHERE target_id IN ({marks})", part)  # no trace of what went
     for node_id in ids:
         versioning.changed(conn, "memory_node", node_id)
     return len(ids)
