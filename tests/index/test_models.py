@@ -28,6 +28,17 @@ def test_resolution_order(tmp_path):
     assert resolve_model(settings_at(tmp_path, embed_model="BAAI/bge-small-en-v1.5")).path is None
     local = resolve_model(settings_at(tmp_path, embed_model_path=str(tmp_path / "mine")))
     assert local.path == tmp_path / "mine" and local.name == "mine"
+    moved = resolve_model(settings_at(tmp_path, embed_model_path=str(tmp_path / "elsewhere" / models.OFFLINE_DIR)))
+    assert (moved.name, moved.engine, moved.path) == (offline.name, "onnx", tmp_path / "elsewhere" / models.OFFLINE_DIR)
+
+
+def test_a_local_model_fastembed_cannot_name_is_one_clear_error(tmp_path):
+    pytest.importorskip("fastembed")
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(b"x")
+    with pytest.raises(ModelUnavailable, match="set CMRAG_EMBED_MODEL"):
+        embed_module.FastEmbedder(resolve_model(settings_at(tmp_path, embed_model_path=str(folder))), str(tmp_path))
 
 
 def test_a_file_that_fails_its_pinned_checksum_is_an_error(tmp_path):

@@ -108,7 +108,15 @@ class FastEmbedder(TokenWindow):
         if spec.is_local:
             sha = verify(spec)
             # local_files_only: no code path may contact a host for a local model.
-            model = TextEmbedding(spec.name, specific_model_path=str(spec.path), local_files_only=True, threads=threads)
+            try:
+                model = TextEmbedding(
+                    spec.name, specific_model_path=str(spec.path), local_files_only=True, threads=threads
+                )
+            except ValueError as exc:  # fastembed knows each model's pooling by its name, not from the folder
+                raise ModelUnavailable(
+                    f"fastembed does not know which model {spec.path} holds (named {spec.name!r})",
+                    "set CMRAG_EMBED_MODEL to its fastembed name, e.g. BAAI/bge-small-en-v1.5",
+                ) from exc
         else:
             model, sha = _load_hub_model(spec.name, cache_dir, threads), ""
         self._model = model

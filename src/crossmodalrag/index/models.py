@@ -85,6 +85,8 @@ def resolve_model(settings: Settings) -> ModelSpec:
     """The model the settings select (see the module docstring). Does not load anything."""
     if settings.embed_model_path:
         path = Path(settings.embed_model_path)
+        if path.name == OFFLINE_DIR and not settings.embed_model:  # the offline MiniLM, kept elsewhere
+            return replace(offline_spec(settings), path=path)
         name = settings.embed_model or path.name
         return ModelSpec(name, path, {}, _window(path, name))
     if settings.embed_model:
