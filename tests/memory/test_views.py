@@ -65,6 +65,16 @@ def test_levels_drill_down_to_l0_chunks_and_name_their_nodes(memory, db_path, le
     assert payload["matched_nodes"][0]["evidence"][0]["chunk_id"]
 
 
+@pytest.mark.parametrize("level", ["episode", "concept"])
+def test_a_node_sharing_nothing_with_the_question_is_not_matched(memory, db_path, level) -> None:
+    retriever = LevelRetriever(_retriever(memory, db_path, level).base, level)
+    retriever.base.semantic = semantic_for(memory, db_path)
+    answer = with_nodes(ask_without_llm(retriever, "Why was the LRU render cache dropped?"), retriever)
+    matched = " ".join(node["title"] for node in answer.to_dict()["matched_nodes"])
+    assert "XSS" not in matched and "xss" not in matched
+    assert all("XSS" not in item.hit.text for item in answer.evidence)
+
+
 def test_a_level_that_is_not_built_says_what_to_run(store, db_path) -> None:
     base = open_retriever(store, Settings(db_path=db_path), 3, lexical_only=True)
     with pytest.raises(MemoryNotBuilt, match="no concept nodes"):

@@ -200,14 +200,18 @@ class LevelRetriever:
         # matching events displace plain hits (20 events instead of 10 cost 0.7 points on LoCoMo dev).
         limit = max(top_k, EVENTS_DRILLED) if self.level == "event" else MATCHED_NODES
         ranked = rank_nodes(table, query, vector, self.half_life_days, limit, self.level == "event")
+        least = event_min_cosine(self.semantic)
         if self.level == "event":
-            least = event_min_cosine(self.semantic)
             ranked = [node for node in ranked if node[2].get("cosine", 1.0) >= least]
+        else:  # an episode or concept sharing no word with the question and far from it in meaning is no match
+            ranked = [node for node in ranked if node[2]["lexical"] > 0 or node[2].get("cosine", 0.0) >= least]
         self.matched_nodes = _matched(self.store, table, ranked)
         if self.level == "event":
             chunks = self._fuse(plain, ranked, table)
-        else:
+        elif ranked:
             chunks = self._drill(query, vector, ranked, table, [hit.chunk_id for hit in plain.hits])
+        else:  # no node matches: the evidence as plain retrieval ranks it
+            chunks = [(hit.chunk_id, hit.score) for hit in plain.hits]
         known = {hit.chunk_id: hit for hit in plain.hits}
         hits = hits_for(self.store, [c for c, _ in chunks[:top_k]], dict(chunks), known)
         return replace(plain, hits=hits)
