@@ -180,7 +180,7 @@ def test_eval_gold_is_kept_and_counted(capsys, vault, db_path) -> None:
         upsert_queries(store, [EvalQuery("where is the recipe?", [gone]), EvalQuery("aardvark?", [])])
     code, out, err = run(capsys, "forget", gone, "--yes", "--json")
     assert json.loads(out)["eval_queries_naming_them"] == 1
-    assert "1 eval query name a forgotten source" in err
+    assert "1 eval query names a forgotten source" in err
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM queries_eval").fetchone()[0] == 2
 

@@ -82,7 +82,8 @@ def _render(args: argparse.Namespace, report) -> None:
         )
     if report.eval_queries:
         note(
-            f"note: {_count(report.eval_queries, 'eval query')} name a forgotten source as expected evidence; "
+            f"note: {_count(report.eval_queries, 'eval query')} {'names' if report.eval_queries == 1 else 'name'} "
+            "a forgotten source as expected evidence; "
             "your labels are kept (`mem eval` warns about them)\n"
         )
 

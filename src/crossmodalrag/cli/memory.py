@@ -215,7 +215,9 @@ def timeline(args: argparse.Namespace) -> int:
     found = _fetch(args, lambda s: episodes(s, args.limit, args.project), "episodes")
     if found is None:
         return 0
-    if not found:
+    if not found and args.project:
+        notice(f"no episode matches --project {args.project!r} (`mem timeline` lists every project's)")
+    elif not found:
         notice("no episodes yet: run `mem build-memory`")
     for item in found:
         print(f"{item['title']}")
@@ -246,6 +248,8 @@ def distill(args: argparse.Namespace) -> int:
     found = _fetch(args, lambda s: distill_view(s, args.top), "nodes")
     if found is None:
         return 0
+    if not found:
+        notice("nothing distilled yet: run `mem build-memory` (distillation needs episodes or concepts)")
     for item in found:
         print(f"{item['level']:<8} {item['title']}  ({len(item['stand_ins'])} of {item['chunks_total']} chunks)")
         print(f"         {_locators(item['stand_ins'])}")
@@ -294,7 +298,7 @@ def recall(args: argparse.Namespace) -> int:
     settings = _settings(args)
     llm, why = extraction_llm(settings)
     if llm is None:
-        notice(f"note: template cards (no language model: {why})")
+        notice(f"note: template cards, as {why}")
     with _open(settings, create=False) as store:
         cards = recall_cards(
             store, args.level, args.top, args.min_support, settings.usage_halflife_days, llm, args.regenerate

@@ -90,8 +90,9 @@ def build_memory(
         report.levels["event"] = events.to_dict()
         if events.waiting:
             report.notices.append(
-                f"{events.waiting} sources wait for a language model ({why}); git commits became events without one"
-                " (hint: `mem models install --llm`, or set CMRAG_EXTRACT_MODEL)"
+                f"{events.waiting} sources wait for a language model ({why})"
+                + ("; git commits became events without one" if events.from_git else "")
+                + " (hint: `mem models install --llm`, or set CMRAG_EXTRACT_MODEL)"
             )
     _run_upper_levels(store, settings, levels, llm, semantic, report)
     report.seconds = time.monotonic() - started

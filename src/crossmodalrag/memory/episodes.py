@@ -85,7 +85,7 @@ def episode_node(members: list[EventRow]) -> Node:
     return Node(
         id=stable_id("episode", project, members[0].id),
         level="episode",
-        title=f"{project_name(project)}: {span or 'undated'} ({len(members)} events)",
+        title=f"{project_name(project)}: {span or 'undated'} ({len(members)} event{'' if len(members) == 1 else 's'})",
         statement=" ".join(e.statement for e in leading)[:400],
         project=project,
         first_time=first,
