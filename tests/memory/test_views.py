@@ -113,6 +113,10 @@ def test_recall_cards_are_cached_per_node_and_cite_real_text(memory) -> None:
     assert recall_cards(memory, "event", top=2, llm=model) == cards and not model.calls  # cached
     regenerated = recall_cards(memory, "event", top=2, llm=model, regenerate=True)
     assert regenerated[0]["question"] == "What was memoized instead?" and len(model.calls) == 2
+    assert len(model.judged) == 2 and "Claim: The answer to" in model.judged[0][-1]["content"]
+    unsupported = ScriptedExtractor({"question": "What improved?", "answer": "Performance and errors.", "evidence": 1})
+    unsupported.margins = [-3.0, -3.0]  # the excerpt does not say it: the template card stands
+    assert recall_cards(memory, "event", top=2, llm=unsupported, regenerate=True) == cards
 
 
 def test_drift_windows_flag_relearning_and_draw_a_sparkline() -> None:

@@ -167,8 +167,13 @@ def claim_messages(question: str, evidence: list[Evidence], claim: str, cited: l
     """Ask whether one sentence of an answer is supported by the excerpts it cites (all, if none)."""
     items = cited_excerpts(evidence, cited)
     statement = f'The answer to "{as_question(question)}" is: {claim}' if short else claim
+    return support_messages(judge_evidence(items), statement)
+
+
+def support_messages(evidence_text: str, statement: str) -> list[Message]:
+    """Ask whether the evidence supports a statement (the claim check's question, for any text)."""
     user = (
-        f"Evidence:\n{judge_evidence(items)}\n\nClaim: {statement}\n\n"
+        f"Evidence:\n{evidence_text}\n\nClaim: {statement}\n\n"
         "Is the claim supported by the evidence, about the same person or thing? Answer yes or no."
     )
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]

@@ -301,7 +301,14 @@ def recall(args: argparse.Namespace) -> int:
         notice(f"note: template cards, as {why}")
     with _open(settings, create=False) as store:
         cards = recall_cards(
-            store, args.level, args.top, args.min_support, settings.usage_halflife_days, llm, args.regenerate
+            store,
+            args.level,
+            args.top,
+            args.min_support,
+            settings.usage_halflife_days,
+            llm,
+            args.regenerate,
+            min_margin=settings.verify_min_margin,
         )
     if args.json:
         print_json({"cards": cards})

@@ -13,6 +13,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from crossmodalrag.config import Settings
 from crossmodalrag.memory.forgetting import forgetting
 from crossmodalrag.memory.sources import project_name
 from crossmodalrag.store import Store
@@ -52,9 +53,12 @@ def template_card(node: dict[str, Any]) -> dict[str, Any]:
     return {"question": question, "answer": first_sentence(best["excerpt"]), "cited": [best], "generator": "template"}
 
 
-def llm_card(llm: "LLM", node: dict[str, Any]) -> dict[str, Any] | None:
-    """A card written by the model from the node's excerpts, or None unless it validates."""
+def llm_card(llm: "LLM", node: dict[str, Any], min_margin: float = Settings.verify_min_margin) -> dict[str, Any] | None:
+    """A card written by the model from the node's excerpts, or None unless it validates and the
+    excerpt it cites supports its answer (the answer's claim check: a card is studied as fact)."""
     from crossmodalrag.answer.llm import Generation, LLMError
+    from crossmodalrag.answer.prompt import support_messages
+    from crossmodalrag.answer.verify import judge
 
     excerpts = node["evidence"][:EXCERPTS]
     prompt = (
@@ -71,6 +75,12 @@ def llm_card(llm: "LLM", node: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if not (8 <= len(question) <= 160 and 3 <= len(answer) <= 220) or int(data["evidence"]) < 1:
         return None
+    try:
+        claim = support_messages(f"[E1] {cited['excerpt']}", f'The answer to "{question}" is: {answer}')
+        if judge(llm, [claim])[0] < min_margin:
+            return None
+    except LLMError:
+        return None
     return {"question": question, "answer": answer, "cited": [cited], "generator": f"{llm.provider}/{llm.model}"}
 
 
@@ -83,6 +93,7 @@ def recall_cards(
     llm: "LLM | None" = None,
     regenerate: bool = False,
     write: bool = True,
+    min_margin: float = Settings.verify_min_margin,
 ) -> list[dict[str, Any]]:
     """Cards for the riskiest nodes: cached ones reused, others made (and cached when `write`)."""
     nodes = [n for n in forgetting(store, level, top, min_support, half_life_days) if n["evidence"]]
@@ -97,7 +108,7 @@ def recall_cards(
     for node in nodes:
         card = cached.get(node["id"])
         if regenerate or card is None or card["node_fingerprint"] != fingerprints[node["id"]]:
-            card = (llm_card(llm, node) if llm is not None else None) or template_card(node)
+            card = (llm_card(llm, node, min_margin) if llm is not None else None) or template_card(node)
             card["node_fingerprint"] = fingerprints[node["id"]]
             if write:
                 _save(store, node["id"], card)
