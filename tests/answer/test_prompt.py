@@ -67,6 +67,8 @@ def test_the_answer_prompt_shows_whole_sentences_of_a_long_excerpt() -> None:
         "Short (one). Then a long tail of words without an end", 40
     )  # a whole sentence would keep less than half: cut at a word instead
     assert clip_to_sentence(note, 1000) == note
+    chinese = "成都道是香港一条街道，位于香港岛香港仔市中心。成都道是以中国四川省省会成都市命名，与邻近街道一样。"
+    assert clip_to_sentence(chinese, 40) == "成都道是香港一条街道，位于香港岛香港仔市中心。 …"
 
 
 def test_a_turns_header_names_its_session_once() -> None:

@@ -822,3 +822,14 @@ def test_a_passed_sentence_left_with_nothing_to_cite_is_left_out_but_never_the_l
     assert [w["kind"] for w in answer.citation_warnings] == []  # left out, not reported as unsupported
     alone = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM("Tests got faster.", margins=[2.0] * 2))
     assert alone.text == "Tests got faster." and alone.verification["claims"][0]["reason"] is None
+
+
+def test_chinese_and_japanese_sentences_end_at_full_width_marks() -> None:
+    answer = "Answer: 位于底特律希腊城梦露街441号。它是美国中西部最古老的黑人教堂。[E1] 建于1836年！[E2]"
+    assert sentences(answer) == [
+        "Answer: 位于底特律希腊城梦露街441号。",
+        "它是美国中西部最古老的黑人教堂。[E1]",
+        "建于1836年！[E2]",
+    ]
+    assert short_answer(answer) == "位于底特律希腊城梦露街441号"
+    assert sentences("会議は三時です。[E1][E2]次は四時。") == ["会議は三時です。[E1][E2]", "次は四時。"]

@@ -26,8 +26,12 @@ _REFUSAL = re.compile(
 # Where a sentence ends: after . ! ? (group 1, the word before it, must be no title or initial:
 # "Dr. Patel", "J. R. R.") or after a citation, before a capital, digit, quote, parenthesis or an
 # inline bullet ("... [E1]. - Caroline said ..."). A citation after the full stop still belongs to
-# the sentence before it: never split before "[".
-_SENTENCE_END = re.compile(r"(\b\w+)?[.!?]+\s+(?=[A-Z0-9\"'(]|[-*\u2022]\s)|\]\s+(?=[A-Z\"'(]|[-*\u2022]\s)")
+# the sentence before it: never split before "[". Chinese and Japanese end a sentence with a
+# full-width 。！？ and no space: there, after the mark and the citations that follow it.
+_SENTENCE_END = re.compile(
+    r"(\b\w+)?[.!?]+\s+(?=[A-Z0-9\"'(]|[-*\u2022]\s)|\]\s+(?=[A-Z\"'(]|[-*\u2022]\s)"
+    r"|[。！？]+[」』）]*(?:\s*\[[Ee]\d+\])*\s*(?=[^\s\[])"
+)
 _ABBREVIATION = re.compile(r"Dr|Mrs?|Ms|Prof|Rev|St|Mt|Jr|Sr|Gen|Col|Capt|Lt|Inc|Ltd|Corp|Co|vs|[A-Z](?:\.[A-Z])*")
 # A day written as an ordinal before its month ("12. Dezember 2023", German and Scandinavian style)
 # is no sentence end (cut there, "Answer: 12. Dezember 2023" gave the short answer "12").

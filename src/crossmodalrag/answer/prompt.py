@@ -102,8 +102,9 @@ def clip(text: str, limit: int) -> str:
     return text[: cut if cut > limit // 2 else limit] + " …"
 
 
-# A sentence's end: its punctuation, any closing quote or bracket, then a space.
-_SENTENCE_END = re.compile(r"[.!?…][\"')\]]*(?= )")
+# A sentence's end: its punctuation, any closing quote or bracket, then a space; or a full-width
+# 。！？ (Chinese, Japanese), which no space follows.
+_SENTENCE_END = re.compile(r"[.!?…][\"')\]]*(?= )|[。！？][」』）\"')\]]*")
 
 
 def clip_to_sentence(text: str, limit: int) -> str:

@@ -295,7 +295,7 @@ def short_answer(text: str, question: str | None = None, evidence: list[Evidence
         return None
     first = _ANSWER_LINE.sub("", parts[0][0]) if parts[0][1] else parts[0][0]
     bare = re.sub(r"\s+([,;:])", r"\1", re.sub(r"\s+", " ", _CITATION_LIST.sub("", first))).strip()
-    bare = _DANGLING.sub("", bare.rstrip(".").strip())
+    bare = _DANGLING.sub("", bare.rstrip(".。").strip())
     if bare and question:
         bare = without_echo(bare, question)
     if bare and evidence:
