@@ -311,6 +311,7 @@ def test_migrate_copies_a_memory_both_ways_with_equal_checksums(postgres_url, mo
     assert set(report) == {"source", "target", "identical", "tables", "left_behind", "seconds"}  # docs/json-contract.md
     assert set(report["tables"]["sources"]) == {"source_rows", "target_rows", "source_checksum", "target_checksum"}
     assert report["identical"] and report["tables"]["chunk_vectors"]["target_rows"] > 0
+    assert report["left_behind"] == {"change_log": len(NOTES)}  # named, not lost
     assert {t["source_rows"] for t in report["tables"].values()} >= {len(NOTES)}
     with open_postgres_store(postgres_url) as copied:  # its history starts there: a genesis record per source
         history = verify(copied.conn)

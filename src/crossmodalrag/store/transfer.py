@@ -9,8 +9,9 @@ The proof: for each copied table a count and a SHA-256 over its rows in a canoni
 replaced by those natural keys and vectors compared as float32 bytes, computed on both sides after
 the copy. Equal checksums mean the same content, whatever the engine.
 
-Not copied yet (reported, with row counts, when not empty): the memory hierarchy, agent-memory
-attributes, usage log and change log (versioning). The target starts its change log with one
+Not copied yet (reported, with row counts, when not empty): the memory hierarchy (nodes, their
+evidence and edges, extraction states, recall cards), agent-memory attributes, the usage log, and
+the change log with its stored versions and checkpoints (versioning). The target starts its change log with one
 genesis record per copied source, as a migrated database does (on PostgreSQL, the owner's chain).
 """
 
@@ -42,7 +43,11 @@ CANONICAL = {
     "embedding_models": f"SELECT {MODEL_COLUMNS} FROM embedding_models ORDER BY sha256, dim",
     "queries_eval": f"SELECT {QUERY_COLUMNS} FROM queries_eval ORDER BY query_text",
 }
-NOT_COPIED = ("memory_nodes", "memory_usage", "agent_memories", "agent_memory_links", "change_log")
+# Every other table holding data (the FTS tables are rebuilt, schema_migrations is the target's own).
+NOT_COPIED = (
+    "memory_nodes", "memory_evidence", "memory_edges", "memory_extractions", "memory_cards", "memory_usage",
+    "agent_memories", "agent_memory_links", "change_log", "change_states", "checkpoints",
+)  # fmt: skip
 
 
 @dataclass
