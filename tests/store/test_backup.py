@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -83,6 +84,20 @@ def test_reading_a_backup_with_mem_leaves_it_as_it_was(capsys, db_path, tmp_path
         assert sha256(report.path) == report.sha256, command
     monkeypatch.delenv("CMRAG_DB_PATH")
     assert main(["restore", str(report.path), "--force", "--db-path", str(db_path)]) == 0
+
+
+def test_staging_files_of_a_killed_backup_are_removed_by_the_next(db_path, tmp_path):
+    make_db(db_path, ["/v/a.md"])
+    dead = subprocess.Popen(["true"])  # a process id no process has any more
+    dead.wait()
+    left = tmp_path / "out" / f".copy.db.{dead.pid}.x1y2.partial"
+    left.parent.mkdir()
+    left.write_bytes(b"a copy of the memory, half written")
+    Path(f"{left}-journal").write_bytes(b"j")
+    running = tmp_path / "out" / f".copy.db.{os.getpid()}.a1b2.partial"  # a backup still in progress
+    running.write_bytes(b"in progress")
+    backup_database(db_path, tmp_path / "out" / "copy.db")
+    assert not left.exists() and not Path(f"{left}-journal").exists() and running.exists()
 
 
 def test_backup_defaults_to_a_timestamped_file_in_backups_and_never_overwrites(db_path, tmp_path):

@@ -207,13 +207,33 @@ def _free_name(folder: Path, stem: str, suffix: str) -> Path:
 
 
 def _staging_file(folder: Path, name: str) -> Path:
-    """An empty temporary file in `folder` (same filesystem as the target, so the final rename is atomic)."""
+    """An empty temporary file in `folder` (same filesystem as the target, so the final rename is atomic),
+    named with this process's id. Staging files of a process no longer running (a backup or restore
+    killed midway: a database-sized copy, perhaps of forgotten text) are removed first."""
+    _remove_abandoned(folder)
     try:
-        handle, path = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
+        handle, path = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=".partial", dir=folder)
     except OSError as exc:
         raise StoreError(f"cannot write in {folder}: {exc}", "check the folder's permissions and free space") from exc
     os.close(handle)
     return Path(path)
+
+
+def _remove_abandoned(folder: Path) -> None:
+    for path in folder.glob(".*.partial*"):  # the copy and its -journal, -wal or -shm
+        pid = path.name.split(".partial")[0].rsplit(".", 2)[-2]
+        if pid.isdigit() and not _running(int(pid)):
+            _remove(path)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
