@@ -178,7 +178,7 @@ def _unverified(source: Path, verified: dict) -> StoreError:
 
 def _backup_target(db_path: Path, dest: Path | None) -> Path:
     """The file a backup goes to: `dest`, or a timestamped name in `dest` or in `backups/` beside the database."""
-    chosen = backups_dir(db_path) if dest is None else Path(dest).expanduser()
+    chosen = backups_dir(db_path) if dest is None else Path(dest).expanduser().absolute()
     if dest is None or chosen.is_dir():
         _make_folder(chosen)
         return _free_name(chosen, f"{db_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}", ".db")
