@@ -357,6 +357,20 @@ def test_progress_is_reported_per_item(store: Store, vault: Path) -> None:
     assert seen == [1, 2, 3]
 
 
+def test_a_writer_that_waited_finds_the_same_content_stored_and_writes_nothing(store: Store) -> None:
+    """Two syncs at once read the same edited note; the second's view of what is stored is stale."""
+    from crossmodalrag.ingest import ingest_documents
+    from crossmodalrag.types import Document
+
+    doc = Document("/v/n.md", "note", "N", "# N\n\nThe tokenizer ships in June.\n", "markdown", locator="n.md")
+    first, second = IngestReport(), IngestReport()
+    ingest_documents(store, [doc], {}, first)
+    before = chunk_ids(store)
+    ingest_documents(store, [doc], {}, second)  # known = {}: as read before the first one wrote
+    assert (first.added, second.added, second.updated, second.unchanged, second.chunks) == (1, 0, 0, 1, 0)
+    assert chunk_ids(store) == before
+
+
 def test_report_summary_and_dict() -> None:
     report = IngestReport(added=2, updated=1, failures=["x: broken"])
     assert report.summary() == "2 added, 1 updated, 0 unchanged, 0 removed, 1 failed (0 chunks written)"

@@ -95,13 +95,19 @@ def known_fingerprints(store: Store, uri_prefix: str, source_type: str | None = 
     return {uri: digest for uri, digest in store.conn.execute(sql, params)}
 
 
-def write_document(batch: WriteBatch, doc: Document, digest: str) -> tuple[bool, int]:
-    """Store one source and its chunks as one all-or-nothing unit; returns (was it new, chunk count)."""
+def write_document(
+    batch: WriteBatch, doc: Document, digest: str, unless_stored: bool = False
+) -> tuple[bool | None, int]:
+    """Store one source and its chunks as one all-or-nothing unit; returns (was it new, chunk count).
+    `unless_stored`: nothing is written, and (None, 0) returned, when the source as stored has this
+    fingerprint already (two syncs at once: the one that waited for the other's write finds it done)."""
     chunks = chunk_document(doc)
     metadata = stored_metadata(doc)
     batch.writes(doc.uri)
     with batch.unit() as conn:
-        row = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()
+        row = conn.execute("SELECT id, fingerprint FROM sources WHERE uri = ?", (doc.uri,)).fetchone()
+        if row and unless_stored and row[1] == digest:
+            return None, 0
         if row:
             source_id = row[0]
             versioning.before_change(conn, "source", doc.uri)
@@ -277,7 +283,10 @@ def _ingest_one(
         if "file_stamp" in item.metadata:  # same content, touched file: remember the new stamp
             batch.run(lambda: _restamp(batch, item.uri, item.metadata["file_stamp"]))
         return
-    added, count = batch.run(lambda: write_document(batch, item, digest))
+    added, count = batch.run(lambda: write_document(batch, item, digest, unless_stored=True))
+    if added is None:  # another writer stored the same meanwhile
+        report.unchanged += 1
+        return
     report.chunks += count
     report.added += added
     report.updated += not added
