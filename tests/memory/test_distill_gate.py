@@ -28,3 +28,6 @@ def test_distill_gate_prints_both_recalls_and_a_verdict(store, db_path) -> None:
     assert report["recall_full_nodes"] == report["recall_stand_ins"] == 1.0 and report["recall_loss"] == 0.0
     # One episode of two chunks keeps one: half, not the quarter asked for, so the gate holds.
     assert report["achieved_ratio"] == 0.5 and done.stdout.strip().endswith("GATE: HOLD")
+    unmatched = [sys.executable, str(SCRIPT), "--db-path", str(db_path), "--query-prefix", "[nothing]"]
+    refused = subprocess.run(unmatched, capture_output=True, text=True, check=False)
+    assert refused.returncode == 1 and refused.stderr.startswith("error: no stored eval query") and not refused.stdout
