@@ -63,6 +63,7 @@ def ingest_conversations(
 def _ingest_file(store: Store, chat: ChatRead, report: IngestReport, progress: Progress | None) -> None:
     known = known_fingerprints(store, f"{chat.path}@", "conversation")
     seen: set[str] = set()
+    written = report.added + report.updated
     with store.batched() as batch:
         for session in chat.sessions():
             if not session.turns:
@@ -74,7 +75,7 @@ def _ingest_file(store: Store, chat: ChatRead, report: IngestReport, progress: P
             if progress:
                 progress(report)
     report.notices.extend(chat.problems)
-    if chat.secrets_masked:
+    if chat.secrets_masked and report.added + report.updated > written:  # said once, when they were stored
         report.notices.append(f"{chat.path}: {chat.secrets_masked} secrets (keys, tokens, passwords) masked")
     gone = [uri for uri in known if uri not in seen]
     if gone and not chat.problems:  # a file that broke off early keeps the sessions stored from it

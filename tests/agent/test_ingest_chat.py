@@ -109,6 +109,8 @@ def test_cli_reports_bad_lines_and_masked_secrets_and_forget_reaches_sessions(tm
     out = json.loads(captured.out)
     assert out["added"] == 1 and f"{path}:2: not valid JSON" in out["notices"][0]
     assert "1 secrets" in out["notices"][1] and "note: " in captured.err
+    assert main(["ingest-chat", str(path), "--json"]) == 0  # unchanged: nothing stored, no secrets note again
+    assert not any("secrets" in notice for notice in json.loads(capsys.readouterr().out)["notices"])
     assert main(["forget", "--path", str(path), "--yes", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sources"] == 1
 
