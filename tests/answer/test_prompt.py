@@ -8,7 +8,9 @@ import pytest
 
 from crossmodalrag.answer.forms import CHOICE_HINT, as_question, is_choice
 from crossmodalrag.answer.prompt import (
+    ANSWER_TAIL,
     INSUFFICIENT,
+    OTHER_LANGUAGE_TAIL,
     build_messages,
     claim_messages,
     clip,
@@ -16,6 +18,7 @@ from crossmodalrag.answer.prompt import (
     evidence_block,
     evidence_header,
     gate_messages,
+    in_english,
 )
 from crossmodalrag.types import Evidence, Hit
 
@@ -151,3 +154,20 @@ def test_a_question_between_alternatives_is_told_to_name_one(question: str, choi
     assert is_choice(question) is choice
     asked = as_question(question)
     assert asked == (f"{question} {CHOICE_HINT}" if choice else question)
+
+
+@pytest.mark.parametrize(
+    ("question", "english"),
+    [
+        ("When did Caroline go to the support group?", True),
+        ("Why did I change the parser?", True),
+        ("邹游的职业是什么？", False),
+        ("Wann begann das Casting?", False),
+        ("¿Quién nombró a Robert Kintner presidente?", False),
+        ("Nhiệm vụ chính của GPhC là gì?", False),
+    ],
+)
+def test_a_question_in_another_language_gets_a_tail_without_answer_to_copy(question, english) -> None:
+    assert in_english(question) is english
+    tail = build_messages(question, [item(1, "Some evidence.")], 2000)[-1]["content"].rsplit("\n\n", 1)[-1]
+    assert tail == (ANSWER_TAIL if english else OTHER_LANGUAGE_TAIL) and "Answer:" not in OTHER_LANGUAGE_TAIL

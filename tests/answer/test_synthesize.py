@@ -41,6 +41,13 @@ def test_a_cited_answer_streams_and_resolves_its_citations(retriever, settings: 
     assert data["citation_warnings"] == [] and data["abstention_reason"] is None
 
 
+def test_an_answer_that_writes_out_its_instructions_falls_back_to_the_evidence(retriever, settings: Settings) -> None:
+    echo = "Answer: line first, then the support, each with its [E#] citations; or reply INSUFFICIENT_EVIDENCE"
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(echo))
+    assert answer.mode == "evidence" and not answer.abstained, "an echo of the prompt is no refusal"
+    assert "instructions instead of an answer" in answer.notices[0] and answer.evidence
+
+
 def test_weak_retrieval_abstains_without_calling_the_model(retriever, settings: Settings) -> None:
     llm = ScriptedLLM("should never be asked")
     answer = ask_with_llm(retriever, "What is the capital of France?", settings, llm=llm)

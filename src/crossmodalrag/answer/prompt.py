@@ -11,6 +11,8 @@ from datetime import datetime, timezone
 
 from crossmodalrag.answer.forms import as_question
 from crossmodalrag.answer.llm.base import Message
+from crossmodalrag.index.scripts import CJK_CHAR
+from crossmodalrag.retrieval.stopwords import guess_language
 from crossmodalrag.types import Evidence
 
 INSUFFICIENT = "INSUFFICIENT_EVIDENCE"
@@ -31,6 +33,16 @@ answer it. If no excerpt answers the question, reply with exactly {INSUFFICIENT}
 ANSWER_TAIL = (
     f"Answer from the evidence: the Answer: line first, then the support, each with its [E#] citations; or reply "
     f"{INSUFFICIENT} if no excerpt answers the question."
+)
+# The same, for a question in another language: without "Answer:" in it to copy. After a Chinese
+# question the model went on from ANSWER_TAIL's "Answer:" with the words after it ("Answer: line
+# first, then the support, ...") on 4 of 10 answerable questions, which read as a refusal; with this
+# tail it answered them (bench/multilingual_answers.py, docs/benchmarks.md session 25). English
+# answers keep ANSWER_TAIL: the model never copied it there, and every benchmark was fitted with it.
+OTHER_LANGUAGE_TAIL = (
+    "Answer the question from the evidence: first the answer itself in a few words with the ids of the excerpts "
+    f"that state it, then at most three sentences of support; or reply {INSUFFICIENT} if no excerpt answers "
+    "the question."
 )
 # The gate's question, where the answer prompt has ANSWER_TAIL (answer/verify.py `gate_margin`).
 GATE_TAIL = (
@@ -135,7 +147,29 @@ def evidence_block(evidence: list[Evidence], budget_chars: int) -> str:
 
 def build_messages(question: str, evidence: list[Evidence], budget_chars: int) -> list[Message]:
     """System rules plus one user message holding the evidence, the question and what to do."""
-    return _evidence_prompt(question, evidence, budget_chars, ANSWER_TAIL)
+    tail = ANSWER_TAIL if in_english(question) else OTHER_LANGUAGE_TAIL
+    return _evidence_prompt(question, evidence, budget_chars, tail)
+
+
+def in_english(question: str) -> bool:
+    """English as far as its words tell: no Chinese, Japanese or Korean script, and no other
+    language's function words outnumbering English ones."""
+    return not CJK_CHAR.search(question) and guess_language(re.findall(r"\w+", question.lower())) == "en"
+
+
+def echoes_instructions(answer: str) -> bool:
+    """Whether the model wrote out a run of its own instructions instead of an answer (seven words in a
+    row of SYSTEM or a tail): none of 100 LoCoMo answers does, and a refusal marker inside such an
+    echo is no refusal."""
+    words = re.findall(r"\w+", answer.lower())
+    return any(tuple(words[i : i + ECHO_WORDS]) in _INSTRUCTION_RUNS for i in range(len(words) - ECHO_WORDS + 1))
+
+
+ECHO_WORDS = 7
+_INSTRUCTION_WORDS = re.findall(r"\w+", f"{SYSTEM} {ANSWER_TAIL} {OTHER_LANGUAGE_TAIL}".lower())
+_INSTRUCTION_RUNS = {
+    tuple(_INSTRUCTION_WORDS[i : i + ECHO_WORDS]) for i in range(len(_INSTRUCTION_WORDS) - ECHO_WORDS + 1)
+}
 
 
 def _evidence_prompt(question: str, evidence: list[Evidence], budget_chars: int, tail: str) -> list[Message]:

@@ -14,7 +14,7 @@ from crossmodalrag.answer.citations import CITATION, is_insufficient, strip_mark
 from crossmodalrag.answer.evidence import Retriever, evidence_answer, render_evidence_answer
 from crossmodalrag.answer.forms import UNDECIDED, is_statement
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
-from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages
+from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, echoes_instructions
 from crossmodalrag.answer.subjects import subject_share
 from crossmodalrag.answer.verify import (
     MAX_CHECKS,
@@ -114,6 +114,8 @@ def ask_with_llm(
             answer = _abstain(fallback, LLM_INSUFFICIENT, _not_answered_text(evidence), model, checks, timing)
         else:
             raw, timing = _generate(llm, messages, settings, on_text, timing)
+            if echoes_instructions(raw):  # no answer, and the refusal marker inside it no refusal
+                raise LLMError("it wrote out its instructions instead of an answer")
             report = validate(strip_marker(raw) if not _leads_with_marker(raw) else "", evidence)
             if is_insufficient(raw, report):
                 answer = _abstain(fallback, LLM_INSUFFICIENT, _insufficient_text(evidence), model, checks, timing)
