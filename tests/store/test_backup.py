@@ -205,34 +205,30 @@ def _other_sqlite(path: Path) -> Path:
     return path
 
 
-def _newer(good: Path, path: Path) -> Path:
+def _copy_with(good: Path, path: Path, sql: str) -> Path:
+    """A copy of a backup changed by one statement run outside mem."""
     shutil.copyfile(good, path)
     conn = sqlite3.connect(path)
-    conn.execute("INSERT INTO schema_migrations VALUES (999, 0)")
+    conn.execute(sql)
     conn.commit()
     conn.close()
     return path
 
 
+def _newer(good: Path, path: Path) -> Path:
+    return _copy_with(good, path, "INSERT INTO schema_migrations VALUES (999, 0)")
+
+
 def _tampered(good: Path, path: Path) -> Path:
     """A valid database whose checksum file does not match it (a bit flipped in a text cell would be the same)."""
-    shutil.copyfile(good, path)
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE sources SET title = 'changed'")
-    conn.commit()
-    conn.close()
+    _copy_with(good, path, "UPDATE sources SET title = 'changed'")
     Path(f"{path}.sha256").write_text(Path(f"{good}.sha256").read_text())
     return path
 
 
 def _edited(good: Path, path: Path) -> Path:
     """A valid database, with no checksum beside it, whose row was changed outside mem."""
-    shutil.copyfile(good, path)
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE sources SET title = 'changed'")
-    conn.commit()
-    conn.close()
-    return path
+    return _copy_with(good, path, "UPDATE sources SET title = 'changed'")
 
 
 def test_an_unverified_backup_is_restored_only_when_asked(capsys, db_path, tmp_path, backup_file):
