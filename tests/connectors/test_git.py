@@ -198,11 +198,15 @@ def chunk_paths(doc) -> list[str]:
 def test_paths_with_spaces_quotes_and_tabs_are_read_as_git_wrote_them(repo: Path) -> None:
     names = ["My Note.md", "a b/c d.txt", 'q"x.txt', "we\tird.txt", "Plan b.md"]
     commit_files(repo, {name: f"text of {name}\n" for name in names}, "init")
+    (repo / 'q"x.png').write_bytes(b"\x89PNG\x00\x01")  # binary: only its `diff --git` line names it
+    (repo / "bin b.png").write_bytes(b"\x89PNG\x00\x02")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "images")
     git(repo, "mv", "Plan b.md", "Plan c b.md")
     git(repo, "commit", "-q", "-m", "move")
-    moved, first = commits(repo)
-    assert sorted(first.metadata["files"]) == sorted(names)
-    assert sorted(chunk_paths(first)) == sorted(names)
+    moved, images, first = commits(repo)
+    assert sorted(first.metadata["files"]) == sorted(chunk_paths(first)) == sorted(names)
+    assert sorted(images.metadata["files"]) == sorted(chunk_paths(images)) == ["bin b.png", 'q"x.png']
     assert moved.metadata["files"] == ["Plan c b.md"] and chunk_paths(moved) == ["Plan c b.md"]
 
 

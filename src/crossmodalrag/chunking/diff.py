@@ -82,7 +82,8 @@ def _header_paths(text: str) -> tuple[str, str]:
     twice (`a/P b/P`); else split at the first " b/", as good a guess as any."""
     if text.startswith('"'):
         first, end = _quoted(text, 0)
-        second = _quoted(text, end + 1)[0] if text[end + 1 : end + 2] == '"' else text[end + 1 :]
+        after = end + 2  # past the closing quote and the space
+        second = _quoted(text, after)[0] if text[after : after + 1] == '"' else text[after:]
         return first[2:], second[2:]
     half = (len(text) - 1) // 2
     if text[:2] == "a/" and text[half : half + 3] == " b/" and text[2:half] == text[half + 3 :]:
