@@ -150,7 +150,7 @@ def _process(store: Store, source: SourceRow, state: tuple | None, how: Extracti
         report.from_git += 1
         return
     same_text = state is not None and state[1] == digest and state[3:5] == (PROMPT_VERSION, "done")
-    if same_text and state[2] in (how.model_id, "" if how.llm else state[2]):
+    if same_text and (how.llm is None or state[2] == how.model_id):  # a re-chunk: same events, new chunk ids
         _reanchor(store, source, chunks)
         report.reanchored += 1
         return
