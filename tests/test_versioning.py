@@ -124,6 +124,18 @@ def test_verify_catches_a_rewritten_log_record_and_the_cli_exits_1(capsys, store
         }
     )
     assert set(data) == {"ok", "versioning", "records", "head", "rows_checked", "problems", "seconds"}
+    assert data["head"]["seq"] == 1  # the last record the chain still proves
+
+
+def test_a_stored_past_version_changed_in_the_file_is_caught(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    write_note(vault, "alpha.md", "# Alpha\n\nthe second version\n")
+    ingest_notes(store, [vault])  # the first version is now a stored past state
+    assert problems(store) == []
+    digest, blob = store.conn.execute("SELECT content_hash, state FROM change_states LIMIT 1").fetchone()
+    forged = zlib.compress(zlib.decompress(blob).replace(b"alpha", b"forged"))
+    store.conn.execute("UPDATE change_states SET state = ? WHERE content_hash = ?", (forged, digest))
+    assert [(problem, target) for problem, target, _ in problems(store)] == [("version_altered", "alpha.md")]
 
 
 def test_a_removed_log_record_is_caught(store: Store, vault: Path) -> None:

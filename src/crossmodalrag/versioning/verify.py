@@ -8,8 +8,10 @@ direct SQL edit, insert or delete of the tables themselves.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +42,7 @@ class Problem:
             "edited_outside": f"{self.kind} {self.target} was changed outside mem{where}",
             "inserted_outside": f"{self.kind} {self.target} was inserted outside mem (never logged)",
             "deleted_outside": f"{self.kind} {self.target} was deleted outside mem{where}",
+            "version_altered": f"a stored version of {self.kind} {self.target}{where} was changed outside mem",
         }[self.problem]
 
 
@@ -77,6 +80,7 @@ def verify(conn: sqlite3.Connection, max_problems: int = 1000) -> VerifyReport:
         return report
     _check_chain(conn, report)
     _check_rows(conn, report, max_problems)
+    _check_versions(conn, report, max_problems)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -89,10 +93,29 @@ def _check_chain(conn: sqlite3.Connection, report: VerifyReport) -> None:
     for *record, stored in rows:
         if record[0] != expected_seq or chain_hash(prev, tuple(record)) != stored:
             report.problems.append(Problem("chain_broken", record[3], record[4], record[0]))
-            return
+            break  # the head is the last record the chain proves
         prev, expected_seq = stored, expected_seq + 1
         report.records += 1
     report.head_seq, report.head_hash = expected_seq - 1, prev
+
+
+def _check_versions(conn: sqlite3.Connection, report: VerifyReport, max_problems: int) -> None:
+    """Every stored past version against the content hash it is stored under: `mem ask --as-of` and
+    `mem rollback` read them, so one changed in the file would be served as history."""
+    rows = conn.execute(
+        "SELECT s.content_hash, s.state, l.kind, l.target, l.seq FROM change_states s JOIN change_log l"
+        " ON l.seq = (SELECT MAX(seq) FROM change_log WHERE content_hash = s.content_hash)"
+    )
+    for digest, blob, kind_name, target, seq in rows:
+        kind = KINDS.get(kind_name)
+        try:
+            altered = kind is not None and kind.hash(json.loads(zlib.decompress(blob))) != digest
+        except (zlib.error, ValueError):  # not even readable
+            altered = True
+        if altered:
+            report.problems.append(Problem("version_altered", kind_name, target, seq))
+            if len(report.problems) > max_problems:
+                return
 
 
 def _check_rows(conn: sqlite3.Connection, report: VerifyReport, max_problems: int) -> None:
