@@ -133,18 +133,16 @@ def _in_history(store: Store, clause: str, params: tuple) -> list[StoredSource]:
     if not has_log(store.conn):
         return []
     rows = store.conn.execute(
-        "SELECT target, MAX(seq) FROM change_log l WHERE kind = 'source' AND "
-        + clause
-        + " AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.uri = l.target)"
-        " AND EXISTS (SELECT 1 FROM change_states c WHERE c.content_hash = l.content_hash) GROUP BY target",
+        "SELECT l.target, l.content_hash FROM change_log l WHERE l.seq IN (SELECT MAX(seq) FROM change_log"
+        " WHERE kind = 'source' AND content_hash IS NOT NULL AND " + clause + " GROUP BY target)"
+        " AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.uri = l.target)"
+        " AND EXISTS (SELECT 1 FROM change_states c WHERE c.content_hash = l.content_hash)",
         params,
     ).fetchall()
-    found = []
-    for target, seq in rows:
-        digest = store.conn.execute("SELECT content_hash FROM change_log WHERE seq = ?", (seq,)).fetchone()[0]
-        state = load_state(store.conn, digest) or {}
-        found.append(StoredSource(None, target, state.get("source_type", "source"), 0))
-    return found
+    return [
+        StoredSource(None, target, (load_state(store.conn, digest) or {}).get("source_type", "source"), 0)
+        for target, digest in rows
+    ]
 
 
 def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = False) -> ForgetReport:
