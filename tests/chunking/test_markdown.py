@@ -151,6 +151,30 @@ def test_a_longer_fence_is_not_closed_by_a_shorter_one() -> None:
     assert [crumb_of(c) for c in chunks] == ["Trip notes > How to write markdown"]
 
 
+def test_setext_headings_are_headings() -> None:
+    text = "Intro.\n\nSetup\n=====\nInstall it.\n\nUsage notes\n-----------\nRun it.\n"
+    chunks = chunk_markdown(note(text))
+    assert [crumb_of(c) for c in chunks] == ["Trip notes", "Trip notes > Setup", "Trip notes > Setup > Usage notes"]
+    assert [body_of(c) for c in chunks] == ["Intro.", "Install it.", "Run it."]
+    assert chunks[2].locator == "travel/trip.md#Setup > Usage notes"
+
+
+@pytest.mark.parametrize(
+    "above",
+    ["", "- a list item", "> a quote", "| a | table |", "1. step", "    indented code", "## Heading"],
+)
+def test_a_dash_line_under_no_plain_text_line_is_a_rule_not_a_heading(above: str) -> None:
+    text = f"Intro.\n\n{above}\n---\nafter the rule\n"
+    chunks = chunk_markdown(note(text))
+    assert all(" > " not in crumb_of(c) or c.metadata.get("headings") == ["Heading"] for c in chunks)
+    assert "after the rule" in chunks[-1].text
+
+
+def test_an_underline_inside_fenced_code_is_not_a_heading() -> None:
+    chunks = chunk_markdown(note("```\nCode\n----\n```\n"))
+    assert [crumb_of(c) for c in chunks] == ["Trip notes"]
+
+
 def test_hash_words_without_a_space_are_not_headings() -> None:
     chunks = chunk_markdown(note("#tag at line start\n##NoSpace\nplain\n"))
     assert [crumb_of(c) for c in chunks] == ["Trip notes"]

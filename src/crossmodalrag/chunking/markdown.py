@@ -19,7 +19,11 @@ FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z
 # `(.*?)[ \t]*#*[ \t]*$` backtracks cubically on a long line of spaces (4,000 spaces: 109 s).
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.*)$")
 FENCE = re.compile(r"^[ \t]{0,3}(```+|~~~+)(.*)$")
-CANDIDATE_LINE = re.compile(r"^(?:[ \t]{0,3}(?:```|~~~)|#{1,6}[ \t])[^\n]*", re.M)
+CANDIDATE_LINE = re.compile(r"^(?:[ \t]{0,3}(?:```|~~~)|#{1,6}[ \t]|[ \t]{0,3}(?:={2,}|-{2,})[ \t]*\r?$)[^\n]*", re.M)
+# A setext heading: a line of text underlined with `===` (level 1) or `---` (level 2). The line above
+# must be plain text: after a list item, quote, table row or blank line `---` is a rule, not a heading.
+SETEXT_UNDERLINE = re.compile(r"[ \t]{0,3}(={2,}|-{2,})[ \t]*")
+NOT_SETEXT_TEXT = re.compile(r"\s*\Z|[ \t]{4}|[ \t]{0,3}(?:[-*+>|<]|\d{1,9}[.)]|#{1,6}(?:[ \t]|\Z)|```|~~~)")
 # Headings and the title are repeated in every chunk's breadcrumb, locator and metadata: a 10 MB
 # heading line would otherwise be copied into each of the ~8,000 chunks of the body under it.
 MAX_HEADING_CHARS = 200
@@ -110,17 +114,34 @@ def sections(text: str, body_start: int) -> list[Section]:
     for candidate in CANDIDATE_LINE.finditer(text, body_start):
         line = candidate.group(0).rstrip("\r")
         fence, is_fence_line = _fence_change(fence, line)
-        heading = None if fence or is_fence_line else HEADING.match(line)
+        if fence or is_fence_line:
+            continue
+        heading = _heading(text, line, candidate.start(), body_start)
         if heading:
-            current.end = candidate.start()
+            level, name, heading_start = heading
+            current.end = heading_start
             found.append(current)
-            level = len(heading.group(1))
-            stack = [(lvl, name) for lvl, name in stack if lvl < level] + [(level, heading_name(heading.group(2)))]
+            stack = [(lvl, kept) for lvl, kept in stack if lvl < level] + [(level, name)]
             body = min(candidate.end() + 1, len(text))  # past the newline
-            current = Section([name for _, name in stack], body, len(text), candidate.start())
+            current = Section([kept for _, kept in stack], body, len(text), heading_start)
     current.end = len(text)
     found.append(current)
     return found
+
+
+def _heading(text: str, line: str, start: int, body_start: int) -> tuple[int, str, int] | None:
+    """(level, name, where the heading starts) if the line at `start` is or ends a heading."""
+    atx = HEADING.match(line)
+    if atx:
+        return len(atx.group(1)), heading_name(atx.group(2)), start
+    underline = SETEXT_UNDERLINE.fullmatch(line)
+    if not underline or start <= body_start:
+        return None
+    above_start = text.rfind("\n", body_start, start - 1) + 1 or body_start
+    above = text[above_start : start - 1].rstrip("\r")
+    if NOT_SETEXT_TEXT.match(above):
+        return None
+    return (1 if underline.group(1)[0] == "=" else 2), heading_name(above.strip()), above_start
 
 
 def breadcrumb(title: str, headings: list[str]) -> list[str]:
