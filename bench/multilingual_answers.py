@@ -4,6 +4,7 @@
     python bench/multilingual_answers.py --model PATH.gguf [--shared DIR] [--langs zh,ja,de,es,vi]
                                          [--per-lang 10] [--distractors 200] [--seed 0] [--workdir DIR]
                                          [--embed-model multilingual-e5-small] [--rows ROWS.jsonl]
+                                         [--unanswerable 10]
 
 Per language (shared/data/multilingual, read in place): `--per-lang` questions drawn with a fixed seed
 among those whose gold answer is a span of their passage; a vault of their passages and
@@ -17,7 +18,13 @@ Per language and overall: the share answered, why the rest abstained, the gold p
 evidence and among the citations of an answer, the answer holding a gold answer (after NFKC, case and
 space folding; the short answer alone, and the whole answer), the short answer's F1 against the
 closest gold answer (characters for Chinese and Japanese, words elsewhere), first token and whole
-answer p50. Prints one JSON object on stdout; progress on stderr.
+answer p50, the gate's margin (`verification.gate_margin`).
+
+`--unanswerable N` also asks, in the same process, N questions per language whose passage is not in
+memory (drawn with the same seed among the others): the gate's other direction. For them: the share
+abstained and why, the answers that still hold a gold answer (a stored passage of the same article
+answers them), and per language the margins' ROC AUC between the two kinds. Prints one JSON object on
+stdout; progress on stderr.
 """
 
 from __future__ import annotations
@@ -69,8 +76,9 @@ def f1(prediction: str, gold: str, lang: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def pick(lang: str, folder: Path, per_lang: int, distractors: int, seed: int):
-    """(questions with their gold passage id and answers, the passages to store)."""
+def pick(lang: str, folder: Path, per_lang: int, distractors: int, seed: int, unanswerable: int = 0):
+    """(questions with their gold passage id and answers, the passages to store, questions whose
+    passage is not stored)."""
     corpus, queries, qrels = load(folder)
     spans = answers_of(folder)
     candidates = [q for q in queries if q["_id"] in qrels and q["_id"] in spans]
@@ -79,8 +87,10 @@ def pick(lang: str, folder: Path, per_lang: int, distractors: int, seed: int):
     gold_ids = {doc for q in chosen for doc in qrels[q["_id"]]}
     others = sorted({d["_id"] for d in corpus} - gold_ids)
     kept = gold_ids | set(rng.sample(others, min(distractors, len(others))))
-    questions = [(q["text"].strip(), qrels[q["_id"]], spans[q["_id"]]) for q in chosen]
-    return questions, [d for d in corpus if d["_id"] in kept]
+    as_question = lambda q: (q["text"].strip(), qrels[q["_id"]], spans[q["_id"]])  # noqa: E731
+    absent = [q for q in candidates if not set(qrels[q["_id"]]) & kept]
+    absent = random.Random(f"{seed}:{lang}:absent").sample(absent, min(unanswerable, len(absent)))
+    return [as_question(q) for q in chosen], [d for d in corpus if d["_id"] in kept], [as_question(q) for q in absent]
 
 
 def ask_all(questions: list[tuple], env: dict) -> list[dict]:
@@ -94,7 +104,7 @@ def ask_all(questions: list[tuple], env: dict) -> list[dict]:
     return answers
 
 
-def row(lang: str, question: tuple, answer: dict, names: dict[str, str]) -> dict:
+def row(lang: str, question: tuple, answer: dict, names: dict[str, str], answerable: bool = True) -> dict:
     text, gold_docs, spans = question
     evidence = {names[Path(e["source_uri"]).stem] for e in answer["evidence"] if Path(e["source_uri"]).stem in names}
     cited = {names[Path(c["source_uri"]).stem] for c in answer["citations"] if Path(c["source_uri"]).stem in names}
@@ -102,6 +112,7 @@ def row(lang: str, question: tuple, answer: dict, names: dict[str, str]) -> dict
     answered = not answer["abstained"] and answer["mode"] == "llm"
     return {
         "lang": lang,
+        "answerable": answerable,
         "question": text,
         "gold": spans,
         "answered": answered,
@@ -113,6 +124,7 @@ def row(lang: str, question: tuple, answer: dict, names: dict[str, str]) -> dict
         "short_f1": max(f1(short, s, lang) for s in spans) if answered else 0.0,
         "short_answer": short,
         "answer": whole,
+        "gate_margin": (answer.get("verification") or {}).get("gate_margin"),
         "first_token_seconds": answer["timing"].get("first_token_seconds"),
         "total_seconds": answer["timing"]["total_seconds"],
     }
@@ -136,6 +148,25 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
+def unanswerable_summary(rows: list[dict]) -> dict:
+    count = len(rows)
+    return {
+        "questions": count,
+        "abstained": round(sum(not r["answered"] for r in rows) / count, 3) if count else None,
+        "abstained_by_reason": dict(Counter(r["abstention_reason"] for r in rows if not r["answered"])),
+        "answered_holding_gold": sum(r["answer_holds_gold"] for r in rows),
+    }
+
+
+def margin_auc(rows: list[dict]) -> float | None:
+    """How well the gate's margin parts answerable from unanswerable questions (ROC AUC; ties 1/2)."""
+    yes = [r["gate_margin"] for r in rows if r["answerable"] and r["gate_margin"] is not None]
+    no = [r["gate_margin"] for r in rows if not r["answerable"] and r["gate_margin"] is not None]
+    if not yes or not no:
+        return None
+    return round(sum((a > b) + 0.5 * (a == b) for a in yes for b in no) / (len(yes) * len(no)), 3)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, required=True, help="the GGUF the answers come from")
@@ -147,12 +178,13 @@ def main() -> None:
     parser.add_argument("--embed-model", help="e.g. multilingual-e5-small (default: the offline MiniLM)")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--rows", type=Path, help="write every question's row here (JSON lines)")
+    parser.add_argument("--unanswerable", type=int, default=0, help="questions per language whose passage is absent")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cmrag-ml-answers-"))
     started, rows, out = time.perf_counter(), [], {}
     for lang in args.langs.split(","):
-        questions, passages = pick(lang, args.shared / "data" / "multilingual" / lang, args.per_lang,
-                                   args.distractors, args.seed)  # fmt: skip
+        questions, passages, absent = pick(lang, args.shared / "data" / "multilingual" / lang, args.per_lang,
+                                           args.distractors, args.seed, args.unanswerable)  # fmt: skip
         folder = workdir / lang
         env = {**clean_environment(), "CMRAG_DB_PATH": str(folder / "memory.db"),
                "CMRAG_LLM_MODEL_PATH": str(args.model.resolve())}  # fmt: skip
@@ -164,11 +196,16 @@ def main() -> None:
             mem(["ingest-notes", str(folder / "vault")], env)
             mem(["reindex-embeddings"], env)
         names = {f"p{i:05d}": doc["_id"] for i, doc in enumerate(passages)}  # as write_vault names them
-        log(f"{lang}: {len(questions)} questions over {len(passages)} passages through mem chat --json")
-        found = [row(lang, q, a, names) for q, a in zip(questions, ask_all(questions, env), strict=True)]
+        log(f"{lang}: {len(questions)} + {len(absent)} questions over {len(passages)} passages through mem chat --json")
+        answers = ask_all(questions + absent, env)
+        found = [row(lang, q, a, names) for q, a in zip(questions, answers, strict=False)]
+        missing = [row(lang, q, a, names, False) for q, a in zip(absent, answers[len(questions) :], strict=True)]
         out[lang] = summary(found)
+        if absent:
+            out[lang]["unanswerable"] = unanswerable_summary(missing)
+            out[lang]["gate_margin_auc"] = margin_auc(found + missing)
         log(f"{lang}: {json.dumps(out[lang], ensure_ascii=False)}")
-        rows += found
+        rows += found + missing
     if args.rows:
         args.rows.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     result = {
@@ -180,10 +217,14 @@ def main() -> None:
         "per_lang": args.per_lang,
         "distractors": args.distractors,
         "seed": args.seed,
+        "unanswerable": args.unanswerable,
         "languages": out,
-        "overall": summary(rows),
+        "overall": summary([r for r in rows if r["answerable"]]),
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
+    if args.unanswerable:
+        result["overall_unanswerable"] = unanswerable_summary([r for r in rows if not r["answerable"]])
+        result["overall_gate_margin_auc"] = margin_auc(rows)
     print(json.dumps(result, ensure_ascii=False, indent=2))
 
 
