@@ -429,6 +429,16 @@ def test_a_short_answer_never_names_an_excerpt_the_model_did_not_cite(retriever,
         ("tell me about the tokenizer rewrite", False),
         ("tokenizer rewrite", False),  # a few keywords: neither, asked as a question
         ("¿Cuándo publicaron el informe", False),
+        # other languages' questions, with a full-width mark, a question word, or neither (from the
+        # multilingual sets: each was taken for a claim and put to the model as "Is this true: ...?")
+        ("艾蒂安·保罗·马利·拉莫特的出生地是哪里？", False),
+        ("江淮（長江流域・淮河流域）とはどこの国にあるでしょうか", False),
+        ("監視活動 (Observer Mission) の任務は", False),
+        ("Wer führte Regie bei dem Film", False),
+        ("Nombre una forma en la que la organización cerró temporalmente la base.", False),
+        ("Bá tước của Melfi là ai", False),
+        ("Vitamin D senkt den Blutdruck.", True),
+        ("ビタミンDは血圧を下げる。", False),  # one run of letters: too few words to count as a claim
     ],
 )
 def test_is_statement(query, statement):

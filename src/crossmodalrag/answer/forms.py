@@ -13,6 +13,25 @@ import re
 _ASKING = frozenset(
     "what when where who whom whose which why how is are was were am do does did can could should would will "
     "shall may might must has have had tell show list find give name describe explain summarize summarise".split()
+    # German, Spanish, French, Portuguese: a question or request opens with one of these (accents as typed)
+    + "wer wen wem wessen was wann wo woher wohin wie warum wieso weshalb welche welcher welches welchen welchem "
+    "wieviel wieviele wofür woran womit wovon worüber wozu wodurch woraus worin "
+    "nenne nennen nennt beschreibe beschreiben erkläre erklären "
+    "qué quién quiénes cuándo dónde adónde cómo cuál cuáles cuánto cuánta cuántos cuántas nombre nombra "
+    "describa explique explica qui quoi quand où comment pourquoi quel quelle quels quelles combien "
+    "quem quando onde como qual quais quanto quantos quantas "
+    # Vietnamese questions may open with theirs ("Ai là ...", "Tại sao ...")
+    "ai gì nào đâu sao tại".split()
+)
+_ASKING_LAST = frozenset("gì ai nào đâu không chưa sao nhiêu".split())  # Vietnamese puts them last
+# A question mark in any script (full-width in Chinese and Japanese, Arabic), or Spanish's opening one.
+_ASKS = re.compile(r"[?\uff1f\u061f][\s\"'\u201d\u300d\u300f)\uff09]*\Z|\A\s*\u00bf")
+# Chinese, Japanese and Korean questions often end without a mark; their question words do not
+# occur in claims (Japanese か ends a question as a mark would, and so does は: "... the one who said it は").
+_CJK_ASKING = re.compile(
+    r"什么|什麼|谁|誰|哪|几|幾|多少|为什么|為什麼|怎么|怎麼|怎样|怎樣|如何|何时|何時|吗|嗎|呢"
+    r"|何|いつ|どこ|どの|どれ|どう|どんな|なぜ|いくつ|いくら|だれ|なに|なん|[かは][。\s]*\Z"
+    r"|무엇|누구|언제|어디|어떻게|얼마|몇|까[.\s]*\Z"
 )
 MIN_STATEMENT_WORDS = 4
 # What a statement's evidence answer opens with when the model gave no verdict (answer/synthesize.py).
@@ -23,8 +42,9 @@ def is_statement(query: str) -> bool:
     """A claim ("Vitamin D lowers blood pressure.") rather than a question or a request: no question
     mark, no question word or request verb first, and more than a few keywords."""
     words = re.findall(r"\w+", query.lower())
-    asks = query.rstrip().endswith("?") or query.lstrip().startswith("\u00bf")
-    return not asks and len(words) >= MIN_STATEMENT_WORDS and words[0] not in _ASKING
+    if _ASKS.search(query) or _CJK_ASKING.search(query) or len(words) < MIN_STATEMENT_WORDS:
+        return False
+    return words[0] not in _ASKING and words[-1] not in _ASKING_LAST
 
 
 # A question that asks what someone would or might do, or likely did ("Would Melanie enjoy Vivaldi?",
