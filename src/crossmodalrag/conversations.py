@@ -39,6 +39,7 @@ def ingest_conversations(
     line or conversation is a notice (with its line number) and the rest ingests. `confine`: a file
     that links outside the folder given fails (connectors/files.py `confined`)."""
     report = IngestReport()
+    elsewhere = stored_sessions(store)
     for given in paths:
         root = Path(given).expanduser().resolve()
         if not root.exists():
@@ -56,24 +57,56 @@ def ingest_conversations(
                 if path == root:  # a file named on purpose; in a folder, other JSON files are not chats
                     report.failures.append(str(error))
                 continue
-            _ingest_file(store, chat, report, progress)
+            _ingest_file(store, chat, report, progress, elsewhere)
     return report
 
 
-def _ingest_file(store: Store, chat: ChatRead, report: IngestReport, progress: Progress | None) -> None:
+def stored_sessions(store: Store) -> dict[tuple[str, str], tuple[str, int]]:
+    """(chat format, session key) → (uri, turns) of every stored session: a conversation is one
+    source whatever file it was read from (the same export downloaded twice, a copied session)."""
+    rows = store.conn.execute(
+        "SELECT uri, json_extract(metadata, '$.chat_format'), json_extract(metadata, '$.session'),"
+        " json_extract(metadata, '$.turns') FROM sources WHERE source_type = ?",
+        (SOURCE_TYPE,),
+    )
+    return {(chat_format, str(key)): (uri, int(turns or 0)) for uri, chat_format, key, turns in rows if key is not None}
+
+
+def _ingest_file(
+    store: Store,
+    chat: ChatRead,
+    report: IngestReport,
+    progress: Progress | None,
+    elsewhere: dict[tuple[str, str], tuple[str, int]],
+) -> None:
     known = known_fingerprints(store, f"{chat.path}@", "conversation")
     seen: set[str] = set()
     written = report.added + report.updated
+    kept_elsewhere, superseded = 0, []
     with store.batched() as batch:
         for session in chat.sessions():
             if not session.turns:
                 continue
             doc = session_document(chat.path, session)
             seen.add(doc.uri)
+            other_uri, other_turns = elsewhere.get((session.format, session.key), (doc.uri, 0))
+            if other_uri != doc.uri:
+                # Stored from another file: the copy with more turns (a later export) is the one kept.
+                if other_turns >= len(session.turns):
+                    kept_elsewhere += 1
+                    report.unchanged += 1
+                    continue
+                superseded.append(other_uri)
+            elsewhere[(session.format, session.key)] = (doc.uri, len(session.turns))
             # PostgreSQL may abort a unit that collided with another writer: it is run again whole.
             retrying(partial(_write_session, batch, doc, known.get(doc.uri), report))
             if progress:
                 progress(report)
+    if superseded:  # moved here from the other file: updated, not added
+        remove_sources(store, superseded)
+        report.added, report.updated = report.added - len(superseded), report.updated + len(superseded)
+    if kept_elsewhere:
+        report.notices.append(f"{chat.path}: {kept_elsewhere} sessions already stored from another file, kept once")
     report.notices.extend(chat.problems)
     if chat.secrets_masked and report.added + report.updated > written:  # said once, when they were stored
         report.notices.append(f"{chat.path}: {chat.secrets_masked} secrets (keys, tokens, passwords) masked")

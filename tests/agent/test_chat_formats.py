@@ -206,6 +206,16 @@ def test_secrets_are_masked_and_counted_and_private_spans_dropped(tmp_path):
     assert text.count(MASK) == 2 and chat.secrets_masked == 2
 
 
+@pytest.mark.parametrize("first", ["deploy with {key} <private>I am job hunting</private> now", "<private>all of it"])
+def test_a_title_from_the_first_message_is_cleaned_as_the_turns_are(tmp_path, first):
+    key = "ghp_" + "a1B2c3D4" * 5
+    path = write_jsonl(tmp_path / "s.jsonl", [claude_record("u1", None, "user", first.format(key=key))])
+    chat, sessions_read = sessions(path)
+    for session in sessions_read:
+        assert key not in session.title and "job hunting" not in session.title and "private" not in session.title
+        assert session.title.strip()
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -232,6 +242,8 @@ def test_common_secret_shapes_are_masked(text):
         ("curl -u admin:S3cretPw3 https://example.com", "S3cretPw3"),
         ("psql --password S3cretPw2", "S3cretPw2"),
         ('{"clientSecret": "0a1b2c3d4e"}', "0a1b2c3d4e"),
+        ("my password is Tr0ub4dor&3horse, right?", "Tr0ub4dor&3horse"),
+        ("AWS secret wJalrXUtnFI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFI"),
     ],
 )
 def test_secrets_in_longer_names_options_and_urls_are_masked(text, secret):
@@ -242,6 +254,8 @@ def test_secrets_in_longer_names_options_and_urls_are_masked(text, secret):
 def test_ordinary_prose_is_not_masked():
     text = (
         "The password policy says rotate monthly; the api key lives in the vault. sk-learn is a library. "
-        "My secretary: Jennifer Lopez. See http://localhost:8080/docs and git@github.com:org/repo.git; max_tokens=512."
+        "My secretary: Jennifer Lopez. See http://localhost:8080/docs and git@github.com:org/repo.git; max_tokens=512. "
+        "The password is stored in the vault, the password is Secret to no one; secret commit "
+        "0123456789abcdef0123456789abcdef01234567, the key is under the mat."
     )
     assert mask_secrets(text) == (text, 0)

@@ -102,6 +102,27 @@ def test_a_conversation_gone_from_an_export_leaves_memory(store, tmp_path):
     assert report.removed == 1 and report.unchanged == 1
 
 
+def test_the_same_export_in_two_folders_is_stored_once_and_a_longer_copy_wins(store, tmp_path):
+    def export(folder, *turns):
+        messages = [{"uuid": f"m{i}", "sender": "human", "text": text, "content": []} for i, text in enumerate(turns)]
+        conversation = {"uuid": "c1", "name": "Cache", "created_at": "2025-01-01T00:00:00Z", "chat_messages": messages}
+        path = tmp_path / folder / "conversations.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps([conversation]))
+        return path
+
+    jan, feb = export("jan", "drop the cache"), export("feb", "drop the cache")
+    first = ingest_conversations(store, [jan.parent, feb.parent])
+    assert (first.added, first.unchanged) == (1, 1) and "already stored from another file" in first.notices[0]
+    march = export("mar", "drop the cache", "and the queue")
+    later = ingest_conversations(store, [jan.parent, feb.parent, march.parent])
+    assert (later.added, later.updated) == (0, 1)
+    uris = [row[0] for row in store.conn.execute("SELECT uri FROM sources")]
+    assert uris == [f"{march}@c1"] and "and the queue" in chunk_rows(store, "mar")[-1][2]
+    again = ingest_conversations(store, [jan.parent, feb.parent, march.parent])
+    assert (again.added, again.updated, again.removed, again.unchanged) == (0, 0, 0, 3)
+
+
 def test_cli_reports_bad_lines_and_masked_secrets_and_forget_reaches_sessions(tmp_path, capsys):
     path = write_jsonl(tmp_path / "s.jsonl", [claude_record("u1", None, "user", "token ghp_" + "k" * 36), "{broken"])
     assert main(["ingest-chat", str(path), "--json"]) == 0

@@ -65,6 +65,9 @@ class ChatRead:
         for session in reader(self.path, self.problems):
             session.turns = [self._clean(turn) for turn in session.turns]
             session.turns = [turn for turn in session.turns if turn.text]
+            # A title is often the first message's opening words: cleaned as the turns are (not
+            # counted again), else a pasted key or a private span is every chunk's breadcrumb.
+            session.title = mask_secrets(strip_private(session.title).strip())[0] or session.key
             yield session
 
     def _clean(self, turn: Turn) -> Turn:

@@ -9,6 +9,7 @@ bearer headers, `password=`-style assignments, private key blocks); each match b
 from __future__ import annotations
 
 import re
+from functools import partial
 
 MASK = "[secret masked]"
 
@@ -43,18 +44,37 @@ ASSIGNED = [
 ]
 
 
+# Said in words, "my password is Tr0ub4dor&3", "secret wJalrXUtnFI/K7MDENG": masked only when the
+# value is no plain word (see `_no_plain_word`), so "the password is stored in the vault" keeps its words.
+SAID = [
+    re.compile(r"(?i)(\b(?:password|passwd|passphrase|passcode)\s+(?:is|was|will be)\s+[\"']?)([^\s\"']{6,}?)"
+               r"(?=[\"'.,;:!?)]*(?:\s|\Z))"),  # fmt: skip
+    re.compile(r"(?i)(\b(?:secret|token|key)s?\W{1,3}(?:[\w-]+\W{1,3}){0,2}?)([A-Za-z0-9/+=_-]{20,})(?![\w/+=-])"),
+]
+
+
+def _no_plain_word(value: str, long_random: bool) -> bool:
+    """A password has a digit, a symbol or a capital past its first letter; a long key (the second
+    SAID pattern) mixes capitals, small letters and digits, and is not hex alone (a commit id)."""
+    if long_random:
+        return any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
+    return any(not c.isalpha() for c in value) or any(c.isupper() for c in value[1:])
+
+
 def mask_secrets(text: str) -> tuple[str, int]:
     """The text with secrets replaced by MASK, and how many were replaced."""
     text, count = TOKENS.subn(MASK, text)
     masked = 0
 
-    def replace(match: re.Match[str]) -> str:
+    def replace(match: re.Match[str], check=None) -> str:
         nonlocal masked
-        if match.group(2).startswith("[secret"):  # already masked as a token
-            return match.group(0)
+        if match.group(2).startswith("[secret") or (check and not check(match.group(2))):
+            return match.group(0)  # already masked as a token, or a plain word
         masked += 1
         return match.group(1) + MASK
 
     for pattern in ASSIGNED:
         text = pattern.sub(replace, text)
+    for index, pattern in enumerate(SAID):
+        text = pattern.sub(partial(replace, check=partial(_no_plain_word, long_random=index == 1)), text)
     return text, count + masked
