@@ -47,8 +47,10 @@ ASSIGNED = [
 # Said in words, "my password is Tr0ub4dor&3", "secret wJalrXUtnFI/K7MDENG": masked only when the
 # value is no plain word (see `_no_plain_word`), so "the password is stored in the vault" keeps its words.
 SAID = [
-    re.compile(r"(?i)(\b(?:password|passwd|passphrase|passcode)\s+(?:is|was|will be)\s+[\"']?)([^\s\"']{6,}?)"
-               r"(?=[\"'.,;:!?)]*(?:\s|\Z))"),  # fmt: skip
+    re.compile(
+        r"(?i)(\b(?:password|passwd|passphrase|passcode)\s+(?:is|was|will be)\s+[\"']?)([^\s\"']{6,}?)"
+        r"(?=[\"'.,;:!?)]*(?:\s|\Z))"
+    ),  # fmt: skip
     re.compile(r"(?i)(\b(?:secret|token|key)s?\W{1,3}(?:[\w-]+\W{1,3}){0,2}?)([A-Za-z0-9/+=_-]{20,})(?![\w/+=-])"),
 ]
 
