@@ -256,3 +256,33 @@ def test_forgetting_the_newer_memory_makes_the_older_current_again(store, embedd
     assert [m["id"] for m in list_memories(store)] == [old.id]
     (hit,) = search(store, "staging key rotates", SearchOptions(top_k=2)).hits
     assert hit.source_id == old.id and "superseded" not in hit.components
+
+
+def test_a_search_by_tag_or_kind_fills_its_limit_however_many_others_match_first(store):
+    from crossmodalrag.agent.tools import search_memory
+    from crossmodalrag.answer.evidence import Retriever
+
+    for index in range(12):  # team b's memories match fewer of the query's words: they rank last
+        text = f"Project {index} deploys every sprint from its pipeline." if index < 9 else f"Project {index} deploys."
+        remember(store, text, ["team-b" if index >= 9 else "team-a"], 0.5)
+    retriever = Retriever(store, SearchOptions(), None)
+    found = search_memory(retriever, "project deploys every sprint pipeline", limit=2, tags=["team-b"])
+    assert found["count"] == 2
+    assert search_memory(retriever, "project deploys", limit=5, tags=["team-b"], kind="decision")["count"] == 0
+
+
+def test_an_empty_date_window_is_refused_alike_and_a_month_is_a_date(store):
+    from crossmodalrag.agent.tools import InvalidArgument, parse_window, search_memory, timeline_view
+    from crossmodalrag.answer.evidence import Retriever
+
+    with pytest.raises(InvalidArgument, match="after 2026-03-01 is not before before 2026-02-01"):
+        search_memory(Retriever(store, SearchOptions(), None), "x", after="2026-03-01", before="2026-02-01")
+    with pytest.raises(InvalidArgument, match="not before"):
+        timeline_view(store, after="2026-03", before="2026-03")
+    assert parse_window("2026-02", None)[0] == datetime(2026, 2, 1, tzinfo=timezone.utc).timestamp()
+
+
+def test_browsing_before_a_date_excludes_that_instant_as_search_does(store):
+    may_tenth = datetime(2025, 5, 10, tzinfo=timezone.utc).timestamp()
+    remember(store, "The vendor call moved to Friday.", [], 0.5, when=may_tenth)
+    assert list_memories(store, until=may_tenth) == [] and len(list_memories(store, until=may_tenth + 1)) == 1

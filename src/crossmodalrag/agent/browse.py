@@ -26,6 +26,28 @@ def list_memories(
     offset: int = 0,
 ) -> list[dict[str, Any]]:
     """Memories newest first, filtered; superseded ones only with `history`. Each with its text."""
+    where, params = _memory_filter(kind, tags, since, until, history)
+    rows = store.conn.execute(
+        "SELECT m.source_id FROM agent_memories m JOIN sources s ON s.id = m.source_id"
+        f" WHERE {where} ORDER BY s.timestamp DESC, m.source_id DESC LIMIT ? OFFSET ?",
+        (*params, max(1, min(limit, MAX_LIMIT)), max(0, offset)),
+    ).fetchall()
+    return [memory_with_text(store, source_id) for (source_id,) in rows]
+
+
+def matching_memories(store: Store, kind: str | None, tags: list[str] | None) -> list[int]:
+    """The ids of every memory of this kind with all these tags, superseded ones included (a search
+    shows them with a notice of what replaced them)."""
+    where, params = _memory_filter(kind, tags, None, None, history=True)
+    rows = store.conn.execute(f"SELECT m.source_id FROM agent_memories m WHERE {where}", params)
+    return [source_id for (source_id,) in rows]
+
+
+def _memory_filter(
+    kind: str | None, tags: list[str] | None, since: float | None, until: float | None, history: bool
+) -> tuple[str, list[Any]]:
+    """SQL over agent_memories `m` (and, for dates, sources `s`); `until` excludes its own instant, as
+    `before` does in a search."""
     clauses, params = ["1 = 1"], []
     if not history:
         clauses.append("m.superseded_by IS NULL")
@@ -39,14 +61,9 @@ def list_memories(
         clauses.append("s.timestamp >= ?")
         params.append(since)
     if until is not None:
-        clauses.append("s.timestamp <= ?")
+        clauses.append("s.timestamp < ?")
         params.append(until)
-    rows = store.conn.execute(
-        "SELECT m.source_id FROM agent_memories m JOIN sources s ON s.id = m.source_id"
-        f" WHERE {' AND '.join(clauses)} ORDER BY s.timestamp DESC, m.source_id DESC LIMIT ? OFFSET ?",
-        (*params, max(1, min(limit, MAX_LIMIT)), max(0, offset)),
-    ).fetchall()
-    return [memory_with_text(store, source_id) for (source_id,) in rows]
+    return " AND ".join(clauses), params
 
 
 def memory_with_text(store: Store, source_id: int) -> dict[str, Any]:

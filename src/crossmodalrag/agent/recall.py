@@ -54,17 +54,21 @@ WORDS = re.compile(r"\w+")
 
 
 def with_recall(
-    retriever: "Retriever", strategy: str, after: str | None, before: str | None, judge: "SessionJudge | None" = None
+    retriever: "Retriever",
+    strategy: str,
+    after: str | None,
+    before: str | None,
+    judge: "SessionJudge | None" = None,
+    names: tuple[str, str] = ("--after", "--before"),
 ) -> "Retriever":
     """The retriever with a strategy, an --after/--before window and, opt-in, a model that picks the
-    leading sessions of episodic and fusion (agent/judge.py). Raises InvalidArgument for a bad date."""
-    from crossmodalrag.agent.tools import InvalidArgument, parse_when
+    leading sessions of episodic and fusion (agent/judge.py). Raises InvalidArgument for a bad date;
+    `names`: what its message calls the two bounds (the CLI's flags, or a tool's arguments)."""
+    from crossmodalrag.agent.tools import parse_window
 
     retriever.strategy = strategy
     retriever.judge = judge
-    start, end = parse_when(after, "--after"), parse_when(before, "--before")
-    if start is not None and end is not None and start >= end:
-        raise InvalidArgument(f"--after {after} is not before --before {before}", "swap them: nothing can be both")
+    start, end = parse_window(after, before, names)
     retriever.options = replace(retriever.options, after=start, before=end)
     return retriever
 

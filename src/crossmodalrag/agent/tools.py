@@ -5,12 +5,13 @@ No MCP types here; mcp_server/ only adapts these to tools."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from crossmodalrag.agent.browse import list_memories, memory_counts, memory_record, note_changes
+from crossmodalrag.agent.browse import list_memories, matching_memories, memory_counts, memory_record, note_changes
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.sources import SourceNotFound, source_detail, store_stats
 from crossmodalrag.store import Store
@@ -28,19 +29,35 @@ PREVIEW_CHARS = 100
 CHARS_PER_TOKEN = 4  # a rough, model-independent estimate: budgets are approximate by nature
 
 
+MONTH = re.compile(r"\d{4}-\d{2}")  # "2026-02": the month, from its first day
+
+
 class InvalidArgument(CMRAGError):
     """A tool argument is out of range or malformed."""
 
 
 def parse_when(value: str | None, what: str) -> float | None:
-    """Unix seconds from an ISO date or date-time (UTC unless it says otherwise). Raises InvalidArgument."""
+    """Unix seconds from an ISO date or date-time (UTC unless it says otherwise), or a month (its first
+    day). Raises InvalidArgument."""
     if value is None or value == "":
         return None
+    text = str(value).strip().replace("Z", "+00:00")
     try:
-        moment = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(f"{text}-01" if MONTH.fullmatch(text) else text)
     except ValueError:
         raise InvalidArgument(f"{what} must be an ISO date such as 2026-11-01", f"got {str(value)[:40]!r}") from None
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def parse_window(
+    after: str | None, before: str | None, names: tuple[str, str] = ("after", "before")
+) -> tuple[float | None, float | None]:
+    """(start, end) of a date window, `before` excluded. Raises InvalidArgument for a bad date or an
+    empty window (every tool refuses it alike; it silently found nothing)."""
+    start, end = parse_when(after, names[0]), parse_when(before, names[1])
+    if start is not None and end is not None and start >= end:
+        raise InvalidArgument(f"{names[0]} {after} is not before {names[1]} {before}", "swap them: nothing can be both")
+    return start, end
 
 
 def tokens(value: Any) -> int:
@@ -64,18 +81,19 @@ def search_memory(
     otherwise full results, as many as fit in `max_tokens`. Raises InvalidArgument."""
     if not 1 <= limit <= MAX_RESULTS:
         raise InvalidArgument(f"limit must be 1..{MAX_RESULTS}", "ask for fewer results")
-    types = tuple(source_types or ()) or (("memory",) if kind or tags else ())
+    start, end = parse_window(after, before)
     options = replace(
         retriever.options,
-        top_k=limit * (4 if kind or tags else 1),
-        source_types=types,
-        after=parse_when(after, "after"),
-        before=parse_when(before, "before"),
+        top_k=limit,
+        source_types=tuple(source_types or ()),
+        # a kind or tags: the memories that have them, filtered in the search (filtering its top
+        # results instead returned fewer than `limit`, or none, where more matched)
+        source_ids=tuple(matching_memories(retriever.store, kind, tags)) if kind or tags else None,
+        after=start,
+        before=end,
     )
     retriever.options, retriever.strategy = options, strategy
     hits = retriever.search(query).hits
-    if kind or tags:
-        hits = [h for h in hits if _memory_matches(retriever.store, h.source_id, kind, tags)][:limit]
     evidence = [Evidence(f"E{i}", hit) for i, hit in enumerate(hits, 1)]
     results = [compact_result(e) for e in evidence] if compact else _packed(evidence, max_tokens)
     return {"query": query, "compact": compact, "count": len(results), "results": results}
@@ -96,7 +114,7 @@ def ask_memory(
     from crossmodalrag.agent.recall import with_recall
     from crossmodalrag.answer.evidence import ask_without_llm
 
-    retriever = with_recall(retriever, strategy, after, before)
+    retriever = with_recall(retriever, strategy, after, before, names=("after", "before"))
     if settings is None:
         answer = ask_without_llm(retriever, question)
     else:
@@ -133,13 +151,6 @@ def _packed(evidence: list[Evidence], max_tokens: int | None) -> list[dict[str, 
         results.append(full)
         used += cost
     return results
-
-
-def _memory_matches(store: Store, source_id: int | None, kind: str | None, tags: list[str] | None) -> bool:
-    record = memory_record(store.conn, source_id) if source_id else None
-    if record is None or (kind and record["kind"] != kind):
-        return False
-    return all(tag.lower() in record["tags"] for tag in tags or [])
 
 
 def get_sources(store: Store, ids: list[int]) -> dict[str, Any]:
@@ -212,7 +223,7 @@ def _recent_sessions(store: Store, limit: int) -> list[dict[str, Any]]:
 def timeline_view(store: Store, after: str | None = None, before: str | None = None, limit: int = 50) -> dict:
     """Sources by their own dates, newest first, grouped by day; episodes too once the hierarchy is
     built (`mem build-memory`)."""
-    start, end = parse_when(after, "after"), parse_when(before, "before")
+    start, end = parse_window(after, before)
     rows = store.conn.execute(
         "SELECT id, source_type, title, timestamp FROM sources WHERE timestamp IS NOT NULL"
         " AND timestamp >= ? AND timestamp < ? ORDER BY timestamp DESC LIMIT ?",

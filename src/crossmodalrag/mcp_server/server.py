@@ -21,7 +21,7 @@ Text = Annotated[str, Field(min_length=1, max_length=2000)]
 Content = Annotated[str, Field(min_length=1, max_length=memories.MAX_CHARS)]
 Tags = Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=memories.MAX_TAGS)]
 Kind = Annotated[str, Field(max_length=32, pattern=r"^[a-z][a-z0-9_-]*$")]
-Day = Annotated[str, Field(max_length=40, description="ISO date or date-time, e.g. 2026-11-01")]
+Day = Annotated[str, Field(max_length=40, description="ISO date, date-time or month, e.g. 2026-11-01")]
 Ident = Annotated[int, Field(ge=1, le=2**63 - 1)]  # SQLite's integer range
 Importance = Annotated[float, Field(ge=0.0, le=1.0)]
 Strategy = Literal["direct", "episodic", "fusion"]
@@ -207,7 +207,7 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         lists memories a newer one superseded."""
 
         def listed():
-            start, end = tools.parse_when(after, "after"), tools.parse_when(before, "before")
+            start, end = tools.parse_window(after, before)
             return {"memories": browse.list_memories(service.store(), kind, tags, start, end, history, limit, offset)}
 
         return await run(listed)

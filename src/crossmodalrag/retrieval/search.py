@@ -79,6 +79,7 @@ class SearchOptions:
     min_candidates: int = 50
     modalities: tuple[str, ...] = ()  # only these kinds of evidence ("text", "code", "pdf"); () = all
     source_types: tuple[str, ...] = ()  # only these kinds of source ("note", "conversation", "memory"); () = all
+    source_ids: tuple[int, ...] | None = None  # only these sources (agent memories of a kind or tag); None = all
     after: float | None = None  # only sources dated at or after this (unix seconds)
     before: float | None = None  # ... and before this
     # "any" term (BM25 ranks), "all" terms, or the exact "phrase"; all and phrase also filter vector
@@ -383,7 +384,12 @@ def _bm25_scores(conn: sqlite3.Connection, expression: str, options: SearchOptio
 
 
 def _filtered(options: SearchOptions) -> bool:
-    return bool(options.modalities or options.source_types) or options.after is not None or options.before is not None
+    return (
+        bool(options.modalities or options.source_types)
+        or options.source_ids is not None
+        or options.after is not None
+        or options.before is not None
+    )
 
 
 def _filter_clause(options: SearchOptions) -> tuple[str, list]:
@@ -393,6 +399,9 @@ def _filter_clause(options: SearchOptions) -> tuple[str, list]:
         if values:
             clauses.append(f"{column} IN ({','.join('?' * len(values))})")
             params.extend(values)
+    if options.source_ids is not None:
+        clauses.append(f"s.id IN ({','.join('?' * len(options.source_ids)) or 'NULL'})")
+        params.extend(options.source_ids)
     if options.after is not None:
         clauses.append("s.timestamp >= ?")
         params.append(options.after)
