@@ -173,6 +173,12 @@ async def exercise_every_tool(client, chats: Path) -> None:
     # Hostile and malformed arguments: an error result with one line, and the server keeps serving.
     assert "outside the folders" in await refused(client, "memory_ingest", {"path": "/etc"})
     assert "outside the folders" in await refused(client, "memory_digest_session", {"path": str(chats / "../../..")})
+    assert "no such file" in await refused(client, "memory_digest_session", {"path": str(chats / "gone.jsonl")})
+    (chats / "notes.json").write_text('{"not": "a chat"}')
+    failed = await call(client, "memory_digest_session", {"path": str(chats / "notes.json")})
+    while failed["status"] in ("queued", "running"):  # a busy machine: the job outlived the call's wait
+        failed = await call(client, "memory_job", {"job_id": failed["job_id"]})
+    assert failed["status"] == "failed" and "not a chat transcript" in failed["error"]
     assert "at most 2000" in await refused(client, "memory_search", {"query": "x" * 100_000})
     assert "validation" in await refused(client, "memory_get", {"ids": ["1; DROP TABLE sources"]})
     assert "importance" in await refused(client, "memory_store", {"content": "x", "importance": 7})

@@ -100,6 +100,8 @@ def ingest_target(settings: Settings, path: str, transcripts: bool = False) -> t
     if not isinstance(path, str) or not path or len(path) > 4096 or "\x00" in path:
         raise InvalidArgument("path must be a file or folder path", "e.g. a note folder configured for mem")
     resolved = Path(path).expanduser().resolve()
+    if not resolved.exists():  # a vault is ingested whole: a missing file in it would have said nothing
+        raise InvalidArgument(f"{path}: no such file or folder", "check the path")
     roots = [
         ("notes", settings.notes_paths),
         ("git", settings.git_paths),
@@ -141,6 +143,9 @@ def ingest_work(settings: Settings, connector: str, path: Path) -> Work:
             report = ingest.ingest_images(store, [path], step, settings.ocr_engine, confine=True)
         else:
             report = ingest_conversations(store, [path], step, confine=True)
+        if report.failed and not (report.added or report.updated or report.unchanged):
+            more = f" (and {report.failed - 1} more)" if report.failed > 1 else ""
+            raise CMRAGError(report.failures[0] + more)  # nothing ingested: the job failed, and says why
         return {**report.to_dict(), "embedded": embed_new(store, settings) if report.chunks else 0}
 
     return work
