@@ -286,3 +286,10 @@ def test_browsing_before_a_date_excludes_that_instant_as_search_does(store):
     may_tenth = datetime(2025, 5, 10, tzinfo=timezone.utc).timestamp()
     remember(store, "The vendor call moved to Friday.", [], 0.5, when=may_tenth)
     assert list_memories(store, until=may_tenth) == [] and len(list_memories(store, until=may_tenth + 1)) == 1
+
+
+def test_a_memory_is_embedded_at_once_on_both_backends(any_store, embedder):
+    first = remember(any_store, "The staging VPN password rotates monthly", ["ops"], 0.5, embedder=embedder)
+    again = remember(any_store, "The staging VPN password rotates monthly!", ["ops"], 0.5, embedder=embedder)
+    assert first.status == "stored" and again.id == first.id
+    assert any_store.conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0] == 1

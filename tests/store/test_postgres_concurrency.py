@@ -183,8 +183,8 @@ def test_forget_and_reindex_run_a_write_the_server_aborted_again(postgres_url, m
 
     with open_postgres_store(postgres_url) as store:
         add_docs(store, note("a", "# A\nalpha paragraph"), note("b", "# B\nbeta paragraph"))
-        store_vectors, stored = collides_once(embeddings._store_vectors)
-        monkeypatch.setattr(embeddings, "_store_vectors", store_vectors)
+        store_vectors, stored = collides_once(embeddings.store_vectors)
+        monkeypatch.setattr(embeddings, "store_vectors", store_vectors)
         assert embeddings.embed_missing(store, HashingEmbedder()).chunks == 2 and len(stored) == 2
         derived, forgot = collides_once(erase.forget_derived)
         monkeypatch.setattr(erase, "forget_derived", derived)

@@ -114,7 +114,7 @@ def remember(
         _merge_into(store, row[0], tags, importance, now)
         replaced = reinstate(store, row[0]) if row[1] else []
         return StoreResult(row[0], "duplicate", 1.0, supersedes=replaced, measure=measure, masked=masked)
-    vector = _embed(embedder, text)
+    vector = _embedded_as_stored(embedder, text, now if when is None else when, context)
     similar = _similarities(store, text, vector, embedder)
     updated = restated(store, text, similar, UPDATE_SIMILARITY[measure])
     close = _in_context(
@@ -276,8 +276,17 @@ def _in_context(store: Store, source_ids: list[int], context: str) -> set[int]:
     return {source_id for source_id, stored in rows if " ".join((stored or "").lower().split()) == wanted}
 
 
-def _embed(embedder: "Embedder | None", text: str):
-    return None if embedder is None else embedder.embed([text])[0]
+def _embedded_as_stored(embedder: "Embedder | None", text: str, when: float, context: str):
+    """The vector the memory's first piece will have once stored (breadcrumb and all, as
+    `embed_source` embeds it), to compare with the stored memories' vectors, which carry theirs: the
+    bare text scored 0.90-0.97 against its own stored vector, under MERGE_SIMILARITY."""
+    if embedder is None:
+        return None
+    from crossmodalrag.chunking import chunk_document
+    from crossmodalrag.index.embed import pieces
+
+    doc = memory_document(text, "", when, {"context": context} if context else {})
+    return embedder.embed(pieces(embedder, semantic_text(chunk_document(doc)[0].text))[:1])[0]
 
 
 def _similarities(store: Store, text: str, vector, embedder: "Embedder | None") -> dict[int, float]:
@@ -292,11 +301,10 @@ def _similarities(store: Store, text: str, vector, embedder: "Embedder | None") 
             " WHERE m.superseded_by IS NULL",
             (model_id,),
         ).fetchall()
-        import numpy as np
 
         best: dict[int, float] = {}
         for source_id, blob in rows:
-            score = float(np.frombuffer(blob, dtype=np.float32) @ vector)
+            score = float(store.decode_vector(blob) @ vector)
             best[source_id] = max(score, best.get(source_id, -1.0))
         return best
     words = word_set(text)
@@ -313,7 +321,7 @@ def _similarities(store: Store, text: str, vector, embedder: "Embedder | None") 
 def embed_source(store: Store, embedder: "Embedder", source_id: int) -> None:
     """The memory's vector now (not at the next reindex): it is compared against the very next memory."""
     from crossmodalrag.index.embed import pieces
-    from crossmodalrag.index.embeddings import model_row
+    from crossmodalrag.index.embeddings import model_row, store_vectors
 
     model_id = model_row(store, embedder.identity)
     chunks = store.conn.execute("SELECT id, text FROM chunks WHERE source_id = ?", (source_id,)).fetchall()
@@ -321,12 +329,8 @@ def embed_source(store: Store, embedder: "Embedder", source_id: int) -> None:
     for chunk_id, text in chunks:
         parts = pieces(embedder, semantic_text(text))
         vectors = embedder.embed(parts)
-        rows += [(chunk_id, model_id, i, len(parts), v.astype("float32").tobytes()) for i, v in enumerate(vectors)]
-    with store.transaction() as conn:
-        conn.executemany(
-            "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces, vector) VALUES (?, ?, ?, ?, ?)",
-            rows,
-        )
+        rows += [(chunk_id, model_id, i, len(parts), store.encode_vector(v)) for i, v in enumerate(vectors)]
+    store_vectors(store, rows)  # encoded as the backend stores them (pgvector's type on PostgreSQL)
 
 
 def _link(store: Store, source_id: int, similar: dict[int, float]) -> list[dict[str, Any]]:

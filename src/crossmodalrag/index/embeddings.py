@@ -35,7 +35,8 @@ class EmbedReport:
         return f"{self.chunks} chunks embedded as {self.pieces} vectors in {self.seconds:.1f} s ({rate:.1f} chunks/s)"
 
 
-def _store_vectors(store: Store, rows: list[tuple]) -> None:
+def store_vectors(store: Store, rows: list[tuple]) -> None:
+    """Write (chunk id, model id, piece, pieces, encoded vector) rows, replacing what was there."""
     with store.transaction() as conn:
         conn.executemany(
             "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces, vector) VALUES (?, ?, ?, ?, ?)",
@@ -111,7 +112,7 @@ def embed_missing(
             (chunk_id, model_id, index, count, store.encode_vector(vector))
             for (chunk_id, index, count, _), vector in zip(split, vectors, strict=True)
         ]
-        retrying(partial(_store_vectors, store, stored))  # PostgreSQL may abort a colliding write: run it again
+        retrying(partial(store_vectors, store, stored))  # PostgreSQL may abort a colliding write: run it again
         report.chunks += len(rows)
         report.pieces += len(split)
         report.seconds = time.perf_counter() - started
