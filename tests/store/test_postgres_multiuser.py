@@ -169,3 +169,32 @@ def test_tables_beside_sources_and_chunks_are_private_too(two_users):
                     " VALUES (?, 'h', 0, 0)",
                     (secret,),
                 )
+
+
+def test_a_user_edits_and_removes_their_notes_when_a_plain_role_owns_the_tables(postgres_url, tmp_path):
+    """The documented setup on a managed server: the database's owner (no superuser) runs `mem init-db`.
+    A cascade from sources runs as that owner: its triggers must still reach the user's own rows (the
+    statistics insert failed, and the postings of removed chunks stayed behind, their words too)."""
+    import psycopg
+
+    from crossmodalrag.ingest import remove_sources
+
+    suffix = tmp_path.name.replace("-", "_")[-12:]
+    database = psycopg.conninfo.conninfo_to_dict(postgres_url)["dbname"]
+    admin = create_role(postgres_url, f"admin_{suffix}")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f'ALTER DATABASE "{database}" OWNER TO "admin_{suffix}"')
+    with open_postgres_store(admin):
+        pass
+    bob = create_role(postgres_url, f"bob_{suffix}")
+    with open_postgres_store(bob) as store:
+        add_docs(store, note("plan", "# Plan\nthe heron granite condition"))
+        add_docs(store, note("plan", "# Plan\nthe heron basalt condition"))  # an edit: its old chunks go
+        assert remove_sources(store, ["/vault/plan.md"]) == 1
+    with psycopg.connect(postgres_url) as conn:  # the superuser sees every owner's rows
+        left = conn.execute("SELECT COUNT(*) FROM chunk_postings").fetchone()[0]
+        stats = conn.execute("SELECT COALESCE(SUM(chunks), 0) FROM chunk_stats").fetchone()[0]
+    assert (left, stats) == (0, 0)
+    with psycopg.connect(bob) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("DELETE FROM embedding_models")  # it cascaded to every owner's vectors

@@ -345,6 +345,24 @@ ALTER TABLE chunk_postings DROP CONSTRAINT chunk_postings_pkey,
     ADD CONSTRAINT chunk_postings_pkey PRIMARY KEY (lexeme, chunk_id) INCLUDE (body_tf, length, owner);
 """
 
+# Version 8: a cascade from sources (an edit, a forget) runs as the tables' owner, and its triggers
+# with it: when that owner is a plain role (the database's owner on a managed server; a superuser
+# bypasses row-level security), their statements on chunk_stats and chunk_postings saw none of the
+# user's rows, so the statistics insert failed and an edit or forget stopped. While a statement runs
+# as the tables' owner, the login role's memberships count too (only then: behind a pooler that
+# logs in as one role and SET ROLEs per user, the login role's would widen every user's view).
+# And the shared tables are no longer for clients to change.
+SESSION_VISIBLE = """
+CREATE OR REPLACE FUNCTION cmrag_visible_owners() RETURNS SETOF text LANGUAGE sql STABLE AS
+$$ SELECT rolname::text FROM pg_roles
+   WHERE pg_has_role(current_user, oid, 'MEMBER')
+      OR (pg_has_role(session_user, oid, 'MEMBER')
+          AND current_user = (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'sources'::regclass)) $$;
+-- The shared tables: clients add a model, never change or remove one (deleting a model cascaded to
+-- every owner's vectors, past row-level security) nor the record of migrations.
+REVOKE UPDATE, DELETE ON embedding_models, schema_migrations FROM PUBLIC;
+"""
+
 # (version, SQL) or (version, SQL, a Python step run after the SQL in the same transaction).
 MIGRATIONS: list[tuple] = [
     (1, FUNCTIONS + TABLES + LATER_TABLES + _security()),
@@ -354,6 +372,7 @@ MIGRATIONS: list[tuple] = [
     (5, POSTINGS_CASCADE),
     (6, CORPUS_STATS),
     (7, COVERING_POSTINGS),
+    (8, SESSION_VISIBLE),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
