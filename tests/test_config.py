@@ -93,3 +93,30 @@ def test_the_premise_check_takes_a_margin_or_off(isolated_env, monkeypatch):
     assert load_settings().verify_min_premise_margin == -0.5
     monkeypatch.setenv("CMRAG_VERIFY_MIN_PREMISE_MARGIN", "off")
     assert load_settings().verify_min_premise_margin is None
+
+
+def test_a_database_file_on_the_command_line_wins_over_cmrag_db_url(isolated_env, monkeypatch, tmp_path, capsys):
+    from crossmodalrag.cli.main import main
+
+    monkeypatch.setenv("CMRAG_DB_URL", "postgresql://nobody@127.0.0.1:1/none")
+    assert load_settings().db_url and load_settings({"db_path": tmp_path / "m.db"}).db_url is None
+    assert main(["init-db", "--db-path", str(tmp_path / "m.db")]) == 0
+    assert (tmp_path / "m.db").exists() and "m.db" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["mysql://root@localhost/db", "sqlite:///m.db", "./data/memory.db"])
+def test_cmrag_db_url_must_be_a_postgresql_url(isolated_env, monkeypatch, url):
+    monkeypatch.setenv("CMRAG_DB_URL", url)
+    with pytest.raises(ConfigError, match="not a postgresql://"):
+        load_settings()
+
+
+def test_a_blank_cmrag_db_url_is_none_and_migrate_refuses_another_scheme(isolated_env, monkeypatch, tmp_path, capsys):
+    from crossmodalrag.cli.main import main
+
+    monkeypatch.setenv("CMRAG_DB_URL", "  ")
+    assert load_settings().db_url is None
+    assert main(["init-db", "--db-path", str(tmp_path / "m.db")]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["migrate", "--db-path", str(tmp_path / "m.db"), "--to", "mysql://root@localhost/db"]) == 1
+    assert "neither a postgresql:// url nor a file" in capsys.readouterr().err and not (tmp_path / "mysql:").exists()

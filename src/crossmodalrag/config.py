@@ -51,6 +51,14 @@ def _fraction(value: str) -> float:
     return number
 
 
+def _database_url(value: str) -> str | None:
+    """A postgresql:// (or postgres://) url; blank means none (the SQLite file)."""
+    value = value.strip()
+    if value and value.split("://", 1)[0] not in ("postgresql", "postgres"):
+        raise ValueError(f"{value[:60]!r} is not a postgresql://user@host/database url")
+    return value or None
+
+
 def _switch(value: str) -> bool:
     lowered = value.strip().lower()
     if lowered in ("on", "true", "yes", "1"):
@@ -134,7 +142,7 @@ SCALARS: dict[str, Setting] = {
     "usage_saturation": Setting("memory", float),
     "versioning": Setting("database", _switch),  # CMRAG_VERSIONING=off: no change log (issue 14)
     # PostgreSQL (issue 16): CMRAG_DB_URL=postgresql://... selects it; unset = the SQLite file.
-    "db_url": Setting("database", str, "url"),
+    "db_url": Setting("database", _database_url, "url"),
     "db_owner": Setting("database", str, "owner"),
     "db_statement_timeout": Setting("database", float, "statement_timeout"),
 }
@@ -380,3 +388,5 @@ def _apply_overrides(settings: Settings, overrides: dict[str, Any]) -> None:
         if name in SCALARS and isinstance(value, str):
             value = SCALARS[name].parse(value)
         setattr(settings, name, Path(value).expanduser() if name == "db_path" else value)
+        if name == "db_path":
+            settings.db_url = None  # a file named on the command line wins over CMRAG_DB_URL, as flags do

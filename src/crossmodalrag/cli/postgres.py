@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -55,8 +56,8 @@ def refuse_unported(command: str, options: dict | None = None) -> None:
     """Raise StoreError if CMRAG_DB_URL selects PostgreSQL and `command` (or one of its `options`)
     does not run there yet."""
     used = [flag for key, flag in UNPORTED_OPTIONS.items() if (options or {}).get(key)]
-    if (command in PORTED and not used) or not _postgres_selected():
-        return
+    if (command in PORTED and not used) or not _postgres_selected() or (options or {}).get("db_path"):
+        return  # --db-path names a SQLite file, which wins over CMRAG_DB_URL
     what = f"mem {command} {used[0]}" if command in PORTED else f"mem {command}"
     raise StoreError(
         f"`{what}` does not run on PostgreSQL yet (CMRAG_DB_URL is set)",
@@ -108,4 +109,6 @@ def _open(location: str, settings: Settings, create: bool) -> Store:
 
     if is_postgres_url(location):
         return open_postgres_store(location, settings.db_owner, create, settings.db_statement_timeout)
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", location):  # mysql://... became a SQLite file of that name
+        raise StoreError(f"{location[:60]!r} is neither a postgresql:// url nor a file", "give one of those")
     return open_store(Path(location).expanduser(), create=create)

@@ -89,7 +89,7 @@ def drift_view(store: Store, top: int = 10, min_support: int = 2) -> list[dict[s
         " AND json_extract(metadata, '$.events') >= ?",
         (min_support,),
     ).fetchall()
-    out = [{"concept_id": row[0], "title": row[1], "support": row[3], **json.loads(row[2])} for row in found]
+    out = [{"concept_id": row[0], "title": row[1], "support": int(row[3]), **json.loads(row[2])} for row in found]
     out.sort(key=lambda item: (-item["overall_drift"], item["concept_id"]))
     return out[:top]
 

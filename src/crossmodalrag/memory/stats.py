@@ -15,7 +15,7 @@ def memory_stats(store: Store) -> dict[str, Any]:
     conn = store.conn
     levels = {level: 0 for level in LEVELS}
     levels.update(dict(conn.execute("SELECT level, COUNT(*) FROM memory_nodes GROUP BY level").fetchall()))
-    edges = dict(conn.execute("SELECT kind, COUNT(*) FROM memory_edges GROUP BY kind").fetchall())
+    edges = dict(conn.execute("SELECT kind, COUNT(*) FROM memory_edges GROUP BY kind ORDER BY kind").fetchall())
     failed = conn.execute(
         "SELECT x.source_id, s.uri, x.reason FROM memory_extractions x JOIN sources s ON s.id = x.source_id"
         " WHERE x.status = 'failed' ORDER BY s.uri"
