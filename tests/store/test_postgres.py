@@ -8,6 +8,8 @@ import threading
 
 import pytest
 
+from crossmodalrag.agent.browse import list_memories
+from crossmodalrag.agent.memories import remember
 from crossmodalrag.cli.main import main
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import MissingExtraError, StoreError
@@ -306,16 +308,25 @@ def test_migrate_copies_a_memory_both_ways_with_equal_checksums(postgres_url, mo
         add_docs(store, *NOTES)
         embed_missing(store, HashingEmbedder())
         store.conn.execute("INSERT INTO queries_eval VALUES (1, 'parser?', '[\"/vault/parser.md\"]', 1.0, 2.0)")
+        remember(store, "The staging key rotates monthly", ["ops"], 0.8, "fact")
+        remember(store, "The staging key rotates weekly", ["ops"], 0.9, "fact")  # supersedes the first
     assert main(["migrate", "--to", postgres_url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report) == {"source", "target", "identical", "tables", "left_behind", "seconds"}  # docs/json-contract.md
     assert set(report["tables"]["sources"]) == {"source_rows", "target_rows", "source_checksum", "target_checksum"}
     assert report["identical"] and report["tables"]["chunk_vectors"]["target_rows"] > 0
-    assert report["left_behind"] == {"change_log": len(NOTES)}  # named, not lost
-    assert {t["source_rows"] for t in report["tables"].values()} >= {len(NOTES)}
+    assert report["left_behind"] == {"change_log": len(NOTES) + 2}  # named, not lost
+    copied_memories = (
+        report["tables"]["agent_memories"]["target_rows"],
+        report["tables"]["agent_memory_links"]["target_rows"],
+    )
+    assert copied_memories == (2, 1)
     with open_postgres_store(postgres_url) as copied:  # its history starts there: a genesis record per source
         history = verify(copied.conn)
-        assert history.ok and history.records == len(NOTES)
+        assert history.ok and history.records == len(NOTES) + 2
+        (current,) = list_memories(copied)
+        assert (current["kind"], current["tags"], current["importance"]) == ("fact", ["ops"], 0.9)
+        assert current["text"] == "The staging key rotates weekly" and current["links"][0]["relation"] == "supersedes"
     assert main(["migrate", "--to", postgres_url]) == 1  # never into a memory that holds one
     assert "already holds a memory" in capsys.readouterr().err
     back = tmp_path / "back.db"

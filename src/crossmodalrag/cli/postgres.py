@@ -81,7 +81,7 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
 
 
 def migrate(args: argparse.Namespace) -> int:
-    from crossmodalrag.store.transfer import copy_memory
+    from crossmodalrag.store.transfer import NOT_COPIED, copy_memory
 
     settings = load_settings({"db_path": args.db_path})
     source = (
@@ -99,7 +99,7 @@ def migrate(args: argparse.Namespace) -> int:
             rows = f"{table['source_rows']} -> {table['target_rows']} rows"
             print(f"  {name}: {rows}, sha256 {table['target_checksum'][:16]} {same}")
         for name, rows in report.left_behind.items():
-            print(f"  {name}: {rows} rows not copied (SQLite-only so far)")
+            print(f"  {name}: {rows} rows not copied ({NOT_COPIED[name]})")
     return 0 if report.identical else 1
 
 

@@ -9,10 +9,12 @@ The proof: for each copied table a count and a SHA-256 over its rows in a canoni
 replaced by those natural keys and vectors compared as float32 bytes, computed on both sides after
 the copy. Equal checksums mean the same content, whatever the engine.
 
-Not copied yet (reported, with row counts, when not empty): the memory hierarchy (nodes, their
-evidence and edges, extraction states, recall cards), agent-memory attributes, the usage log, and
-the change log with its stored versions and checkpoints (versioning). The target starts its change log with one
-genesis record per copied source, as a migrated database does (on PostgreSQL, the owner's chain).
+Agent memories keep their attributes and links (source ids mapped by uri). Not copied (reported,
+with row counts and what to do, when not empty): the memory hierarchy (nodes, their evidence and
+edges, extraction states, recall cards: derived, `mem build-memory` rebuilds them), the usage log,
+and the change log with its stored versions and checkpoints (versioning). The target starts its
+change log with one genesis record per copied source, as a migrated database does (on PostgreSQL,
+the owner's chain). Ids are the target's own: `mem source ID` and `mem://source/ID` change.
 """
 
 from __future__ import annotations
@@ -42,12 +44,26 @@ CANONICAL = {
     " ON m.id = v.model_id ORDER BY m.sha256, s.uri, c.chunk_index, v.piece",
     "embedding_models": f"SELECT {MODEL_COLUMNS} FROM embedding_models ORDER BY sha256, dim",
     "queries_eval": f"SELECT {QUERY_COLUMNS} FROM queries_eval ORDER BY query_text",
+    "agent_memories": "SELECT s.uri, m.kind, m.importance, m.tags, m.session_id, m.agent_id, m.content_hash, m.times,"
+    " newer.uri, m.created_at, m.updated_at FROM agent_memories m JOIN sources s ON s.id = m.source_id"
+    " LEFT JOIN sources newer ON newer.id = m.superseded_by ORDER BY s.uri",
+    "agent_memory_links": "SELECT a.uri, b.uri, l.relation, l.similarity FROM agent_memory_links l"
+    " JOIN sources a ON a.id = l.source_id JOIN sources b ON b.id = l.target_id ORDER BY a.uri, b.uri, l.relation",
 }
-# Every other table holding data (the FTS tables are rebuilt, schema_migrations is the target's own).
-NOT_COPIED = (
-    "memory_nodes", "memory_evidence", "memory_edges", "memory_extractions", "memory_cards", "memory_usage",
-    "agent_memories", "agent_memory_links", "change_log", "change_states", "checkpoints",
-)  # fmt: skip
+MEMORY_COLUMNS = "kind, importance, tags, session_id, agent_id, content_hash, times, created_at, updated_at"
+# Every other table holding data (the FTS tables are rebuilt, schema_migrations is the target's own),
+# with what a user does about it: the hierarchy is derived and rebuilt; the change log starts anew.
+NOT_COPIED = {
+    "memory_nodes": "rebuild with `mem build-memory`",
+    "memory_evidence": "rebuilt with the nodes",
+    "memory_edges": "rebuilt with the nodes",
+    "memory_extractions": "rebuilt with the nodes",
+    "memory_cards": "`mem recall --regenerate`",
+    "memory_usage": "the usage log starts anew",
+    "change_log": "the change log starts anew: one genesis record per source",
+    "change_states": "the change log starts anew",
+    "checkpoints": "the change log starts anew",
+}
 
 
 @dataclass
@@ -55,7 +71,7 @@ class TransferReport:
     source: str
     target: str
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> counts and checksums
-    left_behind: dict[str, int] = field(default_factory=dict)  # tables not copied yet, with their rows
+    left_behind: dict[str, int] = field(default_factory=dict)  # tables not copied, with their rows (NOT_COPIED)
     seconds: float = 0.0
 
     @property
@@ -82,6 +98,7 @@ def copy_memory(source: Store, target: Store, progress: Callable[[int, int], Non
     _copy_sources(source, target, progress)
     _copy_vectors(source, target)
     _copy_queries(source, target)
+    _copy_agent_memories(source, target)
     from crossmodalrag import versioning
 
     with target.transaction() as conn:
@@ -187,6 +204,24 @@ def _copy_vectors(source: Store, target: Store) -> None:
                         for _, uri, index, piece, pieces, v in rows
                     ],
                 )
+
+
+def _copy_agent_memories(source: Store, target: Store) -> None:
+    """Agent memories' attributes and links, each source id mapped through its uri."""
+    new_id = {uri: i for i, uri in target.conn.execute("SELECT id, uri FROM sources")}
+    mapped = {old: new_id[uri] for old, uri in source.conn.execute("SELECT id, uri FROM sources") if uri in new_id}
+    memories = source.conn.execute(f"SELECT source_id, superseded_by, {MEMORY_COLUMNS} FROM agent_memories").fetchall()
+    links = source.conn.execute("SELECT source_id, target_id, relation, similarity FROM agent_memory_links").fetchall()
+    with target.transaction() as conn:
+        conn.executemany(
+            f"INSERT INTO agent_memories (source_id, superseded_by, {MEMORY_COLUMNS})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(mapped[old], mapped.get(newer), *rest) for old, newer, *rest in memories],
+        )
+        conn.executemany(
+            "INSERT INTO agent_memory_links (source_id, target_id, relation, similarity) VALUES (?, ?, ?, ?)",
+            [(mapped[a], mapped[b], relation, similarity) for a, b, relation, similarity in links],
+        )
 
 
 def _copy_queries(source: Store, target: Store) -> None:
