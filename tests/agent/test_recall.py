@@ -82,8 +82,10 @@ def test_no_temporal_expression_and_may_the_verb():
         assert time_ranges(question, ANCHOR) == ([], question)
 
 
-def hit(chunk: int, source: int, score: float = 0.0) -> Hit:
-    return Hit(chunk, f"s{source}", "conversation", "text", "t", "", "t\nbody", None, score, {}, source_id=source)
+def hit(chunk: int, source: int, score: float = 0.0, components: dict | None = None) -> Hit:
+    """A turn whose BM25 is its score, unless `components` say otherwise."""
+    parts = {"bm25": score} if components is None else components
+    return Hit(chunk, f"s{source}", "conversation", "text", "t", "", "t\nbody", None, score, parts, source_id=source)
 
 
 def test_fusion_ranks_by_reciprocal_rank_across_lists():
@@ -224,6 +226,21 @@ def test_a_turn_next_to_strong_evidence_ranks_above_an_isolated_one(store, tmp_p
     supported = with_neighbour_support(memory, ranked)
     assert [h.chunk_id for h in supported] == [question, reply, alone]  # the reply gains 0.1 of 1.0
     assert supported[0].score == pytest.approx(1.0 + 0.1 * 0.49) and supported[2].score == 0.5  # no neighbour hit
+
+
+def test_a_turn_about_nothing_in_the_question_gets_no_support_from_its_neighbours(store, tmp_path):
+    """RRF scores lie close together: support lifted a turn sharing nothing with the question over an
+    exact match (a memory with the question's every word, cosine 0.92; the turn 0 and 0.17)."""
+    memory = locomo_memory(
+        store, tmp_path, [("2023-05-01", [("Ana", "Phoenix is starting."), ("Ben", "It started on port 4000.")])]
+    )
+    first, second = (row[0] for row in memory.conn.execute("SELECT id FROM chunks ORDER BY id"))
+    exact = replace(hit(99, 9, 0.0328, {"bm25": 14.2, "cosine": 0.92}), source_type="memory")
+    unrelated = [hit(first, 1, 0.0325, {"bm25": 0.0, "cosine": 0.17}), hit(second, 1, 0.032, {"bm25": 2.0})]
+    ranked = with_neighbour_support(memory, [exact, *unrelated], cosine_floor=0.37)
+    assert [h.chunk_id for h in ranked] == [99, first, second] and ranked[1].score == 0.0325
+    close_in_meaning = [replace(unrelated[0], components={"bm25": 0.0, "cosine": 0.5}), unrelated[1]]
+    assert with_neighbour_support(memory, [exact, *close_in_meaning], cosine_floor=0.37)[0].chunk_id == first
 
 
 def test_episodic_does_not_penalise_an_old_session(store, tmp_path, settings):

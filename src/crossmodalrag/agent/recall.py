@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from crossmodalrag.agent.temporal import EVENT_BOUND, TimeRange, asks_when, states_time, time_ranges
 from crossmodalrag.agent.updates import split_label
 from crossmodalrag.retrieval.fusion import reciprocal_rank_fusion
+from crossmodalrag.retrieval.gate import model_cosines
 from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.retrieval.stopwords import ENGLISH
 
@@ -44,6 +45,7 @@ SPEAKER_BOOST = 1.1
 # LoCoMo, 0.05-0.15 all gained on conversations 0-2; 0.1, the middle, on 0-2 turn R@10 / session R@5
 # +1.0 / +0.5 points and on 3-4 (held out) +0.8 / +0.7 (docs/benchmarks.md).
 NEIGHBOUR_SHARE = 0.1
+SUPPORTED_LEXICAL = 0.3  # of the best hit's BM25: a hit below it, and not close in meaning, gets no support
 # A question asking when ("When did Caroline go to the support group?") is answered by evidence that
 # places it in time ("I went to a LGBTQ support group yesterday"): such a turn counts this much more.
 # LoCoMo dev: 80% of the evidence turns of its when-questions state a time, 12% of all turns do. Among
@@ -100,7 +102,8 @@ def recall(retriever: "Retriever", question: str, strategy: str = "direct", answ
     lifted = fused
     if not answering:
         lifted = favour_stated_time(favour_named_speaker(retriever.store, fused, question), question)
-    ranked = with_neighbour_support(retriever.store, lifted)
+    cosines = model_cosines(base, direct.embed_model) if direct.similarity is not None else None
+    ranked = with_neighbour_support(retriever.store, lifted, cosines.floor if cosines else None)
     sessions = agent_sessions(retriever.store, ranked)
     hits = ranked[: base.top_k] if answering else diversify_by_session(ranked, base.top_k, sessions=sessions)
     if retriever.judge is not None:
@@ -210,9 +213,9 @@ def favour_stated_time(hits: list["Hit"], question: str) -> list["Hit"]:
     return sorted(boosted, key=lambda h: (-h.score, h.chunk_id))
 
 
-def with_neighbour_support(store: "Store", hits: list["Hit"]) -> list["Hit"]:
+def with_neighbour_support(store: "Store", hits: list["Hit"], cosine_floor: float | None = None) -> list["Hit"]:
     """Hits re-ranked with NEIGHBOUR_SHARE of the best score among their neighbours that are hits too
-    (see `neighbours`)."""
+    (see `neighbours`), for hits about the question themselves (`about_the_question`)."""
     around = neighbours(store, hits)
     score_at: dict[tuple, float] = {}
     for hit in hits:
@@ -220,14 +223,27 @@ def with_neighbour_support(store: "Store", hits: list["Hit"]) -> list["Hit"]:
             place = around[hit.chunk_id][0]
             score_at[place] = max(score_at.get(place, 0.0), hit.score)
 
+    best_bm25 = max((h.components.get("bm25", 0.0) for h in hits), default=0.0)
+
     def supported(hit: "Hit") -> "Hit":
-        if hit.chunk_id not in around:
+        if hit.chunk_id not in around or not about_the_question(hit, best_bm25, cosine_floor):
             return hit
         _, before, after = around[hit.chunk_id]
         best = max(score_at.get(before, 0.0), score_at.get(after, 0.0))
         return replace(hit, score=hit.score + NEIGHBOUR_SHARE * best) if best else hit
 
     return sorted(map(supported, hits), key=lambda h: (-h.score, h.chunk_id)) if around else hits
+
+
+def about_the_question(hit: "Hit", best_bm25: float, cosine_floor: float | None) -> bool:
+    """Whether a hit is itself about the question: a good share of the best hit's words
+    (SUPPORTED_LEXICAL of its BM25), or close in meaning (the embedding model's gate floor). RRF
+    scores lie close together: the bonus of a turn whose neighbours are hits as well, ~6 places,
+    lifted turns that share nothing with the question over an exact match (a memory holding the
+    question's every word, cosine 0.92, below an unrelated turn, 0.17)."""
+    if best_bm25 > 0 and hit.components.get("bm25", 0.0) >= SUPPORTED_LEXICAL * best_bm25:
+        return True
+    return cosine_floor is not None and hit.components.get("cosine", 0.0) >= cosine_floor
 
 
 def neighbours(store: "Store", hits: list["Hit"]) -> dict[int, tuple[tuple, tuple, tuple]]:
