@@ -110,6 +110,32 @@ def test_sources_explain_help_and_quit(capsys, monkeypatch, vault):
     assert "llm: scripted" in err
 
 
+def test_with_json_commands_answer_on_stderr_and_stdout_stays_json_lines(capsys, monkeypatch, vault):
+    code, out, err = chat(capsys, monkeypatch, ["/bogus", QUESTIONS[0], "/help", "/sources"], "--no-llm", "--json")
+    assert code == 0 and [json.loads(line)["query"] for line in out.splitlines()] == [QUESTIONS[0]]
+    assert "unknown command /bogus" in err and "/quit" in err and "Found" in err  # not "no answer yet"
+
+
+def test_a_lost_database_connection_is_one_error_and_the_next_question_is_answered(capsys, monkeypatch, vault):
+    from crossmodalrag.cli import chat as chat_module
+    from crossmodalrag.errors import StoreError
+    from crossmodalrag.store.connection import Store
+
+    answer, failed, recovered = chat_module.ask_without_llm, [], []
+
+    def once_lost(retriever, question):
+        if not failed:
+            failed.append(question)
+            raise StoreError("lost the PostgreSQL connection: terminating connection", "check the server")
+        return answer(retriever, question)
+
+    monkeypatch.setattr(chat_module, "ask_without_llm", once_lost)
+    monkeypatch.setattr(Store, "recover", lambda store: recovered.append(store) or True)
+    code, out, err = chat(capsys, monkeypatch, QUESTIONS, "--no-llm", "--json")
+    assert code == 0 and len(out.splitlines()) == 1 and recovered
+    assert "error: lost the PostgreSQL connection" in err and "reconnected" in err
+
+
 def test_a_model_that_cannot_load_leaves_evidence_answers(capsys, monkeypatch, vault):
     def unavailable(settings):
         raise llm_package.LLMUnavailable("no language model (none is configured)", "run mem models install --llm")

@@ -406,3 +406,18 @@ def test_kill_9_mid_ingest_leaves_every_source_whole_or_absent(postgres_server, 
     assert killed >= 1  # the first run, with all the work ahead, is killed before its end
     run_to_end(["ingest-notes", str(vault)])
     assert _pg_state(postgres_url) == expected
+
+
+def test_a_connection_the_server_dropped_is_one_error_then_recovered(postgres_url):
+    import psycopg
+
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, *NOTES)
+        backend = store.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        for _ in range(2):  # the second read fails at the closed connection itself, as one StoreError too
+            with pytest.raises(StoreError, match="lost the PostgreSQL connection"):
+                store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()
+        assert store.recover() and not store.recover()  # replaced once; a healthy connection stays
+        assert store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == len(NOTES)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 from crossmodalrag.answer.evidence import ask_without_llm, render_evidence_answer
@@ -58,7 +59,8 @@ def chat(args: argparse.Namespace) -> int:
             if question.startswith("/"):
                 if question in ("/quit", "/exit", "/q"):
                     break
-                _command(question, last, retriever)
+                # --json keeps stdout to the answers' JSON lines: a command's text goes to stderr
+                _command(question, last, retriever, sys.stderr if args.json else sys.stdout)
                 continue
             stream = TextStream() if sys.stdout.isatty() and not args.json else None
             shown = len(retriever.notices)
@@ -72,6 +74,11 @@ def chat(args: argparse.Namespace) -> int:
                 note_changes(store, last)
             except CMRAGError as error:  # one bad question must not end the session
                 notice(f"error: {error.message}" + (f" (hint: {error.hint})" if error.hint else ""))
+                try:
+                    if store.recover():  # PostgreSQL dropped the connection: the next question gets a new one
+                        notice("note: reconnected to the database")
+                except CMRAGError as lost:
+                    notice(f"error: {lost.message}" + (f" (hint: {lost.hint})" if lost.hint else ""))
                 continue
             if args.json:  # one line per answer (JSON Lines): the `mem ask --json` payload
                 for message in last.notices:
@@ -83,20 +90,21 @@ def chat(args: argparse.Namespace) -> int:
     return 0
 
 
-def _command(command: str, last, retriever) -> None:
+def _command(command: str, last, retriever, out) -> None:
+    say = partial(print, file=out)
     if command == "/help":
-        print(HELP)
+        say(HELP)
+    elif command not in ("/sources", "/explain"):
+        say(f"unknown command {command}; /help lists them")
     elif last is None:
-        print("no answer yet: ask a question first")
+        say("no answer yet: ask a question first")
     elif command == "/sources":
-        print(render_evidence_answer(last.evidence, last.comparison) if last.evidence else "no evidence")
-    elif command == "/explain":
-        weights = retriever.options.weights(retriever.semantic is not None)
-        print(render_evidence_answer(last.evidence, last.comparison, lambda hit: explain_line(hit, weights)))
-        if last.verification:
-            print(why_line(last))
+        say(render_evidence_answer(last.evidence, last.comparison) if last.evidence else "no evidence")
     else:
-        print(f"unknown command {command}; /help lists them")
+        weights = retriever.options.weights(retriever.semantic is not None)
+        say(render_evidence_answer(last.evidence, last.comparison, lambda hit: explain_line(hit, weights)))
+        if last.verification:
+            say(why_line(last))
 
 
 def _read(prompt: str) -> str | None:

@@ -180,6 +180,11 @@ class Store:
 
         return np.frombuffer(stored, dtype=np.float32)
 
+    def recover(self) -> bool:
+        """After an error, make the store usable again if its connection was lost; whether it did.
+        A SQLite file never loses its connection."""
+        return False
+
     def close(self) -> None:
         self.conn.close()
         self.turns.close()

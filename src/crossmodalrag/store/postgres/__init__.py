@@ -14,7 +14,7 @@ from crossmodalrag.errors import StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, Store, WriteBatch
 from crossmodalrag.store.postgres import schema
 from crossmodalrag.store.postgres.batch import GroupBatch, UnitBatch
-from crossmodalrag.store.postgres.connection import PgConnection, pool_for, redact
+from crossmodalrag.store.postgres.connection import PgConnection, pool_for, redact, translated_errors
 
 
 def is_postgres_url(url: str | None) -> bool:
@@ -59,6 +59,16 @@ class PgStore(Store):
 
     def schema_version(self) -> int:
         return schema.applied_version(self.conn)
+
+    def recover(self) -> bool:
+        """A connection the server dropped (a restart, an administrator's kill) is given back to the
+        pool, which discards it, and replaced: a long-lived client (`mem chat`) carries on."""
+        if self.conn is None or not (self.conn.raw.closed or self.conn.raw.broken):
+            return False
+        self.pool.putconn(self.conn.raw)
+        with translated_errors():
+            self.conn.raw = self.pool.getconn()
+        return True
 
     def close(self) -> None:
         if self.conn is not None:

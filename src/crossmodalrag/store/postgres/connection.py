@@ -251,8 +251,8 @@ class PgConnection:
         return self._run_once(action)
 
     def _run_once(self, action):
-        cursor = self.raw.cursor(row_factory=_row_factory)
-        with translated_errors():
+        with translated_errors():  # a closed connection fails at the cursor already
+            cursor = self.raw.cursor(row_factory=_row_factory)
             action(cursor)
         return cursor
 
