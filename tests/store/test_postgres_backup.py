@@ -91,3 +91,20 @@ def test_without_pg_dump_the_backup_is_a_logical_export(postgres_server, postgre
         assert code == 0 and restored["method"] == "import" and restored["sources"] == len(NOTES)
         assert restored["verify"]["ok"] and restored["verify"]["records"] == len(NOTES)  # history starts anew
         assert _state(empty) == before
+
+
+def test_a_client_older_than_the_server_says_so_and_export_needs_no_client(postgres_url, monkeypatch, tmp_path, capsys):
+    tools = tmp_path / "old-tools"
+    tools.mkdir()
+    (tools / "pg_dump").write_text(
+        "#!/bin/sh\necho 'pg_dump: error: aborting because of server version mismatch' >&2\nexit 1\n"
+    )
+    (tools / "pg_dump").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, *NOTES)
+    code, error = _run(capsys, "backup", str(tmp_path / "memory.dump"))
+    assert code == 1 and "server's major version" in error and "--export" in error
+    code, report = _run(capsys, "backup", str(tmp_path), "--export")
+    assert code == 0 and report["path"].endswith(".db")

@@ -190,11 +190,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "dest", nargs="?", type=Path, metavar="DEST", help="file or folder (default: backups/ beside the database)"
     )
+    p.add_argument(
+        "--export", action="store_true", help="PostgreSQL: a SQLite-file export instead of pg_dump (any client version)"
+    )
     p.set_defaults(run=maintenance.backup)
 
     p = sub.add_parser("restore", parents=[common, as_json], help="verify a backup and make it the database")
     p.add_argument("source", type=Path, metavar="SRC", help="a file written by `mem backup`")
-    p.add_argument("--force", action="store_true", help="replace an existing database (kept in backups/)")
+    p.add_argument(
+        "--force", action="store_true", help="replace an existing database (SQLite: the old one kept in backups/)"
+    )
     p.add_argument("--unverified", action="store_true", help="restore even if its change log does not match its rows")
     p.set_defaults(run=maintenance.restore)
 

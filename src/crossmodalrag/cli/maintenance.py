@@ -24,7 +24,7 @@ def backup(args: argparse.Namespace) -> int:
     if settings.db_url:  # PostgreSQL: pg_dump, else a logical export
         from crossmodalrag.store.postgres.dump import backup_postgres
 
-        report = backup_postgres(settings, args.dest)
+        report = backup_postgres(settings, args.dest, export=args.export)
     else:
         report = backup_database(settings.db_path, args.dest)
     if args.json:

@@ -157,7 +157,10 @@ def _run(command: list[str], url: str) -> None:
     done = subprocess.run([*command, "--dbname", urlunsplit(parts)], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
-        raise StoreError(f"{Path(command[0]).name} failed: {lines[0]}", "see the server log; nothing was replaced")
+        # An older client refuses a newer server: the tools, not the server, need fixing.
+        mismatch = "version mismatch" in lines[0] or "unsupported version" in lines[0]
+        hint = f"{TOOL_HINT}, or `mem backup --export` (a SQLite file)" if mismatch else "see the server log"
+        raise StoreError(f"{Path(command[0]).name} failed: {lines[0]}", f"{hint}; nothing was replaced")
 
 
 def _missing(tool: str) -> str:
