@@ -198,3 +198,20 @@ def test_a_user_edits_and_removes_their_notes_when_a_plain_role_owns_the_tables(
     assert (left, stats) == (0, 0)
     with psycopg.connect(bob) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute("DELETE FROM embedding_models")  # it cascaded to every owner's vectors
+
+
+def test_a_role_without_the_privileges_gets_one_line_saying_who_must_act(postgres_url, tmp_path, capsys, monkeypatch):
+    import psycopg
+
+    from crossmodalrag.cli.main import main
+
+    suffix = tmp_path.name.replace("-", "_")[-12:]
+    database = psycopg.conninfo.conninfo_to_dict(postgres_url)["dbname"]
+    owner = create_role(postgres_url, f"owner_{suffix}")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # a fresh database, owned, without pgvector
+        conn.execute(f'ALTER DATABASE "{database}" OWNER TO "owner_{suffix}"')
+    monkeypatch.setenv("CMRAG_DB_URL", owner)
+    assert main(["init-db"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: PostgreSQL refused: permission denied to create extension")
+    assert "CREATE EXTENSION vector" in error and "\n" not in error and "unexpected" not in error

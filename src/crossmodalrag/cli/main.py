@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 an expected failure (`error: … (hint: …)` on stderr
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sqlite3
 import sys
@@ -247,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             f"the argument {undecodable} is not valid UTF-8",
             "mem reads its arguments as UTF-8: check the terminal's encoding",
         )
+    # The connection pool logs a dropped server connection itself; the command says it in one line.
+    logging.getLogger("psycopg").setLevel(logging.CRITICAL)
     try:
         refuse_unported(args.command, vars(args))  # CMRAG_DB_URL set: only what PostgreSQL runs so far
         return args.run(args)

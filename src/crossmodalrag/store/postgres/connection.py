@@ -94,8 +94,22 @@ def translated_errors() -> Iterator[None]:
             "another mem client writes the same source or the query ran past the statement timeout "
             "(CMRAG_DB_STATEMENT_TIMEOUT); retry",
         ) from error
+    except psycopg.errors.InsufficientPrivilege as error:
+        refused = str(error).strip().splitlines()[0]
+        raise StoreError(f"PostgreSQL refused: {refused}", _grant_hint(refused)) from error
     except psycopg.OperationalError as error:
         raise StoreError(f"lost the PostgreSQL connection: {str(error).strip()}", "check the server") from error
+
+
+def _grant_hint(message: str) -> str:
+    """Who must do what about a refused privilege (docs/scaling.md, "Several users")."""
+    if "extension" in message:
+        return "a superuser runs CREATE EXTENSION vector in this database once; then `mem init-db`"
+    if "row-level security" in message:
+        return "CMRAG_DB_OWNER must name your role or a role you are a member of"
+    if "schema public" in message:
+        return "the database's owner runs `mem init-db` first (it creates the tables every user shares)"
+    return "the database's owner grants it, or runs this command"
 
 
 class Cursor:

@@ -388,6 +388,8 @@ def applied_version(conn) -> int:
 def migrate(conn, target: int = LATEST_VERSION) -> list[int]:
     """Apply the pending migrations up to `target`, each in one transaction under the schema lock (two
     clients initialising one database at once: the second waits, then finds it done)."""
+    from crossmodalrag.store.postgres.connection import translated_errors
+
     done = []
     for version, sql, *step in MIGRATIONS:
         if version > target:
@@ -398,7 +400,8 @@ def migrate(conn, target: int = LATEST_VERSION) -> list[int]:
             conn.lock_schema()
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at FLOAT8)")
             if version > applied_version(conn):
-                conn.raw.execute(sql)
+                with translated_errors():  # a role without the privileges: one line saying who must act
+                    conn.raw.execute(sql)
                 for action in step:
                     action(conn)
                 conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))
