@@ -33,32 +33,49 @@ class MemoryNotBuilt(CMRAGError):
     """A memory-hierarchy view or level was asked for before `mem build-memory` made its nodes."""
 
 
-def _payloads(settings: Settings) -> dict[str, Callable[[Store], dict[str, Any]]]:
+# What `mem forgetting` and `mem recall` show without options (cli/memory.py): the API's defaults too.
+DEFAULTS = {
+    "forgetting": {"level": "concept", "top": 10, "min_support": 1},
+    "recall": {"level": "all", "top": 10, "min_support": 1},
+}
+
+
+def _payloads(settings: Settings, options: dict[str, Any]) -> dict[str, Callable[[Store], dict[str, Any]]]:
     from crossmodalrag.memory import concepts, distill, drift, episodes, forgetting, recall, stats, usage
 
     half_life = settings.usage_halflife_days
+    forgets, recalls = ({**DEFAULTS[view], **options} for view in ("forgetting", "recall"))
     return {
         "timeline": lambda store: {"episodes": episodes.timeline(store)},
         "concepts": lambda store: {"concepts": concepts.list_concepts(store)},
         "drift": lambda store: {"concepts": drift.drift_view(store)},
-        "forgetting": lambda store: {"items": forgetting.forgetting(store, "all", 20, 1, half_life)},
-        "recall": lambda store: {"cards": recall.recall_cards(store, "all", 20, 1, half_life, write=False)},
+        "forgetting": lambda store: {
+            "items": forgetting.forgetting(store, forgets["level"], forgets["top"], forgets["min_support"], half_life)
+        },
+        "recall": lambda store: {
+            "cards": recall.recall_cards(
+                store, recalls["level"], recalls["top"], recalls["min_support"], half_life, write=False
+            )
+        },
         "distill": lambda store: {"nodes": distill.distill_view(store)},
         "usage": lambda store: usage.usage_view(store),
         "memory-stats": lambda store: stats.memory_stats(store),
     }
 
 
-def memory_view(store: Store, view: str, settings: Settings | None = None) -> dict[str, Any]:
-    """The payload of a memory-hierarchy view. Raises MemoryNotBuilt before the first build, or
-    KeyError for an unknown view."""
+def memory_view(
+    store: Store, view: str, settings: Settings | None = None, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The payload of a memory-hierarchy view; `options` (level, top, min_support) for forgetting and
+    recall, else their CLI defaults. Raises MemoryNotBuilt before the first build, or KeyError for an
+    unknown view."""
     command, _ = MEMORY_VIEWS[view]
     if view not in ("memory-stats", "usage") and not _built(store):
         raise MemoryNotBuilt(
             f"{NOT_BUILT}: `{command}` shows it once `mem build-memory` has run",
             "run `mem build-memory` (notes need a language model, git commits do not); Ask, Sources and Stats work now",
         )
-    return _payloads(settings or Settings(db_path=store.path))[view](store)
+    return _payloads(settings or Settings(db_path=store.path), options or {})[view](store)
 
 
 def _built(store: Store) -> bool:

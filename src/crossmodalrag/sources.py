@@ -257,7 +257,10 @@ def pdf_page_png(store: Store, source_id: int, page: int, chunk_id: int | None =
         raise MissingExtraError(
             "rendering PDF pages needs pypdfium2 and Pillow", 'pip install -e ".[ui,pdf]"'
         ) from None
-    document = pypdfium2.PdfDocument(str(path))
+    try:
+        document = pypdfium2.PdfDocument(str(path))
+    except pypdfium2.PdfiumError as error:  # changed on disk since it was ingested
+        raise SourceNotFound(f"{path.name} cannot be read as a PDF: {error}", "run `mem sync`") from None
     try:
         if not 1 <= page <= len(document):
             raise SourceNotFound(f"{path.name} has no page {page}", f"pages run 1..{len(document)}")
@@ -313,5 +316,5 @@ def image_png(store: Store, source_id: int) -> bytes:
         with Image.open(path) as image:
             image.load()
             return _png(image.copy())
-    except (UnidentifiedImageError, OSError) as error:
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as error:
         raise SourceNotFound(f"{path.name} cannot be read as an image: {error}", "run `mem sync`") from None

@@ -24,6 +24,19 @@ def test_memory_routes_equal_their_cli_twin(built_client, built_db, capsys, monk
     assert response.json() == cli_json(capsys, *TWINS[view], "--db-path", str(built_db))
 
 
+@pytest.mark.parametrize("params", [{}, {"level": "all", "top": 3}, {"level": "event", "min_support": 2}])
+def test_forgetting_takes_its_cli_twins_options_and_defaults(built_client, built_db, capsys, params) -> None:
+    response = built_client.get("/forgetting", params=params)
+    flags = [part for key, value in params.items() for part in (f"--{key.replace('_', '-')}", str(value))]
+    assert response.json() == cli_json(capsys, "forgetting", *flags, "--db-path", str(built_db))
+
+
+def test_recall_takes_a_level_and_a_top(built_client) -> None:
+    cards = built_client.get("/recall", params={"top": 2, "level": "all"}).json()["cards"]
+    assert 0 < len(cards) <= 2
+    assert built_client.get("/recall", params={"level": "nonsense"}).status_code == 422
+
+
 def test_timeline_cites_l0_evidence(built_client) -> None:
     episodes = built_client.get("/timeline").json()["episodes"]
     assert episodes and all(e["evidence"] and e["events"] for e in episodes)
@@ -31,7 +44,7 @@ def test_timeline_cites_l0_evidence(built_client) -> None:
 
 
 def test_forgetting_and_recall_ground_every_item(built_client) -> None:
-    items = built_client.get("/forgetting").json()["items"]
+    items = built_client.get("/forgetting", params={"level": "all"}).json()["items"]
     assert items and all(i["risk"] == pytest.approx(i["importance"] * i["staleness"], abs=1e-5) for i in items)
     cards = built_client.get("/recall").json()["cards"]
     assert cards and all(c["cited"] and c["generator"] == "template" for c in cards)

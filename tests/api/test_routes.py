@@ -193,3 +193,27 @@ def test_console_sources_filter_with_all_kinds(client) -> None:
     assert response.status_code == 200
     assert "daily/" in response.text
     assert client.get("/ui/sources", params={"kind": "nonsense"}).status_code == 422
+
+
+def test_a_pdf_or_image_changed_on_disk_is_a_404_with_a_hint_not_a_500(tmp_path, monkeypatch) -> None:
+    """Corrupted since ingest, or an image grown past Pillow's decompression-bomb limit."""
+    from PIL import Image
+
+    from crossmodalrag.ingest import ingest_images, ingest_pdfs
+    from crossmodalrag.sources import SourceNotFound, image_png, pdf_page_png
+    from crossmodalrag.store import open_store
+    from tests.images import write_text_image
+    from tests.pdfs import write_pdf
+
+    pdf = write_pdf(tmp_path / "docs" / "spec.pdf", ["The plugin API has three hooks."])
+    picture = write_text_image(tmp_path / "shots" / "board.png", ["Ship it"], size=(300, 100))
+    with open_store(tmp_path / "m.db") as store:
+        ingest_pdfs(store, [pdf.parent])
+        ingest_images(store, [picture.parent])
+        ids = dict(store.conn.execute("SELECT source_type, id FROM sources").fetchall())
+        pdf.write_bytes(pdf.read_bytes()[:200])
+        with pytest.raises(SourceNotFound, match="cannot be read as a PDF"):
+            pdf_page_png(store, ids["pdf"], 1)
+        monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # the 300x100 picture is now a "bomb"
+        with pytest.raises(SourceNotFound, match="cannot be read as an image"):
+            image_png(store, ids["image"])

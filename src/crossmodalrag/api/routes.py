@@ -16,7 +16,7 @@ from crossmodalrag.api.asking import AskCancelled, with_match
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.evals.report import run_retrieval_eval
-from crossmodalrag.memory_views import MemoryNotBuilt, memory_view
+from crossmodalrag.memory_views import DEFAULTS, MemoryNotBuilt, memory_view
 from crossmodalrag.sources import SOURCE_KINDS, image_png, list_sources, pdf_page_png, source_detail, store_stats
 from crossmodalrag.store import Store
 
@@ -229,9 +229,35 @@ def _memory_route(view: str):
     return route
 
 
-for _view in ("memory-stats", "concepts", "timeline", "forgetting", "recall", "drift", "distill", "usage"):
+for _view in ("memory-stats", "concepts", "timeline", "drift", "distill", "usage"):
     router.get(f"/{_view}", tags=["memory"], responses=NOT_BUILT, summary=f"memory hierarchy: {_view}")(
         _memory_route(_view)
+    )
+
+NodeLevel = Literal["event", "episode", "concept", "all"]
+
+
+def _ranked_route(view: str):
+    """forgetting and recall take what their CLI twins take, with the same defaults."""
+    defaults = DEFAULTS[view]
+
+    def route(
+        request: Request,
+        store: Reader,
+        level: NodeLevel = defaults["level"],
+        top: Annotated[int, Query(ge=1, le=500)] = defaults["top"],
+        min_support: Annotated[int, Query(ge=1, le=10_000)] = defaults["min_support"],
+    ) -> dict[str, Any]:
+        options = {"level": level, "top": top, "min_support": min_support}
+        return memory_view(store, view, request.app.state.settings, options)
+
+    route.__name__ = f"memory_{view}"
+    return route
+
+
+for _view in ("forgetting", "recall"):
+    router.get(f"/{_view}", tags=["memory"], responses=NOT_BUILT, summary=f"memory hierarchy: `mem {_view} --json`")(
+        _ranked_route(_view)
     )
 
 __all__ = ["router", "MemoryNotBuilt"]
