@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from crossmodalrag.config import Settings
+from crossmodalrag.errors import CMRAGError
 from crossmodalrag.retrieval.gate import is_weak, reason
 from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.retrieval.semantic import SemanticIndex, open_semantic
@@ -81,6 +82,13 @@ def open_retriever(
     if status.index is None and profile:
         notices.append(f"--profile {profile} needs vectors; ranking is lexical (BM25, recency, title) instead")
     return Retriever(store, options, status.index, notices, settings.strategy)
+
+
+def require_question(query: str) -> str:
+    """The question as asked; raises CMRAGError for one of nothing but blanks (every surface says so alike)."""
+    if not query.strip():
+        raise CMRAGError("the question is empty", 'ask something, e.g. "why did I change the parser?"')
+    return query
 
 
 def ask_without_llm(retriever: Retriever, query: str) -> Answer:

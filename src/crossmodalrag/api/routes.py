@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from crossmodalrag import __version__
+from crossmodalrag.answer.evidence import require_question
 from crossmodalrag.api.asking import AskCancelled, with_match
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError
@@ -61,7 +62,7 @@ class AskParams:
         after: Annotated[str | None, Query(max_length=40, description="only evidence dated on or after (ISO)")] = None,
         before: Annotated[str | None, Query(max_length=40, description="only evidence dated before (ISO)")] = None,
     ) -> None:
-        self.q = q
+        self.q = require_question(q)
         self.options = {
             "top_k": top_k,
             "profile": profile,

@@ -29,7 +29,9 @@ Scope = dict[str, Any]
 ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 
 COOKIE = "mem_session"
-MAX_QUERY_BYTES = 4096
+# A 1,000-character question (the ask box's limit) in a script of 3-4-byte characters, percent-encoded,
+# is up to 12,000 bytes: 4,096 refused 450 Chinese characters.
+MAX_QUERY_BYTES = 16 * 1024
 MAX_BODY_BYTES = 16 * 1024
 MCP_BODY_BYTES = 1024 * 1024
 CSP = (

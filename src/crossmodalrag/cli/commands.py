@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
+from crossmodalrag.answer.evidence import ask_without_llm, open_retriever, require_question
 from crossmodalrag.cli.progress import EmbedProgress, ProgressLine, ReindexProgress
 from crossmodalrag.cli.render import (
     print_json,
@@ -181,8 +181,7 @@ def ask(args: argparse.Namespace) -> int:
     from crossmodalrag.agent.browse import note_changes
     from crossmodalrag.answer.synthesize import ask_with_llm
 
-    if not args.query.strip():
-        raise CMRAGError("the question is empty", 'ask something, e.g. mem ask "why did I change the parser?"')
+    require_question(args.query)
     settings = _settings(args)
     with _open(settings, create=False) as store:
         retriever = question_retriever(store, settings, args)
