@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.api.helpers import free_port
 
@@ -71,3 +72,22 @@ def test_serve_with_a_token_prints_the_login_url_and_requires_it(sample_db: Path
     finally:
         stderr = stop(process)
     assert f"{url}/?token={TOKEN}" in stderr
+
+
+def test_a_port_in_use_or_a_host_not_of_this_machine_is_one_line_with_the_right_hint() -> None:
+    import socket
+
+    from crossmodalrag.cli.serve import _check_port
+    from crossmodalrag.errors import CMRAGError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(CMRAGError) as in_use:
+            _check_port("127.0.0.1", port)
+    assert in_use.value.hint == "pick another --port"
+    with pytest.raises(CMRAGError) as foreign:
+        _check_port("no.such.host.invalid", 0)
+    assert "--host" in foreign.value.hint
+    _check_port("[127.0.0.1]", 0)  # brackets, as an address is written in a url, are fine

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import socket
 import stat
@@ -92,13 +93,21 @@ def read_token(args: argparse.Namespace) -> str | None:
 
 
 def _check_port(host: str, port: int) -> None:
+    """Bind once to fail early and in one line: a port in use, or a host this machine does not have."""
+    host = host.strip("[]")  # "[::1]", as an IPv6 address is written in a url
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
+        except socket.gaierror as error:
+            raise CMRAGError(
+                f"cannot listen on {host}: {error.strerror}", "give --host an address of this machine"
+            ) from None
         except OSError as error:
-            raise CMRAGError(f"cannot listen on {host}:{port}: {error.strerror}", "pick another --port") from None
+            in_use = error.errno == errno.EADDRINUSE
+            hint = "pick another --port" if in_use else "give --host an address of this machine (127.0.0.1, ::1)"
+            raise CMRAGError(f"cannot listen on {host}:{port}: {error.strerror}", hint) from None
 
 
 def _mcp_app(args: argparse.Namespace, settings: Settings):
@@ -138,7 +147,7 @@ def serve(args: argparse.Namespace) -> int:
     from crossmodalrag.api.app import create_app
 
     app = create_app(settings, token, frozenset(allow), mcp_app=_mcp_app(args, settings))
-    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host.strip("[]")
     shown = f"[{shown}]" if ":" in shown else shown
     url = f"http://{shown}:{args.port}/"
     notice(f"mem console at {url} (API docs at {url}docs), serving {where} read-only; Ctrl-C stops")
