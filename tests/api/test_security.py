@@ -132,6 +132,10 @@ def test_one_time_login_sets_a_strict_cookie_and_strips_the_token(locked: TestCl
     assert f"mem_session={session_value(TOKEN)}" in cookie and TOKEN not in cookie
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     assert locked.get("/ui/sources?kind=note").status_code == 200  # the client kept the cookie
+    again = locked.get(f"/?token={TOKEN}", follow_redirects=False)  # logged in already: still stripped
+    assert again.status_code == 303 and again.headers["location"] == "/"
+    elsewhere = locked.get(f"{BASE}//evil.example/?token={TOKEN}", follow_redirects=False)  # absolute: kept as is
+    assert elsewhere.headers["location"] == "/evil.example/"  # a path here, never another site
 
 
 def test_serve_refuses_a_public_bind_without_a_token(capsys, sample_db) -> None:

@@ -114,11 +114,12 @@ class LocalGuard:
         if refusal is not None:
             await _send_error(send, *refusal)
             return
+        # `?token=` is stripped by a redirect even for a browser already logged in: never left in history.
+        redirect = self._login_redirect(scope, headers) if self.token else None
+        if redirect is not None:
+            await _send(send, 303, b"", [(b"location", redirect.encode("latin-1")), _cookie(self.session)])
+            return
         if self.token and not self._authorized(headers):
-            redirect = self._login_redirect(scope, headers)
-            if redirect is not None:
-                await _send(send, 303, b"", [(b"location", redirect.encode("latin-1")), _cookie(self.session)])
-                return
             await _send_error(
                 send,
                 401,
@@ -185,7 +186,8 @@ class LocalGuard:
         if len(given) != 1 or not hmac.compare_digest(given[0].encode(), self.token.encode()):
             return None
         rest = urlencode([(k, v) for k, v in pairs if k != "token"])
-        return scope.get("path", "/") + (f"?{rest}" if rest else "")
+        # One leading slash: "//evil.example/" is another site to a browser (an open redirect).
+        return "/" + scope.get("path", "/").lstrip("/") + (f"?{rest}" if rest else "")
 
 
 def _cookie(session: str) -> tuple[bytes, bytes]:
