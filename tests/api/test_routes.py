@@ -217,3 +217,11 @@ def test_a_pdf_or_image_changed_on_disk_is_a_404_with_a_hint_not_a_500(tmp_path,
         monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # the 300x100 picture is now a "bomb"
         with pytest.raises(SourceNotFound, match="cannot be read as an image"):
             image_png(store, ids["image"])
+
+
+def test_a_diff_renders_one_block_per_line_with_no_blank_line_between() -> None:
+    from crossmodalrag.api.markup import render_diff
+
+    html = str(render_diff("@@ -1 +1 @@\n-old <b>\n\n+new"))
+    assert "\n" not in html and html.count("<span") == 4 and "&lt;b&gt;" in html
+    assert '<span class="diff-ctx"> </span>' in html  # an empty context line keeps its height

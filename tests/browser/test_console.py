@@ -127,3 +127,14 @@ def test_phone_width_has_no_sideways_scroll(watched, console_url, view) -> None:
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(console_url + view)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+
+def test_at_phone_width_opening_evidence_brings_the_cited_chunk_into_view(watched, console_url) -> None:
+    """The panel stacks below the answer at full height there: the page must scroll, not the panel."""
+    page = watched
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.goto(console_url + "/?q=render+cache&no_llm=true")
+    page.locator("#evidence a.ev-open").first.click()
+    cited = page.locator("#panel .chunk.cited")
+    expect(cited).to_have_count(1)
+    expect(cited).to_be_in_viewport()

@@ -53,5 +53,6 @@ def render_diff(text: str) -> Markup:
         kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "ctx")
         if line.startswith(("+++", "---")):
             kind = "file"
-        lines.append(f'<span class="diff-{kind}">{escape(line)}</span>')
-    return Markup("\n".join(lines))
+        lines.append(f'<span class="diff-{kind}">{escape(line) or " "}</span>')
+    # Each span is a block (app.css): a newline between them inside <pre> was a blank line after each.
+    return Markup("".join(lines))

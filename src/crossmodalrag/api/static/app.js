@@ -176,10 +176,11 @@
   function scrollToCited(scope) {
     const cited = scope.querySelector(".chunk.cited");
     if (!cited) return;
-    if (scope.id === "panel") {
+    if (scope.id === "panel" && scope.scrollHeight > scope.clientHeight) {
       // the panel scrolls, the page stays put
       scope.scrollTop += cited.getBoundingClientRect().top - scope.getBoundingClientRect().top - 8;
     } else {
+      // a page, or at phone width the panel stacked below the answer at its full height: the page scrolls
       cited.scrollIntoView({ block: "start" });
     }
   }
