@@ -225,3 +225,28 @@ def test_a_diff_renders_one_block_per_line_with_no_blank_line_between() -> None:
     html = str(render_diff("@@ -1 +1 @@\n-old <b>\n\n+new"))
     assert "\n" not in html and html.count("<span") == 4 and "&lt;b&gt;" in html
     assert '<span class="diff-ctx"> </span>' in html  # an empty context line keeps its height
+
+
+@pytest.mark.parametrize("path", ["/ui/sources/abc", "/ui/sources?kind=zzz", "/?q=" + "x" * 1001])
+def test_a_console_page_answers_a_bad_parameter_with_its_error_page(client, path) -> None:
+    page = client.get(path)
+    assert page.status_code == 422 and page.headers["content-type"].startswith("text/html")
+    assert "check the address" in page.text and '"detail"' not in page.text
+
+
+def test_the_api_keeps_its_json_for_a_bad_parameter(client) -> None:
+    response = client.get("/sources/abc")
+    assert response.status_code == 422 and "detail" in response.json()
+
+
+def test_the_sources_pager_keeps_a_dated_filter_and_says_when_past_the_end(client) -> None:
+    import html
+    import re as regex
+
+    page = client.get("/ui/sources", params={"since": "2020-01-01T00:00+02:00", "offset": 1})  # "← newer"
+    links = [html.unescape(link) for link in regex.findall(r'href="(/ui/sources\?[^"]*offset=[^"]*)"', page.text)]
+    assert links
+    for link in links:  # the pager's links open as the page did (a raw "+" was read as a space)
+        assert client.get(link).status_code == 200, link
+    past = client.get("/ui/sources", params={"offset": 10_000})
+    assert past.status_code == 200 and "none from 10001 on" in past.text and "showing 10001" not in past.text

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Callable
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -68,6 +70,16 @@ def create_app(
         if console.wants_html(request):
             return console.error_page(request, error, status_of(error))
         return JSONResponse({"error": error.message, "hint": error.hint}, status_code=status_of(error))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_parameter(request: Request, error: RequestValidationError):
+        """A console page answers a bad parameter with its error page; the API with FastAPI's 422 JSON."""
+        if not console.wants_html(request):
+            return await request_validation_exception_handler(request, error)
+        first = error.errors()[0] if error.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ())[1:]) or "a parameter"
+        problem = CMRAGError(f"{where}: {first.get('msg', 'not valid')}", "check the address, or start from the menu")
+        return console.error_page(request, problem, 422)
 
     app.include_router(routes.router)
     app.include_router(console.router)
