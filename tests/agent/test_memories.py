@@ -178,6 +178,7 @@ def test_when_and_context_place_a_turn_stored_alone(store, embedder):
         ({"content": "ok", "tags": [str(i) for i in range(30)]}, "tags"),
         ({"content": "ok", "context": "x" * 5_000}, "context"),
         ({"content": "ok", "context": 7}, "context"),
+        ({"content": "ok", "when": 32_503_680_000.0}, "in the future"),  # 2999: it became the memory's "now"
     ],
 )
 def test_unusable_input_is_refused(store, kwargs, message):
@@ -206,6 +207,8 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
     assert main(["memories", "--json"]) == 0
     oldest = json.loads(capsys.readouterr().out)["memories"][-1]  # newest first by their own dates
     assert oldest["date"].startswith("2023-05-08") and oldest["context"] == "Ana: which museum?"
+    assert main(["memories"]) == 0  # the text list shows each memory's own date, the order it is in
+    assert capsys.readouterr().out.splitlines()[-2].split()[1] == "2023-05-08"
     assert main(["remember", "x", "--when", "yesterday"]) == 1
     assert "error: --when must be an ISO date" in capsys.readouterr().err
 
@@ -293,3 +296,17 @@ def test_a_memory_is_embedded_at_once_on_both_backends(any_store, embedder):
     again = remember(any_store, "The staging VPN password rotates monthly!", ["ops"], 0.5, embedder=embedder)
     assert first.status == "stored" and again.id == first.id
     assert any_store.conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0] == 1
+
+
+def test_what_changed_since_counts_a_memory_whose_attributes_changed(any_store):
+    import time as clock
+
+    from crossmodalrag.agent.tools import changes_since
+    from crossmodalrag.types import iso_time
+
+    first = remember(any_store, "The cache listens on port 7379", ["ops"], 0.5).id
+    since = iso_time(clock.time() + 1)  # whole seconds: the next one
+    assert changes_since(any_store, since)["changed"] == []
+    clock.sleep(1.1)
+    update_memory(any_store, first, tags=["ops", "db"], importance=0.9)
+    assert [c["id"] for c in changes_since(any_store, since)["changed"]] == [first]

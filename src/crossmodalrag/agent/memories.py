@@ -82,6 +82,9 @@ class StoreResult:
         }
 
 
+FUTURE_SLACK_SECONDS = 86_400  # a day: a clock or time zone a little off is no future
+
+
 def remember(
     store: Store,
     content: str,
@@ -103,6 +106,9 @@ def remember(
     masked += masked_in_context
     tags, importance, kind = check_attributes(tags or [], importance, kind)
     now = time.time()
+    if when is not None and when > now + FUTURE_SLACK_SECONDS:
+        # It would become the memory's "now": "last week" and recency would be read from then.
+        raise InvalidMemory("when is in the future", "give the time it was said or learned, at the latest now")
     digest = content_hash(text)
     measure = "cosine" if embedder is not None else "jaccard"
     rows = store.conn.execute(

@@ -248,10 +248,14 @@ def changes_since(store: Store, since: str) -> dict[str, Any]:
     moment = parse_when(since, "since")
     if moment is None:
         raise InvalidArgument("since is required", "e.g. 2026-11-01 or 2026-11-30T09:00")
+    # A memory whose tags or importance changed, or that a restatement merged into, was updated too
+    # though its text (the source row) was not rewritten.
     rows = store.conn.execute(
-        "SELECT id, source_type, title, ingested_at FROM sources WHERE ingested_at >= ? ORDER BY ingested_at DESC"
-        " LIMIT 200",
-        (moment,),
+        "SELECT s.id, s.source_type, s.title,"
+        " CASE WHEN m.updated_at > s.ingested_at THEN m.updated_at ELSE s.ingested_at END AS at FROM sources s"
+        " LEFT JOIN agent_memories m ON m.source_id = s.id WHERE s.ingested_at >= ? OR m.updated_at >= ?"
+        " ORDER BY at DESC LIMIT 200",
+        (moment, moment),
     ).fetchall()
     superseded = store.conn.execute(
         "SELECT source_id, superseded_by FROM agent_memories WHERE superseded_by IS NOT NULL AND updated_at >= ?"
