@@ -106,6 +106,23 @@ def test_a_malformed_line_is_reported_with_its_number_and_the_rest_reads(tmp_pat
     assert chat.problems == [f"{path}:2: not valid JSON, skipped (a truncated or damaged line)"]
 
 
+def test_a_line_that_is_not_utf8_is_read_with_its_bytes_replaced_and_said_so(tmp_path):
+    path = write_jsonl(tmp_path / "s.jsonl", [claude_record("u1", None, "user", "a café near the office")])
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b"caf\\u00e9", b"caf\xe9").replace("café".encode(), b"caf\xe9"))  # Latin-1
+    chat, (session,) = sessions(path)
+    assert session.turns[0].text == "a caf\ufffd near the office"
+    assert chat.problems == [f"{path}:1: not UTF-8, read with its undecodable bytes replaced"]
+
+
+def test_a_chatgpt_export_cut_before_its_first_current_node_is_still_chatgpt(tmp_path):
+    path = tmp_path / "conversations.json"
+    path.write_text('[{"title": "Cache", "create_time": 1700000000.0, "mapping": {"m1": {"id": "m1", "mess')
+    assert detect_format(path) == "chatgpt"
+    chat, found = sessions(path)
+    assert found == [] and chat.problems  # nothing complete to keep, and said so
+
+
 @needs_samples
 def test_codex_keeps_one_copy_of_each_message_and_no_injected_context():
     path = next((SAMPLES / "codex").glob("rollout-2026-02-23T20-34-25*.jsonl"))

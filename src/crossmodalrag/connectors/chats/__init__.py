@@ -108,7 +108,8 @@ def detect_format(path: Path) -> str | None:
     except OSError as error:
         raise ConnectorError(f"{path}: cannot be read ({error.strerror})", "check the path and permissions") from error
     if head.startswith(("[", "{")) and not _first_line_is_record(head):
-        if '"mapping"' in head and '"current_node"' in head:
+        # An export cut short may end before its first "current_node": "mapping" with "create_time" is enough.
+        if '"mapping"' in head and ('"current_node"' in head or '"create_time"' in head):
             return "chatgpt"
         if '"chat_messages"' in head:
             return "claude-ai"

@@ -25,7 +25,12 @@ def json_lines(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
                 problems.append(f"{path}:{number}: a {len(raw) >> 20} MB line, skipped")
                 continue
             try:
-                record = json.loads(raw)
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:  # a line some tool wrote in Latin-1: kept, its odd bytes replaced
+                text = raw.decode("utf-8", "replace")
+                problems.append(f"{path}:{number}: not UTF-8, read with its undecodable bytes replaced")
+            try:
+                record = json.loads(text)
             except ValueError:
                 problems.append(f"{path}:{number}: not valid JSON, skipped (a truncated or damaged line)")
                 continue
