@@ -93,6 +93,7 @@ async def refused(client, tool: str, arguments: dict) -> str:
     assert result.is_error
     message = result.content[0].text
     assert "\n" not in message, message  # one line, as every tool error
+    assert message.startswith(f"{tool}: ") and "Error executing" not in message, message  # and alike
     return message
 
 
@@ -100,7 +101,7 @@ async def exercise_every_tool(client, chats: Path) -> None:
     """Round-trip each tool against a real memory, and refuse hostile arguments cleanly."""
     listed = await client.list_tools()
     assert {tool.name for tool in listed.tools} == TOOLS
-    assert all(tool.description for tool in listed.tools)
+    assert all(tool.description and "\n    " not in tool.description for tool in listed.tools)  # no indentation
 
     stored = await call(client, "memory_store", {"content": "Deploys need the VPN; the staging key rotates monthly",
                                                   "tags": ["ops"], "importance": 0.8, "kind": "fact",

@@ -5,8 +5,9 @@ back as an MCP error result with its one-line message; long work returns a job i
 
 from __future__ import annotations
 
+import inspect
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
@@ -36,17 +37,32 @@ INSTRUCTIONS = (
 
 
 class OneLineErrorServer(MCPServer):
-    """MCPServer whose refusal of bad arguments is one line, like every other tool error: the SDK
-    returns pydantic's multi-line report, which also echoes the rejected value back to the agent."""
+    """MCPServer whose errors read alike, one line each, "memory_x: message (hint: ...)": the SDK
+    returns pydantic's multi-line report for bad arguments (echoing the rejected value back to the
+    agent) and prefixes a tool's own failures with "Error executing tool memory_x: ". Descriptions
+    are the docstrings without their source indentation."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:
             cause = error.__cause__
-            if isinstance(error, UnexpectedToolError) or not isinstance(cause, ValidationError):
+            if isinstance(error, UnexpectedToolError):
                 raise
-            raise ToolError(invalid_arguments(name, cause)) from cause
+            if isinstance(cause, ValidationError):
+                raise ToolError(invalid_arguments(name, cause)) from cause
+            if isinstance(cause, ToolError):  # a tool's own failure (ToolFailure, in `run` below)
+                raise ToolError(f"{name}: {cause}") from cause
+            raise
+
+    def tool(self, *args: Any, **kwargs: Any) -> Callable:
+        register = super().tool
+
+        def decorate(fn: Callable) -> Callable:
+            description = kwargs.pop("description", None) or inspect.cleandoc(fn.__doc__ or "")
+            return register(*args, description=description, **kwargs)(fn)
+
+        return decorate
 
 
 def invalid_arguments(tool: str, error: ValidationError) -> str:
