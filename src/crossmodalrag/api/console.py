@@ -119,13 +119,20 @@ def _json_island(data: Any) -> str:
     return json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+# The console's pages show every level, as many as a page holds; the page names the command that
+# prints the same data (the CLI's own default for forgetting is the concept level alone, 10 items).
+CONSOLE_OPTIONS = {"forgetting": {"level": "all", "top": 20}, "recall": {"level": "all", "top": 20}}
+
+
 @router.get("/ui/{view}", response_class=HTMLResponse)
 def memory_page(request: Request, store: Reader, view: Annotated[str, PathParam(max_length=40)]) -> HTMLResponse:
     if view not in MEMORY_VIEWS:
         raise_not_found(view)
     command, shows = MEMORY_VIEWS[view]
+    options = CONSOLE_OPTIONS.get(view, {})
+    command += "".join(f" --{name.replace('_', '-')} {value}" for name, value in options.items())
     try:
-        data = memory_view(store, view, request.app.state.settings)
+        data = memory_view(store, view, request.app.state.settings, options)
     except MemoryNotBuilt as error:
         return page(request, "empty.html", active=view, view=view, shows=shows, command=command, error=error)
     spark = lambda windows: sparkline([w["drift"] for w in windows])  # noqa: E731
