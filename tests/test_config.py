@@ -104,11 +104,15 @@ def test_a_database_file_on_the_command_line_wins_over_cmrag_db_url(isolated_env
     assert (tmp_path / "m.db").exists() and "m.db" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("url", ["mysql://root@localhost/db", "sqlite:///m.db", "./data/memory.db"])
+@pytest.mark.parametrize(
+    "url", ["mysql://root@localhost/db", "sqlite:///m.db", "./data/memory.db", "postgresql://u@[::1/db"]
+)
 def test_cmrag_db_url_must_be_a_postgresql_url(isolated_env, monkeypatch, url):
     monkeypatch.setenv("CMRAG_DB_URL", url)
-    with pytest.raises(ConfigError, match="not a postgresql://"):
+    with pytest.raises(ConfigError, match="not a postgresql://|not a valid url"):
         load_settings()
+    monkeypatch.setenv("CMRAG_DB_URL", "postgresql://u@h1:5432,h2:5432/db")  # libpq's several hosts
+    assert load_settings().db_url
 
 
 def test_a_blank_cmrag_db_url_is_none_and_migrate_refuses_another_scheme(isolated_env, monkeypatch, tmp_path, capsys):

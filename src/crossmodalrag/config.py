@@ -12,6 +12,7 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from crossmodalrag.errors import ConfigError
 
@@ -56,6 +57,10 @@ def _database_url(value: str) -> str | None:
     value = value.strip()
     if value and value.split("://", 1)[0] not in ("postgresql", "postgres"):
         raise ValueError(f"{value[:60]!r} is not a postgresql://user@host/database url")
+    try:
+        urlsplit(value)  # "[::1/db" fails here, in one line (libpq's multi-host "h1:5432,h2:5432" parses)
+    except ValueError as error:
+        raise ValueError(f"{value[:60]!r} is not a valid url: {error}") from None
     return value or None
 
 
