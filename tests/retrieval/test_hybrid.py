@@ -238,6 +238,28 @@ def test_the_query_is_shifted_toward_its_best_hits_topic(store, embedder, db_pat
     assert not any("shifted_cosine" in h.components for h in plain.hits)
 
 
+def test_no_shift_when_another_hit_is_much_closer_in_meaning_than_the_best(store, embedder, db_path, monkeypatch):
+    """Best hits found by a common word alone (seven short "change N" commits, cosine 0.2) must not pull
+    the query toward themselves while a hit 0.2 closer in meaning (the parser's note, 0.48) waits below."""
+    from crossmodalrag.retrieval import search as search_module
+    from crossmodalrag.types import Hit
+
+    def hit(cosine: float):
+        return Hit(1, "u", "note", "text", "t", "", "t\nbody", None, 0.5, {"cosine": cosine}, source_id=1)
+
+    best = [hit(0.21), hit(0.215), hit(0.205)]
+    assert search_module._meaning_disagrees([*best, hit(0.48)], best)
+    assert not search_module._meaning_disagrees([*best, hit(0.35)], best)
+    add_docs(store, *topic_notes())
+    embed_missing(store, embedder)
+    index = semantic(store, embedder, db_path)
+    monkeypatch.setattr(search_module, "SHIFT_GAP", -1.0)  # every first pass "disagrees": no shift at all
+    options = SearchOptions(top_k=10, dedupe_threshold=0)
+    plain = search(store, "reef bleaching", replace(options, rocchio_hits=0), index)
+    kept = search(store, "reef bleaching", replace(options, rocchio_hits=1), index)
+    assert [(h.chunk_id, h.score) for h in kept.hits] == [(h.chunk_id, h.score) for h in plain.hits]
+
+
 def test_chat_turns_do_not_shift_the_query(store, embedder, db_path):
     """A turn or an agent memory is one statement, no picture of a topic: no feedback from it."""
     add_docs(store, *topic_notes("conversation"))
