@@ -124,3 +124,18 @@ def test_a_blank_cmrag_db_url_is_none_and_migrate_refuses_another_scheme(isolate
     monkeypatch.chdir(tmp_path)
     assert main(["migrate", "--db-path", str(tmp_path / "m.db"), "--to", "mysql://root@localhost/db"]) == 1
     assert "neither a postgresql:// url nor a file" in capsys.readouterr().err and not (tmp_path / "mysql:").exists()
+
+
+def test_one_connector_folder_written_as_a_string_is_that_folder(isolated_env, monkeypatch):
+    """Iterated, `notes = "/x/vault"` was one folder per character, "/" among them: sync read the machine."""
+    write_toml(isolated_env, '[connectors]\nnotes = "/x/vault"\ngit = 7\n')
+    with pytest.raises(ConfigError, match=r"\[connectors\] git .* must be a list"):
+        load_settings()
+    write_toml(isolated_env, '[connectors]\nnotes = "/x/vault"\n')
+    assert load_settings().notes_paths == [Path("/x/vault")]
+
+
+def test_top_k_zero_is_refused(isolated_env, monkeypatch):
+    monkeypatch.setenv("CMRAG_TOP_K", "0")
+    with pytest.raises(ConfigError, match="below 1"):
+        load_settings()

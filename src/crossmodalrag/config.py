@@ -84,8 +84,15 @@ def _count(value: str) -> int:
     return number
 
 
+def _at_least_one(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"{value} is below 1")
+    return number
+
+
 SCALARS: dict[str, Setting] = {
-    "top_k": Setting("retrieval", _count),
+    "top_k": Setting("retrieval", _at_least_one),
     "profile": Setting("retrieval", _one_of(*PROFILES)),
     "fusion": Setting("retrieval", _one_of("weighted", "rrf")),
     "title_boost_weight": Setting("retrieval", _fraction),
@@ -363,6 +370,11 @@ def load_settings(overrides: dict[str, Any] | None = None, cwd: Path | None = No
             setattr(settings, name, [_resolve(p, cwd) for p in from_env])
         else:
             listed = toml.get("connectors", {}).get(key, [])
+            if isinstance(listed, str):  # `notes = "~/vault"`: one folder (iterated, it was one per character, "/" too)
+                listed = [listed]
+            if not isinstance(listed, list):
+                example = f'e.g. {key} = ["~/vault"]'
+                raise ConfigError(f"[connectors] {key} in {config_path} must be a list of folders", example)
             setattr(settings, name, [_resolve(str(p), base) for p in listed])
 
     settings.db_path = _db_path(env, toml, cwd, base)

@@ -260,7 +260,7 @@ def _meaning_disagrees(hits: list[Hit], best: list[Hit]) -> bool:
     On the gate's calibration sets (MiniLM; SciFact and zh/ja/de/es/vi, 300 questions each) it
     changes no ranking at 0.15, 0.2 or 0.25; a cosine floor on the best hits instead cost de 0.04."""
     closest = max((h.components.get("cosine", 0.0) for h in hits), default=0.0)
-    return closest - max(h.components.get("cosine", 0.0) for h in best) >= SHIFT_GAP
+    return closest - max((h.components.get("cosine", 0.0) for h in best), default=closest) >= SHIFT_GAP
 
 
 def _ranked(known: "PoolRows", lexical, cosines, asked, options, model, dated) -> list[Hit]:
