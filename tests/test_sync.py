@@ -262,3 +262,25 @@ def test_the_cli_offers_exactly_the_library_connectors():
     from crossmodalrag.cli import sync as cli
 
     assert cli.CONNECTORS == library.CONNECTORS  # duplicated so `mem --help` need not import the ingest stack
+
+
+def test_a_sync_with_nothing_changed_embeds_chunks_an_interrupted_run_left_without_vectors(
+    capsys, monkeypatch, vault, db_path
+):
+    from types import SimpleNamespace
+
+    from crossmodalrag.cli import sync as sync_cli
+
+    calls = []
+    monkeypatch.setattr(
+        sync_cli, "embed_new_chunks", lambda store, settings: calls.append(1) or SimpleNamespace(chunks=1)
+    )
+    configure(monkeypatch, notes=vault)
+    assert run_json(capsys)[0] == 0 and calls == [1]  # new chunks: embedded
+    assert run_json(capsys)[1]["embedded"] == 0 and calls == [1]  # nothing changed, no vectors used: nothing to do
+    with sqlite3.connect(db_path) as conn:  # the memory uses vectors, and the run that wrote them was cut short
+        conn.execute(
+            "INSERT INTO embedding_models (name, sha256, dim, max_tokens, created_at) VALUES ('m', 's', 4, 8, 0)"
+        )
+    code, data, _ = run_json(capsys)
+    assert code == 0 and data["unchanged"] == 2 and data["embedded"] == 1 and calls == [1, 1]

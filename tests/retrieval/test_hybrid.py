@@ -281,3 +281,14 @@ def test_vectors_another_process_adds_are_searched(memory, embedder, db_path):
         embed_missing(other, embedder)
     hit = search(memory, "kayak paddle", SearchOptions(), index).hits[0]
     assert hit.source_uri == "/vault/kayak.md" and hit.components["cosine"] > 0.5
+
+
+def test_a_chunk_not_embedded_yet_is_ranked_by_its_words(store, embedder, db_path):
+    """An interrupted embedding run: an exact match of a rare word scored 0 for meaning and sank
+    below every embedded chunk; it is ranked as a search without vectors ranks it."""
+    add_docs(store, *topic_notes())
+    embed_missing(store, embedder)
+    add_docs(store, note("late", "# Late\nthe zebracorn migration finished"))  # stored, never embedded
+    index = semantic(store, embedder, db_path)
+    found = search(store, "zebracorn", SearchOptions(top_k=5), index)
+    assert Path(found.hits[0].source_uri).stem == "late" and found.coverage == 1.0

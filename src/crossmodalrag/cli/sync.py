@@ -84,6 +84,7 @@ def _sync_once(
     args: argparse.Namespace, settings: Settings, store: Store, only: tuple[str, ...], embed: Callable[[], int]
 ) -> tuple["SyncReport", int]:
     """Sync, print the per-connector lines and a total, embed new chunks; returns (report, embedded)."""
+    from crossmodalrag.index.embeddings import has_unembedded
     from crossmodalrag.sync import sync as run_sync
 
     report = run_sync(store, settings, only, args.max_commits, SyncLines(), args.allow_mass_delete)
@@ -92,7 +93,7 @@ def _sync_once(
         notice(f"sync: {total.summary()}")
     if total.removed:
         _note_orphaned_events(store)
-    return report, embed() if total.chunks else 0
+    return report, embed() if total.chunks or has_unembedded(store) else 0
 
 
 def _note_orphaned_events(store: Store) -> None:

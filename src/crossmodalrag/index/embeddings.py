@@ -44,6 +44,15 @@ def store_vectors(store: Store, rows: list[tuple]) -> None:
         )
 
 
+def has_unembedded(store: Store) -> bool:
+    """Whether this memory uses vectors and some chunk has none yet (an embedding run interrupted):
+    a sync then embeds them even when no file changed."""
+    return store.conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM embedding_models) AND EXISTS (SELECT 1 FROM chunks c"
+        " WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id))"
+    ).fetchone()[0]
+
+
 def model_row(store: Store, identity: ModelIdentity) -> int:
     """The id of this model identity in `embedding_models`, registering it on first use."""
     key = (identity.name, identity.sha256, identity.dim)

@@ -520,7 +520,7 @@ def _score(
     lexical_norm = scale_to_best({i: lexical.get(i, 0.0) for i in rows})
     vector_norm = min_max({i: cosines[i] for i in rows if i in cosines}) if hybrid else {}
     rrf = _rrf(lexical, cosines) if options.fusion == "rrf" else {}
-    weights = options.weights(hybrid)
+    weights, lexical_blend = options.weights(hybrid), options.weights(False)
     cosines_of_model = model_cosines(options, model)
     close = cosines_of_model.close if cosines_of_model else NEVER
     hits = []
@@ -539,7 +539,10 @@ def _score(
             components.update(cosine=cosine, vector=vector_norm.get(chunk_id, 0.0), usage=usage)
             if cosines is not asked:  # ranked by the question moved toward its best hits (_shifted_query)
                 components["shifted_cosine"] = cosines.get(chunk_id, 0.0)
-        score = rrf.get(chunk_id, 0.0) if rrf else blend(components, weights)
+        # A chunk not embedded yet (an interrupted embedding run) is ranked as a search without vectors
+        # would rank it: scored 0 for meaning, an exact match of a rare word sank below 50 unrelated chunks.
+        unembedded = hybrid and chunk_id not in cosines
+        score = rrf.get(chunk_id, 0.0) if rrf else blend(components, lexical_blend if unembedded else weights)
         if rrf:
             components["rrf"] = score
         extras = _chunk_extras(row)
