@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from crossmodalrag.config import Settings
-from crossmodalrag.errors import CMRAGError
+from crossmodalrag.errors import UPGRADE_HINT, CMRAGError
 from crossmodalrag.store import open_configured_store
 from crossmodalrag.store.migrations import LATEST_VERSION
 
@@ -95,8 +95,16 @@ def _database(settings: Settings, report: Report) -> None:
         conn.close()
     if facts["integrity"] != "ok":
         report.problems.append(f"integrity check failed: {facts['integrity']}; restore a backup")
-    if version is not None and version < LATEST_VERSION:
-        report.explanations.append(f"schema version {version} will be upgraded to {LATEST_VERSION} on the next command")
+    if version is not None and version > LATEST_VERSION:
+        report.problems.append(
+            f"schema version {version} is newer than this program's {LATEST_VERSION}: every command refuses it;"
+            f" {UPGRADE_HINT}"
+        )
+    elif version is not None and version < LATEST_VERSION:
+        report.explanations.append(
+            f"schema version {version} is upgraded to {LATEST_VERSION} by the next command that writes"
+            " (`mem init-db`); until then the read-only ones (`stats`, `sources`, `serve`) refuse it"
+        )
 
 
 def _embeddings(settings: Settings, report: Report) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# mem is installed from its checkout (README), not from PyPI, where no "crossmodalrag" is published.
+UPGRADE_HINT = "upgrade mem: in its checkout, `git pull` then `pip install -e .`"
+
 
 class CMRAGError(Exception):
     """An expected failure with a message for the user and a hint on what to do next."""

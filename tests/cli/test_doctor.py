@@ -77,3 +77,16 @@ def test_doctor_says_when_a_configured_repository_overlaps_a_vault(tmp_path):
     said = [e for e in diagnose(overlapping).explanations if "overlaps the vault" in e]
     assert len(said) == 1 and str(vault) in said[0]
     assert not [e for e in diagnose(separate).explanations if "overlaps" in e]
+
+
+def test_a_database_from_a_newer_program_is_a_problem_with_a_hint_that_works(capsys, db_path):
+    import sqlite3
+
+    assert main(["init-db"]) == 0
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0)")
+    capsys.readouterr()
+    code, report = doctor_json(capsys)
+    assert code == 1 and any("schema version 99 is newer" in p and "git pull" in p for p in report["problems"])
+    assert main(["stats"]) == 1
+    assert "pip install -U" not in capsys.readouterr().err

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from crossmodalrag.errors import StoreError
+from crossmodalrag.errors import UPGRADE_HINT, StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store
 from crossmodalrag.store.migrations import LATEST_VERSION
 from crossmodalrag.versioning.verify import Problem, verify
@@ -312,7 +312,7 @@ def _verify_copy(staging: Path, source: Path) -> tuple[int, int]:
         newer = version > LATEST_VERSION
         raise StoreError(
             f"{source} has schema version {version}; this program understands 1 to {LATEST_VERSION}",
-            "upgrade crossmodalrag (pip install -U crossmodalrag)" if newer else "use another backup",
+            UPGRADE_HINT if newer else "use another backup",
         )
     return version, sources
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-from crossmodalrag.errors import StoreError, WriteConflict
+from crossmodalrag.errors import UPGRADE_HINT, StoreError, WriteConflict
 from crossmodalrag.store.migrations import LATEST_VERSION, Progress, applied_version, migrate
 from crossmodalrag.store.writers import lock_source, retrying
 
@@ -258,7 +258,7 @@ def _prepare(conn: sqlite3.Connection, path: Path, busy_timeout: float, progress
     if version > LATEST_VERSION:
         raise StoreError(
             f"{path} has schema version {version}, newer than this program's {LATEST_VERSION}",
-            "upgrade crossmodalrag (pip install -U crossmodalrag)",
+            UPGRADE_HINT,
         )
     if version < LATEST_VERSION:
         _migrate_once(conn, progress)

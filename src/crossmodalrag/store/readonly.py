@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 from urllib.parse import quote
 
-from crossmodalrag.errors import StoreError
+from crossmodalrag.errors import UPGRADE_HINT, StoreError
 from crossmodalrag.store.connection import Store
 from crossmodalrag.store.migrations import LATEST_VERSION
 
@@ -45,9 +45,7 @@ def open_reader(path: Path, busy_timeout: float = 5.0) -> Store:
         newer = version > LATEST_VERSION
         raise StoreError(
             f"{path} has schema version {version}, this program's is {LATEST_VERSION}",
-            "upgrade crossmodalrag (pip install -U crossmodalrag)"
-            if newer
-            else "run `mem init-db` once to upgrade it (the server opens it read-only)",
+            UPGRADE_HINT if newer else "run `mem init-db` once to upgrade it (the server opens it read-only)",
         )
     conn.row_factory = sqlite3.Row
     return Store(conn, path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crossmodalrag.errors import StoreError
+from crossmodalrag.errors import UPGRADE_HINT, StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, Store, WriteBatch
 from crossmodalrag.store.postgres import schema
 from crossmodalrag.store.postgres.batch import GroupBatch, UnitBatch
@@ -100,7 +100,7 @@ def open_postgres_store(
             raise StoreError(
                 f"{store.location} has PostgreSQL schema version {version}, newer than this program's "
                 f"{schema.LATEST_VERSION}",
-                "upgrade crossmodalrag (pip install -U crossmodalrag)",
+                UPGRADE_HINT,
             )
         if version < schema.LATEST_VERSION:
             if not create and version == 0:
