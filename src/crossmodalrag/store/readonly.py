@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator
 from urllib.parse import quote
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
-from crossmodalrag.store.connection import Store
+from crossmodalrag.store.connection import Store, is_busy
 from crossmodalrag.store.migrations import LATEST_VERSION
 
 if TYPE_CHECKING:
@@ -56,6 +56,10 @@ def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
         row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
     except sqlite3.OperationalError as error:
         conn.close()
+        if is_busy(error):  # another process holds it exclusively: not a question of what the file is
+            raise StoreError(
+                f"{path} stayed locked by another process", "wait for the other mem command to finish, then retry"
+            ) from error
         raise StoreError(f"{path} is not a memory database ({error})", "run `mem init-db` on it first") from error
     return row[0] or 0
 
