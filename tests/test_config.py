@@ -139,3 +139,21 @@ def test_top_k_zero_is_refused(isolated_env, monkeypatch):
     monkeypatch.setenv("CMRAG_TOP_K", "0")
     with pytest.raises(ConfigError, match="below 1"):
         load_settings()
+
+
+def test_every_value_env_example_shows_is_the_default(isolated_env):
+    """Uncommenting a line of .env.example must not change behaviour: it showed 0.5 for a 0.075 default."""
+    import re as regex
+    from dataclasses import MISSING, fields
+
+    from crossmodalrag.config import SCALARS, Settings
+
+    defaults = {f.name: f.default for f in fields(Settings) if f.default is not MISSING}  # lists: examples
+    example = (Path(__file__).parent.parent / ".env.example").read_text(encoding="utf-8")
+    checked = 0
+    for name, value, comment in regex.findall(r"^# CMRAG_(\w+)=(\S+)(.*)$", example, regex.M):
+        name = name.lower()
+        if name in SCALARS and defaults.get(name) is not None and "by default" not in comment:  # shown on purpose
+            assert SCALARS[name].parse(value) == defaults[name], name
+            checked += 1
+    assert checked >= 10
