@@ -43,12 +43,29 @@ def diagnose(settings: Settings) -> Report:
         "pdf": [str(p) for p in settings.pdf_paths],
         "images": [str(p) for p in settings.image_paths],
     }
+    report.facts["connectors"]["chats"] = [str(p) for p in settings.chat_paths]
+    _missing_paths(settings, report)
     _overlaps(settings, report)
     report.facts["extras"] = {name: all(find_spec(m) is not None for m in modules) for name, modules in EXTRAS.items()}
     _database(settings, report)
     _embeddings(settings, report)
     _llm(settings, report)
     return report
+
+
+def _missing_paths(settings: Settings, report: Report) -> None:
+    """Configured paths `mem sync` would fail on: one that is gone, a repository that is no git
+    repository, a file given where a folder of PDFs or images is read and the file is of another kind."""
+    for kind, paths in (("notes", settings.notes_paths), ("git", settings.git_paths), ("pdf", settings.pdf_paths),
+                        ("images", settings.image_paths), ("chats", settings.chat_paths)):  # fmt: skip
+        for path in paths:
+            path = Path(path).expanduser()
+            if not path.exists():
+                report.problems.append(f"the {kind} connector's {path} does not exist; fix or remove it in the config")
+            elif kind == "git" and not (path / ".git").exists() and not (path / "HEAD").is_file():
+                report.problems.append(f"the git connector's {path} is not a git repository")
+            elif kind == "pdf" and path.is_file() and path.suffix.lower() != ".pdf":
+                report.problems.append(f"the pdf connector's {path} is a file but no PDF")
 
 
 def _overlaps(settings: Settings, report: Report) -> None:

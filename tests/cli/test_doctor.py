@@ -90,3 +90,18 @@ def test_a_database_from_a_newer_program_is_a_problem_with_a_hint_that_works(cap
     assert code == 1 and any("schema version 99 is newer" in p and "git pull" in p for p in report["problems"])
     assert main(["stats"]) == 1
     assert "pip install -U" not in capsys.readouterr().err
+
+
+def test_configured_paths_sync_would_fail_on_are_problems(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("OBSIDIAN_VAULT_PATH_1", str(tmp_path / "gone"))
+    monkeypatch.setenv("REPO_PATH_1", str(tmp_path))
+    (tmp_path / "notes.txt").write_text("x")
+    monkeypatch.setenv("PDF_PATH_1", str(tmp_path / "notes.txt"))
+    assert main(["init-db"]) == 0
+    capsys.readouterr()
+    code, report = doctor_json(capsys)
+    problems = " | ".join(report["problems"])
+    assert code == 1 and "gone does not exist" in problems and "is not a git repository" in problems
+    assert "is a file but no PDF" in problems
+    assert main(["doctor"]) == 1
+    assert "[" not in capsys.readouterr().out.split("connectors:")[1].splitlines()[0]  # paths, not a Python list

@@ -224,10 +224,17 @@ def render_doctor(report: dict[str, Any]) -> str:
     if database.get("schema_version") is not None and database.get("backend") != "postgresql":
         lines.append(
             f"  schema v{database['schema_version']}, {database['size_mb']} MB, integrity {database['integrity']}, "
-            f"{database['chunks']} chunks from {sum(database['sources'].values())} sources {database['sources']}"
+            f"{database['chunks']} chunks from {sum(database['sources'].values())} sources"
+            + (
+                f" ({', '.join(f'{kind} {n}' for kind, n in database['sources'].items())})"
+                if database["sources"]
+                else ""
+            )
         )
     lines.append(f"config file: {report['config_file'] or 'none (defaults and environment)'}")
-    lines.append("connectors: " + "; ".join(f"{kind} {paths or '-'}" for kind, paths in report["connectors"].items()))
+    lines.append(
+        "connectors: " + "; ".join(f"{kind} {', '.join(paths) or '-'}" for kind, paths in report["connectors"].items())
+    )
     lines.append("extras: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in report["extras"].items()))
     embeddings = report["embeddings"]
     line = f"embedding model: {embeddings['model']}"
