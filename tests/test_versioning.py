@@ -393,6 +393,25 @@ def test_ask_as_of_answers_from_the_state_then(capsys, store: Store, vault: Path
     assert code == 0 and "vault one" in out and "vault two" not in out
 
 
+def test_ask_as_of_judges_its_evidence_by_what_memory_held_then(store: Store, vault: Path, settings) -> None:
+    """A question only a source added since answers: the gate read the live search's coverage (100%,
+    from the new note) and answered from unrelated older notes."""
+    from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
+    from crossmodalrag.versioning.asof import as_of
+
+    write_note(vault, "alpha.md", "# Alpha\n\nThe alpha project uses a zebracorn cache.\n")
+    write_note(vault, "beta.md", "# Beta\n\nBeta runs nightly database jobs.\n")
+    ingest_notes(store, [vault])
+    checkpoint(store, "before")
+    write_note(vault, "newer.md", "# Newer\n\nThe hedgehogsql database appeared later.\n")
+    ingest_notes(store, [vault])
+    retriever = as_of(open_retriever(store, settings, lexical_only=True), "before")
+    then = retriever.search("hedgehogsql database")
+    assert then.hits and not any("hedgehogsql" in hit.text for hit in then.hits)  # beta, by "database"
+    assert then.coverage < 0.5  # not the 100% newer.md holds
+    assert ask_without_llm(retriever, "hedgehogsql").abstained
+
+
 # --- forget ---------------------------------------------------------------------------------
 
 

@@ -151,12 +151,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     if semantic is not None and (shifted := _shifted_query(known, vector, hits, options)) is not None:
         # The same candidates, ranked by the question moved toward its best hits.
         hits = _ranked(known, lexical, semantic.scores_for(shifted, sorted(pool)), asked, options, model, dated)
-    # The gate needs the best-covering hit near the top; scanning past ten adds cost, not signal.
-    needed = coverage_weights(terms, analyzed, weights)
-    texts = [h.text for h in hits[:COVERAGE_DEPTH]]
-    alternatives = stem_alternatives(conn, terms, analyzed)
-    found = matches(conn, texts, needed, prefix_tokens(terms, analyzed), alternatives)
-    coverage, matched = best_coverage(found, needed)
+    coverage, matched = _coverage(conn, terms, analyzed, weights, hits)
     similarity = max((asked[h.chunk_id] for h in hits if h.chunk_id in asked), default=None)
     return SearchResult(
         hits,
@@ -250,6 +245,22 @@ def _shifted_query(
     shifted = vector + options.rocchio_weight * np.mean(vectors, axis=0)
     norm = float(np.linalg.norm(shifted))
     return (shifted / norm).astype(vector.dtype) if norm > 0 else None
+
+
+def _coverage(conn, terms, analyzed, weights, hits: list[Hit]) -> tuple[float, int]:
+    """(the best idf-weighted share of the query's terms a hit holds, its matched terms). The gate
+    needs the best-covering hit near the top; scanning past ten adds cost, not signal."""
+    needed = coverage_weights(terms, analyzed, weights)
+    texts = [h.text for h in hits[:COVERAGE_DEPTH]]
+    found = matches(conn, texts, needed, prefix_tokens(terms, analyzed), stem_alternatives(conn, terms, analyzed))
+    return best_coverage(found, needed)
+
+
+def coverage_of(store: Store, query: str, hits: list[Hit]) -> tuple[float, int]:
+    """`_coverage` of a query over hits chosen elsewhere (`mem ask --as-of` keeps some of a search's)."""
+    terms = fts.query_terms(query)
+    analyzed = [sorted(s) for s in fts.analyze(store.conn, [t.word for t in terms])] if terms else []
+    return _coverage(store.conn, terms, analyzed, term_weights(store.conn, analyzed), hits)
 
 
 def _meaning_disagrees(hits: list[Hit], best: list[Hit]) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from crossmodalrag.answer.evidence import Retriever
-from crossmodalrag.retrieval.search import SearchResult, search
+from crossmodalrag.retrieval.search import SearchResult, coverage_of, search
 from crossmodalrag.store import Store, open_store
 from crossmodalrag.versioning.history import resolve_point, states_at
 from crossmodalrag.versioning.log import head, load_state
@@ -82,11 +82,13 @@ class PastRetriever(Retriever):
             hits += older.hits
             results.append(older)
         hits = sorted(hits, key=lambda hit: -hit.score)[: self.options.top_k]
-        # The abstention gate reads the coverage of the side the best hit came from (none: nothing found).
-        source = results[-1] if hits and hits[0].chunk_id < 0 else live
-        coverage, matched = (source.coverage, source.matched_terms) if hits else (0.0, 0)
+        # The abstention gate reads what the kept hits hold: the live search's coverage and similarity
+        # counted sources added since (a question only they answer was answered from unrelated notes).
+        coverage, matched = coverage_of(self.store, query, hits) if hits else (0.0, 0)
+        cosines = [hit.components["cosine"] for hit in hits if "cosine" in hit.components]
         unknown = [name for name in live.unknown_names if all(name in r.unknown_names for r in results)]
-        result = replace(source, hits=hits, coverage=coverage, matched_terms=matched, unknown_names=unknown)
+        result = replace(live, hits=hits, coverage=coverage, matched_terms=matched, unknown_names=unknown)
+        result = replace(result, similarity=max(cosines) if cosines and live.similarity is not None else None)
         if self.past.older is not None:  # two lexical rankings merged: no hybrid score or similarity
             result = replace(result, hybrid=False, similarity=None)
         return result
