@@ -222,3 +222,18 @@ def test_a_symlink_loop_does_not_hang(vault: Path) -> None:
     walker.join(timeout=5)
     assert not walker.is_alive(), "find_notes hung on a symlink loop"
     assert result == [["sub/note.md"]]
+
+
+@pytest.mark.parametrize(
+    "make, hint",
+    [
+        (lambda link: os.symlink(link.parent / "gone.md", link), "a link to a file that is gone"),
+        (lambda link: os.symlink(link, link), "leads to itself"),
+    ],
+)
+def test_a_note_that_cannot_be_read_gets_the_hint_for_why(vault: Path, make, hint: str) -> None:
+    link = vault / "broken.md"
+    make(link)
+    with pytest.raises(ConnectorError) as caught:
+        read_note(vault, link)
+    assert hint in caught.value.hint and "permissions" not in caught.value.hint

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -107,6 +108,15 @@ def read_note(root: Path, path: Path) -> Document:
     )
 
 
+def _read_hint(error: OSError) -> str:
+    """What to do about a file that cannot be read, by why: permissions are one reason of several."""
+    return {
+        errno.ENOENT: "a link to a file that is gone: fix or remove the link",
+        errno.ELOOP: "a symbolic link that leads to itself: fix or remove it",
+        errno.EIO: "the disk or filesystem failed to read it: check the device",
+    }.get(error.errno, "check the file's permissions")
+
+
 def _read_bytes(path: Path) -> tuple[bytes, float]:
     """(contents, mtime) of a regular file of at most MAX_NOTE_BYTES. Raises ConnectorError.
 
@@ -118,7 +128,7 @@ def _read_bytes(path: Path) -> tuple[bytes, float]:
     try:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except OSError as exc:
-        raise ConnectorError(f"{shown}: cannot read ({exc.strerror})", "check the file's permissions") from exc
+        raise ConnectorError(f"{shown}: cannot read ({exc.strerror})", _read_hint(exc)) from exc
     try:
         info = os.fstat(descriptor)
         if stat.S_ISDIR(info.st_mode):
@@ -130,7 +140,7 @@ def _read_bytes(path: Path) -> tuple[bytes, float]:
         with os.fdopen(descriptor, "rb", closefd=False) as handle:
             raw = handle.read(MAX_NOTE_BYTES + 1)
     except OSError as exc:
-        raise ConnectorError(f"{shown}: cannot read ({exc.strerror})", "check the file's permissions") from exc
+        raise ConnectorError(f"{shown}: cannot read ({exc.strerror})", _read_hint(exc)) from exc
     finally:
         os.close(descriptor)
     if len(raw) > MAX_NOTE_BYTES:
