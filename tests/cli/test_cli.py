@@ -258,3 +258,13 @@ def test_a_question_with_bytes_that_are_not_utf8_is_asked_with_them_replaced(cap
     run(capsys, "ingest-notes", str(vault))
     code, out, _ = run(capsys, "ask", os.fsdecode(b"tokenizer caf\xe9"), "--no-llm", "--json")
     assert code == 0 and json.loads(out)["query"] == "tokenizer caf\ufffd"
+
+
+def test_stats_text_shows_sources_per_month(capsys, tmp_path):
+    vault = tmp_path / "vault"
+    write_note(vault, "2025-03-04 standup.md", "# Standup\nshipped the parser")
+    write_note(vault, "2025-05-06 retro.md", "# Retro\nthe cache was stale")
+    assert main(["ingest-notes", str(vault)]) == 0
+    capsys.readouterr()
+    assert main(["stats"]) == 0
+    assert "per month: 2025-03 1, 2025-05 1" in capsys.readouterr().out

@@ -69,6 +69,8 @@ def stats(args: argparse.Namespace) -> int:
     print("chunks: " + (", ".join(f"{k} {v}" for k, v in report["chunks"].items()) or "none"))
     print("embedded: " + (", ".join(f"{k} {v}" for k, v in report["embedded_chunks"].items()) or "none"))
     print(f"dated from {report['first'] or '-'} to {report['last'] or '-'}; {report['eval_queries']} eval queries")
+    if report["per_month"]:  # the README's "sources per month", as --json and the console's chart show it
+        print("per month: " + ", ".join(f"{row['month']} {row['sources']}" for row in report["per_month"]))
     return 0
 
 
