@@ -178,9 +178,15 @@ def test_comparative_queries_reserve_slots_for_each_side(store, embedder, db_pat
 
 
 def test_a_comparison_side_without_evidence_is_reported(memory):
+    from crossmodalrag.answer.evidence import render_evidence_answer
+    from crossmodalrag.types import Evidence
+
     result = search(memory, "compare brakes with quasars", SearchOptions())
     assert result.comparison["missing"] == ["quasars"]
     assert all(h.sub_query != "quasars" for h in result.hits)
+    whole = [replace(h, sub_query="compare brakes with quasars") for h in result.hits[:1]]  # the whole question's pass
+    shown = render_evidence_answer([Evidence("E1", whole[0])], result.comparison)
+    assert "[for: the whole question]" in shown and "No evidence found for: quasars" in shown  # not "both"
 
 
 def test_the_index_sees_a_reembedded_chunk_even_when_counts_and_ids_repeat(store, embedder, db_path):

@@ -149,7 +149,8 @@ def render_evidence_answer(
     for item in evidence:
         side = ""
         if comparison and item.hit.sub_query:
-            found_by = item.hit.sub_query if item.hit.sub_query in comparison["sides"] else "both"
+            # not found by one side's own pass: by the whole question's ("both" read wrong when a side had none)
+            found_by = item.hit.sub_query if item.hit.sub_query in comparison["sides"] else "the whole question"
             side = f" [for: {found_by}]"
         lines.append(f"[{item.id}] {source_line(item)}{side}")
         lines.append(f"     {excerpt(item.hit.text)}")
