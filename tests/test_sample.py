@@ -31,6 +31,7 @@ def test_seed_then_eval_answers_every_positive_and_abstains_on_the_negative(caps
     report = seed(capsys)
     assert report["workspace"] == str(db_path.parent / "sample")
     assert report["notes"]["added"] >= 8 and report["git"]["added"] >= 8 and report["queries"] >= 8
+    assert report["embedded"] >= 0  # the chunks given vectors: 0 here, where no embedding model is installed
     assert main(["eval", "--query-prefix", "[sample]", "--json"]) == 0
     evaluation = json.loads(capsys.readouterr().out)
     by_text = {q["query_text"]: q for q in evaluation["per_query"]}

@@ -94,7 +94,7 @@ def seed_sample(args: argparse.Namespace) -> int:
     progress = ProgressLine("seed-sample")
     with _open(settings) as store:
         report = seed(store, workspace, force=args.force, progress=progress)
-        embed_new_chunks(store, settings)
+        embedded = embed_new_chunks(store, settings)
         where = store.location
     for message in report.notices:
         notice(f"note: {message}")
@@ -104,8 +104,8 @@ def seed_sample(args: argparse.Namespace) -> int:
             for name in ("added", "updated", "unchanged", "removed", "chunks"):
                 setattr(combined, name, getattr(combined, name) + getattr(part, name))
             combined.failures += part.failures
-    if args.json:
-        print_json(report.to_dict())
+    if args.json:  # as `mem sync --json` says it: the chunks given vectors (0 without a model)
+        print_json({**report.to_dict(), "embedded": embedded.chunks if embedded else 0})
     progress.finish(combined)
     notice(
         f"sample written to {report.workspace}; {report.queries} eval queries loaded into {where}.\n"
