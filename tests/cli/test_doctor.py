@@ -105,3 +105,18 @@ def test_configured_paths_sync_would_fail_on_are_problems(capsys, monkeypatch, t
     assert "is a file but no PDF" in problems
     assert main(["doctor"]) == 1
     assert "[" not in capsys.readouterr().out.split("connectors:")[1].splitlines()[0]  # paths, not a Python list
+
+
+def test_a_model_that_cannot_load_comes_with_what_to_run(capsys, monkeypatch):
+    from crossmodalrag.index import embed
+    from crossmodalrag.index.models import ModelUnavailable
+
+    def unavailable(settings):
+        raise ModelUnavailable("embedding model BAAI/bge-small-en-v1.5 is not cached and the model hub is unreachable")
+
+    monkeypatch.setattr(embed, "load_embedder", unavailable)
+    assert main(["init-db"]) == 0
+    capsys.readouterr()
+    _, report = doctor_json(capsys)
+    (why,) = [e for e in report["explanations"] if "cannot load" in e]
+    assert "mem models install --offline" in why
