@@ -64,9 +64,19 @@ def _locator(source_type: str, uri: str, metadata: dict[str, Any]) -> str:
     return Path(uri).name
 
 
-def _in_folder(folder: str, wanted: str) -> bool:
-    wanted = wanted.strip().rstrip("/")
-    return folder == wanted or folder.startswith(wanted + "/")
+def _in_folder(item: dict[str, Any], wanted: str) -> bool:
+    """Whether a listed source is in `wanted` or below: its folder as listed (a vault folder, a
+    repository's name), or, for a path on disk (absolute, `~` or `./`), where the source lives."""
+    wanted = wanted.strip().rstrip("/") or "/"
+    folder = item["folder"]
+    if folder == wanted or folder.startswith(wanted + "/"):
+        return True
+    if not wanted.startswith(("/", "~", ".")):
+        return False
+    where = str(Path(wanted).expanduser().resolve())
+    uri = item["uri"].rsplit("@", 1)[0] if item["source_type"] in ("commit", "conversation") else item["uri"]
+    place = uri if item["source_type"] == "commit" else str(Path(uri).parent)  # a commit: its repository
+    return place == where or place.startswith(where.rstrip("/") + "/")
 
 
 @dataclass
@@ -123,7 +133,7 @@ def list_sources(
         f"FROM sources s {where} ORDER BY s.timestamp IS NULL, s.timestamp DESC, s.id DESC"
     )
     if folder:  # the folder is derived from metadata in Python: filter every candidate, then page
-        listed = [item for item in _listed(store.conn.execute(query, params)) if _in_folder(item["folder"], folder)]
+        listed = [item for item in _listed(store.conn.execute(query, params)) if _in_folder(item, folder)]
         total, page = len(listed), listed[offset : offset + limit]
     else:  # SQLite pages: at 10k sources this is what keeps the Sources view fast
         total = store.conn.execute(f"SELECT COUNT(*) FROM sources s {where}", params).fetchone()[0]

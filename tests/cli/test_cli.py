@@ -268,3 +268,20 @@ def test_stats_text_shows_sources_per_month(capsys, tmp_path):
     capsys.readouterr()
     assert main(["stats"]) == 0
     assert "per month: 2025-03 1, 2025-05 1" in capsys.readouterr().out
+
+
+def test_sources_by_folder_take_a_vault_folder_a_repository_or_a_path_on_disk(capsys, tmp_path, repo, monkeypatch):
+    from tests.conftest import git
+
+    vault = tmp_path / "vault"
+    write_note(vault, "projects/plan.md", "# Plan\nship it")
+    write_note(vault, "diary.md", "# Diary\nrain")
+    (repo / "a.txt").write_text("x")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "first")
+    assert main(["ingest-notes", str(vault)]) == 0 and main(["ingest-git", str(repo)]) == 0
+    monkeypatch.chdir(tmp_path)
+    for folder, expected in (("projects", 1), (str(vault / "projects"), 1), ("./vault", 2), (str(repo), 1)):
+        capsys.readouterr()
+        assert main(["sources", "--folder", folder, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["total"] == expected, folder

@@ -155,7 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sources", parents=[common, as_json], help="list sources by kind, folder and date")
     p.add_argument("--kind", choices=SOURCE_KINDS, help="only this kind of source")
-    p.add_argument("--folder", help="only sources in this folder (vault folder, repository, directory) or below")
+    p.add_argument(
+        "--folder", help="only sources in this folder or below: a vault folder, a repository name, or a path on disk"
+    )
     p.add_argument("--since", metavar="DATE", help="only sources dated on or after DATE (YYYY-MM-DD)")
     p.add_argument("--until", metavar="DATE", help="only sources dated on or before DATE (YYYY-MM-DD)")
     p.add_argument("--limit", type=at_most(500), default=50, help="how many to list (default 50, at most 500)")
