@@ -109,7 +109,7 @@ def test_a_prompt_longer_than_the_context_is_an_error(smollm: LlamaCppLLM):
     with pytest.raises(LLMError) as caught:
         list(smollm.stream(long, Generation(max_tokens=4)))
     assert not isinstance(caught.value, LLMUnavailable)
-    assert "CMRAG_LLM_CONTEXT_TOKENS" in caught.value.hint
+    assert "CMRAG_LLM_CONTEXT_TOKENS" in caught.value.hint and "a shorter question" in caught.value.hint
 
 
 def test_the_generation_deadline_stops_the_stream(smollm: LlamaCppLLM, gguf: Path):

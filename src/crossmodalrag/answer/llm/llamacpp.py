@@ -37,6 +37,9 @@ KEPT_STATES = 3
 YES = ("yes", "Yes", "YES", " yes", " Yes")
 NO = ("no", "No", "NO", " no", " No")
 
+# A prompt past the context: the excerpts, or the question itself (a pasted 20 KB question fills it alone).
+FIT_HINT = "ask a shorter question, or lower CMRAG_LLM_EVIDENCE_CHARS, or raise CMRAG_LLM_CONTEXT_TOKENS"
+
 
 @atexit.register
 def _close_models() -> None:
@@ -179,9 +182,7 @@ class LlamaCppLLM:
                         f"generation passed CMRAG_LLM_TIMEOUT ({self.timeout:g} s)", "raise it, or use a smaller model"
                     )
         except ValueError as error:  # e.g. the prompt does not fit the context window
-            raise LLMError(
-                f"llama.cpp: {error}", "lower CMRAG_LLM_EVIDENCE_CHARS or raise CMRAG_LLM_CONTEXT_TOKENS"
-            ) from None
+            raise LLMError(f"llama.cpp: {error}", FIT_HINT) from None
         self.usage = {"completion_tokens": completion, "threads": self.threads}
 
     def _stream_json(self, llama, messages: list[Message], generation: Generation, deadline: float) -> Iterator[str]:
@@ -211,7 +212,7 @@ class LlamaCppLLM:
             if len(tokens) >= llama.n_ctx():
                 raise LLMError(
                     f"a verification prompt of {len(tokens)} tokens does not fit the context ({llama.n_ctx()})",
-                    "lower CMRAG_LLM_EVIDENCE_CHARS or raise CMRAG_LLM_CONTEXT_TOKENS",
+                    FIT_HINT,
                 )
             self._resume(llama, tokens)  # e.g. the answer went in between: back to the gate's excerpt
             reuse = min(shared_prefix(llama.input_ids[: llama.n_tokens], tokens), len(tokens) - 1)
