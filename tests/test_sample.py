@@ -106,3 +106,11 @@ def test_cross_modal_sample_answers_text_and_misses_what_is_only_drawn(capsys, d
     verdict = json.loads(gate.stdout)
     assert verdict["text_slice_recall"] == 1.0 and verdict["visual_slice_recall"] == 0.0
     assert verdict["native_image_embeddings_justified"] is True
+
+
+def test_the_sample_images_are_dated_on_its_timeline_not_the_day_it_was_seeded(capsys, db_path):
+    pytest.importorskip("PIL")
+    seed(capsys)
+    with open_store(db_path) as store:
+        years = [row[0] for row in store.conn.execute("SELECT strftime('%Y', timestamp, 'unixepoch') FROM sources")]
+    assert years and max(years) <= "2025"  # every source of the sample, its images too

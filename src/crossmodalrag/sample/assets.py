@@ -3,6 +3,8 @@ text-heavy screenshot of a note, and a diagram whose meaning is only in layout a
 
 from __future__ import annotations
 
+import os
+from datetime import datetime
 from pathlib import Path
 
 SPEC_PAGES = [
@@ -108,4 +110,9 @@ def write_assets(folder: Path) -> dict[str, Path]:
         return written
     written["whiteboard"] = write_text_image(folder / "whiteboard-next-steps.png", WHITEBOARD_LINES)
     written["diagram"] = write_text_image(folder / "architecture-diagram.png", ["Architecture"], DIAGRAM_BOXES)
+    # An image is dated by its file: on the sample's timeline, not the day it was seeded (which made
+    # them the newest sources, and every note's recency small beside them).
+    for name, day in (("whiteboard", "2025-08-20T16:00:00+00:00"), ("diagram", "2025-08-12T10:00:00+00:00")):
+        when = datetime.fromisoformat(day).timestamp()
+        os.utime(written[name], (when, when))
     return written
