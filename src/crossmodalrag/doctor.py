@@ -56,14 +56,19 @@ def diagnose(settings: Settings) -> Report:
 def _missing_paths(settings: Settings, report: Report) -> None:
     """Configured paths `mem sync` would fail on: one that is gone, a repository that is no git
     repository, a file given where a folder of PDFs or images is read and the file is of another kind."""
+    from crossmodalrag.connectors.git import repository_root
+
     for kind, paths in (("notes", settings.notes_paths), ("git", settings.git_paths), ("pdf", settings.pdf_paths),
                         ("images", settings.image_paths), ("chats", settings.chat_paths)):  # fmt: skip
         for path in paths:
             path = Path(path).expanduser()
             if not path.exists():
                 report.problems.append(f"the {kind} connector's {path} does not exist; fix or remove it in the config")
-            elif kind == "git" and not (path / ".git").exists() and not (path / "HEAD").is_file():
-                report.problems.append(f"the git connector's {path} is not a git repository")
+            elif kind == "git":
+                try:
+                    repository_root(path)  # what ingest-git asks first (read-only: `git rev-parse`)
+                except CMRAGError as error:
+                    report.problems.append(f"the git connector: {error}")
             elif kind == "pdf" and path.is_file() and path.suffix.lower() != ".pdf":
                 report.problems.append(f"the pdf connector's {path} is a file but no PDF")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from pathlib import Path
@@ -56,8 +55,8 @@ def refuse_unported(command: str, options: dict | None = None) -> None:
     """Raise StoreError if CMRAG_DB_URL selects PostgreSQL and `command` (or one of its `options`)
     does not run there yet."""
     used = [flag for key, flag in UNPORTED_OPTIONS.items() if (options or {}).get(key)]
-    if (command in PORTED and not used) or not _postgres_selected() or (options or {}).get("db_path"):
-        return  # --db-path names a SQLite file, which wins over CMRAG_DB_URL
+    if (command in PORTED and not used) or not _postgres_selected((options or {}).get("db_path")):
+        return
     what = f"mem {command} {used[0]}" if command in PORTED else f"mem {command}"
     raise StoreError(
         f"`{what}` does not run on PostgreSQL yet (CMRAG_DB_URL is set)",
@@ -65,10 +64,9 @@ def refuse_unported(command: str, options: dict | None = None) -> None:
     )
 
 
-def _postgres_selected() -> bool:
-    from crossmodalrag.config import load_settings
-
-    return bool(os.environ.get("CMRAG_DB_URL") or load_settings().db_url)
+def _postgres_selected(db_path: str | None) -> bool:
+    """Whether the command runs on PostgreSQL, as its settings resolve (a --db-path file wins)."""
+    return bool(load_settings({"db_path": db_path}).db_url)
 
 
 def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:

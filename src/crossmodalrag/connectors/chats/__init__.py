@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from crossmodalrag.chunking.turns import TURNS_VERSION
+from crossmodalrag.connectors.chats.jsonio import clip
 from crossmodalrag.connectors.chats.secrets import mask_secrets
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.privacy import strip_private
@@ -31,6 +32,15 @@ class Turn:
     text: str
     turn_id: str  # the format's own id: Claude Code uuid, ChatGPT message id, LoCoMo dia_id, Codex line
     timestamp: float | None = None
+
+
+TITLE_CHARS = 80  # a session's title when it is made of its first message
+
+
+def title_from(text: str) -> str:
+    """A title made of a message: cleaned as a turn is, then clipped (clipped first, a key cut short
+    by the clip no longer looks like one, and its first characters would stay)."""
+    return clip(mask_secrets(strip_private(text).strip())[0], TITLE_CHARS)
 
 
 @dataclass
@@ -65,8 +75,8 @@ class ChatRead:
         for session in reader(self.path, self.problems):
             session.turns = [self._clean(turn) for turn in session.turns]
             session.turns = [turn for turn in session.turns if turn.text]
-            # A title is often the first message's opening words: cleaned as the turns are (not
-            # counted again), else a pasted key or a private span is every chunk's breadcrumb.
+            # A title the format names (a summary, an export's conversation name) is cleaned as the turns
+            # are (not counted again): a pasted key or a private span would be every chunk's breadcrumb.
             session.title = mask_secrets(strip_private(session.title).strip())[0] or session.key
             yield session
 

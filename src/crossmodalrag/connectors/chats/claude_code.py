@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from crossmodalrag.connectors.chats import Session, Turn
+from crossmodalrag.connectors.chats import Session, Turn, title_from
 from crossmodalrag.connectors.chats.jsonio import clip, json_lines, parse_time
 
 TOOL_ARGS_CHARS = 240
 TOOL_RESULT_CHARS = 240
-TITLE_CHARS = 80
 
 
 @dataclass
@@ -72,7 +71,7 @@ def read_sessions(path: Path, problems: list[str]) -> Iterator[Session]:
 
 def _remember_meta(meta: dict[str, Any], record: dict[str, Any]) -> None:
     if record.get("type") == "summary" and isinstance(record.get("summary"), str):
-        meta.setdefault("summary", clip(record["summary"], TITLE_CHARS))
+        meta.setdefault("summary", title_from(record["summary"]))
     for source, target in (
         ("sessionId", "session_id"),
         ("cwd", "cwd"),
@@ -185,4 +184,4 @@ def _flat(value: Any) -> str:
 
 def _title(records: list[Record]) -> str:
     first = next((r.text for r in records if r.speaker == "user" and not r.text.startswith(("/", "["))), "")
-    return clip(first, TITLE_CHARS)
+    return title_from(first)

@@ -14,11 +14,9 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from crossmodalrag.connectors.chats import Session, Turn
+from crossmodalrag.connectors.chats import Session, Turn, title_from
 from crossmodalrag.connectors.chats.claude_code import tool_call, tool_result
-from crossmodalrag.connectors.chats.jsonio import clip, json_lines, parse_time
-
-TITLE_CHARS = 80
+from crossmodalrag.connectors.chats.jsonio import json_lines, parse_time
 
 
 def read_sessions(path: Path, problems: list[str]) -> Iterator[Session]:
@@ -45,7 +43,7 @@ def read_sessions(path: Path, problems: list[str]) -> Iterator[Session]:
     if not turns:
         return
     first_user = next((t.text for t in turns if t.speaker == "user"), "")
-    title = clip(first_user, TITLE_CHARS) or path.stem
+    title = title_from(first_user) or path.stem
     extra = {k: meta[k] for k in ("cwd", "originator", "cli_version") if isinstance(meta.get(k), str)}
     git = meta.get("git") if isinstance(meta.get("git"), dict) else {}
     if git.get("branch"):

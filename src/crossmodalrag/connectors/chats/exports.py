@@ -12,11 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from crossmodalrag.connectors.chats import Session, Turn
+from crossmodalrag.connectors.chats import Session, Turn, title_from
 from crossmodalrag.connectors.chats.claude_code import tool_call, tool_result
-from crossmodalrag.connectors.chats.jsonio import clip, json_array, parse_time
-
-TITLE_CHARS = 80
+from crossmodalrag.connectors.chats.jsonio import json_array, parse_time
 
 
 def read_chatgpt(path: Path, problems: list[str]) -> Iterator[Session]:
@@ -142,4 +140,4 @@ def locomo_turn(raw: Any) -> Turn | None:
 
 
 def _first_words(turns: list[Turn]) -> str:
-    return clip(next((t.text for t in turns if t.speaker == "user"), ""), TITLE_CHARS)
+    return title_from(next((t.text for t in turns if t.speaker == "user"), ""))
