@@ -8,7 +8,7 @@ import re
 import pytest
 
 from crossmodalrag.memory.events import list_events
-from crossmodalrag.memory.extract import MAX_EVENTS, event_schema, parse_events
+from crossmodalrag.memory.extract import MAX_EVENTS, event_schema, extract_window, parse_events
 from crossmodalrag.memory.provenance import text_pieces
 from crossmodalrag.memory.stats import memory_stats
 from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output, note
@@ -191,6 +191,23 @@ def test_parse_repairs_syntax_but_rejects_bad_content(raw: str, ok: bool) -> Non
     else:
         with pytest.raises(ValueError):
             parse_events(raw, 2)
+
+
+def test_an_output_cut_off_at_the_token_limit_keeps_its_whole_events() -> None:
+    whole = json.dumps(event("Fixed the parser bug.")) + ', {"event": "Planned a \\"big\\" }], release'
+    (parsed,) = parse_events('{"events": [' + whole, 2)
+    assert parsed.statement == "Fixed the parser bug."
+    ann, ben = json.dumps(event("Ann fixed the parser bug.")), json.dumps(event("Ben shipped the fix."))
+    by_person = parse_events(f'{{"Ann": [{ann}], "Ben": [{ben}, {{"ev', 2, ["Ann", "Ben"])
+    assert [e.statement for e in by_person] == ["Ann fixed the parser bug.", "Ben shipped the fix."]
+    with pytest.raises(ValueError):
+        parse_events('{"events": [{"event": "Fixed the', 2)
+
+
+def test_events_that_copy_the_answer_shape_are_dropped() -> None:
+    llm = ScriptedExtractor(events_output(event("<one sentence><type><type>."), event("Fixed the parser bug.")))
+    result = extract_window(llm, "Parser", "2025-03-01", ["We fixed the parser bug.", "Done."])
+    assert [e.statement for e in result.events] == ["Fixed the parser bug."]
 
 
 def test_a_model_error_fails_that_source_and_the_run_goes_on(store, db_path) -> None:

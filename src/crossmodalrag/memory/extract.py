@@ -34,6 +34,7 @@ MAX_TOKENS = 560  # 8 events of at most ~60 tokens each, plus the JSON around th
 NAME = re.compile(r"[^\W\d_]+(?:[ '-][^\W\d_]+){0,3}")
 TURN = re.compile("^" + SPEAKER.pattern, re.M)  # a turn's speaker, as the provenance check reads it
 COPIED = ("WordPress", "Hugo", "team wiki", "Berlin")  # the example's own words (see SYSTEM)
+PLACEHOLDERS = ("<one sentence", "<type>", "<E numbers>")  # answer_shape's
 # "Ann asked Ben if/how/what ...": a question reported, which the prompt says is no event; the grammar's
 # floor of events per speaker has the model fill up with them (events-v5: 8 of 141 benchmark events, 7 of 45
 # on 14 other LoCoMo sessions, none matching a gold event).
@@ -226,8 +227,9 @@ def no_event(statement: str) -> bool:
 
 
 def copied(statement: str, excerpts: list[str]) -> bool:
-    """An event taken from the prompt's example: it has the example's words and the source does not."""
-    return any(word in statement and not any(word in text for text in excerpts) for word in COPIED)
+    """An event taken from the prompt's example or shape: it has the example's words (or the shape's
+    placeholders, "<one sentence>", "<type>") and the source does not."""
+    return any(word in statement and not any(word in text for text in excerpts) for word in COPIED + PLACEHOLDERS)
 
 
 def parse_events(raw: str, excerpts: int, people: Collection[str] = ()) -> list[Extracted]:
@@ -299,4 +301,28 @@ def _load_json(raw: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as error:
-        raise ValueError(f"the output is not valid JSON ({error.msg})") from None
+        problem = f"the output is not valid JSON ({error.msg})"
+    try:  # cut off at the token limit (a small model looping inside the grammar): keep the whole events
+        return json.loads(_closed_at_last_item(raw[start:]))
+    except ValueError:
+        raise ValueError(problem) from None
+
+
+def _closed_at_last_item(text: str) -> str:
+    """`text` up to its last complete object inside a list, with the brackets still open closed."""
+    stack: list[str] = []
+    cut, closers, in_string, escaped = 0, "", False, False
+    for i, char in enumerate(text):
+        if in_string:
+            in_string, escaped = in_string and (escaped or char != '"'), not escaped and char == "\\"
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            stack.append("]" if char == "[" else "}")
+        elif char in "]}" and stack:
+            stack.pop()
+            if char == "}" and stack and stack[-1] == "]":
+                cut, closers = i + 1, "".join(reversed(stack))
+    if not cut:
+        raise ValueError("no complete event")
+    return text[:cut] + closers
