@@ -149,6 +149,9 @@ class Answer:
     # Retrieval at a memory level (`--level event|episode|concept`): the level and the nodes it matched.
     level: str = "evidence"
     matched_nodes: list[dict[str, Any]] | None = None
+    # After a weak_retrieval abstention: the best hits the gate refused (C1, C2, …: never cited), so
+    # `--explain` can show what came closest and why it was not enough.
+    closest: list[Evidence] = field(default_factory=list)
 
     @property
     def verdict_withheld(self) -> str | None:
@@ -176,6 +179,7 @@ class Answer:
             "timing": {k: round(v, 6) for k, v in self.timing.items()},
             "short_answer": self.short_answer,
             "verification": self.verification,
+            "closest": [e.to_dict() for e in self.closest],
             **({"debug": self.debug} if self.debug is not None else {}),
             **({"level": self.level, "matched_nodes": self.matched_nodes} if self.matched_nodes is not None else {}),
         }

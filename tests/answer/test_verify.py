@@ -245,6 +245,26 @@ def test_a_sentence_citing_only_another_persons_words_fails_without_the_judge(st
     assert not answer.abstained and answer.short_answer == "self-care matters"
 
 
+def test_a_short_answer_citing_the_wrong_document_is_judged_against_the_one_about_the_named_thing(
+    store, settings: Settings, tmp_path
+):
+    notes = {
+        "planning.md": "# Release planning\n\nPython 3.9 is the minimum; 3.13 gets added to CI.\n",
+        "release.md": "# Release 1.0\n\nThe quillmark version went from 0.1 to 1.0 for the release.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "Which Python version is the minimum for the quillmark release?"
+    evidence_of = {e.hit.title: e.id for e in ask_without_llm(retriever, question).evidence}
+    wrong, right = evidence_of["Release 1.0"], evidence_of["Release planning"]
+    llm = ScriptedLLM(f"Answer: 3.9 [{wrong}]", margins=[3.0, 3.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    (claim,) = answer.to_dict()["verification"]["claims"]
+    assert not answer.abstained and answer.short_answer == "3.9"
+    assert claim["attributed_to"] == right and claim["judged"] == [right]
+    llm = ScriptedLLM(f"Answer: 4.2 [{wrong}]", margins=[3.0, 3.0])  # held by no document about Python
+    assert ask_with_llm(retriever, question, settings, llm=llm).abstention_reason == "unsupported"
+
+
 def chat_retriever(
     store,
     settings: Settings,

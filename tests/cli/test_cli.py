@@ -76,6 +76,20 @@ def test_ask_abstains_on_an_unanswerable_question(capsys, vault):
     assert data["abstention_reason"] == "weak_retrieval" and data["evidence"] == []
 
 
+def test_explain_after_a_retrieval_abstention_shows_what_came_closest(capsys, vault):
+    run(capsys, "ingest-notes", str(vault))
+    question = "What did AMCOR say about the render cache?"  # AMCOR: in no note
+    code, out, _ = run(capsys, "ask", question, "--no-llm", "--explain")
+    assert code == 0 and out.startswith(
+        'No answer: nothing in memory matches this question well enough (nothing in memory mentions "AMCOR")'
+    )
+    assert "Closest, not enough to answer:\n[C1] Render cache — cache.md (note" in out and "score = 0.85×lexical" in out
+    assert "Closest" not in run(capsys, "ask", question, "--no-llm")[1]  # only with --explain
+    data = json.loads(run(capsys, "ask", question, "--no-llm", "--json")[1])
+    assert data["evidence"] == [] and data["citations"] == [] and data["closest"][0]["id"] == "C1"
+    assert json.loads(run(capsys, "ask", "stale cache", "--no-llm", "--json")[1])["closest"] == []
+
+
 def test_ask_without_a_database_is_a_one_line_error(capsys, db_path):
     code, out, err = run(capsys, "ask", "anything", "--no-llm")
     assert code == 1 and out == ""

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from crossmodalrag.agent.judge import SessionJudge
 
 WEAK_RETRIEVAL = "weak_retrieval"
+CLOSEST = 3  # hits kept after a weak_retrieval abstention, for --explain
 
 
 def search_options(
@@ -118,6 +119,7 @@ def evidence_answer(
         similarity=result.similarity,
         comparison=result.comparison,
         citations=[item.citation() for item in evidence],
+        closest=[Evidence(f"C{i}", hit) for i, hit in enumerate(result.hits[:CLOSEST], 1)] if abstained else [],
     )
 
 
@@ -142,10 +144,13 @@ def source_line(item: Evidence) -> str:
 
 
 def render_evidence_answer(
-    evidence: list[Evidence], comparison: dict | None = None, explain: Callable[[Hit], str] | None = None
+    evidence: list[Evidence],
+    comparison: dict | None = None,
+    explain: Callable[[Hit], str] | None = None,
+    heading: str | None = None,
 ) -> str:
     """Numbered evidence with citations and excerpts; `explain` adds a line per hit."""
-    lines = [f"Found {len(evidence)} piece{'s' if len(evidence) != 1 else ''} of evidence:"]
+    lines = [heading or f"Found {len(evidence)} piece{'s' if len(evidence) != 1 else ''} of evidence:"]
     for item in evidence:
         side = ""
         if comparison and item.hit.sub_query:

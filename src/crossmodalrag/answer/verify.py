@@ -29,7 +29,7 @@ from crossmodalrag.answer.prompt import (
     gate_messages,
     premise_messages,
 )
-from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
+from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns, speaker
 from crossmodalrag.answer.when import dated_answer, moved_date, with_day
 from crossmodalrag.config import Settings
 from crossmodalrag.retrieval.stopwords import stopwords_for
@@ -363,12 +363,14 @@ def verify_answer(
         if names and another_subject(claim, question, evidence):
             verdict.reason = "other_speaker"  # the other side's words, not the named person's
             continue
-        about = cited_excerpts(evidence, verdict.cited or text_cites)
+        claimed_all = about = cited_excerpts(evidence, verdict.cited or text_cites)
         if names:  # judged only against the excerpts about whom the question names, or their neighbours
             about = excerpts_about(about, names, evidence) or neighbour_turns(claim, about, names, evidence)
         judged = [item for item in about if _within(item, dated)]  # and from the time it names
         claimed = judged if cited or text_cites else []  # an answer citing nothing claims no excerpt
         source = word_source(claim, claimed, pool) if judged else None
+        if not judged and (names or dated):
+            source = document_source(claim, short, claimed_all, pool)
         if source is not None:
             verdict.attributed, judged = source.id, [source]
         elif judged and not cited and not short:
@@ -449,6 +451,22 @@ def word_source(claim: str, claimed: list[Evidence], pool: list[Evidence]) -> Ev
     needed = SOURCE_SHARE if claimed else MISCITED_SHARE
     best = max(pool, key=share, default=None)  # the first in prompt order on a tie
     return best if best is not None and best not in claimed and share(best) >= needed else None
+
+
+def document_source(claim: str, short: bool, claimed: list[Evidence], pool: list[Evidence]) -> Evidence | None:
+    """For a claim whose cited excerpts are not about what the question names (or not from its
+    time), the document excerpt among those that are which holds it: the model cited the wrong one
+    of several documents ("3.9" for "Which Python version is the minimum?" cited a release commit,
+    the planning note beside it says "Python 3.9 is the minimum"). A short answer is matched by all
+    its words, the first such excerpt in prompt order; a sentence as `word_source` would. Not for
+    conversation turns: there a name is a person, and another person's turn holding the same words
+    is the wrong person's answer (the question names the wrong one)."""
+    documents = [item for item in pool if speaker(item) is None]
+    if not short:
+        return word_source(claim, claimed, documents)
+    words = content_words(claim)
+    holding = (item for item in documents if words and words <= content_words(f"{item.hit.title} {_text(item)}"))
+    return next(holding, None)
 
 
 def _text(item: Evidence) -> str:

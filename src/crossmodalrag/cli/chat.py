@@ -17,7 +17,7 @@ from pathlib import Path
 
 from crossmodalrag.answer.evidence import ask_without_llm, render_evidence_answer
 from crossmodalrag.cli.commands import TextStream, _open, _settings, notice, question_retriever, show_answer
-from crossmodalrag.cli.render import explain_line, why_line
+from crossmodalrag.cli.render import explanation
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.types import readable
 
@@ -101,10 +101,7 @@ def _command(command: str, last, retriever, out) -> None:
     elif command == "/sources":
         say(render_evidence_answer(last.evidence, last.comparison) if last.evidence else "no evidence")
     else:
-        weights = retriever.options.weights(retriever.semantic is not None)
-        say(render_evidence_answer(last.evidence, last.comparison, lambda hit: explain_line(hit, weights)))
-        if last.verification:
-            say(why_line(last))
+        say(explanation(last, retriever.options.weights(retriever.semantic is not None)) or "no evidence")
 
 
 def _read(prompt: str) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 from typing import Any
 
 from crossmodalrag.answer.evidence import render_evidence_answer, source_line
@@ -44,13 +45,23 @@ def render_answer(answer: Answer, explain: bool, weights: dict[str, float]) -> s
         return answer.text + "\n\n" + render_footer(answer, explain, weights)
     if not explain:
         return answer.text
-    listed = render_evidence_answer(answer.evidence, answer.comparison, lambda hit: explain_line(hit, weights))
-    if answer.abstained:  # with the evidence it was judged on, so the reader sees what it lacked
-        parts = [answer.text, listed if answer.evidence else "", why_line(answer) if answer.verification else ""]
-        return "\n".join(part for part in parts if part)
+    if answer.abstained:  # with what it was judged on, so the reader sees what it lacked
+        return "\n".join(part for part in (answer.text, explanation(answer, weights)) if part)
     if answer.verdict_withheld:  # a statement the model could not settle
-        return f"{UNDECIDED}\n{listed}\n{why_line(answer)}"
-    return listed
+        return f"{UNDECIDED}\n{explanation(answer, weights)}"
+    return explanation(answer, weights)
+
+
+def explanation(answer: Answer, weights: dict[str, float]) -> str:
+    """--explain and chat's /explain: the evidence with each score's parts, what came closest when
+    the retrieval gate refused, and the model's checks."""
+    explain = partial(explain_line, weights=weights)
+    parts = [render_evidence_answer(answer.evidence, answer.comparison, explain) if answer.evidence else ""]
+    if answer.closest:
+        parts.append(render_evidence_answer(answer.closest, explain=explain, heading="Closest, not enough to answer:"))
+    if answer.verification:
+        parts.append(why_line(answer))
+    return "\n".join(part for part in parts if part)
 
 
 def render_matched_nodes(answer: Answer, shown: int = 5) -> str:
