@@ -90,6 +90,14 @@ def test_explain_after_a_retrieval_abstention_shows_what_came_closest(capsys, va
     assert json.loads(run(capsys, "ask", "stale cache", "--no-llm", "--json")[1])["closest"] == []
 
 
+def test_debug_without_a_model_shows_the_retrieval_diagnostics(capsys, vault):
+    run(capsys, "ingest-notes", str(vault))
+    code, out, err = run(capsys, "ask", "stale cache", "--no-llm", "--debug")
+    assert code == 0 and out.startswith("Found") and "\n--- retrieval ---\n" in err and '"coverage": 1.0' in err
+    data = json.loads(run(capsys, "ask", "stale cache", "--no-llm", "--debug", "--json")[1])
+    assert data["debug"]["retrieval"]["hits"][0]["locator"] == "cache.md"
+
+
 def test_ask_without_a_database_is_a_one_line_error(capsys, db_path):
     code, out, err = run(capsys, "ask", "anything", "--no-llm")
     assert code == 1 and out == ""

@@ -236,6 +236,16 @@ def test_a_bare_repository_is_read_from_its_git_folder(repo: Path, tmp_path: Pat
     assert [doc.title for doc in read_commits(root)] == ["first"]
 
 
+def test_a_repositorys_git_folder_names_that_repository_wherever_mem_runs(
+    repo: Path, tmp_path: Path, monkeypatch
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    monkeypatch.chdir(other)  # --show-toplevel prints nothing inside .git: read as ".", this was `other`
+    assert repository_root(repo / ".git") == repo and repository_root(repo / ".git" / "refs") == repo
+
+
 def test_an_empty_commit_and_a_mode_change_are_read(repo: Path) -> None:
     commit_files(repo, {"run.sh": "echo hi\n"}, "script")
     git(repo, "commit", "-q", "--allow-empty", "-m", "nothing changed")

@@ -67,6 +67,19 @@ def test_a_broken_image_is_a_connector_error(tmp_path):
         read_image(path)
 
 
+def test_an_image_past_the_pixel_limit_is_one_error_and_the_rest_is_read(store, tmp_path, monkeypatch):
+    from PIL import Image
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 20_000)  # Pillow warns past it, refuses past twice it
+    Image.new("1", (160, 160), 1).save(tmp_path / "a_refused.png")  # 25,600 pixels: a warning
+    Image.new("1", (400, 400), 1).save(tmp_path / "b_bomb.png")  # 160,000: an error
+    write_text_image(tmp_path / "c_note.png", ["Ship it"], size=(140, 60))
+    report = ingest_images(store, [tmp_path])
+    assert report.added == 1 and len(report.failures) == 2
+    assert [f.split(":")[0].rsplit("/", 1)[1] for f in report.failures] == ["a_refused.png", "b_bomb.png"]
+    assert all("too large to read (over 0 million pixels)" in f for f in report.failures)
+
+
 def test_an_image_without_text_registers_with_no_chunks(store, tmp_path):
     write_text_image(tmp_path / "pics" / "blank.png", [])
     write_text_image(tmp_path / "pics" / "notes.txt.png", ["Quarterly planning board"])
@@ -128,6 +141,24 @@ def test_a_scanned_pdf_page_is_read_by_ocr_and_tagged(store, tmp_path):
     ingest_pdfs(store, [tmp_path / "scanned.pdf"])
     text, metadata = store.conn.execute("SELECT text, metadata FROM chunks").fetchone()
     assert text.startswith("scanned.pdf > p.1 (OCR)") and json.loads(metadata)["ocr_confidence"] > 0.8
+
+
+def test_a_huge_blank_page_is_rendered_within_the_pixel_budget_and_needs_no_notice(tmp_path, monkeypatch):
+    pypdfium2 = pytest.importorskip("pypdfium2")
+    from PIL import Image
+
+    from crossmodalrag.connectors import pdf
+
+    Image.new("RGB", (100, 100), "white").save(tmp_path / "poster.pdf", resolution=1)  # 7200 points a side
+    scales = []
+    render = pypdfium2.PdfPage.render
+    monkeypatch.setattr(
+        pypdfium2.PdfPage, "render", lambda page, scale: scales.append(scale) or render(page, scale=scale)
+    )
+    monkeypatch.setattr(pdf, "MAX_RENDER_PIXELS", 1_000_000)
+    doc = pdf.read_pdf(tmp_path / "poster.pdf")
+    assert scales == [pytest.approx(1000 / 7200)] and doc.metadata["empty_pages"] == [1]
+    assert "notice" not in doc.metadata  # OCR is installed and found nothing: no "install OCR" advice
 
 
 def test_without_ocr_a_scanned_page_registers_empty_with_a_notice(store, tmp_path, monkeypatch):

@@ -114,6 +114,29 @@ def test_timestamp_from_a_date_the_file_name_starts_with(vault: Path, name: str,
     assert read(vault, "2024-01-15b.md", "---\ndate: 2023-07-14\n---\nx\n").timestamp == utc(2023, 7, 14)
 
 
+@pytest.mark.parametrize(
+    "written",
+    ["2023/07/14", "2023-7-14", "20230714", "14.07.2023", "14/07/2023", "07/14/2023", "July 14, 2023",
+     "14 Jul 2023", "Jul. 14th 2023", "'[[2023-07-14]]'"],
+)  # fmt: skip
+def test_a_frontmatter_date_in_the_ways_vaults_write_it(vault: Path, written: str) -> None:
+    note = read(vault, "n.md", f"---\ndate: {written}\n---\nWhat happened.\n")
+    assert note.timestamp == utc(2023, 7, 14) and "notice" not in note.metadata
+
+
+@pytest.mark.parametrize("written", ["07/06/2023", "2023-02-30", "Mayday 1, 2023", "soon"])
+def test_a_frontmatter_date_not_read_says_so_and_keeps_the_other_fields(vault: Path, written: str) -> None:
+    note = read(vault, "n.md", f"---\ndate: {written}\ncreated: 2022-06-01\ntags: [a]\n---\nWhat happened.\n")
+    assert note.timestamp == utc(2022, 6, 1) and note.metadata["tags"] == ["a"]
+    assert note.metadata["notice"].endswith(
+        f"n.md: `date: {written}` is not a date mem reads (write YYYY-MM-DD), so another date is used"
+    )
+    broken = read(vault, "b.md", "---\ntags: [a\n---\nWhat happened.\n")
+    assert broken.metadata["notice"].endswith(
+        "b.md: its frontmatter is not valid YAML and was left out (tags, date, title)"
+    )
+
+
 def test_timestamp_falls_back_to_mtime(vault: Path) -> None:
     path = write_note(vault, "n.md", "Text that mentions Date: 2023-07-14 later.\n")
     os.utime(path, (1_600_000_000, 1_600_000_000))

@@ -74,6 +74,7 @@ def test_the_abstention_text_names_the_failing_threshold(monkeypatch):
     monkeypatch.setitem(MODEL_COSINES, "narrow", Cosines(floor=0.2, close=0.5))
     assert "0.15 similar in meaning (needs 0.20)" in abstention_text(result(0.9, 0.15, "narrow"), SearchOptions())
     assert "(needs 0.50)" in abstention_text(result(0.01, 0.3, "narrow"), SearchOptions())
+    assert "0.198 similar in meaning (needs 0.200)" in abstention_text(result(0.9, 0.198, "narrow"), SearchOptions())
     assert "needs 7.5%" in abstention_text(result(0.02), SearchOptions())
 
 

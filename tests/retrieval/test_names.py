@@ -21,6 +21,7 @@ from tests.conftest import write_note
         ("What industry does AMCOR primarily operate in?", ["AMCOR"]),  # five capitals or more: a name
         ("Is growth in JnJ's adjusted EPS expected to accelerate in FY2023?", ["JnJ"]),  # EPS, FY: abbreviations
         ("Is 3M a capital-intensive business?", []),
+        ("When did we ship OAuth2 support, and IPv6 or Word2Vec?", ["OAuth2", "IPv6", "Word2Vec"]),  # as indexed
         ("How much did PepsiCo borrow from Zürich banks?", ["PepsiCo", "Zürich"]),
         ("What did Caroline do in May, on Aug 15th and on Friday?", ["Caroline"]),  # no months or days
         ("Does Dr Seuss write for Mr Jones?", ["Seuss", "Jones"]),  # titles are no names
@@ -37,7 +38,7 @@ def test_question_names(question, names):
 @pytest.fixture
 def memory(any_store, tmp_path: Path):  # SQLite and PostgreSQL
     notes = {
-        "adobe.md": "# Adobe results\n\nAdobe grew its operating margin to 35 percent in fiscal 2022.",
+        "adobe.md": "# Adobe results\n\nAdobe grew its operating margin to 35 percent in fiscal 2022. It uses OAuth2.",
         "margins.md": "# Margins\n\nOur operating margin fell because packaging costs rose.",
         "trek.md": "# Trek\n\nThe Himalayas trek took twelve days.",
     }
@@ -55,6 +56,8 @@ def test_a_name_nowhere_in_memory_is_refused_whatever_else_matches(memory):
     assert abstention_text(found, SearchOptions()).endswith('(nothing in memory mentions "Kenvue").')
     known = search(memory, "What was the operating margin of Adobe in fiscal 2022?", SearchOptions())
     assert known.unknown_names == [] and not is_weak(known, SearchOptions())
+    with_digits = search(memory, "Which protocol did Adobe use, OAuth2?", SearchOptions())  # "OAuth" is in no chunk
+    assert with_digits.unknown_names == [] and not is_weak(with_digits, SearchOptions())
     other_form = search(memory, "How long was the Himalayan trek?", SearchOptions())  # of "Himalayas"
     assert other_form.unknown_names == [] and not is_weak(other_form, SearchOptions())
 

@@ -92,11 +92,28 @@ def require_question(query: str) -> str:
     return query
 
 
-def ask_without_llm(retriever: Retriever, query: str) -> Answer:
+def ask_without_llm(retriever: Retriever, query: str, debug: bool = False) -> Answer:
     """Retrieve evidence and render it as a numbered, cited answer, or abstain when it is weak."""
     started = time.perf_counter()
     result = retriever.search(query)
-    return evidence_answer(query, result, retriever.options, started, time.perf_counter() - started)
+    answer = evidence_answer(query, result, retriever.options, started, time.perf_counter() - started)
+    if debug:
+        answer.debug = {"retrieval": diagnostics(result, retriever)}
+    return answer
+
+
+def diagnostics(result: SearchResult, retriever: Retriever) -> dict:
+    """--debug's retrieval part: the gate's inputs, the weights, and every hit's score components."""
+    return {
+        "coverage": round(result.coverage, 4),
+        "similarity": None if result.similarity is None else round(result.similarity, 4),
+        "hybrid": result.hybrid,
+        "weights": retriever.options.weights(retriever.semantic is not None),
+        "hits": [
+            {"locator": h.locator, "score": round(h.score, 4), **{k: round(v, 4) for k, v in h.components.items()}}
+            for h in result.hits
+        ],
+    }
 
 
 def evidence_answer(

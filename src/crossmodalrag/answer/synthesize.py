@@ -11,7 +11,7 @@ import time
 from typing import Callable
 
 from crossmodalrag.answer.citations import CITATION, is_insufficient, strip_marker, validate
-from crossmodalrag.answer.evidence import Retriever, evidence_answer, render_evidence_answer
+from crossmodalrag.answer.evidence import Retriever, diagnostics, evidence_answer, render_evidence_answer
 from crossmodalrag.answer.forms import UNDECIDED, is_statement
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, echoes_instructions
@@ -78,7 +78,7 @@ def ask_with_llm(
     retrieval_seconds = time.perf_counter() - started
     fallback = evidence_answer(query, result, retriever.options, started, retrieval_seconds)
     if debug:
-        fallback.debug = {"retrieval": _diagnostics(result, retriever)}
+        fallback.debug = {"retrieval": diagnostics(result, retriever)}
     if fallback.abstained:
         return fallback  # weak retrieval: no model call at all
     try:
@@ -319,16 +319,3 @@ def _insufficient_text(evidence: list) -> str:
         f"No answer: the language model judged that none of the {len(evidence)} retrieved pieces of evidence "
         "answers this question."
     )
-
-
-def _diagnostics(result, retriever: Retriever) -> dict:
-    return {
-        "coverage": round(result.coverage, 4),
-        "similarity": None if result.similarity is None else round(result.similarity, 4),
-        "hybrid": result.hybrid,
-        "weights": retriever.options.weights(retriever.semantic is not None),
-        "hits": [
-            {"locator": h.locator, "score": round(h.score, 4), **{k: round(v, 4) for k, v in h.components.items()}}
-            for h in result.hits
-        ],
-    }

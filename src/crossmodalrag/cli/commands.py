@@ -190,7 +190,7 @@ def ask(args: argparse.Namespace) -> int:
         shown = len(retriever.notices)
         stream = None
         if args.no_llm:
-            answer = ask_without_llm(retriever, args.query)
+            answer = ask_without_llm(retriever, args.query, debug=args.debug)
         else:
             stream = TextStream() if sys.stdout.isatty() and not (args.no_stream or args.json) else None
             answer = ask_with_llm(retriever, args.query, settings, stream.write if stream else None, debug=args.debug)

@@ -40,9 +40,15 @@ def parse_frontmatter(raw: str | None) -> dict[str, Any]:
         if _too_deep(yaml, raw, loader):
             return {}
         loaded = yaml.load(raw, Loader=loader)  # noqa: S506 - a safe loader either way
-    except (yaml.YAMLError, ValueError, TypeError, RecursionError):
-        # Malformed frontmatter (libyaml raises ValueError for e.g. month 13) stays out of the
-        # chunks and out of the metadata; the note itself still ingests.
+    except (ValueError, TypeError):
+        # A value YAML resolves and cannot build (`date: 2023-02-30`) must not lose the other
+        # fields: read again with every value a string (the date is then judged by the note's reader).
+        try:
+            loaded = yaml.load(raw, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader))  # noqa: S506
+        except (yaml.YAMLError, ValueError, TypeError, RecursionError):
+            return {}
+    except (yaml.YAMLError, RecursionError):
+        # Malformed frontmatter stays out of the chunks and out of the metadata; the note still ingests.
         return {}
     return loaded if isinstance(loaded, dict) and _bounded(loaded) else {}
 

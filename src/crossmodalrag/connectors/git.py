@@ -37,8 +37,22 @@ def repository_root(path: Path) -> Path:
     if bare.returncode != 0:
         raise ConnectorError(f"{path} is not a git repository", "pass the folder that contains .git")
     # A bare repository (a server's copy, a backup) has history but no work tree: its git folder is its root.
-    asked = "--absolute-git-dir" if bare.stdout.strip() == b"true" else "--show-toplevel"
-    return Path(_git(path, "rev-parse", asked).stdout.decode("utf-8", "replace").strip())
+    if bare.stdout.strip() == b"true":
+        return _rev_parse_path(path, "--absolute-git-dir")
+    top = _rev_parse_path(path, "--show-toplevel")
+    if top is None and _git(path, "rev-parse", "--is-inside-git-dir").stdout.strip() == b"true":
+        top = _rev_parse_path(path, "--absolute-git-dir").parent  # given repo/.git: the repository is repo
+    if top is None:
+        raise ConnectorError(f"{path} is not inside the repository's work tree", "pass the folder that contains .git")
+    return top
+
+
+def _rev_parse_path(path: Path, option: str) -> Path | None:
+    """A folder `git rev-parse` names, or None where it names none (--show-toplevel inside .git prints
+    nothing: read as a path, that was the current folder, whatever repository it is in)."""
+    found = _git(path, "rev-parse", option)
+    text = found.stdout.decode("utf-8", "replace").strip()
+    return Path(text) if found.returncode == 0 and text else None
 
 
 def read_commits(

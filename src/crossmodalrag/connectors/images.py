@@ -8,6 +8,7 @@ its chunks, so weak OCR can rank below clean text. An image with no text registe
 from __future__ import annotations
 
 import logging
+import warnings
 from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Iterator
@@ -172,11 +173,20 @@ def recognize(source, engine: str = "rapidocr") -> list[tuple[str, float, tuple[
 def read_image(path: Path, engine: str = "rapidocr") -> Document:
     """OCR one image. Raises ConnectorError for a file that is not a readable image."""
     version = extractor_version(engine)
-    try:
-        from PIL import Image, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError
 
-        with Image.open(path) as image:
-            image.verify()
+    try:
+        with warnings.catch_warnings():
+            # Past Pillow's pixel limit (~89 million) it warns, past twice that it refuses: either is
+            # an image no OCR reads in reasonable time or memory (a 30000 px square took them all).
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                image.verify()
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
+        raise ConnectorError(
+            f"{path}: too large to read (over {Image.MAX_IMAGE_PIXELS / 1e6:.0f} million pixels)",
+            "shrink the image or cut it into parts",
+        ) from exc
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
         raise ConnectorError(f"{path}: not a readable image ({exc})", "check or re-export the file") from exc
     try:

@@ -8,6 +8,7 @@ it, the page is listed in the metadata and the ingest says how to read it.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from importlib import metadata as package_metadata
 from pathlib import Path
@@ -19,6 +20,8 @@ from crossmodalrag.types import Document
 
 PAGE_BREAK = "\f"
 INSTALL_HINT = 'pip install -e ".[pdf]"'
+RENDER_SCALE = 2  # a scanned page is read by OCR at 144 dpi
+MAX_RENDER_PIXELS = 40_000_000  # ... or less for a huge page: a 200-inch one at 144 dpi took 2.5 GB
 
 
 def find_pdfs(path: Path) -> Iterator[Path]:
@@ -84,7 +87,7 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
             "empty_pages": [n for n, text in enumerate(pages, 1) if not text.strip()],
             "ocr_pages": ocr_pages,
             "extractor": version,
-            **({"notice": notice} if (notice := _scan_notice(path, pages, ocr_pages)) else {}),
+            **({"notice": notice} if (notice := _scan_notice(path, pages, ocr_pages, ocr_engine)) else {}),
         },
     )
 
@@ -102,7 +105,9 @@ def _read_scanned_pages(document, pages: list[str], engine: str) -> dict[str, fl
     for index in empty:
         page = document[index]
         try:
-            pixels = np.asarray(page.render(scale=2).to_pil().convert("RGB"))
+            width, height = page.get_size()  # points: a page may be up to 200 inches a side
+            scale = min(RENDER_SCALE, math.sqrt(MAX_RENDER_PIXELS / max(1.0, width * height)))
+            pixels = np.asarray(page.render(scale=scale).to_pil().convert("RGB"))
         finally:
             page.close()
         lines = images.recognize(pixels, engine)
@@ -112,9 +117,13 @@ def _read_scanned_pages(document, pages: list[str], engine: str) -> dict[str, fl
     return confidences
 
 
-def _scan_notice(path: Path, pages: list[str], ocr_pages: dict[str, float]) -> str | None:
+def _scan_notice(path: Path, pages: list[str], ocr_pages: dict[str, float], engine: str) -> str | None:
+    """What to say of pages left without text: without OCR, how to read them; with it, nothing (a
+    blank page, or a picture without words: OCR found none)."""
+    from crossmodalrag.connectors import images
+
     unread = [n for n, text in enumerate(pages, 1) if not text.strip()]
-    if not unread or ocr_pages:
+    if not unread or images.ocr_available(engine):
         return None
     return f"{path.name}: {len(unread)} page(s) have no text layer; {INSTALL_HINT.replace('pdf', 'ocr')} reads them"
 

@@ -100,5 +100,11 @@ def reason(result: "SearchResult", options: "SearchOptions") -> str:
     if cosines is None:
         return found
     if result.similarity < cosines.floor:
-        return f"the best evidence is {result.similarity:.2f} similar in meaning (needs {cosines.floor:.2f})"
-    return f"{found} and is {result.similarity:.2f} similar in meaning (needs {cosines.close:.2f})"
+        return "the best evidence is {} similar in meaning (needs {})".format(*_apart(result.similarity, cosines.floor))
+    return f"{found} and is " + "{} similar in meaning (needs {})".format(*_apart(result.similarity, cosines.close))
+
+
+def _apart(value: float, needed: float) -> tuple[str, str]:
+    """Both numbers with two decimals, or three where two would print the same: "0.366" and "0.370"."""
+    digits = 2 if f"{value:.2f}" != f"{needed:.2f}" else 3
+    return f"{value:.{digits}f}", f"{needed:.{digits}f}"

@@ -29,7 +29,9 @@ from crossmodalrag.answer.forms import query_form
 from crossmodalrag.index import fts
 from crossmodalrag.retrieval.stopwords import ANY_LANGUAGE, ENGLISH, guess_language
 
-_WORD = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff]+")  # Latin letters: the scripts whose case marks a name
+# Latin letters (the scripts whose case marks a name), and digits after the first letter: the index
+# holds "oauth2", "ipv6", "word2vec" whole, and their letters alone ("OAuth", "IPv") are in no chunk.
+_WORD = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff][0-9A-Za-z\u00c0-\u024f\u1e00-\u1eff]*")
 _CALENDAR = (*calendar.month_name, *calendar.month_abbr, *calendar.day_name, *calendar.day_abbr)
 _NOT_NAMES = frozenset([name.lower() for name in _CALENDAR if name] + ["sept", "today", "yesterday", "tomorrow"])
 MIN_LETTERS = 3  # "Dr", "Mr", "St": titles and abbreviations, not names
@@ -48,7 +50,7 @@ def question_names(query: str) -> list[str]:
         if not before or before[-1] in ".!?:;\"'(“‘¿¡":
             continue  # a sentence's first word is capitalised anyway
         title_case = word[0].isupper() and any(c.islower() for c in word[1:]) and len(word) >= MIN_LETTERS
-        capitals = word.isupper() and len(word) >= MIN_CAPITALS
+        capitals = word.isupper() and sum(c.isalpha() for c in word) >= MIN_CAPITALS  # "FY2023": two
         if (title_case or capitals) and word.lower() not in ANY_LANGUAGE and word.lower() not in _NOT_NAMES:
             names.append(word)
     return list(dict.fromkeys(names))
