@@ -257,6 +257,18 @@ def test_a_missing_vault_is_a_failure_and_removes_nothing(store: Store, vault: P
     assert chunk_ids(store) == before
 
 
+def test_a_folder_or_repository_with_nothing_to_read_says_so(store: Store, tmp_path: Path, repo: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert ingest_notes(store, [empty]).notices == [f"{empty}: no notes (.md, .markdown) in it"]
+    write_note(empty, "blank.md", "")  # a note, empty: counted as such, not "no notes"
+    assert ingest_notes(store, [empty]).notices == []
+    assert ingest_git(store, [repo]).notices == [f"{repo}: no commits to read"]
+    commit_files(repo, {"a.txt": "a"}, "first")
+    assert ingest_git(store, [repo], author="Zoe").notices == [f"{repo}: no commits by 'Zoe' to read"]
+    assert ingest_git(store, [repo]).notices == []
+
+
 def test_a_note_given_as_the_vault_says_it_is_a_file(store: Store, vault: Path) -> None:
     note = vault / "projects" / "beta.md"
     report = ingest_notes(store, [note])

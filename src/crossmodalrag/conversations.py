@@ -30,6 +30,7 @@ from crossmodalrag.store.writers import retrying
 from crossmodalrag.types import Document
 
 SOURCE_TYPE = "conversation"
+EXPORT_NAME = "conversations.json"  # what ChatGPT and Claude.ai name their exports
 
 
 def ingest_conversations(
@@ -56,6 +57,8 @@ def ingest_conversations(
             except CMRAGError as error:
                 if path == root:  # a file named on purpose; in a folder, other JSON files are not chats
                     report.failures.append(str(error))
+                elif path.name == EXPORT_NAME or path.suffix == ".jsonl":  # named as chats are: worth a word
+                    report.notices.append(f"skipped {error.message}")
                 continue
             _ingest_file(store, chat, report, progress, elsewhere)
     return report

@@ -49,6 +49,11 @@ class IngestReport:
     def failed(self) -> int:
         return len(self.failures)
 
+    @property
+    def read(self) -> int:
+        """Items found so far, whatever became of them: none after a walk means it found nothing."""
+        return self.added + self.updated + self.unchanged + self.failed + self.empty
+
     def summary(self) -> str:
         skipped = f"{self.empty} empty skipped, " if self.empty else ""
         return (
@@ -352,7 +357,10 @@ def ingest_notes(
             report.failures.append(f"{root}: {what} (hint: give the vault's folder; nothing was removed)")
             continue
         known = known_fingerprints(store, f"{root}/", "note")
+        before = report.read
         seen = ingest_documents(store, _read_vault(root, include, exclude, confine), known, report, progress)
+        if report.read == before and not known:
+            report.notices.append(f"{root}: no notes (.md, .markdown) in it")
         if include and known and not seen:  # a mistyped pattern, not every note deleted
             shown = " ".join(f"--include {pattern!r}" for pattern in include)
             report.failures.append(
@@ -422,7 +430,10 @@ def _ingest_files(
         known = known_fingerprints(store, prefix, kind)
         reader = confined(read, path) if confine else read
         items = _read_changed(find(path), reader, known_file_stamps(store, prefix, kind), extractor)
+        before = report.read
         seen = ingest_documents(store, items, known, report, progress)
+        if report.read == before and not known:
+            report.notices.append(f"{path}: no {kind} files in it")
         if not path.is_dir():
             known = {}  # a single file: nothing else under it can have gone
         # A file the walk skips but still on disk was ingested by its own path (a hidden file, another
@@ -498,7 +509,10 @@ def ingest_git(
             root = git.repository_root(Path(repo).expanduser().resolve())
             known = known_fingerprints(store, f"{root}@", "commit")
             commits = git.read_commits(root, max_commits, author, include, exclude)
+            before = report.read
             seen = ingest_documents(store, commits, known, report, progress)
+            if report.read == before:
+                report.notices.append(f"{root}: no commits" + (f" by {author!r}" if author else "") + " to read")
             unseen = {uri.rpartition("@")[2]: uri for uri in known if uri not in seen}
             gone = git.unreachable(root, list(unseen))
             report.removed += remove_sources(store, [unseen[sha] for sha in gone]) if gone else 0

@@ -136,6 +136,14 @@ def test_cli_reports_bad_lines_and_masked_secrets_and_forget_reaches_sessions(tm
     assert json.loads(capsys.readouterr().out)["sources"] == 1
 
 
+def test_in_a_folder_an_unreadable_export_is_named_and_other_json_is_not(store, tmp_path):
+    (tmp_path / "conversations.json").write_text('[{"title": "Plans", "create_time": 1685016050.1, "upd')
+    (tmp_path / "package.json").write_text('{"name": "not a chat"}')
+    report = ingest_conversations(store, [tmp_path])
+    assert report.failed == 0 and report.added == 0
+    assert report.notices == [f"skipped {tmp_path / 'conversations.json'}: not a chat transcript this version reads"]
+
+
 def test_cli_with_nothing_to_ingest_names_the_setting(capsys):
     assert main(["ingest-chat"]) == 1
     assert "CHAT_PATH_1" in capsys.readouterr().err

@@ -217,6 +217,13 @@ def test_usage_errors_exit_2(capsys, argv):
     assert exit_info.value.code == 2
 
 
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_a_count_below_one_names_the_bound_that_holds(capsys, value):
+    with pytest.raises(SystemExit):
+        main(["ask", "x", "--top-k", value])
+    assert capsys.readouterr().err.endswith("argument --top-k: must be at least 1\n")
+
+
 def test_a_database_path_under_a_file_is_one_error_line(capsys, tmp_path):
     (tmp_path / "notes.txt").write_text("a file, not a folder")
     code, _, err = run(capsys, "init-db", "--db-path", str(tmp_path / "notes.txt" / "memory.db"))

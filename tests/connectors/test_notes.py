@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from crossmodalrag.chunking import chunk_document
 from crossmodalrag.connectors.notes import find_notes, read_note
 from crossmodalrag.errors import ConnectorError
 from tests.conftest import write_note
@@ -150,6 +151,19 @@ def test_timestamp_falls_back_to_mtime(vault: Path) -> None:
 def test_tags_from_frontmatter_list_or_string_plus_inline(vault: Path, tags: str) -> None:
     doc = read(vault, "n.md", f"---\ntags: {tags}\n---\nSee #inline and #nested/tag-2 here.\n")
     assert doc.metadata["tags"] == ["alpha", "beta", "inline", "nested/tag-2"]
+
+
+def test_inline_tags_in_any_script_and_a_line_of_them_is_metadata(vault: Path) -> None:
+    doc = read(vault, "n.md", "# Trip\n#über #日本語タグ #Ωmega\n\n## Day one\n\nWe went to Kyoto. #2023 is no tag.\n")
+    assert doc.metadata["tags"] == ["über", "Ωmega", "日本語タグ"]
+    assert [chunk.text for chunk in chunk_document(doc)] == ["Trip > Day one\nWe went to Kyoto. #2023 is no tag."]
+
+
+def test_an_indented_or_underlined_first_heading_is_the_title(vault: Path) -> None:
+    assert read(vault, "a.md", "   # Release plan\n\nShip it.\n").title == "Release plan"
+    underlined = read(vault, "b.md", "Release plan\n============\n\n   ## Risks\n\nNone.\n")
+    assert underlined.title == "Release plan"
+    assert [c.text for c in chunk_document(underlined)] == ["Release plan > Risks\nNone."]
 
 
 def test_headings_urls_and_code_are_not_tags(vault: Path) -> None:

@@ -97,7 +97,7 @@ EVAL_FILE = st.one_of(
     ),
 )
 # The heading rule as one regex, before it was rewritten (it backtracks cubically on long lines).
-OLD_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+OLD_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")  # the old rule, indented as CommonMark allows
 
 
 def check_markdown_chunks(text: str) -> None:

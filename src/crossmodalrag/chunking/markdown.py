@@ -17,9 +17,11 @@ from crossmodalrag.types import Chunk, Document
 FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 # The heading text keeps its closing `#`s here; heading_name strips them in Python, because a lazy
 # `(.*?)[ \t]*#*[ \t]*$` backtracks cubically on a long line of spaces (4,000 spaces: 109 s).
-HEADING = re.compile(r"^(#{1,6})[ \t]+(.*)$")
+HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*)$")  # up to three spaces before it, as in CommonMark
 FENCE = re.compile(r"^[ \t]{0,3}(```+|~~~+)(.*)$")
-CANDIDATE_LINE = re.compile(r"^(?:[ \t]{0,3}(?:```|~~~)|#{1,6}[ \t]|[ \t]{0,3}(?:={2,}|-{2,})[ \t]*\r?$)[^\n]*", re.M)
+CANDIDATE_LINE = re.compile(
+    r"^(?:[ \t]{0,3}(?:```|~~~)| {0,3}#{1,6}[ \t]|[ \t]{0,3}(?:={2,}|-{2,})[ \t]*\r?$)[^\n]*", re.M
+)
 # A setext heading: a line of text underlined with `===` (level 1) or `---` (level 2). The line above
 # must be plain text: after a list item, quote, table row or blank line `---` is a rule, not a heading.
 SETEXT_UNDERLINE = re.compile(r"[ \t]{0,3}(={2,}|-{2,})[ \t]*")
@@ -30,7 +32,7 @@ MAX_HEADING_CHARS = 200
 DATE_LINE = re.compile(r"\A\s*Date:[ \t]*(\d{4}-\d{2}-\d{2})\b[^\n]*(?:\n|\Z)", re.I)
 FENCE_LINE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*", re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
-TAGS_ONLY = re.compile(r"(?:\s*#[A-Za-z][\w/-]*)*\s*\Z")  # "#bug #ci": the note's tags, kept as metadata
+TAGS_ONLY = re.compile(r"(?:\s*#[^\W\d_][\w/-]*)*\s*\Z")  # "#bug #ci #über": the note's tags, kept as metadata
 
 
 def split_frontmatter(text: str) -> tuple[str | None, int]:

@@ -7,23 +7,24 @@ from pathlib import Path
 
 
 def positive(text: str) -> int:
-    value = non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+    return _count(text, 1)
+
+
+def non_negative(text: str) -> int:
+    return _count(text, 0)
 
 
 # No count means more than this; past 2**63 SQLite cannot even bind the number (an OverflowError).
 MAX_COUNT = 1_000_000_000
 
 
-def non_negative(text: str) -> int:
+def _count(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
+    if value < least:  # "-3" and "0" for a positive count get the one bound that holds
+        raise argparse.ArgumentTypeError(f"must be at least {least}" if least else "must not be negative")
     if value > MAX_COUNT:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT:,}")
     return value

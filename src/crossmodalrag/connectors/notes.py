@@ -27,10 +27,11 @@ FIRST_MOMENT = datetime(1, 1, 2, tzinfo=timezone.utc).timestamp()
 LAST_MOMENT = datetime(9999, 12, 30, tzinfo=timezone.utc).timestamp()
 # The closing `#`s of a heading are stripped in Python (see heading_text): a lazy `(.+?)[ \t]*#*`
 # backtracks cubically on a line of spaces.
-H1 = re.compile(r"^#[ \t]+(.*)$", re.M)
+H1 = re.compile(r"^ {0,3}#[ \t]+(.*)$", re.M)
+SETEXT_H1 = re.compile(r"^( {0,3}[^\s#>|<`~*+=-][^\n]*)\n {0,3}={2,}[ \t]*$", re.M)  # "Title" over "====="
 # No `[` inside a link: otherwise every `[[` of a `[[[[…` line scans to the end of the line.
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
-INLINE_TAG = re.compile(r"(?<![\w&#/])#([A-Za-z][\w/-]*)")
+INLINE_TAG = re.compile(r"(?<![\w&#/])#([^\W\d_][\w/-]*)")  # a letter first, of any script: #über, #日本語
 
 
 def find_notes(root: Path, include: list[str], exclude: list[str]) -> Iterator[Path]:
@@ -168,12 +169,11 @@ def _read_bytes(path: Path) -> tuple[bytes, float]:
 
 
 def heading_text(prose: str) -> str | None:
-    """The text of the first non-empty `# ` heading, without a closing run of `#`s."""
-    for match in H1.finditer(prose):
-        text = match.group(1).rstrip(" \t\r").rstrip("#").rstrip(" \t")
-        if text:
-            return text
-    return None
+    """The text of the first non-empty level-1 heading (`# Title`, without a closing run of `#`s, or
+    a line underlined with `===`)."""
+    found = [(m.start(), m.group(1).rstrip(" \t\r").rstrip("#").rstrip(" \t")) for m in H1.finditer(prose)]
+    found += [(m.start(), m.group(1).strip()) for m in SETEXT_H1.finditer(prose)]
+    return next((text for _, text in sorted(found) if text), None)
 
 
 def parse_date(value: Any) -> float | None:
