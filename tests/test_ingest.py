@@ -269,6 +269,24 @@ def test_a_folder_or_repository_with_nothing_to_read_says_so(store: Store, tmp_p
     assert ingest_git(store, [repo]).notices == []
 
 
+def test_a_vault_inside_another_is_read_once_and_a_second_run_changes_nothing(store: Store, vault: Path) -> None:
+    inner = vault / "projects"
+    write_note(inner, "plan.md", "# Plan\n\nShip in May.\n")
+    first = ingest_notes(store, [vault, inner])
+    assert first.notices == [f"{inner} is inside {vault}: its notes are read as part of that vault"]
+    again = ingest_notes(store, [vault, inner])
+    assert again.updated == 0 and again.added == 0 and again.unchanged == first.added
+
+
+def test_a_link_to_a_note_of_the_same_vault_is_not_stored_twice(store: Store, vault: Path, tmp_path: Path) -> None:
+    (vault / "alias.md").symlink_to(vault / "alpha.md")
+    outside = write_note(tmp_path / "elsewhere", "shared.md", "# Shared\n\nA note kept outside the vault.\n")
+    (vault / "shared.md").symlink_to(outside)  # a note brought in from elsewhere is still read
+    ingest_notes(store, [vault])
+    uris = {row[0] for row in store.conn.execute("SELECT uri FROM sources")}
+    assert str(vault / "alias.md") not in uris and {str(vault / "alpha.md"), str(vault / "shared.md")} <= uris
+
+
 def test_a_note_given_as_the_vault_says_it_is_a_file(store: Store, vault: Path) -> None:
     note = vault / "projects" / "beta.md"
     report = ingest_notes(store, [note])
@@ -558,8 +576,8 @@ def test_confined_ingest_does_not_follow_a_link_out_of_the_folder(store: Store, 
     lead the read outside it. The CLI, run by the vault's owner, still follows it."""
     secret = write_note(tmp_path / "elsewhere", "secret.md", "The safe code is 4711.\n")
     (vault / "leak.md").symlink_to(secret)
-    (vault / "inside.md").symlink_to(vault / "alpha.md")  # a link within the vault is fine
+    (vault / "inside.md").symlink_to(vault / "alpha.md")  # a link within the vault is no failure (alpha is read)
     report = ingest_notes(store, [vault], confine=True)
-    assert report.added == 4 and len(report.failures) == 1 and "outside" in report.failures[0]
+    assert report.added == 3 and len(report.failures) == 1 and "outside" in report.failures[0]
     assert uri(vault, "leak.md") not in sources(store)
     assert ingest_notes(store, [vault]).added == 1  # unconfined: read as before

@@ -350,8 +350,7 @@ def ingest_notes(
     unless more than half of a vault would go (see remove_gone). `confine`: a note that links to a
     file outside its vault fails instead of being read (connectors/files.py `confined`)."""
     report = IngestReport()
-    for root in roots:
-        root = Path(root).expanduser().resolve()
+    for root in _outermost(roots, report):
         if not root.is_dir():
             what = "a file, not a vault folder" if root.exists() else "no such folder"
             report.failures.append(f"{root}: {what} (hint: give the vault's folder; nothing was removed)")
@@ -371,6 +370,20 @@ def ingest_notes(
         gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
         remove_gone(store, root, gone, len(known), report, allow_mass_delete)
     return report
+
+
+def _outermost(roots: list[Path], report: IngestReport) -> list[Path]:
+    """The vaults resolved, without those inside another one given: read as both, each of their
+    notes was rewritten on every run (its locator and vault differ between the two readings)."""
+    resolved = list(dict.fromkeys(Path(root).expanduser().resolve() for root in roots))
+    kept = []
+    for root in resolved:
+        outer = next((other for other in resolved if other != root and root.is_relative_to(other)), None)
+        if outer is None:
+            kept.append(root)
+        else:
+            report.notices.append(f"{root} is inside {outer}: its notes are read as part of that vault")
+    return kept
 
 
 def ingest_pdfs(

@@ -37,7 +37,8 @@ INLINE_TAG = re.compile(r"(?<![\w&#/])#([^\W\d_][\w/-]*)")  # a letter first, of
 def find_notes(root: Path, include: list[str], exclude: list[str]) -> Iterator[Path]:
     """Every note under root in a stable order, skipping vault noise and hidden folders.
 
-    Symlinked folders are not followed, so a link loop cannot trap the walk. A folder that cannot
+    Symlinked folders are not followed, so a link loop cannot trap the walk, nor are links to notes
+    of the same vault (see _links_within). A folder that cannot
     be listed is yielded itself: reading it fails with a clear error, and the failure keeps the
     notes stored from under it (instead of their looking deleted).
     """
@@ -49,9 +50,20 @@ def find_notes(root: Path, include: list[str], exclude: list[str]) -> Iterator[P
             if name.startswith(".") or not name.lower().endswith(NOTE_SUFFIXES):
                 continue
             path = Path(folder, name)
-            if selected(path.relative_to(root).as_posix(), include, exclude):
+            if selected(path.relative_to(root).as_posix(), include, exclude) and not _links_within(path, root):
                 yield path
     yield from _folders(unlisted)
+
+
+def _links_within(path: Path, root: Path) -> bool:
+    """A symbolic link to a note of the same vault: that note is read as itself. Read through the
+    link too, it was stored twice, and forgetting the note left its text searchable under the link."""
+    if not path.is_symlink():
+        return False
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # a loop: reading it reports that
+        return False
 
 
 def _folders(errors: list[OSError]) -> Iterator[Path]:
