@@ -59,6 +59,7 @@ class Hit:
     byte_start: int | None = None
     byte_end: int | None = None
     source_id: int | None = None  # the database id: what `/sources/{id}` and `mem source ID` open
+    focus: int = 0  # where in its flat body the excerpt starts: at the query's words (retrieval/snippets.py)
 
 
 def iso_time(timestamp: float | None) -> str | None:
@@ -68,10 +69,21 @@ def iso_time(timestamp: float | None) -> str | None:
     return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="seconds")
 
 
-def excerpt(text: str, limit: int = 280) -> str:
-    """The chunk body without its breadcrumb, collapsed to one line and cut at a word boundary."""
-    body = text.split("\n", 1)[1] if "\n" in text else text
-    flat = " ".join(body.split())
+EXCERPT_CHARS = 280
+
+
+def flat_body(text: str) -> str:
+    """A chunk's body without its breadcrumb line, collapsed to one line."""
+    return " ".join((text.split("\n", 1)[1] if "\n" in text else text).split())
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS, start: int = 0) -> str:
+    """The chunk's flat body from `start` (the hit's focus: retrieval/snippets.py), cut at word
+    boundaries, with "…" where text was left out."""
+    flat = flat_body(text)
+    if 0 < start < len(flat):
+        begin = flat.find(" ", start - 1) + 1 if flat[start - 1] != " " else start  # not mid-word
+        flat = "… " + flat[begin or start :]
     if len(flat) <= limit:
         return flat
     cut = flat.rfind(" ", 0, limit)
@@ -108,7 +120,7 @@ class Evidence:
             "title": hit.title,
             "locator": hit.locator,
             "timestamp": iso_time(hit.timestamp),
-            "excerpt": excerpt(hit.text),
+            "excerpt": excerpt(hit.text, start=hit.focus),
             "score": round(hit.score, 6),
             "components": {k: round(v, 6) for k, v in hit.components.items()},
             "sub_query": hit.sub_query,

@@ -133,7 +133,7 @@ def compact_result(item: Evidence) -> dict[str, Any]:
         "id": hit.source_id,
         "chunk_id": hit.chunk_id,
         "type": hit.source_type,
-        "preview": excerpt(hit.text, PREVIEW_CHARS),
+        "preview": excerpt(hit.text, PREVIEW_CHARS, hit.focus),
         "date": (iso_time(hit.timestamp) or "")[:10] or None,
         "score": round(hit.score, 3),
     }

@@ -175,7 +175,7 @@ def render_evidence_answer(
             found_by = item.hit.sub_query if item.hit.sub_query in comparison["sides"] else "the whole question"
             side = f" [for: {found_by}]"
         lines.append(f"[{item.id}] {source_line(item)}{side}")
-        lines.append(f"     {excerpt(item.hit.text)}")
+        lines.append(f"     {excerpt(item.hit.text, start=item.hit.focus)}")
         if explain:
             lines.append(explain(item.hit))
     if comparison and comparison["missing"]:

@@ -1,0 +1,54 @@
+"""Where in a chunk its excerpt should start: at the question's words, not always at the top.
+
+A chunk holds up to a few thousand characters and an excerpt shows 280 of them; a match near the
+end of a long section showed only its opening lines ("hippogriff saddle" found a chunk whose first
+300 characters were about something else). The focus is the start of the excerpt-sized window
+holding the most distinct query words, compared by their first letters, case and accents folded, so
+"rotates" finds "rotation"; Chinese and Japanese query characters count one by one.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from crossmodalrag.retrieval.stopwords import stopwords_for
+
+KEY_LETTERS = 5  # a word's key: its first letters ("rotat" of rotates and rotation)
+LEAD = 60  # characters of context shown before the first word matched
+_WORD = re.compile(r"\w+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def fold(text: str) -> str:
+    """Lowercase without accents, character for character (the same length as `text`)."""
+    return "".join(unicodedata.normalize("NFKD", c)[0] if c.isalpha() else c for c in text.lower())
+
+
+def query_keys(query: str) -> set[str]:
+    words = _WORD.findall(fold(query))
+    keys = {w[:KEY_LETTERS] for w in set(words) - stopwords_for(words) if len(w) >= 3 and not _CJK.search(w)}
+    return keys | set(_CJK.findall(query))
+
+
+def focus(body: str, query: str, width: int) -> int:
+    """The offset in `body` (a chunk's body flattened to one line) where an excerpt `width` long
+    shows the most query words; 0 when the top shows as many as anywhere."""
+    keys = query_keys(query)
+    if not keys or len(body) <= width:
+        return 0
+    folded = fold(body)
+    found = [(m.start(), m.group(0)[:KEY_LETTERS]) for m in _WORD.finditer(folded) if m.group(0)[:KEY_LETTERS] in keys]
+    found += [(m.start(), m.group(0)) for m in _CJK.finditer(folded) if m.group(0) in keys]
+    found.sort()
+    best_start, best = 0, len({key for at, key in found if at < width})
+    for index, (at, _) in enumerate(found):
+        start = max(0, at - LEAD)
+        shown = set()
+        for later, key in found[index:]:
+            if later >= start + width:
+                break
+            shown.add(key)
+        if len(shown) > best:
+            best_start, best = start, len(shown)
+    return best_start
