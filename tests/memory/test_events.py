@@ -157,6 +157,7 @@ def test_an_edited_source_without_a_model_keeps_only_the_events_its_text_still_s
     add_docs(store, note("parser", "# Parser\n\nWe decided to replace the regex parser with a tokenizer, fast.\n"))
     report = build(store, db_path, levels=("event",))
     assert report.levels["event"]["rechecked"] == 1 and report.levels["event"]["waiting"] == 1
+    assert report.levels["event"]["unsupported"] == 1 == memory_stats(store)["integrity"]["unsupported_events"]
     found = {e["statement"]: e for e in list_events(store)}
     assert found[kept]["supported"] and found[kept]["evidence"]
     assert not found[dropped]["supported"]  # kept, shown, out of retrieval

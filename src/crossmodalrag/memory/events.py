@@ -155,7 +155,7 @@ def _process(store: Store, source: SourceRow, state: tuple | None, how: Extracti
         report.reanchored += 1
         return
     if how.llm is None:
-        _recheck(store, source, digest, state[2] if state else "", chunks, how)
+        report.unsupported += _recheck(store, source, digest, state[2] if state else "", chunks, how)
         report.rechecked += 1
         return
     report.extracted += 1
@@ -280,11 +280,11 @@ def _reanchor(store: Store, source: SourceRow, chunks: list[ChunkRow]) -> None:
         )
 
 
-def _recheck(store: Store, source: SourceRow, digest: str, model: str, chunks: list[ChunkRow], how: Extraction) -> None:
+def _recheck(store: Store, source: SourceRow, digest: str, model: str, chunks: list[ChunkRow], how: Extraction) -> int:
     """The source's text changed and no model can draw its events again: each event is checked against
     the new text as a new event is (check_provenance). One the text still says is linked to it again;
     the rest are flagged unsupported (out of retrieval, shown by `mem events`) until a model re-extracts
-    them, which the state's status asks for."""
+    them, which the state's status asks for. Returns how many are unsupported."""
     nodes = [_stored_event(row, source) for row in rows(store.conn, "level = 'event' AND source_id = ?", (source.id,))]
     kept = {node.id for node in check_provenance(nodes, chunks, how.semantic, how.min_cosine)}
     spans = {c.id: [c.char_start, c.char_end] for c in chunks}
@@ -297,6 +297,7 @@ def _recheck(store: Store, source: SourceRow, digest: str, model: str, chunks: l
         write_nodes(conn, nodes)
         reason = "edited since its events were drawn: waiting for a model"
         _save_state(conn, source, digest, (model, PROMPT_VERSION), RECHECKED, reason, len(nodes), cost)
+    return sum(not node.supported for node in nodes)
 
 
 def _stored_event(row, source: SourceRow) -> Node:
