@@ -100,6 +100,18 @@ def test_episodes_built_before_embeddings_get_their_centroid_once_events_have_ve
     assert build(store, db_path, llm=llm).levels["episode"]["changed"] == 0  # and a rebuild still writes nothing
 
 
+def test_no_concepts_says_why_when_events_and_embeddings_are_there(store, db_path, capsys) -> None:
+    """One event with a vector forms no concept (a concept needs two related events): the hint must not
+    send the user to install embeddings they have."""
+    report, _ = _memory(store, db_path, [_doc("/work/a/n.md", 0)])
+    assert report.levels["concept"]["concepts"] == 0
+    skipped = report.levels["drift"]["skipped"]
+    assert "close enough in meaning" in skipped and "embedding" not in skipped
+    assert main(["concepts", "--db-path", str(db_path)]) == 0
+    said = capsys.readouterr().err
+    assert "no concepts: no 2 events are close enough in meaning" in said and "embedding" not in said
+
+
 def test_pagerank_ranks_the_hub_first_and_sums_to_one() -> None:
     scores = pagerank(5, np.array([0, 0, 0, 0]), np.array([1, 2, 3, 4]), np.ones(4))
     assert abs(scores.sum() - 1.0) < 1e-6

@@ -196,13 +196,14 @@ def memory_stats(args: argparse.Namespace) -> int:
 
 
 def concepts(args: argparse.Namespace) -> int:
-    from crossmodalrag.memory.concepts import list_concepts
+    from crossmodalrag.memory.concepts import list_concepts, why_no_concepts
 
     found = _fetch(args, lambda s: list_concepts(s, args.top), "concepts")
     if found is None:
         return 0
     if not found:
-        notice("no concepts yet: run `mem build-memory` (concepts need embeddings)")
+        with _open(_settings(args), create=False) as store:
+            notice(f"no concepts: {why_no_concepts(store.conn)}")
     for item in found:
         print(f"{item['centrality']:7.3f}  {item['title']}  ({item['support']} events, {item['projects']} projects)")
         print(f"         {item['id']}  {_locators(item['evidence'])}")
