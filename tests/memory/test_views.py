@@ -139,6 +139,26 @@ def test_forgetting_is_importance_times_staleness_and_usage_refreshes(memory) ->
     assert again[items[0]["id"]]["touched_by"] == "usage" and again[items[0]["id"]]["staleness"] < 0.01
 
 
+def test_min_support_counts_only_episodes_and_concepts_and_an_empty_view_says_why(memory, db_path, capsys) -> None:
+    from crossmodalrag.cli.main import main
+
+    db = ["--db-path", str(db_path)]
+    assert main(["forgetting", "--level", "event", "--min-support", "5", *db]) == 0
+    assert "LRU" in capsys.readouterr().out  # an event holds no events: --min-support leaves it alone
+    for command in ("forgetting", "recall"):
+        assert main([command, "--level", "episode", "--min-support", "5", *db]) == 0
+        shown = capsys.readouterr()
+        assert not shown.out and "no episode node has at least 5 events" in shown.err
+
+
+def test_recall_on_an_empty_hierarchy_says_it_is_not_built(store, db_path, capsys) -> None:
+    from crossmodalrag.cli.main import main
+
+    assert main(["recall", "--db-path", str(db_path)]) == 0
+    shown = capsys.readouterr()
+    assert not shown.out and "no memory nodes yet: run `mem build-memory`" in shown.err
+
+
 def test_recall_cards_are_cached_per_node_and_cite_real_text(memory) -> None:
     cards = recall_cards(memory, "event", top=2)
     assert cards and all(c["generator"] == "template" and c["cited"] for c in cards)
