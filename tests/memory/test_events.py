@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
-from crossmodalrag.memory.events import list_events
+from crossmodalrag.memory.events import Extraction, build_events, list_events
 from crossmodalrag.memory.extract import MAX_EVENTS, event_schema, extract_window, parse_events
 from crossmodalrag.memory.provenance import text_pieces
 from crossmodalrag.memory.stats import memory_stats
-from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output, note
+from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output, note, semantic_for
 
 PARSER = note(
     "parser",
@@ -123,6 +124,50 @@ def test_limit_bounds_a_run_and_newest_sources_go_first(store, db_path) -> None:
     limited = build_memory(store, Settings(db_path=db_path, llm_provider="none"), ("event",), limit=1, llm=llm)
     assert limited.levels["event"]["extracted"] == 1 and limited.levels["event"]["pending"] == 1
     assert "new" in llm.calls[-1][-1]["content"]
+
+
+class SlowExtractor(ScriptedExtractor):
+    """Each call takes SLOW seconds, as a local model's does."""
+
+    def stream(self, messages, generation):
+        time.sleep(SLOW)
+        yield from super().stream(messages, generation)
+
+
+SLOW = 0.4
+LONG = "# Long\n\n" + "\n\n".join(
+    f"## Part {i}\n\n" + f"We shipped part {i} of the release to users after review. " * 12 for i in range(4)
+)
+
+
+def test_max_minutes_stops_between_the_windows_of_a_long_source_and_stores_none_of_it(store, db_path) -> None:
+    """Four windows of 0.4 s against a 0.25 s budget: the run stops after the first, the source stays
+    pending with nothing stored, and the next run extracts it whole."""
+    add_docs(store, note("long", LONG))
+    llm = SlowExtractor(events_output(event("We shipped part 0 of the release to users after review.")))
+    cut = build_events(store, Extraction(llm, None, window_chars=700), max_minutes=0.25 / 60)
+    assert (cut.extracted, cut.pending, cut.llm_calls) == (0, 1, 1)
+    assert not store.conn.execute("SELECT COUNT(*) FROM memory_nodes").fetchone()[0]
+    assert not store.conn.execute("SELECT COUNT(*) FROM memory_extractions").fetchone()[0]
+    whole = build_events(store, Extraction(llm, None, window_chars=700))
+    assert (whole.extracted, whole.pending, whole.llm_calls) == (1, 0, 4) and list_events(store)
+
+
+def test_past_the_budget_concepts_are_named_without_the_model(store, db_path) -> None:
+    """Events of two notes, then a third note whose one 0.4 s call spends the 0.25 s budget: the concept
+    they form is named by its words, with no model call."""
+    from crossmodalrag.config import Settings
+    from crossmodalrag.memory.build import build_memory
+
+    add_docs(store, note("a", "# A\n\nWe shipped the release."), note("b", "# B\n\nWe shipped the release.", days=2))
+    llm = SlowExtractor(events_output(event("We shipped the release.")))
+    settings, semantic = Settings(db_path=db_path, llm_provider="none"), semantic_for(store, db_path)
+    build_memory(store, settings, ("event",), llm=llm, semantic=semantic)
+    add_docs(store, note("c", "# C\n\nWe shipped the release.", days=4))
+    report = build_memory(store, settings, max_minutes=0.25 / 60, llm=llm, semantic=semantic_for(store, db_path))
+    assert report.levels["event"]["extracted"] == 1 and report.levels["concept"]["concepts"] == 1
+    assert report.levels["concept"]["llm_calls"] == 0
+    assert any("time budget is spent" in notice for notice in report.notices)
 
 
 def test_a_rechunked_source_is_reanchored_without_the_model(store, db_path) -> None:
