@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from crossmodalrag.answer.evidence import open_retriever
 from crossmodalrag.cli.arguments import positive
+from crossmodalrag.cli.main import fail
 from crossmodalrag.config import load_settings
+from crossmodalrag.errors import CMRAGError
 from crossmodalrag.evals.queries import list_queries
 from crossmodalrag.evals.retrieval import evaluate
 from crossmodalrag.memory.distill import distill_view
@@ -37,17 +38,23 @@ def main() -> int:
     parser.add_argument("--top-k", type=positive, default=5)
     parser.add_argument("--query-prefix", help="only queries starting with this text")
     args = parser.parse_args()
+    try:
+        return gate(args)
+    except CMRAGError as error:  # no database, a hierarchy not built, a bad setting: one line, as `mem` says it
+        return fail(error.message, error.hint)
+
+
+def gate(args: argparse.Namespace) -> int:
     settings = load_settings({"db_path": args.db_path})
     with open_store(settings.db_path, create=False) as store:
         require_level(store, args.level)
         queries = [q for q in list_queries(store, args.query_prefix) if q.expected_source_uris]
         if not queries:
             which = f" starting with {args.query_prefix!r}" if args.query_prefix else ""
-            sys.stderr.write(
-                f"error: no stored eval query{which} names its expected sources (hint: `mem seed-sample` stores"
-                " the sample's; `mem eval --load-queries FILE` stores yours)\n"
+            return fail(
+                f"no stored eval query{which} names its expected sources",
+                "`mem seed-sample` stores the sample's; `mem eval --load-queries FILE` stores yours",
             )
-            return 1
         base = open_retriever(store, settings, args.top_k)
         recall = {}
         for stand_ins in (False, True):

@@ -6,6 +6,7 @@ against the file's own folder, so a config keeps working from any working direct
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -91,6 +92,20 @@ def _at_least_one(value: str) -> int:
     return number
 
 
+def _at_least(minimum: float, whole: bool = False) -> Callable[[str], float]:
+    """A finite number no smaller than `minimum` (nan passes no comparison, so it is refused by name)."""
+
+    def parse(value: str) -> float:
+        number = int(value) if whole else float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"{value} is not a finite number")
+        if number < minimum:
+            raise ValueError(f"{value} is below {minimum:g}")
+        return number
+
+    return parse
+
+
 SCALARS: dict[str, Setting] = {
     "top_k": Setting("retrieval", _at_least_one),
     "profile": Setting("retrieval", _one_of(*PROFILES)),
@@ -142,11 +157,13 @@ SCALARS: dict[str, Setting] = {
     "llm_repack": Setting("llm", _switch, "repack"),
     # The memory hierarchy (memory/, issue 11).
     "extract_model": Setting("memory", str),
-    "extract_window_chars": Setting("memory", _count),
+    # A window smaller than a chunk cuts every chunk short, and 0 divides by zero (memory/sources.py).
+    "extract_window_chars": Setting("memory", _at_least(500, whole=True)),
     "event_support_min_cosine": Setting("memory", _fraction),
-    "episode_gap_hours": Setting("memory", float),
+    "episode_gap_hours": Setting("memory", _at_least(0)),  # 0: every distinct time its own episode
     "concept_sim_threshold": Setting("memory", _fraction),
-    "drift_window_days": Setting("memory", float),
+    # Windows are stored per concept: 0 divides by zero, and minutes-wide ones made a concept's metadata 91 MB.
+    "drift_window_days": Setting("memory", _at_least(1)),
     "distill_compression_ratio": Setting("memory", _fraction),
     "distill_epsilon": Setting("memory", _fraction),
     "usage_tracking": Setting("memory", _switch),

@@ -31,3 +31,14 @@ def test_distill_gate_prints_both_recalls_and_a_verdict(store, db_path) -> None:
     unmatched = [sys.executable, str(SCRIPT), "--db-path", str(db_path), "--query-prefix", "[nothing]"]
     refused = subprocess.run(unmatched, capture_output=True, text=True, check=False)
     assert refused.returncode == 1 and refused.stderr.startswith("error: no stored eval query") and not refused.stdout
+
+
+def test_distill_gate_says_in_one_line_what_is_missing(store, db_path, tmp_path) -> None:
+    """No database, or one whose hierarchy is not built: an error line with a hint, exit 1, no traceback."""
+    for path in (tmp_path / "nonexistent.db", db_path):  # the store fixture made db_path, with no nodes
+        done = subprocess.run(
+            [sys.executable, str(SCRIPT), "--db-path", str(path)], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 1 and not done.stdout
+        assert done.stderr.startswith("error: ") and "(hint: " in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
-from crossmodalrag.memory.events import list_events
+from crossmodalrag.memory.events import Extraction, build_events, list_events
 from crossmodalrag.memory.extract import MAX_EVENTS, event_schema, extract_window, parse_events
 from crossmodalrag.memory.provenance import text_pieces
 from crossmodalrag.memory.stats import memory_stats
-from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output, note
+from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output, note, semantic_for
 
 PARSER = note(
     "parser",
@@ -125,6 +126,50 @@ def test_limit_bounds_a_run_and_newest_sources_go_first(store, db_path) -> None:
     assert "new" in llm.calls[-1][-1]["content"]
 
 
+class SlowExtractor(ScriptedExtractor):
+    """Each call takes SLOW seconds, as a local model's does."""
+
+    def stream(self, messages, generation):
+        time.sleep(SLOW)
+        yield from super().stream(messages, generation)
+
+
+SLOW = 0.4
+LONG = "# Long\n\n" + "\n\n".join(
+    f"## Part {i}\n\n" + f"We shipped part {i} of the release to users after review. " * 12 for i in range(4)
+)
+
+
+def test_max_minutes_stops_between_the_windows_of_a_long_source_and_stores_none_of_it(store, db_path) -> None:
+    """Four windows of 0.4 s against a 0.25 s budget: the run stops after the first, the source stays
+    pending with nothing stored, and the next run extracts it whole."""
+    add_docs(store, note("long", LONG))
+    llm = SlowExtractor(events_output(event("We shipped part 0 of the release to users after review.")))
+    cut = build_events(store, Extraction(llm, None, window_chars=700), max_minutes=0.25 / 60)
+    assert (cut.extracted, cut.pending, cut.llm_calls) == (0, 1, 1)
+    assert not store.conn.execute("SELECT COUNT(*) FROM memory_nodes").fetchone()[0]
+    assert not store.conn.execute("SELECT COUNT(*) FROM memory_extractions").fetchone()[0]
+    whole = build_events(store, Extraction(llm, None, window_chars=700))
+    assert (whole.extracted, whole.pending, whole.llm_calls) == (1, 0, 4) and list_events(store)
+
+
+def test_past_the_budget_concepts_are_named_without_the_model(store, db_path) -> None:
+    """Events of two notes, then a third note whose one 0.4 s call spends the 0.25 s budget: the concept
+    they form is named by its words, with no model call."""
+    from crossmodalrag.config import Settings
+    from crossmodalrag.memory.build import build_memory
+
+    add_docs(store, note("a", "# A\n\nWe shipped the release."), note("b", "# B\n\nWe shipped the release.", days=2))
+    llm = SlowExtractor(events_output(event("We shipped the release.")))
+    settings, semantic = Settings(db_path=db_path, llm_provider="none"), semantic_for(store, db_path)
+    build_memory(store, settings, ("event",), llm=llm, semantic=semantic)
+    add_docs(store, note("c", "# C\n\nWe shipped the release.", days=4))
+    report = build_memory(store, settings, max_minutes=0.25 / 60, llm=llm, semantic=semantic_for(store, db_path))
+    assert report.levels["event"]["extracted"] == 1 and report.levels["concept"]["concepts"] == 1
+    assert report.levels["concept"]["llm_calls"] == 0
+    assert any("time budget is spent" in notice for notice in report.notices)
+
+
 def test_a_rechunked_source_is_reanchored_without_the_model(store, db_path) -> None:
     add_docs(store, PARSER)
     llm = ScriptedExtractor(events_output(event("The tokenizer fixed the backtracking bug.", [2], "fix")))
@@ -157,6 +202,7 @@ def test_an_edited_source_without_a_model_keeps_only_the_events_its_text_still_s
     add_docs(store, note("parser", "# Parser\n\nWe decided to replace the regex parser with a tokenizer, fast.\n"))
     report = build(store, db_path, levels=("event",))
     assert report.levels["event"]["rechecked"] == 1 and report.levels["event"]["waiting"] == 1
+    assert report.levels["event"]["unsupported"] == 1 == memory_stats(store)["integrity"]["unsupported_events"]
     found = {e["statement"]: e for e in list_events(store)}
     assert found[kept]["supported"] and found[kept]["evidence"]
     assert not found[dropped]["supported"]  # kept, shown, out of retrieval

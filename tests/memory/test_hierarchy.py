@@ -85,6 +85,33 @@ def test_concepts_are_skipped_with_a_reason_without_embeddings(store, db_path) -
     assert report.levels["episode"]["episodes"] == 1
 
 
+def test_episodes_built_before_embeddings_get_their_centroid_once_events_have_vectors(store, db_path) -> None:
+    from crossmodalrag.config import Settings
+    from crossmodalrag.memory.build import build_memory
+
+    add_docs(store, _doc("/work/a/n.md", 0), _doc("/work/b/n.md", 3))
+    llm = ScriptedExtractor(events_output(event(TOKENIZER)))
+    build_memory(store, Settings(db_path=db_path, llm_provider="none"), llm=llm, semantic=None)
+    missing = "SELECT COUNT(*) FROM memory_nodes WHERE level = ? AND vector IS NULL"
+    assert store.conn.execute(missing, ("episode",)).fetchone()[0] == 2
+    report = build(store, db_path, llm=llm)  # now with embeddings (`mem reindex-embeddings`)
+    assert report.levels["event"]["embedded"] == 2 and report.levels["episode"]["changed"] == 2
+    assert store.conn.execute(missing, ("episode",)).fetchone()[0] == 0
+    assert build(store, db_path, llm=llm).levels["episode"]["changed"] == 0  # and a rebuild still writes nothing
+
+
+def test_no_concepts_says_why_when_events_and_embeddings_are_there(store, db_path, capsys) -> None:
+    """One event with a vector forms no concept (a concept needs two related events): the hint must not
+    send the user to install embeddings they have."""
+    report, _ = _memory(store, db_path, [_doc("/work/a/n.md", 0)])
+    assert report.levels["concept"]["concepts"] == 0
+    skipped = report.levels["drift"]["skipped"]
+    assert "close enough in meaning" in skipped and "embedding" not in skipped
+    assert main(["concepts", "--db-path", str(db_path)]) == 0
+    said = capsys.readouterr().err
+    assert "no concepts: no 2 events are close enough in meaning" in said and "embedding" not in said
+
+
 def test_pagerank_ranks_the_hub_first_and_sums_to_one() -> None:
     scores = pagerank(5, np.array([0, 0, 0, 0]), np.array([1, 2, 3, 4]), np.ones(4))
     assert abs(scores.sum() - 1.0) < 1e-6

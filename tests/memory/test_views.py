@@ -75,6 +75,41 @@ def test_a_node_sharing_nothing_with_the_question_is_not_matched(memory, db_path
     assert all("XSS" not in item.hit.text for item in answer.evidence)
 
 
+@pytest.mark.parametrize("level", ["event", "episode", "concept"])
+def test_a_level_drills_down_only_to_evidence_the_date_window_lets_through(memory, db_path, level) -> None:
+    """--after narrows a level's evidence as it narrows plain retrieval: the LRU cache was dropped on
+    day 0 and again on day 40, and only the second is inside the window."""
+    from crossmodalrag.agent.recall import with_recall
+
+    base = open_retriever(memory, Settings(db_path=db_path), 3, lexical_only=level != "concept")
+    if level == "concept":
+        base.semantic = semantic_for(memory, db_path)
+    retriever = at_level(with_recall(base, "direct", "2025-01-20", None), level, Settings(db_path=db_path))
+    answer = with_nodes(ask_without_llm(retriever, "Why was the LRU render cache dropped?"), retriever)
+    assert answer.evidence and {item.hit.source_uri for item in answer.evidence} == {"/work/cache2/n.md"}
+    shown = {e["source_uri"] for node in answer.to_dict()["matched_nodes"] for e in node["evidence"]}
+    assert shown == {"/work/cache2/n.md"}
+
+
+@pytest.mark.parametrize("level", ["event", "episode", "concept"])
+def test_a_level_finds_nothing_in_a_modality_its_nodes_have_no_evidence_in(memory, db_path, level) -> None:
+    base = open_retriever(memory, Settings(db_path=db_path), 3, modalities=("image",))
+    base.semantic = semantic_for(memory, db_path)
+    retriever = at_level(base, level, Settings(db_path=db_path))
+    answer = with_nodes(ask_without_llm(retriever, "Why was the LRU render cache dropped?"), retriever)
+    assert not answer.evidence and not answer.matched_nodes
+
+
+def test_a_level_refuses_as_of_its_nodes_are_built_from_memory_now(memory, db_path) -> None:
+    from crossmodalrag.errors import CMRAGError
+    from crossmodalrag.versioning.asof import PastRetriever, PastState
+
+    base = open_retriever(memory, Settings(db_path=db_path), 3, lexical_only=True)
+    past = PastRetriever(memory, base.options, None, past=PastState(1, set(), None))
+    with pytest.raises(CMRAGError, match="--as-of cannot be combined with --level episode"):
+        at_level(past, "episode", Settings(db_path=db_path))
+
+
 def test_a_level_that_is_not_built_says_what_to_run(store, db_path) -> None:
     base = open_retriever(store, Settings(db_path=db_path), 3, lexical_only=True)
     with pytest.raises(MemoryNotBuilt, match="no concept nodes"):
@@ -102,6 +137,26 @@ def test_forgetting_is_importance_times_staleness_and_usage_refreshes(memory) ->
     usage.record(memory, [items[0]["id"]], "accepted")
     again = {i["id"]: i for i in forgetting(memory, "event", top=10)}
     assert again[items[0]["id"]]["touched_by"] == "usage" and again[items[0]["id"]]["staleness"] < 0.01
+
+
+def test_min_support_counts_only_episodes_and_concepts_and_an_empty_view_says_why(memory, db_path, capsys) -> None:
+    from crossmodalrag.cli.main import main
+
+    db = ["--db-path", str(db_path)]
+    assert main(["forgetting", "--level", "event", "--min-support", "5", *db]) == 0
+    assert "LRU" in capsys.readouterr().out  # an event holds no events: --min-support leaves it alone
+    for command in ("forgetting", "recall"):
+        assert main([command, "--level", "episode", "--min-support", "5", *db]) == 0
+        shown = capsys.readouterr()
+        assert not shown.out and "no episode node has at least 5 events" in shown.err
+
+
+def test_recall_on_an_empty_hierarchy_says_it_is_not_built(store, db_path, capsys) -> None:
+    from crossmodalrag.cli.main import main
+
+    assert main(["recall", "--db-path", str(db_path)]) == 0
+    shown = capsys.readouterr()
+    assert not shown.out and "no memory nodes yet: run `mem build-memory`" in shown.err
 
 
 def test_recall_cards_are_cached_per_node_and_cite_real_text(memory) -> None:

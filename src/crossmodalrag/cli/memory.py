@@ -196,13 +196,14 @@ def memory_stats(args: argparse.Namespace) -> int:
 
 
 def concepts(args: argparse.Namespace) -> int:
-    from crossmodalrag.memory.concepts import list_concepts
+    from crossmodalrag.memory.concepts import list_concepts, why_no_concepts
 
     found = _fetch(args, lambda s: list_concepts(s, args.top), "concepts")
     if found is None:
         return 0
     if not found:
-        notice("no concepts yet: run `mem build-memory` (concepts need embeddings)")
+        with _open(_settings(args), create=False) as store:
+            notice(f"no concepts: {why_no_concepts(store.conn)}")
     for item in found:
         print(f"{item['centrality']:7.3f}  {item['title']}  ({item['support']} events, {item['projects']} projects)")
         print(f"         {item['id']}  {_locators(item['evidence'])}")
@@ -282,13 +283,36 @@ def forgetting(args: argparse.Namespace) -> int:
     if found is None:
         return 0
     if not found:
-        notice(f"no {args.level} nodes yet: run `mem build-memory`")
+        notice(_why_none(args))
     for item in found:
         why = f"importance {item['importance']:.2f} x staleness {item['staleness']:.2f}"
         age = f"{item['days_since_touched']:.0f} days ({item['touched_by'].replace('_', ' ')})"
         print(f"{item['risk']:.2f}  {item['level']:<8} {item['title']}  [{why}; {age}]")
         print(f"      {_locators(item['evidence'])}")
     return 0
+
+
+def _why_none(args: argparse.Namespace) -> str:
+    """Why `mem forgetting` or `mem recall` found nothing at --level: no such node yet, or none with
+    --min-support events, or none with evidence left."""
+    from crossmodalrag.memory.concepts import why_no_concepts
+
+    levels = NODE_LEVELS if args.level == "all" else (args.level,)
+    marks = ",".join("?" * len(levels))
+    with _open(_settings(args), create=False) as store:
+        total, supported = store.conn.execute(
+            "SELECT COUNT(*), COUNT(CASE WHEN level = 'event' OR json_extract(metadata, '$.events') >= ?"
+            f" THEN 1 END) FROM memory_nodes WHERE level IN ({marks}) AND supported = 1",
+            (args.min_support, *levels),
+        ).fetchone()
+        if not total and args.level == "concept":
+            return f"no concepts: {why_no_concepts(store.conn)}"
+    what = "memory" if args.level == "all" else args.level
+    if not total:
+        return f"no {what} nodes yet: run `mem build-memory`"
+    if not supported:
+        return f"no {what} node has at least {args.min_support} events (--min-support counts an episode's or concept's)"
+    return f"no {what} node has evidence left: run `mem build-memory` to rebuild from what remains"
 
 
 def recall(args: argparse.Namespace) -> int:
@@ -313,6 +337,8 @@ def recall(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"cards": cards})
         return 0
+    if not cards:
+        notice(_why_none(args))
     for number, card in enumerate(cards, 1):
         print(f"{number}. {card['question']}")
         print(f"   {card['answer']}  [{_locators(card['cited'])}]")

@@ -94,6 +94,9 @@ def build_memory(
                 + ("; git commits became events without one" if events.from_git else "")
                 + " (hint: `mem models install --llm`, or set CMRAG_EXTRACT_MODEL)"
             )
+    if llm is not None and max_minutes is not None and time.monotonic() - started > max_minutes * 60:
+        llm = None  # the levels above take no model call past the budget: concepts get their word names
+        report.notices.append("the time budget is spent: new concepts are named by their words, not by the model")
     _run_upper_levels(store, settings, levels, llm, semantic, report)
     report.seconds = time.monotonic() - started
     return report

@@ -112,6 +112,22 @@ def build_concepts(
     return {"concepts": len(nodes), "changed": changed, "removed": removed, "llm_calls": llm_calls}
 
 
+def why_no_concepts(conn) -> str:
+    """Why the memory holds no concept, for `mem concepts` and the drift level: no events, no vectors,
+    or no two events close enough in meaning (after deletes, say), each with what to do."""
+    found = conn.execute(
+        "SELECT COUNT(*), COUNT(vector) FROM memory_nodes WHERE level = 'event' AND supported = 1"
+    ).fetchone()
+    if not found[0]:
+        return "no events yet: run `mem build-memory` (notes need a language model, git commits do not)"
+    if not found[1]:
+        return "no event has an embedding yet: run `mem reindex-embeddings`, then `mem build-memory`"
+    return (
+        f"no {MIN_MEMBERS} events are close enough in meaning to form one (CMRAG_CONCEPT_SIM_THRESHOLD);"
+        " `mem build-memory` clusters them again as events are added"
+    )
+
+
 def _concept_node(concept_id: str, name: str, members: list[EventRow]) -> Node:
     times = [e.time for e in members if e.time is not None]
     return Node(

@@ -55,10 +55,12 @@ def build_drift(store: Store, window_days: float) -> dict[str, Any]:
     """Compute and store the drift of every concept whose events span more than one window."""
     import numpy as np
 
+    from crossmodalrag.memory.concepts import why_no_concepts
+
     conn = store.conn
     concepts = [row[0] for row in conn.execute("SELECT id FROM memory_nodes WHERE level = 'concept'")]
     if not concepts:
-        return {"skipped": "no concepts yet: they need embeddings (`mem reindex-embeddings`) and events"}
+        return {"skipped": f"no concepts: {why_no_concepts(conn)}"}
     computed = 0
     with store.transaction():
         for concept in concepts:

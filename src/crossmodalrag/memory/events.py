@@ -82,19 +82,22 @@ def build_events(
     """Extract events from every source that needs it, newest first. Never raises on model output:
     a source that fails validation twice is recorded as failed and retried next run."""
     started, report = time.monotonic(), EventsReport()
+    deadline = started + max_minutes * 60 if max_minutes is not None else None
     report.removed_orphans = remove_orphans(store)
     sources = all_sources(store.conn)
     report.sources = len(sources)
     states = _states(store)
     todo = [s for s in sources if _needs_work(s, states.get(s.id), how, report)]
     for done, source in enumerate(todo):
-        over_time = max_minutes is not None and time.monotonic() - started > max_minutes * 60
+        over_time = deadline is not None and time.monotonic() > deadline
         if (limit is not None and report.extracted >= limit) or over_time:
             report.pending = len(todo) - done
             break
         if progress:
             progress(done, len(todo), source.title)
-        _process(store, source, states.get(source.id), how, report)
+        if not _process(store, source, states.get(source.id), how, report, deadline):
+            report.pending = len(todo) - done  # this one too: cut off between its windows, nothing stored
+            break
     if how.semantic is not None:
         report.embedded = embed_missing_events(store, how.semantic)
     report.seconds = time.monotonic() - started
@@ -142,47 +145,79 @@ def _needs_work(source: SourceRow, state: tuple | None, how: Extraction, report:
     return True
 
 
-def _process(store: Store, source: SourceRow, state: tuple | None, how: Extraction, report: EventsReport) -> None:
+class OutOfTime(Exception):
+    """The time budget ran out between two windows of a source; `cost` is what its calls spent."""
+
+    def __init__(self, cost: dict) -> None:
+        super().__init__("the time budget ran out")
+        self.cost = cost
+
+
+def _process(
+    store: Store,
+    source: SourceRow,
+    state: tuple | None,
+    how: Extraction,
+    report: EventsReport,
+    deadline: float | None = None,
+) -> bool:
+    """Bring one source's events up to date; False when the deadline cut it off (nothing of it stored,
+    so the next run starts it again)."""
     chunks = chunks_of(store.conn, source.id)
     digest = text_hash(chunks)
     if source.source_type == "commit":
         _record(store, source, digest, (GIT_MODEL, GIT_PROMPT), [_commit_event(source, chunks)], report)
         report.from_git += 1
-        return
+        return True
     same_text = state is not None and state[1] == digest and state[3:5] == (PROMPT_VERSION, "done")
     if same_text and (how.llm is None or state[2] == how.model_id):  # a re-chunk: same events, new chunk ids
         _reanchor(store, source, chunks)
         report.reanchored += 1
-        return
+        return True
     if how.llm is None:
-        _recheck(store, source, digest, state[2] if state else "", chunks, how)
+        report.unsupported += _recheck(store, source, digest, state[2] if state else "", chunks, how)
         report.rechecked += 1
-        return
+        return True
     report.extracted += 1
     try:
-        nodes, error, cost = _extract(source, chunks, how)
+        nodes, error, cost = _extract(source, chunks, how, deadline)
     except LLMUnavailable:
         raise
+    except OutOfTime as stopped:
+        report.extracted -= 1
+        _add_cost(report, stopped.cost)
+        return False
     except LLMError as failure:  # a timeout or a refused prompt: this source fails, the run goes on
         nodes, cost = [], {"calls": 1, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
         error = f"the model failed: {failure.message}"
-    report.llm_calls += cost["calls"]
-    report.prompt_chars += cost["prompt_chars"]
-    report.completion_tokens += cost["completion_tokens"]
+    _add_cost(report, cost)
     if error:
         _fail(store, source, digest, how.model_id, error, cost)
         report.failed.append({"source_id": source.id, "uri": source.uri, "reason": error})
-        return
+        return True
     report.unsupported += sum(not n.supported for n in nodes)
     _record(store, source, digest, (how.model_id, PROMPT_VERSION), nodes, report, cost)
+    return True
 
 
-def _extract(source: SourceRow, chunks: list[ChunkRow], how: Extraction) -> tuple[list[Node], str, dict]:
+def _add_cost(report: EventsReport, cost: dict) -> None:
+    report.llm_calls += cost["calls"]
+    report.prompt_chars += cost["prompt_chars"]
+    report.completion_tokens += cost["completion_tokens"]
+
+
+def _extract(
+    source: SourceRow, chunks: list[ChunkRow], how: Extraction, deadline: float | None = None
+) -> tuple[list[Node], str, dict]:
+    """The source's events, window by window. Raises OutOfTime when the deadline passes between two
+    windows: a long source (hundreds of windows) would otherwise overshoot --max-minutes by minutes."""
     cost = {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
     nodes: dict[str, Node] = {}
     when = (iso_time(source.timestamp) or "")[:10]
     conversation = source.source_type == "conversation"
-    for group in windows(chunks, how.window_chars):
+    for number, group in enumerate(windows(chunks, how.window_chars)):
+        if number and deadline is not None and time.monotonic() > deadline:
+            raise OutOfTime(cost)
         excerpts = [spoken(c.body)[: how.window_chars] for c in group]
         result = extract_window(how.llm, source.title, when, excerpts, how.constrained, conversation)
         cost["calls"] += result.calls
@@ -280,11 +315,11 @@ def _reanchor(store: Store, source: SourceRow, chunks: list[ChunkRow]) -> None:
         )
 
 
-def _recheck(store: Store, source: SourceRow, digest: str, model: str, chunks: list[ChunkRow], how: Extraction) -> None:
+def _recheck(store: Store, source: SourceRow, digest: str, model: str, chunks: list[ChunkRow], how: Extraction) -> int:
     """The source's text changed and no model can draw its events again: each event is checked against
     the new text as a new event is (check_provenance). One the text still says is linked to it again;
     the rest are flagged unsupported (out of retrieval, shown by `mem events`) until a model re-extracts
-    them, which the state's status asks for."""
+    them, which the state's status asks for. Returns how many are unsupported."""
     nodes = [_stored_event(row, source) for row in rows(store.conn, "level = 'event' AND source_id = ?", (source.id,))]
     kept = {node.id for node in check_provenance(nodes, chunks, how.semantic, how.min_cosine)}
     spans = {c.id: [c.char_start, c.char_end] for c in chunks}
@@ -297,6 +332,7 @@ def _recheck(store: Store, source: SourceRow, digest: str, model: str, chunks: l
         write_nodes(conn, nodes)
         reason = "edited since its events were drawn: waiting for a model"
         _save_state(conn, source, digest, (model, PROMPT_VERSION), RECHECKED, reason, len(nodes), cost)
+    return sum(not node.supported for node in nodes)
 
 
 def _stored_event(row, source: SourceRow) -> Node:

@@ -34,7 +34,8 @@ def forgetting(
     now = time.time() if now is None else now
     levels = ("event", "episode", "concept") if level == "all" else (level,)
     where = f"level IN ({','.join('?' * len(levels))}) AND supported = 1"
-    where += " AND COALESCE(json_extract(metadata, '$.events'), 1) >= ?"
+    # Support is how many events an episode or concept holds: an event holds none, so it is not filtered.
+    where += " AND (level = 'event' OR COALESCE(json_extract(metadata, '$.events'), 1) >= ?)"
     found = rows(store.conn, where, (*levels, min_support))
     peak: dict[str, float] = {}
     for row in found:

@@ -74,12 +74,16 @@ class Node:
 
 def write_nodes(conn: sqlite3.Connection, nodes: Iterable[Node]) -> int:
     """Insert or update nodes and replace their evidence links; returns how many changed.
-    An unchanged node (same fingerprint) is left alone, so a rebuild of the same memory writes nothing."""
+    An unchanged node (same fingerprint, times and vector) is left alone, so a rebuild of the same
+    memory writes nothing. A new vector is compared apart from the fingerprint: an episode built before
+    its events had vectors must get its centroid once they do, but a recall card (cached on the
+    fingerprint) stays valid when only the embedding changes. A node made without one (no embedding
+    model this run) does not count as changed for that alone."""
     now, changed = time.time(), 0
     for node in nodes:
         digest = node.fingerprint()
-        row = conn.execute("SELECT fingerprint, centrality FROM memory_nodes WHERE id = ?", (node.id,)).fetchone()
-        if row and row[0] == digest and _same_times(conn, node):
+        row = conn.execute("SELECT fingerprint, vector FROM memory_nodes WHERE id = ?", (node.id,)).fetchone()
+        if row and row[0] == digest and node.vector in (None, row[1]) and _same_times(conn, node):
             continue
         changed += 1
         values = (

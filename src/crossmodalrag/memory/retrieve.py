@@ -4,6 +4,8 @@
   LoCoMo with gold events, fusion beat either alone; episode-first retrieval lost recall);
 - episode / concept: the best nodes (`matched_nodes`), then every chunk under them ranked by how
   well it matches the question, blended with its node's score.
+A node's chunks pass the same filters as plain retrieval (--modality, --after/--before): a node with
+none left is not matched. `--as-of` is refused: the nodes are built from the memory as it is now.
 Node ranking blends meaning, words, recency and centrality; without embeddings it is lexical.
 A `LevelRetriever` stands in for the plain one, so `mem ask`, `mem eval` and the API reuse their
 answer, gate and metrics code unchanged; the gate reads the plain L0 search's coverage.
@@ -17,8 +19,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crossmodalrag.answer.evidence import Retriever
+from crossmodalrag.errors import CMRAGError
 from crossmodalrag.retrieval.fusion import min_max, reciprocal_rank_fusion
-from crossmodalrag.retrieval.search import SearchResult, capped_as
+from crossmodalrag.retrieval.search import SearchResult, capped_as, is_filtered, passing_chunks
 from crossmodalrag.retrieval.stopwords import STOPWORDS
 from crossmodalrag.store import Store
 from crossmodalrag.types import Hit, iso_time
@@ -199,13 +202,19 @@ class LevelRetriever:
         # About as many events as the answer has chunks: a longer list lets the chunks of weakly
         # matching events displace plain hits (20 events instead of 10 cost 0.7 points on LoCoMo dev).
         limit = max(top_k, EVENTS_DRILLED) if self.level == "event" else MATCHED_NODES
-        ranked = rank_nodes(table, query, vector, self.half_life_days, limit, self.level == "event")
+        filtered = is_filtered(self.options)
+        # Filtered, the best nodes may have no evidence left: rank them all, then keep the best that do.
+        ranked = rank_nodes(
+            table, query, vector, self.half_life_days, len(table.ids) if filtered else limit, self.level == "event"
+        )
         least = event_min_cosine(self.semantic)
         if self.level == "event":
             ranked = [node for node in ranked if node[2].get("cosine", 1.0) >= least]
         else:  # an episode or concept sharing no word with the question and far from it in meaning is no match
             ranked = [node for node in ranked if node[2]["lexical"] > 0 or node[2].get("cosine", 0.0) >= least]
-        self.matched_nodes = _matched(self.store, table, ranked)
+        if filtered:
+            ranked = self._with_evidence(ranked, table, limit)
+        self.matched_nodes = _matched(self.store, table, ranked, self.options)
         if self.level == "event":
             chunks = self._fuse(plain, ranked, table)
         elif ranked:
@@ -216,8 +225,19 @@ class LevelRetriever:
         hits = hits_for(self.store, [c for c, _ in chunks[:top_k]], dict(chunks), known)
         return replace(plain, hits=hits)
 
+    def _with_evidence(self, ranked: list[tuple], table: NodeTable, limit: int) -> list[tuple]:
+        """The best `limit` nodes that keep some evidence under the search's filters."""
+        stand_ins = self.stand_ins and self.level != "event"  # events fuse through their own chunks
+        kept = []
+        for node in ranked:
+            if len(kept) == limit:
+                break
+            if _ordered_chunks(self.store, [table.ids[node[0]]], stand_ins, self.options):
+                kept.append(node)
+        return kept
+
     def _fuse(self, plain: SearchResult, ranked: list[tuple], table: NodeTable) -> list[tuple[int, float]]:
-        from_events = _ordered_chunks(self.store, [table.ids[i] for i, _, _ in ranked])
+        from_events = _ordered_chunks(self.store, [table.ids[i] for i, _, _ in ranked], options=self.options)
         plain_ids = _capped([h.chunk_id for h in plain.hits], plain.hits, self.options.max_chunks_per_source)
         # A longer plain tail would outvote every event-only chunk.
         plain_ids = plain_ids[: max(self.options.top_k * 2, PLAIN_FUSED)]
@@ -227,7 +247,9 @@ class LevelRetriever:
     def _drill(self, query: str, vector, ranked: list[tuple], table: NodeTable, plain: list[int]):
         """Every chunk under the matched nodes (not capped), ranked by reciprocal rank fusion of its
         place in the plain ranking (or its own match to the question), and its node's place."""
-        by_node = [_ordered_chunks(self.store, [table.ids[index]], self.stand_ins) for index, _, _ in ranked]
+        by_node = [
+            _ordered_chunks(self.store, [table.ids[index]], self.stand_ins, self.options) for index, _, _ in ranked
+        ]
         under = {chunk for chunks in by_node for chunk in chunks}
         relevance = _chunk_relevance(self.store, self.semantic, query, vector, sorted(under))
         position = {chunk: rank for rank, chunk in enumerate(plain)}
@@ -249,9 +271,9 @@ def _capped(chunk_ids: list[int], hits: list[Hit], per_source: int) -> list[int]
     return kept
 
 
-def _ordered_chunks(store: Store, node_ids: list[str], stand_ins: bool = False) -> list[int]:
-    """The nodes' supporting chunks (or only their distilled stand-ins): node by node, each node's
-    best-supported first (drill-down order)."""
+def _ordered_chunks(store: Store, node_ids: list[str], stand_ins: bool = False, options=None) -> list[int]:
+    """The nodes' supporting chunks (or only their distilled stand-ins) that pass the search options'
+    filters: node by node, each node's best-supported first (drill-down order)."""
     order: dict[int, None] = {}
     roles = "role = 'distill'" if stand_ins else "role != 'distill'"
     for node in node_ids:
@@ -261,7 +283,10 @@ def _ordered_chunks(store: Store, node_ids: list[str], stand_ins: bool = False) 
             (node,),
         ):
             order.setdefault(chunk, None)
-    return list(order)
+    if options is None or not is_filtered(options):
+        return list(order)
+    passing = passing_chunks(store.conn, list(order), options)
+    return [chunk for chunk in order if chunk in passing]
 
 
 def _chunk_relevance(store: Store, semantic, query: str, vector, chunk_ids: list[int]) -> dict[int, float]:
@@ -278,11 +303,12 @@ def _chunk_relevance(store: Store, semantic, query: str, vector, chunk_ids: list
     return found
 
 
-def _matched(store: Store, table: NodeTable, ranked: list[tuple]) -> list[dict[str, Any]]:
+def _matched(store: Store, table: NodeTable, ranked: list[tuple], options) -> list[dict[str, Any]]:
     from crossmodalrag.memory.nodes import evidence_of
 
     ids = [table.ids[i] for i, _, _ in ranked]
     evidence = evidence_of(store.conn, ids)
+    passing = passing_chunks(store.conn, sorted({e["chunk_id"] for found in evidence.values() for e in found}), options)
     return [
         {
             "id": table.ids[i],
@@ -290,7 +316,7 @@ def _matched(store: Store, table: NodeTable, ranked: list[tuple]) -> list[dict[s
             "first_time": iso_time(table.times[i]),
             "score": round(score, 6),
             "components": {k: round(v, 6) for k, v in parts.items()},
-            "evidence": [e for e in evidence[table.ids[i]] if e["role"] != "distill"][:5],
+            "evidence": [e for e in evidence[table.ids[i]] if e["role"] != "distill" and e["chunk_id"] in passing][:5],
         }
         for i, score, parts in ranked
     ]
@@ -328,6 +354,13 @@ def at_level(retriever: Retriever, level: str, settings) -> Retriever | LevelRet
         return retriever
     if level not in NODE_LEVELS:
         raise ValueError(f"unknown level {level!r}")
+    from crossmodalrag.versioning.asof import PastRetriever
+
+    if isinstance(retriever, PastRetriever):
+        raise CMRAGError(
+            f"--as-of cannot be combined with --level {level}: memory nodes are built from the memory as it is now",
+            "drop --level to answer from the memory as of then, or drop --as-of to ask at that level",
+        )
     require_level(retriever.store, level)
     return LevelRetriever(retriever, level, settings.recency_half_life_days)
 

@@ -188,7 +188,7 @@ def _lexical_candidates(
         from crossmodalrag.store.postgres.lexical import bm25_scores
         from crossmodalrag.store.postgres.topk import top_bm25
 
-        where = _filter_clause(options) if _filtered(options) else None
+        where = _filter_clause(options) if is_filtered(options) else None
         if expression and options.match == "any" and where is None:
             top = top_bm25(conn, query, terms, analyzed, limit)
         if top is not None:
@@ -398,7 +398,7 @@ def _expression(query: str, terms: list[fts.QueryTerm], match: str) -> str | Non
 def _bm25_scores(conn: sqlite3.Connection, expression: str, options: SearchOptions) -> dict[int, float]:
     """BM25 of every matching chunk (that passes the filters). One unordered pass is cheaper than
     ORDER BY bm25 LIMIT (which scores every match anyway) and than re-querying specific rowids."""
-    if not _filtered(options):
+    if not is_filtered(options):
         rows = conn.execute(
             "SELECT rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts WHERE chunks_fts MATCH ?",
             (options.title_column_weight, expression),
@@ -413,7 +413,8 @@ def _bm25_scores(conn: sqlite3.Connection, expression: str, options: SearchOptio
     return dict(rows)
 
 
-def _filtered(options: SearchOptions) -> bool:
+def is_filtered(options: SearchOptions) -> bool:
+    """Whether the options narrow the evidence (modality, source type or id, dates)."""
     return (
         bool(options.modalities or options.source_types)
         or options.source_ids is not None
@@ -446,7 +447,7 @@ def _nearest_passing(
 ) -> dict[int, float]:
     """The nearest chunks that pass the filters, best first. A narrow filter (one week of a large
     memory) may hold none of the global nearest: up to EXACT_FILTERED chunks are scored exactly."""
-    if not _filtered(options):
+    if not is_filtered(options):
         return semantic.nearest(vector, limit)
     where, params = _filter_clause(options)
     ids = [
@@ -464,19 +465,30 @@ def _nearest_passing(
 
 def _passing_filters(conn: sqlite3.Connection, scored: dict[int, float], options: SearchOptions) -> dict[int, float]:
     """Keep (in order) the chunks that pass the filters (modality, source type, dates)."""
-    if not _filtered(options) or not scored:
+    if not is_filtered(options) or not scored:
         return scored
-    ids = list(scored)
-    where, params = _filter_clause(options)
-    kept = {
-        row[0]
-        for row in conn.execute(
-            f"SELECT c.id FROM chunks c JOIN sources s ON s.id = c.source_id WHERE c.id IN ({','.join('?' * len(ids))})"
-            f" AND {where}",
-            (*ids, *params),
-        )
-    }
+    kept = passing_chunks(conn, list(scored), options)
     return {chunk: score for chunk, score in scored.items() if chunk in kept}
+
+
+def passing_chunks(conn: sqlite3.Connection, chunk_ids: list[int], options: SearchOptions) -> set[int]:
+    """The chunks among `chunk_ids` that pass the options' filters (modality, source type and id,
+    dates): a search's own candidates, and the evidence a memory level drills down to."""
+    if not is_filtered(options):
+        return set(chunk_ids)
+    where, params = _filter_clause(options)
+    kept: set[int] = set()
+    for start in range(0, len(chunk_ids), 500):
+        part = chunk_ids[start : start + 500]
+        kept.update(
+            row[0]
+            for row in conn.execute(
+                "SELECT c.id FROM chunks c JOIN sources s ON s.id = c.source_id"
+                f" WHERE c.id IN ({','.join('?' * len(part))}) AND {where}",
+                (*part, *params),
+            )
+        )
+    return kept
 
 
 class PoolRows:
