@@ -114,6 +114,24 @@ def test_backup_defaults_to_a_timestamped_file_in_backups_and_never_overwrites(d
         backup_database(tmp_path / "missing.db")
 
 
+def test_a_path_ending_in_a_slash_is_a_folder_and_an_empty_path_is_refused(capsys, db_path, tmp_path, monkeypatch):
+    make_db(db_path, ["/v/a.md"])
+    # it wrote a file named bk3 ("backup written to …/bk3"): the slash says a folder
+    assert main(["backup", f"{tmp_path}/new/bk3/"]) == 0
+    (written,) = (tmp_path / "new" / "bk3").glob("memory-*.db")
+    assert f"backup written to {written} " in capsys.readouterr().err
+    (tmp_path / "afile").write_text("x")
+    assert main(["backup", f"{tmp_path}/afile/"]) == 1
+    assert "is a file, not a folder" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    assert main(["backup", ""]) == 1  # it wrote into the current folder
+    err = capsys.readouterr().err
+    assert err.startswith("error: the backup path is empty (hint: ") and err.count("\n") == 1
+    assert not list(tmp_path.glob("memory-*.db"))
+    with pytest.raises(StoreError, match="empty"):
+        backup_database(db_path, " ")
+
+
 def test_backup_takes_a_committed_snapshot_without_waiting_for_a_writer(db_path, tmp_path):
     make_db(db_path, ["/v/a.md"])
     with open_store(db_path) as writer:

@@ -191,7 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("backup", parents=[common, as_json], help="write a consistent copy of the database")
     p.add_argument(
-        "dest", nargs="?", type=Path, metavar="DEST", help="file or folder (default: backups/ beside the database)"
+        # a str, not a Path: Path drops the trailing "/" that says "a folder" and reads "" as "."
+        "dest",
+        nargs="?",
+        metavar="DEST",
+        help="file or folder, DIR/ is a folder (default: backups/ beside the database)",
     )
     p.add_argument(
         "--export", action="store_true", help="PostgreSQL: a SQLite-file export instead of pg_dump (any client version)"

@@ -83,8 +83,9 @@ def checksum_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def backup_database(db_path: Path, dest: Path | None = None) -> BackupReport:
-    """Copy the live database to `dest` (a file or folder) with a checksum beside it.
+def backup_database(db_path: Path, dest: str | Path | None = None) -> BackupReport:
+    """Copy the live database to `dest` (a file or folder; a path ending in `/` is a folder, created if
+    need be) with a checksum beside it.
 
     Raises StoreError if the database is missing or not a memory database, or `dest` exists or is unusable.
     """
@@ -176,10 +177,26 @@ def _unverified(source: Path, verified: dict) -> StoreError:
     )
 
 
-def _backup_target(db_path: Path, dest: Path | None) -> Path:
+def names_a_folder(dest: str | Path | None, chosen: Path) -> bool:
+    """Does the backup destination name a folder to put a timestamped backup in? None (backups/), an
+    existing folder, or a path ending in a separator: `backups/new/` is a folder to create, not a file
+    named `new`. Raises StoreError for an empty path, which would otherwise mean the current folder."""
+    if dest is None:
+        return True
+    raw = os.fspath(dest)
+    if not raw.strip():
+        raise StoreError(
+            "the backup path is empty", "leave it out for backups/ beside the database, or name a file or folder"
+        )
+    return raw.endswith(("/", os.sep)) or chosen.is_dir()
+
+
+def _backup_target(db_path: Path, dest: str | Path | None) -> Path:
     """The file a backup goes to: `dest`, or a timestamped name in `dest` or in `backups/` beside the database."""
     chosen = backups_dir(db_path) if dest is None else Path(dest).expanduser().absolute()
-    if dest is None or chosen.is_dir():
+    if names_a_folder(dest, chosen):
+        if chosen.exists() and not chosen.is_dir():
+            raise StoreError(f"{chosen} is a file, not a folder", "name a new file, or a folder to put the backup in")
         _make_folder(chosen)
         return _free_name(chosen, f"{db_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}", ".db")
     if chosen.exists():
