@@ -162,6 +162,52 @@ def test_forget_a_repository_by_path(capsys, repo, db_path) -> None:
     assert counts(db_path)["chunks"] == 0
 
 
+def test_forget_takes_the_ids_and_uris_other_commands_print(capsys, vault, db_path) -> None:
+    # `mem remember --json` prints mem://source/N and `mem history N` works: forget refused both
+    ingest(vault, db_path)
+    with sqlite3.connect(db_path) as conn:
+        ids = dict(conn.execute("SELECT uri, id FROM sources").fetchall())
+    gone, also = ids[str(vault / "secret/gone.md")], ids[str(vault / "secret/also.md")]
+    code, out, _ = run(capsys, "forget", f"mem://source/{gone}", "--yes")
+    assert code == 0 and out.strip() == str(vault / "secret/gone.md")
+    code, out, _ = run(capsys, "forget", str(also), "--yes")
+    assert code == 0 and out.strip() == str(vault / "secret/also.md")
+    code, _, err = run(capsys, "forget", "mem://source/999", "--yes")
+    assert code == 1 and "mem://source/ID" in err and err.count("\n") == 1
+
+
+@pytest.mark.integration
+def test_forget_and_history_take_a_commit_label_with_a_short_sha(capsys, repo, db_path, tmp_path, monkeypatch) -> None:
+    sha = commit_files(repo, {"a.txt": f"{MARKER}\n"}, "first")
+    with open_store(db_path) as store:
+        ingest_git(store, [repo])
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # `repo` is the label's repository name, not a path from here
+    code, out, _ = run(capsys, "history", f"repo@{sha[:7]}", "--json")
+    assert code == 0 and json.loads(out)["source"] == f"{repo}@{sha}"
+    code, out, _ = run(capsys, "forget", f"repo@{sha[:7]}", "--yes")
+    assert code == 0 and out.strip() == f"{repo}@{sha}"
+    code, _, err = run(capsys, "forget", "repo@0000000", "--yes")
+    assert code == 1 and "unique sha prefix" in err
+
+
+@pytest.mark.integration
+def test_a_short_sha_that_names_two_commits_is_ambiguous(capsys, tmp_path, db_path) -> None:
+    from tests.conftest import git
+
+    repos = [tmp_path / side / "repo" for side in ("left", "right")]
+    for root in repos:  # the same commit (fixed identity and date): the same sha in both
+        root.mkdir(parents=True)
+        git(root, "init", "-q")
+        sha = commit_files(root, {"a.txt": "same\n"}, "same")
+    with open_store(db_path) as store:
+        ingest_git(store, repos)
+    code, _, err = run(capsys, "forget", f"repo@{sha[:7]}", "--yes")
+    assert code == 1 and "is ambiguous: 2 commits match" in err and "(hint: give more of the sha" in err
+    assert counts(db_path)["sources"] == 2
+    assert run(capsys, "forget", f"{repos[0]}@{sha[:7]}", "--yes")[0] == 0  # a path says which repository
+
+
 def test_the_cli_says_a_file_still_on_disk_comes_back(capsys, vault, db_path) -> None:
     ingest(vault, db_path)
     gone = vault / "secret/gone.md"

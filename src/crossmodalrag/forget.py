@@ -31,6 +31,7 @@ from crossmodalrag import versioning
 from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
+from crossmodalrag.versioning.history import resolve_source
 from crossmodalrag.versioning.log import has_log, load_state
 
 # A checkpoint waits for readers through the busy handler; readers here are short queries, so a
@@ -76,14 +77,16 @@ class ForgetReport:
 
 
 def find_sources(store: Store, uri: str | None = None, path: Path | None = None) -> list[StoredSource]:
-    """The stored sources with exactly this uri, or read from this file, folder or repository.
-    Raises CMRAGError if none match."""
+    """The stored sources with this uri (or id, `mem://source/ID`, commit label: whatever `mem history`
+    takes), or read from this file, folder or repository. Raises CMRAGError if none match."""
     if uri is not None:
-        rows = _select(store, "s.uri = ?", (uri,)) or _in_history(store, "target = ?", (uri,))
+        resolved = resolve_source(store.conn, uri)
+        rows = _select(store, "s.uri = ?", (resolved,)) or _in_history(store, "target = ?", (resolved,))
         if not rows:
             raise CMRAGError(
                 f"no stored source has the uri {uri!r}",
-                "uris are absolute paths (a commit's is <repo>@<sha>); for a file or folder use --path",
+                "give a uri, a source id or mem://source/ID (see `mem sources`); a commit is <repo>@<sha> or a unique"
+                " sha prefix of it; for a file or folder use --path",
             )
         return rows
     if path is None:
