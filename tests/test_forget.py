@@ -141,6 +141,17 @@ def test_forget_a_folder_by_path(capsys, vault, db_path) -> None:
     assert counts(db_path)["sources"] == 1
 
 
+def test_forget_takes_path_repeatedly(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    # `--path A --path B` forgot only B and said nothing about A
+    code, out, _ = run(capsys, "forget", "--path", str(vault / "keep.md"), "--path", str(vault / "secret"), "--yes")
+    assert code == 0 and len(out.splitlines()) == 3 and counts(db_path)["sources"] == 0
+    ingest(vault, db_path)
+    code, _, err = run(capsys, "forget", "--path", str(vault / "keep.md"), "--path", str(vault / "nowhere"), "--yes")
+    assert code == 1 and "nothing stored was read from" in err and "nowhere" in err
+    assert counts(db_path)["sources"] == 3  # one path that matches nothing: nothing is forgotten
+
+
 def test_forget_by_a_relative_or_symlinked_path(capsys, vault, db_path, monkeypatch) -> None:
     ingest(vault, db_path)
     monkeypatch.chdir(vault)

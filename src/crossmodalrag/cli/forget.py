@@ -29,12 +29,20 @@ def forget(args: argparse.Namespace) -> int:
             wipe_free_space(store)
             report = ForgetReport(vacuumed=True)
         else:
-            sources = find_sources(store, uri=args.uri, path=args.path)
+            sources = find_sources(store, uri=args.uri) if args.uri is not None else _under(store, args.path)
             if not args.yes:
                 _confirm([s.uri for s in sources], sum(s.chunks for s in sources))
             report = forget_sources(store, sources, vacuum=args.vacuum)
     _render(args, report)
     return 0
+
+
+def _under(store, paths: list[Path]):
+    """The sources read from any of the paths; each must match something (else nothing is forgotten)."""
+    from crossmodalrag.forget import find_sources
+
+    found = {source.uri: source for path in paths for source in find_sources(store, path=path)}
+    return sorted(found.values(), key=lambda source: source.uri)
 
 
 def _confirm(uris: list[str], chunks: int) -> None:
