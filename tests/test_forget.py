@@ -137,7 +137,8 @@ def test_forget_a_folder_by_path(capsys, vault, db_path) -> None:
     assert code == 0 and data["sources"] == 2 and data["vacuumed"] is False
     assert {s["uri"] for s in data["forgotten"]} == {str(vault / "secret/gone.md"), str(vault / "secret/also.md")}
     assert set(data) == {"forgotten", "sources", "chunks", "vectors", "memory_nodes", "vacuumed",
-                         "eval_queries_naming_them", "still_on_disk", "backups", "backup_paths"}  # fmt: skip
+                         "eval_queries_naming_them", "still_on_disk", "backups", "backup_paths",
+                         "unfinished_copies"}  # fmt: skip
     assert counts(db_path)["sources"] == 1
 
 
@@ -248,6 +249,27 @@ def test_backups_made_before_are_named(capsys, vault, db_path) -> None:
     code, out, err = run(capsys, "forget", str(vault / "secret/gone.md"), "--yes", "--json")
     assert code == 0 and json.loads(out)["backups"] == 1 and len(json.loads(out)["backup_paths"]) == 1
     assert f"1 backup in {db_path.parent / 'backups'} made before now may still hold it" in err
+
+
+def test_copies_a_killed_backup_or_restore_left_are_deleted_and_running_ones_named(capsys, vault, db_path) -> None:
+    import os
+    import subprocess
+
+    ingest(vault, db_path)
+    dead = subprocess.Popen(["true"])  # a process id no process has any more: the backup was killed
+    dead.wait()
+    backups = db_path.parent / "backups"
+    backups.mkdir()
+    killed_backup = backups / f".memory-20261206-101500.db.{dead.pid}.x1y2.partial"
+    killed_restore = db_path.parent / f".{db_path.name}.{dead.pid}.a1b2.partial"
+    running = backups / f".memory-20261206-101501.db.{os.getpid()}.c3d4.partial"  # a backup still writing
+    for copy in (killed_backup, killed_restore, running):
+        copy.write_bytes(f"a whole copy with {MARKER}".encode())
+    code, out, err = run(capsys, "forget", str(vault / "secret/gone.md"), "--yes", "--json")
+    # such hidden copies were in no list, and stayed
+    assert code == 0 and not killed_backup.exists() and not killed_restore.exists() and running.exists()
+    assert json.loads(out)["unfinished_copies"] == [str(running)] and json.loads(out)["backups"] == 0
+    assert f"may still hold it ({running})" in err
 
 
 # --- asking first, and refusing -------------------------------------------------------------

@@ -88,6 +88,11 @@ def _render(args: argparse.Namespace, report) -> None:
             f"note: {_count(len(report.backups), 'backup')} in {Path(report.backups[0]).parent} made before now may "
             "still hold it; delete them if it must be gone everywhere\n"
         )
+    if report.unfinished_copies:
+        note(
+            f"note: a backup or restore running now is writing a copy of the database that may still hold it "
+            f"({', '.join(report.unfinished_copies)}); delete it once that finishes, or the backup it becomes\n"
+        )
     if report.eval_queries:
         note(
             f"note: {_count(report.eval_queries, 'eval query')} {'names' if report.eval_queries == 1 else 'name'} "

@@ -238,9 +238,25 @@ def _staging_file(folder: Path, name: str) -> Path:
 
 def _remove_abandoned(folder: Path) -> None:
     for path in folder.glob(".*.partial*"):  # the copy and its -journal, -wal or -shm
-        pid = path.name.split(".partial")[0].rsplit(".", 2)[-2]
-        if pid.isdigit() and not _running(int(pid)):
+        pid = _staging_pid(path)
+        if pid is not None and not _running(pid):
             _remove(path)
+
+
+def _staging_pid(path: Path) -> int | None:
+    """The process id in a staging file's name (`.NAME.PID.RANDOM.partial`), None if it is not one."""
+    pid = path.name.split(".partial")[0].rsplit(".", 2)[-2]
+    return int(pid) if pid.isdigit() else None
+
+
+def unfinished_copies(folder: Path) -> list[Path]:
+    """Remove the staging copies a killed backup or restore left in `folder` (whole copies of the
+    database, hidden), as the next backup or restore would; return those a running process still
+    writes. Safe at any time: a copy is removed only when the process named in it is gone."""
+    if not folder.is_dir():
+        return []
+    _remove_abandoned(folder)
+    return sorted(path for path in folder.glob(".*.partial") if _staging_pid(path) is not None)
 
 
 def _running(pid: int) -> bool:
