@@ -262,6 +262,21 @@ def test_an_unverified_backup_is_restored_only_when_asked(capsys, db_path, tmp_p
     assert uris(db_path) == ["/v/a.md", "/v/b.md"]
 
 
+def test_a_backup_with_a_broken_chain_is_not_sent_to_verify_accept(capsys, db_path, tmp_path, backup_file):
+    # the hint pointed at `mem verify --accept`, which then refused: "the change log itself was altered"
+    broken = _copy_with(backup_file, tmp_path / "broken.db", "UPDATE change_log SET reason = 'x' WHERE seq = 1")
+    make_db(db_path, ["/v/later.md"])
+    assert main(["restore", str(broken), "--force"]) == 1
+    err = capsys.readouterr().err
+    assert "altered at seq 1, which `mem verify --accept` cannot accept" in err and "chain head you trust" in err
+    assert "then `mem verify --accept`" not in err and err.count("\n") == 1
+    assert main(["restore", str(broken), "--force", "--unverified"]) == 0
+    err = capsys.readouterr().err
+    assert "cannot accept" in err and "restore a backup whose chain head you trust" in err
+    assert main(["verify", "--accept"]) == 1
+    assert "cannot be accepted" in capsys.readouterr().err  # as the note said
+
+
 def test_restore_checkpoints_the_old_wal_into_the_kept_copy_and_leaves_none_behind(db_path, backup_file):
     """The old database as a killed writer leaves it: its last commit only in the WAL."""
     make_db(db_path, [])

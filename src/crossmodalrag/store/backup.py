@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store
 from crossmodalrag.store.migrations import LATEST_VERSION
-from crossmodalrag.versioning.verify import Problem, verify
+from crossmodalrag.versioning.verify import Problem, verify, what_works
 
 SIDECARS = ("-wal", "-shm", "-journal")  # SQLite files that belong to one database file, by name
 IN_USE_TIMEOUT = 2.0  # how long a restore waits for other connections to let go of the old database
@@ -167,13 +167,29 @@ def restore_database(source: Path, db_path: Path, force: bool = False, unverifie
 
 
 def _unverified(source: Path, verified: dict) -> StoreError:
-    problems = verified["problems"]
-    shown = Problem(**problems[0]).describe() if problems else "see `mem verify`"
+    problems = [Problem(**problem) for problem in verified["problems"]]
+    shown = problems[0].describe() if problems else "see `mem verify`"
+    if any(problem.problem == "chain_broken" for problem in problems):
+        # `mem verify --accept` refuses a rewritten log: pointing at it after the restore led nowhere
+        hint = f"{what_works(problems)}; `--unverified` restores this one anyway, and `mem verify` keeps reporting it"
+    else:
+        hint = (
+            "it may be damaged or altered; a backup made with CMRAG_VERSIONING=off is restored with "
+            f"`--unverified`, then: {what_works(problems)}"
+        )
     return StoreError(
         f"{source}: its change log does not match its rows ({len(problems)} problems, e.g. {shown}); "
         "nothing was restored",
-        "it may be damaged or altered; a backup made with CMRAG_VERSIONING=off is restored with "
-        "`--unverified`, then `mem verify --accept` records what the log missed",
+        hint,
+    )
+
+
+def unverified_note(verified: dict) -> str:
+    """What `mem restore --unverified` says after restoring a backup whose log does not match its rows."""
+    problems = [Problem(**problem) for problem in verified["problems"]]
+    return (
+        f"its change log does not match its rows ({len(problems)} problems; `mem verify` lists them): "
+        f"{what_works(problems)}"
     )
 
 

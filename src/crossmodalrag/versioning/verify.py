@@ -173,6 +173,23 @@ class Accepted:
         )
 
 
+def what_works(problems: list[Problem]) -> str:
+    """What puts these problems right, for a hint: `mem verify --accept` only records rows changed outside
+    mem; it refuses a broken chain and cannot restore an altered past version."""
+    broken = [p for p in problems if p.problem == "chain_broken"]
+    if broken:
+        return (
+            f"the change log itself was altered at seq {broken[0].seq}, which `mem verify --accept` cannot accept: "
+            "restore a backup whose chain head you trust"
+        )
+    steps = []
+    if any(p.problem in ACCEPTABLE for p in problems):
+        steps.append("`mem verify --accept` records the rows changed outside mem as new versions")
+    if any(p.problem == "version_altered" for p in problems):
+        steps.append("an altered stored past version cannot be accepted: `mem forget SOURCE` erases its versions")
+    return "; ".join(steps) or "`mem verify` lists the problems"
+
+
 def accept(store: "Store", reason: str = "accepted: changed outside mem") -> Accepted:
     """Record the live rows that verify finds changed, inserted or deleted outside mem as new versions
     (after CMRAG_VERSIONING was off, or an edit made on purpose). Raises CMRAGError when versioning is
