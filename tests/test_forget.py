@@ -137,8 +137,20 @@ def test_forget_a_folder_by_path(capsys, vault, db_path) -> None:
     assert code == 0 and data["sources"] == 2 and data["vacuumed"] is False
     assert {s["uri"] for s in data["forgotten"]} == {str(vault / "secret/gone.md"), str(vault / "secret/also.md")}
     assert set(data) == {"forgotten", "sources", "chunks", "vectors", "memory_nodes", "vacuumed",
-                         "eval_queries_naming_them", "still_on_disk", "backups", "backup_paths"}  # fmt: skip
+                         "eval_queries_naming_them", "still_on_disk", "backups", "backup_paths",
+                         "unfinished_copies"}  # fmt: skip
     assert counts(db_path)["sources"] == 1
+
+
+def test_forget_takes_path_repeatedly(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    # `--path A --path B` forgot only B and said nothing about A
+    code, out, _ = run(capsys, "forget", "--path", str(vault / "keep.md"), "--path", str(vault / "secret"), "--yes")
+    assert code == 0 and len(out.splitlines()) == 3 and counts(db_path)["sources"] == 0
+    ingest(vault, db_path)
+    code, _, err = run(capsys, "forget", "--path", str(vault / "keep.md"), "--path", str(vault / "nowhere"), "--yes")
+    assert code == 1 and "nothing stored was read from" in err and "nowhere" in err
+    assert counts(db_path)["sources"] == 3  # one path that matches nothing: nothing is forgotten
 
 
 def test_forget_by_a_relative_or_symlinked_path(capsys, vault, db_path, monkeypatch) -> None:
@@ -160,6 +172,52 @@ def test_forget_a_repository_by_path(capsys, repo, db_path) -> None:
     assert code == 0 and len(out.splitlines()) == 2 and all(line.startswith(f"{repo}@") for line in out.splitlines())
     assert f"still on disk, so the next ingest or sync reads it again: {repo}" in err
     assert counts(db_path)["chunks"] == 0
+
+
+def test_forget_takes_the_ids_and_uris_other_commands_print(capsys, vault, db_path) -> None:
+    # `mem remember --json` prints mem://source/N and `mem history N` works: forget refused both
+    ingest(vault, db_path)
+    with sqlite3.connect(db_path) as conn:
+        ids = dict(conn.execute("SELECT uri, id FROM sources").fetchall())
+    gone, also = ids[str(vault / "secret/gone.md")], ids[str(vault / "secret/also.md")]
+    code, out, _ = run(capsys, "forget", f"mem://source/{gone}", "--yes")
+    assert code == 0 and out.strip() == str(vault / "secret/gone.md")
+    code, out, _ = run(capsys, "forget", str(also), "--yes")
+    assert code == 0 and out.strip() == str(vault / "secret/also.md")
+    code, _, err = run(capsys, "forget", "mem://source/999", "--yes")
+    assert code == 1 and "mem://source/ID" in err and err.count("\n") == 1
+
+
+@pytest.mark.integration
+def test_forget_and_history_take_a_commit_label_with_a_short_sha(capsys, repo, db_path, tmp_path, monkeypatch) -> None:
+    sha = commit_files(repo, {"a.txt": f"{MARKER}\n"}, "first")
+    with open_store(db_path) as store:
+        ingest_git(store, [repo])
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # `repo` is the label's repository name, not a path from here
+    code, out, _ = run(capsys, "history", f"repo@{sha[:7]}", "--json")
+    assert code == 0 and json.loads(out)["source"] == f"{repo}@{sha}"
+    code, out, _ = run(capsys, "forget", f"repo@{sha[:7]}", "--yes")
+    assert code == 0 and out.strip() == f"{repo}@{sha}"
+    code, _, err = run(capsys, "forget", "repo@0000000", "--yes")
+    assert code == 1 and "unique sha prefix" in err
+
+
+@pytest.mark.integration
+def test_a_short_sha_that_names_two_commits_is_ambiguous(capsys, tmp_path, db_path) -> None:
+    from tests.conftest import git
+
+    repos = [tmp_path / side / "repo" for side in ("left", "right")]
+    for root in repos:  # the same commit (fixed identity and date): the same sha in both
+        root.mkdir(parents=True)
+        git(root, "init", "-q")
+        sha = commit_files(root, {"a.txt": "same\n"}, "same")
+    with open_store(db_path) as store:
+        ingest_git(store, repos)
+    code, _, err = run(capsys, "forget", f"repo@{sha[:7]}", "--yes")
+    assert code == 1 and "is ambiguous: 2 commits match" in err and "(hint: give more of the sha" in err
+    assert counts(db_path)["sources"] == 2
+    assert run(capsys, "forget", f"{repos[0]}@{sha[:7]}", "--yes")[0] == 0  # a path says which repository
 
 
 def test_the_cli_says_a_file_still_on_disk_comes_back(capsys, vault, db_path) -> None:
@@ -191,6 +249,27 @@ def test_backups_made_before_are_named(capsys, vault, db_path) -> None:
     code, out, err = run(capsys, "forget", str(vault / "secret/gone.md"), "--yes", "--json")
     assert code == 0 and json.loads(out)["backups"] == 1 and len(json.loads(out)["backup_paths"]) == 1
     assert f"1 backup in {db_path.parent / 'backups'} made before now may still hold it" in err
+
+
+def test_copies_a_killed_backup_or_restore_left_are_deleted_and_running_ones_named(capsys, vault, db_path) -> None:
+    import os
+    import subprocess
+
+    ingest(vault, db_path)
+    dead = subprocess.Popen(["true"])  # a process id no process has any more: the backup was killed
+    dead.wait()
+    backups = db_path.parent / "backups"
+    backups.mkdir()
+    killed_backup = backups / f".memory-20261206-101500.db.{dead.pid}.x1y2.partial"
+    killed_restore = db_path.parent / f".{db_path.name}.{dead.pid}.a1b2.partial"
+    running = backups / f".memory-20261206-101501.db.{os.getpid()}.c3d4.partial"  # a backup still writing
+    for copy in (killed_backup, killed_restore, running):
+        copy.write_bytes(f"a whole copy with {MARKER}".encode())
+    code, out, err = run(capsys, "forget", str(vault / "secret/gone.md"), "--yes", "--json")
+    # such hidden copies were in no list, and stayed
+    assert code == 0 and not killed_backup.exists() and not killed_restore.exists() and running.exists()
+    assert json.loads(out)["unfinished_copies"] == [str(running)] and json.loads(out)["backups"] == 0
+    assert f"may still hold it ({running})" in err
 
 
 # --- asking first, and refusing -------------------------------------------------------------

@@ -226,6 +226,25 @@ def test_verify_accept_records_changes_made_while_versioning_was_off(capsys, mon
     assert code == 1 and "altered at seq 1" in err
 
 
+def test_verify_accept_does_not_claim_an_altered_past_version_and_says_what_to_do(capsys, vault: Path) -> None:
+    assert main(["ingest-notes", str(vault)]) == 0
+    write_note(vault, "alpha.md", "# Alpha\n\nthe second version\n")
+    assert main(["ingest-notes", str(vault)]) == 0
+    with open_store(Path(os.environ["CMRAG_DB_PATH"])) as store:
+        digest, blob = store.conn.execute("SELECT content_hash, state FROM change_states LIMIT 1").fetchone()
+        forged = zlib.compress(zlib.decompress(blob).replace(b"alpha", b"forged"))
+        store.conn.execute("UPDATE change_states SET state = ? WHERE content_hash = ?", (forged, digest))
+        records = store.conn.execute("SELECT COUNT(*) FROM change_log").fetchone()[0]
+    code, out, err = run(capsys, "verify", "--accept")
+    # it said "accepted 1 change(s)" while nothing was recorded and the same mismatch stayed
+    assert code == 1 and "accepted 0 change(s)" in err and "MISMATCH a stored version" in out
+    assert "cannot accept 1 stored past version(s)" in err and "mem forget SOURCE" in err and "mem restore" in err
+    with open_store(Path(os.environ["CMRAG_DB_PATH"])) as store:
+        assert store.conn.execute("SELECT COUNT(*) FROM change_log").fetchone()[0] == records
+    assert main(["forget", str(vault / "alpha.md"), "--yes"]) == 0  # what the hint says works
+    assert run(capsys, "verify")[0] == 0
+
+
 def test_an_upgraded_memory_gets_one_genesis_record_per_source(tmp_path: Path, vault: Path) -> None:
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)

@@ -31,6 +31,7 @@ from crossmodalrag import versioning
 from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
+from crossmodalrag.versioning.history import resolve_source
 from crossmodalrag.versioning.log import has_log, load_state
 
 # A checkpoint waits for readers through the busy handler; readers here are short queries, so a
@@ -59,6 +60,7 @@ class ForgetReport:
     eval_queries: int = 0  # stored eval queries whose gold names a forgotten source (kept)
     still_on_disk: list[str] = field(default_factory=list)  # files or repositories an ingest would re-read
     backups: list[str] = field(default_factory=list)  # backups made before: they may still hold the text
+    unfinished_copies: list[str] = field(default_factory=list)  # a running backup's or restore's copy: likewise
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,18 +74,21 @@ class ForgetReport:
             "still_on_disk": self.still_on_disk,
             "backups": len(self.backups),
             "backup_paths": self.backups,
+            "unfinished_copies": self.unfinished_copies,
         }
 
 
 def find_sources(store: Store, uri: str | None = None, path: Path | None = None) -> list[StoredSource]:
-    """The stored sources with exactly this uri, or read from this file, folder or repository.
-    Raises CMRAGError if none match."""
+    """The stored sources with this uri (or id, `mem://source/ID`, commit label: whatever `mem history`
+    takes), or read from this file, folder or repository. Raises CMRAGError if none match."""
     if uri is not None:
-        rows = _select(store, "s.uri = ?", (uri,)) or _in_history(store, "target = ?", (uri,))
+        resolved = resolve_source(store.conn, uri)
+        rows = _select(store, "s.uri = ?", (resolved,)) or _in_history(store, "target = ?", (resolved,))
         if not rows:
             raise CMRAGError(
                 f"no stored source has the uri {uri!r}",
-                "uris are absolute paths (a commit's is <repo>@<sha>); for a file or folder use --path",
+                "give a uri, a source id or mem://source/ID (see `mem sources`); a commit is <repo>@<sha> or a unique"
+                " sha prefix of it; for a file or folder use --path",
             )
         return rows
     if path is None:
@@ -186,6 +191,7 @@ def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = Fal
     report.eval_queries = _eval_queries_naming(store, {s.uri for s in sources})
     report.still_on_disk = still_on_disk(sources)
     report.backups = existing_backups(store)
+    report.unfinished_copies = unfinished_copies(store)
     drop_vector_cache(store)
     if vacuum:
         wipe_free_space(store)
@@ -255,6 +261,18 @@ def existing_backups(store: Store) -> list[str]:
     if not folder.is_dir():
         return []
     return sorted(str(p) for p in folder.iterdir() if p.is_file() and p.suffix != ".sha256" and p.name[0] != ".")
+
+
+def unfinished_copies(store: Store) -> list[str]:
+    """Hidden whole copies of the database that backups and restores write before renaming them into
+    place (`backups/.memory-….db.PID.….partial`, `.memory.db.PID.….partial` beside the database). A
+    killed one's copy is deleted now (it would hold the forgotten text); one a backup or restore still
+    running writes is named instead."""
+    from crossmodalrag.store.backup import backups_dir
+    from crossmodalrag.store.backup import unfinished_copies as staging_copies
+
+    folders = dict.fromkeys([backups_dir(store.path), store.path.parent])
+    return [str(path) for folder in folders for path in staging_copies(folder)]
 
 
 def still_on_disk(sources: list[StoredSource]) -> list[str]:

@@ -11,16 +11,26 @@ from __future__ import annotations
 
 import re
 
-# No whitespace or attributes inside a tag. A removed span leaves whitespace behind, so stripping can
-# then never assemble a new tag out of the text around it (`<<private>x</private>private>` would give
-# `< private>`): the result holds no tags at all. (Attributes would also need `[^>]*`, which rescans
-# the rest of the text for every unterminated `<private`.)
-TAG = re.compile(r"<(/?)private>", re.I)
+# Whitespace is allowed before the `>` (`<private >`, as HTML allows), not after the `<` or the `/`
+# (`< private>` is not a tag in HTML either). No attributes: they would need `[^>]*`, which rescans the
+# rest of the text for every unterminated `<private`.
+TAG = re.compile(r"<(/?)private\s*>", re.I)
 
 
 def strip_private(text: str) -> str:
     """The text with every private span removed; a span's line breaks are kept so the lines around
-    it stay apart (a heading after a span is still a heading), otherwise it becomes one space."""
+    it stay apart (a heading after a span is still a heading), otherwise it becomes one space.
+
+    The result holds no tags at all: a removed span leaves whitespace behind, which can complete a tag
+    out of the text around it (`<private<private>x</private>>` gives `<private >`), so that is
+    stripped in turn. Each pass removes at least one tag, so this ends."""
+    stripped = _strip_once(text)
+    while stripped is not text and TAG.search(stripped):
+        stripped = _strip_once(stripped)
+    return stripped
+
+
+def _strip_once(text: str) -> str:
     out, depth, start = [], 0, 0
     for tag in TAG.finditer(text):
         closing = bool(tag.group(1))

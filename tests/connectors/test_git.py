@@ -191,6 +191,22 @@ def test_a_hunk_inside_a_private_span_shows_neither_tag_and_still_hides_it(repo:
     assert "@@" in newest.text, "the hunk itself is kept, only its private lines are blank"
 
 
+def test_a_private_span_in_the_subject_leaves_the_title_and_every_chunk(repo: Path) -> None:
+    # the title opens every chunk's breadcrumb line: stripping only the body left the secret searchable
+    message = "Deploy <private>hunter2PWD</private> done\n\nbody <private >pin 4711</private >"
+    commit_files(repo, {"a.py": "x = 1\n"}, message)
+    (commit,) = commits(repo)
+    assert commit.title == "Deploy done"
+    stored = [commit.title, commit.text, *(chunk.text for chunk in chunk_document(commit))]
+    for secret in ("hunter2PWD", "4711", "private"):
+        assert not any(secret in text for text in stored)
+
+
+def test_a_wholly_private_subject_is_no_title(repo: Path) -> None:
+    commit_files(repo, {"a.py": "x = 1\n"}, "<private>hunter2PWD</private>")
+    assert commits(repo)[0].title == "(no message)"
+
+
 def chunk_paths(doc) -> list[str]:
     return [chunk.metadata["path"] for chunk in chunk_document(doc) if "path" in chunk.metadata]
 

@@ -114,6 +114,24 @@ def test_backup_defaults_to_a_timestamped_file_in_backups_and_never_overwrites(d
         backup_database(tmp_path / "missing.db")
 
 
+def test_a_path_ending_in_a_slash_is_a_folder_and_an_empty_path_is_refused(capsys, db_path, tmp_path, monkeypatch):
+    make_db(db_path, ["/v/a.md"])
+    # it wrote a file named bk3 ("backup written to …/bk3"): the slash says a folder
+    assert main(["backup", f"{tmp_path}/new/bk3/"]) == 0
+    (written,) = (tmp_path / "new" / "bk3").glob("memory-*.db")
+    assert f"backup written to {written} " in capsys.readouterr().err
+    (tmp_path / "afile").write_text("x")
+    assert main(["backup", f"{tmp_path}/afile/"]) == 1
+    assert "is a file, not a folder" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    assert main(["backup", ""]) == 1  # it wrote into the current folder
+    err = capsys.readouterr().err
+    assert err.startswith("error: the backup path is empty (hint: ") and err.count("\n") == 1
+    assert not list(tmp_path.glob("memory-*.db"))
+    with pytest.raises(StoreError, match="empty"):
+        backup_database(db_path, " ")
+
+
 def test_backup_takes_a_committed_snapshot_without_waiting_for_a_writer(db_path, tmp_path):
     make_db(db_path, ["/v/a.md"])
     with open_store(db_path) as writer:
@@ -242,6 +260,21 @@ def test_an_unverified_backup_is_restored_only_when_asked(capsys, db_path, tmp_p
     out, err = capsys.readouterr()
     assert json.loads(out)["verify"]["ok"] is False and "mem verify --accept" in err
     assert uris(db_path) == ["/v/a.md", "/v/b.md"]
+
+
+def test_a_backup_with_a_broken_chain_is_not_sent_to_verify_accept(capsys, db_path, tmp_path, backup_file):
+    # the hint pointed at `mem verify --accept`, which then refused: "the change log itself was altered"
+    broken = _copy_with(backup_file, tmp_path / "broken.db", "UPDATE change_log SET reason = 'x' WHERE seq = 1")
+    make_db(db_path, ["/v/later.md"])
+    assert main(["restore", str(broken), "--force"]) == 1
+    err = capsys.readouterr().err
+    assert "altered at seq 1, which `mem verify --accept` cannot accept" in err and "chain head you trust" in err
+    assert "then `mem verify --accept`" not in err and err.count("\n") == 1
+    assert main(["restore", str(broken), "--force", "--unverified"]) == 0
+    err = capsys.readouterr().err
+    assert "cannot accept" in err and "restore a backup whose chain head you trust" in err
+    assert main(["verify", "--accept"]) == 1
+    assert "cannot be accepted" in capsys.readouterr().err  # as the note said
 
 
 def test_restore_checkpoints_the_old_wal_into_the_kept_copy_and_leaves_none_behind(db_path, backup_file):

@@ -16,7 +16,15 @@ from functools import partial
 from pathlib import Path
 
 from crossmodalrag.answer.evidence import ask_without_llm, render_evidence_answer
-from crossmodalrag.cli.commands import TextStream, _open, _settings, notice, question_retriever, show_answer
+from crossmodalrag.cli.commands import (
+    TextStream,
+    _open,
+    _settings,
+    add_retriever_notices,
+    notice,
+    question_retriever,
+    show_answer,
+)
 from crossmodalrag.cli.render import explanation
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.types import readable
@@ -39,7 +47,8 @@ def chat(args: argparse.Namespace) -> int:
     history = _start_history(settings.db_path.parent / "chat_history")
     with _open(settings, create=False) as store:
         retriever = question_retriever(store, settings, args)
-        for message in retriever.notices:
+        standing = list(retriever.notices)  # printed once here; in every answer's JSON `notices`
+        for message in standing:
             notice(f"note: {message}")
         llm = None
         if not args.no_llm:
@@ -69,7 +78,7 @@ def chat(args: argparse.Namespace) -> int:
                     last = ask_without_llm(retriever, question)
                 else:
                     last = ask_with_llm(retriever, question, settings, stream.write if stream else None, llm=llm)
-                last.notices.extend(retriever.notices[shown:])  # said while searching: a session judge that failed
+                add_retriever_notices(last, retriever, standing, shown)
                 after_answer(store, last, retriever, args, settings)
                 note_changes(store, last)
             except CMRAGError as error:  # one bad question must not end the session
@@ -82,10 +91,11 @@ def chat(args: argparse.Namespace) -> int:
                 continue
             if args.json:  # one line per answer (JSON Lines): the `mem ask --json` payload
                 for message in last.notices:
-                    notice(f"note: {message}")
+                    if message not in standing:
+                        notice(f"note: {message}")
                 print(json.dumps(last.to_dict(), ensure_ascii=False), flush=True)
             else:
-                show_answer(last, retriever, stream, as_json=False, explain=False, debug=False)
+                show_answer(last, retriever, stream, as_json=False, explain=False, debug=False, printed=standing)
     _save_history(history)
     return 0
 

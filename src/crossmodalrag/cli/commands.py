@@ -185,20 +185,29 @@ def ask(args: argparse.Namespace) -> int:
     settings = _settings(args)
     with _open(settings, create=False) as store:
         retriever = question_retriever(store, settings, args)
-        for message in retriever.notices:
+        # said before the answer (it may stream), so printed now and not again with the answer
+        standing = list(retriever.notices)
+        for message in standing:
             notice(f"note: {message}")
-        shown = len(retriever.notices)
         stream = None
         if args.no_llm:
             answer = ask_without_llm(retriever, args.query, debug=args.debug)
         else:
             stream = TextStream() if sys.stdout.isatty() and not (args.no_stream or args.json) else None
             answer = ask_with_llm(retriever, args.query, settings, stream.write if stream else None, debug=args.debug)
-        answer.notices.extend(retriever.notices[shown:])  # said while searching: a session judge that failed
+        add_retriever_notices(answer, retriever, standing, len(standing))
         after_answer(store, answer, retriever, args, settings)
         note_changes(store, answer)
-    show_answer(answer, retriever, stream, args.json, args.explain, args.debug)
+    show_answer(answer, retriever, stream, args.json, args.explain, args.debug, printed=standing)
     return 0
+
+
+def add_retriever_notices(answer, retriever, standing: list[str], shown: int) -> None:
+    """The retriever's notices belong to the answer (its JSON `notices`): those it had from the start
+    (`--as-of`'s "answering from memory as of seq N", "ranked lexically", "lexical retrieval only") first,
+    then those said while searching for this answer (a session judge that failed)."""
+    answer.notices[:0] = [message for message in standing if message not in answer.notices]
+    answer.notices.extend(retriever.notices[shown:])
 
 
 def question_retriever(store: Store, settings: Settings, args: argparse.Namespace):
@@ -219,11 +228,15 @@ def question_retriever(store: Store, settings: Settings, args: argparse.Namespac
     return at_level(retriever, getattr(args, "level", "evidence"), settings)
 
 
-def show_answer(answer, retriever, stream: "TextStream | None", as_json: bool, explain: bool, debug: bool) -> None:
+def show_answer(
+    answer, retriever, stream: "TextStream | None", as_json: bool, explain: bool, debug: bool, printed=()
+) -> None:
     """Print an answer as `mem ask` and `mem chat` do: JSON, or the text (or, when it streamed,
-    only what follows it) on stdout and notices and the status line on stderr."""
+    only what follows it) on stdout and notices and the status line on stderr. Notices in `printed`
+    are on stderr already."""
     for message in answer.notices:
-        notice(f"note: {message}")
+        if message not in printed:
+            notice(f"note: {message}")
     if as_json:
         print_json(answer.to_dict())
         return

@@ -29,12 +29,20 @@ def forget(args: argparse.Namespace) -> int:
             wipe_free_space(store)
             report = ForgetReport(vacuumed=True)
         else:
-            sources = find_sources(store, uri=args.uri, path=args.path)
+            sources = find_sources(store, uri=args.uri) if args.uri is not None else _under(store, args.path)
             if not args.yes:
                 _confirm([s.uri for s in sources], sum(s.chunks for s in sources))
             report = forget_sources(store, sources, vacuum=args.vacuum)
     _render(args, report)
     return 0
+
+
+def _under(store, paths: list[Path]):
+    """The sources read from any of the paths; each must match something (else nothing is forgotten)."""
+    from crossmodalrag.forget import find_sources
+
+    found = {source.uri: source for path in paths for source in find_sources(store, path=path)}
+    return sorted(found.values(), key=lambda source: source.uri)
 
 
 def _confirm(uris: list[str], chunks: int) -> None:
@@ -79,6 +87,11 @@ def _render(args: argparse.Namespace, report) -> None:
         note(
             f"note: {_count(len(report.backups), 'backup')} in {Path(report.backups[0]).parent} made before now may "
             "still hold it; delete them if it must be gone everywhere\n"
+        )
+    if report.unfinished_copies:
+        note(
+            f"note: a backup or restore running now is writing a copy of the database that may still hold it "
+            f"({', '.join(report.unfinished_copies)}); delete it once that finishes, or the backup it becomes\n"
         )
     if report.eval_queries:
         note(

@@ -191,7 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("backup", parents=[common, as_json], help="write a consistent copy of the database")
     p.add_argument(
-        "dest", nargs="?", type=Path, metavar="DEST", help="file or folder (default: backups/ beside the database)"
+        # a str, not a Path: Path drops the trailing "/" that says "a folder" and reads "" as "."
+        "dest",
+        nargs="?",
+        metavar="DEST",
+        help="file or folder, DIR/ is a folder (default: backups/ beside the database)",
     )
     p.add_argument(
         "--export", action="store_true", help="PostgreSQL: a SQLite-file export instead of pg_dump (any client version)"
@@ -208,9 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("forget", parents=[common, as_json], help="remove a source and everything derived from it")
     target = p.add_mutually_exclusive_group()
-    target.add_argument("uri", nargs="?", metavar="SOURCE_URI", help="a stored uri: absolute file path, <repo>@<sha>")
     target.add_argument(
-        "--path", type=given_path, help="every source from this file, or under this folder or repository"
+        "uri", nargs="?", metavar="SOURCE_URI", help="a stored uri or path, a source id, mem://source/ID, <repo>@<sha>"
+    )
+    target.add_argument(
+        "--path",
+        type=given_path,
+        action="append",  # repeated: every one of them (a plain option kept only the last, silently)
+        help="every source from this file, or under this folder or repository (repeatable)",
     )
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--vacuum", action="store_true", help="also wipe the freed bytes from the files (alone: only that)")

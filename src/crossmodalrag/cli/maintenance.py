@@ -7,7 +7,7 @@ import sys
 
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import load_settings
-from crossmodalrag.store.backup import backup_database, checksum_path, restore_database
+from crossmodalrag.store.backup import backup_database, checksum_path, restore_database, unverified_note
 
 
 def human_size(size: int) -> str:
@@ -52,10 +52,7 @@ def restore(args: argparse.Namespace) -> int:
         if report.replaced:
             sys.stderr.write(f"the replaced database is kept at {report.replaced}\n")
     if not report.verified["ok"]:  # restored with --unverified
-        sys.stderr.write(
-            f"note: its change log does not match its rows ({len(report.verified['problems'])} problems); "
-            "`mem verify` lists them, `mem verify --accept` records them as new versions\n"
-        )
+        sys.stderr.write(f"note: {unverified_note(report.verified)}\n")
     return 0
 
 

@@ -136,7 +136,10 @@ def run_verify(args: argparse.Namespace) -> int:
 
     with _open(_settings(args), create=False) as store:
         if args.accept:
-            notice(f"accepted {accept(store)} change(s) made outside mem as new versions")
+            accepted = accept(store)
+            notice(f"accepted {accepted.recorded} change(s) made outside mem as new versions")
+            if accepted.refusal():
+                notice(f"note: {accepted.refusal()}")
         report = verify(store.conn)
     if args.json:
         print_json(report.to_dict())

@@ -141,7 +141,7 @@ def _commit(root: Path, record: str, include: list[str], exclude: list[str]) -> 
     sha, name, email, committed, message, patch = record.split(FIELD, 5)
     message = message.strip()
     diff, files, skipped = _filter_diff(patch.strip("\n"), include, exclude)
-    subject = message.splitlines()[0] if message else "(no message)"
+    subject = _title(message)
     metadata = {"repo": str(root), "sha": sha, "author": name, "email": email, "files": files}
     # where the diff starts: a message may itself quote a `diff --git` line (underscore keys are not stored)
     metadata["_message_chars"] = len(message)
@@ -158,6 +158,13 @@ def _commit(root: Path, record: str, include: list[str], exclude: list[str]) -> 
         locator=f"{root.name}@{sha[:7]}",
         metadata=metadata,
     )
+
+
+def _title(message: str) -> str:
+    """The commit's first line without its private spans: the title is stored and searched, and it opens
+    every chunk's breadcrumb line, so a secret in the subject must leave it as it leaves the body."""
+    lines = strip_private(message).strip().splitlines()
+    return " ".join(lines[0].split()) if lines else "(no message)"
 
 
 def _needs_files(path: str, piece: str) -> bool:

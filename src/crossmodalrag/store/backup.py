@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store
 from crossmodalrag.store.migrations import LATEST_VERSION
-from crossmodalrag.versioning.verify import Problem, verify
+from crossmodalrag.versioning.verify import Problem, verify, what_works
 
 SIDECARS = ("-wal", "-shm", "-journal")  # SQLite files that belong to one database file, by name
 IN_USE_TIMEOUT = 2.0  # how long a restore waits for other connections to let go of the old database
@@ -83,8 +83,9 @@ def checksum_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def backup_database(db_path: Path, dest: Path | None = None) -> BackupReport:
-    """Copy the live database to `dest` (a file or folder) with a checksum beside it.
+def backup_database(db_path: Path, dest: str | Path | None = None) -> BackupReport:
+    """Copy the live database to `dest` (a file or folder; a path ending in `/` is a folder, created if
+    need be) with a checksum beside it.
 
     Raises StoreError if the database is missing or not a memory database, or `dest` exists or is unusable.
     """
@@ -166,20 +167,52 @@ def restore_database(source: Path, db_path: Path, force: bool = False, unverifie
 
 
 def _unverified(source: Path, verified: dict) -> StoreError:
-    problems = verified["problems"]
-    shown = Problem(**problems[0]).describe() if problems else "see `mem verify`"
+    problems = [Problem(**problem) for problem in verified["problems"]]
+    shown = problems[0].describe() if problems else "see `mem verify`"
+    if any(problem.problem == "chain_broken" for problem in problems):
+        # `mem verify --accept` refuses a rewritten log: pointing at it after the restore led nowhere
+        hint = f"{what_works(problems)}; `--unverified` restores this one anyway, and `mem verify` keeps reporting it"
+    else:
+        hint = (
+            "it may be damaged or altered; a backup made with CMRAG_VERSIONING=off is restored with "
+            f"`--unverified`, then: {what_works(problems)}"
+        )
     return StoreError(
         f"{source}: its change log does not match its rows ({len(problems)} problems, e.g. {shown}); "
         "nothing was restored",
-        "it may be damaged or altered; a backup made with CMRAG_VERSIONING=off is restored with "
-        "`--unverified`, then `mem verify --accept` records what the log missed",
+        hint,
     )
 
 
-def _backup_target(db_path: Path, dest: Path | None) -> Path:
+def unverified_note(verified: dict) -> str:
+    """What `mem restore --unverified` says after restoring a backup whose log does not match its rows."""
+    problems = [Problem(**problem) for problem in verified["problems"]]
+    return (
+        f"its change log does not match its rows ({len(problems)} problems; `mem verify` lists them): "
+        f"{what_works(problems)}"
+    )
+
+
+def names_a_folder(dest: str | Path | None, chosen: Path) -> bool:
+    """Does the backup destination name a folder to put a timestamped backup in? None (backups/), an
+    existing folder, or a path ending in a separator: `backups/new/` is a folder to create, not a file
+    named `new`. Raises StoreError for an empty path, which would otherwise mean the current folder."""
+    if dest is None:
+        return True
+    raw = os.fspath(dest)
+    if not raw.strip():
+        raise StoreError(
+            "the backup path is empty", "leave it out for backups/ beside the database, or name a file or folder"
+        )
+    return raw.endswith(("/", os.sep)) or chosen.is_dir()
+
+
+def _backup_target(db_path: Path, dest: str | Path | None) -> Path:
     """The file a backup goes to: `dest`, or a timestamped name in `dest` or in `backups/` beside the database."""
     chosen = backups_dir(db_path) if dest is None else Path(dest).expanduser().absolute()
-    if dest is None or chosen.is_dir():
+    if names_a_folder(dest, chosen):
+        if chosen.exists() and not chosen.is_dir():
+            raise StoreError(f"{chosen} is a file, not a folder", "name a new file, or a folder to put the backup in")
         _make_folder(chosen)
         return _free_name(chosen, f"{db_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}", ".db")
     if chosen.exists():
@@ -221,9 +254,25 @@ def _staging_file(folder: Path, name: str) -> Path:
 
 def _remove_abandoned(folder: Path) -> None:
     for path in folder.glob(".*.partial*"):  # the copy and its -journal, -wal or -shm
-        pid = path.name.split(".partial")[0].rsplit(".", 2)[-2]
-        if pid.isdigit() and not _running(int(pid)):
+        pid = _staging_pid(path)
+        if pid is not None and not _running(pid):
             _remove(path)
+
+
+def _staging_pid(path: Path) -> int | None:
+    """The process id in a staging file's name (`.NAME.PID.RANDOM.partial`), None if it is not one."""
+    pid = path.name.split(".partial")[0].rsplit(".", 2)[-2]
+    return int(pid) if pid.isdigit() else None
+
+
+def unfinished_copies(folder: Path) -> list[Path]:
+    """Remove the staging copies a killed backup or restore left in `folder` (whole copies of the
+    database, hidden), as the next backup or restore would; return those a running process still
+    writes. Safe at any time: a copy is removed only when the process named in it is gone."""
+    if not folder.is_dir():
+        return []
+    _remove_abandoned(folder)
+    return sorted(path for path in folder.glob(".*.partial") if _staging_pid(path) is not None)
 
 
 def _running(pid: int) -> bool:

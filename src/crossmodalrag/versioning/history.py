@@ -8,6 +8,7 @@ Rollback appends new versions that restore the older states; the chain never rew
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -60,20 +61,79 @@ def recent_changes(conn: sqlite3.Connection, limit: int = 50, target: str | None
     return [Change(*row) for row in rows]
 
 
+MEM_URI = re.compile(r"mem://source/(\d+)")  # what `mem remember --json` and the MCP tools print
+SHORT_SHA = re.compile(r"[0-9a-f]{4,40}")  # a commit label's sha (`repo@1e62948`) or a whole one
+
+
+def resolve_source(conn: sqlite3.Connection, given: str) -> str:
+    """The uri of the source `given` names, as `mem history` and `mem forget` take it: a uri, a path
+    (relative or with ~), a source id, `mem://source/ID`, or a commit as its label prints it
+    (`repo@1e62948`: a repository name or path and a sha prefix). Unresolved, `given` itself.
+    Raises CMRAGError when a sha prefix names more than one commit."""
+    given = MEM_URI.fullmatch(given).group(1) if MEM_URI.fullmatch(given) else given
+    if given.isdigit():
+        row = conn.execute("SELECT uri FROM sources WHERE id = ?", (int(given),)).fetchone()
+        if row:
+            return row[0]
+    candidates = [given, os.path.abspath(os.path.expanduser(given))]
+    for uri in candidates:
+        if _known_source(conn, uri):
+            return uri
+    return _commit_by_prefix(conn, given) or given
+
+
+def _known_source(conn: sqlite3.Connection, uri: str) -> bool:
+    """Is it a live source's uri or one the log recorded (a source gone from memory)?"""
+    return (
+        conn.execute("SELECT 1 FROM sources WHERE uri = ?", (uri,)).fetchone() is not None
+        or conn.execute("SELECT 1 FROM change_log WHERE kind = 'source' AND target = ? LIMIT 1", (uri,)).fetchone()
+        is not None
+    )
+
+
+def _commit_by_prefix(conn: sqlite3.Connection, given: str) -> str | None:
+    """The one commit whose uri `<repo path>@<sha>` `given` abbreviates: `<repo name or path>@<sha prefix>`."""
+    repo, _, prefix = given.rpartition("@")
+    if not repo or not SHORT_SHA.fullmatch(prefix.lower()):
+        return None
+    name = os.path.basename(repo.rstrip("/"))
+    root = os.path.abspath(os.path.expanduser(repo))
+    pattern = "%" + _like_escaped(f"{name}@{prefix.lower()}") + "%"
+    rows = conn.execute(
+        "SELECT uri FROM sources WHERE uri LIKE ? ESCAPE '\\'"
+        " UNION SELECT target FROM change_log WHERE kind = 'source' AND target LIKE ? ESCAPE '\\'",
+        (pattern, pattern),
+    ).fetchall()
+    matches = sorted(
+        uri
+        for (uri,) in rows
+        if (parts := uri.rpartition("@"))[2].startswith(prefix.lower())
+        and (parts[0] == root or "/" not in repo and os.path.basename(parts[0]) == name)
+    )
+    if len(matches) > 1:
+        shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
+        raise CMRAGError(
+            f"{given!r} is ambiguous: {len(matches)} commits match ({shown})",
+            "give more of the sha, or the whole uri <repo>@<sha> (see `mem sources --kind commit`)",
+        )
+    return matches[0] if matches else None
+
+
+def _like_escaped(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def source_history(conn: sqlite3.Connection, uri_or_id: str) -> list[Change]:
     """Every recorded version of one source, newest first. Raises CMRAGError if the log never saw it."""
-    candidates = [uri_or_id, os.path.abspath(os.path.expanduser(uri_or_id))]
-    if uri_or_id.isdigit():
-        row = conn.execute("SELECT uri FROM sources WHERE id = ?", (int(uri_or_id),)).fetchone()
-        candidates.insert(0, row[0] if row else uri_or_id)
-    for uri in candidates:
-        rows = conn.execute(
-            f"SELECT {RECORD_COLUMNS} FROM change_log WHERE kind = 'source' AND target = ? ORDER BY seq DESC", (uri,)
-        ).fetchall()
-        if rows:
-            break
+    uri = resolve_source(conn, uri_or_id)
+    rows = conn.execute(
+        f"SELECT {RECORD_COLUMNS} FROM change_log WHERE kind = 'source' AND target = ? ORDER BY seq DESC", (uri,)
+    ).fetchall()
     if not rows:
-        raise CMRAGError(f"no recorded history for {uri_or_id!r}", "give a source's uri or id (see `mem sources`)")
+        raise CMRAGError(
+            f"no recorded history for {uri_or_id!r}",
+            "give a source's uri, path or id (see `mem sources`); a commit is <repo>@<sha>, or a unique sha prefix",
+        )
     return [Change(*row) for row in rows]
 
 

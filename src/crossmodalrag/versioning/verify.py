@@ -27,7 +27,7 @@ GONE_OPS = ("delete", "forget")
 
 @dataclass
 class Problem:
-    problem: str  # chain_broken | edited_outside | inserted_outside | deleted_outside
+    problem: str  # chain_broken | edited_outside | inserted_outside | deleted_outside | version_altered
     kind: str
     target: str
     seq: int | None  # the record in question (the last one for the row), None when the log never saw it
@@ -146,14 +146,59 @@ def _latest_records(conn: sqlite3.Connection, kind: str) -> dict[str, tuple[int,
     return {target: (seq, op, digest) for target, seq, op, digest in rows}
 
 
-def accept(store: "Store", reason: str = "accepted: changed outside mem") -> int:
+# What accept can record: the live row as it is now becomes the newest version. A stored past version that
+# was changed (version_altered) cannot be put right that way: its original text is gone from the file.
+ACCEPTABLE = ("edited_outside", "inserted_outside", "deleted_outside")
+
+
+@dataclass
+class Accepted:
+    """What `accept` recorded, and the problems it cannot accept (left for verify to report)."""
+
+    recorded: int
+    refused: list[Problem] = field(default_factory=list)
+
+    def refusal(self) -> str | None:
+        """One line saying what was not accepted and what to do instead, or None."""
+        altered = [p for p in self.refused if p.problem == "version_altered"]
+        if not altered:
+            return None
+        targets = sorted({p.target for p in altered})
+        named = ", ".join(targets[:3]) + (f" and {len(targets) - 3} more" if len(targets) > 3 else "")
+        return (
+            f"cannot accept {len(altered)} stored past version(s) changed outside mem ({named}): the text they held"
+            " is gone from the file (hint: restore a backup made before the change with `mem restore FILE --force`,"
+            " or erase that source's stored versions with `mem forget SOURCE`; a file still on disk comes back at"
+            " the next ingest)"
+        )
+
+
+def what_works(problems: list[Problem]) -> str:
+    """What puts these problems right, for a hint: `mem verify --accept` only records rows changed outside
+    mem; it refuses a broken chain and cannot restore an altered past version."""
+    broken = [p for p in problems if p.problem == "chain_broken"]
+    if broken:
+        return (
+            f"the change log itself was altered at seq {broken[0].seq}, which `mem verify --accept` cannot accept: "
+            "restore a backup whose chain head you trust"
+        )
+    steps = []
+    if any(p.problem in ACCEPTABLE for p in problems):
+        steps.append("`mem verify --accept` records the rows changed outside mem as new versions")
+    if any(p.problem == "version_altered" for p in problems):
+        steps.append("an altered stored past version cannot be accepted: `mem forget SOURCE` erases its versions")
+    return "; ".join(steps) or "`mem verify` lists the problems"
+
+
+def accept(store: "Store", reason: str = "accepted: changed outside mem") -> Accepted:
     """Record the live rows that verify finds changed, inserted or deleted outside mem as new versions
-    (after CMRAG_VERSIONING was off, or an edit made on purpose); returns how many. Raises CMRAGError
-    when versioning is off or the chain itself is broken (a rewritten log is not accepted)."""
+    (after CMRAG_VERSIONING was off, or an edit made on purpose). Raises CMRAGError when versioning is
+    off or the chain itself is broken (a rewritten log is not accepted); an altered stored past version is
+    not accepted either, and is returned in `refused`."""
     if not enabled(store.conn):
         raise CMRAGError("versioning is off, so nothing can be recorded", "unset CMRAG_VERSIONING (or set it on)")
 
-    def record_changes(conn) -> int:
+    def record_changes(conn) -> Accepted:
         report = verify(conn, max_problems=10**9)
         broken = [p for p in report.problems if p.problem == "chain_broken"]
         if broken:
@@ -161,8 +206,15 @@ def accept(store: "Store", reason: str = "accepted: changed outside mem") -> int
                 f"the change log itself was altered at seq {broken[0].seq}; that cannot be accepted",
                 "restore a backup (mem restore) whose chain head you trust",
             )
+        before = _last_seq(conn)
         for problem in report.problems:
-            changed(conn, problem.kind, problem.target, reason=reason)
-        return len(report.problems)
+            if problem.problem in ACCEPTABLE:
+                changed(conn, problem.kind, problem.target, reason=reason)
+        refused = [p for p in report.problems if p.problem not in ACCEPTABLE]
+        return Accepted(_last_seq(conn) - before, refused)  # what was appended, not what was found
 
     return retried_transaction(store, record_changes)
+
+
+def _last_seq(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT COALESCE(MAX(seq), 0) FROM change_log").fetchone()[0]

@@ -29,6 +29,7 @@ from crossmodalrag.store.backup import (
     _sync_and_hash,
     _write_checksum,
     backups_dir,
+    names_a_folder,
 )
 from crossmodalrag.store.connection import open_store
 from crossmodalrag.store.postgres import PgStore, open_postgres_store
@@ -42,7 +43,7 @@ def _open(settings: Settings, create: bool = False) -> PgStore:
     return open_postgres_store(settings.db_url, settings.db_owner, create, settings.db_statement_timeout)
 
 
-def backup_postgres(settings: Settings, dest: Path | None, export: bool = False) -> BackupReport:
+def backup_postgres(settings: Settings, dest: str | Path | None, export: bool = False) -> BackupReport:
     """Write a backup of the configured PostgreSQL memory to `dest` (a file or folder; default
     backups/ beside CMRAG_DB_PATH). `export` (or no pg_dump on PATH): a SQLite export. Raises StoreError."""
     pg_dump = None if export else shutil.which("pg_dump")
@@ -107,9 +108,9 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
             "bytes": size, "schema_version": version, "sources": sources, "verify": verified}  # fmt: skip
 
 
-def _target(settings: Settings, dest: Path | None, suffix: str) -> Path:
+def _target(settings: Settings, dest: str | Path | None, suffix: str) -> Path:
     chosen = backups_dir(settings.db_path) if dest is None else Path(dest).expanduser()
-    if dest is None or chosen.is_dir():
+    if names_a_folder(dest, chosen):
         _make_folder(chosen)
         return _free_name(chosen, f"memory-postgresql-{time.strftime('%Y%m%d-%H%M%S')}", suffix)
     if chosen.exists():
