@@ -174,6 +174,7 @@ def test_headings_urls_and_code_are_not_tags(vault: Path) -> None:
 def test_wikilinks_are_metadata_but_not_inside_code(vault: Path) -> None:
     text = "Links: [[a]], [[b|alias]], [[c#heading]], [[ a ]].\n`[[inline-code]]`\n```\n[[fenced]]\n```\n"
     assert read(vault, "n.md", text).metadata["wikilinks"] == ["a", "b", "c"]
+    assert read(vault, "p.md", "See [[<private>Dr Weiss</private>]] and [[b]].\n").metadata["wikilinks"] == ["b"]
 
 
 # --- unreadable notes -----------------------------------------------------------------------

@@ -117,7 +117,7 @@ def read_note(root: Path, path: Path) -> Document:
             "vault": str(root),
             "path": relative,
             "tags": _tags(meta, prose),
-            "wikilinks": sorted({link.strip() for link in WIKILINK.findall(prose)}),
+            "wikilinks": sorted({link.strip() for link in WIKILINK.findall(prose)} - {""}),  # [[<private>x</private>]]
             **({"frontmatter": _jsonable(meta)} if meta else {}),
             **(
                 {"notice": f"{_shown(path)}: {unread}"}
