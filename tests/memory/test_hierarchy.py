@@ -51,6 +51,8 @@ def test_episodes_split_by_project_and_gap_and_mix_modalities(store, db_path) ->
     assert {ev["source_type"] for ev in first["evidence"]} == {"note", "image"}  # one cross-modal episode
     assert all(ev["role"] == "member" for ev in first["evidence"])
     assert timeline(store, project="b")[0]["project"] == "/work/b"
+    times = [e["first_time"] for e in episodes]
+    assert times == sorted(times) and timeline(store, limit=2) == episodes[-2:]  # the latest two, oldest first
 
 
 def test_concepts_are_stable_and_a_rebuild_is_a_no_op(store, db_path) -> None:

@@ -13,6 +13,7 @@ from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.retrieval.semantic import SemanticIndex, open_semantic
 from crossmodalrag.store import Store
 from crossmodalrag.types import Answer, Evidence, Hit, excerpt, iso_time
+from crossmodalrag.wording import counted
 
 if TYPE_CHECKING:
     from crossmodalrag.agent.judge import SessionJudge
@@ -167,7 +168,7 @@ def render_evidence_answer(
     heading: str | None = None,
 ) -> str:
     """Numbered evidence with citations and excerpts; `explain` adds a line per hit."""
-    lines = [heading or f"Found {len(evidence)} piece{'s' if len(evidence) != 1 else ''} of evidence:"]
+    lines = [heading or f"Found {counted(len(evidence), 'piece')} of evidence:"]
     for item in evidence:
         side = ""
         if comparison and item.hit.sub_query:

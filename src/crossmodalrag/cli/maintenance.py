@@ -8,6 +8,7 @@ import sys
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import load_settings
 from crossmodalrag.store.backup import backup_database, checksum_path, restore_database, unverified_note
+from crossmodalrag.wording import counted
 
 
 def human_size(size: int) -> str:
@@ -60,7 +61,7 @@ def _verified(verified: dict | None) -> int:
     """0, or 1 with an error line when the restored memory's change log does not verify."""
     if not (verified or {}).get("ok", True):
         sys.stderr.write(
-            f"error: the restored memory does not verify ({len(verified['problems'])} problems; "  # type: ignore[index]
+            f"error: the restored memory does not verify ({counted(len(verified['problems']), 'problem')}; "  # type: ignore[index]
             "hint: run `mem verify` to see them)\n"
         )
         return 1

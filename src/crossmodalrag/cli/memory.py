@@ -12,6 +12,7 @@ from crossmodalrag.cli.commands import _open, _settings, notice
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.memory.build import LEVELS
 from crossmodalrag.memory.extract import EVENT_TYPES
+from crossmodalrag.wording import counted
 
 NODE_LEVELS = ("event", "episode", "concept")
 
@@ -39,7 +40,7 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
     p.set_defaults(run=concepts)
 
     p = sub.add_parser("timeline", parents=[common, as_json], help="L2 episodes, oldest first")
-    p.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
+    p.add_argument("--limit", type=positive, default=50, help="how many of the latest (default 50)")
     p.add_argument("--project", help="only this project (folder, repository or its name)")
     p.set_defaults(run=timeline)
 
@@ -116,7 +117,7 @@ def _summary(result: dict) -> str:
     shown = {k: v for k, v in result.items() if not isinstance(v, (list, dict))}
     gone = result.get("removed_orphans")
     text = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items())
-    return text + (f"; {len(gone)} events whose source is gone were removed" if gone else "")
+    return text + (f"; removed {counted(len(gone), 'event')} whose source is gone" if gone else "")
 
 
 class ExtractProgress:
@@ -205,7 +206,8 @@ def concepts(args: argparse.Namespace) -> int:
         with _open(_settings(args), create=False) as store:
             notice(f"no concepts: {why_no_concepts(store.conn)}")
     for item in found:
-        print(f"{item['centrality']:7.3f}  {item['title']}  ({item['support']} events, {item['projects']} projects)")
+        spread = f"{counted(item['support'], 'event')}, {counted(item['projects'], 'project')}"
+        print(f"{item['centrality']:7.3f}  {item['title']}  ({spread})")
         print(f"         {item['id']}  {_locators(item['evidence'])}")
     return 0
 

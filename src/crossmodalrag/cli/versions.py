@@ -7,6 +7,7 @@ import argparse
 from crossmodalrag.cli.arguments import positive
 from crossmodalrag.cli.commands import _open, _settings, embed_new_chunks, notice
 from crossmodalrag.cli.render import print_json
+from crossmodalrag.wording import counted
 
 
 def register(
@@ -148,7 +149,7 @@ def run_verify(args: argparse.Namespace) -> int:
             notice("versioning is off (CMRAG_VERSIONING=off): changes since then are not recorded")
         for problem in report.problems:
             print(f"MISMATCH {problem.describe()}")
-        state = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        state = "ok" if report.ok else counted(len(report.problems), "problem")
         print(f"{state}: {report.records} records, {report.rows_checked} rows checked in {report.seconds:.2f} s")
         print(f"chain head: seq {report.head_seq} {report.head_hash}")
     return 0 if report.ok else 1

@@ -140,13 +140,14 @@ def member_links(members: list[EventRow]) -> list[Link]:
 
 
 def timeline(store: Store, limit: int = 50, project: str | None = None) -> list[dict[str, Any]]:
-    """Episodes, oldest first, each with its events' ids and its supporting chunks (for `mem timeline`,
-    the console and the MCP tool memory_timeline). `project` matches the folder/repo path or its name."""
+    """The latest `limit` episodes, oldest first, each with its events' ids and its supporting chunks
+    (for `mem timeline`, the console and the MCP tool memory_timeline): a limit keeps the recent end
+    of a long timeline, not its first weeks. `project` matches the folder/repo path or its name."""
     where, params = "level = 'episode'", ()
     if project:
         where += " AND (project = ? OR project LIKE ?)"
         params = (project, f"%/{project}")
-    found = rows(store.conn, where, params, "first_time IS NULL, first_time, id", limit)
+    found = rows(store.conn, where, params, "first_time IS NULL, first_time DESC, id DESC", limit)[::-1]
     out = with_evidence(store.conn, found, ("member",))
     members = members_of(store.conn, [row["id"] for row in found], "in_episode")
     for item in out:

@@ -26,6 +26,7 @@ from crossmodalrag.errors import UPGRADE_HINT, StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store
 from crossmodalrag.store.migrations import LATEST_VERSION
 from crossmodalrag.versioning.verify import Problem, verify, what_works
+from crossmodalrag.wording import counted
 
 SIDECARS = ("-wal", "-shm", "-journal")  # SQLite files that belong to one database file, by name
 IN_USE_TIMEOUT = 2.0  # how long a restore waits for other connections to let go of the old database
@@ -178,7 +179,7 @@ def _unverified(source: Path, verified: dict) -> StoreError:
             f"`--unverified`, then: {what_works(problems)}"
         )
     return StoreError(
-        f"{source}: its change log does not match its rows ({len(problems)} problems, e.g. {shown}); "
+        f"{source}: its change log does not match its rows ({counted(len(problems), 'problem')}, e.g. {shown}); "
         "nothing was restored",
         hint,
     )
@@ -188,7 +189,7 @@ def unverified_note(verified: dict) -> str:
     """What `mem restore --unverified` says after restoring a backup whose log does not match its rows."""
     problems = [Problem(**problem) for problem in verified["problems"]]
     return (
-        f"its change log does not match its rows ({len(problems)} problems; `mem verify` lists them): "
+        f"its change log does not match its rows ({counted(len(problems), 'problem')}; `mem verify` lists them): "
         f"{what_works(problems)}"
     )
 

@@ -19,6 +19,7 @@ from crossmodalrag.store import Store, open_store
 from crossmodalrag.versioning.history import resolve_point, states_at
 from crossmodalrag.versioning.log import head, load_state
 from crossmodalrag.versioning.sources import restore_source
+from crossmodalrag.wording import counted
 
 WIDEN = 4  # live hits asked for per wanted hit: some belong to sources that changed since
 
@@ -50,7 +51,7 @@ def past_state(store: Store, point: str) -> PastState:
         result.older = _rebuild(kept)
     result.notices.append(f"answering from memory as of seq {seq}: {len(then)} sources")
     if result.erased:
-        result.notices.append(f"{result.erased} sources held then were forgotten since; they are left out")
+        result.notices.append(f"{counted(result.erased, 'source')} held then, forgotten since, left out")
     return result
 
 
