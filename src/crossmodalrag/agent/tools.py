@@ -112,15 +112,17 @@ def ask_memory(
     model (`llm` if already loaded; the evidence answer and a notice saying why when none can be used);
     without, the `--no-llm` answer: cited evidence or an abstention."""
     from crossmodalrag.agent.recall import with_recall
-    from crossmodalrag.answer.evidence import ask_without_llm
+    from crossmodalrag.answer.evidence import ask_without_llm, with_retriever_notices
 
     retriever = with_recall(retriever, strategy, after, before, names=("after", "before"))
+    standing = list(retriever.notices)
     if settings is None:
         answer = ask_without_llm(retriever, question)
     else:
         from crossmodalrag.answer.synthesize import ask_with_llm
 
         answer = ask_with_llm(retriever, question, settings, llm=llm)
+    with_retriever_notices(answer, retriever, standing, len(standing))
     note_changes(retriever.store, answer)
     return answer.to_dict()
 

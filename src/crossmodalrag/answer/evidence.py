@@ -103,6 +103,16 @@ def ask_without_llm(retriever: Retriever, query: str, debug: bool = False) -> An
     return answer
 
 
+def with_retriever_notices(answer: Answer, retriever: Retriever, standing: list[str], shown: int) -> Answer:
+    """The retriever's notices belong to the answer (its JSON `notices`, whichever surface asked): those
+    it had from the start (`--as-of`'s "answering from memory as of seq N", "ranked lexically",
+    "lexical retrieval only") first, then those said while searching for this answer (`shown`: how
+    many it had before; a session judge that failed)."""
+    answer.notices[:0] = [message for message in standing if message not in answer.notices]
+    answer.notices.extend(retriever.notices[shown:])
+    return answer
+
+
 def diagnostics(result: SearchResult, retriever: Retriever) -> dict:
     """--debug's retrieval part: the gate's inputs, the weights, and every hit's score components."""
     return {

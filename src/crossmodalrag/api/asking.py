@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 from crossmodalrag.agent.recall import with_recall
-from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
+from crossmodalrag.answer.evidence import ask_without_llm, open_retriever, with_retriever_notices
 from crossmodalrag.answer.llm import LLM, load_llm
 from crossmodalrag.answer.synthesize import ask_with_llm
 from crossmodalrag.config import Settings
@@ -99,15 +99,18 @@ class Asker:
             retriever = open_retriever(store, settings, top_k, profile, modalities=modalities)
             retriever = with_recall(retriever, strategy or retriever.strategy, after, before)
             retriever = at_level(retriever, level, settings)
+            standing = list(retriever.notices)
             if no_llm:
-                return with_nodes(ask_without_llm(retriever, query), retriever)
-            with self.model_turn:  # queued askers wait here, in their worker threads
-                if cancelled is not None and cancelled.is_set():
-                    raise AskCancelled()
-                llm = self._model()
-                if llm is not None and cancelled is not None:
-                    llm = CancellableLLM(llm, cancelled)
-                return with_nodes(ask_with_llm(retriever, query, settings, on_text, llm=llm), retriever)
+                answer = ask_without_llm(retriever, query)
+            else:
+                with self.model_turn:  # queued askers wait here, in their worker threads
+                    if cancelled is not None and cancelled.is_set():
+                        raise AskCancelled()
+                    llm = self._model()
+                    if llm is not None and cancelled is not None:
+                        llm = CancellableLLM(llm, cancelled)
+                    answer = ask_with_llm(retriever, query, settings, on_text, llm=llm)
+            return with_nodes(with_retriever_notices(answer, retriever, standing, len(standing)), retriever)
 
     def _model(self) -> LLM | None:
         """The backend, loaded once. None when it cannot be: ask_with_llm then tries itself, fails the

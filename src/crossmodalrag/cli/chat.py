@@ -15,12 +15,11 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from crossmodalrag.answer.evidence import ask_without_llm, render_evidence_answer
+from crossmodalrag.answer.evidence import ask_without_llm, render_evidence_answer, with_retriever_notices
 from crossmodalrag.cli.commands import (
     TextStream,
     _open,
     _settings,
-    add_retriever_notices,
     notice,
     question_retriever,
     show_answer,
@@ -78,7 +77,7 @@ def chat(args: argparse.Namespace) -> int:
                     last = ask_without_llm(retriever, question)
                 else:
                     last = ask_with_llm(retriever, question, settings, stream.write if stream else None, llm=llm)
-                add_retriever_notices(last, retriever, standing, shown)
+                with_retriever_notices(last, retriever, standing, shown)
                 after_answer(store, last, retriever, args, settings)
                 note_changes(store, last)
             except CMRAGError as error:  # one bad question must not end the session

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crossmodalrag.answer.evidence import ask_without_llm, open_retriever, require_question
+from crossmodalrag.answer.evidence import ask_without_llm, open_retriever, require_question, with_retriever_notices
 from crossmodalrag.cli.progress import EmbedProgress, ProgressLine, ReindexProgress
 from crossmodalrag.cli.render import (
     print_json,
@@ -195,19 +195,11 @@ def ask(args: argparse.Namespace) -> int:
         else:
             stream = TextStream() if sys.stdout.isatty() and not (args.no_stream or args.json) else None
             answer = ask_with_llm(retriever, args.query, settings, stream.write if stream else None, debug=args.debug)
-        add_retriever_notices(answer, retriever, standing, len(standing))
+        with_retriever_notices(answer, retriever, standing, len(standing))
         after_answer(store, answer, retriever, args, settings)
         note_changes(store, answer)
     show_answer(answer, retriever, stream, args.json, args.explain, args.debug, printed=standing)
     return 0
-
-
-def add_retriever_notices(answer, retriever, standing: list[str], shown: int) -> None:
-    """The retriever's notices belong to the answer (its JSON `notices`): those it had from the start
-    (`--as-of`'s "answering from memory as of seq N", "ranked lexically", "lexical retrieval only") first,
-    then those said while searching for this answer (a session judge that failed)."""
-    answer.notices[:0] = [message for message in standing if message not in answer.notices]
-    answer.notices.extend(retriever.notices[shown:])
 
 
 def question_retriever(store: Store, settings: Settings, args: argparse.Namespace):
