@@ -10,6 +10,7 @@ from typing import Any
 
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import UPGRADE_HINT, CMRAGError
+from crossmodalrag.index import fts
 from crossmodalrag.store import open_configured_store
 from crossmodalrag.store.migrations import LATEST_VERSION
 
@@ -117,6 +118,9 @@ def _database(settings: Settings, report: Report) -> None:
         conn.close()
     if facts["integrity"] != "ok":
         report.problems.append(f"integrity check failed: {facts['integrity']}; restore a backup")
+    elif version is not None and (problem := fts.index_problem(path)):
+        facts["integrity"] = "text index damaged"
+        report.problems.append(f"{problem}; `mem init-db --rebuild-index` builds it again from the stored chunks")
     if version is not None and version > LATEST_VERSION:
         report.problems.append(
             f"schema version {version} is newer than this program's {LATEST_VERSION}: every command refuses it;"

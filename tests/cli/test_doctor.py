@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from crossmodalrag.cli.main import main
 from crossmodalrag.doctor import diagnose
@@ -120,3 +121,27 @@ def test_a_model_that_cannot_load_comes_with_what_to_run(capsys, monkeypatch):
     _, report = doctor_json(capsys)
     (why,) = [e for e in report["explanations"] if "cannot load" in e]
     assert "mem models install --offline" in why
+
+
+def test_a_damaged_text_index_is_a_problem_that_init_db_rebuild_index_mends(capsys, tmp_path, db_path):
+    write_note(tmp_path / "vault", "a.md", "# A\nalpha beta")
+    write_note(tmp_path / "vault", "b.md", "# B\ngamma delta")
+    assert main(["ingest-notes", str(tmp_path / "vault")]) == 0
+    with sqlite3.connect(db_path) as conn:  # a chunk's row gone from the index: words never find it
+        conn.execute("DELETE FROM chunks_fts WHERE rowid = (SELECT MIN(id) FROM chunks)")
+    capsys.readouterr()
+    code, report = doctor_json(capsys)
+    assert code == 1 and report["database"]["integrity"] == "text index damaged"
+    assert report["problems"] == [
+        "1 chunks are missing from the text index (words never find them); "
+        "`mem init-db --rebuild-index` builds it again from the stored chunks"
+    ]
+    for damage in ("DELETE FROM chunks_fts_docsize", "UPDATE chunks_fts_data SET block = zeroblob(length(block))"):
+        assert main(["init-db", "--rebuild-index"]) == 0
+        assert "text index rebuilt from the stored chunks: 2 in" in capsys.readouterr().err
+        code, report = doctor_json(capsys)
+        assert code == 0 and report["database"]["integrity"] == "ok"
+        assert main(["ask", "alpha", "--no-llm", "--json"]) == 0 and json.loads(capsys.readouterr().out)["evidence"]
+        with sqlite3.connect(db_path) as conn:  # pages that no longer match what they index
+            conn.execute(damage)
+        assert "the text index is damaged" in doctor_json(capsys)[1]["problems"][0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,6 +82,17 @@ def embed_new_chunks(store: Store, settings: Settings):
 def init_db(args: argparse.Namespace) -> int:
     settings = _settings(args)
     with _open(settings) as store:
+        if args.rebuild_index:
+            if settings.db_url:
+                raise CMRAGError(
+                    "on PostgreSQL the text index is a column the server keeps", "a DBA can `REINDEX TABLE chunks`"
+                )
+            from crossmodalrag.index import fts
+
+            started = time.monotonic()
+            with store.transaction() as conn:
+                indexed = fts.recreate(conn)
+            notice(f"text index rebuilt from the stored chunks: {indexed:,} in {time.monotonic() - started:.1f} s")
         notice(f"memory database ready at {store.location} (schema version {store.schema_version()})")
     return 0
 

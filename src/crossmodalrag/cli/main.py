@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("init-db", parents=[common], help="create or upgrade the memory database")
+    p.add_argument(
+        "--rebuild-index", action="store_true", help="build the full-text index again from the stored chunks"
+    )
     p.set_defaults(run=commands.init_db)
 
     p = sub.add_parser("seed-sample", parents=[common, as_json], help="write, ingest and load the bundled sample")

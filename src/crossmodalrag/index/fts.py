@@ -118,6 +118,39 @@ def rebuild(conn: sqlite3.Connection, progress: "Callable[[int, int], None] | No
     return done
 
 
+def index_problem(path) -> str | None:
+    """What is wrong with the text index of the database at `path`, or None: chunks it lacks (a
+    chunk missing there is never found by words) or index pages that do not match their content
+    (FTS5's own integrity check). Read-only, though FTS5 runs its check as an INSERT."""
+    conn = sqlite3.connect(path, timeout=2.0)
+    try:
+        missing = conn.execute(
+            "SELECT COUNT(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM chunks_fts f WHERE f.rowid = c.id)"
+        ).fetchone()[0]
+        if missing:
+            return f"{missing:,} chunks are missing from the text index (words never find them)"
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        return None
+    except sqlite3.OperationalError as error:
+        if "locked" in str(error) or "busy" in str(error):
+            return None  # another mem process is writing: not checked now
+        return f"the text index is damaged ({error})"
+    except sqlite3.DatabaseError as error:
+        return f"the text index is damaged ({error})"
+    finally:
+        conn.rollback()
+        conn.close()
+
+
+def recreate(conn: sqlite3.Connection, progress: "Callable[[int, int], None] | None" = None) -> int:
+    """Drop chunks_fts and build it again from the stored chunks (inside the caller's transaction):
+    what a damaged index needs, where `rebuild`'s DELETE would read the damaged pages."""
+    (definition,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
+    conn.execute("DROP TABLE chunks_fts")
+    conn.execute(definition)
+    return rebuild(conn, progress)
+
+
 @dataclass(frozen=True)
 class QueryTerm:
     """One searchable word of a query (a CJK bigram counts as a word): its surface form, whether it
