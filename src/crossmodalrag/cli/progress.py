@@ -38,15 +38,27 @@ class ProgressLine:
 class EmbedProgress:
     """`embedding: N/M chunks (R chunks/s)` on a TTY while vectors are computed."""
 
+    BACKLOG = 1000  # chunks: past this, a run without a terminal says once what it is doing
+
     def __init__(self, stream=None) -> None:
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty()
+        self.announced = False
 
     def __call__(self, report, remaining: int) -> None:
+        rate = report.chunks / report.seconds if report.seconds else 0.0
         if self.live:
-            rate = report.chunks / report.seconds if report.seconds else 0.0
             self.stream.write(f"\rembedding: {report.chunks}/{remaining} chunks ({rate:.1f}/s)")
             self.stream.flush()
+        elif not self.announced and remaining >= self.BACKLOG:
+            # Ingesting one note after a model was installed embeds the whole memory's backlog.
+            minutes = f", about {remaining / rate / 60:.0f} min" if rate else ""
+            self.stream.write(
+                f"embedding {remaining:,} chunks that have no vector yet{minutes}"
+                " (stopping is safe: `mem reindex-embeddings` goes on from there)\n"
+            )
+            self.stream.flush()
+            self.announced = True
 
     def finish(self, report) -> None:
         if self.live:
