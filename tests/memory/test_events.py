@@ -170,6 +170,24 @@ def test_past_the_budget_concepts_are_named_without_the_model(store, db_path) ->
     assert any("time budget is spent" in notice for notice in report.notices)
 
 
+def test_a_concept_level_build_takes_the_configured_model_to_name_concepts(store, db_path, monkeypatch) -> None:
+    from crossmodalrag.memory import build as build_module
+    from crossmodalrag.memory import concepts
+
+    model, given = object(), []
+    monkeypatch.setattr(build_module, "extraction_llm", lambda settings, chosen=None: (model, ""))
+    real = concepts.build_concepts
+    monkeypatch.setattr(
+        concepts,
+        "build_concepts",
+        lambda store, threshold, llm, events: given.append(llm) or real(store, threshold, None, events),
+    )
+    add_docs(store, note("a", "# A\n\nWe shipped the release."), note("b", "# B\n\nWe shipped the release.", days=2))
+    build(store, db_path, llm=ScriptedExtractor(events_output(event("We shipped the release."))), levels=("event",))
+    build(store, db_path, levels=("concept",))
+    assert given == [model]  # it named concepts by their words only, however a model was configured
+
+
 def test_a_rechunked_source_is_reanchored_without_the_model(store, db_path) -> None:
     add_docs(store, PARSER)
     llm = ScriptedExtractor(events_output(event("The tokenizer fixed the backtracking bug.", [2], "fix")))

@@ -81,10 +81,10 @@ def build_memory(
         semantic, notice = semantic_index(store, settings)
         if notice:
             report.notices.append(notice)
+    why = ""
+    if llm is None and ("event" in levels or "concept" in levels):  # concepts are named by the model too
+        llm, why = extraction_llm(settings, model)
     if "event" in levels:
-        why = ""
-        if llm is None:
-            llm, why = extraction_llm(settings, model)
         how = Extraction(llm, semantic, settings.extract_window_chars, settings.event_support_min_cosine)
         events = build_events(store, how, limit, max_minutes, progress)
         report.levels["event"] = events.to_dict()
