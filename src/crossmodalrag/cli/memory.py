@@ -170,7 +170,8 @@ def _fetch(args: argparse.Namespace, fetch, key: str) -> list | None:
 
 
 def _locators(evidence: list[dict]) -> str:
-    return "; ".join(f"{e['locator']}#{e['chunk_id']}" for e in evidence[:3]) or "(no evidence left)"
+    """Where a node's evidence is, each with the id `mem source ID` opens (a `#chunk` read as an anchor)."""
+    return "; ".join(f"{e['locator']} (source {e['source_id']})" for e in evidence[:3]) or "(no evidence left)"
 
 
 def memory_stats(args: argparse.Namespace) -> int:
