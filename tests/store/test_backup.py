@@ -156,6 +156,16 @@ def test_restore_round_trip_keeps_the_replaced_database(db_path, backup_file):
     assert leftovers(db_path.parent) == []
 
 
+def test_restoring_a_backup_that_holds_what_was_forgotten_since_says_so(db_path, backup_file, capsys):
+    make_db(db_path, ["/v/a.md", "/v/b.md"])
+    with open_store(db_path) as store, store.transaction() as conn:  # as `mem forget /v/a.md` records it
+        conn.execute("DELETE FROM sources WHERE uri = '/v/a.md'")
+        versioning.forgotten(conn, "source", "/v/a.md", "mem forget")
+    assert main(["restore", str(backup_file), "--force"]) == 0
+    assert "note: this backup holds 1 source the replaced memory had forgotten (/v/a.md)" in capsys.readouterr().err
+    assert restore_database(backup_file, db_path, force=True).forgotten_since == []  # none forgotten in that one
+
+
 def test_restore_refuses_to_replace_a_database_without_force(db_path, backup_file):
     make_db(db_path, ["/v/later.md"])
     before = sha256(db_path)

@@ -54,6 +54,12 @@ def restore(args: argparse.Namespace) -> int:
             sys.stderr.write(f"the replaced database is kept at {report.replaced}\n")
     if not report.verified["ok"]:  # restored with --unverified
         sys.stderr.write(f"note: {unverified_note(report.verified)}\n")
+    if report.forgotten_since:
+        shown = ", ".join(report.forgotten_since[:3]) + (", …" if len(report.forgotten_since) > 3 else "")
+        sys.stderr.write(
+            f"note: this backup holds {counted(len(report.forgotten_since), 'source')} the replaced memory had "
+            f"forgotten ({shown}); their text is back: `mem forget` them again (`mem restore --json` lists them)\n"
+        )
     return 0
 
 

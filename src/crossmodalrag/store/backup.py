@@ -18,7 +18,7 @@ import sqlite3
 import stat
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -62,6 +62,7 @@ class RestoreReport:
     sources: int
     replaced: Path | None
     verified: dict[str, Any] | None = None  # `mem verify` of the restored memory (versioning/verify.py)
+    forgotten_since: list[str] = field(default_factory=list)  # forgotten in the replaced database, back now
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +74,7 @@ class RestoreReport:
             "sources": self.sources,
             "replaced": str(self.replaced) if self.replaced else None,
             "verify": self.verified,
+            "forgotten_since": self.forgotten_since,
         }
 
 
@@ -151,6 +153,7 @@ def restore_database(source: Path, db_path: Path, force: bool = False, unverifie
         with open_store(staging, create=False) as store:  # migrates an older backup, on the copy
             version = store.schema_version()
             verified = verify(store.conn).to_dict()  # the change log came along: prove it still matches
+            forgotten = _forgotten_since(db_path, store.conn) if db_path.exists() else []
         if not verified["ok"] and not unverified:
             raise _unverified(source, verified)
         if db_path.exists():
@@ -164,7 +167,28 @@ def restore_database(source: Path, db_path: Path, force: bool = False, unverifie
     finally:
         _remove(staging)
     shutil.rmtree(db_path.with_name(db_path.name + ".vectors"), ignore_errors=True)
-    return RestoreReport(db_path, source, digest, size, version, sources, replaced, verified)
+    return RestoreReport(db_path, source, digest, size, version, sources, replaced, verified, forgotten)
+
+
+def _forgotten_since(current: Path, restored: sqlite3.Connection) -> list[str]:
+    """The uris the replaced database had forgotten (its last record of them a forget) that the
+    backup still holds: restoring brings their text back, which a user who forgot them must hear."""
+    try:
+        conn = sqlite3.connect(f"file:{current}?mode=ro", uri=True)
+        try:
+            gone = [
+                uri
+                for (uri,) in conn.execute(
+                    "SELECT target FROM change_log c WHERE kind = 'source' AND op = 'forget'"
+                    " AND seq = (SELECT MAX(seq) FROM change_log WHERE kind = 'source' AND target = c.target)"
+                )
+            ]
+        finally:
+            conn.close()
+    except sqlite3.Error:  # no change log (an old or damaged database): nothing to compare
+        return []
+    held = {uri for (uri,) in restored.execute("SELECT uri FROM sources")}
+    return sorted(uri for uri in gone if uri in held)
 
 
 def _unverified(source: Path, verified: dict) -> StoreError:
