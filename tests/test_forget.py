@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sqlite3
 import zlib
 from pathlib import Path
@@ -246,6 +247,9 @@ def test_eval_gold_is_kept_and_counted(capsys, vault, db_path) -> None:
 def test_backups_made_before_are_named(capsys, vault, db_path) -> None:
     ingest(vault, db_path)
     assert run(capsys, "backup")[0] == 0
+    older = db_path.parent / "backups" / "memory-20200101-000000.db"  # from before the note was stored
+    older.write_bytes(b"an older backup")
+    os.utime(older, (1_577_836_800, 1_577_836_800))
     code, out, err = run(capsys, "forget", str(vault / "secret/gone.md"), "--yes", "--json")
     assert code == 0 and json.loads(out)["backups"] == 1 and len(json.loads(out)["backup_paths"]) == 1
     assert f"1 backup in {db_path.parent / 'backups'} made before now may still hold it" in err

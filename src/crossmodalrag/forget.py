@@ -190,7 +190,7 @@ def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = Fal
         conn.execute(f"PRAGMA secure_delete = {int(secure_before)}")
     report.eval_queries = _eval_queries_naming(store, {s.uri for s in sources})
     report.still_on_disk = still_on_disk(sources)
-    report.backups = existing_backups(store)
+    report.backups = existing_backups(store, first_stored(store, [s.uri for s in sources]))
     report.unfinished_copies = unfinished_copies(store)
     drop_vector_cache(store)
     if vacuum:
@@ -253,14 +253,37 @@ def _eval_queries_naming(store: Store, uris: set[str]) -> int:
     return sum(1 for (gold,) in rows if uris.intersection(json.loads(gold)))
 
 
-def existing_backups(store: Store) -> list[str]:
-    """Backup files in the default backups folder (they were made before this forget)."""
+def existing_backups(store: Store, since: float = 0.0) -> list[str]:
+    """Backup files in the default backups folder written since `since` (unix seconds): made before
+    this forget, and not before the forgotten text was stored (an older one cannot hold it)."""
     from crossmodalrag.store.backup import backups_dir
 
     folder = backups_dir(store.path)
     if not folder.is_dir():
         return []
-    return sorted(str(p) for p in folder.iterdir() if p.is_file() and p.suffix != ".sha256" and p.name[0] != ".")
+    return sorted(
+        str(p)
+        for p in folder.iterdir()
+        if p.is_file() and p.suffix != ".sha256" and p.name[0] != "." and p.stat().st_mtime >= since
+    )
+
+
+def first_stored(store: Store, uris: list[str]) -> float:
+    """When the change log first recorded any of these sources; 0 (any backup may hold them) when it
+    lacks one of them (stored with versioning off), or has them only since versioning began (a
+    genesis record: stored before that)."""
+    first = None
+    for start in range(0, len(uris), 500):  # within SQLite's bound-variable limit
+        part = uris[start : start + 500]
+        at, genesis, recorded = store.conn.execute(
+            "SELECT MIN(at), MAX(op = 'genesis'), COUNT(DISTINCT target) FROM change_log WHERE kind = 'source'"
+            f" AND target IN ({','.join('?' * len(part))})",
+            part,
+        ).fetchone()
+        if genesis or recorded < len(set(part)):  # one stored unrecorded (versioning off): whenever
+            return 0.0
+        first = at if first is None else min(first, at)
+    return first or 0.0
 
 
 def unfinished_copies(store: Store) -> list[str]:
