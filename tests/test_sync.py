@@ -197,6 +197,14 @@ def test_only_rejects_an_unknown_connector(capsys):
     assert exit_info.value.code == 2
 
 
+def test_debounce_without_watch_is_refused_not_ignored(capsys, db_path):
+    code, _, err = run(capsys, "sync", "--debounce", "5")
+    assert (
+        code == 1 and err == "error: --debounce applies to --watch only (hint: add --watch, or leave --debounce out)\n"
+    )
+    assert not db_path.exists()
+
+
 def test_nothing_configured_is_one_error_line_and_creates_no_database(capsys, db_path):
     code, out, err = run(capsys, "sync")
     assert code == 1 and out == ""

@@ -100,7 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--debounce",
         type=sync_commands.seconds,
-        default=0.75,
         help="with --watch: seconds of quiet before a burst of changes is applied (default 0.75)",
     )
     p.set_defaults(run=sync_commands.sync)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 # crossmodalrag.sync.CONNECTORS, without importing ingest for --help
 CONNECTORS = ("notes", "git", "pdf", "image", "chat")
+DEBOUNCE_SECONDS = 0.75  # --watch: quiet before a burst of changes is applied
 
 
 def seconds(text: str) -> float:
@@ -67,6 +68,8 @@ def sync(args: argparse.Namespace) -> int:
     """`mem sync`: one incremental pass over every configured connector (or watch them)."""
     from crossmodalrag.sync import configured_paths
 
+    if args.debounce is not None and not args.watch:
+        raise CMRAGError("--debounce applies to --watch only", "add --watch, or leave --debounce out")
     settings = load_settings({"db_path": args.db_path})
     only = tuple(args.only or ())
     configured_paths(settings, only)  # nothing configured: fail before creating a database
@@ -116,7 +119,8 @@ def _watch(args: argparse.Namespace, settings: Settings, store: Store, only: tup
 
     stop = threading.Event()
     lines = WatchLines(store, settings, args.json)
-    with Watcher(store, settings, only, args.max_commits, lines, args.debounce) as watcher:
+    debounce = DEBOUNCE_SECONDS if args.debounce is None else args.debounce
+    with Watcher(store, settings, only, args.max_commits, lines, debounce) as watcher:
         report, embedded = _sync_once(args, settings, store, only, lines.embed)
         if args.json:
             lines.emit({"event": "initial", **report.to_dict(), "embedded": embedded})
