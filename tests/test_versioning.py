@@ -483,6 +483,7 @@ def test_cli_log_history_checkpoint_diff_rollback_json(capsys, store: Store, vau
     assert data["dry_run"] is True and data["head_seq"] is None and len(data["restore"]) == 1
     code, out, err = run(capsys, "rollback", "cp")
     assert code == 0 and "did restore 1" in err
+    assert "the next `mem sync` or ingest of their folders reads them again and undoes this" in err
     code, _, err = run(capsys, "rollback", "no-such-point")
     assert code == 1 and err.startswith("error:") and "Traceback" not in err
 

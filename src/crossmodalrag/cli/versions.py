@@ -111,6 +111,11 @@ def do_rollback(args: argparse.Namespace) -> int:
         )
     if plan.rebuild:
         notice(f"{', '.join(plan.rebuild)} rows are derived, not rolled back: run `mem build-memory` to re-derive them")
+    if (plan.restore or plan.remove) and not plan.dry_run:
+        notice(
+            "the files on disk are as they were: the next `mem sync` or ingest of their folders reads them again "
+            "and undoes this for every file that still exists (leave those folders out, or change the files)"
+        )
     return 0
 
 
