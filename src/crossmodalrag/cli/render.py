@@ -19,7 +19,9 @@ def print_json(data: Any) -> None:
 
 def explain_line(hit: Hit, weights: dict[str, float]) -> str:
     """`score = 0.52×vector 0.910 + …` with the raw values (bm25, cosine) alongside."""
-    if "rrf" in hit.components:
+    if "level" in hit.components:  # --level: the score is the level's ranking, not a blend of these parts
+        parts = f"level {hit.components['level']:.4f} (ranked through the memory level's nodes)"
+    elif "rrf" in hit.components:
         parts = f"rrf {hit.components['rrf']:.4f} (reciprocal rank fusion of BM25 and vector ranks)"
     else:
         parts = " + ".join(

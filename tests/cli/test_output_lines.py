@@ -1,4 +1,4 @@
-"""What long runs say on stderr when no terminal shows a live line."""
+"""What long runs say on stderr when no terminal shows a live line, and how --explain reads a score."""
 
 from __future__ import annotations
 
@@ -20,3 +20,13 @@ def test_a_large_embedding_backlog_is_announced_once_without_a_terminal():
     small = io.StringIO()
     EmbedProgress(small)(SimpleNamespace(chunks=5, seconds=1.0), 5)
     assert small.getvalue() == ""
+
+
+def test_explain_at_a_memory_level_shows_the_score_it_ranked_by():
+    from crossmodalrag.cli.render import explain_line
+    from crossmodalrag.types import Hit
+
+    hit = Hit(1, "/v/a.md", "note", "text", "A", "a.md", "crumb\nbody", None, score=0.016,
+              components={"bm25": 2.0, "lexical": 1.0, "recency": 0.5, "level": 0.016})  # fmt: skip
+    line = explain_line(hit, {"lexical": 0.85, "recency": 0.15})
+    assert "score = level 0.0160 (ranked through the memory level's nodes) → 0.016" in line and "×lexical" not in line
