@@ -74,6 +74,23 @@ def test_the_answer_prompt_shows_whole_sentences_of_a_long_excerpt() -> None:
     assert clip_to_sentence(chinese, 40) == "成都道是香港一条街道，位于香港岛香港仔市中心。 …"
 
 
+def test_a_long_excerpt_reaches_the_model_from_the_sentence_holding_the_questions_words() -> None:
+    owners = "Ada runs the release. " + "The changelog lists every fix and its issue. " * 12
+    owners += "If she is away, Grace makes the go/no-go call. The date stays."
+    question = "Who makes the go/no-go call if Ada is away?"
+    shown = build_messages(question, [item(1, owners)], 300)[1]["content"]
+    assert "\n… The changelog" in shown and "If she is away, Grace makes the go/no-go call." in shown  # whole sentences
+    assert "Grace" not in evidence_block([item(1, owners)], 300)  # without the question: from the top
+    assert build_messages("Who runs the release?", [item(1, owners)], 300)[1]["content"].count("Ada runs") == 1
+
+
+def test_a_tables_rows_reach_the_model_on_lines_of_their_own() -> None:
+    rows = "| metric | April | May (Valkey) |\n|---|---|---|\n| checkout p99 | 480 ms | 210 ms |"
+    table = f"Latency by month\n\n{rows}\nDone."
+    block = evidence_block([item(1, table)], 1000)
+    assert f"Latency by month\n{rows}\nDone." in block
+
+
 def test_a_turns_header_names_its_session_once() -> None:
     """A chat turn's locator starts with the session title: repeating it costs prompt tokens per excerpt."""
     session = "Jon & Gina · session 1 (4:04 pm on 20 January, 2023)"

@@ -68,6 +68,8 @@ def test_split_answer_separates_the_short_answer_line_and_keeps_citations_with_t
         ("Answer: pottery and hiking [E1] and [E3]", "pottery and hiking"),
         ("Answer: Yes [E1], [E2]", "Yes"),
         ("Answer: rock and roll [E1]", "rock and roll"),
+        ("**Answer:** €55,000 [E1]", "€55,000"),  # a sign is part of the answer
+        ("Answer: ~700 MB [E1]", "~700 MB"),
         ("The Answer: We dropped the cache. It was slow [E1]", "We dropped the cache"),
         ("", None),
     ],
@@ -459,6 +461,7 @@ def test_a_short_answer_never_names_an_excerpt_the_model_did_not_cite(retriever,
         ("Bá tước của Melfi là ai", False),
         ("Vitamin D senkt den Blutdruck.", True),
         ("ビタミンDは血圧を下げる。", False),  # one run of letters: too few words to count as a claim
+        ("Marco Bellini vs Marta Bellucci on the mobile release", False),  # a comparison asks how they differ
     ],
 )
 def test_is_statement(query, statement):

@@ -20,7 +20,10 @@ _REFUSAL = re.compile(
     r"|(?:no|not\s+(?:enough|sufficient|any))\s+(?:relevant\s+)?(?:information|evidence|details?|mention)"
     r"|(?:cannot|can't|can\s+not|unable\s+to)\s+(?:be\s+)?(?:answer|determine|find|tell|say)"
     r"|not\s+(?:mentioned|covered|stated|specified|provided|addressed)"
-    r"|there\s+is\s+no\s+(?:evidence|information|mention))",
+    r"|there\s+is\s+no\s+(?:evidence|information|mention)"
+    # The model's own phrasing: "No excerpt directly states when …", "None of the excerpts mention …".
+    r"|(?:no|none\s+of\s+the)\s+(?:excerpts?|passages?|sources?)\s+(?:\w+\s+)?"
+    r"(?:states?|says?|mentions?|answers?|specif(?:y|ies)|provides?|gives?|compares?|contains?|shows?|lists?))",
     re.IGNORECASE,
 )
 # Where a sentence ends: after . ! ? (group 1, the word before it, must be no title or initial:

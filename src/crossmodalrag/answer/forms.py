@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from crossmodalrag.retrieval.query import split_comparison
+
 # A query that opens like a question or a request (or ends in "?") asks; anything else of a few
 # words or more states something, and the gate's margin for it is read against its own threshold.
 _ASKING = frozenset(
@@ -43,6 +45,8 @@ def is_statement(query: str) -> bool:
     mark, no question word or request verb first, and more than a few keywords."""
     words = re.findall(r"\w+", query.lower())
     if _ASKS.search(query) or _CJK_ASKING.search(query) or len(words) < MIN_STATEMENT_WORDS:
+        return False
+    if split_comparison(query):  # "Marco Bellini vs Marta Bellucci" asks how they differ: not "is this true?"
         return False
     return words[0] not in _ASKING and words[-1] not in _ASKING_LAST
 

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from crossmodalrag.answer.forms import as_question
 from crossmodalrag.answer.llm.base import Message
 from crossmodalrag.index.scripts import CJK_CHAR
+from crossmodalrag.retrieval.snippets import focus
 from crossmodalrag.retrieval.stopwords import guess_language
 from crossmodalrag.types import Evidence
 
@@ -105,9 +106,19 @@ def _body(item: Evidence) -> str:
     return _CITATION_LIKE.sub(r"(\1)", text)
 
 
+def flat(text: str) -> str:
+    """The text on one line, but a table's rows each on its own: flattened, "| p99 | 480 ms | 210 ms |"
+    ran on from its header row, and the model gave the before column as the after value."""
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    out = ""
+    for line in filter(None, lines):
+        out += ("\n" if line.startswith("|") or out.endswith("|") else " ") + line if out else line
+    return out
+
+
 def clip(text: str, limit: int) -> str:
     """At most `limit` characters, cut at a word boundary."""
-    text = " ".join(text.split())
+    text = flat(text)
     if len(text) <= limit:
         return text
     cut = text.rfind(" ", 0, limit)
@@ -124,7 +135,7 @@ def clip_to_sentence(text: str, limit: int) -> str:
     `limit`. Shown half a sentence, the model finishes it: the README's own question got "the worst
     input I could provide would cause it to fail" from an excerpt cut at "the worst input I could …"
     (the note goes on: "construct went from "killed after ten minutes" to about 5 ms")."""
-    text = " ".join(text.split())
+    text = flat(text)
     if len(text) <= limit:
         return text
     ends = [match.end() for match in _SENTENCE_END.finditer(text, 0, limit)]
@@ -133,16 +144,30 @@ def clip_to_sentence(text: str, limit: int) -> str:
     return clip(text, limit)
 
 
-def evidence_block(evidence: list[Evidence], budget_chars: int) -> str:
+def evidence_block(evidence: list[Evidence], budget_chars: int, question: str = "") -> str:
     """Each excerpt gets an equal share of the budget, a long one cut after its last whole sentence
-    that fits; a short one leaves its rest to the others."""
+    that fits, from where the question's words are; a short one leaves its rest to the others."""
     blocks, remaining = [], budget_chars
     for index, item in enumerate(evidence):
-        share = remaining // (len(evidence) - index)
-        body = clip_to_sentence(_body(item), max(share, 80))
+        share = max(remaining // (len(evidence) - index), 80)
+        body = clip_to_sentence(focused(_body(item), question, share), share)
         remaining -= len(body)
         blocks.append(f"{answer_header(item)}\n{body}")
     return "\n\n".join(blocks)
+
+
+def focused(text: str, question: str, limit: int) -> str:
+    """A long excerpt from the sentence where the question's words are, when its first `limit`
+    characters show fewer of them (retrieval/snippets.py): from its top, "if she is away, Grace
+    makes the go/no-go call" sat past the share a 679-character chunk got, and never reached the model."""
+    text = flat(text)
+    start = focus(text, question, limit) if question and len(text) > limit else 0
+    if not start:
+        return text
+    ends = [match.end() for match in _SENTENCE_END.finditer(text, 0, start)]
+    if ends and start - ends[-1] < limit // 2:
+        start = ends[-1]  # the sentence the words are in, whole
+    return "… " + text[start:].lstrip()
 
 
 def build_messages(question: str, evidence: list[Evidence], budget_chars: int) -> list[Message]:
@@ -176,7 +201,7 @@ def _evidence_prompt(question: str, evidence: list[Evidence], budget_chars: int,
     """The answer prompt's messages ending in `tail`: the gate's and the answer's differ only there,
     so the answer starts from the KV state the gate left and reads only its own tail."""
     ids = ", ".join(item.id for item in evidence)
-    block = evidence_block(evidence, budget_chars)
+    block = evidence_block(evidence, budget_chars, question)
     user = f"Evidence ({ids}):\n\n{block}\n\nQuestion: {as_question(question)}\n\n{tail}"
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 

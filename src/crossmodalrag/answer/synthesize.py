@@ -32,6 +32,7 @@ from crossmodalrag.answer.verify import (
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.types import Answer, Evidence
+from crossmodalrag.wording import counted
 
 LLM_INSUFFICIENT = "llm_insufficient"
 UNSUPPORTED = "unsupported"
@@ -281,9 +282,10 @@ def _leads_with_marker(text: str) -> bool:
 
 
 def _not_answered_text(evidence: list) -> str:
+    # Its margin is in `verification` (and beside the evidence with --explain), on every surface alike.
     return (
-        f"No answer: the language model judged that the {len(evidence)} retrieved pieces of evidence do not answer "
-        "this question (see `--explain` for its margin)."
+        f"No answer: the language model judged that the {counted(len(evidence), 'retrieved piece')} of evidence "
+        f"{'does' if len(evidence) == 1 else 'do'} not answer this question."
     )
 
 

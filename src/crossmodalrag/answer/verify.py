@@ -39,7 +39,8 @@ from crossmodalrag.types import Evidence
 REPLY_MARGIN = 10.0
 MAX_CHECKS = 5  # an answer is a short answer and at most three support sentences
 # "Answer:", "**Answer:** ", "The answer:": the label, not a citation right after it ("Answer: [E1] Yes").
-_ANSWER_LINE = re.compile(r"^[^\w\[]*(?:the\s+)?answer[^\w\[]*:[^\w\[]*", re.IGNORECASE)
+# After the colon only blanks and markdown go: "€55,000", "$1,200", "~700 MB", "<1%" keep their sign.
+_ANSWER_LINE = re.compile(r"^[^\w\[]*(?:the\s+)?answer[^\w\[]*:[\s*_`\"'“”]*", re.IGNORECASE)
 _LABEL = re.compile(r"^\W*\w+\W*")  # "Support:" before a line's citations
 _HEADING = re.compile(r"^\W*\w+(?: \w+)?\W*:\W*$")  # "Support:" or "**Answer:**" alone on its line
 # What opens a support sentence without being part of its claim: a list marker ("- ", "2. "), a
