@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from crossmodalrag.answer.citations import cited_ids, is_insufficient, strip_marker, validate
+from crossmodalrag.answer.citations import (
+    cited_ids,
+    is_insufficient,
+    merged_citations,
+    states_absence,
+    strip_marker,
+    validate,
+)
 from crossmodalrag.types import Evidence, Hit
 
 
@@ -143,3 +150,15 @@ def test_bare_references_to_excerpts_read_as_citations_when_none_is_bracketed(te
     report = validate(text, evidence())
     assert report.text == expected
     assert "no_citations" not in [w["kind"] for w in report.warnings]
+
+
+def test_a_run_of_citations_names_each_excerpt_once() -> None:
+    assert merged_citations("Answer: monthly [E1] [E1][E2]\nIt rotates [E2][E3]. Then [E1].") == (
+        "Answer: monthly [E1][E2]\nIt rotates [E2][E3]. Then [E1]."
+    )
+
+
+def test_the_models_own_words_for_what_the_evidence_lacks_are_read_as_such() -> None:
+    assert states_absence("No excerpt directly states the checkout p99 latency after the cutover.")
+    assert states_absence("None of the excerpts mention who approved it.")
+    assert not states_absence("The excerpt states that the key rotates weekly.")

@@ -172,6 +172,15 @@ def has_words(text: str) -> bool:
     return bool(re.search(r"\w", CITATION.sub("", text)))
 
 
+_CITATION_RUN = re.compile(r"\[E\d+\](?:[ \t]*\[E\d+\])+")
+
+
+def merged_citations(text: str) -> str:
+    """Runs of citations with each excerpt once, side by side: "[E1] [E1][E2]" (the model's citation
+    and one a check added) reads "[E1][E2]"."""
+    return _CITATION_RUN.sub(lambda run: "".join(dict.fromkeys(re.findall(r"\[E\d+\]", run.group(0)))), text)
+
+
 def is_insufficient(text: str, report: CitationReport) -> bool:
     """Did the model judge the evidence irrelevant? The marker, or a refusal that cites nothing."""
     head = text.strip().lstrip("*_#>`\"' ").lower()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from crossmodalrag.answer.citations import CITATION, is_insufficient, strip_marker, validate
+from crossmodalrag.answer.citations import CITATION, is_insufficient, merged_citations, strip_marker, validate
 from crossmodalrag.answer.evidence import Retriever, diagnostics, evidence_answer, render_evidence_answer
 from crossmodalrag.answer.forms import UNDECIDED, is_statement
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
@@ -224,7 +224,7 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
         if verification.unsupported:
             return _abstain(fallback, UNSUPPORTED, _unsupported_text(verification), model, checks, timing)
         removed = [w for w in report.warnings if w["kind"] == "invalid_citation"]  # gone from `text` already
-        report = validate(verification.answer_text(text), evidence)
+        report = validate(merged_citations(verification.answer_text(text)), evidence)
         report.warnings = removed + report.warnings
         report.warnings += [
             {"kind": "unsupported_claim", "citation": "", "detail": v.sentence[:200]} for v in verification.dropped
