@@ -102,8 +102,8 @@ def test_sources_explain_help_and_quit(capsys, monkeypatch, vault):
     assert code == 0
     assert out.startswith("no answer yet")
     assert CITED in out and "Sources:" in out
-    assert out.count("Found 1 piece of evidence") == 2  # /sources, then /explain
-    assert "score = " in out
+    assert out.count("Found 1 piece of evidence") == 1  # /sources; /explain shows what `mem ask --explain` does:
+    assert out.count("Sources:") == 2 and "  verifier +" in out and "score = " in out  # margins beside the evidence
     assert "why: before answering, the model judged whether E1 answers the question: margin" in out
     assert "unknown command /nonsense" in out and "/sources" in out
     assert "render cache" not in out.split("/quit")[-1] and out.count(CITED) == 1  # nothing after /quit

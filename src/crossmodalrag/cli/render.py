@@ -57,6 +57,8 @@ def render_answer(answer: Answer, explain: bool, weights: dict[str, float]) -> s
 def explanation(answer: Answer, weights: dict[str, float]) -> str:
     """--explain and chat's /explain: the evidence with each score's parts, what came closest when
     the retrieval gate refused, and the model's checks."""
+    if answer.mode == "llm" and not answer.abstained:  # as `mem ask --explain` shows it: margins, (not cited)
+        return render_footer(answer, True, weights)
     explain = partial(explain_line, weights=weights)
     parts = [render_evidence_answer(answer.evidence, answer.comparison, explain) if answer.evidence else ""]
     if answer.closest:
