@@ -242,6 +242,7 @@ def test_a_sentence_citing_only_another_persons_words_fails_without_the_judge(st
     assert answer.abstained and answer.abstention_reason == "unsupported"
     claims = answer.to_dict()["verification"]["claims"]
     assert [(c["reason"], c["margin"]) for c in claims] == [("names_missing", None)] * 2
+    assert answer.text.startswith("No answer: the evidence the language model's answer rests on is not about Caroline")
     # The same answer to the question about the person who said it stands.
     answer = ask_with_llm(retriever, question.replace("Caroline", "Melanie"), settings, llm=llm)
     assert not answer.abstained and answer.short_answer == "self-care matters"

@@ -15,9 +15,10 @@ from crossmodalrag.answer.evidence import Retriever, diagnostics, evidence_answe
 from crossmodalrag.answer.forms import UNDECIDED, is_statement
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, echoes_instructions
-from crossmodalrag.answer.subjects import subject_share
+from crossmodalrag.answer.subjects import named_subjects, subject_share
 from crossmodalrag.answer.verify import (
     MAX_CHECKS,
+    NOT_ABOUT,
     PREMISE,
     RESTATES,
     Verification,
@@ -222,7 +223,7 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
                 premise={w: round(m, 3) for w, m in verification.premise.items()}, premise_min_margin=min_premise
             )
         if verification.unsupported:
-            return _abstain(fallback, UNSUPPORTED, _unsupported_text(verification), model, checks, timing)
+            return _abstain(fallback, UNSUPPORTED, _unsupported_text(verification, query), model, checks, timing)
         removed = [w for w in report.warnings if w["kind"] == "invalid_citation"]  # gone from `text` already
         report = validate(merged_citations(verification.answer_text(text)), evidence)
         report.warnings = removed + report.warnings
@@ -289,7 +290,7 @@ def _not_answered_text(evidence: list) -> str:
     )
 
 
-def _unsupported_text(verification: Verification) -> str:
+def _unsupported_text(verification: Verification, question: str) -> str:
     if any(v.reason == PREMISE for v in verification.verdicts):
         lowest = min(verification.premise.values())
         unspoken = ", ".join(f'"{word}"' for word, margin in verification.premise.items() if margin == lowest)
@@ -302,6 +303,13 @@ def _unsupported_text(verification: Verification) -> str:
         return (
             "No answer: the language model's short answer only repeats words of the question "
             f'("{short_answer(short.sentence)}"), so it is withheld.'
+        )
+    names = named_subjects(question)
+    if names and verification.dropped and all(v.reason in NOT_ABOUT for v in verification.dropped):
+        named = " or ".join(name.title() for name in names)
+        return (
+            f"No answer: the evidence the language model's answer rests on is not about {named}, as the "
+            "question asks (another person's words, or about something else), so it is withheld."
         )
     return (
         "No answer: the language model's answer is not supported by the evidence it cites "

@@ -54,6 +54,7 @@ UNCITED = "uncited"  # a Verdict.reason: passed, but nothing it could cite (Veri
 LEFT_OUT = (REPEATED, UNCITED)  # left out of the answer, not failed
 RESTATES = "restates_question"  # a Verdict.reason: a short answer of nothing but the question's words
 PREMISE = "premise_missing"  # a Verdict.reason: its excerpts never speak of a word the question takes as given
+NOT_ABOUT = ("names_missing", "other_speaker")  # Verdict.reasons: its excerpts are about someone else
 _YEAR = re.compile(r"\b\d{4}\b")
 # Citations with what joins them ("Yes, [E3] and [E4]", "hiking [E1] and [E3]"): gone from a short
 # answer together, or it reads "Yes, and"; then whatever still dangles at its end.
