@@ -188,6 +188,18 @@ def test_a_concept_level_build_takes_the_configured_model_to_name_concepts(store
     assert given == [model]  # it named concepts by their words only, however a model was configured
 
 
+def test_a_model_named_with_model_that_cannot_load_is_an_error_not_ignored(store, db_path) -> None:
+    from crossmodalrag.config import Settings
+    from crossmodalrag.errors import CMRAGError
+    from crossmodalrag.memory.build import build_memory
+
+    add_docs(store, note("a", "# A\n\nWe shipped the release."))
+    with pytest.raises(CMRAGError, match="the model /nonexistent/m.gguf cannot be used"):
+        build_memory(
+            store, Settings(db_path=db_path), model="/nonexistent/m.gguf", semantic=semantic_for(store, db_path)
+        )
+
+
 def test_a_rechunked_source_is_reanchored_without_the_model(store, db_path) -> None:
     add_docs(store, PARSER)
     llm = ScriptedExtractor(events_output(event("The tokenizer fixed the backtracking bug.", [2], "fix")))

@@ -84,6 +84,8 @@ def build_memory(
     why = ""
     if llm is None and ("event" in levels or "concept" in levels):  # concepts are named by the model too
         llm, why = extraction_llm(settings, model)
+        if llm is None and model:  # asked for by name: not silently built without it
+            raise CMRAGError(f"the model {model} cannot be used: {why}", "check the path or name given to --model")
     if "event" in levels:
         how = Extraction(llm, semantic, settings.extract_window_chars, settings.event_support_min_cosine)
         events = build_events(store, how, limit, max_minutes, progress)
