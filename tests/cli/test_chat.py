@@ -16,7 +16,7 @@ from crossmodalrag.answer import synthesize
 from crossmodalrag.cli.main import main
 from tests.conftest import write_note
 from tests.fakes import ScriptedLLM
-from tests.llm import require_llama_cpp, smollm_gguf
+from tests.llm import SMOLLM_TOKENS, require_llama_cpp, smollm_gguf
 
 QUESTIONS = ["why did we replace the regexes with a tokenizer?", "why was the render cache dropped?"]
 CITED = "Answer: they backtracked [E1]\nThe regexes backtracked, so we wrote a tokenizer [E1]."
@@ -148,7 +148,7 @@ def test_a_model_that_cannot_load_leaves_evidence_answers(capsys, monkeypatch, v
 @pytest.mark.integration
 def test_a_real_model_answers_two_questions_in_one_process(vault, tmp_path):
     require_llama_cpp()
-    env = {**os.environ, "CMRAG_LLM_MODEL_PATH": str(smollm_gguf()), "CMRAG_LLM_MAX_TOKENS": "32"}
+    env = {**os.environ, "CMRAG_LLM_MODEL_PATH": str(smollm_gguf()), "CMRAG_LLM_MAX_TOKENS": str(SMOLLM_TOKENS)}
     done = subprocess.run(
         [sys.executable, "-m", "crossmodalrag", "chat", "--json"],
         input="\n".join(QUESTIONS) + "\n",
@@ -160,7 +160,4 @@ def test_a_real_model_answers_two_questions_in_one_process(vault, tmp_path):
     assert done.returncode == 0, done.stderr
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert [a["query"] for a in answers] == QUESTIONS
-    # SmolLM2-135M writes out its instructions for one of them: the evidence answer, said so, stands in.
-    answered = [a for a in answers if a["mode"] == "llm"]
-    assert answered and all(a["verification"]["gate_margin"] is not None for a in answered)
-    assert all("instructions instead of an answer" in " ".join(a["notices"]) for a in answers if a not in answered)
+    assert all(a["mode"] == "llm" and a["verification"]["gate_margin"] is not None for a in answers)
