@@ -204,6 +204,15 @@ def test_a_statement_of_what_the_evidence_lacks_is_kept_unchecked(retriever, set
     assert answer.text == text and len(llm.judged) == 2  # the gate and the short answer only
 
 
+def test_a_hedge_denying_what_the_short_answer_answers_is_left_out(retriever, settings: Settings):
+    text = "Answer: regexes backtracked [E1]\nNo excerpt directly states why I rewrote the tokenizer."
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0]))
+    assert answer.text == "Answer: regexes backtracked [E1]" and not answer.abstained
+    assert [c["reason"] for c in answer.to_dict()["verification"]["claims"]] == [None, "hedge"]
+    failed = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0, -5.0]))
+    assert failed.abstained  # no short answer passed: nothing to contradict, the hedge is no answer
+
+
 class WordJudge:
     """A backend without logits: it can only answer in words."""
 
