@@ -287,6 +287,18 @@ def test_a_link_to_a_note_of_the_same_vault_is_not_stored_twice(store: Store, va
     assert str(vault / "alias.md") not in uris and {str(vault / "alpha.md"), str(vault / "shared.md")} <= uris
 
 
+def test_a_commits_oversized_diff_is_named_once_when_first_read(store: Store, repo: Path, monkeypatch) -> None:
+    from crossmodalrag.connectors import git as git_connector
+
+    monkeypatch.setattr(git_connector, "MAX_FILE_DIFF_CHARS", 200)
+    commit_files(repo, {"small.txt": "a line\n", "lock.json": "x" * 500 + "\n"}, "add a lockfile")
+    first = ingest_git(store, [repo])
+    assert first.notices == [
+        f"{repo}: the diffs of 1 changed file over 200 characters were left out, their names kept (e.g. lock.json)"
+    ]
+    assert ingest_git(store, [repo]).notices == []  # said once, when the commit is first read
+
+
 def test_a_note_given_as_the_vault_says_it_is_a_file(store: Store, vault: Path) -> None:
     note = vault / "projects" / "beta.md"
     report = ingest_notes(store, [note])

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from crossmodalrag import versioning
 from crossmodalrag.chunking import CHUNKER_VERSION, chunk_document
@@ -28,6 +28,7 @@ from crossmodalrag.store.connection import WriteBatch
 from crossmodalrag.store.writers import lock_source, retrying
 from crossmodalrag.types import Document
 from crossmodalrag.versioning.sources import source_state
+from crossmodalrag.wording import counted
 
 MASS_DELETE_MIN_SOURCES = 3
 
@@ -456,6 +457,14 @@ def _ingest_files(
     return report
 
 
+def _noting_oversized(commits: Iterable[Document], known: dict, oversized: list[str]) -> Iterator[Document]:
+    """The commits as they come, noting the files of new ones whose diffs were too large to store."""
+    for commit in commits:
+        if commit.uri not in known:
+            oversized.extend(commit.metadata.get("skipped_files", []))
+        yield commit
+
+
 def known_file_stamps(store: Store, uri_prefix: str, source_type: str) -> dict[str, str]:
     """uri → "size:mtime_ns:extractor" of stored files of this kind whose uri starts with the prefix."""
     rows = store.conn.execute(
@@ -521,11 +530,17 @@ def ingest_git(
         try:
             root = git.repository_root(Path(repo).expanduser().resolve())
             known = known_fingerprints(store, f"{root}@", "commit")
-            commits = git.read_commits(root, max_commits, author, include, exclude)
+            oversized: list[str] = []
+            commits = _noting_oversized(git.read_commits(root, max_commits, author, include, exclude), known, oversized)
             before = report.read
             seen = ingest_documents(store, commits, known, report, progress)
             if report.read == before:
                 report.notices.append(f"{root}: no commits" + (f" by {author!r}" if author else "") + " to read")
+            if oversized:
+                report.notices.append(
+                    f"{root}: the diffs of {counted(len(oversized), 'changed file')} over "
+                    f"{git.MAX_FILE_DIFF_CHARS:,} characters were left out, their names kept (e.g. {oversized[0]})"
+                )
             unseen = {uri.rpartition("@")[2]: uri for uri in known if uri not in seen}
             gone = git.unreachable(root, list(unseen))
             report.removed += remove_sources(store, [unseen[sha] for sha in gone]) if gone else 0
