@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from crossmodalrag.agent.browse import list_memories, matching_memories, memory_counts, memory_record, note_changes
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.retrieval.snippets import focus_hits
 from crossmodalrag.sources import SourceNotFound, source_detail, store_stats
 from crossmodalrag.store import Store
 from crossmodalrag.types import Evidence, excerpt, iso_time
@@ -94,6 +95,7 @@ def search_memory(
     )
     retriever.options, retriever.strategy = options, strategy
     hits = retriever.search(query).hits
+    focus_hits(hits, query)
     evidence = [Evidence(f"E{i}", hit) for i, hit in enumerate(hits, 1)]
     results = [compact_result(e) for e in evidence] if compact else _packed(evidence, max_tokens)
     return {"query": query, "compact": compact, "count": len(results), "results": results}

@@ -11,6 +11,7 @@ from crossmodalrag.errors import CMRAGError
 from crossmodalrag.retrieval.gate import is_weak, reason
 from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.retrieval.semantic import SemanticIndex, open_semantic
+from crossmodalrag.retrieval.snippets import focus_hits
 from crossmodalrag.store import Store
 from crossmodalrag.types import Answer, Evidence, Hit, excerpt, iso_time
 from crossmodalrag.wording import counted
@@ -132,6 +133,7 @@ def evidence_answer(
 ) -> Answer:
     """The deterministic answer to a search result: its evidence listed and cited, or an abstention."""
     abstained = is_weak(result, options)
+    focus_hits(result.hits[:CLOSEST] if abstained else result.hits, query)  # what is shown
     evidence = [] if abstained else [Evidence(f"E{i}", hit) for i, hit in enumerate(result.hits, 1)]
     text = abstention_text(result, options) if abstained else render_evidence_answer(evidence, result.comparison)
     return Answer(

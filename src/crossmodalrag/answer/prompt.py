@@ -109,11 +109,11 @@ def _body(item: Evidence) -> str:
 def flat(text: str) -> str:
     """The text on one line, but a table's rows each on its own: flattened, "| p99 | 480 ms | 210 ms |"
     ran on from its header row, and the model gave the before column as the after value."""
-    lines = [" ".join(line.split()) for line in text.splitlines()]
-    out = ""
-    for line in filter(None, lines):
-        out += ("\n" if line.startswith("|") or out.endswith("|") else " ") + line if out else line
-    return out
+    lines = [flattened for line in text.splitlines() if (flattened := " ".join(line.split()))]
+    out = lines[:1]
+    for before, line in zip(lines, lines[1:], strict=False):
+        out.append(("\n" if line.startswith("|") or before.endswith("|") else " ") + line)
+    return "".join(out)
 
 
 def clip(text: str, limit: int) -> str:

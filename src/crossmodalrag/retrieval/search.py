@@ -39,9 +39,8 @@ from crossmodalrag.retrieval.gate import NEVER, is_weak, model_cosines
 from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
-from crossmodalrag.retrieval.snippets import focus
 from crossmodalrag.store import Store
-from crossmodalrag.types import EXCERPT_CHARS, Hit, flat_body
+from crossmodalrag.types import Hit
 
 if TYPE_CHECKING:
     import numpy as np
@@ -123,12 +122,8 @@ def search(store: Store, query: str, options: SearchOptions, semantic: "Semantic
     """Rank evidence for a query. Never raises on odd query text: it cannot reach FTS syntax."""
     sides = split_comparison(query)
     if sides is None:
-        result = _search_one(store, query, options, semantic)
-    else:
-        result = _search_comparison(store, query, sides, options, semantic)
-    for hit in result.hits:
-        hit.focus = focus(flat_body(hit.text), query, EXCERPT_CHARS)
-    return result
+        return _search_one(store, query, options, semantic)
+    return _search_comparison(store, query, sides, options, semantic)
 
 
 def _search_one(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None") -> SearchResult:

@@ -10,9 +10,11 @@ holding the most distinct query words, compared by their first letters, case and
 from __future__ import annotations
 
 import re
-import unicodedata
+from typing import Iterable
 
+from crossmodalrag.index.scripts import fold as fold_word
 from crossmodalrag.retrieval.stopwords import stopwords_for
+from crossmodalrag.types import EXCERPT_CHARS, Hit, flat_body
 
 KEY_LETTERS = 5  # a word's key: its first letters ("rotat" of rotates and rotation)
 LEAD = 60  # characters of context shown before the first word matched
@@ -21,8 +23,16 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
 def fold(text: str) -> str:
-    """Lowercase without accents, character for character (the same length as `text`)."""
-    return "".join(unicodedata.normalize("NFKD", c)[0] if c.isalpha() else c for c in text.lower())
+    """Lowercase without accents as the index folds them, character for character: a position in it
+    is the same position in `text` (a lone combining mark, which folds to nothing, is kept)."""
+    return "".join(fold_word(c) or c for c in text.lower())
+
+
+def focus_hits(hits: Iterable[Hit], query: str) -> None:
+    """Set each hit's excerpt focus: done where excerpts are shown, once for the hits shown, not in
+    every search (a recall strategy's variants, an eval's thousands of questions)."""
+    for hit in hits:
+        hit.focus = focus(flat_body(hit.text), query, EXCERPT_CHARS)
 
 
 def query_keys(query: str) -> set[str]:
