@@ -217,6 +217,13 @@ def test_usage_errors_exit_2(capsys, argv):
     assert exit_info.value.code == 2
 
 
+def test_a_question_that_reads_as_an_option_is_told_how_to_ask_it(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ask", "-zebrafish"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "mem ask --no-llm -- '-word'" in err.splitlines()[-1]
+
+
 @pytest.mark.parametrize("value", ["0", "-3"])
 def test_a_count_below_one_names_the_bound_that_holds(capsys, value):
     with pytest.raises(SystemExit):

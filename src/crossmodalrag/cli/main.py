@@ -34,6 +34,16 @@ MODALITIES = ("text", "code", "pdf", "image")
 MATCH_MODES = ("any", "all", "phrase")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, plus the hint it cannot give: a question that begins with '-' (`mem ask -zebrafish`)
+    reads as an unknown option, and the error only says the question is missing."""
+
+    def error(self, message: str):
+        if "required: query" in message:
+            message += f" (hint: a question that begins with '-' goes after '--': {self.prog} --no-llm -- '-word')"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db-path", type=Path, help="memory database (default: CMRAG_DB_PATH or ./data/memory.db)")
@@ -49,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="remove sources even when more than half of a folder's are gone (refused by default: unmounted drive?)",
     )
 
-    parser = argparse.ArgumentParser(prog="mem", description="A local-first personal memory with cited answers.")
+    parser = _Parser(prog="mem", description="A local-first personal memory with cited answers.")
     parser.add_argument("--version", action="version", version=f"mem {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
