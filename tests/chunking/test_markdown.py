@@ -191,6 +191,13 @@ def test_locator_is_relpath_hash_heading_path() -> None:
     assert chunks[1].metadata == {"headings": ["Trip notes", "Plan", "Day one"]}
 
 
+def test_a_repeated_heading_is_numbered_from_its_second_time() -> None:
+    text = "# Trip\n\n## Notes\n\nFerry at nine.\n\n## Day two\n\nWe walked.\n\n## Notes\n\nMuseum shut Mondays.\n"
+    chunks = chunk_markdown(note(text, title="Trip"))
+    assert [c.locator for c in chunks] == ["travel/trip.md#Notes", "travel/trip.md#Day two", "travel/trip.md#Notes (2)"]
+    assert "Museum" in chunks[2].text
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -160,10 +160,17 @@ def chunk_markdown(doc: Document) -> list[Chunk]:
     _, body_start = leading_date(doc.text, body_start)
     chunks = []
     found = sections(doc.text, body_start)
+    seen: dict[str, int] = {}
     for index, section in enumerate(found):
         crumbs = breadcrumb(doc.title, section.headings)
         heading_path = " > ".join(crumbs[1:])
         locator = f"{doc.locator}#{heading_path}" if heading_path else doc.locator
+        # A heading that repeats (a "Notes" under every day) is numbered from its second time, so a
+        # citation leads to the section it quotes rather than to the first of that name.
+        if heading_path:
+            seen[heading_path] = seen.get(heading_path, 0) + 1
+            if seen[heading_path] > 1:
+                locator += f" ({seen[heading_path]})"
         is_leaf = index + 1 == len(found) or not section.contains(found[index + 1])
         # Tags under the title, before the first subsection: a chunk of them said nothing and, short
         # and all title, outranked the sections under it.
