@@ -450,6 +450,19 @@ def test_git_ingest_picks_up_new_commits_only(store: Store, repo: Path) -> None:
 
 
 @pytest.mark.integration
+def test_a_linked_worktree_stores_its_commits_under_the_main_work_tree(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    first = commit_files(repo, {"a.txt": "a\n"}, "first")
+    git(repo, "worktree", "add", "-q", str(tmp_path / "feature-wt"), "-b", "feature")
+    own = commit_files(tmp_path / "feature-wt", {"b.txt": "b\n"}, "feature work")
+    report = ingest_git(store, [repo, tmp_path / "feature-wt"])
+    assert (report.added, report.unchanged) == (2, 1), "the shared commit is one source, not two"
+    assert {f"{repo.resolve()}@{first}", f"{repo.resolve()}@{own}"} == set(sources(store))
+    assert ingest_git(store, [repo]).removed == 0, "the worktree's branch still reaches its commit"
+
+
+@pytest.mark.integration
 def test_git_ingest_drops_commits_history_no_longer_reaches(store: Store, repo: Path) -> None:
     commit_files(repo, {"a.txt": "a\n"}, "first")
     git(repo, "checkout", "-q", "-b", "side")

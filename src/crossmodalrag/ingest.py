@@ -529,11 +529,12 @@ def ingest_git(
     for repo in repos:
         try:
             root = git.repository_root(Path(repo).expanduser().resolve())
-            known = known_fingerprints(store, f"{root}@", "commit")
+            name = git.stored_name(root)
+            known = known_fingerprints(store, f"{name}@", "commit")
             oversized: list[str] = []
-            commits = _noting_oversized(git.read_commits(root, max_commits, author, include, exclude), known, oversized)
+            commits = git.read_commits(root, max_commits, author, include, exclude, name)
             before = report.read
-            seen = ingest_documents(store, commits, known, report, progress)
+            seen = ingest_documents(store, _noting_oversized(commits, known, oversized), known, report, progress)
             if report.read == before:
                 report.notices.append(f"{root}: no commits" + (f" by {author!r}" if author else "") + " to read")
             if oversized:

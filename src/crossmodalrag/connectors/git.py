@@ -47,6 +47,19 @@ def repository_root(path: Path) -> Path:
     return top
 
 
+def stored_name(root: Path) -> Path:
+    """The folder a repository's commits are stored under: root itself, except in a linked work tree
+    (`git worktree add`), whose commits are the main work tree's objects: stored under the main one's
+    name, a commit read from both is one source (the worktree's own branch still adds its commits)."""
+    git_dir = _rev_parse_path(root, "--absolute-git-dir")
+    common = _rev_parse_path(root, "--git-common-dir")
+    if git_dir is None or common is None or (root / common).resolve() == git_dir.resolve():
+        return root  # not a linked work tree (a submodule's git folder is its own common folder too)
+    listed = _git(root, "worktree", "list", "--porcelain").stdout.decode("utf-8", "replace")
+    main = listed.partition("\n")[0].removeprefix("worktree ")  # the main work tree is listed first
+    return Path(main) if listed.startswith("worktree ") and Path(main).is_dir() else root
+
+
 def _rev_parse_path(path: Path, option: str) -> Path | None:
     """A folder `git rev-parse` names, or None where it names none (--show-toplevel inside .git prints
     nothing: read as a path, that was the current folder, whatever repository it is in)."""
@@ -61,8 +74,10 @@ def read_commits(
     author: str | None = None,
     include: list[str] | None = None,
     exclude: list[str] | None = None,
+    name: Path | None = None,
 ) -> Iterator[Document]:
-    """Commits of HEAD's history, newest first, as Documents of message plus diff hunks.
+    """Commits of HEAD's history, newest first, as Documents of message plus diff hunks, stored under
+    name (default root; see stored_name).
 
     With include/exclude globs, a commit none of whose changed files is selected is left out.
     """
@@ -96,7 +111,7 @@ def read_commits(
     records = output.split(RECORD)[1:]
     for start in range(0, len(records), BLOB_BATCH):
         batch = [
-            (_commit(root, record, include or [], exclude or []), record)
+            (_commit(name or root, record, include or [], exclude or []), record)
             for record in records[start : start + BLOB_BATCH]
         ]
         blobs = _read_blobs(root, [spec for commit, _ in batch for spec in _private_specs(commit)])
