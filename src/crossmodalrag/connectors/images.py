@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Iterator
 
 from crossmodalrag.connectors.files import find_files
+from crossmodalrag.connectors.svg import read_svg
 from crossmodalrag.errors import ConnectorError, MissingExtraError
 from crossmodalrag.types import Document
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".svg")
 INSTALL_HINT = 'pip install -e ".[ocr]"'
 _ENGINE = None
 
@@ -171,8 +172,11 @@ def recognize(source, engine: str = "rapidocr") -> list[tuple[str, float, tuple[
 
 
 def read_image(path: Path, engine: str = "rapidocr") -> Document:
-    """OCR one image. Raises ConnectorError for a file that is not a readable image."""
+    """OCR one image (an SVG's text is read instead). Raises ConnectorError for a file that is not
+    a readable image."""
     version = extractor_version(engine)
+    if path.suffix.lower() == ".svg":
+        return read_svg(path, version)
     from PIL import Image, UnidentifiedImageError
 
     try:
