@@ -16,7 +16,7 @@ def register(
     """Add this module's commands to `mem`'s parser."""
     p = sub.add_parser("log", parents=[common, as_json], help="the change log, newest first")
     p.add_argument("--limit", type=positive, default=50, help="how many records (default 50)")
-    p.add_argument("--source", metavar="URI", help="only this source's records")
+    p.add_argument("--source", metavar="SOURCE", help="only this source's records (its uri, path or id)")
     p.set_defaults(run=show_log)
 
     p = sub.add_parser("history", parents=[common, as_json], help="one source's recorded versions")

@@ -53,8 +53,8 @@ class Change:
 
 
 def recent_changes(conn: sqlite3.Connection, limit: int = 50, target: str | None = None) -> list[Change]:
-    """Newest first; only one target's when given."""
-    where, params = ("WHERE target = ?", (target,)) if target else ("", ())
+    """Newest first; only one source's when given (named as `mem history` takes it: resolve_source)."""
+    where, params = ("WHERE target = ?", (resolve_source(conn, target),)) if target else ("", ())
     rows = conn.execute(
         f"SELECT {RECORD_COLUMNS} FROM change_log {where} ORDER BY seq DESC LIMIT ?", (*params, limit)
     ).fetchall()
