@@ -156,6 +156,17 @@ def test_restore_round_trip_keeps_the_replaced_database(db_path, backup_file):
     assert leftovers(db_path.parent) == []
 
 
+def test_restore_through_a_symbolic_link_replaces_the_file_it_points_at(tmp_path, backup_file):
+    real = tmp_path / "disk" / "memory.db"
+    real.parent.mkdir()
+    make_db(real, ["/v/later.md"])
+    link = tmp_path / "memory.db"
+    link.symlink_to(real)
+    report = restore_database(backup_file, link, force=True)
+    assert link.is_symlink() and link.resolve() == real, "the link is kept, not replaced by a copy"
+    assert uris(real) == ["/v/a.md", "/v/b.md"] and uris(report.replaced) == ["/v/later.md"]
+
+
 def test_restoring_a_backup_that_holds_what_was_forgotten_since_says_so(db_path, backup_file, capsys):
     make_db(db_path, ["/v/a.md", "/v/b.md"])
     with open_store(db_path) as store, store.transaction() as conn:  # as `mem forget /v/a.md` records it

@@ -136,7 +136,10 @@ def restore_database(source: Path, db_path: Path, force: bool = False, unverifie
     exists and `force` is not set; or if the database is in use. On any error the active database is
     left as it was.
     """
-    source, db_path = Path(source).expanduser().absolute(), Path(db_path)
+    source, given = Path(source).expanduser().absolute(), Path(db_path)
+    # A database reached through a symbolic link (kept on another disk) is replaced where it lives:
+    # renamed over, the link became a copy and the real file stayed as it was.
+    db_path = given.resolve() if given.is_symlink() else given
     _require_backup_file(source, db_path)
     _make_folder(db_path.parent)
     staging = _staging_file(db_path.parent, db_path.name)
@@ -166,7 +169,8 @@ def restore_database(source: Path, db_path: Path, force: bool = False, unverifie
         ) from exc
     finally:
         _remove(staging)
-    shutil.rmtree(db_path.with_name(db_path.name + ".vectors"), ignore_errors=True)
+    for path in {given, db_path}:  # the vector index beside the link or the file: either is stale now
+        shutil.rmtree(path.with_name(path.name + ".vectors"), ignore_errors=True)
     return RestoreReport(db_path, source, digest, size, version, sources, replaced, verified, forgotten)
 
 

@@ -43,7 +43,8 @@ class WriterTurns:
     """
 
     def __init__(self, db_path: Path) -> None:
-        self.path = db_path.with_name(db_path.name + "-writers")
+        real = Path(os.path.realpath(db_path))  # one lock per file, however each writer reaches it
+        self.path = real.with_name(real.name + "-writers")
         self.fd: int | None = None
         # An in-memory database (as-of queries build one) has no other writers and no folder to lock in.
         self.disabled = fcntl is None or db_path.name == ":memory:"
