@@ -8,7 +8,15 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crossmodalrag.index.scripts import EXACT_ALPHABET, EXACT_MARK, bigrams, exact_token, segment_cjk
+from crossmodalrag.index.scripts import (
+    EXACT_ALPHABET,
+    EXACT_MARK,
+    bigrams,
+    exact_token,
+    folded_form,
+    folded_forms,
+    segment_cjk,
+)
 
 
 def test_cjk_runs_become_overlapping_bigrams_and_other_text_stays():
@@ -39,3 +47,13 @@ def test_an_exact_token_survives_the_index_tokenizer_unchanged_and_is_reversible
 def test_words_that_folding_would_not_change_have_no_exact_token():
     assert exact_token("giao") is None and exact_token("解析") is None
     assert exact_token("bàn") != exact_token("bán")
+
+
+def test_marked_greek_cyrillic_hebrew_and_arabic_words_fold_and_others_do_not():
+    assert folded_form("Αθήνα") == "αθηνα" and folded_form("Ἀθῆναι") == "αθηναι"
+    assert folded_form("Алёна") == "алена" and folded_form("мой") is None  # the breve stays
+    assert folded_form("שָׁלוֹם") == "שלום" and folded_form("كَتَبَ") == "كتب"
+    assert folded_form("café") is None and folded_form("bàn") is None  # Latin: unicode61 folds it itself
+    assert folded_form("Αθηνα") is None and folded_form("नमस्ते") is None  # nothing to fold; Devanagari kept
+    decomposed = unicodedata.normalize("NFD", "Ο Αθήνα και η Αθήνα")
+    assert folded_forms(decomposed) == ["αθηνα"] and folded_forms("plain text") == []

@@ -74,6 +74,26 @@ def test_a_query_typed_with_accents_prefers_the_exact_spelling(memory):
     assert uris(search(memory, "quy trình bàn", SearchOptions()))[0] == "vi-handover"
 
 
+@pytest.mark.parametrize(
+    ("written", "typed"),
+    [
+        ("Η συνάντηση έγινε στην Αθήνα.", "συναντηση Αθηνα"),  # Greek typed without its accents
+        ("Η συναντηση εγινε στην Αθηνα.", "συνάντηση Αθήνα"),  # and written without them
+        ("Встреча с Алёной прошла в Москве.", "Аленой"),  # ё typed as е
+        ("Встреча с Аленой прошла в Москве.", "Алёной"),
+    ],
+)
+def test_greek_and_cyrillic_find_the_note_typed_with_or_without_marks(store, written, typed):
+    add_docs(store, note("marked", f"# Notes\n{written}"), note("other", "# Notes\nThe meeting was in Paris."))
+    result = search(store, typed, SearchOptions())
+    assert uris(result) == ["marked"] and not is_weak(result, SearchOptions())
+
+
+def test_the_cyrillic_breve_is_a_letter_of_its_own(store):
+    add_docs(store, note("moi", "# Заметка\nЭто мои книги."))
+    assert uris(search(store, "мой", SearchOptions())) == []  # й is not и
+
+
 def test_a_long_german_word_matches_compounds_it_starts(memory):
     result = search(memory, "Wann wurde das Gebäude fertig?", SearchOptions())
     assert uris(result)[0] == "de" and not is_weak(result, SearchOptions())

@@ -21,7 +21,16 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from crossmodalrag.index.scripts import exact_token, exact_tokens, is_cjk, segment_cjk, syllable_pairs, vietnamese_pairs
+from crossmodalrag.index.scripts import (
+    exact_token,
+    exact_tokens,
+    folded_form,
+    folded_forms,
+    is_cjk,
+    segment_cjk,
+    syllable_pairs,
+    vietnamese_pairs,
+)
 from crossmodalrag.index.stems import stem_token, stem_tokens
 from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, ENGLISH, guess_language
 
@@ -39,7 +48,9 @@ MAX_QUERY_TERMS = 256
 PREFIX_MIN_LETTERS = 7
 GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")
-FTS_VERSION = 3  # 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems
+# 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems; 4: folded
+# Greek, Cyrillic, Hebrew and Arabic words
+FTS_VERSION = 4
 
 
 def _word_at(text: str, index: int) -> str:
@@ -74,10 +85,18 @@ def identifier_variants(text: str) -> list[str]:
 def index_body(text: str) -> str:
     """The text FTS5 indexes for a chunk: the chunk (CJK as bigrams) plus its identifier variants,
     and in Vietnamese the exact forms of its accented words and its syllable pairs, in Spanish and
-    German its words' stem tokens."""
-    extra = identifier_variants(text) + exact_tokens(text) + vietnamese_pairs(text) + stem_tokens(text)
+    German its words' stem tokens, in Greek, Cyrillic, Hebrew and Arabic its words' folded forms."""
+    extra = (
+        identifier_variants(text) + exact_tokens(text) + vietnamese_pairs(text) + stem_tokens(text) + folded_forms(text)
+    )
     body = segment_cjk(text)
     return f"{body}\n{' '.join(extra)}" if extra else body
+
+
+def index_title(title: str) -> str:
+    """The text FTS5 indexes for a chunk's title: CJK as bigrams, marked words also folded."""
+    extra = folded_forms(title)
+    return segment_cjk(title) + (f"\n{' '.join(extra)}" if extra else "")
 
 
 def on_postgres(conn) -> bool:
@@ -93,7 +112,7 @@ def insert_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str]]) 
         return lexical.insert_rows(conn, rows)
     conn.executemany(
         "INSERT INTO chunks_fts (rowid, title, body) VALUES (?, ?, ?)",
-        ((chunk_id, segment_cjk(title), index_body(text)) for chunk_id, title, text in rows),
+        ((chunk_id, index_title(title), index_body(text)) for chunk_id, title, text in rows),
     )
 
 
@@ -154,17 +173,19 @@ def recreate(conn: sqlite3.Connection, progress: "Callable[[int, int], None] | N
 @dataclass(frozen=True)
 class QueryTerm:
     """One searchable word of a query (a CJK bigram counts as a word): its surface form, whether it
-    also matches as a prefix, the exact-form token of an accented word and the word's stem token."""
+    also matches as a prefix, the exact-form token of an accented word, the word's stem token and
+    its folded form (index/scripts.py)."""
 
     word: str
     prefix: bool = False
     exact: str | None = None
     stem: str | None = None
+    folded: str | None = None
 
     @property
     def alternatives(self) -> tuple[str, ...]:
         """Index tokens that also match the term (each counts again for a chunk that has it)."""
-        return tuple(token for token in (self.exact, self.stem) if token)
+        return tuple(token for token in (self.exact, self.stem, self.folded) if token)
 
     @property
     def phrase(self) -> str:
@@ -202,7 +223,8 @@ def query_terms(query: str) -> list[QueryTerm]:
             # A lone CJK character (a one-character run) is found inside the bigrams that start with it.
             prefix = len(word) == 1 if cjk else compounding and word.isalpha() and len(word) >= PREFIX_MIN_LETTERS
             # Exact forms exist only in Vietnamese notes, stems only in Spanish and German ones.
-            terms[word] = QueryTerm(word, prefix, None if cjk else exact_token(word), stem_token(word, language))
+            exact, stem = (None, None) if cjk else (exact_token(word), stem_token(word, language))
+            terms[word] = QueryTerm(word, prefix, exact, stem, None if cjk else folded_form(word))
         if len(terms) >= MAX_QUERY_TERMS:
             break
     return list(terms.values())[:MAX_QUERY_TERMS]

@@ -52,9 +52,14 @@ def prefix_tokens(terms: list[fts.QueryTerm], analyzed: list[list[str]]) -> set[
 def stem_alternatives(
     conn: sqlite3.Connection, terms: list[fts.QueryTerm], analyzed: list[list[str]]
 ) -> dict[str, str]:
-    """Each query token's Snowball stem token as the index spells it: a Spanish or German word is
-    covered by any form that shares its stem (emitió by emitida), as it matched in BM25."""
-    stemmed = [(tokens, term.stem) for term, tokens in zip(terms, analyzed, strict=True) if term.stem]
+    """Each query token's Snowball stem token or folded form as the index spells it: a Spanish or
+    German word is covered by any form that shares its stem (emitió by emitida), a Greek one written
+    with accents by the word written without (Αθήνα by Αθηνα), as they matched in BM25."""
+    stemmed = [
+        (tokens, term.stem or term.folded)
+        for term, tokens in zip(terms, analyzed, strict=True)
+        if term.stem or term.folded
+    ]
     if not stemmed:
         return {}
     spelled = fts.analyze(conn, [stem for _, stem in stemmed])

@@ -274,6 +274,14 @@ MIGRATIONS: list[tuple] = [
         WHERE target_id LIKE 'chunk:%' AND CAST(substr(target_id, 7) AS INTEGER) NOT IN (SELECT id FROM chunks);
         """,
     ),
+    (
+        10,
+        """
+        -- FTS_VERSION 4: Greek, Cyrillic, Hebrew and Arabic words with marks are also indexed folded
+        -- (index/scripts.py); chunks_fts is rebuilt from the stored chunks.
+        """,
+        retokenize,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

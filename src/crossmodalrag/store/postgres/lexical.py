@@ -99,7 +99,7 @@ def insert_rows(conn, rows: Iterable[tuple[int, str, str]]) -> None:
     rows = list(rows)
     if not rows:
         return
-    indexed = index_rows([(segment_cjk(title), fts.index_body(text)) for _, title, text in rows])
+    indexed = index_rows([(fts.index_title(title), fts.index_body(text)) for _, title, text in rows])
     ids = [chunk_id for chunk_id, _, _ in rows]
     conn.execute(  # regexp_split_to_array: one element per line even for a lone empty tsvector
         "INSERT INTO chunk_terms (chunk_id, terms, length) SELECT * FROM unnest("
