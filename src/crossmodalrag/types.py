@@ -63,10 +63,14 @@ class Hit:
 
 
 def iso_time(timestamp: float | None) -> str | None:
-    """Unix seconds as an ISO-8601 UTC string (None stays None)."""
+    """Unix seconds as an ISO-8601 UTC string (None stays None, and so does a time no date can print:
+    a transcript's "0001-01-01T00:00+05:00" is in year 0)."""
     if timestamp is None:
         return None
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="seconds")
+    try:
+        return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="seconds")
+    except (OverflowError, ValueError, OSError):
+        return None
 
 
 EXCERPT_CHARS = 280

@@ -47,7 +47,12 @@ def parse_when(value: str | None, what: str) -> float | None:
         moment = datetime.fromisoformat(f"{text}-01" if MONTH.fullmatch(text) else text)
     except ValueError:
         raise InvalidArgument(f"{what} must be an ISO date such as 2026-11-01", f"got {str(value)[:40]!r}") from None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    seconds = (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    try:  # 0001-01-01 east of UTC is in year 0, 9999-12-31 west of it in 10000: no date prints them
+        datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, ValueError, OSError):
+        raise InvalidArgument(f"{what} is out of range: {str(value)[:40]}", "give a date from year 1 to 9999") from None
+    return seconds
 
 
 def parse_window(
