@@ -28,6 +28,7 @@ from crossmodalrag.store import Store
 from crossmodalrag.store.connection import WriteBatch
 from crossmodalrag.store.writers import retrying
 from crossmodalrag.types import Document
+from crossmodalrag.wording import counted
 
 SOURCE_TYPE = "conversation"
 EXPORT_NAME = "conversations.json"  # what ChatGPT and Claude.ai name their exports
@@ -128,6 +129,13 @@ def _write_session(batch: WriteBatch, doc: Document, stored_digest: str | None, 
     stored = stored_turns(conn, row[0]) if row else []
     new = [turn_digest(doc.text[start:end]) for start, end, *_ in doc.metadata["_turns"]]
     same = _common_prefix(stored, new)
+    if same == len(new) < len(stored):
+        # Transcripts only grow: one that lost its last turns is a cut-off copy (an interrupted sync or
+        # download), not an edit. What was said stays remembered; an edited one differs inside instead.
+        lost = len(stored) - len(new)
+        report.notices.append(f"{doc.uri}: the file lacks the last {counted(lost, 'turn')} stored from it: kept")
+        report.unchanged += 1
+        return
     # Unchanged turns keep their chunks; a changed title changes every breadcrumb, so all are rewritten.
     if row and same and stored_digest and _same_title(batch, row[0], doc.title):
         keep = _chunks_before(batch, row[0], same)

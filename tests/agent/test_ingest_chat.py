@@ -64,6 +64,24 @@ def test_a_growing_session_writes_only_its_new_turns(store, tmp_path):
     assert "rotates monthly" in after[3][2]
 
 
+def test_a_session_cut_short_keeps_the_turns_stored_from_it(store, tmp_path):
+    records = [
+        claude_record("u1", None, "user", "How do we deploy?"),
+        claude_record("a1", "u1", "assistant", "Through the VPN."),
+        claude_record("u2", "a1", "user", "And the staging key?"),
+        claude_record("a2", "u2", "assistant", "It rotates monthly."),
+    ]
+    path = write_jsonl(tmp_path / "s.jsonl", records)
+    ingest_conversations(store, [path])
+    before = chunk_rows(store, "s.jsonl")
+    write_jsonl(path, records[:2])  # an interrupted copy: transcripts only ever grow
+    report = ingest_conversations(store, [path])
+    assert chunk_rows(store, "s.jsonl") == before and (report.unchanged, report.removed) == (1, 0)
+    assert any("lacks the last 2 turns stored from it: kept" in notice for notice in report.notices)
+    write_jsonl(path, records)
+    assert ingest_conversations(store, [path]).unchanged == 1  # whole again: nothing to write
+
+
 def test_a_changed_earlier_turn_rewrites_from_there(store, tmp_path):
     records = [
         claude_record("u1", None, "user", "one"),
