@@ -146,8 +146,10 @@ def _in_last_order(fallback: Answer, last: list[int] | None, comparison: dict | 
     were retrieved again (the rest follow in rank order), and number them E1, E2, ... anew:
     the prompt then opens like the last one, and llama.cpp reads only what follows (a chat's
     follow-up). Only with as many excerpts as the last prompt: their ids and budget shares are
-    part of the prompt's opening."""
-    if not last or len(last) != len(fallback.evidence):
+    part of the prompt's opening; and only when this question's best excerpt is the one the last
+    prompt opened with: a small model leans on E1, and an unrelated question (an agent's next
+    `memory_ask`) must not be answered from the last one's best excerpt first."""
+    if not last or len(last) != len(fallback.evidence) or fallback.evidence[0].hit.chunk_id != last[0]:
         return
     by_chunk = {item.hit.chunk_id: item for item in fallback.evidence}
     leading = []
