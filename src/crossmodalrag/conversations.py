@@ -2,8 +2,9 @@
 
 A session read again is compared turn by turn (each chunk records its turn's digest): the turns
 that are unchanged keep their chunks and vectors, and only what follows them is written. A
-transcript that grows (an agent session being appended to) thus costs only its new turns.
-Sessions that left a file (a conversation deleted from an export) leave the memory with it.
+transcript that grows (an agent session being appended to) thus costs only its new turns; one
+that lost its last turns (a cut-off copy) keeps them. Sessions that left a file (a conversation
+deleted from an export) leave the memory with it.
 """
 
 from __future__ import annotations
