@@ -112,7 +112,8 @@ def _database(settings: Settings, report: Report) -> None:
         )
         facts["chunks"] = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
     except sqlite3.DatabaseError as error:
-        report.problems.append(f"the database cannot be read: {error}")
+        facts["integrity"] = "damaged"
+        report.problems.append(f"the database is damaged: {error}; restore a backup (`mem restore`)")
         return
     finally:
         conn.close()

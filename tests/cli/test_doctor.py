@@ -35,6 +35,22 @@ def test_facts_about_a_healthy_lexical_memory(capsys, tmp_path, db_path):
     assert code == 0
 
 
+def test_a_damaged_file_is_named_by_doctor_and_refused_by_init_db_and_verify(capsys, tmp_path, db_path):
+    for name in "abcdefgh":  # enough rows for pages past the schema's
+        write_note(tmp_path / "vault", f"{name}.md", f"# {name}\n" + "words of a note " * 300)
+    assert main(["ingest-notes", str(tmp_path / "vault")]) == 0
+    with db_path.open("r+b") as handle:  # the schema page stays readable, a table page does not
+        handle.seek(4096 * 3)
+        handle.write(b"\0" * 8192)
+    capsys.readouterr()
+    for command in (["doctor"], ["init-db"], ["verify"]):
+        assert main(command) == 1, command
+        out, err = capsys.readouterr()
+        said = (out + err).splitlines()
+        assert any("damaged" in line and "restore a backup" in line for line in said), command
+        assert not any(line.startswith("error: unexpected") for line in said), command
+
+
 def test_without_the_extra_doctor_names_the_install(monkeypatch, db_path):
     from crossmodalrag import doctor
     from crossmodalrag.config import Settings

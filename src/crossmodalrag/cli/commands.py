@@ -22,10 +22,11 @@ from crossmodalrag.cli.render import (
     status_line,
 )
 from crossmodalrag.config import Settings, load_settings
-from crossmodalrag.errors import CMRAGError
+from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.evals.queries import gold_warnings, list_queries, load_queries_file, upsert_queries
 from crossmodalrag.memory.retrieve import after_answer, at_level
 from crossmodalrag.store import Store, open_configured_store
+from crossmodalrag.store.connection import DAMAGED_HINT, damage
 
 if TYPE_CHECKING:
     from crossmodalrag.ingest import IngestReport
@@ -93,6 +94,8 @@ def init_db(args: argparse.Namespace) -> int:
             with store.transaction() as conn:
                 indexed = fts.recreate(conn)
             notice(f"text index rebuilt from the stored chunks: {indexed:,} in {time.monotonic() - started:.1f} s")
+        if problem := damage(store.conn):  # a file whose schema reads fine can still have broken pages
+            raise StoreError(f"the database at {store.location} is damaged: {problem}", DAMAGED_HINT)
         notice(f"memory database ready at {store.location} (schema version {store.schema_version()})")
     return 0
 

@@ -236,7 +236,7 @@ def render_doctor(report: dict[str, Any]) -> str:
         lines = describe(database)
     else:
         lines = [f"database: {database['path']}" + ("" if database["exists"] else " (missing)")]
-    if database.get("schema_version") is not None and database.get("backend") != "postgresql":
+    if "chunks" in database and database.get("schema_version") is not None and database.get("backend") != "postgresql":
         lines.append(
             f"  schema v{database['schema_version']}, {database['size_mb']} MB, integrity {database['integrity']}, "
             f"{database['chunks']} chunks from {sum(database['sources'].values())} sources"

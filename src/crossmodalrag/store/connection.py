@@ -101,6 +101,24 @@ def is_busy(error: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
+def damage(conn) -> str | None:
+    """The first problem SQLite's quick check finds in the database file, or None (and None on
+    PostgreSQL, whose server checks its own pages). It reads every page once: for the commands that
+    vouch for the file (`init-db`, `verify`), not for every open."""
+    if getattr(conn, "backend", None) == "postgresql":
+        return None
+    try:
+        found = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+    except sqlite3.DatabaseError as error:
+        return str(error)
+    if found == "ok":
+        return None
+    return "; ".join(line for line in found.splitlines() if not line.startswith("***")) or found  # one line
+
+
+DAMAGED_HINT = "restore a backup (`mem restore`); `mem doctor` says what else it finds"
+
+
 def begin_immediate(conn: sqlite3.Connection, turns: WriterTurns | None, patience: float) -> None:
     """BEGIN IMMEDIATE, retried with backoff for up to `patience` seconds. Raises StoreError if it stays locked."""
     started = time.monotonic()
