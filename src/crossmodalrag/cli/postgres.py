@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+from crossmodalrag.cli.commands import notice
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import StoreError
@@ -79,15 +80,32 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
 
 
 def migrate(args: argparse.Namespace) -> int:
-    from crossmodalrag.store.transfer import NOT_COPIED, copy_memory
+    from crossmodalrag.store.postgres import is_postgres_url
+    from crossmodalrag.store.transfer import NOT_COPIED, copy_into_new_file, copy_memory
 
     settings = load_settings({"db_path": args.db_path})
     source = (
         _open(args.source, settings, create=False) if args.source else open_configured_store(settings, create=False)
     )
-    with source, _open(args.to, settings, create=True) as target:
-        report = copy_memory(source, target, lambda done, total: sys.stderr.write(f"\rcopied {done}/{total} sources"))
-    sys.stderr.write("\n")
+    new_file = None if is_postgres_url(args.to) else _sqlite_path(args.to)
+
+    drawn = False
+
+    def progress(done: int, total: int) -> None:
+        nonlocal drawn
+        drawn = True
+        sys.stderr.write(f"\rcopied {done}/{total} sources")
+
+    try:
+        with source:
+            if new_file is not None and not new_file.exists():
+                report = copy_into_new_file(source, new_file, progress)
+            else:
+                with _open(args.to, settings, create=True) as target:
+                    report = copy_memory(source, target, progress)
+    finally:
+        if drawn:
+            sys.stderr.write("\n")  # and an error goes on a line of its own
     if args.json:
         print_json(report.to_dict())
     else:
@@ -98,6 +116,8 @@ def migrate(args: argparse.Namespace) -> int:
             print(f"  {name}: {rows}, sha256 {table['target_checksum'][:16]} {same}")
         for name, rows in report.left_behind.items():
             print(f"  {name}: {rows} rows not copied ({NOT_COPIED[name]})")
+    if not report.identical and new_file is not None and not new_file.exists():
+        notice(f"the copy differs from the memory: {new_file} was not written")
     return 0 if report.identical else 1
 
 
@@ -106,7 +126,18 @@ def _open(location: str, settings: Settings, create: bool) -> Store:
     from crossmodalrag.store.postgres import is_postgres_url, open_postgres_store
 
     if is_postgres_url(location):
-        return open_postgres_store(location, settings.db_owner, create, settings.db_statement_timeout)
+        try:
+            return open_postgres_store(location, settings.db_owner, create, settings.db_statement_timeout)
+        except StoreError as error:
+            if not error.message.startswith("cannot reach PostgreSQL"):
+                raise
+            # The url came from --to/--from, not CMRAG_DB_URL, which the store's own hint names.
+            hint = "check that the server in the url given is running and its database exists (createdb NAME)"
+            raise StoreError(error.message, hint) from error
+    return open_store(_sqlite_path(location), create=create)
+
+
+def _sqlite_path(location: str) -> Path:
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", location):  # mysql://... became a SQLite file of that name
         raise StoreError(f"{location[:60]!r} is neither a postgresql:// url nor a file", "give one of those")
-    return open_store(Path(location).expanduser(), create=create)
+    return Path(location).expanduser()

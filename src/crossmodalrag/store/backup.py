@@ -488,8 +488,8 @@ def _sync_dir(folder: Path) -> None:
 
 
 def _remove(path: Path) -> None:
-    """A staging file and whatever SQLite left beside it."""
-    for candidate in (path, *(Path(f"{path}{suffix}") for suffix in SIDECARS)):
+    """A staging file and whatever SQLite (or a store opened on it: its writers' lock) left beside it."""
+    for candidate in (path, *(Path(f"{path}{suffix}") for suffix in (*SIDECARS, "-writers"))):
         _unlink(candidate)
 
 

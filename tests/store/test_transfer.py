@@ -1,0 +1,34 @@
+"""`mem migrate` into a new SQLite file: the file appears only once the copy is whole."""
+
+from __future__ import annotations
+
+from crossmodalrag.cli.main import main
+from crossmodalrag.store import open_store, transfer
+from tests.retrieval.helpers import add_docs, note
+
+
+def test_a_copy_that_fails_midway_leaves_no_file_and_the_next_try_succeeds(db_path, tmp_path, monkeypatch, capsys):
+    with open_store(db_path) as store:
+        add_docs(store, note("a", "# A\nalpha"), note("b", "# B\nbeta"))
+    target = tmp_path / "copy.db"
+
+    def broken(source, target):
+        raise OSError("disk full")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(transfer, "_copy_vectors", broken)
+        assert main(["migrate", "--to", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert "disk full" in err and "\nerror: " in err  # the error on a line of its own, after the progress
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".copy", "copy"))) == []
+    assert main(["migrate", "--to", str(target)]) == 0
+    with open_store(target) as copy:
+        assert copy.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 2
+
+
+def test_a_copy_whose_checksums_differ_is_not_written(db_path, tmp_path, monkeypatch, capsys):
+    with open_store(db_path) as store:
+        add_docs(store, note("a", "# A\nalpha"))
+    monkeypatch.setattr(transfer.TransferReport, "identical", property(lambda self: False))
+    assert main(["migrate", "--to", str(tmp_path / "copy.db")]) == 1
+    assert "copy.db was not written" in capsys.readouterr().err and not (tmp_path / "copy.db").exists()
