@@ -515,3 +515,12 @@ def test_backups_carry_the_log_and_restore_verifies(capsys, tmp_path: Path, db_p
 @pytest.fixture
 def store(any_store):  # the tests taking a store run on SQLite and on PostgreSQL (issue 16)
     return any_store
+
+
+@pytest.mark.parametrize("given", ["99999999999999999999999", "mem://source/99999999999999999999999", "²"])
+def test_a_number_no_row_id_can_be_is_a_name_that_names_nothing(store: Store, given: str) -> None:
+    from crossmodalrag.versioning.history import resolve_source
+
+    assert resolve_source(store.conn, given) == given.removeprefix("mem://source/")  # no OverflowError, no int("²")
+    with pytest.raises(CMRAGError, match="no recorded history"):
+        source_history(store.conn, given)

@@ -199,7 +199,7 @@ def _between(match: re.Match, anchor: datetime):
 def _date_span(target: str, anchor: datetime):
     """The days a DATE_TEXT covers (a year, a month, a day), or None for one that does not exist. It
     stands where a date must, so "between May and July" is the month, never the verb."""
-    if target.isdigit():
+    if target.isascii() and target.isdigit():
         return datetime(int(target), 1, 1, tzinfo=timezone.utc), datetime(int(target) + 1, 1, 1, tzinfo=timezone.utc)
     found, resolve = next((found, resolve) for pattern, resolve in DATES if (found := pattern.match(target)))
     return resolve(found, anchor, expected=True)

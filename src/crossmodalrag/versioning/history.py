@@ -71,7 +71,7 @@ def resolve_source(conn: sqlite3.Connection, given: str) -> str:
     (`repo@1e62948`: a repository name or path and a sha prefix). Unresolved, `given` itself.
     Raises CMRAGError when a sha prefix names more than one commit."""
     given = MEM_URI.fullmatch(given).group(1) if MEM_URI.fullmatch(given) else given
-    if given.isdigit():
+    if given.isascii() and given.isdigit() and int(given) < 2**63:  # an id SQLite can hold ("²" is a digit too)
         row = conn.execute("SELECT uri FROM sources WHERE id = ?", (int(given),)).fetchone()
         if row:
             return row[0]
@@ -160,7 +160,7 @@ def resolve_point(conn: sqlite3.Connection, point: str) -> int:
         return row[0]
     if point == "now":
         return head(conn)[0]
-    if point.isdigit():
+    if point.isascii() and point.isdigit():
         if int(point) > head(conn)[0]:
             raise CMRAGError(f"seq {point} is not in the log yet", f"the newest is {head(conn)[0]} (see `mem log`)")
         return int(point)
