@@ -220,3 +220,42 @@ def parsed_elements(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]
 
     Collect().feed(html)
     return found
+
+
+def _login_reply(url: str, target: str) -> tuple[int, str]:
+    """(status, Location) for a raw request target, sent over a real socket exactly as written."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    connection = http.client.HTTPConnection(urlsplit(url).netloc, timeout=10)
+    try:
+        connection.request("GET", target)
+        reply = connection.getresponse()
+        return reply.status, reply.getheader("location") or ""
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    "target, location",
+    [
+        ("/%5Cevil.example/?token={T}", "/evil.example/"),  # "/\evil.example/" is another site to a browser
+        ("/%2F%5C/evil.example/?token={T}&kind=note", "/evil.example/?kind=note"),
+        ("/ui/%E6%97%A5?token={T}", "/ui/%E6%97%A5"),  # not latin-1: was a 500
+        ("/ui/x%0d%0aSet-Cookie:%20a=1?token={T}", "/ui/x%0D%0ASet-Cookie:%20a=1"),  # was a dropped connection
+        ("/ui/sources/%C3%BC%20x?kind=note&token={T}", "/ui/sources/%C3%BC%20x?kind=note"),
+    ],
+)
+def test_the_login_redirect_stays_on_this_site_and_is_encoded_again(sample_db, target: str, location: str) -> None:
+    from tests.api.helpers import running_server
+
+    with running_server(create_app(server_settings(sample_db), token=TOKEN)) as url:
+        assert _login_reply(url, target.replace("{T}", TOKEN)) == (303, location)
+
+
+def test_a_login_link_with_the_token_twice_still_logs_in(locked: TestClient) -> None:
+    twice = locked.get(f"/ui/sources?token={TOKEN}&token={TOKEN}", follow_redirects=False)
+    assert twice.status_code == 303 and twice.headers["location"] == "/ui/sources"
+    locked.cookies.clear()
+    one_wrong = locked.get(f"/ui/sources?token={TOKEN}&token=wrong-{TOKEN}", follow_redirects=False)
+    assert one_wrong.status_code == 401

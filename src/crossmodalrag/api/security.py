@@ -21,14 +21,20 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import re
 from http.cookies import SimpleCookie
 from typing import Any, Awaitable, Callable
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 Scope = dict[str, Any]
 ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 
 COOKIE = "mem_session"
+# What a path keeps unencoded in a redirect: RFC 3986's path characters. Anything else (a backslash, a
+# space, CR/LF, non-ASCII) is percent-encoded, so the Location header is always plain ASCII.
+PATH_SAFE = "/:@!$&'()*+,;=~"
+# A browser reads "//x" and "/\x" (any run of slashes and backslashes) as the other site x.
+LEADING_SLASHES = re.compile(r"^[/\\]+")
 # A 1,000-character question (the ask box's limit) in a script of 3-4-byte characters, percent-encoded,
 # is up to 12,000 bytes: 4,096 refused 450 Chinese characters.
 MAX_QUERY_BYTES = 16 * 1024
@@ -117,7 +123,7 @@ class LocalGuard:
         # `?token=` is stripped by a redirect even for a browser already logged in: never left in history.
         redirect = self._login_redirect(scope, headers) if self.token else None
         if redirect is not None:
-            await _send(send, 303, b"", [(b"location", redirect.encode("latin-1")), _cookie(self.session)])
+            await _send(send, 303, b"", [(b"location", redirect.encode("ascii")), _cookie(self.session)])
             return
         if self.token and not self._authorized(headers):
             await _send_error(
@@ -182,12 +188,20 @@ class LocalGuard:
     def _login_redirect(self, scope: Scope, headers: dict[str, str]) -> str | None:
         """`?token=…` with the right token: where to send the browser once the cookie is set."""
         pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        given = [v for k, v in pairs if k == "token"]
-        if len(given) != 1 or not hmac.compare_digest(given[0].encode(), self.token.encode()):
+        if not self._all_the_token([v for k, v in pairs if k == "token"]):
             return None
         rest = urlencode([(k, v) for k, v in pairs if k != "token"])
-        # One leading slash: "//evil.example/" is another site to a browser (an open redirect).
-        return "/" + scope.get("path", "/").lstrip("/") + (f"?{rest}" if rest else "")
+        return same_site_path(scope.get("path", "/")) + (f"?{rest}" if rest else "")
+
+    def _all_the_token(self, given: list[str]) -> bool:
+        """A login link pasted twice (`?token=T&token=T`) is still a login; one wrong value is not."""
+        return bool(given) and all(hmac.compare_digest(v.encode(), self.token.encode()) for v in given)
+
+
+def same_site_path(path: str) -> str:
+    """A decoded request path made safe to send back in `Location`: one leading slash (an open
+    redirect otherwise), percent-encoded again (the header must be ASCII with no CR/LF)."""
+    return "/" + quote(LEADING_SLASHES.sub("", path), safe=PATH_SAFE)
 
 
 def _cookie(session: str) -> tuple[bytes, bytes]:
