@@ -234,9 +234,37 @@ def test_a_console_page_answers_a_bad_parameter_with_its_error_page(client, path
     assert "check the address" in page.text and '"detail"' not in page.text
 
 
-def test_the_api_keeps_its_json_for_a_bad_parameter(client) -> None:
-    response = client.get("/sources/abc")
-    assert response.status_code == 422 and "detail" in response.json()
+@pytest.mark.parametrize(
+    "path, status, error",
+    [
+        ("/sources/abc", 422, "source_id: Input should be a valid integer"),
+        ("/sources?limit=abc", 422, "limit: Input should be a valid integer"),
+        ("/ask", 422, "q: Field required"),
+        ("/ask?q=parser&top_k=0", 422, "top_k: Input should be greater than or equal to 1"),
+        ("/nope", 404, "nothing at /nope"),
+        ("/static/nope.js", 404, "nothing at /static/nope.js"),
+    ],
+)
+def test_every_api_error_has_the_documented_shape(client, path, status, error) -> None:
+    response = client.get(path)
+    assert response.status_code == status and response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error", "hint"} and body["error"].startswith(error) and body["hint"], body
+
+
+def test_the_openapi_schema_documents_the_422_error_shape(client) -> None:
+    schema = client.get("/openapi.json").json()
+    bad = schema["paths"]["/sources"]["get"]["responses"]["422"]["content"]["application/json"]["schema"]
+    assert bad == {"$ref": "#/components/schemas/Error"}
+    assert schema["components"]["schemas"]["Error"]["required"] == ["error", "hint"]
+    assert "HTTPValidationError" not in schema["components"]["schemas"]
+
+
+@pytest.mark.parametrize("path", ["/ui", "/ui/", "/ui/sources/1/extra"])
+def test_a_console_address_with_no_page_shows_the_html_error_page(client, path) -> None:
+    page = client.get(path)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert f"nothing at {path}" in page.text and "navigation bar" in page.text and '"detail"' not in page.text
 
 
 def test_the_sources_pager_keeps_a_dated_filter_and_says_when_past_the_end(client) -> None:

@@ -46,8 +46,9 @@ templates.env.globals["nav"] = NAV
 
 
 def wants_html(request: Request) -> bool:
+    """A console address (a person's browser): its errors are the HTML error page, the API's are JSON."""
     path = request.url.path
-    return path == "/" or path.startswith("/ui/") or path == "/docs"
+    return path in ("/", "/ui", "/docs") or path.startswith("/ui/")
 
 
 def is_fragment(request: Request) -> bool:

@@ -118,7 +118,8 @@ class LocalGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         refusal = self._refusal(scope, headers)
         if refusal is not None:
-            await _send_error(send, *refusal)
+            status = refusal[0]
+            await _send_error(send, *refusal, [(b"allow", self._methods(scope))] if status == 405 else None)
             return
         # `?token=` is stripped by a redirect even for a browser already logged in: never left in history.
         redirect = self._login_redirect(scope, headers) if self.token else None
@@ -138,6 +139,10 @@ class LocalGuard:
             scope, send = {**scope, "method": "GET"}, _without_body(send)
         await self.app(scope, receive, _with_headers(send))
 
+    def _methods(self, scope: Scope) -> bytes:
+        """The `Allow` header of a 405 (RFC 9110 requires it): what this path does take."""
+        return b"GET, POST, DELETE" if self._is_mcp(scope) else b"GET, HEAD"
+
     def _is_mcp(self, scope: Scope) -> bool:
         return bool(self.mcp_path) and scope.get("path", "").rstrip("/") == self.mcp_path
 
@@ -153,7 +158,7 @@ class LocalGuard:
         if self._is_mcp(scope):
             return self._mcp_refusal(scope, headers)
         if scope.get("method") not in ("GET", "HEAD"):
-            return 405, "this API is read-only: GET and HEAD only", ""
+            return 405, "this API is read-only: GET and HEAD only", "change memory with the `mem` commands"
         if len(scope.get("query_string", b"")) > MAX_QUERY_BYTES:
             return 414, f"the query string is over {MAX_QUERY_BYTES} bytes", "ask a shorter question"
         length = headers.get("content-length", "0")
