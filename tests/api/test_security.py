@@ -259,3 +259,44 @@ def test_a_login_link_with_the_token_twice_still_logs_in(locked: TestClient) -> 
     locked.cookies.clear()
     one_wrong = locked.get(f"/ui/sources?token={TOKEN}&token=wrong-{TOKEN}", follow_redirects=False)
     assert one_wrong.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "value, name",
+    [
+        ("mem.lan", "mem.lan"),
+        ("MEM.lan", "mem.lan"),
+        ("mem.lan:8815", "mem.lan"),  # as a URL shows it: was accepted and then never matched
+        ("http://box.lan", "box.lan"),
+        ("https://box.lan:8443/ui/sources", "box.lan"),
+        ("192.168.1.10:8815", "192.168.1.10"),
+        ("[fe80::1]:8815", "fe80::1"),
+        ("fe80::1", "fe80::1"),
+        ("", None),
+        ("  ", None),
+        ("http://", None),
+        ("user@box.lan", None),
+        ("box.lan:http", None),
+    ],
+)
+def test_allow_host_takes_the_name_of_what_a_url_shows(value: str, name: str | None) -> None:
+    from crossmodalrag.api.security import allowed_name
+
+    assert allowed_name(value) == name
+
+
+def test_an_allow_host_given_with_port_or_scheme_answers_to_that_name(sample_db) -> None:
+    from crossmodalrag.cli.serve import allowed_hosts
+
+    names = frozenset(allowed_hosts(["mem.lan:8815", "http://box.lan"]))
+    with TestClient(create_app(server_settings(sample_db), allow_hosts=names), base_url=BASE) as client:
+        for host in ("mem.lan:8815", "mem.lan", "box.lan", "box.lan:80"):
+            assert client.get("/health", headers={"host": host}).status_code == 200, host
+
+
+@pytest.mark.parametrize("value", ["", "user@box.lan"])
+def test_serve_refuses_an_allow_host_that_names_no_host(monkeypatch, capsys, sample_db, value: str) -> None:
+    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)  # accepted by mistake: return, not serve
+    assert main(["serve", "--allow-host", "mem.lan", "--allow-host", value, "--db-path", str(sample_db)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --allow-host {value!r} is not a host name (hint: ") and err.count("\n") == 1

@@ -71,6 +71,21 @@ def split_host(header: str) -> tuple[str, str] | None:
     return (name.lower(), port) if name else None
 
 
+def allowed_name(value: str) -> str | None:
+    """The Host name an `--allow-host` value means, as host_allowed compares it, or None if it names none.
+    People paste what a URL shows (`mem.lan:8815`, `http://mem.lan/`): only the name is compared (any
+    port is accepted, as for loopback), so the port, scheme and path are dropped rather than never matching."""
+    text = value.strip()
+    if "://" in text:
+        text = text.partition("://")[2]
+    text = text.split("/", 1)[0]
+    try:
+        return str(ipaddress.ip_address(text.strip("[]")))  # a bare IPv6 address holds colons too
+    except ValueError:
+        parsed = split_host(text)
+    return parsed[0] if parsed else None
+
+
 def is_loopback(name: str) -> bool:
     if name == "localhost":
         return True
