@@ -278,3 +278,12 @@ def test_the_sources_pager_keeps_a_dated_filter_and_says_when_past_the_end(clien
         assert client.get(link).status_code == 200, link
     past = client.get("/ui/sources", params={"offset": 10_000})
     assert past.status_code == 200 and "none from 10001 on" in past.text and "showing 10001" not in past.text
+
+
+def test_htmx_restoring_history_it_has_no_snapshot_of_gets_the_whole_page(client) -> None:
+    swap = client.get("/ui/sources?folder=projects", headers={"hx-request": "true"})
+    assert 'id="source-list"' in swap.text and 'id="source-filter"' not in swap.text  # a swap: the list alone
+    restore = client.get(
+        "/ui/sources?folder=projects", headers={"hx-request": "true", "hx-history-restore-request": "true"}
+    )
+    assert 'id="source-filter"' in restore.text and 'value="projects"' in restore.text  # Back: the whole page

@@ -52,7 +52,9 @@ def wants_html(request: Request) -> bool:
 
 
 def is_fragment(request: Request) -> bool:
-    return request.headers.get("hx-request") == "true"
+    """An htmx swap wants the fragment alone; htmx restoring history it had no snapshot of wants the page."""
+    headers = request.headers
+    return headers.get("hx-request") == "true" and headers.get("hx-history-restore-request") != "true"
 
 
 def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
