@@ -120,6 +120,21 @@ def test_errors_are_json_with_a_hint(client) -> None:
     assert bad_after.status_code == 400 and bad_after.json()["hint"], bad_after.text
 
 
+def test_errors_over_http_name_the_parameter_not_the_cli_flag(client, sample_db, capsys) -> None:
+    from crossmodalrag.cli.main import main
+
+    since = client.get("/sources", params={"until": "2025-01-01", "since": "last tuesday"}).json()["error"]
+    assert since == "since 'last tuesday' is not a date"
+    console = client.get("/ui/sources", params={"until": "someday"})
+    assert console.status_code == 400 and "until &#39;someday&#39; is not a date" in console.text
+    after = client.get("/ask", params={"q": QUESTION, "after": "last tuesday"}).json()["error"]
+    assert after.startswith("after must be an ISO date")
+    hint = client.get("/eval", params={"query_prefix": "[nothing]"}).json()["hint"]
+    assert "`mem eval --load-queries FILE`" in hint and "pass --load-queries" not in hint
+    assert main(["sources", "--since", "last tuesday", "--db-path", str(sample_db)]) == 1  # the CLI keeps its flags
+    assert "error: --since 'last tuesday' is not a date" in capsys.readouterr().err
+
+
 def test_health_reports_a_read_only_database(client, sample_db) -> None:
     body = client.get("/health").json()
     assert body["status"] == "ok" and body["read_only"] is True

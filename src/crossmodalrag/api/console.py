@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from crossmodalrag import __version__
 from crossmodalrag.api.markup import render_diff, render_markdown
-from crossmodalrag.api.routes import Kind, Reader
+from crossmodalrag.api.routes import DATE_PARAMETERS, Kind, Reader
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.memory.drift import sparkline
 from crossmodalrag.memory_views import MEMORY_VIEWS, MemoryNotBuilt, memory_view
@@ -80,7 +80,8 @@ def sources_view(
     until: Annotated[str | None, Query(max_length=32)] = None,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> HTMLResponse:
-    listing = list_sources(store, kind or None, folder or None, since or None, until or None, 50, offset).to_dict()
+    chosen = (kind or None, folder or None, since or None, until or None)
+    listing = list_sources(store, *chosen, 50, offset, names=DATE_PARAMETERS).to_dict()
     return page(request, "sources.html", active="sources", listing=listing)
 
 
