@@ -32,14 +32,14 @@ class BadFilter(CMRAGError):
     """A listing filter (kind, date, limit) cannot be used."""
 
 
-def parse_day(text: str | None, what: str) -> float | None:
-    """`YYYY-MM-DD` (or a full ISO time) as unix seconds, UTC. Raises BadFilter."""
+def parse_day(text: str | None, name: str) -> float | None:
+    """`YYYY-MM-DD` (or a full ISO time) as unix seconds, UTC. Raises BadFilter naming the date `name`."""
     if not text:
         return None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise BadFilter(f"--{what} {text!r} is not a date", "use YYYY-MM-DD, e.g. 2025-07-21") from None
+        raise BadFilter(f"{name} {text!r} is not a date", "use YYYY-MM-DD, e.g. 2025-07-21") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.timestamp()
@@ -107,13 +107,15 @@ def list_sources(
     until: str | None = None,
     limit: int = 50,
     offset: int = 0,
+    names: tuple[str, str] = ("--since", "--until"),
 ) -> SourceList:
-    """Sources newest first, filtered by kind, folder (and below) and date (inclusive days). Raises BadFilter."""
+    """Sources newest first, filtered by kind, folder (and below) and date (inclusive days). Raises BadFilter;
+    `names`: what its messages call the two dates (the CLI's flags, or the API's parameters)."""
     if kind is not None and kind not in SOURCE_KINDS:
         raise BadFilter(f"unknown kind {kind!r}", f"use one of {', '.join(SOURCE_KINDS)}")
     if not 1 <= limit <= MAX_LIST or offset < 0:
         raise BadFilter(f"limit must be 1..{MAX_LIST} and offset at least 0", "page with --offset")
-    start, end = parse_day(since, "since"), parse_day(until, "until")
+    start, end = parse_day(since, names[0]), parse_day(until, names[1])
     if end is not None and until and len(until) == 10:
         end += 86_400  # an --until day includes that whole day
     clauses, params = [], []

@@ -72,4 +72,7 @@ def test_the_mcp_endpoint_keeps_the_console_rules(served):
     assert huge.status_code == 413
     ok = httpx.post(url + "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **auth, "origin": url})
     assert ok.status_code == 200 and "access-control-allow-origin" not in ok.headers
-    assert httpx.post(url + "/sources", headers=auth).status_code == 405  # the console stays read-only
+    read_only = httpx.post(url + "/sources", headers=auth)
+    assert read_only.status_code == 405 and read_only.headers["allow"] == "GET, HEAD"  # the console stays read-only
+    put = httpx.put(url + "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **auth})
+    assert put.status_code == 405 and put.headers["allow"] == "GET, POST, DELETE"

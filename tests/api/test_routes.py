@@ -120,6 +120,21 @@ def test_errors_are_json_with_a_hint(client) -> None:
     assert bad_after.status_code == 400 and bad_after.json()["hint"], bad_after.text
 
 
+def test_errors_over_http_name_the_parameter_not_the_cli_flag(client, sample_db, capsys) -> None:
+    from crossmodalrag.cli.main import main
+
+    since = client.get("/sources", params={"until": "2025-01-01", "since": "last tuesday"}).json()["error"]
+    assert since == "since 'last tuesday' is not a date"
+    console = client.get("/ui/sources", params={"until": "someday"})
+    assert console.status_code == 400 and "until &#39;someday&#39; is not a date" in console.text
+    after = client.get("/ask", params={"q": QUESTION, "after": "last tuesday"}).json()["error"]
+    assert after.startswith("after must be an ISO date")
+    hint = client.get("/eval", params={"query_prefix": "[nothing]"}).json()["hint"]
+    assert "`mem eval --load-queries FILE`" in hint and "pass --load-queries" not in hint
+    assert main(["sources", "--since", "last tuesday", "--db-path", str(sample_db)]) == 1  # the CLI keeps its flags
+    assert "error: --since 'last tuesday' is not a date" in capsys.readouterr().err
+
+
 def test_health_reports_a_read_only_database(client, sample_db) -> None:
     body = client.get("/health").json()
     assert body["status"] == "ok" and body["read_only"] is True
@@ -234,9 +249,37 @@ def test_a_console_page_answers_a_bad_parameter_with_its_error_page(client, path
     assert "check the address" in page.text and '"detail"' not in page.text
 
 
-def test_the_api_keeps_its_json_for_a_bad_parameter(client) -> None:
-    response = client.get("/sources/abc")
-    assert response.status_code == 422 and "detail" in response.json()
+@pytest.mark.parametrize(
+    "path, status, error",
+    [
+        ("/sources/abc", 422, "source_id: Input should be a valid integer"),
+        ("/sources?limit=abc", 422, "limit: Input should be a valid integer"),
+        ("/ask", 422, "q: Field required"),
+        ("/ask?q=parser&top_k=0", 422, "top_k: Input should be greater than or equal to 1"),
+        ("/nope", 404, "nothing at /nope"),
+        ("/static/nope.js", 404, "nothing at /static/nope.js"),
+    ],
+)
+def test_every_api_error_has_the_documented_shape(client, path, status, error) -> None:
+    response = client.get(path)
+    assert response.status_code == status and response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error", "hint"} and body["error"].startswith(error) and body["hint"], body
+
+
+def test_the_openapi_schema_documents_the_422_error_shape(client) -> None:
+    schema = client.get("/openapi.json").json()
+    bad = schema["paths"]["/sources"]["get"]["responses"]["422"]["content"]["application/json"]["schema"]
+    assert bad == {"$ref": "#/components/schemas/Error"}
+    assert schema["components"]["schemas"]["Error"]["required"] == ["error", "hint"]
+    assert "HTTPValidationError" not in schema["components"]["schemas"]
+
+
+@pytest.mark.parametrize("path", ["/ui", "/ui/", "/ui/sources/1/extra"])
+def test_a_console_address_with_no_page_shows_the_html_error_page(client, path) -> None:
+    page = client.get(path)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert f"nothing at {path}" in page.text and "navigation bar" in page.text and '"detail"' not in page.text
 
 
 def test_the_sources_pager_keeps_a_dated_filter_and_says_when_past_the_end(client) -> None:
@@ -250,3 +293,12 @@ def test_the_sources_pager_keeps_a_dated_filter_and_says_when_past_the_end(clien
         assert client.get(link).status_code == 200, link
     past = client.get("/ui/sources", params={"offset": 10_000})
     assert past.status_code == 200 and "none from 10001 on" in past.text and "showing 10001" not in past.text
+
+
+def test_htmx_restoring_history_it_has_no_snapshot_of_gets_the_whole_page(client) -> None:
+    swap = client.get("/ui/sources?folder=projects", headers={"hx-request": "true"})
+    assert 'id="source-list"' in swap.text and 'id="source-filter"' not in swap.text  # a swap: the list alone
+    restore = client.get(
+        "/ui/sources?folder=projects", headers={"hx-request": "true", "hx-history-restore-request": "true"}
+    )
+    assert 'id="source-filter"' in restore.text and 'value="projects"' in restore.text  # Back: the whole page

@@ -95,8 +95,8 @@ def test_requests_are_bounded_and_read_only(client: TestClient) -> None:
     chinese = client.get("/ask", params={"q": "解析器为什么要重写" * 100, "no_llm": "true"})  # 900 characters
     assert chinese.status_code == 200, chinese.text
     assert client.get("/ask", params={"q": "word " * 250}).status_code == 422  # over 1000 characters
-    assert client.post("/ask?q=parser", content=b"{}").status_code == 405
-    assert client.delete("/sources/1").status_code == 405
+    for refused in (client.post("/ask?q=parser", content=b"{}"), client.delete("/sources/1")):
+        assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD"
 
 
 def test_head_answers_with_gets_headers_and_no_body(client: TestClient) -> None:
@@ -220,3 +220,83 @@ def parsed_elements(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]
 
     Collect().feed(html)
     return found
+
+
+def _login_reply(url: str, target: str) -> tuple[int, str]:
+    """(status, Location) for a raw request target, sent over a real socket exactly as written."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    connection = http.client.HTTPConnection(urlsplit(url).netloc, timeout=10)
+    try:
+        connection.request("GET", target)
+        reply = connection.getresponse()
+        return reply.status, reply.getheader("location") or ""
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    "target, location",
+    [
+        ("/%5Cevil.example/?token={T}", "/evil.example/"),  # "/\evil.example/" is another site to a browser
+        ("/%2F%5C/evil.example/?token={T}&kind=note", "/evil.example/?kind=note"),
+        ("/ui/%E6%97%A5?token={T}", "/ui/%E6%97%A5"),  # not latin-1: was a 500
+        ("/ui/x%0d%0aSet-Cookie:%20a=1?token={T}", "/ui/x%0D%0ASet-Cookie:%20a=1"),  # was a dropped connection
+        ("/ui/sources/%C3%BC%20x?kind=note&token={T}", "/ui/sources/%C3%BC%20x?kind=note"),
+    ],
+)
+def test_the_login_redirect_stays_on_this_site_and_is_encoded_again(sample_db, target: str, location: str) -> None:
+    from tests.api.helpers import running_server
+
+    with running_server(create_app(server_settings(sample_db), token=TOKEN)) as url:
+        assert _login_reply(url, target.replace("{T}", TOKEN)) == (303, location)
+
+
+def test_a_login_link_with_the_token_twice_still_logs_in(locked: TestClient) -> None:
+    twice = locked.get(f"/ui/sources?token={TOKEN}&token={TOKEN}", follow_redirects=False)
+    assert twice.status_code == 303 and twice.headers["location"] == "/ui/sources"
+    locked.cookies.clear()
+    one_wrong = locked.get(f"/ui/sources?token={TOKEN}&token=wrong-{TOKEN}", follow_redirects=False)
+    assert one_wrong.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "value, name",
+    [
+        ("mem.lan", "mem.lan"),
+        ("MEM.lan", "mem.lan"),
+        ("mem.lan:8815", "mem.lan"),  # as a URL shows it: was accepted and then never matched
+        ("http://box.lan", "box.lan"),
+        ("https://box.lan:8443/ui/sources", "box.lan"),
+        ("192.168.1.10:8815", "192.168.1.10"),
+        ("[fe80::1]:8815", "fe80::1"),
+        ("fe80::1", "fe80::1"),
+        ("", None),
+        ("  ", None),
+        ("http://", None),
+        ("user@box.lan", None),
+        ("box.lan:http", None),
+    ],
+)
+def test_allow_host_takes_the_name_of_what_a_url_shows(value: str, name: str | None) -> None:
+    from crossmodalrag.api.security import allowed_name
+
+    assert allowed_name(value) == name
+
+
+def test_an_allow_host_given_with_port_or_scheme_answers_to_that_name(sample_db) -> None:
+    from crossmodalrag.cli.serve import allowed_hosts
+
+    names = frozenset(allowed_hosts(["mem.lan:8815", "http://box.lan"]))
+    with TestClient(create_app(server_settings(sample_db), allow_hosts=names), base_url=BASE) as client:
+        for host in ("mem.lan:8815", "mem.lan", "box.lan", "box.lan:80"):
+            assert client.get("/health", headers={"host": host}).status_code == 200, host
+
+
+@pytest.mark.parametrize("value", ["", "user@box.lan"])
+def test_serve_refuses_an_allow_host_that_names_no_host(monkeypatch, capsys, sample_db, value: str) -> None:
+    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)  # accepted by mistake: return, not serve
+    assert main(["serve", "--allow-host", "mem.lan", "--allow-host", value, "--db-path", str(sample_db)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --allow-host {value!r} is not a host name (hint: ") and err.count("\n") == 1

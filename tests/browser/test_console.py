@@ -138,3 +138,28 @@ def test_at_phone_width_opening_evidence_brings_the_cited_chunk_into_view(watche
     cited = page.locator("#panel .chunk.cited")
     expect(cited).to_have_count(1)
     expect(cited).to_be_in_viewport()
+
+
+def test_one_filter_is_one_request_and_back_shows_the_filters_of_the_list(watched, console_url) -> None:
+    page = watched
+    sent: list[str] = []
+    page.on("request", lambda request: sent.append(request.url) if "/ui/sources?" in request.url else None)
+    page.goto(console_url + "/ui/sources")
+    count, kind, folder = page.locator("p.count"), page.locator("select[name=kind]"), page.locator("input[name=folder]")
+    before = page.evaluate("history.length")
+    folder.fill("projects")
+    folder.press("Enter")  # fires change, then submit: both are the form's triggers
+    expect(count).to_have_text("4 sources")
+    page.wait_for_timeout(500)  # a second request would be on its way by now
+    assert len(sent) == 1, sent
+    assert page.evaluate("history.length") == before + 1
+    kind.select_option("commit")
+    expect(count).to_have_text("0 sources")
+    page.go_back()
+    expect(count).to_have_text("4 sources")
+    assert "folder=projects" in page.url
+    expect(folder).to_have_value("projects")  # was the first render's empty box
+    expect(kind).to_have_value("")
+    kind.select_option("note")  # the folder shown is the folder sent: it was silently dropped
+    expect(count).to_have_text("4 sources")
+    assert "folder=projects" in sent[-1] and "kind=note" in sent[-1], sent

@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Callable
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from crossmodalrag import __version__
 from crossmodalrag.answer.llm import LLM
+from crossmodalrag.api import console, routes
 from crossmodalrag.api.asking import Asker
 from crossmodalrag.api.security import LocalGuard
 from crossmodalrag.config import Settings
@@ -37,8 +38,64 @@ DESCRIPTION = (
 )
 
 
+ERROR_SCHEMA = {
+    "title": "Error",
+    "type": "object",
+    "properties": {"error": {"type": "string"}, "hint": {"type": "string"}},
+    "required": ["error", "hint"],
+}
+
+
 def status_of(error: CMRAGError) -> int:
     return next((code for kind, code in STATUS if isinstance(error, kind)), 400)
+
+
+def parameter_problem(error: RequestValidationError) -> str:
+    """One line naming the first bad parameter: `limit: Input should be a valid integer`."""
+    first = error.errors()[0] if error.errors() else {}
+    where = ".".join(str(part) for part in first.get("loc", ())[1:]) or "a parameter"
+    return f"{where}: {first.get('msg', 'not valid')}"
+
+
+def http_problem(request: Request, error: StarletteHTTPException) -> CMRAGError:
+    """Starlette's own errors (no such route or static file, a method a route lacks) as message and hint."""
+    if error.status_code == 404:
+        hint = "use the navigation bar" if console.wants_html(request) else "the routes are listed at /docs"
+        return CMRAGError(f"nothing at {request.url.path}", hint)
+    return CMRAGError(str(error.detail), "the routes are listed at /docs")
+
+
+def error_reply(request: Request, problem: CMRAGError, status: int, headers: dict[str, str] | None = None):
+    """The console's HTML error page for a console page, else the API's documented JSON error."""
+    if console.wants_html(request):
+        reply = console.error_page(request, problem, status)
+    else:
+        reply = JSONResponse({"error": problem.message, "hint": problem.hint}, status_code=status)
+    reply.headers.update(headers or {})
+    return reply
+
+
+def with_error_schema(app: FastAPI) -> Callable[[], dict]:
+    """The OpenAPI schema with the 422 replies documented as they are sent: our error shape, not
+    FastAPI's `{"detail": [...]}`."""
+    generate = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = generate()
+            schemas = schema.get("components", {}).get("schemas", {})
+            for name in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(name, None)
+            schemas["Error"] = ERROR_SCHEMA
+            for operation in (op for methods in schema["paths"].values() for op in methods.values()):
+                if "422" in operation.get("responses", {}):
+                    operation["responses"]["422"] = {
+                        "description": "a parameter is missing or not valid",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                    }
+        return app.openapi_schema
+
+    return openapi
 
 
 def create_app(
@@ -51,8 +108,6 @@ def create_app(
     """The whole server as one ASGI app, wrapped in the security guard (see api/security.py).
     `llm_loader` replaces the configured model (tests use a scripted stand-in); `mcp_app` (from
     mcp_server.http) answers /mcp behind the same guard."""
-    from crossmodalrag.api import console, routes
-
     app = FastAPI(
         title="mem",
         version=__version__,
@@ -67,19 +122,19 @@ def create_app(
 
     @app.exception_handler(CMRAGError)
     async def library_error(request: Request, error: CMRAGError):
-        if console.wants_html(request):
-            return console.error_page(request, error, status_of(error))
-        return JSONResponse({"error": error.message, "hint": error.hint}, status_code=status_of(error))
+        return error_reply(request, error, status_of(error))
 
     @app.exception_handler(RequestValidationError)
     async def bad_parameter(request: Request, error: RequestValidationError):
-        """A console page answers a bad parameter with its error page; the API with FastAPI's 422 JSON."""
-        if not console.wants_html(request):
-            return await request_validation_exception_handler(request, error)
-        first = error.errors()[0] if error.errors() else {}
-        where = ".".join(str(part) for part in first.get("loc", ())[1:]) or "a parameter"
-        problem = CMRAGError(f"{where}: {first.get('msg', 'not valid')}", "check the address, or start from the menu")
-        return console.error_page(request, problem, 422)
+        html = console.wants_html(request)
+        hint = "check the address, or start from the menu" if html else f"see /docs for {request.url.path}'s parameters"
+        return error_reply(request, CMRAGError(parameter_problem(error), hint), 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException):
+        return error_reply(request, http_problem(request, error), error.status_code, error.headers)
+
+    app.openapi = with_error_schema(app)
 
     app.include_router(routes.router)
     app.include_router(console.router)

@@ -97,7 +97,7 @@ class Asker:
         settings = with_match(self.settings, match)
         with self.readers.reader() as store:
             retriever = open_retriever(store, settings, top_k, profile, modalities=modalities)
-            retriever = with_recall(retriever, strategy or retriever.strategy, after, before)
+            retriever = with_recall(retriever, strategy or retriever.strategy, after, before, names=("after", "before"))
             retriever = at_level(retriever, level, settings)
             standing = list(retriever.notices)
             if no_llm:

@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from crossmodalrag import __version__
 from crossmodalrag.api.markup import render_diff, render_markdown
-from crossmodalrag.api.routes import Kind, Reader
+from crossmodalrag.api.routes import DATE_PARAMETERS, Kind, Reader
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.memory.drift import sparkline
 from crossmodalrag.memory_views import MEMORY_VIEWS, MemoryNotBuilt, memory_view
@@ -46,12 +46,15 @@ templates.env.globals["nav"] = NAV
 
 
 def wants_html(request: Request) -> bool:
+    """A console address (a person's browser): its errors are the HTML error page, the API's are JSON."""
     path = request.url.path
-    return path == "/" or path.startswith("/ui/") or path == "/docs"
+    return path in ("/", "/ui", "/docs") or path.startswith("/ui/")
 
 
 def is_fragment(request: Request) -> bool:
-    return request.headers.get("hx-request") == "true"
+    """An htmx swap wants the fragment alone; htmx restoring history it had no snapshot of wants the page."""
+    headers = request.headers
+    return headers.get("hx-request") == "true" and headers.get("hx-history-restore-request") != "true"
 
 
 def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -77,7 +80,8 @@ def sources_view(
     until: Annotated[str | None, Query(max_length=32)] = None,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> HTMLResponse:
-    listing = list_sources(store, kind or None, folder or None, since or None, until or None, 50, offset).to_dict()
+    chosen = (kind or None, folder or None, since or None, until or None)
+    listing = list_sources(store, *chosen, 50, offset, names=DATE_PARAMETERS).to_dict()
     return page(request, "sources.html", active="sources", listing=listing)
 
 

@@ -30,6 +30,7 @@ Match = Literal["any", "all", "phrase"]
 Level = Literal["evidence", "event", "episode", "concept"]
 Strategy = Literal["direct", "episodic", "fusion"]
 MAX_QUERY_CHARS = 1000
+DATE_PARAMETERS = ("since", "until")  # a bad date's message names the parameter, not `mem sources`' flag
 POLL_SECONDS = 0.25  # how often a waiting stream checks that its client is still there
 
 
@@ -166,7 +167,7 @@ def sources(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> dict[str, Any]:
-    return list_sources(store, kind, folder, since, until, limit, offset).to_dict()
+    return list_sources(store, kind, folder, since, until, limit, offset, names=DATE_PARAMETERS).to_dict()
 
 
 SourceId = Annotated[int, Path(ge=1, le=2**62, description="the database id (`source_id` in evidence)")]

@@ -21,14 +21,20 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import re
 from http.cookies import SimpleCookie
 from typing import Any, Awaitable, Callable
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 Scope = dict[str, Any]
 ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 
 COOKIE = "mem_session"
+# What a path keeps unencoded in a redirect: RFC 3986's path characters. Anything else (a backslash, a
+# space, CR/LF, non-ASCII) is percent-encoded, so the Location header is always plain ASCII.
+PATH_SAFE = "/:@!$&'()*+,;=~"
+# A browser reads "//x" and "/\x" (any run of slashes and backslashes) as the other site x.
+LEADING_SLASHES = re.compile(r"^[/\\]+")
 # A 1,000-character question (the ask box's limit) in a script of 3-4-byte characters, percent-encoded,
 # is up to 12,000 bytes: 4,096 refused 450 Chinese characters.
 MAX_QUERY_BYTES = 16 * 1024
@@ -63,6 +69,21 @@ def split_host(header: str) -> tuple[str, str] | None:
     if port and not (port.isdigit() and 0 < int(port) < 65536):
         return None
     return (name.lower(), port) if name else None
+
+
+def allowed_name(value: str) -> str | None:
+    """The Host name an `--allow-host` value means, as host_allowed compares it, or None if it names none.
+    People paste what a URL shows (`mem.lan:8815`, `http://mem.lan/`): only the name is compared (any
+    port is accepted, as for loopback), so the port, scheme and path are dropped rather than never matching."""
+    text = value.strip()
+    if "://" in text:
+        text = text.partition("://")[2]
+    text = text.split("/", 1)[0]
+    try:
+        return str(ipaddress.ip_address(text.strip("[]")))  # a bare IPv6 address holds colons too
+    except ValueError:
+        parsed = split_host(text)
+    return parsed[0] if parsed else None
 
 
 def is_loopback(name: str) -> bool:
@@ -112,12 +133,13 @@ class LocalGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         refusal = self._refusal(scope, headers)
         if refusal is not None:
-            await _send_error(send, *refusal)
+            status = refusal[0]
+            await _send_error(send, *refusal, [(b"allow", self._methods(scope))] if status == 405 else None)
             return
         # `?token=` is stripped by a redirect even for a browser already logged in: never left in history.
         redirect = self._login_redirect(scope, headers) if self.token else None
         if redirect is not None:
-            await _send(send, 303, b"", [(b"location", redirect.encode("latin-1")), _cookie(self.session)])
+            await _send(send, 303, b"", [(b"location", redirect.encode("ascii")), _cookie(self.session)])
             return
         if self.token and not self._authorized(headers):
             await _send_error(
@@ -131,6 +153,10 @@ class LocalGuard:
         if scope.get("method") == "HEAD" and not self._is_mcp(scope):  # routes are GET's: its headers, no body
             scope, send = {**scope, "method": "GET"}, _without_body(send)
         await self.app(scope, receive, _with_headers(send))
+
+    def _methods(self, scope: Scope) -> bytes:
+        """The `Allow` header of a 405 (RFC 9110 requires it): what this path does take."""
+        return b"GET, POST, DELETE" if self._is_mcp(scope) else b"GET, HEAD"
 
     def _is_mcp(self, scope: Scope) -> bool:
         return bool(self.mcp_path) and scope.get("path", "").rstrip("/") == self.mcp_path
@@ -147,7 +173,7 @@ class LocalGuard:
         if self._is_mcp(scope):
             return self._mcp_refusal(scope, headers)
         if scope.get("method") not in ("GET", "HEAD"):
-            return 405, "this API is read-only: GET and HEAD only", ""
+            return 405, "this API is read-only: GET and HEAD only", "change memory with the `mem` commands"
         if len(scope.get("query_string", b"")) > MAX_QUERY_BYTES:
             return 414, f"the query string is over {MAX_QUERY_BYTES} bytes", "ask a shorter question"
         length = headers.get("content-length", "0")
@@ -182,12 +208,20 @@ class LocalGuard:
     def _login_redirect(self, scope: Scope, headers: dict[str, str]) -> str | None:
         """`?token=…` with the right token: where to send the browser once the cookie is set."""
         pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        given = [v for k, v in pairs if k == "token"]
-        if len(given) != 1 or not hmac.compare_digest(given[0].encode(), self.token.encode()):
+        if not self._all_the_token([v for k, v in pairs if k == "token"]):
             return None
         rest = urlencode([(k, v) for k, v in pairs if k != "token"])
-        # One leading slash: "//evil.example/" is another site to a browser (an open redirect).
-        return "/" + scope.get("path", "/").lstrip("/") + (f"?{rest}" if rest else "")
+        return same_site_path(scope.get("path", "/")) + (f"?{rest}" if rest else "")
+
+    def _all_the_token(self, given: list[str]) -> bool:
+        """A login link pasted twice (`?token=T&token=T`) is still a login; one wrong value is not."""
+        return bool(given) and all(hmac.compare_digest(v.encode(), self.token.encode()) for v in given)
+
+
+def same_site_path(path: str) -> str:
+    """A decoded request path made safe to send back in `Location`: one leading slash (an open
+    redirect otherwise), percent-encoded again (the header must be ASCII with no CR/LF)."""
+    return "/" + quote(LEADING_SLASHES.sub("", path), safe=PATH_SAFE)
 
 
 def _cookie(session: str) -> tuple[bytes, bytes]:

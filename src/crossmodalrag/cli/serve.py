@@ -112,6 +112,23 @@ def _check_port(host: str, port: int) -> None:
             raise CMRAGError(f"cannot listen on {host}:{port}: {error.strerror}", hint) from None
 
 
+def allowed_hosts(values: list[str] | None) -> set[str]:
+    """The names --allow-host gave, as the Host check compares them. Raises ConfigError for one that
+    names no host (an empty value, `user@box`): it could never match, and every request would get 421."""
+    from crossmodalrag.api.security import allowed_name
+
+    names = set()
+    for value in values or []:
+        name = allowed_name(value)
+        if name is None:
+            raise ConfigError(
+                f"--allow-host {value!r} is not a host name",
+                "give the name the browser uses, e.g. --allow-host mem.lan (a port or http:// is dropped)",
+            )
+        names.add(name)
+    return names
+
+
 def _mcp_app(args: argparse.Namespace, settings: Settings):
     if not getattr(args, "mcp", False):
         return None
@@ -131,6 +148,7 @@ def serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     token = read_token(args)
+    allow = allowed_hosts(args.allow_host)  # before the store: a flag's mistake is named first
     loopback = is_loopback(args.host.strip("[]"))
     if not loopback and not token:
         raise CMRAGError(
@@ -139,7 +157,6 @@ def serve(args: argparse.Namespace) -> int:
         )
     with open_configured_reader(settings) as store:  # fail now, with the store's hint, not on the first request
         where = store.location
-    allow = {name.lower() for name in args.allow_host or []}
     if not loopback and args.host not in ("0.0.0.0", "::"):
         allow.add(args.host.strip("[]").lower())
     _check_port(args.host, args.port)

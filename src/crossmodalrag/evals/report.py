@@ -37,7 +37,7 @@ def run_retrieval_eval(
     if not queries:
         raise EvalError(
             "no eval queries" + (f" start with {query_prefix!r}" if query_prefix else " are stored"),
-            "run `mem seed-sample` or pass --load-queries FILE",
+            "load some with `mem eval --load-queries FILE`, or run `mem seed-sample`",  # the API's hint too
         )
     warnings = gold_warnings(store, queries)
     retriever = open_retriever(store, settings, top_k or settings.top_k, profile, modalities=tuple(modalities))

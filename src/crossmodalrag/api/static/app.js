@@ -219,7 +219,45 @@
     box.dataset.drawn = "1";
   }
 
+  // ---- the Sources filter form (htmx submits it on a change of any field and on submit)
+  // Enter in the Folder box fires `change` and then `submit`: the second asked for the same list again,
+  // and pushed a second history entry. A request for the list already on its way is not sent twice.
+  // (htmx:confirm, not htmx:beforeRequest: htmx queues the second before its beforeRequest fires.)
+  let filterOnItsWay = null;
+
+  function filterQuery(form) {
+    return new URLSearchParams(new FormData(form)).toString();
+  }
+
+  function skipRepeatedFilter(event) {
+    const form = event.detail.elt;
+    if (!form || form.id !== "source-filter") return;
+    const query = filterQuery(form);
+    if (query === filterOnItsWay) event.preventDefault();
+    else filterOnItsWay = query;
+  }
+
+  function filterArrived(event) {
+    if (event.detail.elt && event.detail.elt.id === "source-filter") filterOnItsWay = null;
+  }
+
+  // Back and Forward restore a snapshot of the page: the list as it was, but the form as first rendered
+  // (typed values are not in the snapshot). The URL holds the filters of the list on screen: show them,
+  // or the next change would silently drop the others.
+  function filterFromAddress() {
+    const form = $("#source-filter");
+    if (!form) return;
+    const params = new URLSearchParams(location.search);
+    for (const field of form.elements) {
+      if (field.name) field.value = params.get(field.name) || "";
+    }
+    filterOnItsWay = null;
+  }
+
   // ---- wiring
+  document.addEventListener("htmx:confirm", skipRepeatedFilter);
+  document.addEventListener("htmx:afterRequest", filterArrived);
+  document.addEventListener("htmx:historyRestore", filterFromAddress);
   document.addEventListener("DOMContentLoaded", () => {
     const theme = $("#theme");
     if (theme) theme.addEventListener("click", toggleTheme);
