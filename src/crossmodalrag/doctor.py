@@ -99,6 +99,9 @@ def _database(settings: Settings, report: Report) -> None:
     if not path.exists():
         report.problems.append(f"no database at {path}: run `mem init-db` or `mem seed-sample`")
         return
+    if path.is_dir():
+        report.problems.append(f"{path} is a folder, not a database file: point CMRAG_DB_PATH or --db-path at a file")
+        return
     facts["size_mb"] = round(sum(os.path.getsize(p) for p in path.parent.glob(path.name + "*")) / 2**20, 2)
     import sqlite3
 

@@ -51,6 +51,14 @@ def test_a_damaged_file_is_named_by_doctor_and_refused_by_init_db_and_verify(cap
         assert not any(line.startswith("error: unexpected") for line in said), command
 
 
+def test_a_folder_at_the_database_path_is_named_as_one(capsys, db_path):
+    db_path.mkdir()
+    for command in (["doctor"], ["init-db"], ["stats"], ["ask", "x", "--no-llm"]):
+        assert main(command) == 1, command
+        out, err = capsys.readouterr()
+        assert f"{db_path} is a folder, not a database file" in out + err, command
+
+
 def test_without_the_extra_doctor_names_the_install(monkeypatch, db_path):
     from crossmodalrag import doctor
     from crossmodalrag.config import Settings

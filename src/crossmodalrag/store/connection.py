@@ -221,6 +221,7 @@ def open_store(
     """Open (and migrate) the database; `progress` hears from a long migration (re-tokenizing).
     Raises StoreError if it is missing, corrupt, too new or stays locked."""
     path = Path(path)
+    refuse_folder(path)
     if not path.exists():
         if not create:
             raise StoreError(f"no memory database at {path}", "run `mem init-db` or `mem seed-sample` first")
@@ -264,6 +265,16 @@ def open_store(
             raise
     conn.row_factory = sqlite3.Row
     return Store(conn, path, patience)
+
+
+def refuse_folder(path: Path) -> None:
+    """Raises StoreError when the database path names a folder (SQLite said "disk I/O error" or
+    "unable to open", and other commands "no memory database", whose hint, init-db, failed too)."""
+    if path.is_dir():
+        raise StoreError(
+            f"{path} is a folder, not a database file",
+            f"point CMRAG_DB_PATH or --db-path at a file, e.g. {path / 'memory.db'}",
+        )
 
 
 def _prepare(conn: sqlite3.Connection, path: Path, busy_timeout: float, progress: Progress | None = None) -> None:

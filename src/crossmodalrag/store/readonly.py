@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator
 from urllib.parse import quote
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
-from crossmodalrag.store.connection import Store, is_busy
+from crossmodalrag.store.connection import Store, is_busy, refuse_folder
 from crossmodalrag.store.migrations import LATEST_VERSION
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ def open_reader(path: Path, busy_timeout: float = 5.0) -> Store:
     """Open the database read-only. Raises StoreError if it is missing, not a memory database, or
     at another schema version than this program's."""
     path = Path(path).expanduser().resolve()
+    refuse_folder(path)
     if not path.is_file():
         raise StoreError(f"no memory database at {path}", "run `mem init-db` or `mem seed-sample` first")
     try:
