@@ -31,6 +31,7 @@ from crossmodalrag import versioning
 from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
+from crossmodalrag.store.params import in_batches
 from crossmodalrag.versioning.history import resolve_source
 from crossmodalrag.versioning.log import has_log, load_state
 
@@ -273,8 +274,7 @@ def first_stored(store: Store, uris: list[str]) -> float:
     lacks one of them (stored with versioning off), or has them only since versioning began (a
     genesis record: stored before that)."""
     first = None
-    for start in range(0, len(uris), 500):  # within SQLite's bound-variable limit
-        part = uris[start : start + 500]
+    for part in in_batches(uris):
         at, genesis, recorded = store.conn.execute(
             "SELECT MIN(at), MAX(op = 'genesis'), COUNT(DISTINCT target) FROM change_log WHERE kind = 'source'"
             f" AND target IN ({','.join('?' * len(part))})",

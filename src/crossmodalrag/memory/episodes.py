@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from crossmodalrag.memory.nodes import Link, Node, delete_nodes, node_ids, rows, stable_id, with_evidence, write_nodes
 from crossmodalrag.memory.sources import project_name
 from crossmodalrag.store import Store
+from crossmodalrag.store.params import in_batches
 from crossmodalrag.types import iso_time
 
 if TYPE_CHECKING:
@@ -157,8 +158,7 @@ def timeline(store: Store, limit: int = 50, project: str | None = None) -> list[
 
 def members_of(conn: sqlite3.Connection, parents: list[str], kind: str) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for start in range(0, len(parents), 500):
-        part = parents[start : start + 500]
+    for part in in_batches(parents):
         for src, dst in conn.execute(
             f"SELECT e.src, e.dst FROM memory_edges e JOIN memory_nodes n ON n.id = e.src WHERE e.kind = ?"
             f" AND e.dst IN ({','.join('?' * len(part))}) ORDER BY n.first_time, e.src",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from crossmodalrag import versioning
+from crossmodalrag.store.params import in_batches
 from crossmodalrag.types import excerpt, iso_time
 
 LEVELS = ("event", "episode", "concept")
@@ -131,8 +132,7 @@ def replace_links(conn: sqlite3.Connection, node_id: str, links: list[Link], rol
 
 def delete_nodes(conn: sqlite3.Connection, ids: Iterable[str]) -> int:
     ids = list(ids)
-    for start in range(0, len(ids), 500):
-        part = ids[start : start + 500]
+    for part in in_batches(ids):
         marks = ",".join("?" * len(part))
         conn.execute(f"DELETE FROM memory_nodes WHERE id IN ({marks})", part)
         conn.execute(f"DELETE FROM memory_usage WHERE target_id IN ({marks})", part)  # no trace of what went

@@ -24,6 +24,7 @@ from crossmodalrag.retrieval.fusion import min_max, reciprocal_rank_fusion
 from crossmodalrag.retrieval.search import SearchResult, capped_as, is_filtered, passing_chunks
 from crossmodalrag.retrieval.stopwords import STOPWORDS
 from crossmodalrag.store import Store
+from crossmodalrag.store.params import in_batches
 from crossmodalrag.types import Hit, iso_time
 
 NODE_LEVELS = ("event", "episode", "concept")
@@ -294,8 +295,7 @@ def _chunk_relevance(store: Store, semantic, query: str, vector, chunk_ids: list
         return min_max(semantic.scores_for(vector, chunk_ids))
     terms = words(query)
     found = {}
-    for start in range(0, len(chunk_ids), 500):
-        part = chunk_ids[start : start + 500]
+    for part in in_batches(chunk_ids):
         for chunk, text in store.conn.execute(
             f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
         ):

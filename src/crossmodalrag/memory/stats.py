@@ -8,6 +8,7 @@ from typing import Any
 
 from crossmodalrag.memory.nodes import LEVELS, delete_nodes
 from crossmodalrag.store import Store
+from crossmodalrag.store.params import in_batches
 
 
 def memory_stats(store: Store) -> dict[str, Any]:
@@ -67,8 +68,7 @@ def forget_derived(conn: sqlite3.Connection) -> int:
     if not gone:
         return 0
     parents: set[str] = set()
-    for start in range(0, len(gone), 500):
-        part = gone[start : start + 500]
+    for part in in_batches(gone):
         parents |= {
             row[0]
             for row in conn.execute(

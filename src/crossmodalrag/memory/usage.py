@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from crossmodalrag.config import Settings
 from crossmodalrag.store import Store
+from crossmodalrag.store.params import in_batches
 
 EVENTS = ("retrieved", "accepted", "opened", "feedback_up", "feedback_down")
 DAY = 86400.0
@@ -58,8 +59,7 @@ def strength(conn: sqlite3.Connection, targets: list[str], half_life_days: float
     if not targets:
         return {}
     now, found = time.time(), {}
-    for start in range(0, len(targets), 500):
-        part = targets[start : start + 500]
+    for part in in_batches(targets):
         for target, event, at in conn.execute(
             f"SELECT target_id, event, at FROM memory_usage WHERE target_id IN ({','.join('?' * len(part))})", part
         ):

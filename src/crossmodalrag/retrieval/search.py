@@ -40,6 +40,7 @@ from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
 from crossmodalrag.store import Store
+from crossmodalrag.store.params import in_batches
 from crossmodalrag.types import Hit
 
 if TYPE_CHECKING:
@@ -473,8 +474,7 @@ def passing_chunks(conn: sqlite3.Connection, chunk_ids: list[int], options: Sear
         return set(chunk_ids)
     where, params = _filter_clause(options)
     kept: set[int] = set()
-    for start in range(0, len(chunk_ids), 500):
-        part = chunk_ids[start : start + 500]
+    for part in in_batches(chunk_ids):
         kept.update(
             row[0]
             for row in conn.execute(
