@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from crossmodalrag.agent.browse import list_memories, matching_memories, memory_counts, memory_record, note_changes
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.retrieval.gate import is_weak
 from crossmodalrag.retrieval.snippets import focus_hits
 from crossmodalrag.sources import SourceNotFound, source_detail, store_stats
 from crossmodalrag.store import Store
@@ -99,11 +100,14 @@ def search_memory(
         before=end,
     )
     retriever.options, retriever.strategy = options, strategy
-    hits = retriever.search(query).hits
-    focus_hits(hits, query)
-    evidence = [Evidence(f"E{i}", hit) for i, hit in enumerate(hits, 1)]
+    found = retriever.search(query)
+    focus_hits(found.hits, query)
+    evidence = [Evidence(f"E{i}", hit) for i, hit in enumerate(found.hits, 1)]
     results = [compact_result(e) for e in evidence] if compact else _packed(evidence, max_tokens)
-    return {"query": query, "compact": compact, "count": len(results), "results": results}
+    # Fused scores (episodic, fusion) rank but do not say whether anything matched: `weak` does, as
+    # `mem ask` decides to abstain (nothing covers enough of the query's words or meaning).
+    weak = is_weak(found, options)
+    return {"query": query, "compact": compact, "count": len(results), "results": results, "weak": weak}
 
 
 def ask_memory(
