@@ -261,6 +261,20 @@ def test_forgetting_the_newer_memory_makes_the_older_current_again(store, embedd
     assert hit.source_id == old.id and "superseded" not in hit.components
 
 
+def test_forgetting_the_middle_of_an_update_chain_keeps_the_oldest_superseded(any_store, embedder):
+    from crossmodalrag.agent.edits import forget_source
+
+    monthly = remember(any_store, "The staging key rotates monthly", embedder=embedder)
+    weekly = remember(any_store, "The staging key rotates weekly", embedder=embedder)
+    daily = remember(any_store, "The staging key rotates daily", embedder=embedder)
+    forget_source(any_store, weekly.id)
+    assert [m["id"] for m in list_memories(any_store)] == [daily.id]
+    record = next(m for m in list_memories(any_store, history=True) if m["id"] == monthly.id)
+    assert record["superseded_by"] == daily.id
+    forget_source(any_store, daily.id)  # the newest gone: the value before it is current again
+    assert [m["id"] for m in list_memories(any_store)] == [monthly.id]
+
+
 def test_a_search_by_tag_or_kind_fills_its_limit_however_many_others_match_first(store):
     from crossmodalrag.agent.tools import search_memory
     from crossmodalrag.answer.evidence import Retriever

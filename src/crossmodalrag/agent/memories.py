@@ -401,6 +401,46 @@ def reinstate(store: Store, source_id: int) -> list[int]:
     return [newer]
 
 
+def keep_updates_linked(conn, forgotten: list[int]) -> None:
+    """Before memories are erased (in the same transaction): a memory superseded by one of them stays
+    superseded, by the erased one's own successor. Forgetting "weekly" in monthly -> weekly -> daily
+    leaves monthly superseded by daily; only forgetting the newest value makes the one before it
+    current again (the foreign key sets the mark to NULL)."""
+    gone = set(forgotten)
+    for source_id in sorted(gone):
+        newer = _successor_outside(conn, source_id, gone)
+        if newer is None:
+            continue
+        older = conn.execute(
+            "SELECT m.source_id, l.similarity FROM agent_memories m LEFT JOIN agent_memory_links l"
+            " ON l.source_id = m.superseded_by AND l.target_id = m.source_id AND l.relation = 'supersedes'"
+            " WHERE m.superseded_by = ?",
+            (source_id,),
+        ).fetchall()
+        for old, similarity in older:
+            if old in gone or old == newer:
+                continue
+            conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (newer, old))
+            conn.execute(
+                "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
+                " VALUES (?, ?, 'supersedes', ?)",
+                (newer, old, 1.0 if similarity is None else similarity),
+            )
+
+
+def _successor_outside(conn, source_id: int, gone: set[int]) -> int | None:
+    """The memory that supersedes `source_id`, skipping those in `gone` (None: it is the newest)."""
+    seen, current = {source_id}, source_id
+    while True:
+        row = conn.execute("SELECT superseded_by FROM agent_memories WHERE source_id = ?", (current,)).fetchone()
+        if row is None or row[0] is None or row[0] in seen:
+            return None
+        current = row[0]
+        if current not in gone:
+            return current
+        seen.add(current)
+
+
 def restore_memory_row(conn, source_id: int, state: dict[str, Any]) -> None:
     """Make a memory's row follow its source as a rollback restored it (versioning/sources.py): the
     attributes and content hash come back from the source's state, and a row that went with its source
