@@ -292,9 +292,9 @@ def test_an_empty_date_window_is_refused_alike_and_a_month_is_a_date(store):
     from crossmodalrag.agent.tools import InvalidArgument, parse_window, search_memory, timeline_view
     from crossmodalrag.answer.evidence import Retriever
 
-    with pytest.raises(InvalidArgument, match="after 2026-03-01 is not before before 2026-02-01"):
+    with pytest.raises(InvalidArgument, match="after=2026-03-01 is not earlier than before=2026-02-01"):
         search_memory(Retriever(store, SearchOptions(), None), "x", after="2026-03-01", before="2026-02-01")
-    with pytest.raises(InvalidArgument, match="not before"):
+    with pytest.raises(InvalidArgument, match="not earlier than"):
         timeline_view(store, after="2026-03", before="2026-03")
     assert parse_window("2026-02", None)[0] == datetime(2026, 2, 1, tzinfo=timezone.utc).timestamp()
 
