@@ -106,7 +106,7 @@ def test_an_unrelated_memory_supersedes_nothing(store, embedder):
 
 def test_without_an_embedding_model_word_overlap_decides(store):
     first = remember(store, "Backups run nightly at two")
-    assert remember(store, "backups run nightly at two!").status == "merged"
+    assert remember(store, "nightly, backups run at two").status == "merged"
     assert remember(store, "Backups run weekly at two").supersedes == [first.id]
 
 
@@ -125,6 +125,38 @@ def test_a_superseded_value_stated_again_is_current_again(store, embedder):
     )
     (hit, *_) = search(store, "how often does the staging key rotate", SearchOptions(top_k=3)).hits
     assert hit.source_id == monthly.id
+
+
+def test_a_superseded_value_restated_with_other_punctuation_is_current_again(store, embedder):
+    weekly = remember(store, "The staging key rotates weekly", embedder=embedder)
+    daily = remember(store, "The staging key rotates daily", embedder=embedder)
+    again = remember(store, "the staging key rotates weekly.", embedder=embedder)
+    assert (again.id, again.status, again.supersedes) == (weekly.id, "duplicate", [daily.id])
+    # punctuation inside a word is part of it: a sign, a version
+    from crossmodalrag.agent.memories import content_hash
+
+    assert content_hash("The offset is -5") != content_hash("The offset is 5")
+    assert content_hash("We use C++") != content_hash("We use C") and content_hash("???") != content_hash("!!!")
+
+
+def test_a_memory_stored_before_punctuation_was_ignored_is_still_found(store, embedder):
+    from crossmodalrag.agent.memories import content_hashes
+
+    old = remember(store, "The cache lives on port 6379.", embedder=embedder)
+    legacy = content_hashes("The cache lives on port 6379.")[1]
+    store.conn.execute("UPDATE agent_memories SET content_hash = ? WHERE source_id = ?", (legacy, old.id))
+    store.conn.commit()
+    assert remember(store, "the cache lives on port 6379.", embedder=embedder).id == old.id
+
+
+def test_an_update_that_would_copy_another_memory_is_refused(store, embedder):
+    from crossmodalrag.agent.tools import InvalidArgument
+
+    vpn = remember(store, "Deploys need the VPN", embedder=embedder)
+    lunch = remember(store, "Lunch on Friday is pizza", embedder=embedder)
+    with pytest.raises(InvalidArgument, match=f"memory {vpn.id} already says this"):
+        update_memory(store, lunch.id, content="deploys need the VPN!", embedder=embedder)
+    assert update_memory(store, vpn.id, content="Deploys need the VPN.", embedder=embedder)["id"] == vpn.id
 
 
 def test_secrets_are_masked_in_a_memory_and_its_context(store):

@@ -1,8 +1,9 @@
 """Agent-written memories: a source type of its own (`memory`), stored, chunked, embedded and cited
 like any other source, with kind, importance, tags and session/agent attribution.
 
-Storing one: `<private>` spans are stripped and secrets masked; an exact duplicate (same normalized
-text in the same context) returns the stored memory (current again if it had been superseded); a near
+Storing one: `<private>` spans are stripped and secrets masked; an exact duplicate (the same text up to
+case, spacing and the punctuation around words, in the same context) returns the stored memory (current
+again if it had been superseded); `memory_update` refuses to make one. A near
 duplicate in the same context (cosine >= 0.95) is merged into it (tags unioned, importance max, both
 times kept): "Yes, ship it" replying to two different questions is two memories. Otherwise the new memory
 is linked to its closest ones (cosine >= 0.75, at most 5), and an older memory whose fact it restates
@@ -111,11 +112,7 @@ def remember(
         raise InvalidMemory("when is in the future", "give the time it was said or learned, at the latest now")
     digest = content_hash(text)
     measure = "cosine" if embedder is not None else "jaccard"
-    rows = store.conn.execute(
-        "SELECT source_id, superseded_by FROM agent_memories WHERE content_hash = ?", (digest,)
-    ).fetchall()
-    in_context = _in_context(store, [row[0] for row in rows], context)
-    row = next((row for row in rows if row[0] in in_context), None)
+    row = next(iter(exact_duplicates(store.conn, text, context)), None)
     if row:
         _merge_into(store, row[0], tags, importance, now)
         replaced = reinstate(store, row[0]) if row[1] else []
@@ -124,7 +121,7 @@ def remember(
     similar = _similarities(store, text, vector, embedder)
     updated = restated(store, text, similar, UPDATE_SIMILARITY[measure])
     close = _in_context(
-        store, [source_id for source_id, score in similar.items() if score >= MERGE_SIMILARITY], context
+        store.conn, [source_id for source_id, score in similar.items() if score >= MERGE_SIMILARITY], context
     )
     best = max(((i, score) for i, score in similar.items() if i in close), key=lambda item: item[1], default=None)
     # "The timeout is 60 s" after "The timeout is 30 s" is close enough to merge, but it is an update.
@@ -198,8 +195,41 @@ def check_attributes(tags: Any, importance: Any, kind: Any) -> tuple[list[str], 
     return sorted({t.lower() for t in tags}), float(importance), kind
 
 
+# Stripped from the ends of words only: "weekly." is "weekly", but "-5", "C++", "C#" and "3.10" keep
+# theirs (a sign, a name, a version are not punctuation).
+EDGE_PUNCTUATION = ".,;:!?\"'()[]{}…“”‘’«»"
+
+
+def normalized_text(text: str) -> str:
+    """The text as the exact-duplicate check reads it: case, spacing and the punctuation around words
+    ignored. A text of punctuation only keeps it ("???" is not "!!!")."""
+    words = [word.strip(EDGE_PUNCTUATION) for word in text.lower().split()]
+    return " ".join(word for word in words if word) or " ".join(text.lower().split())
+
+
 def content_hash(text: str) -> str:
-    return hashlib.sha256(" ".join(text.lower().split()).encode("utf-8", "surrogatepass")).hexdigest()
+    return _sha256(normalized_text(text))
+
+
+def content_hashes(text: str) -> tuple[str, str]:
+    """The hash and the one memories stored before punctuation was ignored carry (case and spacing
+    only): both find an exact duplicate, without rewriting the stored rows."""
+    return content_hash(text), _sha256(" ".join(text.lower().split()))
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def exact_duplicates(conn, text: str, context: str) -> list[tuple[int, int | None]]:
+    """(source id, superseded by) of the memories stored with this text, up to case, spacing and
+    punctuation, in the same context."""
+    rows = conn.execute(
+        "SELECT source_id, superseded_by FROM agent_memories WHERE content_hash IN (?, ?) ORDER BY source_id",
+        content_hashes(text),
+    ).fetchall()
+    in_context = _in_context(conn, [row[0] for row in rows], context)
+    return [(row[0], row[1]) for row in rows if row[0] in in_context]
 
 
 def memory_document(text: str, key: str, when: float, attributes: dict[str, Any]) -> Document:
@@ -270,12 +300,12 @@ def _merge_into(store: Store, source_id: int, tags: list[str], importance: float
         )
 
 
-def _in_context(store: Store, source_ids: list[int], context: str) -> set[int]:
+def _in_context(conn, source_ids: list[int], context: str) -> set[int]:
     """Those of the memories that were stored with the same context (both none, or the same words)."""
     if not source_ids:
         return set()
     marks = ",".join("?" * len(source_ids))
-    rows = store.conn.execute(
+    rows = conn.execute(
         f"SELECT id, json_extract(metadata, '$.context') FROM sources WHERE id IN ({marks})", source_ids
     )
     wanted = " ".join(context.lower().split())
