@@ -268,6 +268,19 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
             False,
         ),
         ("The API timeout is 30 seconds [set in config.py]", "The API timeout is 60 seconds", True),
+        # the changed words name another subject: before the verb, the subject is another thing
+        ("Ticket 4521 is assigned to Ada", "Ticket 4522 is assigned to Ada", False),
+        ("Ticket 4521 is assigned to Ada", "Ticket 4521 is assigned to Grace", True),
+        ("The log level in production is debug", "The log level in staging is debug", False),
+        ("Flight LH123 departs at 09:40", "Flight LH456 departs at 09:40", False),
+        ("Flight LH123 departs at 09:40", "Flight LH123 departs at 10:15", True),
+        ("We use Postgres for the rate limits", "We use Redis for the rate limits", True),
+        # two events, both true: a happening does not replace another
+        ("Fixed the login bug in the auth service", "Fixed the logout bug in the auth service", False),
+        ("I went to the gym on Monday", "I went to the gym on Tuesday", False),
+        ("We have moved the standup to Monday", "We have moved the standup to Tuesday", False),
+        ("The team meeting moved to Thursdays", "The team meeting is on Fridays", True),  # a state now
+        ("The cluster has three replicas", "The cluster has five replicas", True),  # "has": a state
         # the new memory is mostly something else: one sentence in it shaped like an old one is no update
         (
             "Mel: Thanks, Caroline.",
