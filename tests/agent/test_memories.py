@@ -54,6 +54,24 @@ def test_a_near_duplicate_is_merged_and_says_so(store, embedder):
     assert record["tags"] == ["ci", "python"] and record["importance"] == 0.6 and len(record["stored_times"]) == 2
 
 
+def test_a_near_duplicate_with_another_number_date_or_time_is_kept(store):
+    # The differing words read as one vector, as MiniLM nearly reads them (cosine 0.97-0.99).
+    embedder = HashingEmbedder(dim=256, synonyms={"10": "14", "09": "08", "tuesday": "monday", "4522": "4521"})
+    texts = [
+        "Meeting room booked for 14:00 on 2026-12-08",
+        "Meeting room booked for 10:00 on 2026-12-09",
+        "I went to the gym on Monday",
+        "I went to the gym on Tuesday",
+        "Ticket 4521 is assigned to Ada",
+        "Ticket 4522 is assigned to Ada",
+    ]
+    results = [remember(store, text, embedder=embedder) for text in texts]
+    assert [(r.status, r.supersedes) for r in results] == [("stored", [])] * len(texts)
+    assert sorted(m["text"] for m in list_memories(store)) == sorted(texts)
+    # without an embedding model (word overlap), a sign is a value too
+    assert remember(store, "The offset is -5").status == remember(store, "The offset is 5").status == "stored"
+
+
 def test_the_same_words_in_another_context_are_another_memory(store, embedder):
     deploy = remember(store, "Yes, ship it", embedder=embedder, context="Deploy on Friday?")
     cache = remember(store, "Yes, ship it", embedder=embedder, context="Drop the old cache?")

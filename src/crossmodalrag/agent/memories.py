@@ -47,6 +47,17 @@ UPDATE_CANDIDATES = 20  # the most similar memories checked for a restated fact
 # bench/agent_updates.py's pairs; storing LoCoMo turns one by one without this floor marked 281 of 419
 # as superseded (a speaker's turns share their first word).
 UPDATE_SIMILARITY = {"cosine": 0.45, "jaccard": 0.2}
+DAY_WORDS = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday today tonight tomorrow yesterday".split()
+)
+MONTHS = frozenset(  # capitalised only: "may" is mostly a verb
+    "January February March April May June July August September October November December".split()
+)
+NUMBER_WORDS = frozenset(
+    "zero one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty sixty"
+    " seventy eighty ninety hundred thousand million billion".split()
+)
+CAMEL_CASE = re.compile(r"[a-z][A-Z]")
 MAX_CHARS = 20_000
 MAX_CONTEXT_CHARS = 2_000  # accepted; its first CONTEXT_CHARS are kept, as a chat turn keeps the one before it
 MAX_TAGS = 20
@@ -120,12 +131,8 @@ def remember(
     vector = _embedded_as_stored(embedder, text, now if when is None else when, context)
     similar = _similarities(store, text, vector, embedder)
     updated = restated(store, text, similar, UPDATE_SIMILARITY[measure])
-    close = _in_context(
-        store.conn, [source_id for source_id, score in similar.items() if score >= MERGE_SIMILARITY], context
-    )
-    best = max(((i, score) for i, score in similar.items() if i in close), key=lambda item: item[1], default=None)
-    # "The timeout is 60 s" after "The timeout is 30 s" is close enough to merge, but it is an update.
-    if best and best[1] >= MERGE_SIMILARITY and best[0] not in updated:
+    best = _near_duplicate(store, text, similar, context, updated)
+    if best:
         _merge_into(store, best[0], tags, importance, now)
         return StoreResult(best[0], "merged", best[1], measure=measure, masked=masked)
     attributes = {"kind": kind, "tags": tags, "importance": importance, "session_id": session_id, "agent_id": agent_id}
@@ -276,6 +283,41 @@ def _insert(store: Store, text: str, attributes: dict[str, Any], digest: str, no
                 ),
             )
     return source_id
+
+
+def _near_duplicate(
+    store: Store, text: str, similar: dict[int, float], context: str, updated: list[int]
+) -> tuple[int, float] | None:
+    """(id, similarity) of the memory the new text says again in other words, if one is close enough
+    in the same context and gives the same numbers, dates, times and identifiers: an embedding barely
+    sees those ("booked for 14:00 on 2026-12-08" and "... 10:00 on 2026-12-09" scored 0.987, "gym on
+    Monday" and "on Tuesday" 0.987), and merging would lose the new one. A restated fact with another
+    value ("the timeout is 60 s" after "30 s") is an update, not a duplicate, however close."""
+    close = [i for i, score in similar.items() if score >= MERGE_SIMILARITY and i not in updated]
+    close = _in_context(store.conn, close, context)
+    if not close:
+        return None
+    values = value_words(text)
+    texts = memory_texts(store, sorted(close))
+    same = [i for i in close if value_words(texts.get(i, "")) == values]
+    return max(((i, similar[i]) for i in same), key=lambda item: item[1], default=None)
+
+
+def value_words(text: str) -> set[str]:
+    """The words of the text that give a number, a date, a time or an identifier (anything with a digit:
+    "14:00", "2026-12-08", "-5", "LH123", "v3.10"; a number in words; a weekday, a month, today or
+    tomorrow; a name in code: "max_retries", "maxRetries"), lowercased, punctuation around them dropped."""
+    found = set()
+    for raw in text.split():
+        word = raw.strip(EDGE_PUNCTUATION)
+        base = word.split("'")[0].split("’")[0]  # "Monday's"
+        if any(c.isdigit() for c in word) or "_" in word.strip("_") or CAMEL_CASE.search(word):
+            found.add(word.lower().lstrip("#"))  # "#4521" is ticket 4521
+        elif base.lower() in NUMBER_WORDS:
+            found.add(base.lower())
+        elif base.lower().removesuffix("s") in DAY_WORDS or base.removesuffix("s") in MONTHS:
+            found.add(base.lower().removesuffix("s"))
+    return found
 
 
 def _merge_into(store: Store, source_id: int, tags: list[str], importance: float, now: float) -> None:
