@@ -72,6 +72,44 @@ def test_a_near_duplicate_with_another_number_date_or_time_is_kept(store):
     assert remember(store, "The offset is -5").status == remember(store, "The offset is 5").status == "stored"
 
 
+def test_agents_storing_the_same_memory_at_once_store_it_once(any_store, db_path, request, embedder):
+    """Each agent has its own connection (its own `mem mcp`); they store the same texts at the same moment."""
+    import threading
+
+    from crossmodalrag.store import open_store
+
+    url = request.getfixturevalue("postgres_url") if any_store.backend == "postgresql" else None
+
+    def connect():
+        if url is None:
+            return open_store(db_path)
+        from crossmodalrag.store.postgres import open_postgres_store
+
+        return open_postgres_store(url)
+
+    agents, rounds = 4, 5
+    start = threading.Barrier(agents)
+    failures = []
+
+    def agent():
+        try:
+            with connect() as store:
+                for i in range(rounds):
+                    start.wait()
+                    remember(store, f"The shared fact: cache TTL is {i} hundred seconds", embedder=embedder)
+        except Exception as error:  # reported below: a thread's exception does not fail the test
+            failures.append(error)
+
+    threads = [threading.Thread(target=agent) for _ in range(agents)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    texts = [m["text"] for m in list_memories(any_store, history=True)]
+    assert sorted(texts) == sorted(set(texts)) and len(texts) == rounds
+
+
 def test_the_same_words_in_another_context_are_another_memory(store, embedder):
     deploy = remember(store, "Yes, ship it", embedder=embedder, context="Deploy on Friday?")
     cache = remember(store, "Yes, ship it", embedder=embedder, context="Drop the old cache?")

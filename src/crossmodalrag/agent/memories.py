@@ -123,27 +123,50 @@ def remember(
         raise InvalidMemory("when is in the future", "give the time it was said or learned, at the latest now")
     digest = content_hash(text)
     measure = "cosine" if embedder is not None else "jaccard"
-    row = next(iter(exact_duplicates(store.conn, text, context)), None)
-    if row:
-        _merge_into(store, row[0], tags, importance, now)
-        replaced = reinstate(store, row[0]) if row[1] else []
-        return StoreResult(row[0], "duplicate", 1.0, supersedes=replaced, measure=measure, masked=masked)
-    vector = _embedded_as_stored(embedder, text, now if when is None else when, context)
-    similar = _similarities(store, text, vector, embedder)
-    updated = restated(store, text, similar, UPDATE_SIMILARITY[measure])
-    best = _near_duplicate(store, text, similar, context, updated)
-    if best:
-        _merge_into(store, best[0], tags, importance, now)
-        return StoreResult(best[0], "merged", best[1], measure=measure, masked=masked)
-    attributes = {"kind": kind, "tags": tags, "importance": importance, "session_id": session_id, "agent_id": agent_id}
-    if context:
-        attributes["context"] = context
-    source_id = _insert(store, text, attributes, digest, now, now if when is None else when)
-    if vector is not None:
-        embed_source(store, embedder, source_id)
-    links = _link(store, source_id, similar)
-    _supersede(store, source_id, updated, similar)
-    return StoreResult(source_id, "stored", None, links, updated, measure, masked)
+    vector = None
+    if embedder is not None and not exact_duplicates(store.conn, text, context):  # a duplicate needs none
+        vector = _embedded_as_stored(embedder, text, now if when is None else when, context)
+
+    def write() -> StoreResult:
+        # From the duplicate check to the insert, one write transaction: two agents storing the same
+        # memory at once store it once. SQLite's BEGIN IMMEDIATE lets one writer in; on PostgreSQL,
+        # where writers run side by side, the second waits on a lock named by the text's hash.
+        batch.writes(f"memory-text:{digest}")
+        with batch.unit() as conn:
+            row = next(iter(exact_duplicates(conn, text, context)), None)
+            if row:
+                _merge_into(conn, row[0], tags, importance, now)
+                replaced = reinstate(conn, row[0]) if row[1] else []
+                return StoreResult(row[0], "duplicate", 1.0, supersedes=replaced, measure=measure, masked=masked)
+            similar = _similarities(store, text, vector, embedder)
+            updated = restated(store, text, similar, UPDATE_SIMILARITY[measure])
+            best = _near_duplicate(store, text, similar, context, updated)
+            if best:
+                _merge_into(conn, best[0], tags, importance, now)
+                return StoreResult(best[0], "merged", best[1], measure=measure, masked=masked)
+            attributes = {
+                "kind": kind,
+                "tags": tags,
+                "importance": importance,
+                "session_id": session_id,
+                "agent_id": agent_id,
+            }
+            if context:
+                attributes["context"] = context
+            source_id = _insert(batch, conn, text, attributes, digest, now, now if when is None else when)
+            links = _link(conn, source_id, similar)
+            _supersede(conn, source_id, updated, similar)
+            return StoreResult(source_id, "stored", None, links, updated, measure, masked)
+
+    if embedder is not None:
+        from crossmodalrag.index.embeddings import model_row
+
+        model_row(store, embedder.identity)  # registered now, on first use: inside `write` it is only read
+    with store.batched() as batch:
+        result = batch.run(write)  # run again if PostgreSQL aborts it as colliding (serializable)
+    if result.status == "stored" and embedder is not None:
+        embed_source(store, embedder, result.id)  # after the commit: embedding is slow, the lock is not held
+    return result
 
 
 def load_memory_embedder(settings: "Settings") -> tuple["Embedder | None", str | None]:
@@ -259,29 +282,28 @@ def memory_document(text: str, key: str, when: float, attributes: dict[str, Any]
     )
 
 
-def _insert(store: Store, text: str, attributes: dict[str, Any], digest: str, now: float, when: float) -> int:
+def _insert(batch, conn, text: str, attributes: dict[str, Any], digest: str, now: float, when: float) -> int:
+    """Write the memory's source and its row, inside the open unit of `batch` (on `conn`)."""
     key = uuid.uuid4().hex
     doc = memory_document(text, key, when, attributes)
-    with store.batched() as batch:
-        write_document(batch, doc, fingerprint(doc))
-        with batch.unit() as conn:
-            source_id = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()[0]
-            conn.execute(
-                "INSERT INTO agent_memories (source_id, kind, importance, tags, session_id, agent_id, content_hash,"
-                " times, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    source_id,
-                    attributes["kind"],
-                    attributes["importance"],
-                    json.dumps(attributes["tags"]),
-                    attributes["session_id"],
-                    attributes["agent_id"],
-                    digest,
-                    json.dumps([now]),
-                    now,
-                    now,
-                ),
-            )
+    write_document(batch, doc, fingerprint(doc))  # a unit inside the open one: part of it
+    source_id = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()[0]
+    conn.execute(
+        "INSERT INTO agent_memories (source_id, kind, importance, tags, session_id, agent_id, content_hash,"
+        " times, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            source_id,
+            attributes["kind"],
+            attributes["importance"],
+            json.dumps(attributes["tags"]),
+            attributes["session_id"],
+            attributes["agent_id"],
+            digest,
+            json.dumps([now]),
+            now,
+            now,
+        ),
+    )
     return source_id
 
 
@@ -320,8 +342,8 @@ def value_words(text: str) -> set[str]:
     return found
 
 
-def _merge_into(store: Store, source_id: int, tags: list[str], importance: float, now: float) -> None:
-    with store.transaction() as conn, versioning.changing_source(conn, source_id, reason="merged a duplicate"):
+def _merge_into(conn, source_id: int, tags: list[str], importance: float, now: float) -> None:
+    with versioning.changing_source(conn, source_id, reason="merged a duplicate"):
         old_tags, times, old_importance = conn.execute(
             "SELECT tags, times, importance FROM agent_memories WHERE source_id = ?", (source_id,)
         ).fetchone()
@@ -411,9 +433,9 @@ def embed_source(store: Store, embedder: "Embedder", source_id: int) -> None:
     store_vectors(store, rows)  # encoded as the backend stores them (pgvector's type on PostgreSQL)
 
 
-def _link(store: Store, source_id: int, similar: dict[int, float]) -> list[dict[str, Any]]:
+def _link(conn, source_id: int, similar: dict[int, float]) -> list[dict[str, Any]]:
     closest = sorted(((s, i) for i, s in similar.items() if s >= LINK_SIMILARITY), reverse=True)[:MAX_LINKS]
-    with store.transaction() as conn:
+    if closest:
         conn.executemany(
             "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
             " VALUES (?, ?, 'similar', ?)",
@@ -432,24 +454,24 @@ def restated(store: Store, text: str, similar: dict[int, float], floor: float) -
     return sorted(old for old, old_text in texts.items() if restates_with_new_value(old_text, text))
 
 
-def _supersede(store: Store, source_id: int, replaced: list[int], similar: dict[int, float]) -> None:
+def _supersede(conn, source_id: int, replaced: list[int], similar: dict[int, float]) -> None:
     """Mark the older memories the new one restates (kept, ranked lower, listed with --history)."""
-    with store.transaction() as conn:
-        for old in replaced:
-            # Search reads the mark from this row (retrieval/search.py); forgetting the newer memory
-            # sets it back to NULL, so the older one is current again.
-            conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, old))
-            conn.execute(
-                "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
-                " VALUES (?, ?, 'supersedes', ?)",
-                (source_id, old, similar[old]),
-            )
+    for old in replaced:
+        # Search reads the mark from this row (retrieval/search.py); forgetting the newer memory
+        # sets it back to NULL, so the older one is current again.
+        conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, old))
+        conn.execute(
+            "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
+            " VALUES (?, ?, 'supersedes', ?)",
+            (source_id, old, similar[old]),
+        )
 
 
-def reinstate(store: Store, source_id: int) -> list[int]:
+def reinstate(conn, source_id: int) -> list[int]:
     """A superseded value stated again is current again ("monthly", "weekly", then "monthly"): the
-    current memory of its chain of updates is superseded by it in turn. Returns that memory's id."""
-    conn, newer, seen = store.conn, source_id, {source_id}
+    current memory of its chain of updates is superseded by it in turn (inside the caller's write
+    transaction). Returns that memory's id."""
+    newer, seen = source_id, {source_id}
     while (row := conn.execute("SELECT superseded_by FROM agent_memories WHERE source_id = ?", (newer,)).fetchone())[0]:
         if row[0] in seen:
             break  # a cycle of marks: stop at the last one not seen
@@ -457,19 +479,18 @@ def reinstate(store: Store, source_id: int) -> list[int]:
         seen.add(newer)
     if newer == source_id:
         return []
-    with store.transaction() as conn:
-        conn.execute("UPDATE agent_memories SET superseded_by = NULL WHERE source_id = ?", (source_id,))
-        conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, newer))
-        # The link turns around: the newer memory no longer supersedes this one, this one supersedes it.
-        link = conn.execute(
-            "SELECT similarity FROM agent_memory_links WHERE target_id = ? AND relation = 'supersedes'", (source_id,)
-        ).fetchone()
-        conn.execute("DELETE FROM agent_memory_links WHERE target_id = ? AND relation = 'supersedes'", (source_id,))
-        conn.execute(
-            "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
-            " VALUES (?, ?, 'supersedes', ?)",
-            (source_id, newer, link[0] if link else 1.0),
-        )
+    conn.execute("UPDATE agent_memories SET superseded_by = NULL WHERE source_id = ?", (source_id,))
+    conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, newer))
+    # The link turns around: the newer memory no longer supersedes this one, this one supersedes it.
+    link = conn.execute(
+        "SELECT similarity FROM agent_memory_links WHERE target_id = ? AND relation = 'supersedes'", (source_id,)
+    ).fetchone()
+    conn.execute("DELETE FROM agent_memory_links WHERE target_id = ? AND relation = 'supersedes'", (source_id,))
+    conn.execute(
+        "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
+        " VALUES (?, ?, 'supersedes', ?)",
+        (source_id, newer, link[0] if link else 1.0),
+    )
     return [newer]
 
 
