@@ -376,6 +376,20 @@ def test_forgetting_the_middle_of_an_update_chain_keeps_the_oldest_superseded(an
     assert [m["id"] for m in list_memories(any_store)] == [monthly.id]
 
 
+def test_forgetting_a_value_stated_again_makes_only_the_latest_before_it_current(store, embedder):
+    from crossmodalrag.agent.edits import forget_source
+
+    monthly = remember(store, "The staging key rotates monthly", embedder=embedder)
+    weekly = remember(store, "The staging key rotates weekly", embedder=embedder)
+    daily = remember(store, "The staging key rotates daily", embedder=embedder)
+    again = remember(store, "The staging key rotates weekly!", embedder=embedder)  # supersedes daily now
+    assert (again.id, again.supersedes) == (weekly.id, [daily.id])
+    forget_source(store, weekly.id)  # monthly and daily were both superseded by it
+    assert [m["id"] for m in list_memories(store)] == [daily.id]
+    record = next(m for m in list_memories(store, history=True) if m["id"] == monthly.id)
+    assert record["superseded_by"] == daily.id
+
+
 def test_a_search_by_tag_or_kind_fills_its_limit_however_many_others_match_first(store):
     from crossmodalrag.agent.tools import search_memory
     from crossmodalrag.answer.evidence import Retriever

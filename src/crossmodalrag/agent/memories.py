@@ -501,7 +501,7 @@ def keep_updates_linked(conn, forgotten: list[int]) -> None:
     current again (the foreign key sets the mark to NULL)."""
     gone = set(forgotten)
     for source_id in sorted(gone):
-        newer = _successor_outside(conn, source_id, gone)
+        newer = _successor_outside(conn, source_id, gone) or _latest_predecessor(conn, source_id, gone)
         if newer is None:
             continue
         older = conn.execute(
@@ -519,6 +519,20 @@ def keep_updates_linked(conn, forgotten: list[int]) -> None:
                 " VALUES (?, ?, 'supersedes', ?)",
                 (newer, old, 1.0 if similarity is None else similarity),
             )
+
+
+def _latest_predecessor(conn, source_id: int, gone: set[int]) -> int | None:
+    """When the newest value goes and several memories it superseded stay (a value stated again took
+    over from another): the latest stored of them becomes current, the others stay superseded by it."""
+    row = conn.execute(
+        "SELECT source_id FROM agent_memories WHERE superseded_by = ? ORDER BY created_at DESC, source_id DESC",
+        (source_id,),
+    ).fetchall()
+    kept = [r[0] for r in row if r[0] not in gone]
+    if len(kept) < 2:
+        return None  # none or one: the foreign key makes it current
+    conn.execute("UPDATE agent_memories SET superseded_by = NULL WHERE source_id = ?", (kept[0],))
+    return kept[0]
 
 
 def _successor_outside(conn, source_id: int, gone: set[int]) -> int | None:
