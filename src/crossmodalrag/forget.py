@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from crossmodalrag import versioning
+from crossmodalrag.agent.memories import keep_updates_linked
 from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
@@ -177,6 +178,7 @@ def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = Fal
             ).fetchone()[0]
             report.chunks = conn.execute(f"SELECT COUNT(*) FROM ({chunk_ids})").fetchone()[0]
             conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})")
+            keep_updates_linked(conn, [row[0] for row in live])
             conn.execute("DELETE FROM chunks WHERE source_id IN (SELECT id FROM temp.forget_ids)")  # FTS: trigger
             conn.execute("DELETE FROM sources WHERE id IN (SELECT id FROM temp.forget_ids)")
             report.memory_nodes = forget_derived(conn)

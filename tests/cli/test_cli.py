@@ -286,7 +286,7 @@ def test_an_empty_question_or_an_empty_date_window_is_an_error(capsys, vault):
     code, _, err = run(capsys, "ask", "  ", "--no-llm")
     assert code == 1 and err.startswith("error: the question is empty")
     code, _, err = run(capsys, "ask", "parser", "--no-llm", "--after", "2025-06-01", "--before", "2025-01-01")
-    assert code == 1 and "--after 2025-06-01 is not before --before 2025-01-01" in err and err.count("\n") == 1
+    assert code == 1 and "--after=2025-06-01 is not earlier than --before=2025-01-01" in err and err.count("\n") == 1
 
 
 def test_a_question_with_bytes_that_are_not_utf8_is_asked_with_them_replaced(capsys, vault):

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from crossmodalrag import versioning
 from crossmodalrag.agent.browse import memory_record
-from crossmodalrag.agent.memories import check_attributes, clean_content, content_hash, embed_source, memory_document
+from crossmodalrag.agent.memories import (
+    check_attributes,
+    clean_content,
+    content_hash,
+    embed_source,
+    exact_duplicates,
+    memory_document,
+)
 from crossmodalrag.agent.tools import InvalidArgument
 from crossmodalrag.forget import find_sources, forget_sources
 from crossmodalrag.ingest import fingerprint, write_document
@@ -41,7 +48,9 @@ def update_memory(
     )
     now = time.time()
     if content is not None:
-        _rewrite(store, source_id, clean_content(content)[0], embedder)
+        text = clean_content(content)[0]
+        _refuse_a_copy(store, source_id, text, record.get("context") or "")
+        _rewrite(store, source_id, text, embedder)
     with store.transaction() as conn, versioning.changing_source(conn, source_id, reason="memory_update"):
         conn.execute(
             "UPDATE agent_memories SET tags = ?, importance = ?, kind = ?, updated_at = ? WHERE source_id = ?",
@@ -53,6 +62,17 @@ def update_memory(
             (json.dumps(tags), importance, kind, source_id),
         )
     return memory_record(store.conn, source_id)
+
+
+def _refuse_a_copy(store: Store, source_id: int, text: str, context: str) -> None:
+    """memory_store keeps one memory per text and context; an update may not make a second. Raises
+    InvalidArgument naming the memory that already says it."""
+    others = [other for other, _ in exact_duplicates(store.conn, text, context) if other != source_id]
+    if others:
+        raise InvalidArgument(
+            f"memory {others[0]} already says this",
+            f"forget memory {source_id} if it is no longer needed, or update memory {others[0]}",
+        )
 
 
 def _rewrite(store: Store, source_id: int, text: str, embedder: "Embedder | None") -> None:

@@ -1,8 +1,9 @@
 """Agent-written memories: a source type of its own (`memory`), stored, chunked, embedded and cited
 like any other source, with kind, importance, tags and session/agent attribution.
 
-Storing one: `<private>` spans are stripped and secrets masked; an exact duplicate (same normalized
-text in the same context) returns the stored memory (current again if it had been superseded); a near
+Storing one: `<private>` spans are stripped and secrets masked; an exact duplicate (the same text up to
+case, spacing and the punctuation around words, in the same context) returns the stored memory (current
+again if it had been superseded); `memory_update` refuses to make one. A near
 duplicate in the same context (cosine >= 0.95) is merged into it (tags unioned, importance max, both
 times kept): "Yes, ship it" replying to two different questions is two memories. Otherwise the new memory
 is linked to its closest ones (cosine >= 0.75, at most 5), and an older memory whose fact it restates
@@ -46,6 +47,17 @@ UPDATE_CANDIDATES = 20  # the most similar memories checked for a restated fact
 # bench/agent_updates.py's pairs; storing LoCoMo turns one by one without this floor marked 281 of 419
 # as superseded (a speaker's turns share their first word).
 UPDATE_SIMILARITY = {"cosine": 0.45, "jaccard": 0.2}
+DAY_WORDS = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday today tonight tomorrow yesterday".split()
+)
+MONTHS = frozenset(  # capitalised only: "may" is mostly a verb
+    "January February March April May June July August September October November December".split()
+)
+NUMBER_WORDS = frozenset(
+    "zero one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty sixty"
+    " seventy eighty ninety hundred thousand million billion".split()
+)
+CAMEL_CASE = re.compile(r"[a-z][A-Z]")
 MAX_CHARS = 20_000
 MAX_CONTEXT_CHARS = 2_000  # accepted; its first CONTEXT_CHARS are kept, as a chat turn keeps the one before it
 MAX_TAGS = 20
@@ -111,35 +123,50 @@ def remember(
         raise InvalidMemory("when is in the future", "give the time it was said or learned, at the latest now")
     digest = content_hash(text)
     measure = "cosine" if embedder is not None else "jaccard"
-    rows = store.conn.execute(
-        "SELECT source_id, superseded_by FROM agent_memories WHERE content_hash = ?", (digest,)
-    ).fetchall()
-    in_context = _in_context(store, [row[0] for row in rows], context)
-    row = next((row for row in rows if row[0] in in_context), None)
-    if row:
-        _merge_into(store, row[0], tags, importance, now)
-        replaced = reinstate(store, row[0]) if row[1] else []
-        return StoreResult(row[0], "duplicate", 1.0, supersedes=replaced, measure=measure, masked=masked)
-    vector = _embedded_as_stored(embedder, text, now if when is None else when, context)
-    similar = _similarities(store, text, vector, embedder)
-    updated = restated(store, text, similar, UPDATE_SIMILARITY[measure])
-    close = _in_context(
-        store, [source_id for source_id, score in similar.items() if score >= MERGE_SIMILARITY], context
-    )
-    best = max(((i, score) for i, score in similar.items() if i in close), key=lambda item: item[1], default=None)
-    # "The timeout is 60 s" after "The timeout is 30 s" is close enough to merge, but it is an update.
-    if best and best[1] >= MERGE_SIMILARITY and best[0] not in updated:
-        _merge_into(store, best[0], tags, importance, now)
-        return StoreResult(best[0], "merged", best[1], measure=measure, masked=masked)
-    attributes = {"kind": kind, "tags": tags, "importance": importance, "session_id": session_id, "agent_id": agent_id}
-    if context:
-        attributes["context"] = context
-    source_id = _insert(store, text, attributes, digest, now, now if when is None else when)
-    if vector is not None:
-        embed_source(store, embedder, source_id)
-    links = _link(store, source_id, similar)
-    _supersede(store, source_id, updated, similar)
-    return StoreResult(source_id, "stored", None, links, updated, measure, masked)
+    vector = None
+    if embedder is not None and not exact_duplicates(store.conn, text, context):  # a duplicate needs none
+        vector = _embedded_as_stored(embedder, text, now if when is None else when, context)
+
+    def write() -> StoreResult:
+        # From the duplicate check to the insert, one write transaction: two agents storing the same
+        # memory at once store it once. SQLite's BEGIN IMMEDIATE lets one writer in; on PostgreSQL,
+        # where writers run side by side, the second waits on a lock named by the text's hash.
+        batch.writes(f"memory-text:{digest}")
+        with batch.unit() as conn:
+            row = next(iter(exact_duplicates(conn, text, context)), None)
+            if row:
+                _merge_into(conn, row[0], tags, importance, now)
+                replaced = reinstate(conn, row[0]) if row[1] else []
+                return StoreResult(row[0], "duplicate", 1.0, supersedes=replaced, measure=measure, masked=masked)
+            similar = _similarities(store, text, vector, embedder)
+            updated = restated(store, text, similar, UPDATE_SIMILARITY[measure])
+            best = _near_duplicate(store, text, similar, context, updated)
+            if best:
+                _merge_into(conn, best[0], tags, importance, now)
+                return StoreResult(best[0], "merged", best[1], measure=measure, masked=masked)
+            attributes = {
+                "kind": kind,
+                "tags": tags,
+                "importance": importance,
+                "session_id": session_id,
+                "agent_id": agent_id,
+            }
+            if context:
+                attributes["context"] = context
+            source_id = _insert(batch, conn, text, attributes, digest, now, now if when is None else when)
+            links = _link(conn, source_id, similar)
+            _supersede(conn, source_id, updated, similar)
+            return StoreResult(source_id, "stored", None, links, updated, measure, masked)
+
+    if embedder is not None:
+        from crossmodalrag.index.embeddings import model_row
+
+        model_row(store, embedder.identity)  # registered now, on first use: inside `write` it is only read
+    with store.batched() as batch:
+        result = batch.run(write)  # run again if PostgreSQL aborts it as colliding (serializable)
+    if result.status == "stored" and embedder is not None:
+        embed_source(store, embedder, result.id)  # after the commit: embedding is slow, the lock is not held
+    return result
 
 
 def load_memory_embedder(settings: "Settings") -> tuple["Embedder | None", str | None]:
@@ -198,8 +225,41 @@ def check_attributes(tags: Any, importance: Any, kind: Any) -> tuple[list[str], 
     return sorted({t.lower() for t in tags}), float(importance), kind
 
 
+# Stripped from the ends of words only: "weekly." is "weekly", but "-5", "C++", "C#" and "3.10" keep
+# theirs (a sign, a name, a version are not punctuation).
+EDGE_PUNCTUATION = ".,;:!?\"'()[]{}…“”‘’«»"
+
+
+def normalized_text(text: str) -> str:
+    """The text as the exact-duplicate check reads it: case, spacing and the punctuation around words
+    ignored. A text of punctuation only keeps it ("???" is not "!!!")."""
+    words = [word.strip(EDGE_PUNCTUATION) for word in text.lower().split()]
+    return " ".join(word for word in words if word) or " ".join(text.lower().split())
+
+
 def content_hash(text: str) -> str:
-    return hashlib.sha256(" ".join(text.lower().split()).encode("utf-8", "surrogatepass")).hexdigest()
+    return _sha256(normalized_text(text))
+
+
+def content_hashes(text: str) -> tuple[str, str]:
+    """The hash and the one memories stored before punctuation was ignored carry (case and spacing
+    only): both find an exact duplicate, without rewriting the stored rows."""
+    return content_hash(text), _sha256(" ".join(text.lower().split()))
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def exact_duplicates(conn, text: str, context: str) -> list[tuple[int, int | None]]:
+    """(source id, superseded by) of the memories stored with this text, up to case, spacing and
+    punctuation, in the same context."""
+    rows = conn.execute(
+        "SELECT source_id, superseded_by FROM agent_memories WHERE content_hash IN (?, ?) ORDER BY source_id",
+        content_hashes(text),
+    ).fetchall()
+    in_context = _in_context(conn, [row[0] for row in rows], context)
+    return [(row[0], row[1]) for row in rows if row[0] in in_context]
 
 
 def memory_document(text: str, key: str, when: float, attributes: dict[str, Any]) -> Document:
@@ -222,34 +282,68 @@ def memory_document(text: str, key: str, when: float, attributes: dict[str, Any]
     )
 
 
-def _insert(store: Store, text: str, attributes: dict[str, Any], digest: str, now: float, when: float) -> int:
+def _insert(batch, conn, text: str, attributes: dict[str, Any], digest: str, now: float, when: float) -> int:
+    """Write the memory's source and its row, inside the open unit of `batch` (on `conn`)."""
     key = uuid.uuid4().hex
     doc = memory_document(text, key, when, attributes)
-    with store.batched() as batch:
-        write_document(batch, doc, fingerprint(doc))
-        with batch.unit() as conn:
-            source_id = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()[0]
-            conn.execute(
-                "INSERT INTO agent_memories (source_id, kind, importance, tags, session_id, agent_id, content_hash,"
-                " times, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    source_id,
-                    attributes["kind"],
-                    attributes["importance"],
-                    json.dumps(attributes["tags"]),
-                    attributes["session_id"],
-                    attributes["agent_id"],
-                    digest,
-                    json.dumps([now]),
-                    now,
-                    now,
-                ),
-            )
+    write_document(batch, doc, fingerprint(doc))  # a unit inside the open one: part of it
+    source_id = conn.execute("SELECT id FROM sources WHERE uri = ?", (doc.uri,)).fetchone()[0]
+    conn.execute(
+        "INSERT INTO agent_memories (source_id, kind, importance, tags, session_id, agent_id, content_hash,"
+        " times, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            source_id,
+            attributes["kind"],
+            attributes["importance"],
+            json.dumps(attributes["tags"]),
+            attributes["session_id"],
+            attributes["agent_id"],
+            digest,
+            json.dumps([now]),
+            now,
+            now,
+        ),
+    )
     return source_id
 
 
-def _merge_into(store: Store, source_id: int, tags: list[str], importance: float, now: float) -> None:
-    with store.transaction() as conn, versioning.changing_source(conn, source_id, reason="merged a duplicate"):
+def _near_duplicate(
+    store: Store, text: str, similar: dict[int, float], context: str, updated: list[int]
+) -> tuple[int, float] | None:
+    """(id, similarity) of the memory the new text says again in other words, if one is close enough
+    in the same context and gives the same numbers, dates, times and identifiers: an embedding barely
+    sees those ("booked for 14:00 on 2026-12-08" and "... 10:00 on 2026-12-09" scored 0.987, "gym on
+    Monday" and "on Tuesday" 0.987), and merging would lose the new one. A restated fact with another
+    value ("the timeout is 60 s" after "30 s") is an update, not a duplicate, however close."""
+    close = [i for i, score in similar.items() if score >= MERGE_SIMILARITY and i not in updated]
+    close = _in_context(store.conn, close, context)
+    if not close:
+        return None
+    values = value_words(text)
+    texts = memory_texts(store, sorted(close))
+    same = [i for i in close if value_words(texts.get(i, "")) == values]
+    return max(((i, similar[i]) for i in same), key=lambda item: item[1], default=None)
+
+
+def value_words(text: str) -> set[str]:
+    """The words of the text that give a number, a date, a time or an identifier (anything with a digit:
+    "14:00", "2026-12-08", "-5", "LH123", "v3.10"; a number in words; a weekday, a month, today or
+    tomorrow; a name in code: "max_retries", "maxRetries"), lowercased, punctuation around them dropped."""
+    found = set()
+    for raw in text.split():
+        word = raw.strip(EDGE_PUNCTUATION)
+        base = word.split("'")[0].split("’")[0]  # "Monday's"
+        if any(c.isdigit() for c in word) or "_" in word.strip("_") or CAMEL_CASE.search(word):
+            found.add(word.lower().lstrip("#"))  # "#4521" is ticket 4521
+        elif base.lower() in NUMBER_WORDS:
+            found.add(base.lower())
+        elif base.lower().removesuffix("s") in DAY_WORDS or base.removesuffix("s") in MONTHS:
+            found.add(base.lower().removesuffix("s"))
+    return found
+
+
+def _merge_into(conn, source_id: int, tags: list[str], importance: float, now: float) -> None:
+    with versioning.changing_source(conn, source_id, reason="merged a duplicate"):
         old_tags, times, old_importance = conn.execute(
             "SELECT tags, times, importance FROM agent_memories WHERE source_id = ?", (source_id,)
         ).fetchone()
@@ -270,12 +364,12 @@ def _merge_into(store: Store, source_id: int, tags: list[str], importance: float
         )
 
 
-def _in_context(store: Store, source_ids: list[int], context: str) -> set[int]:
+def _in_context(conn, source_ids: list[int], context: str) -> set[int]:
     """Those of the memories that were stored with the same context (both none, or the same words)."""
     if not source_ids:
         return set()
     marks = ",".join("?" * len(source_ids))
-    rows = store.conn.execute(
+    rows = conn.execute(
         f"SELECT id, json_extract(metadata, '$.context') FROM sources WHERE id IN ({marks})", source_ids
     )
     wanted = " ".join(context.lower().split())
@@ -339,9 +433,9 @@ def embed_source(store: Store, embedder: "Embedder", source_id: int) -> None:
     store_vectors(store, rows)  # encoded as the backend stores them (pgvector's type on PostgreSQL)
 
 
-def _link(store: Store, source_id: int, similar: dict[int, float]) -> list[dict[str, Any]]:
+def _link(conn, source_id: int, similar: dict[int, float]) -> list[dict[str, Any]]:
     closest = sorted(((s, i) for i, s in similar.items() if s >= LINK_SIMILARITY), reverse=True)[:MAX_LINKS]
-    with store.transaction() as conn:
+    if closest:
         conn.executemany(
             "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
             " VALUES (?, ?, 'similar', ?)",
@@ -360,24 +454,24 @@ def restated(store: Store, text: str, similar: dict[int, float], floor: float) -
     return sorted(old for old, old_text in texts.items() if restates_with_new_value(old_text, text))
 
 
-def _supersede(store: Store, source_id: int, replaced: list[int], similar: dict[int, float]) -> None:
+def _supersede(conn, source_id: int, replaced: list[int], similar: dict[int, float]) -> None:
     """Mark the older memories the new one restates (kept, ranked lower, listed with --history)."""
-    with store.transaction() as conn:
-        for old in replaced:
-            # Search reads the mark from this row (retrieval/search.py); forgetting the newer memory
-            # sets it back to NULL, so the older one is current again.
-            conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, old))
-            conn.execute(
-                "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
-                " VALUES (?, ?, 'supersedes', ?)",
-                (source_id, old, similar[old]),
-            )
+    for old in replaced:
+        # Search reads the mark from this row (retrieval/search.py); forgetting the newer memory
+        # sets it back to NULL, so the older one is current again.
+        conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, old))
+        conn.execute(
+            "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
+            " VALUES (?, ?, 'supersedes', ?)",
+            (source_id, old, similar[old]),
+        )
 
 
-def reinstate(store: Store, source_id: int) -> list[int]:
+def reinstate(conn, source_id: int) -> list[int]:
     """A superseded value stated again is current again ("monthly", "weekly", then "monthly"): the
-    current memory of its chain of updates is superseded by it in turn. Returns that memory's id."""
-    conn, newer, seen = store.conn, source_id, {source_id}
+    current memory of its chain of updates is superseded by it in turn (inside the caller's write
+    transaction). Returns that memory's id."""
+    newer, seen = source_id, {source_id}
     while (row := conn.execute("SELECT superseded_by FROM agent_memories WHERE source_id = ?", (newer,)).fetchone())[0]:
         if row[0] in seen:
             break  # a cycle of marks: stop at the last one not seen
@@ -385,20 +479,73 @@ def reinstate(store: Store, source_id: int) -> list[int]:
         seen.add(newer)
     if newer == source_id:
         return []
-    with store.transaction() as conn:
-        conn.execute("UPDATE agent_memories SET superseded_by = NULL WHERE source_id = ?", (source_id,))
-        conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, newer))
-        # The link turns around: the newer memory no longer supersedes this one, this one supersedes it.
-        link = conn.execute(
-            "SELECT similarity FROM agent_memory_links WHERE target_id = ? AND relation = 'supersedes'", (source_id,)
-        ).fetchone()
-        conn.execute("DELETE FROM agent_memory_links WHERE target_id = ? AND relation = 'supersedes'", (source_id,))
-        conn.execute(
-            "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
-            " VALUES (?, ?, 'supersedes', ?)",
-            (source_id, newer, link[0] if link else 1.0),
-        )
+    conn.execute("UPDATE agent_memories SET superseded_by = NULL WHERE source_id = ?", (source_id,))
+    conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, newer))
+    # The link turns around: the newer memory no longer supersedes this one, this one supersedes it.
+    link = conn.execute(
+        "SELECT similarity FROM agent_memory_links WHERE target_id = ? AND relation = 'supersedes'", (source_id,)
+    ).fetchone()
+    conn.execute("DELETE FROM agent_memory_links WHERE target_id = ? AND relation = 'supersedes'", (source_id,))
+    conn.execute(
+        "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
+        " VALUES (?, ?, 'supersedes', ?)",
+        (source_id, newer, link[0] if link else 1.0),
+    )
     return [newer]
+
+
+def keep_updates_linked(conn, forgotten: list[int]) -> None:
+    """Before memories are erased (in the same transaction): a memory superseded by one of them stays
+    superseded, by the erased one's own successor. Forgetting "weekly" in monthly -> weekly -> daily
+    leaves monthly superseded by daily; only forgetting the newest value makes the one before it
+    current again (the foreign key sets the mark to NULL)."""
+    gone = set(forgotten)
+    for source_id in sorted(gone):
+        newer = _successor_outside(conn, source_id, gone) or _latest_predecessor(conn, source_id, gone)
+        if newer is None:
+            continue
+        older = conn.execute(
+            "SELECT m.source_id, l.similarity FROM agent_memories m LEFT JOIN agent_memory_links l"
+            " ON l.source_id = m.superseded_by AND l.target_id = m.source_id AND l.relation = 'supersedes'"
+            " WHERE m.superseded_by = ?",
+            (source_id,),
+        ).fetchall()
+        for old, similarity in older:
+            if old in gone or old == newer:
+                continue
+            conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (newer, old))
+            conn.execute(
+                "INSERT OR REPLACE INTO agent_memory_links (source_id, target_id, relation, similarity)"
+                " VALUES (?, ?, 'supersedes', ?)",
+                (newer, old, 1.0 if similarity is None else similarity),
+            )
+
+
+def _latest_predecessor(conn, source_id: int, gone: set[int]) -> int | None:
+    """When the newest value goes and several memories it superseded stay (a value stated again took
+    over from another): the latest stored of them becomes current, the others stay superseded by it."""
+    row = conn.execute(
+        "SELECT source_id FROM agent_memories WHERE superseded_by = ? ORDER BY created_at DESC, source_id DESC",
+        (source_id,),
+    ).fetchall()
+    kept = [r[0] for r in row if r[0] not in gone]
+    if len(kept) < 2:
+        return None  # none or one: the foreign key makes it current
+    conn.execute("UPDATE agent_memories SET superseded_by = NULL WHERE source_id = ?", (kept[0],))
+    return kept[0]
+
+
+def _successor_outside(conn, source_id: int, gone: set[int]) -> int | None:
+    """The memory that supersedes `source_id`, skipping those in `gone` (None: it is the newest)."""
+    seen, current = {source_id}, source_id
+    while True:
+        row = conn.execute("SELECT superseded_by FROM agent_memories WHERE source_id = ?", (current,)).fetchone()
+        if row is None or row[0] is None or row[0] in seen:
+            return None
+        current = row[0]
+        if current not in gone:
+            return current
+        seen.add(current)
 
 
 def restore_memory_row(conn, source_id: int, state: dict[str, Any]) -> None:

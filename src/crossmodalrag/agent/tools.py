@@ -63,7 +63,10 @@ def parse_window(
     empty window (every tool refuses it alike; it silently found nothing)."""
     start, end = parse_when(after, names[0]), parse_when(before, names[1])
     if start is not None and end is not None and start >= end:
-        raise InvalidArgument(f"{names[0]} {after} is not before {names[1]} {before}", "swap them: nothing can be both")
+        # "name=value": the argument names are "after"/"before" themselves, which read as doubled words
+        raise InvalidArgument(
+            f"{names[0]}={after} is not earlier than {names[1]}={before}", "swap them: nothing can be both"
+        )
     return start, end
 
 

@@ -9,6 +9,13 @@ clause. A clause that only adds words ("... rotates monthly, at noon") is an add
 update; a clause that differs only by a negation ("does not support") is one. Two words swapped in
 different places are a different sentence, not a changed value.
 
+Only a state has a value to replace. The changed run must lie after the clause's verb: before it, it
+names another subject ("Ticket 4521 is assigned to Ada" and "Ticket 4522 ...", "the log level in
+production is debug" and "... in staging ..."). And two clauses in the past tense are two events, both
+true ("I went to the gym on Monday", "... on Tuesday"; "Fixed the login bug", "Fixed the logout bug"):
+a happening is not replaced by another happening. "The meeting moved to Thursdays" is still updated by
+"The meeting is on Fridays", a state.
+
 The new memory must also be about that fact: the clause holds at least half of its content words.
 A long message that contains one sentence shaped like an older one ("Thanks, Mel." after
 "Thanks, Melanie.", inside chat turns stored one by one) states no update.
@@ -19,6 +26,7 @@ docs/benchmarks.md (bench/agent_updates.py, and bench/agent_mcp.py for chat turn
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from crossmodalrag.retrieval.stopwords import ENGLISH
@@ -34,6 +42,37 @@ LABEL = re.compile(r"\s*([A-Z][\w'-]*(?: [A-Z][\w'-]*)?):\s+")
 MIN_SHARE_OF_NEW = 0.5  # the updating clause's share of the new memory's content words
 ASIDES = re.compile(r"\[[^\[\]\n]*\]")
 
+# Verbs a clause's subject ends at. Auxiliaries and modals are certain; another verb is guessed from
+# its ending (VERB_ENDING) within the first words, after a word that is no function word: "the staging
+# key rotates", not "for the caches".
+PRESENT_AUXILIARIES = frozenset(
+    "is are am isn't aren't has have hasn't haven't does do doesn't don't can can't cannot will won't shall"
+    " must should shouldn't may might would wouldn't could couldn't".split()
+)
+PAST_AUXILIARIES = frozenset("was were wasn't weren't had hadn't did didn't".split())
+PRONOUNS = frozenset("i we you they he she it".split())  # the subject, whole: "we use Redis"
+CONTRACTED = re.compile(r"^(?:i|we|you|they|he|she|it|that|there|what|who|here)'(?:s|re|m|ve|ll|d)$")
+# Common irregular past tenses (regular ones end in -ed).
+IRREGULAR_PAST = frozenset(
+    "went came got made took saw met bought found gave left told said ran wrote ate drank built sent spent"
+    " brought thought felt kept lost paid sold won began broke chose drove flew forgot grew knew led rode"
+    " sang sat slept spoke stood swam taught threw woke wore caught fought heard held became".split()
+)
+PARTICIPLES = IRREGULAR_PAST | frozenset("gone done seen taken given eaten written known flown grown".split())
+NOT_PAST = frozenset("need speed feed seed bed red shed bred hundred sacred naked wicked".split())
+VERB_ENDING = re.compile(r"[a-z]{2,}(?:[^su']s|ed)$")
+MAX_GUESSED_SUBJECT = 4  # words before a verb guessed from its ending
+
+
+@dataclass(frozen=True)
+class Clause:
+    """A statement's content words, how many of the first ones are its subject (0: no verb found, the
+    subject unknown), and whether it tells of the past (an event, not a current state)."""
+
+    words: list[str]
+    subject: int = 0
+    past: bool = False
+
 
 def stem(word: str) -> str:
     word = word.replace("'", "")
@@ -48,16 +87,58 @@ def content_words(clause: str) -> list[str]:
     return [stem(w) for w in WORDS.findall(clause.lower()) if w.replace("'", "") not in STOP]
 
 
-def clauses(text: str) -> list[list[str]]:
-    """The content words of each statement in the text. A sentence ending in `?` or `!` states no fact
-    (a question, a greeting, a cheer: "Hey Mel!" is no value of Mel to update), and neither does a
-    bracketed aside, such as the caption of a shared photo ("[shares a photo: a bowl with ...]")."""
+def clauses(text: str) -> list[Clause]:
+    """Each statement in the text. A sentence ending in `?` or `!` states no fact (a question, a
+    greeting, a cheer: "Hey Mel!" is no value of Mel to update), and neither does a bracketed aside,
+    such as the caption of a shared photo ("[shares a photo: a bowl with ...]")."""
     found = []
     for sentence in SENTENCES.findall(ASIDES.sub(" ", text)):
         if sentence.rstrip().endswith(("?", "!")):
             continue
-        found += [words for part in CLAUSES.split(sentence) if len(words := content_words(part)) >= 2]
+        found += [clause for part in CLAUSES.split(sentence) if len((clause := read_clause(part)).words) >= 2]
     return found
+
+
+def read_clause(text: str) -> Clause:
+    tokens = WORDS.findall(text.lower())
+    verb = verb_position(tokens)
+    subject = 0 if verb is None else len(content_words(" ".join(tokens[:verb])))
+    return Clause(content_words(text), subject, tells_of_the_past(tokens))
+
+
+def verb_position(tokens: list[str]) -> int | None:
+    """Where the clause's first verb is (the subject is the words before it), or None if none is seen."""
+    if tokens and tokens[0] in PRONOUNS:
+        return 1
+    for i, token in enumerate(tokens[1:], start=1):
+        if token in PRESENT_AUXILIARIES or token in PAST_AUXILIARIES or CONTRACTED.match(token):
+            return i
+        guessed = token in IRREGULAR_PAST or (VERB_ENDING.match(token) and token not in NOT_PAST)
+        if guessed and i <= MAX_GUESSED_SUBJECT and tokens[i - 1].replace("'", "") not in STOP:
+            return i
+    return None
+
+
+def tells_of_the_past(tokens: list[str]) -> bool:
+    """Is the clause in the past tense ("fixed the login bug", "I went", "I have fixed", "was moved")?
+    A present auxiliary makes it a state ("the docs are hosted on Netlify"), unless it forms a perfect
+    ("has fixed")."""
+    past = False
+    for i, token in enumerate(tokens):
+        following = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if token in ("has", "have") or token.endswith("'ve"):
+            if not _is_past_form(following, PARTICIPLES):
+                return False  # "has three replicas": a state
+            past = True
+        elif token in PRESENT_AUXILIARIES or CONTRACTED.match(token):
+            return False
+        elif token in PAST_AUXILIARIES or _is_past_form(token, IRREGULAR_PAST):
+            past = True
+    return past
+
+
+def _is_past_form(token: str, irregular: frozenset[str]) -> bool:
+    return token in irregular or (len(token) >= 4 and token.endswith("ed") and token not in NOT_PAST)
 
 
 def split_label(text: str) -> tuple[str, str]:
@@ -74,17 +155,24 @@ def restates_with_new_value(old: str, new: str) -> bool:
     if old_label and new_label and old_label != new_label:
         return False  # "Staging: ..." and "Production: ..." are about different things
     new_clauses = clauses(new)
-    total = sum(len(words) for words in new_clauses)
-    return any(_clause_update(o, n) for n in new_clauses if len(n) >= MIN_SHARE_OF_NEW * total for o in clauses(old))
+    total = sum(len(clause.words) for clause in new_clauses)
+    return any(
+        _clause_update(o, n) for n in new_clauses if len(n.words) >= MIN_SHARE_OF_NEW * total for o in clauses(old)
+    )
 
 
-def _clause_update(old: list[str], new: list[str]) -> bool:
+def _clause_update(old_clause: Clause, new_clause: Clause) -> bool:
+    old, new = old_clause.words, new_clause.words
     if old[0] != new[0]:
         return False  # another subject: "Alice prefers tea" is no update of "Bob prefers tea"
+    if old_clause.past and new_clause.past:
+        return False  # two events, both true: "went to the gym on Monday", "... on Tuesday"
     changes = [op for op in SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if op[0] != "equal"]
     if len(changes) != 1:
         return False  # the same, or changed in more than one place
     _, old_start, old_end, new_start, new_end = changes[0]
+    if old_start < old_clause.subject or new_start < new_clause.subject:
+        return False  # the change names another subject: "Ticket 4521 is ..." and "Ticket 4522 is ..."
     gone, added = old[old_start:old_end], new[new_start:new_end]
     shared = len(old) - len(gone)
     if shared < 2 or shared < 0.5 * max(len(old), len(new)):

@@ -338,6 +338,7 @@ class WriteBatch:
         self.collected: dict[Callable[[sqlite3.Connection, list], None], list] = {}
         self.written: set[str] = set()  # the sources written since the last commit
         self.claiming: str | None = None  # the source the next unit writes: locked when it opens
+        self.inside_unit = False  # a unit opened within a unit is part of it (see unit)
 
     def writes(self, uri: str) -> None:
         """Say that the next unit writes this source. One already written in this batch (a chat export
@@ -379,7 +380,12 @@ class WriteBatch:
 
     @contextmanager
     def unit(self) -> Iterator[sqlite3.Connection]:
-        """One all-or-nothing unit; actions it defers are dropped with it if it fails. Raises StoreError if locked."""
+        """One all-or-nothing unit; actions it defers are dropped with it if it fails. Raises StoreError if locked.
+        A unit opened inside another is part of it (whole or absent with it, committed with it): a
+        check and the writes it decides stay in one transaction (agent/memories.py)."""
+        if self.inside_unit:
+            yield from self._part_of_unit()
+            return
         pending, self.before_commit = self.before_commit, []
         counts = {flush: len(items) for flush, items in self.collected.items()}
         if self.opened_at is None:
@@ -396,7 +402,11 @@ class WriteBatch:
             self._abort()
             raise
         try:
-            yield self.conn
+            self.inside_unit = True
+            try:
+                yield self.conn
+            finally:
+                self.inside_unit = False
         except WriteConflict:
             self._abort()  # the server aborted the whole transaction, not only this unit
             raise
@@ -415,6 +425,12 @@ class WriteBatch:
         self.before_commit = pending + self.before_commit
         if self.due():
             self.commit()
+
+    def _part_of_unit(self) -> Iterator[sqlite3.Connection]:
+        claiming, self.claiming = self.claiming, None
+        if claiming is not None:
+            lock_source(self.conn, claiming)
+        yield self.conn  # an error goes up to the enclosing unit, which rolls back the whole
 
     def due(self) -> bool:
         """At the end of a unit: is it time to commit the open transaction?"""

@@ -12,6 +12,7 @@ files; docs/scaling.md says what a DBA must do about each.
 from __future__ import annotations
 
 from crossmodalrag import versioning
+from crossmodalrag.agent.memories import keep_updates_linked
 from crossmodalrag.errors import StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store.writers import lock_source, retrying
@@ -43,6 +44,7 @@ def forget_sources(store, sources, vacuum: bool = False):
             conn.execute(
                 f"DELETE FROM memory_usage WHERE target_id IN (SELECT 'chunk:' || id FROM ({chunk_ids}) AS c)", (ids,)
             )
+            keep_updates_linked(conn, ids)
             conn.execute("DELETE FROM chunks WHERE source_id = ANY(?)", (ids,))  # chunk_terms: ON DELETE CASCADE
             conn.execute("DELETE FROM sources WHERE id = ANY(?)", (ids,))
             report.memory_nodes = forget_derived(conn)
