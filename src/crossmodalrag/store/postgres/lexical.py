@@ -163,7 +163,7 @@ def _phrases(terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, 
     `any` group's alternative, or (mode all) one alternative of every group."""
     if match == "phrase":
         words = [w.lower() for w in fts.WORD.findall(segment_cjk(query).replace("_", " "))]
-        tokens = [t for found in fts.analyze(analyzer(), words) for t in sorted(found)]
+        tokens = _tokens_in_order(" ".join(words))
         return [[[(token, False) for token in tokens]]] if tokens else []
     # A term's alternatives (exact form, stem) are phrases of their own, as in fts.match_expression.
     alternatives = iter(fts.analyze(analyzer(), [a for term in terms for a in term.alternatives]))
@@ -180,6 +180,21 @@ def _phrases(terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, 
         pairs = fts.analyze(analyzer(), fts.query_pairs(query))
         groups += [[[(token, False) for token in sorted(found)]] for found in pairs if found]
     return groups
+
+
+def _tokens_in_order(text: str) -> list[str]:
+    """The index tokens of `text` in the order they stand, as FTS5 tokenizes a quoted phrase: a word
+    the tokenizer splits (at a New Tai Lue vowel sign, say) gives each part in its place, where
+    fts.analyze gives a set per word."""
+    conn = analyzer()
+    conn.execute("SAVEPOINT phrase")
+    try:
+        conn.execute("INSERT INTO doc (doc) VALUES ('delete-all')")
+        conn.execute("INSERT INTO doc (rowid, title, body) VALUES (0, '', ?)", (text,))
+        instances = conn.execute('SELECT term, "offset" FROM doc_tokens').fetchall()
+    finally:
+        conn.execute("RELEASE phrase")
+    return [term for term, _ in sorted(instances, key=lambda instance: instance[1])]
 
 
 def _tsquery(phrase: list[tuple[str, bool]], joiner: str = " & ") -> str:
