@@ -148,6 +148,14 @@ def test_phrase_and_filters(any_store):
     assert {h.source_uri for h in dated.hits} == {"/vault/cache.md", "/vault/garden.md"}
 
 
+def test_a_phrase_keeps_the_order_of_a_word_the_tokenizer_splits(any_store):
+    """unicode61 splits `zzᦰaa` (a New Tai Lue vowel sign is no token character) into zz, aa: FTS5's
+    phrase is zz aa render; PostgreSQL's was the word's tokens sorted (aa zz render), and found nothing."""
+    add_docs(any_store, note("tai-lue", "# Tai Lue\nSee zzᦰaa render for details."))
+    found = search(any_store, "zzᦰaa render", SearchOptions(match="phrase"))
+    assert [h.source_uri for h in found.hits] == ["/vault/tai-lue.md"]
+
+
 def test_hybrid_retrieval_with_vectors(any_store, db_path):
     embedder = HashingEmbedder(synonyms={"automobile": "bike"})
     add_docs(any_store, *NOTES)

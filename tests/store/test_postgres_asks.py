@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 
@@ -143,7 +144,6 @@ def test_representative_vectors_come_back_exactly(any_store, db_path):
 
 
 def test_mode_all_keeps_the_client_formula(postgres_url, db_path):
-    """(Mode phrase scores word by word on PostgreSQL, the whole phrase on FTS5: store/postgres/lexical.py.)"""
     with open_postgres_store(postgres_url) as pg, open_store(db_path) as lite:
         for store in (pg, lite):
             add_docs(store, *NOTES)
@@ -152,3 +152,44 @@ def test_mode_all_keeps_the_client_formula(postgres_url, db_path):
             on_sqlite = {h.source_uri: round(h.components["bm25"], 9) for h in search(lite, query, options).hits}
             on_postgres = {h.source_uri: round(h.components["bm25"], 9) for h in search(pg, query, options).hits}
             assert on_sqlite == on_postgres
+
+
+# Chunks where a phrase and its words count differently: the words many times but the phrase once,
+# the phrase twice, the words apart or reversed (no phrase), the phrase only in the title (a match
+# that scores 0: the title's weight is 0), and the same for a CJK phrase (bigrams in a row).
+PHRASE_NOTES = (
+    note("words", "# Words\nThe render cache: we render pages, cache them, render again; cache keys, cache size."),
+    note("phrase", "# Phrase\nA render cache hit, then a render cache miss.", days=5),
+    note("apart", "# Apart\nCache the render output; the cache render order matters."),
+    # OCR text is the one chunk text that does not repeat its source's title
+    replace(note("title", "Nothing about it here, only cache and render.", title="render cache"), format="ocr"),
+    note("zh-once", "# 缓存\n渲染缓存很快，渲染页面，缓存页面，渲染两次，缓存键。"),
+    note("zh-twice", "# 两次\n渲染缓存命中，渲染缓存未命中。"),
+    note("zh-apart", "# 分开\n缓存渲染结果。"),
+    *(note(f"other-{n}", f"# Other {n}\nThe bike needs new brakes, tyres and {n} bells.") for n in range(8)),
+)
+
+
+def test_mode_phrase_scores_the_phrase_as_fts5_does(postgres_url, db_path):
+    """FTS5 scores a phrase as one term: its occurrences in the body, the chunks holding it (report
+    item 3: PostgreSQL scored the words one by one, as mode all, and ranked differently)."""
+    options = SearchOptions(top_k=10, recency_weight=0.0, match="phrase")
+    ranked = []
+    with open_postgres_store(postgres_url) as pg, open_store(db_path) as lite:
+        for store in (lite, pg):
+            add_docs(store, *PHRASE_NOTES)
+            for query in ("render cache", "Render-cache!", "渲染缓存"):
+                ranked.append(scored(search(store, query, options).hits))
+            # A holder the filter leaves out still counts in the phrase's document frequency.
+            earlier = SearchOptions(top_k=10, recency_weight=0.0, match="phrase", before=1_735_689_600.0 + 3 * 86400)
+            ranked.append(scored(search(store, "render cache", earlier).hits))
+    on_sqlite, on_postgres = ranked[:4], ranked[4:]
+    assert on_sqlite == on_postgres
+    assert [uri for uri, _ in on_sqlite[0]][:2] == ["/vault/phrase.md", "/vault/words.md"]
+    assert ("/vault/title.md", 0.0) in on_sqlite[0] and not any("apart" in uri for uri, _ in on_sqlite[0])
+    assert [uri for uri, _ in on_sqlite[2]] == ["/vault/zh-twice.md", "/vault/zh-once.md"]
+    assert [uri for uri, _ in on_sqlite[3]] == ["/vault/words.md", "/vault/title.md"]
+
+
+def scored(hits) -> list[tuple[str, float]]:
+    return [(h.source_uri, round(h.components["bm25"], 9)) for h in hits]
