@@ -183,3 +183,67 @@ def test_every_value_env_example_shows_is_the_default(isolated_env):
             assert SCALARS[name].parse(value) == defaults[name], name
             checked += 1
     assert checked >= 10
+
+
+def _float_settings() -> list[str]:
+    import typing
+
+    from crossmodalrag.config import SCALARS, Settings
+
+    hints = typing.get_type_hints(Settings)
+    return [name for name in SCALARS if float in (hints[name], *typing.get_args(hints[name]))]
+
+
+def test_every_float_setting_is_checked_when_parsed():
+    """A plain `float` parser let nan through: NaN scores, invalid JSON, and a crash in the HTTP client."""
+    from crossmodalrag.config import SCALARS
+
+    assert len(_float_settings()) >= 25  # the list follows Settings; a new float setting is checked too
+    for name in _float_settings():
+        for value in ("nan", "inf", "-inf"):
+            with pytest.raises(ValueError, match="not a finite number|outside 0..1"):
+                SCALARS[name].parse(value)
+
+
+@pytest.mark.parametrize(
+    "variable, value, why",
+    [
+        ("CMRAG_RECENCY_HALF_LIFE_DAYS", "nan", "not a finite number"),
+        ("CMRAG_RECENCY_HALF_LIFE_DAYS", "0", "not above 0"),
+        ("CMRAG_RECENCY_HALF_LIFE_DAYS", "-5", "not above 0"),
+        ("CMRAG_USAGE_HALFLIFE_DAYS", "0", "not above 0"),
+        ("CMRAG_USAGE_SATURATION", "nan", "not a finite number"),
+        ("CMRAG_USAGE_SATURATION", "0", "not above 0"),
+        ("CMRAG_LLM_CONNECT_TIMEOUT", "-1", "not above 0"),
+        ("CMRAG_LLM_CONNECT_TIMEOUT", "nan", "not a finite number"),
+        ("CMRAG_LLM_TIMEOUT", "0", "not above 0"),
+        ("CMRAG_LLM_TEMPERATURE", "-0.1", "below 0"),
+        ("CMRAG_DB_STATEMENT_TIMEOUT", "0", "below 0.001"),
+        ("CMRAG_ABSTAIN_MIN_MARGIN", "-inf", "not a finite number"),
+        ("CMRAG_VERIFY_MIN_MARGIN", "nan", "not a finite number"),
+        ("CMRAG_VERIFY_MIN_PREMISE_MARGIN", "inf", "not a finite number"),
+        ("CMRAG_RECENCY_WEIGHT", "nan", "not a finite number"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_by_name(monkeypatch, variable, value, why):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=f"invalid {variable}: .*{why}"):
+        load_settings()
+
+
+def test_numbers_out_of_range_in_the_toml_file_are_refused_too(isolated_env):
+    write_toml(isolated_env, "[memory]\nusage_saturation = nan\n")
+    with pytest.raises(ConfigError, match=r"invalid \[memory\] usage_saturation in .*not a finite number"):
+        load_settings()
+    write_toml(isolated_env, "[llm]\nconnect_timeout = -1\n")
+    with pytest.raises(ConfigError, match=r"invalid \[llm\] connect_timeout in .*not above 0"):
+        load_settings()
+
+
+def test_numbers_in_range_are_kept(isolated_env, monkeypatch):
+    monkeypatch.setenv("CMRAG_ABSTAIN_MIN_MARGIN", "-2.5")  # a margin may be negative
+    monkeypatch.setenv("CMRAG_LLM_TEMPERATURE", "0")
+    write_toml(isolated_env, "[retrieval]\nrecency_half_life_days = 30\n[llm]\nconnect_timeout = 0.5\n")
+    settings = load_settings()
+    assert (settings.abstain_min_margin, settings.llm_temperature) == (-2.5, 0.0)
+    assert (settings.recency_half_life_days, settings.llm_connect_timeout) == (30.0, 0.5)

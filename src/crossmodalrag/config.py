@@ -46,11 +46,32 @@ def _one_of(*choices: str) -> Callable[[str], str]:
     return parse
 
 
-def _fraction(value: str) -> float:
+def _finite(value: str) -> float:
+    """A real number: nan and inf parse as floats, but compare false or win every comparison downstream
+    (a nan half-life made every score nan, and the JSON output invalid)."""
     number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{value} is not a finite number")
+    return number
+
+
+def _fraction(value: str) -> float:
+    number = _finite(value)
     if not 0.0 <= number <= 1.0:
         raise ValueError(f"{value} is outside 0..1")
     return number
+
+
+def _above(bound: float) -> Callable[[str], float]:
+    """A finite number above `bound`: a half-life, saturation or timeout of 0 divides by zero or means nothing."""
+
+    def parse(value: str) -> float:
+        number = _finite(value)
+        if number <= bound:
+            raise ValueError(f"{value} is not above {bound:g}")
+        return number
+
+    return parse
 
 
 def _database_url(value: str) -> str | None:
@@ -75,7 +96,7 @@ def _switch(value: str) -> bool:
 
 
 def _margin_or_off(value: str) -> float | None:
-    return None if value.strip().lower() == "off" else float(value)
+    return None if value.strip().lower() == "off" else _finite(value)
 
 
 def _count(value: str) -> int:
@@ -96,9 +117,7 @@ def _at_least(minimum: float, whole: bool = False) -> Callable[[str], float]:
     """A finite number no smaller than `minimum` (nan passes no comparison, so it is refused by name)."""
 
     def parse(value: str) -> float:
-        number = int(value) if whole else float(value)
-        if not math.isfinite(number):
-            raise ValueError(f"{value} is not a finite number")
+        number = int(value) if whole else _finite(value)
         if number < minimum:
             raise ValueError(f"{value} is below {minimum:g}")
         return number
@@ -112,7 +131,7 @@ SCALARS: dict[str, Setting] = {
     "fusion": Setting("retrieval", _one_of("weighted", "rrf")),
     "title_boost_weight": Setting("retrieval", _fraction),
     "recency_weight": Setting("retrieval", _fraction),
-    "recency_half_life_days": Setting("retrieval", float),
+    "recency_half_life_days": Setting("retrieval", _above(0)),  # recency off: recency_weight = 0
     "max_chunks_per_source": Setting("retrieval", _count),
     "repeat_source_factor": Setting("retrieval", _fraction),
     "rocchio_hits": Setting("retrieval", _count),
@@ -120,10 +139,10 @@ SCALARS: dict[str, Setting] = {
     "abstain_min_coverage": Setting("retrieval", _fraction),
     "abstain_min_similarity": Setting("retrieval", _fraction),
     "abstain_min_similarity_floor": Setting("retrieval", _fraction),
-    "abstain_min_margin": Setting("llm", float),
-    "abstain_min_margin_statements": Setting("llm", float),
-    "abstain_min_margin_conjectures": Setting("llm", float),
-    "verify_min_margin": Setting("llm", float),
+    "abstain_min_margin": Setting("llm", _finite),  # logit margins: either sign
+    "abstain_min_margin_statements": Setting("llm", _finite),
+    "abstain_min_margin_conjectures": Setting("llm", _finite),
+    "verify_min_margin": Setting("llm", _finite),
     "verify_min_premise_margin": Setting("llm", _margin_or_off),
     "abstain_min_subject_share": Setting("llm", _fraction),
     "llm_verify": Setting("llm", _switch, "verify"),
@@ -146,11 +165,11 @@ SCALARS: dict[str, Setting] = {
     "llm_model_path": Setting("llm", str, "model_path"),
     "llm_base_url": Setting("llm", str, "base_url"),
     "llm_api_key_env": Setting("llm", str, "api_key_env"),
-    "llm_timeout": Setting("llm", float, "timeout"),
-    "llm_connect_timeout": Setting("llm", float, "connect_timeout"),
+    "llm_timeout": Setting("llm", _above(0), "timeout"),  # urllib3 refuses 0 and below mid-answer
+    "llm_connect_timeout": Setting("llm", _above(0), "connect_timeout"),
     "llm_keep_alive": Setting("llm", str, "keep_alive"),
     "llm_max_tokens": Setting("llm", _count, "max_tokens"),
-    "llm_temperature": Setting("llm", float, "temperature"),
+    "llm_temperature": Setting("llm", _at_least(0), "temperature"),  # 0 = greedy
     "llm_context_tokens": Setting("llm", _count, "context_tokens"),
     "llm_evidence_chars": Setting("llm", _count, "evidence_chars"),
     "llm_threads": Setting("llm", _count, "threads"),
@@ -167,13 +186,14 @@ SCALARS: dict[str, Setting] = {
     "distill_compression_ratio": Setting("memory", _fraction),
     "distill_epsilon": Setting("memory", _fraction),
     "usage_tracking": Setting("memory", _switch),
-    "usage_halflife_days": Setting("memory", float),
-    "usage_saturation": Setting("memory", float),
+    "usage_halflife_days": Setting("memory", _above(0)),
+    "usage_saturation": Setting("memory", _above(0)),  # divides the rehearsals (memory/usage.py)
     "versioning": Setting("database", _switch),  # CMRAG_VERSIONING=off: no change log (issue 14)
     # PostgreSQL (issue 16): CMRAG_DB_URL=postgresql://... selects it; unset = the SQLite file.
     "db_url": Setting("database", _database_url, "url"),
     "db_owner": Setting("database", str, "owner"),
-    "db_statement_timeout": Setting("database", float, "statement_timeout"),
+    # Sent in whole milliseconds, where PostgreSQL reads 0 as "wait forever": below 1 ms is refused.
+    "db_statement_timeout": Setting("database", _at_least(0.001), "statement_timeout"),
 }
 
 # Connector folders: numbered environment variables, or a list in the TOML [connectors] table.
