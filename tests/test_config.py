@@ -247,3 +247,56 @@ def test_numbers_in_range_are_kept(isolated_env, monkeypatch):
     settings = load_settings()
     assert (settings.abstain_min_margin, settings.llm_temperature) == (-2.5, 0.0)
     assert (settings.recency_half_life_days, settings.llm_connect_timeout) == (30.0, 0.5)
+
+
+@pytest.mark.parametrize(
+    "body, message, hint",
+    [
+        ("[retrieval]\ntopk = 3\n", r"unknown key topk in \[retrieval\] of .*crossmodalrag.toml", "did you mean top_k"),
+        ("[retreival]\ntop_k = 1\n", r"unknown section \[retreival\] in ", r"did you mean \[retrieval\]"),
+        ("[llm]\nmodel_paht = 'x.gguf'\n", r"unknown key model_paht in \[llm\]", "did you mean model_path"),
+        ("[embeddings]\ntop_k = 0\n", r"unknown key top_k in \[embeddings\]", r"top_k belongs under \[retrieval\]"),
+        ("topk = 3\n", "unknown key topk outside a section", r"did you mean top_k under \[retrieval\]"),
+        ("[memory]\nrecency_halflife = 3\n", r"unknown key recency_halflife in \[memory\]", r"recency_half_life_days"),
+    ],
+)
+def test_misspelt_or_misplaced_toml_keys_are_refused_with_the_closest_name(isolated_env, body, message, hint):
+    """A typo was silently ignored, and with it the setting: the user could not tell why it had no effect."""
+    write_toml(isolated_env, body)
+    with pytest.raises(ConfigError, match=message) as raised:
+        load_settings()
+    assert raised.value.hint and __import__("re").search(hint, raised.value.hint)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("retrieval = 5\n", r"\[retrieval\] in .* is the value 5, not a table"),
+        ("connectors = 5\n", r"\[connectors\] in .* not a table"),
+        ('database = "path"\n', r"\[database\] in .* is the value 'path', not a table"),
+        ("[[retrieval]]\ntop_k = 3\n", r"\[retrieval\] in .* is a list of tables, not a table"),
+    ],
+)
+def test_a_section_that_is_not_a_table_is_a_config_error(isolated_env, body, message):
+    write_toml(isolated_env, body)
+    with pytest.raises(ConfigError, match=message):
+        load_settings()
+
+
+def test_a_toml_file_that_is_not_utf8_is_a_config_error_naming_it(isolated_env):
+    (isolated_env / "crossmodalrag.toml").write_bytes(b"[retrieval]\ntop_k = 3 # \xff\n")
+    with pytest.raises(ConfigError, match=r"cannot read config .*crossmodalrag.toml: byte 0xff at offset 24"):
+        load_settings()
+
+
+def test_a_dotenv_that_is_not_utf8_is_a_config_error_naming_it(isolated_env):
+    (isolated_env / ".env").write_bytes(b"\xff\xfeCMRAG_TOP_K=3\n")
+    with pytest.raises(ConfigError, match=r"cannot read .*\.env: byte 0xff at offset 0 is not UTF-8"):
+        load_settings()
+
+
+def test_a_byte_order_mark_is_accepted_in_the_toml_file_and_dotenv(isolated_env):
+    (isolated_env / "crossmodalrag.toml").write_bytes(b"\xef\xbb\xbf[retrieval]\ntop_k = 3\n")
+    assert load_settings().top_k == 3
+    (isolated_env / ".env").write_bytes(b"\xef\xbb\xbfCMRAG_TOP_K=4\n")
+    assert load_settings().top_k == 4

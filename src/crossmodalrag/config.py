@@ -6,6 +6,7 @@ against the file's own folder, so a config keeps working from any working direct
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -345,17 +346,78 @@ def read_environment(cwd: Path) -> dict[str, str]:
     if env_file.is_file():
         from dotenv import dotenv_values
 
-        merged.update({k: v for k, v in dotenv_values(env_file).items() if v is not None})
+        try:  # utf-8-sig: a byte-order mark, as some Windows editors write, is not part of the first name
+            values = dotenv_values(env_file, encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"cannot read {env_file}: {_not_utf8(exc)}", "save it as UTF-8 text") from exc
+        merged.update({k: v for k, v in values.items() if v is not None})
     merged.update(os.environ)
     return merged
 
 
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"byte {exc.object[exc.start]:#04x} at offset {exc.start} is not UTF-8"
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The file's tables, each checked to be a known section holding known keys."""
+    hint = "fix the file or unset CMRAG_CONFIG"
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        # utf-8-sig: a byte-order mark, as some Windows editors write, is not TOML but means no harm.
+        toml = tomllib.loads(path.read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config {path}: {_not_utf8(exc)}", "save it as UTF-8 text") from exc
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read config {path}: {exc}", "fix the file or unset CMRAG_CONFIG") from exc
+        raise ConfigError(f"cannot read config {path}: {exc}", hint) from exc
+    _check_layout(toml, path)
+    return toml
+
+
+def _toml_keys() -> dict[str, set[str]]:
+    """section -> the keys it may hold: every scalar setting's, the connector folder lists, the database file."""
+    keys: dict[str, set[str]] = {}
+    for name, setting in SCALARS.items():
+        keys.setdefault(setting.section, set()).add(setting.key or name)
+    keys["connectors"].update(key for _, key in PATH_LISTS.values())
+    keys["database"].add("path")
+    return keys
+
+
+def _check_layout(toml: dict[str, Any], path: Path) -> None:
+    """Refuse what no setting reads: a misspelt key or section was silently ignored, and so the setting."""
+    known = _toml_keys()
+    for section, table in toml.items():
+        if section not in known:
+            what = (
+                f"unknown section [{section}]"
+                if isinstance(table, dict)
+                else f"unknown key {section} outside a section"
+            )
+            raise ConfigError(f"{what} in {path}", _where_it_belongs(section, None, known))
+        if not isinstance(table, dict):
+            shape = "a list of tables" if isinstance(table, list) else f"the value {table!r}"
+            raise ConfigError(
+                f"[{section}] in {path} is {shape}, not a table",
+                f"write a [{section}] header with key = value lines under it",
+            )
+        for key in table:
+            if key not in known[section]:
+                raise ConfigError(f"unknown key {key} in [{section}] of {path}", _where_it_belongs(key, section, known))
+
+
+def _where_it_belongs(name: str, section: str | None, known: dict[str, set[str]]) -> str:
+    """The hint for an unknown name: the section that holds it, else the closest valid name."""
+    homes = sorted(other for other, keys in known.items() if name in keys)
+    if homes:
+        return f"{name} belongs under [{homes[0]}]"
+    if section is None and (close := difflib.get_close_matches(name, known, n=1)):
+        return f"did you mean [{close[0]}]?"
+    if section is not None and (close := difflib.get_close_matches(name, known[section], n=1)):
+        return f"did you mean {close[0]}?"
+    everywhere = {key: other for other, keys in known.items() for key in keys}
+    if close := difflib.get_close_matches(name, everywhere, n=1):
+        return f"did you mean {close[0]} under [{everywhere[close[0]]}]?"
+    return "see crossmodalrag.toml.example for the sections and keys"
 
 
 def _config_file(env: dict[str, str], cwd: Path) -> Path | None:
