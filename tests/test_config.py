@@ -300,3 +300,29 @@ def test_a_byte_order_mark_is_accepted_in_the_toml_file_and_dotenv(isolated_env)
     assert load_settings().top_k == 3
     (isolated_env / ".env").write_bytes(b"\xef\xbb\xbfCMRAG_TOP_K=4\n")
     assert load_settings().top_k == 4
+
+
+def test_relative_model_paths_in_the_toml_file_follow_the_file(tmp_path, monkeypatch):
+    """The example and this module's docstring promised it; they were resolved against the working directory."""
+    folder = tmp_path / "conf"
+    (folder / "sub").mkdir(parents=True)
+    config = write_toml(folder, '[llm]\nmodel_path = "model.gguf"\n[embeddings]\nmodel_path = "models/minilm"\n')
+    monkeypatch.setenv("CMRAG_CONFIG", str(config))
+    monkeypatch.chdir(folder / "sub")
+    settings = load_settings()
+    assert settings.llm_model_path == str(folder / "model.gguf")
+    assert settings.embed_model_path == str(folder / "models" / "minilm")
+    monkeypatch.setenv("CMRAG_LLM_MODEL_PATH", "mine.gguf")  # a variable's relative path: the working directory
+    assert load_settings().llm_model_path == str(folder / "sub" / "mine.gguf")
+
+
+def test_the_chosen_model_names_where_its_setting_came_from(tmp_path, monkeypatch):
+    from crossmodalrag.answer.llm import choose_provider
+
+    config = write_toml(tmp_path, '[llm]\nmodel_path = "model.gguf"\n')
+    monkeypatch.setenv("CMRAG_CONFIG", str(config))
+    assert choose_provider(load_settings()) == ("llamacpp", f"[llm] model_path in {config} is set")
+    monkeypatch.setenv("CMRAG_LLM_MODEL_PATH", "/m.gguf")
+    assert choose_provider(load_settings()) == ("llamacpp", "CMRAG_LLM_MODEL_PATH is set")
+    write_toml(tmp_path, '[llm]\nprovider = "none"\n')
+    assert choose_provider(load_settings()) == ("none", f"[llm] provider in {config} = none")

@@ -332,6 +332,13 @@ class Settings:
     db_url: str | None = None  # postgresql://user@host/db: the memory lives there (the postgres extra)
     db_owner: str = ""  # the role owning new rows on PostgreSQL ("" = the connecting user; a team role)
     db_statement_timeout: float = 30.0  # seconds, PostgreSQL's statement and lock timeouts
+    # setting -> where its value came from, for messages: mem doctor named CMRAG_LLM_MODEL_PATH for a
+    # path the TOML file gave. A setting missing here is a default (or was set in code).
+    origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def origin(self, name: str) -> str:
+        """Where setting `name` was set: its variable, its key in the TOML file, or the command line."""
+        return self.origins.get(name, f"CMRAG_{name.upper()}")
 
     @property
     def models_dir(self) -> Path:
@@ -462,6 +469,7 @@ def load_settings(overrides: dict[str, Any] | None = None, cwd: Path | None = No
         except ValueError as exc:
             raise ConfigError(f"invalid {origin}: {exc}", "fix the value or remove it to use the default") from exc
         setattr(settings, name, value)
+        settings.origins[name] = origin
 
     for name, (prefix, key) in PATH_LISTS.items():
         from_env = _numbered(env, prefix)
@@ -479,7 +487,9 @@ def load_settings(overrides: dict[str, Any] | None = None, cwd: Path | None = No
     settings.db_path = _db_path(env, toml, cwd, base)
     for name in ("embed_model_path", "llm_model_path"):
         if getattr(settings, name):
-            setattr(settings, name, str(_resolve(getattr(settings, name), cwd)))
+            # As the file's other paths: against its folder (an environment variable's, the working directory).
+            folder = cwd if settings.origin(name).startswith("CMRAG_") else base
+            setattr(settings, name, str(_resolve(getattr(settings, name), folder)))
     _apply_overrides(settings, overrides or {})
     return settings
 
@@ -504,5 +514,6 @@ def _apply_overrides(settings: Settings, overrides: dict[str, Any]) -> None:
         if name in SCALARS and isinstance(value, str):
             value = SCALARS[name].parse(value)
         setattr(settings, name, Path(value).expanduser() if name == "db_path" else value)
+        settings.origins[name] = "the command line"
         if name == "db_path":
             settings.db_url = None  # a file named on the command line wins over CMRAG_DB_URL, as flags do

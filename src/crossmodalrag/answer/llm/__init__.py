@@ -29,14 +29,20 @@ def installed_gguf(settings: Settings) -> Path | None:
     return found[-1] if found else None
 
 
+def _named(settings: Settings, name: str, value: str) -> str:
+    """`CMRAG_LLM_PROVIDER=ollama`, or `[llm] provider in FILE = ollama`: where a chosen value came from."""
+    origin = settings.origin(name)
+    return f"{origin}={value}" if origin.startswith("CMRAG_") else f"{origin} = {value}"
+
+
 def choose_provider(settings: Settings) -> tuple[str, str]:
     """(provider, why) for the configured or automatically chosen backend; provider may be "none"."""
     if settings.llm_provider != "auto":
-        return settings.llm_provider, f"CMRAG_LLM_PROVIDER={settings.llm_provider}"
+        return settings.llm_provider, _named(settings, "llm_provider", settings.llm_provider)
     if settings.llm_model_path:
-        return "llamacpp", "CMRAG_LLM_MODEL_PATH is set"
+        return "llamacpp", f"{settings.origin('llm_model_path')} is set"
     if settings.llm_base_url:
-        return "openai", "CMRAG_LLM_BASE_URL is set"
+        return "openai", f"{settings.origin('llm_base_url')} is set"
     from crossmodalrag.answer.llm.llamacpp import llamacpp_installed
 
     gguf = installed_gguf(settings)
