@@ -326,3 +326,30 @@ def test_the_chosen_model_names_where_its_setting_came_from(tmp_path, monkeypatc
     assert choose_provider(load_settings()) == ("llamacpp", "CMRAG_LLM_MODEL_PATH is set")
     write_toml(tmp_path, '[llm]\nprovider = "none"\n')
     assert choose_provider(load_settings()) == ("none", f"[llm] provider in {config} = none")
+
+
+def test_every_value_the_toml_example_sets_is_the_default(isolated_env, monkeypatch):
+    """Copying crossmodalrag.toml.example must not change behaviour: it set 2 chunks a source and a 0.5
+    coverage threshold against defaults of 3 and 0.075, so the copy silently overrode the fitted gate."""
+    from dataclasses import fields
+
+    monkeypatch.delenv("CMRAG_DB_PATH")
+    defaults = load_settings()
+    example = (Path(__file__).parent.parent / "crossmodalrag.toml.example").read_text(encoding="utf-8")
+    write_toml(isolated_env, example)
+    from_example = load_settings()  # it loads: no unknown key or section either
+    assert len(from_example.origins) >= 15  # the file was read, and its settings taken
+    for each in fields(defaults):
+        if each.name not in ("config_path", "origins"):
+            assert getattr(from_example, each.name) == getattr(defaults, each.name), each.name
+
+
+def test_the_commented_examples_of_the_toml_example_load_once_uncommented(isolated_env):
+    import re as regex
+
+    example = (Path(__file__).parent.parent / "crossmodalrag.toml.example").read_text(encoding="utf-8")
+    uncommented, count = regex.subn(r"^# (\w+ = )", r"\1", example, flags=regex.M)
+    assert count >= 5
+    write_toml(isolated_env, uncommented)
+    settings = load_settings()
+    assert settings.abstain_min_similarity == 0.91 and settings.notes_paths[0].name == "work-vault"
