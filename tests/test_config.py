@@ -353,3 +353,10 @@ def test_the_commented_examples_of_the_toml_example_load_once_uncommented(isolat
     write_toml(isolated_env, uncommented)
     settings = load_settings()
     assert settings.abstain_min_similarity == 0.91 and settings.notes_paths[0].name == "work-vault"
+
+
+def test_a_setting_given_in_code_no_longer_names_the_file(tmp_path, monkeypatch):
+    config = write_toml(tmp_path, '[llm]\nprovider = "ollama"\n')
+    monkeypatch.setenv("CMRAG_CONFIG", str(config))
+    assert load_settings().origin("llm_provider") == f"[llm] provider in {config}"
+    assert load_settings({"llm_provider": "none"}).origin("llm_provider") == "CMRAG_LLM_PROVIDER"

@@ -337,7 +337,7 @@ class Settings:
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def origin(self, name: str) -> str:
-        """Where setting `name` was set: its variable, its key in the TOML file, or the command line."""
+        """Where setting `name` was set: its key in the TOML file, else its environment variable."""
         return self.origins.get(name, f"CMRAG_{name.upper()}")
 
     @property
@@ -514,6 +514,6 @@ def _apply_overrides(settings: Settings, overrides: dict[str, Any]) -> None:
         if name in SCALARS and isinstance(value, str):
             value = SCALARS[name].parse(value)
         setattr(settings, name, Path(value).expanduser() if name == "db_path" else value)
-        settings.origins[name] = "the command line"
+        settings.origins.pop(name, None)  # set in code or by a flag: no longer the file's or variable's value
         if name == "db_path":
             settings.db_url = None  # a file named on the command line wins over CMRAG_DB_URL, as flags do
