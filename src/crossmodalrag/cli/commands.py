@@ -320,6 +320,9 @@ def evaluate_generation(args: argparse.Namespace) -> int:
         queries = _eval_queries(args, store)
         retriever = _eval_retriever(args, store, settings)
         llm = load_llm(settings)  # no model is an error here: there would be nothing to measure
+        # Load it now: a model that cannot load (a truncated GGUF, a server that is down) would
+        # otherwise fall back on every query, and fallbacks read as answers in the scores.
+        llm.check()
         notice(f"evaluating {llm.provider} {llm.model} on {len(queries)} queries …")
 
         def progress(index: int, row: dict) -> None:
