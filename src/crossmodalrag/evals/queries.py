@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import time
@@ -13,6 +14,7 @@ from crossmodalrag.errors import EvalError
 from crossmodalrag.store import Store
 
 LABEL = re.compile(r"\A\s*\[[^\]\n]{1,40}\]\s*")
+KEYS = ("query_text", "expected_source_uris")
 
 
 @dataclass
@@ -38,6 +40,8 @@ def parse_queries(data: Any, origin: str = "queries") -> list[EvalQuery]:
         )
     queries = []
     for index, item in enumerate(data):
+        if isinstance(item, dict):  # first: a misspelled query_text is named as such, not as missing
+            _refuse_unknown_keys(item, index, origin)
         if not isinstance(item, dict) or not isinstance(item.get("query_text"), str) or not item["query_text"].strip():
             raise EvalError(
                 f"{origin}: item {index} has no query_text string", "every item needs a non-empty query_text"
@@ -55,6 +59,20 @@ def parse_queries(data: Any, origin: str = "queries") -> list[EvalQuery]:
             )
         queries.append(EvalQuery(item["query_text"].strip(), list(dict.fromkeys(uris))))
     return queries
+
+
+def _refuse_unknown_keys(item: dict, index: int, origin: str) -> None:
+    """A misspelled `expected_source_uris` left the query with no gold, which reads as "must
+    abstain" and scored every answer to it as wrong, silently. Raises EvalError naming the key."""
+    for key in item:
+        if key in KEYS:
+            continue
+        closest = difflib.get_close_matches(str(key).lower(), KEYS, n=1, cutoff=0.6)
+        guess = f"; did you mean {closest[0]!r}?" if closest else ""
+        raise EvalError(
+            f"{origin}: item {index} has an unknown key {key!r}{guess}",
+            f"each query takes only {KEYS[0]!r} and {KEYS[1]!r}, with [] for a query that must abstain",
+        )
 
 
 def _storable(*texts: str) -> bool:

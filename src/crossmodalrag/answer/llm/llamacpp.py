@@ -54,6 +54,19 @@ def llamacpp_installed() -> bool:
     return find_spec("llama_cpp") is not None
 
 
+def gguf_problem(path: Path) -> str:
+    """Why llama.cpp refused a file, in the user's terms: its own error says only "Failed to load
+    model from file", and with verbose=False the reason (a bad header, tensors past the end) is muted."""
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as error:
+        return f"it cannot be read ({error.strerror or error})"
+    if magic != b"GGUF":
+        return "it is not a GGUF file (it does not start with the GGUF header)"
+    return "it starts like a GGUF model but is incomplete or damaged, e.g. a download cut short"
+
+
 class LlamaCppLLM:
     provider = "llamacpp"
 
@@ -101,9 +114,10 @@ class LlamaCppLLM:
                         n_threads_batch=threads,
                         verbose=False,
                     )
-            except (ValueError, RuntimeError, OSError) as error:
+            except (ValueError, RuntimeError, OSError):
                 raise LLMUnavailable(
-                    f"llama.cpp cannot load {self.model_path}: {error}", "check that the file is a complete GGUF model"
+                    f"llama.cpp cannot load {self.model_path}: {gguf_problem(self.model_path)}",
+                    "point at a complete GGUF model: download it again, or run `mem models install --llm --force`",
                 ) from None
         return _LOADED[key]
 
