@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from importlib import util as import_util
 from pathlib import Path
 
-from crossmodalrag.config import Settings, read_environment
+from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
 
 HUB_DEFAULT = "BAAI/bge-small-en-v1.5"
@@ -88,7 +88,7 @@ def resolve_model(settings: Settings) -> ModelSpec:
     """The model the settings select (see the module docstring). Does not load anything."""
     if settings.embed_model_path:
         path = Path(settings.embed_model_path)
-        named_by = _named_by(settings, "CMRAG_EMBED_MODEL_PATH", "model_path")
+        named_by = settings.origin("embed_model_path")
         if path.name == OFFLINE_DIR and not settings.embed_model:  # the offline MiniLM, kept elsewhere
             return replace(offline_spec(settings), path=path, named_by=named_by)
         name = settings.embed_model or path.name
@@ -96,7 +96,7 @@ def resolve_model(settings: Settings) -> ModelSpec:
     if settings.embed_model:
         from crossmodalrag.index import multilingual, nomic
 
-        named_by = _named_by(settings, "CMRAG_EMBED_MODEL", "model")
+        named_by = settings.origin("embed_model")
         if settings.embed_model in multilingual.ALIASES:
             return replace(multilingual.spec(settings.models_dir), named_by=named_by)
         if settings.embed_model in nomic.ALIASES:
@@ -107,14 +107,6 @@ def resolve_model(settings: Settings) -> ModelSpec:
     if (offline.path / "model.onnx").exists():
         return offline
     return ModelSpec(HUB_DEFAULT, None, {}, KNOWN_WINDOWS[HUB_DEFAULT])
-
-
-def _named_by(settings: Settings, variable: str, key: str) -> str:
-    """Which setting holds an embedding model choice: its variable (the environment or ./.env),
-    else the config file's key. Settings does not record where each value came from."""
-    if settings.config_path and not read_environment(Path.cwd()).get(variable):
-        return f"[embeddings] {key} in {settings.config_path}"
-    return variable
 
 
 def fix_or_unset(named_by: str) -> str:
