@@ -223,6 +223,10 @@ def test_every_float_setting_is_checked_when_parsed():
         ("CMRAG_VERIFY_MIN_MARGIN", "nan", "not a finite number"),
         ("CMRAG_VERIFY_MIN_PREMISE_MARGIN", "inf", "not a finite number"),
         ("CMRAG_RECENCY_WEIGHT", "nan", "not a finite number"),
+        ("CMRAG_EMBED_BATCH_SIZE", "0", "below 1"),
+        ("CMRAG_LLM_MAX_TOKENS", "0", "below 1"),
+        ("CMRAG_LLM_CONTEXT_TOKENS", "100", "below 256"),
+        ("CMRAG_LLM_EVIDENCE_CHARS", "0", "below 1"),
     ],
 )
 def test_numbers_out_of_range_are_refused_by_name(monkeypatch, variable, value, why):

@@ -152,7 +152,7 @@ SCALARS: dict[str, Setting] = {
     "recall_judge_sessions": Setting("retrieval", _count),  # agent/judge.py, opt-in (issue 13)
     "embed_model": Setting("embeddings", str, "model"),
     "embed_model_path": Setting("embeddings", str, "model_path"),
-    "embed_batch_size": Setting("embeddings", _count, "batch_size"),
+    "embed_batch_size": Setting("embeddings", _at_least_one, "batch_size"),
     "embed_threads": Setting("embeddings", _count, "threads"),
     "ann_min_vectors": Setting("embeddings", _count),
     "ocr_engine": Setting("connectors", _one_of("rapidocr", "tesseract")),
@@ -169,10 +169,10 @@ SCALARS: dict[str, Setting] = {
     "llm_timeout": Setting("llm", _above(0), "timeout"),  # urllib3 refuses 0 and below mid-answer
     "llm_connect_timeout": Setting("llm", _above(0), "connect_timeout"),
     "llm_keep_alive": Setting("llm", str, "keep_alive"),
-    "llm_max_tokens": Setting("llm", _count, "max_tokens"),
+    "llm_max_tokens": Setting("llm", _at_least_one, "max_tokens"),  # 0 wrote no answer
     "llm_temperature": Setting("llm", _at_least(0), "temperature"),  # 0 = greedy
-    "llm_context_tokens": Setting("llm", _count, "context_tokens"),
-    "llm_evidence_chars": Setting("llm", _count, "evidence_chars"),
+    "llm_context_tokens": Setting("llm", _at_least(256, whole=True), "context_tokens"),  # the prompt's own part
+    "llm_evidence_chars": Setting("llm", _at_least_one, "evidence_chars"),
     "llm_threads": Setting("llm", _count, "threads"),
     "llm_repack": Setting("llm", _switch, "repack"),
     # The memory hierarchy (memory/, issue 11).
