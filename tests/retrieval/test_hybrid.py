@@ -165,6 +165,25 @@ def test_near_duplicates_across_sources_are_removed_by_vector_similarity(store, 
     }
 
 
+def test_near_duplicates_giving_other_values_are_both_kept(store, db_path):
+    """MiniLM puts "gym on Monday" and "gym on Tuesday" 0.985 apart: the embedding cannot tell two
+    visits from one said twice, their values can (retrieval/values.py)."""
+    days = {"monday": "day", "tuesday": "day"}  # as close as the real model sees them
+    embedder = HashingEmbedder(synonyms=days)
+    add_docs(
+        store,
+        note("mon", "I went to the gym on Monday", title="Gym"),
+        note("tue", "I went to the gym on Tuesday", title="Gym"),
+        note("copy", "I went to the gym on Tuesday.", title="Gym"),
+    )
+    embed_missing(store, embedder)
+    hits = search(
+        store, "when did I go to the gym", SearchOptions(dedupe_threshold=0.95), semantic(store, embedder, db_path)
+    ).hits
+    kept = {h.source_uri.removeprefix("/vault/").removesuffix(".md") for h in hits}
+    assert "mon" in kept and len(kept & {"tue", "copy"}) == 1  # the copy saying the same day still goes
+
+
 def test_comparative_queries_reserve_slots_for_each_side(store, embedder, db_path):
     notes = [note(f"cache{i}", f"# Cache {i}\nthe cache cache cache detail {i}") for i in range(6)]
     add_docs(store, *notes, note("memo", "# Memo\nmemoization by content hash"))

@@ -31,6 +31,7 @@ from crossmodalrag.errors import CMRAGError
 from crossmodalrag.ingest import fingerprint, write_document
 from crossmodalrag.privacy import strip_private
 from crossmodalrag.retrieval.diversify import jaccard, word_set
+from crossmodalrag.retrieval.values import EDGE_PUNCTUATION, value_words
 from crossmodalrag.store import Store
 from crossmodalrag.types import Document, iso_time
 
@@ -47,17 +48,6 @@ UPDATE_CANDIDATES = 20  # the most similar memories checked for a restated fact
 # bench/agent_updates.py's pairs; storing LoCoMo turns one by one without this floor marked 281 of 419
 # as superseded (a speaker's turns share their first word).
 UPDATE_SIMILARITY = {"cosine": 0.45, "jaccard": 0.2}
-DAY_WORDS = frozenset(
-    "monday tuesday wednesday thursday friday saturday sunday today tonight tomorrow yesterday".split()
-)
-MONTHS = frozenset(  # capitalised only: "may" is mostly a verb
-    "January February March April May June July August September October November December".split()
-)
-NUMBER_WORDS = frozenset(
-    "zero one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty sixty"
-    " seventy eighty ninety hundred thousand million billion".split()
-)
-CAMEL_CASE = re.compile(r"[a-z][A-Z]")
 MAX_CHARS = 20_000
 MAX_CONTEXT_CHARS = 2_000  # accepted; its first CONTEXT_CHARS are kept, as a chat turn keeps the one before it
 MAX_TAGS = 20
@@ -225,11 +215,6 @@ def check_attributes(tags: Any, importance: Any, kind: Any) -> tuple[list[str], 
     return sorted({t.lower() for t in tags}), float(importance), kind
 
 
-# Stripped from the ends of words only: "weekly." is "weekly", but "-5", "C++", "C#" and "3.10" keep
-# theirs (a sign, a name, a version are not punctuation).
-EDGE_PUNCTUATION = ".,;:!?\"'()[]{}…“”‘’«»"
-
-
 def normalized_text(text: str) -> str:
     """The text as the exact-duplicate check reads it: case, spacing and the punctuation around words
     ignored. A text of punctuation only keeps it ("???" is not "!!!")."""
@@ -323,23 +308,6 @@ def _near_duplicate(
     texts = memory_texts(store, sorted(close))
     same = [i for i in close if value_words(texts.get(i, "")) == values]
     return max(((i, similar[i]) for i in same), key=lambda item: item[1], default=None)
-
-
-def value_words(text: str) -> set[str]:
-    """The words of the text that give a number, a date, a time or an identifier (anything with a digit:
-    "14:00", "2026-12-08", "-5", "LH123", "v3.10"; a number in words; a weekday, a month, today or
-    tomorrow; a name in code: "max_retries", "maxRetries"), lowercased, punctuation around them dropped."""
-    found = set()
-    for raw in text.split():
-        word = raw.strip(EDGE_PUNCTUATION)
-        base = word.split("'")[0].split("’")[0]  # "Monday's"
-        if any(c.isdigit() for c in word) or "_" in word.strip("_") or CAMEL_CASE.search(word):
-            found.add(word.lower().lstrip("#"))  # "#4521" is ticket 4521
-        elif base.lower() in NUMBER_WORDS:
-            found.add(base.lower())
-        elif base.lower().removesuffix("s") in DAY_WORDS or base.removesuffix("s") in MONTHS:
-            found.add(base.lower().removesuffix("s"))
-    return found
 
 
 def _merge_into(conn, source_id: int, tags: list[str], importance: float, now: float) -> None:

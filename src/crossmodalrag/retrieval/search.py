@@ -39,6 +39,7 @@ from crossmodalrag.retrieval.gate import NEVER, is_weak, model_cosines
 from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
+from crossmodalrag.retrieval.values import value_words
 from crossmodalrag.store import Store
 from crossmodalrag.store.params import in_batches
 from crossmodalrag.types import Hit
@@ -327,17 +328,27 @@ def _body(hit: Hit) -> str:
 
 
 def _dedupe_with_vectors(hits: list[Hit], known: "PoolRows", options: SearchOptions) -> list[Hit]:
-    """Near-duplicates by vector similarity where both chunks have vectors, else by word sets."""
+    """Near-duplicates by vector similarity where both chunks have vectors, else by word sets, and
+    giving the same values (numbers, dates, weekdays, identifiers)."""
     threshold = options.dedupe_threshold
     if threshold <= 0:
         return hits[: options.top_k]
     vectors = known.vectors([h.chunk_id for h in hits])
     words = WordSets(_body)
+    values: dict[int, set[str]] = {}
+
+    def same_values(a: Hit, b: Hit) -> bool:
+        for hit in (a, b):
+            if hit.chunk_id not in values:
+                values[hit.chunk_id] = value_words(_body(hit))
+        return values[a.chunk_id] == values[b.chunk_id]
 
     def is_duplicate(a: Hit, b: Hit) -> bool:
         if a.chunk_id in vectors and b.chunk_id in vectors:
-            return float(vectors[a.chunk_id] @ vectors[b.chunk_id]) >= threshold
-        return words.similar(a, b, threshold)
+            close = float(vectors[a.chunk_id] @ vectors[b.chunk_id]) >= threshold
+        else:
+            close = words.similar(a, b, threshold)
+        return close and same_values(a, b)  # "gym on Monday" is no copy of "gym on Tuesday" (values.py)
 
     return drop_duplicates(hits, is_duplicate, options.top_k)
 
