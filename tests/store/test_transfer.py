@@ -32,3 +32,18 @@ def test_a_copy_whose_checksums_differ_is_not_written(db_path, tmp_path, monkeyp
     monkeypatch.setattr(transfer.TransferReport, "identical", property(lambda self: False))
     assert main(["migrate", "--to", str(tmp_path / "copy.db")]) == 1
     assert "copy.db was not written" in capsys.readouterr().err and not (tmp_path / "copy.db").exists()
+
+
+def test_a_copy_into_an_existing_empty_memory_that_fails_leaves_it_empty(db_path, tmp_path, monkeypatch, capsys):
+    with open_store(db_path) as store:
+        add_docs(store, note("a", "# A\nalpha"), note("b", "# B\nbeta"))
+    target = tmp_path / "empty.db"
+    open_store(target).close()  # as `mem init-db` leaves it (a PostgreSQL database takes the same path)
+    with monkeypatch.context() as patched:
+        patched.setattr(transfer, "_copy_vectors", lambda source, target: (_ for _ in ()).throw(OSError("gone")))
+        assert main(["migrate", "--to", str(target)]) == 1
+    with open_store(target) as copy:
+        assert copy.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 0
+        assert copy.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == 0
+    capsys.readouterr()
+    assert main(["migrate", "--to", str(target)]) == 0, capsys.readouterr().err

@@ -98,10 +98,14 @@ def copy_memory(source: Store, target: Store, progress: Callable[[int, int], Non
     if target.conn.execute("SELECT 1 FROM sources LIMIT 1").fetchone():
         raise StoreError(f"{target.location} already holds a memory", "migrate into an empty database or a new file")
     started = time.perf_counter()
-    _copy_sources(source, target, progress)
-    _copy_vectors(source, target)
-    _copy_queries(source, target)
-    _copy_agent_memories(source, target)
+    try:
+        _copy_sources(source, target, progress)
+        _copy_vectors(source, target)
+        _copy_queries(source, target)
+        _copy_agent_memories(source, target)
+    except BaseException:
+        _undo_sources(target)
+        raise
     from crossmodalrag import versioning
 
     with target.transaction() as conn:
@@ -118,6 +122,17 @@ def copy_memory(source: Store, target: Store, progress: Callable[[int, int], Non
         }
     report.left_behind = {t: n for t in NOT_COPIED if (n := _count(source, t))}
     return report
+
+
+def _undo_sources(target: Store) -> None:
+    """After a failed copy, take its sources (and with them their chunks, vectors and memories) out of
+    the target, which held none before: a retry found it "already holds a memory", and what was left
+    looked whole without its change log. Best effort: the error that stopped the copy is the one raised."""
+    try:
+        with target.transaction() as conn:
+            conn.execute("DELETE FROM sources")
+    except Exception:  # noqa: BLE001 - e.g. the server went away: the copy's own error says more
+        pass
 
 
 def copy_into_new_file(source: Store, path: Path, progress: Callable[[int, int], None] | None = None) -> TransferReport:
