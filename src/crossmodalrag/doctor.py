@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from crossmodalrag.config import Settings
-from crossmodalrag.errors import UPGRADE_HINT, CMRAGError
+from crossmodalrag.errors import UPGRADE_HINT, CMRAGError, StoreError
 from crossmodalrag.index import fts
 from crossmodalrag.store import open_configured_store
+from crossmodalrag.store.connection import refuse_folder
 from crossmodalrag.store.migrations import LATEST_VERSION
 
 EXTRAS = {
@@ -99,8 +100,10 @@ def _database(settings: Settings, report: Report) -> None:
     if not path.exists():
         report.problems.append(f"no database at {path}: run `mem init-db` or `mem seed-sample`")
         return
-    if path.is_dir():
-        report.problems.append(f"{path} is a folder, not a database file: point CMRAG_DB_PATH or --db-path at a file")
+    try:
+        refuse_folder(path)
+    except StoreError as error:
+        report.problems.append(f"{error.message}: {error.hint}")
         return
     facts["size_mb"] = round(sum(os.path.getsize(p) for p in path.parent.glob(path.name + "*")) / 2**20, 2)
     import sqlite3

@@ -87,7 +87,8 @@ def migrate(args: argparse.Namespace) -> int:
     source = (
         _open(args.source, settings, create=False) if args.source else open_configured_store(settings, create=False)
     )
-    new_file = None if is_postgres_url(args.to) else _sqlite_path(args.to)
+    target_file = None if is_postgres_url(args.to) else _sqlite_path(args.to)
+    new_file = target_file if target_file is not None and not target_file.exists() else None
 
     drawn = False
 
@@ -98,7 +99,7 @@ def migrate(args: argparse.Namespace) -> int:
 
     try:
         with source:
-            if new_file is not None and not new_file.exists():
+            if new_file is not None:
                 report = copy_into_new_file(source, new_file, progress)
             else:
                 with _open(args.to, settings, create=True) as target:
@@ -116,7 +117,7 @@ def migrate(args: argparse.Namespace) -> int:
             print(f"  {name}: {rows}, sha256 {table['target_checksum'][:16]} {same}")
         for name, rows in report.left_behind.items():
             print(f"  {name}: {rows} rows not copied ({NOT_COPIED[name]})")
-    if not report.identical and new_file is not None and not new_file.exists():
+    if not report.identical and new_file is not None:
         notice(f"the copy differs from the memory: {new_file} was not written")
     return 0 if report.identical else 1
 

@@ -7,6 +7,8 @@ import argparse
 from crossmodalrag.cli.arguments import positive
 from crossmodalrag.cli.commands import _open, _settings, embed_new_chunks, notice
 from crossmodalrag.cli.render import print_json
+from crossmodalrag.errors import StoreError
+from crossmodalrag.store.connection import DAMAGED_HINT, damage
 from crossmodalrag.wording import counted
 
 
@@ -141,6 +143,10 @@ def run_verify(args: argparse.Namespace) -> int:
     from crossmodalrag.versioning.verify import accept, verify
 
     with _open(_settings(args), create=False) as store:
+        # Rows on broken pages cannot be checked, so nothing would be proven. (Here, not in verify():
+        # restore has already run SQLite's integrity check on the copy it verifies.)
+        if problem := damage(store.conn):
+            raise StoreError(f"the database file is damaged: {problem}", DAMAGED_HINT)
         if args.accept:
             accepted = accept(store)
             notice(f"accepted {accepted.recorded} change(s) made outside mem as new versions")
