@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 import crossmodalrag.connectors.notes as notes_module
 from crossmodalrag.chunking import chunk_document
+from crossmodalrag.connectors import git as git_connector
 from crossmodalrag.connectors.notes import read_note
 from crossmodalrag.index.fts import analyze
-from crossmodalrag.ingest import IngestReport, ingest_git, ingest_notes
+from crossmodalrag.ingest import IngestReport, fingerprint, ingest_git, ingest_notes
 from crossmodalrag.retrieval.search import SearchOptions, search
-from crossmodalrag.store import Store
+from crossmodalrag.store import Store, open_store
 from tests.conftest import commit_files, git, write_note
 
 NOTES = {
@@ -481,6 +484,57 @@ def test_git_ingest_drops_commits_history_no_longer_reaches(store: Store, repo: 
     assert f"{repo.resolve()}@{side}" in sources(store)
     assert not searched_uris(store, "leakedtoken")
     assert_consistent(store)
+
+
+@pytest.mark.integration
+def test_globs_that_now_leave_a_commit_out_remove_it_as_a_first_ingest_never_stores_it(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    commit_files(repo, {"a.txt": "a\n"}, "text")
+    binary = commit_files(repo, {"img.png": "png bytes\n", "bin.dat": "data\n"}, "add binaries binarymarker")
+    commit_files(repo, {"b.txt": "b\n", "c.png": "c\n"}, "mixed")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "empty")
+    ingest_git(store, [repo])
+    report = ingest_git(store, [repo], exclude=["*.png", "*.dat"])
+    assert (report.removed, report.updated, report.unchanged) == (1, 1, 2)
+    assert f"{repo.resolve()}@{binary}" not in sources(store) and not searched_uris(store, "binarymarker")
+    with open_store(tmp_path / "fresh.db") as fresh:
+        ingest_git(fresh, [repo], exclude=["*.png", "*.dat"])
+        assert set(sources(fresh)) == set(sources(store)), "the same globs, the same memory"
+    assert_consistent(store)
+
+
+@pytest.mark.integration
+def test_a_shallow_clones_oldest_commit_keeps_its_message_and_the_ingest_says_why(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    commit_files(repo, {"a.txt": "hello\n"}, "first")
+    commit_files(repo, {"a.txt": "hello\nfeaturemarker\n"}, "second")
+    commit_files(repo, {"b.txt": "b\n"}, "third")
+    clone = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(clone)], check=True)
+    report = ingest_git(store, [clone])
+    [notice] = report.notices
+    assert "a shallow clone" in notice and "git fetch --unshallow" in notice
+    assert not searched_uris(store, "featuremarker"), "the clone's whole tree is not that commit's change"
+    subprocess.run(["git", "-C", str(clone), "fetch", "-q", "--unshallow"], check=True)
+    again = ingest_git(store, [clone])
+    assert (again.added, again.updated, again.notices) == (2, 1, [])
+    assert len(searched_uris(store, "featuremarker")) == 1
+
+
+@pytest.mark.integration
+def test_a_commit_stored_with_its_committer_date_is_redated_by_its_author_date(store: Store, repo: Path) -> None:
+    git(repo, "commit", "-q", "--allow-empty", "-m", "rebased later", "--date=2020-01-01T00:00:00+00:00")
+    ingest_git(store, [repo])
+    # as an earlier version stored it: dated when it was committed, fingerprinted without an extractor
+    [doc] = git_connector.read_commits(repo.resolve())
+    doc.extractor, committed = "", datetime.fromisoformat("2025-01-01T12:00:00+00:00").timestamp()
+    with store.transaction() as conn:
+        conn.execute("UPDATE sources SET timestamp = ?, fingerprint = ?", (committed, fingerprint(doc)))
+    assert ingest_git(store, [repo]).updated == 1
+    [stamp] = [row[0] for row in store.conn.execute("SELECT timestamp FROM sources")]
+    assert stamp == datetime.fromisoformat("2020-01-01T00:00:00+00:00").timestamp()
 
 
 @pytest.mark.integration

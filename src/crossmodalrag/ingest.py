@@ -457,12 +457,39 @@ def _ingest_files(
     return report
 
 
-def _noting_oversized(commits: Iterable[Document], known: dict, oversized: list[str]) -> Iterator[Document]:
-    """The commits as they come, noting the files of new ones whose diffs were too large to store."""
+def _noting_gaps(
+    commits: Iterable[Document], known: dict, oversized: list[str], shallow: list[str]
+) -> Iterator[Document]:
+    """The commits as they come, noting the files of new ones whose diffs were too large to store,
+    and the shallow clone's oldest commits, whose diffs git cannot tell."""
     for commit in commits:
         if commit.uri not in known:
             oversized.extend(commit.metadata.get("skipped_files", []))
+        if commit.metadata.get("_shallow_boundary"):
+            shallow.append(commit.metadata["sha"])
         yield commit
+
+
+def _shallow_notice(root: Path, shallow: list[str]) -> str:
+    example = shallow[0][:7]
+    oldest = f"commit {example} is" if len(shallow) == 1 else f"{len(shallow)} commits (e.g. {example}) are"
+    return (
+        f"{root}: a shallow clone: its oldest {oldest} stored without a diff, git not having the parent to "
+        "compare with (hint: run `git fetch --unshallow` in the repository, then ingest it again)"
+    )
+
+
+def _remove_dropped_commits(
+    store: Store, root: Path, known: dict[str, str], seen: set[str], left_out: list[str], report: IngestReport
+) -> None:
+    """Remove stored commits the globs now leave out (a first ingest with them would not store them),
+    and those no branch, tag or HEAD reaches any more. A commit only another branch reaches stays: it
+    is still the repository's history, and a linked work tree's branch adds its commits under the same name."""
+    filtered = [uri for uri in left_out if uri in known]
+    unseen = {uri.rpartition("@")[2]: uri for uri in known if uri not in seen and uri not in filtered}
+    gone = [unseen[sha] for sha in git.unreachable(root, list(unseen))]
+    if filtered or gone:
+        report.removed += remove_sources(store, filtered + gone)
 
 
 def known_file_stamps(store: Store, uri_prefix: str, source_type: str) -> dict[str, str]:
@@ -524,7 +551,9 @@ def ingest_git(
 ) -> IngestReport:
     """Ingest commits of each repository; a bad path fails alone and the others still ingest.
     Stored commits that no branch or tag reaches any more (amended, rebased, a branch deleted)
-    leave the memory: rewriting history is how people take a leaked secret out of a repository."""
+    leave the memory: rewriting history is how people take a leaked secret out of a repository. So
+    do those the include/exclude globs now leave out: the same globs give the same memory whatever
+    was ingested before."""
     report = IngestReport()
     for repo in repos:
         try:
@@ -532,9 +561,11 @@ def ingest_git(
             name = git.stored_name(root)
             known = known_fingerprints(store, f"{name}@", "commit")
             oversized: list[str] = []
-            commits = git.read_commits(root, max_commits, author, include, exclude, name)
+            shallow: list[str] = []
+            left_out: list[str] = []
+            commits = git.read_commits(root, max_commits, author, include, exclude, name, left_out)
             before = report.read
-            seen = ingest_documents(store, _noting_oversized(commits, known, oversized), known, report, progress)
+            seen = ingest_documents(store, _noting_gaps(commits, known, oversized, shallow), known, report, progress)
             if report.read == before:
                 report.notices.append(f"{root}: no commits" + (f" by {author!r}" if author else "") + " to read")
             if oversized:
@@ -542,9 +573,9 @@ def ingest_git(
                     f"{root}: the diffs of {counted(len(oversized), 'changed file')} over "
                     f"{git.MAX_FILE_DIFF_CHARS:,} characters were left out, their names kept (e.g. {oversized[0]})"
                 )
-            unseen = {uri.rpartition("@")[2]: uri for uri in known if uri not in seen}
-            gone = git.unreachable(root, list(unseen))
-            report.removed += remove_sources(store, [unseen[sha] for sha in gone]) if gone else 0
+            if shallow:
+                report.notices.append(_shallow_notice(root, shallow))
+            _remove_dropped_commits(store, root, known, seen, left_out, report)
         except CMRAGError as error:
             report.failures.append(str(error))
             if progress:

@@ -128,3 +128,13 @@ def test_a_binary_file_change_is_a_header_only_chunk() -> None:
     chunks = chunk_diff(commit("Update logo", binary))
     assert chunks[1].locator == f"{LOCATOR} img.png"
     assert chunks[1].text == f"{LOCATOR}: Update logo (img.png)\nBinary files a/img.png and b/img.png differ"
+
+
+def test_a_newline_in_a_file_name_stays_inside_the_chunks_first_line() -> None:
+    quoted = '"a/new\\nline.txt" "b/new\\nline.txt"'  # git C-quotes a name holding a newline
+    diff = f'diff --git {quoted}\nnew file mode 100644\n--- /dev/null\n+++ "b/new\\nline.txt"\n@@ -0,0 +1 @@\n+a'
+    [_, chunk] = chunk_diff(commit("add it", diff))
+    assert chunk.metadata["path"] == "new\nline.txt"
+    assert chunk.locator == f"{LOCATOR} new\\nline.txt"
+    first, second = chunk.text.splitlines()[:2]
+    assert (first, second) == (f"{LOCATOR}: add it (new\\nline.txt)", "new file mode 100644")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from crossmodalrag.cli.main import main
+from crossmodalrag.config import Settings
 from tests.conftest import write_note
 
 EVIDENCE_KEYS = {
@@ -222,6 +223,14 @@ def test_a_question_that_reads_as_an_option_is_told_how_to_ask_it(capsys):
         main(["ask", "-zebrafish"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "mem ask --no-llm -- '-word'" in err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", ["ingest-git", "sync"])
+def test_the_help_of_max_commits_names_its_default(capsys, command):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"(default {Settings.git_max_commits}," in help_text and "0 = all" in help_text
 
 
 @pytest.mark.parametrize("value", ["0", "-3"])

@@ -126,8 +126,9 @@ def _file_chunks(doc: Document, crumb: str, path: str, start: int, end: int) -> 
         for line in header.splitlines()
         if line.startswith(("---", "+++", "Binary", "rename", "new file", "deleted file"))
     )
-    locator = f"{doc.locator} {path}"
-    lead = f"{crumb} ({path})\n{header}\n"
+    shown = _one_line(path)
+    locator = f"{doc.locator} {shown}"
+    lead = f"{crumb} ({shown})\n{header}\n"
     if not hunks:
         return [Chunk(text=lead.rstrip("\n"), locator=locator, char_start=start, char_end=end, metadata={"path": path})]
     chunks: list[Chunk] = []
@@ -147,6 +148,12 @@ def _file_chunks(doc: Document, crumb: str, path: str, start: int, end: int) -> 
     if group_end > group_start:
         chunks.append(_chunk(doc, lead, locator, path, group_start, group_end))
     return chunks
+
+
+def _one_line(path: str) -> str:
+    """The path with its line breaks escaped as git quotes them (`new\\nline.txt`): raw, a newline in a
+    file's name splits the chunk's first line, and its tail reads as the first line of the hunk."""
+    return "".join(char.encode("unicode_escape").decode() if char.splitlines() != [char] else char for char in path)
 
 
 def _chunk(doc: Document, lead: str, locator: str, path: str, start: int, end: int) -> Chunk:

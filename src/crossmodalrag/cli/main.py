@@ -25,11 +25,14 @@ from crossmodalrag.cli.arguments import at_most, given_path, non_negative, port_
 from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.cli.postgres import refuse_unported
-from crossmodalrag.config import PROFILES
+from crossmodalrag.config import PROFILES, Settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.sources import SOURCE_KINDS
 from crossmodalrag.types import readable
 
+MAX_COMMITS_HELP = (
+    f"newest N commits per repository (default {Settings.git_max_commits}, or the git_max_commits setting; 0 = all)"
+)
 MODALITIES = ("text", "code", "pdf", "image")
 MATCH_MODES = ("any", "all", "phrase")
 
@@ -82,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ingest-git", parents=[common, as_json, globs], help="ingest git commits and diffs")
     p.add_argument("paths", nargs="*", type=given_path, help="repositories (default: configured REPO_PATH_<n>)")
-    p.add_argument("--max-commits", type=non_negative, help="newest N commits per repository (0 = all)")
+    p.add_argument("--max-commits", type=non_negative, help=MAX_COMMITS_HELP)
     p.add_argument("--author", help="only commits whose author matches this pattern")
     p.set_defaults(run=commands.ingest_git)
 
@@ -105,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CONNECTOR",
         help="only these connectors: notes, git, pdf, image, chat (repeatable)",
     )
-    p.add_argument("--max-commits", type=non_negative, help="newest N commits per repository (0 = all)")
+    p.add_argument("--max-commits", type=non_negative, help=MAX_COMMITS_HELP)
     p.add_argument("--watch", action="store_true", help="keep running and apply file changes as they happen")
     p.add_argument(
         "--debounce",

@@ -19,7 +19,12 @@ from crossmodalrag.privacy import has_private, strip_private
 from crossmodalrag.types import Document
 
 RECORD, FIELD = "\x1e", "\x1f"
-LOG_FORMAT = f"{RECORD}%H{FIELD}%an{FIELD}%ae{FIELD}%ct{FIELD}%B{FIELD}"
+# %at, the author date: when the work was written, what `git log` shows; the committer date is when
+# it was last rebased, amended or cherry-picked, which would date rewritten history to the rewrite.
+LOG_FORMAT = f"{RECORD}%H{FIELD}%an{FIELD}%ae{FIELD}%at{FIELD}%B{FIELD}"
+# In each commit's fingerprint (Document.extractor): commits stored when they were dated by committer
+# date re-derive with their author date on the next ingest.
+EXTRACTOR = "git log, author date"
 HUNK_START = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 NOTE_SUFFIXES = (".md", ".markdown")
 MAX_FILE_DIFF_CHARS = 100_000  # generated files and lockfiles would drown the real changes
@@ -75,11 +80,14 @@ def read_commits(
     include: list[str] | None = None,
     exclude: list[str] | None = None,
     name: Path | None = None,
+    left_out: list[str] | None = None,
 ) -> Iterator[Document]:
-    """Commits of HEAD's history, newest first, as Documents of message plus diff hunks, stored under
-    name (default root; see stored_name).
+    """Commits of HEAD's history in `git log` order (newest committed first), as Documents of message
+    plus diff hunks, stored under name (default root; see stored_name).
 
-    With include/exclude globs, a commit none of whose changed files is selected is left out.
+    With include/exclude globs, a commit none of whose changed files is selected is left out, its uri
+    appended to left_out: a stored copy of it must go, as a first ingest with those globs never stores it.
+    The oldest commits of a shallow clone keep their message only (see _shallow_boundary).
     """
     if not _has_commits(root):
         return  # no commits yet: nothing to remember
@@ -109,17 +117,21 @@ def read_commits(
         )
     output = result.stdout.decode("utf-8", "replace")
     records = output.split(RECORD)[1:]
+    boundary = _shallow_boundary(root)
     for start in range(0, len(records), BLOB_BATCH):
         batch = [
-            (_commit(name or root, record, include or [], exclude or []), record)
+            _commit(name or root, record, include or [], exclude or [], boundary)
             for record in records[start : start + BLOB_BATCH]
         ]
-        blobs = _read_blobs(root, [spec for commit, _ in batch for spec in _private_specs(commit)])
-        for commit, record in batch:
+        blobs = _read_blobs(root, [spec for commit in batch for spec in _private_specs(commit)])
+        for commit in batch:
+            if commit.metadata.pop("_filtered_out"):
+                if left_out is not None:
+                    left_out.append(commit.uri)
+                continue
             message, diff = _without_private(commit, blobs)
             commit.text, commit.metadata["_message_chars"] = f"{message}\n\n{diff}" if diff else message, len(message)
-            if commit.metadata["files"] or not (include or exclude) or not FILE_START.search(record):
-                yield commit
+            yield commit
 
 
 def unreachable(root: Path, shas: list[str]) -> list[str]:
@@ -132,6 +144,17 @@ def unreachable(root: Path, shas: list[str]) -> list[str]:
         return []  # cannot tell: keep everything
     reachable = set(result.stdout.decode("ascii", "replace").split())
     return [sha for sha in shas if sha not in reachable]
+
+
+def _shallow_boundary(root: Path) -> set[str]:
+    """The commits a shallow clone (`git clone --depth`) holds without their parents. git diffs such a
+    commit against nothing, as if it added the whole tree: stored so, a search for any line of any file
+    would cite it."""
+    found = _git(root, "rev-parse", "--git-path", "shallow")
+    listed = root / found.stdout.decode("utf-8", "replace").strip()
+    if found.returncode != 0 or not listed.is_file():
+        return set()
+    return set(listed.read_text("ascii", "replace").split())
 
 
 def _has_commits(root: Path) -> bool:
@@ -152,14 +175,18 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, check=False)
 
 
-def _commit(root: Path, record: str, include: list[str], exclude: list[str]) -> Document:
-    sha, name, email, committed, message, patch = record.split(FIELD, 5)
+def _commit(root: Path, record: str, include: list[str], exclude: list[str], boundary: set[str]) -> Document:
+    sha, name, email, authored, message, patch = record.split(FIELD, 5)
     message = message.strip()
-    diff, files, skipped = _filter_diff(patch.strip("\n"), include, exclude)
+    patch = "" if sha in boundary else patch.strip("\n")  # its real changes are unknown: none is stored
+    diff, files, skipped = _filter_diff(patch, include, exclude)
     subject = _title(message)
     metadata = {"repo": str(root), "sha": sha, "author": name, "email": email, "files": files}
     # where the diff starts: a message may itself quote a `diff --git` line (underscore keys are not stored)
     metadata["_message_chars"] = len(message)
+    metadata["_shallow_boundary"] = sha in boundary
+    # it changed files, none of them selected; a commit that changed none (empty, a merge) is kept
+    metadata["_filtered_out"] = not files and bool(include or exclude) and bool(FILE_START.search(patch))
     if skipped:
         metadata["skipped_files"] = skipped
     return Document(
@@ -169,9 +196,10 @@ def _commit(root: Path, record: str, include: list[str], exclude: list[str]) -> 
         text=f"{message}\n\n{diff}" if diff else message,
         format="diff",
         modality="code",
-        timestamp=float(committed),
+        timestamp=float(authored),
         locator=f"{root.name}@{sha[:7]}",
         metadata=metadata,
+        extractor=EXTRACTOR,
     )
 
 
