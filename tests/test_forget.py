@@ -171,8 +171,13 @@ def test_forget_a_repository_by_path(capsys, repo, db_path) -> None:
         ingest_git(store, [repo])
     code, out, err = run(capsys, "forget", "--path", str(repo), "--yes")
     assert code == 0 and len(out.splitlines()) == 2 and all(line.startswith(f"{repo}@") for line in out.splitlines())
-    assert f"still on disk, so the next ingest or sync reads it again: {repo}" in err
+    # deleting or wrapping a file in <private> cannot take a commit out: its history brings it back
+    assert f"the commits are still in the history of {repo}, so the next ingest-git or sync of it" in err
+    assert "rewrite that history so no branch or tag reaches them" in err
+    assert "still on disk" not in err and "<private>" not in err
     assert counts(db_path)["chunks"] == 0
+    with open_store(db_path) as store:
+        assert ingest_git(store, [repo]).added == 2, "as the note says"
 
 
 def test_forget_takes_the_ids_and_uris_other_commands_print(capsys, vault, db_path) -> None:

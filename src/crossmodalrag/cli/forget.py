@@ -81,11 +81,19 @@ def _render(args: argparse.Namespace, report) -> None:
         note(_earlier_paths_line(report.earlier_paths))
     if report.sources and not report.vacuumed:
         note("note: the text is no longer searchable; run `mem forget --vacuum` to also wipe its bytes from the file\n")
-    if report.still_on_disk:
-        shown = ", ".join(report.still_on_disk[:3]) + (", …" if len(report.still_on_disk) > 3 else "")
+    repositories = {s.uri.rsplit("@", 1)[0] for s in report.sources if s.source_type == "commit"}
+    files = [path for path in report.still_on_disk if path not in repositories]
+    if files:
         note(
-            f"note: still on disk, so the next ingest or sync reads it again: {shown}; delete or --exclude it, "
+            f"note: still on disk, so the next ingest or sync reads it again: {_shown(files)}; delete or --exclude it, "
             "or wrap what must never be stored in <private>…</private>\n"
+        )
+    if len(files) < len(report.still_on_disk):  # a commit: neither deleting a file nor <private> takes it out
+        note(
+            f"note: the commits are still in the history of {_shown(sorted(set(report.still_on_disk) - set(files)))},"
+            " so the next ingest-git or sync of it stores them again (unless they are older than the newest"
+            " git_max_commits, or git_exclude excludes every file they change): rewrite that history so no branch"
+            " or tag reaches them (they then leave the repository too), or take the repository out of the connectors\n"
         )
     if report.backups:
         note(
@@ -103,6 +111,10 @@ def _render(args: argparse.Namespace, report) -> None:
             "a forgotten source as expected evidence; "
             "your labels are kept (`mem eval` warns about them)\n"
         )
+
+
+def _shown(paths: list[str]) -> str:
+    return ", ".join(paths[:3]) + (", …" if len(paths) > 3 else "")
 
 
 def _earlier_paths_line(earlier: list) -> str:
