@@ -137,7 +137,7 @@ def test_forget_a_folder_by_path(capsys, vault, db_path) -> None:
     data = json.loads(out)
     assert code == 0 and data["sources"] == 2 and data["vacuumed"] is False
     assert {s["uri"] for s in data["forgotten"]} == {str(vault / "secret/gone.md"), str(vault / "secret/also.md")}
-    assert set(data) == {"forgotten", "sources", "chunks", "vectors", "memory_nodes", "vacuumed",
+    assert set(data) == {"forgotten", "sources", "earlier_paths", "chunks", "vectors", "memory_nodes", "vacuumed",
                          "eval_queries_naming_them", "still_on_disk", "backups", "backup_paths",
                          "unfinished_copies"}  # fmt: skip
     assert counts(db_path)["sources"] == 1
@@ -171,8 +171,13 @@ def test_forget_a_repository_by_path(capsys, repo, db_path) -> None:
         ingest_git(store, [repo])
     code, out, err = run(capsys, "forget", "--path", str(repo), "--yes")
     assert code == 0 and len(out.splitlines()) == 2 and all(line.startswith(f"{repo}@") for line in out.splitlines())
-    assert f"still on disk, so the next ingest or sync reads it again: {repo}" in err
+    # deleting or wrapping a file in <private> cannot take a commit out: its history brings it back
+    assert f"the commits are still in the history of {repo}, so the next ingest-git or sync of it" in err
+    assert "rewrite that history so no branch or tag reaches them" in err
+    assert "still on disk" not in err and "<private>" not in err
     assert counts(db_path)["chunks"] == 0
+    with open_store(db_path) as store:
+        assert ingest_git(store, [repo]).added == 2, "as the note says"
 
 
 def test_forget_takes_the_ids_and_uris_other_commands_print(capsys, vault, db_path) -> None:
@@ -356,11 +361,59 @@ def test_a_source_gone_from_memory_is_forgotten_from_the_change_log_too(capsys, 
     code, out, err = run(capsys, "forget", *target, "--yes", "--vacuum", "--json")
     assert code == 0, err
     forgotten = {item["uri"]: item for item in json.loads(out)["forgotten"]}
-    assert forgotten[str(note)] == {"uri": str(note), "source_type": "note", "chunks": 0}
+    assert forgotten[str(note)] == {"uri": str(note), "source_type": "note", "chunks": 0, "earlier_path_of": None}
     assert not logged_states_with(db_path, MARKER) and MARKER.encode() not in database_bytes(db_path)
     with open_store(db_path) as store:
         assert verify(store.conn).ok
     assert run(capsys, "forget", str(note), "--yes")[0] == 1, "nothing of it is left to forget"
+
+
+def test_forgetting_a_moved_note_erases_the_versions_under_its_earlier_paths(capsys, vault, db_path) -> None:
+    """The log records a move as the new path's insert and the old path's delete: the old path's
+    versions kept the text, and `--as-of` and rollback brought it back after the forget."""
+    first, second, now = vault / "secret/gone.md", vault / "archive/gone.md", vault / "archive/2024/renamed.md"
+    write_note(vault, "secret/unrelated.md", "# Unrelated\nDeleted, with other text.\n")
+    ingest(vault, db_path)
+    with sqlite3.connect(db_path) as conn:
+        then = str(conn.execute("SELECT MAX(seq) FROM change_log").fetchone()[0])  # the first path held the text
+    (vault / "secret/unrelated.md").unlink()
+    for old, new in ((first, second), (second, now)):  # moved twice, the second time renamed too
+        new.parent.mkdir(parents=True, exist_ok=True)
+        old.rename(new)
+        ingest(vault, db_path)
+    write_note(vault, "copy.md", now.read_text(encoding="utf-8"))  # a live copy keeps its own text
+    ingest(vault, db_path)
+    assert len(logged_states_with(db_path, MARKER)) == 2
+    code, out, err = run(capsys, "forget", str(now), "--yes", "--vacuum", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["sources"] == 1 and data["earlier_paths"] == [str(second), str(first)]
+    assert {item["uri"]: item["earlier_path_of"] for item in data["forgotten"]} == {
+        str(now): None,
+        str(second): str(now),
+        str(first): str(now),
+    }
+    assert not logged_states_with(db_path, MARKER)
+    with open_store(db_path) as store:
+        assert verify(store.conn).ok
+        assert logged_states_with(db_path, "Deleted, with other text")  # another note's history is kept
+        assert search(store, MARKER, SearchOptions()).hits[0].source_uri == str(vault / "copy.md")
+    code, _, err = run(capsys, "rollback", then, "--dry-run")
+    assert code == 1 and "erased by `mem forget`" in err and str(first) in err
+    code, out, err = run(capsys, "ask", MARKER, "--no-llm", "--as-of", then, "--json")
+    assert code == 0 and json.loads(out)["abstained"], "the text it had then is erased"
+
+
+def test_the_cli_names_the_earlier_paths_it_erased(capsys, vault, db_path) -> None:
+    ingest(vault, db_path)
+    old, new = vault / "secret/gone.md", vault / "secret/2024/gone.md"
+    new.parent.mkdir()
+    old.rename(new)
+    ingest(vault, db_path)
+    code, out, err = run(capsys, "forget", str(new), "--yes")
+    assert code == 0 and out.split() == [str(new), str(old)]
+    assert "forgot 1 source (2 chunks, 0 vectors)" in err
+    assert f"also erased the versions kept under 1 earlier path: {old} (now {new})" in err
 
 
 def logged_states_with(db_path: Path, marker: str) -> list[bytes]:

@@ -431,6 +431,29 @@ def test_ask_as_of_judges_its_evidence_by_what_memory_held_then(store: Store, va
     assert ask_without_llm(retriever, "hedgehogsql").abstained
 
 
+def test_as_of_tells_a_version_never_kept_from_a_forgotten_one(store: Store, vault: Path, settings) -> None:
+    """A change made with versioning off is not logged, so the version it replaced is not kept: as-of
+    said such a source was "forgotten since"."""
+    from crossmodalrag.answer.evidence import open_retriever
+    from crossmodalrag.versioning.asof import as_of
+
+    write_note(vault, "alpha.md", "# Alpha\n\nzebraxylophone one\n")
+    ingest_notes(store, [vault])
+    checkpoint(store, "then")
+    store.conn.versioning = False  # CMRAG_VERSIONING=off, read once per connection
+    write_note(vault, "alpha.md", "# Alpha\n\nzebraxylophone two\n")
+    ingest_notes(store, [vault])
+    store.conn.versioning = True
+    write_note(vault, "alpha.md", "# Alpha\n\nzebraxylophone three\n")
+    ingest_notes(store, [vault])
+    notices = as_of(open_retriever(store, settings, lexical_only=True), "then").notices
+    assert any("1 source held then, left out: the log did not keep that version" in n for n in notices)
+    assert not any("forgotten" in n for n in notices)
+    forget_sources(store, find_sources(store, uri=str(vault / "beta.md")))
+    notices = as_of(open_retriever(store, settings, lexical_only=True), "then").notices
+    assert any("1 source held then, forgotten since" in n for n in notices)
+
+
 # --- forget ---------------------------------------------------------------------------------
 
 

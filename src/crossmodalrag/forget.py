@@ -34,6 +34,7 @@ from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
 from crossmodalrag.store.params import in_batches
 from crossmodalrag.versioning.history import resolve_source
+from crossmodalrag.versioning.lineage import earlier_paths
 from crossmodalrag.versioning.log import has_log, load_state
 
 # A checkpoint waits for readers through the busy handler; readers here are short queries, so a
@@ -48,6 +49,7 @@ class StoredSource:
     uri: str
     source_type: str
     chunks: int
+    earlier_path_of: str | None = None  # a path this source had before a move or rename (versioning/lineage.py)
 
 
 @dataclass
@@ -64,10 +66,23 @@ class ForgetReport:
     backups: list[str] = field(default_factory=list)  # backups made before: they may still hold the text
     unfinished_copies: list[str] = field(default_factory=list)  # a running backup's or restore's copy: likewise
 
+    @property
+    def named(self) -> list[StoredSource]:
+        """The sources asked for, without the earlier paths found for them."""
+        return [source for source in self.sources if source.earlier_path_of is None]
+
+    @property
+    def earlier_paths(self) -> list[StoredSource]:
+        return [source for source in self.sources if source.earlier_path_of is not None]
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "forgotten": [{"uri": s.uri, "source_type": s.source_type, "chunks": s.chunks} for s in self.sources],
-            "sources": len(self.sources),
+            "forgotten": [
+                {"uri": s.uri, "source_type": s.source_type, "chunks": s.chunks, "earlier_path_of": s.earlier_path_of}
+                for s in self.sources
+            ],
+            "sources": len(self.named),
+            "earlier_paths": [s.uri for s in self.earlier_paths],
             "chunks": self.chunks,
             "vectors": self.vectors,
             "memory_nodes": self.memory_nodes,
@@ -92,7 +107,7 @@ def find_sources(store: Store, uri: str | None = None, path: Path | None = None)
                 "give a uri, a source id or mem://source/ID (see `mem sources`); a commit is <repo>@<sha> or a unique"
                 " sha prefix of it; for a file or folder use --path",
             )
-        return rows
+        return with_earlier_paths(store, rows)
     if path is None:
         raise CMRAGError("nothing to forget was named", "give a SOURCE_URI or --path PATH")
     found: dict[str, StoredSource] = {}
@@ -111,7 +126,19 @@ def find_sources(store: Store, uri: str | None = None, path: Path | None = None)
             f"nothing stored was read from {path}",
             "give the path as it was ingested (a note, PDF or image file, a folder, or a repository root)",
         )
-    return sorted(found.values(), key=lambda s: s.uri)
+    return with_earlier_paths(store, sorted(found.values(), key=lambda s: s.uri))
+
+
+def with_earlier_paths(store: Store, sources: list[StoredSource]) -> list[StoredSource]:
+    """The sources, then the paths they had before a move or rename: the log keeps those versions'
+    text under the old uri, where `--as-of` and rollback would find it again."""
+    named = {source.uri for source in sources}
+    earlier = earlier_paths(store.conn, sorted(named))
+    return sources + [
+        StoredSource(None, uri, _stored_type(store, uri), 0, earlier_path_of=lineage)
+        for uri, lineage in sorted(earlier.items())
+        if uri not in named
+    ]
 
 
 def path_candidates(path: Path) -> list[str]:
@@ -146,10 +173,21 @@ def _in_history(store: Store, clause: str, params: tuple) -> list[StoredSource]:
         " AND EXISTS (SELECT 1 FROM change_states c WHERE c.content_hash = l.content_hash)",
         params,
     ).fetchall()
-    return [
-        StoredSource(None, target, (load_state(store.conn, digest) or {}).get("source_type", "source"), 0)
-        for target, digest in rows
-    ]
+    return [StoredSource(None, target, _type_of(store, digest), 0) for target, digest in rows]
+
+
+def _type_of(store: Store, digest: str) -> str:
+    return (load_state(store.conn, digest) or {}).get("source_type", "source")
+
+
+def _stored_type(store: Store, uri: str) -> str:
+    """The source type of a gone source's last stored version."""
+    row = store.conn.execute(
+        "SELECT content_hash FROM change_log WHERE kind = 'source' AND target = ? AND content_hash IS NOT NULL"
+        " AND content_hash IN (SELECT content_hash FROM change_states) ORDER BY seq DESC LIMIT 1",
+        (uri,),
+    ).fetchone()
+    return _type_of(store, row[0]) if row else "source"
 
 
 def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = False) -> ForgetReport:

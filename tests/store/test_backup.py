@@ -79,9 +79,14 @@ def test_reading_a_backup_with_mem_leaves_it_as_it_was(capsys, db_path, tmp_path
     make_db(db_path, ["/v/a.md"])
     report = backup_database(db_path, tmp_path / "out.db")
     monkeypatch.setenv("CMRAG_DB_PATH", str(report.path))  # `mem verify` on the backup, as a user checks one
-    for command in (["verify"], ["log"], ["ask", "anything", "--no-llm"], ["events"]):
+    for command in (["verify"], ["log"], ["ask", "anything", "--no-llm"], ["events"], ["stats"], ["sources"]):
         main(command)
         assert sha256(report.path) == report.sha256, command
+        # stats and sources read through a read-only connection, which left an empty -wal and -shm
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out.db")) == [
+            "out.db",
+            "out.db.sha256",
+        ], command
     monkeypatch.delenv("CMRAG_DB_PATH")
     assert main(["restore", str(report.path), "--force", "--db-path", str(db_path)]) == 0
 
@@ -372,6 +377,32 @@ def test_a_live_database_with_a_wal_beside_it_is_refused_as_a_source(tmp_path, d
         with pytest.raises(StoreError, match="write-ahead log") as caught:
             restore_database(live, db_path)
     assert "mem backup --db-path" in caught.value.hint and not db_path.exists()
+
+
+def read_only_leaving_an_empty_wal(path: Path) -> sqlite3.Connection:
+    """A read-only connection that has read the file: SQLite made an empty -wal and -shm for it."""
+    reader = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    reader.execute("SELECT COUNT(*) FROM sources").fetchone()
+    assert Path(f"{path}-wal").stat().st_size == 0
+    return reader
+
+
+def test_an_empty_wal_a_closed_reader_left_is_no_reason_to_refuse_a_backup(db_path, backup_file):
+    read_only_leaving_an_empty_wal(backup_file).close()  # a reader that cannot checkpoint leaves them
+    assert Path(f"{backup_file}-wal").exists()
+    restore_database(backup_file, db_path)
+    assert uris(db_path) == ["/v/a.md", "/v/b.md"]
+    assert not Path(f"{backup_file}-wal").exists() and not Path(f"{backup_file}-shm").exists()
+
+
+def test_an_empty_wal_of_a_backup_still_open_elsewhere_is_refused(db_path, backup_file):
+    reader = read_only_leaving_an_empty_wal(backup_file)
+    try:
+        with pytest.raises(StoreError, match="write-ahead log"):
+            restore_database(backup_file, db_path)
+    finally:
+        reader.close()
+    assert not db_path.exists()
 
 
 def test_cli_backup_and_restore(capsys, db_path, tmp_path):

@@ -31,7 +31,7 @@ def forget(args: argparse.Namespace) -> int:
         else:
             sources = find_sources(store, uri=args.uri) if args.uri is not None else _under(store, args.path)
             if not args.yes:
-                _confirm([s.uri for s in sources], sum(s.chunks for s in sources))
+                _confirm(sources)
             report = forget_sources(store, sources, vacuum=args.vacuum)
     _render(args, report)
     return 0
@@ -45,9 +45,11 @@ def _under(store, paths: list[Path]):
     return sorted(found.values(), key=lambda source: source.uri)
 
 
-def _confirm(uris: list[str], chunks: int) -> None:
+def _confirm(sources) -> None:
     """Ask on the terminal. Raises CMRAGError when declined or when there is no terminal to ask on."""
-    what = f"{_count(len(uris), 'source')} ({_count(chunks, 'chunk')})"
+    named = [source for source in sources if source.earlier_path_of is None]
+    what = f"{_count(len(named), 'source')} ({_count(sum(s.chunks for s in sources), 'chunk')})"
+    uris = [s.uri if s.earlier_path_of is None else f"{s.uri} (earlier path of {s.earlier_path_of})" for s in sources]
     if not sys.stdin.isatty():
         raise CMRAGError(f"not forgetting {what} without confirmation", "stdin is not a terminal: pass --yes")
     for uri in uris[:SHOWN_IN_PROMPT]:
@@ -72,16 +74,26 @@ def _render(args: argparse.Namespace, report) -> None:
         counts = f"{_count(report.chunks, 'chunk')}, {_count(report.vectors, 'vector')}"
         if report.memory_nodes:
             counts += f", {_count(report.memory_nodes, 'memory node')}"
-        note(f"forgot {_count(len(report.sources), 'source')} ({counts}){wiped}\n")
+        note(f"forgot {_count(len(report.named), 'source')} ({counts}){wiped}\n")
     elif report.vacuumed:
         note("freed space wiped from the database files\n")
+    if report.earlier_paths:
+        note(_earlier_paths_line(report.earlier_paths))
     if report.sources and not report.vacuumed:
         note("note: the text is no longer searchable; run `mem forget --vacuum` to also wipe its bytes from the file\n")
-    if report.still_on_disk:
-        shown = ", ".join(report.still_on_disk[:3]) + (", …" if len(report.still_on_disk) > 3 else "")
+    repositories = {s.uri.rsplit("@", 1)[0] for s in report.sources if s.source_type == "commit"}
+    files = [path for path in report.still_on_disk if path not in repositories]
+    if files:
         note(
-            f"note: still on disk, so the next ingest or sync reads it again: {shown}; delete or --exclude it, "
+            f"note: still on disk, so the next ingest or sync reads it again: {_shown(files)}; delete or --exclude it, "
             "or wrap what must never be stored in <private>…</private>\n"
+        )
+    if len(files) < len(report.still_on_disk):  # a commit: neither deleting a file nor <private> takes it out
+        note(
+            f"note: the commits are still in the history of {_shown(sorted(set(report.still_on_disk) - set(files)))},"
+            " so the next ingest-git or sync of it stores them again (unless they are older than the newest"
+            " git_max_commits, or git_exclude excludes every file they change): rewrite that history so no branch"
+            " or tag reaches them (they then leave the repository too), or take the repository out of the connectors\n"
         )
     if report.backups:
         note(
@@ -99,6 +111,16 @@ def _render(args: argparse.Namespace, report) -> None:
             "a forgotten source as expected evidence; "
             "your labels are kept (`mem eval` warns about them)\n"
         )
+
+
+def _shown(paths: list[str]) -> str:
+    return ", ".join(paths[:3]) + (", …" if len(paths) > 3 else "")
+
+
+def _earlier_paths_line(earlier: list) -> str:
+    shown = ", ".join(f"{s.uri} (now {s.earlier_path_of})" for s in earlier[:3])
+    more = f" and {len(earlier) - 3} more" if len(earlier) > 3 else ""
+    return f"also erased the versions kept under {_count(len(earlier), 'earlier path')}: {shown}{more}\n"
 
 
 def _count(number: int, noun: str) -> str:

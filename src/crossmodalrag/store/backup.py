@@ -25,6 +25,7 @@ from typing import Any, Iterator
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store
 from crossmodalrag.store.migrations import LATEST_VERSION
+from crossmodalrag.store.readonly import remove_idle_side_files
 from crossmodalrag.versioning.verify import Problem, verify, what_works
 from crossmodalrag.wording import counted
 
@@ -333,6 +334,8 @@ def _require_backup_file(source: Path, db_path: Path) -> None:
         raise StoreError(f"no backup file at {source}", "pass a file written by `mem backup` (see backups/)")
     if db_path.exists() and source.resolve() == db_path.resolve():
         raise StoreError(f"{source} is the active database itself", "pass a backup file")
+    if Path(f"{source}-wal").exists():
+        remove_idle_side_files(source)  # an empty WAL a reader left behind, that no process has open
     if Path(f"{source}-wal").exists():
         # Only the main file would be copied: commits in its WAL would be lost, a checkpoint could tear it.
         raise StoreError(

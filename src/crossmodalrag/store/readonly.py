@@ -49,7 +49,36 @@ def open_reader(path: Path, busy_timeout: float = 5.0) -> Store:
             UPGRADE_HINT if newer else "run `mem init-db` once to upgrade it (the server opens it read-only)",
         )
     conn.row_factory = sqlite3.Row
-    return Store(conn, path)
+    return ReaderStore(conn, path)
+
+
+class ReaderStore(Store):
+    """A read-only Store that leaves no empty `-wal` and `-shm` beside the file when it closes last."""
+
+    def close(self) -> None:
+        super().close()
+        remove_idle_side_files(self.path)
+
+
+def remove_idle_side_files(path: Path) -> None:
+    """Let SQLite delete the empty `-wal` and `-shm` of a WAL database nobody has open.
+
+    A read-only connection creates them to read a WAL database but, unable to checkpoint, leaves them
+    when it closes: a backup read with `mem stats` then looked to `mem restore` like a file in use. A
+    read-write connection that closes last deletes them, and one that is not last leaves them to the
+    others. Only an empty WAL is handed to one: checkpointing it writes nothing into the file, while a
+    WAL holding frames is its writers' (or, left by a crash, the user's) to checkpoint."""
+    wal = Path(f"{path}-wal")
+    try:
+        if wal.stat().st_size != 0:
+            return
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=rw", uri=True, timeout=0)  # rw never creates the file
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # opens the WAL, so closing tidies it
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error):
+        pass  # gone already, busy, or not ours to write: the files stay, as they would have
 
 
 def _schema_version(conn: sqlite3.Connection, path: Path) -> int:

@@ -33,6 +33,7 @@ class PastState:
     older: Store | None  # the rebuilt versions of sources that changed or went since
     changed: int = 0  # sources present then whose content changed or went since
     erased: int = 0  # ... of which `mem forget` erased the content
+    unrecorded: int = 0  # ... of which the log never kept the content (versioning off, or edited outside mem)
     notices: list[str] = field(default_factory=list)
 
 
@@ -46,13 +47,30 @@ def past_state(store: Store, point: str) -> PastState:
     states = [(uri, load_state(conn, digest)) for uri, digest in then.items() if uri not in same]
     result = PastState(seq, same, None)
     kept = [(uri, state) for uri, state in states if state is not None]
-    result.changed, result.erased = len(states), len(states) - len(kept)
+    missing = [uri for uri, state in states if state is None]
+    result.changed, result.erased = len(states), sum(1 for uri in missing if _forgotten_since(store, uri, seq))
+    result.unrecorded = len(missing) - result.erased
     if kept:
         result.older = _rebuild(kept)
     result.notices.append(f"answering from memory as of seq {seq}: {len(then)} sources")
     if result.erased:
         result.notices.append(f"{counted(result.erased, 'source')} held then, forgotten since, left out")
+    if result.unrecorded:
+        result.notices.append(
+            f"{counted(result.unrecorded, 'source')} held then, left out: the log did not keep that version"
+            " (changed with CMRAG_VERSIONING=off, or outside mem)"
+        )
     return result
+
+
+def _forgotten_since(store: Store, uri: str, seq: int) -> bool:
+    """Did `mem forget` erase the source after `seq`? Otherwise its state of then was never kept: a
+    change made with versioning off is not logged, so the version it replaced was not kept either."""
+    row = store.conn.execute(
+        "SELECT 1 FROM change_log WHERE kind = 'source' AND target = ? AND op = 'forget' AND seq > ? LIMIT 1",
+        (uri, seq),
+    ).fetchone()
+    return row is not None
 
 
 def _rebuild(states: list[tuple[str, dict]]) -> Store:
