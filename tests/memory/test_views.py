@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -259,3 +260,38 @@ def test_the_event_gate_reads_the_cosine_on_the_active_models_scale(memory, db_p
     retriever.search(question)
     assert retriever.matched_nodes == []  # below e5's value: about something else on that scale
     assert event_min_cosine(None) == event_min_cosine(SimpleNamespace(embedder=HashingEmbedder())) == 0.55
+
+
+@pytest.mark.parametrize("match", ["all", "phrase"])
+@pytest.mark.parametrize("level", ["event", "episode", "concept"])
+def test_every_chunk_a_level_shows_obeys_match(store, db_path, level, match) -> None:
+    """Only cache2's note says "staging": its node and the first cache note's share the other words, and
+    --match all|phrase leaves the first note's chunks out at every level."""
+    memory = store
+    add_docs(store, _doc("cache", CACHE, 0), _doc("cache2", CACHE + " Staging followed.", 1))
+    build(store, db_path, llm=PerSource("{}"))
+    base = open_retriever(memory, Settings(db_path=db_path), 3, lexical_only=level != "concept")
+    base.options = replace(base.options, match=match)
+    if level == "concept":
+        base.semantic = semantic_for(memory, db_path)
+    retriever = at_level(base, level, Settings(db_path=db_path))
+    answer = with_nodes(ask_without_llm(retriever, "content hash. Staging"), retriever)
+    assert answer.evidence and {item.hit.source_uri for item in answer.evidence} == {"/work/cache2/n.md"}
+    shown = {e["source_uri"] for node in answer.to_dict()["matched_nodes"] for e in node["evidence"]}
+    assert shown <= {"/work/cache2/n.md"}
+
+
+def test_the_event_level_keeps_the_per_source_cap(store, db_path) -> None:
+    """Four events citing four sections of one note: the fused answer still shows at most the cap."""
+    sections = "\n\n".join(f"## Part {i}\n\nThe LRU render cache part {i} was tuned." for i in range(5))
+    add_docs(store, Document("/work/big/n.md", "note", "big", f"# big\n\n{sections}\n", "markdown",
+                             timestamp=1_735_689_600.0, locator="big/n.md"))  # fmt: skip
+    chunks = [row[0] for row in store.conn.execute("SELECT id FROM chunks ORDER BY id")]
+    assert len(chunks) >= 4
+    statements = [event(f"The LRU render cache part {i} was tuned.", [i + 1]) for i in range(4)]
+    build(store, db_path, llm=ScriptedExtractor(events_output(*statements)))
+    base = open_retriever(store, Settings(db_path=db_path), 5, lexical_only=True)
+    base.options = replace(base.options, max_chunks_per_source=2)
+    retriever = at_level(base, "event", Settings(db_path=db_path))
+    answer = ask_without_llm(retriever, "LRU render cache tuned")
+    assert 0 < len(answer.evidence) <= 2
