@@ -193,3 +193,16 @@ def test_build_memory_cli_exits_1_when_nothing_can_run(db_path, capsys) -> None:
     open_store(db_path).close()
     assert main(["build-memory", "--db-path", str(db_path), "--level", "concept"]) == 1
     assert "skipped: no events yet" in capsys.readouterr().err
+
+
+def test_forget_says_which_remaining_events_lost_their_episode(store, db_path, capsys) -> None:
+    """Two notes of one folder a day apart share an episode: forgetting one takes the episode, and the
+    other's event is in no episode until the next build, so forget says to run it."""
+    _memory(store, db_path, [_doc("/work/p/a.md", 0), _doc("/work/p/b.md", 0.5)])
+    assert store.conn.execute("SELECT COUNT(*) FROM memory_nodes WHERE level = 'episode'").fetchone()[0] == 1
+    store.close()
+    assert main(["forget", "/work/p/a.md", "--yes", "--db-path", str(db_path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["stranded_events"] == 1
+    assert "note: 1 remaining memory event shared an episode or concept" in captured.err
+    assert "run `mem build-memory`" in captured.err

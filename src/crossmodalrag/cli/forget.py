@@ -77,6 +77,12 @@ def _render(args: argparse.Namespace, report) -> None:
         note("freed space wiped from the database files\n")
     if report.sources and not report.vacuumed:
         note("note: the text is no longer searchable; run `mem forget --vacuum` to also wipe its bytes from the file\n")
+    if report.stranded_events:
+        note(
+            f"note: {_count(report.stranded_events, 'remaining memory event')} shared an episode or concept with "
+            "the forgotten text, which went with it; run `mem build-memory` to re-derive them (until then they "
+            "are in no timeline)\n"
+        )
     if report.still_on_disk:
         shown = ", ".join(report.still_on_disk[:3]) + (", …" if len(report.still_on_disk) > 3 else "")
         note(

@@ -60,13 +60,14 @@ def events_with_source_gone(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND source_id IS NULL").fetchone()[0]
 
 
-def forget_derived(conn: sqlite3.Connection) -> int:
+def forget_derived(conn: sqlite3.Connection) -> tuple[int, int]:
     """Inside `mem forget`'s transaction, after its sources are deleted: remove their events and every
     episode or concept built on them (their titles and summaries came from forgotten text; the next
-    `mem build-memory` re-derives them from what remains). Returns how many nodes went."""
+    `mem build-memory` re-derives them from what remains). Returns (how many nodes went, how many
+    remaining events lost their episode or concept with them: until that build they are in no timeline)."""
     gone = [row[0] for row in conn.execute("SELECT id FROM memory_nodes WHERE level='event' AND source_id IS NULL")]
     if not gone:
-        return 0
+        return 0, 0
     parents: set[str] = set()
     for part in in_batches(gone):
         parents |= {
@@ -77,4 +78,20 @@ def forget_derived(conn: sqlite3.Connection) -> int:
                 part,
             )
         }
-    return delete_nodes(conn, gone) + delete_nodes(conn, parents)
+    stranded = _members_of(conn, parents) - set(gone)
+    return delete_nodes(conn, gone) + delete_nodes(conn, parents), len(stranded)
+
+
+def _members_of(conn: sqlite3.Connection, parents: set[str]) -> set[str]:
+    """The events that are members of any of these episodes or concepts."""
+    members: set[str] = set()
+    for part in in_batches(sorted(parents)):
+        members |= {
+            row[0]
+            for row in conn.execute(
+                f"SELECT src FROM memory_edges WHERE dst IN ({','.join('?' * len(part))})"
+                " AND kind IN ('in_episode', 'in_concept')",
+                part,
+            )
+        }
+    return members
