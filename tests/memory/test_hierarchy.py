@@ -206,3 +206,24 @@ def test_forget_says_which_remaining_events_lost_their_episode(store, db_path, c
     assert json.loads(captured.out)["stranded_events"] == 1
     assert "note: 1 remaining memory event shared an episode or concept" in captured.err
     assert "run `mem build-memory`" in captured.err
+
+
+def test_a_note_deleted_from_the_vault_leaves_no_event_to_match_and_ingest_says_so(db_path, tmp_path, capsys) -> None:
+    from crossmodalrag.store import open_store
+    from tests.conftest import write_note
+
+    vault = tmp_path / "vault"
+    write_note(vault, "parser.md", "# Parser\nWe replaced the regex parser with a tokenizer.\n")
+    write_note(vault, "cache.md", "# Cache\nThe LRU cache served stale HTML.\n")
+    assert main(["ingest-notes", str(vault), "--db-path", str(db_path)]) == 0
+    with open_store(db_path) as opened:
+        build(opened, db_path, llm=ScriptedExtractor(events_output(event(TOKENIZER))), levels=("event",))
+    (vault / "parser.md").unlink()
+    capsys.readouterr()
+    assert main(["ingest-notes", str(vault), "--db-path", str(db_path)]) == 0
+    assert "note: 1 memory event lost its source; `mem build-memory` lists and removes them" in capsys.readouterr().err
+    argv = ["ask", "regex parser tokenizer", "--level", "event", "--no-llm", "--json", "--db-path", str(db_path)]
+    main(argv)
+    payload = json.loads(capsys.readouterr().out)
+    assert all("parser.md" not in (node["title"] + json.dumps(node["evidence"])) for node in payload["matched_nodes"])
+    assert not any(node["evidence"] == [] for node in payload["matched_nodes"])

@@ -58,6 +58,11 @@ EVENT_MIN_COSINES = {
 }
 EVENT_MIN_COSINE = EVENT_MIN_COSINES["sentence-transformers/all-MiniLM-L6-v2"]
 DAY = 86400.0
+# A node whose every chunk is gone (its note deleted from the vault, before `mem build-memory` removes
+# its event) has nothing to drill down to: it is not matched.
+LIVE_NODES = (
+    "level = ? AND supported = 1 AND EXISTS (SELECT 1 FROM memory_evidence e WHERE e.node_id = memory_nodes.id)"
+)
 
 
 def words(text: str) -> set[str]:
@@ -85,7 +90,7 @@ def node_table(store: Store, level: str) -> NodeTable:
 
     stamp = tuple(
         store.conn.execute(
-            "SELECT COUNT(*), MAX(updated_at), SUM(centrality) FROM memory_nodes WHERE level = ? AND supported = 1",
+            f"SELECT COUNT(*), MAX(updated_at), SUM(centrality) FROM memory_nodes WHERE {LIVE_NODES}",
             (level,),
         ).fetchone()
     )
@@ -93,8 +98,7 @@ def node_table(store: Store, level: str) -> NodeTable:
     if key in _TABLES and _TABLES[key].stamp == stamp:
         return _TABLES[key]
     found = store.conn.execute(
-        "SELECT id, title, statement, first_time, centrality, vector FROM memory_nodes"
-        " WHERE level = ? AND supported = 1 ORDER BY id",
+        f"SELECT id, title, statement, first_time, centrality, vector FROM memory_nodes WHERE {LIVE_NODES} ORDER BY id",
         (level,),
     ).fetchall()
     dims = {len(row[5]) // 4 for row in found if row[5]}
