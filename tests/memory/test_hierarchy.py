@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from crossmodalrag.cli.main import main
 from crossmodalrag.forget import find_sources, forget_sources
@@ -227,3 +228,27 @@ def test_a_note_deleted_from_the_vault_leaves_no_event_to_match_and_ingest_says_
     payload = json.loads(capsys.readouterr().out)
     assert all("parser.md" not in (node["title"] + json.dumps(node["evidence"])) for node in payload["matched_nodes"])
     assert not any(node["evidence"] == [] for node in payload["matched_nodes"])
+
+
+class Unreachable(ScriptedExtractor):
+    def stream(self, messages, generation):
+        from crossmodalrag.answer.llm.base import LLMUnavailable
+
+        self.calls.append(messages)
+        raise LLMUnavailable("cannot connect to http://127.0.0.1:9/v1: Connection refused", "start it")
+
+
+def test_an_unreachable_model_server_leaves_sources_waiting_and_the_other_levels_build(store, db_path) -> None:
+    from crossmodalrag.config import Settings
+    from crossmodalrag.errors import CMRAGError
+    from crossmodalrag.memory.build import build_memory
+
+    add_docs(store, _doc("/work/p/a.md", 0), _doc("/work/p/b.md", 1), _doc("/work/repo/c1", 2, kind="commit"))
+    model = Unreachable("{}")
+    report = build(store, db_path, llm=model)
+    assert report.ran and len(model.calls) == 1  # the server is not asked again for every source
+    assert report.levels["event"]["from_git"] == 1 and report.levels["event"]["waiting"] == 2
+    assert report.levels["episode"]["episodes"] == 1
+    assert any("2 sources wait" in n and "the model server is unreachable" in n for n in report.notices)
+    with pytest.raises(CMRAGError, match="the model named cannot be used"):  # asked for by name: an error
+        build_memory(store, Settings(db_path=db_path, llm_provider="none"), llm=Unreachable("{}"), model="named")
