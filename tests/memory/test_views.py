@@ -160,6 +160,14 @@ def test_recall_on_an_empty_hierarchy_says_it_is_not_built(store, db_path, capsy
     assert not shown.out and "no memory nodes yet: run `mem build-memory`" in shown.err
 
 
+def test_recall_without_a_database_prints_only_the_error(tmp_path, capsys) -> None:
+    from crossmodalrag.cli.main import main
+
+    assert main(["recall", "--db-path", str(tmp_path / "none.db")]) == 1
+    shown = capsys.readouterr().err
+    assert shown.startswith("error: ") and "template cards" not in shown
+
+
 def test_recall_cards_are_cached_per_node_and_cite_real_text(memory) -> None:
     cards = recall_cards(memory, "event", top=2)
     assert cards and all(c["generator"] == "template" and c["cited"] for c in cards)
@@ -170,6 +178,7 @@ def test_recall_cards_are_cached_per_node_and_cite_real_text(memory) -> None:
     regenerated = recall_cards(memory, "event", top=2, llm=model, regenerate=True)
     assert regenerated[0]["question"] == "What was memoized instead?" and len(model.calls) == 2
     assert len(model.judged) == 2 and "Claim: The answer to" in model.judged[0][-1]["content"]
+    assert recall_cards(memory, "event", top=2, regenerate=True) == regenerated  # no model: its cards are kept
     unsupported = ScriptedExtractor({"question": "What improved?", "answer": "Performance and errors.", "evidence": 1})
     unsupported.margins = [-3.0, -3.0]  # the excerpt does not say it: the template card stands
     assert recall_cards(memory, "event", top=2, llm=unsupported, regenerate=True) == cards

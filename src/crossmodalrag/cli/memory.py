@@ -323,10 +323,11 @@ def recall(args: argparse.Namespace) -> int:
     from crossmodalrag.memory.recall import recall_cards
 
     settings = _settings(args)
-    llm, why = extraction_llm(settings)
-    if llm is None:
-        notice(f"note: template cards, as {why}")
-    with _open(settings, create=False) as store:
+    with _open(settings, create=False) as store:  # no database: its error alone, before any note
+        llm, why = extraction_llm(settings)
+        if llm is None:
+            kept = " (cards a model wrote are kept)" if args.regenerate else ""
+            notice(f"note: new cards are template cards{kept}, as {why}")
         cards = recall_cards(
             store,
             args.level,

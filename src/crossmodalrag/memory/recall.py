@@ -1,7 +1,8 @@
 """Recall cards: a question and a one-sentence answer drawn strictly from a node's L0 evidence, cited.
 
 Cards are made for the nodes most at risk of being forgotten, cached per node fingerprint (a card
-is made again only when its node changed, or with --regenerate). The model writes them when one
+is made again only when its node changed, or with --regenerate; a regenerate without a model keeps
+a model's card of an unchanged node: a template card would only be worse). The model writes them when one
 answers and cites a real excerpt; otherwise a template card asks about the node and answers with
 the first sentence of its best evidence: real text, never a paraphrase.
 """
@@ -107,7 +108,9 @@ def recall_cards(
     cards = []
     for node in nodes:
         card = cached.get(node["id"])
-        if regenerate or card is None or card["node_fingerprint"] != fingerprints[node["id"]]:
+        current = card is not None and card["node_fingerprint"] == fingerprints[node["id"]]
+        keep_model_card = llm is None and current and card["generator"] != "template"
+        if (regenerate or not current) and not keep_model_card:
             card = (llm_card(llm, node, min_margin) if llm is not None else None) or template_card(node)
             card["node_fingerprint"] = fingerprints[node["id"]]
             if write:
