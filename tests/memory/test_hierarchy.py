@@ -252,3 +252,16 @@ def test_an_unreachable_model_server_leaves_sources_waiting_and_the_other_levels
     assert any("2 sources wait" in n and "the model server is unreachable" in n for n in report.notices)
     with pytest.raises(CMRAGError, match="the model named cannot be used"):  # asked for by name: an error
         build_memory(store, Settings(db_path=db_path, llm_provider="none"), llm=Unreachable("{}"), model="named")
+
+
+def test_memory_stats_counts_add_up_to_the_sources(store, db_path, capsys) -> None:
+    """A failed source is not also counted as not extracted: the three counts partition the sources."""
+    add_docs(store, _doc("/work/p/a.md", 0), _doc("/work/repo/c1", 1, kind="commit"))
+    build(store, db_path, llm=ScriptedExtractor("not JSON"), levels=("event",))
+    add_docs(store, _doc("/work/p/new.md", 2))
+    sources = memory_stats(store)["sources"]
+    assert (sources["total"], sources["extracted"], sources["not_extracted"], len(sources["failed"])) == (3, 1, 1, 1)
+    assert sources["pending"] == 2  # the old key keeps its old meaning
+    store.close()
+    assert main(["memory-stats", "--db-path", str(db_path)]) == 0
+    assert "sources: 3: 1 extracted, 1 not extracted yet, 1 failed" in capsys.readouterr().out

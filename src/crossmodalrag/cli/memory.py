@@ -32,7 +32,7 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
     p.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
     p.set_defaults(run=events)
 
-    p = sub.add_parser("memory-stats", parents=[common, as_json], help="node and edge counts, integrity, pending")
+    p = sub.add_parser("memory-stats", parents=[common, as_json], help="node and edge counts, integrity, sources")
     p.set_defaults(run=memory_stats)
 
     p = sub.add_parser("concepts", parents=[common, as_json], help="L3 concepts by centrality")
@@ -187,7 +187,10 @@ def memory_stats(args: argparse.Namespace) -> int:
     print("edges: " + (", ".join(f"{kind} {count}" for kind, count in report["edges"].items()) or "none"))
     print(f"evidence links: {report['evidence_links']}")
     print("integrity: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in integrity.items()))
-    print(f"sources: {sources['extracted']} extracted, {sources['pending']} pending, {len(sources['failed'])} failed")
+    print(
+        f"sources: {sources['total']}: {sources['extracted']} extracted, {sources['not_extracted']} not extracted yet,"
+        f" {len(sources['failed'])} failed"
+    )
     for failure in sources["failed"]:
         print(f"  failed: {failure['uri']}: {failure['reason']}")
     print(

@@ -22,6 +22,11 @@ def memory_stats(store: Store) -> dict[str, Any]:
         " WHERE x.status = 'failed' ORDER BY s.uri"
     ).fetchall()
     scalar = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+    # Not extracted: every source without a current extraction, failed ones included.
+    not_done = scalar(
+        "SELECT COUNT(*) FROM sources s WHERE NOT EXISTS (SELECT 1 FROM memory_extractions x"
+        " WHERE x.source_id = s.id AND x.status = 'done' AND x.source_fingerprint = s.fingerprint)"
+    )
     return {
         "nodes": levels,
         "edges": edges,
@@ -40,11 +45,11 @@ def memory_stats(store: Store) -> dict[str, Any]:
                 "SELECT COUNT(*) FROM memory_extractions x JOIN sources s ON s.id = x.source_id"
                 " WHERE x.status = 'done' AND x.source_fingerprint = s.fingerprint"
             ),
-            "pending": scalar(
-                "SELECT COUNT(*) FROM sources s WHERE NOT EXISTS (SELECT 1 FROM memory_extractions x"
-                " WHERE x.source_id = s.id AND x.status = 'done' AND x.source_fingerprint = s.fingerprint)"
-            ),
+            # extracted + not_extracted + failed = total: those build-memory has yet to try (they wait
+            # for a model, or a later run) apart from those it tried and failed on
+            "not_extracted": not_done - len(failed),
             "failed": [{"source_id": r[0], "uri": r[1], "reason": r[2]} for r in failed],
+            "pending": not_done,  # the old key (not_extracted + failed), kept for scripts that read it
         },
         "drift_concepts": scalar(
             "SELECT COUNT(*) FROM memory_nodes WHERE level='concept' AND json_type(metadata, '$.drift') IS NOT NULL"
