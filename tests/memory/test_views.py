@@ -304,3 +304,49 @@ def test_the_event_level_keeps_the_per_source_cap(store, db_path) -> None:
     retriever = at_level(base, "event", Settings(db_path=db_path))
     answer = ask_without_llm(retriever, "LRU render cache tuned")
     assert 0 < len(answer.evidence) <= 2
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Drop LRU render cache; memoize instead\n\nRemove quillmark/cache.py. Two problems.",
+         "Drop LRU render cache; memoize instead"),
+        ("Some suggestions for improvements: 1. Cache less. 2. Log more.",
+         "Some suggestions for improvements: 1. Cache less."),
+        ("# Decision\n\nWe dropped the cache.\nIt was stale.", "We dropped the cache."),
+        ("The parser was slow and\nwe rewrote it. Then more.", "The parser was slow and we rewrote it."),
+    ],
+)  # fmt: skip
+def test_a_template_answer_is_the_first_sentence_of_the_first_paragraph(text, expected) -> None:
+    from crossmodalrag.memory.recall import first_sentence
+
+    assert first_sentence(text) == expected
+
+
+def test_a_template_question_does_not_name_its_answer() -> None:
+    from crossmodalrag.memory.recall import template_card
+
+    subject = "Switch primary keys from UUID to ULID"
+    evidence = {"chunk_id": 1, "title": subject, "excerpt": subject}
+    node = {"level": "event", "type": "change", "first_time": "2025-08-02T10:00:00+00:00",
+            "project": "/work/falcon-repo", "evidence": [evidence]}  # fmt: skip
+    card = template_card(node, subject + "\n")
+    assert card["question"] == "What change is recorded in falcon-repo (2025-08-02)?" and card["answer"] == subject
+    note = {**node, "evidence": [{**evidence, "title": "Database notes"}]}
+    assert template_card(note)["question"] == "What change is recorded in Database notes (2025-08-02)?"
+
+
+def test_an_event_and_the_episode_it_alone_makes_give_one_card(store, db_path) -> None:
+    add_docs(store, _doc("cache", CACHE, 0))
+    build(store, db_path, llm=PerSource("{}"))
+    cards = recall_cards(store, "all", top=5)
+    answers = [(card["answer"], card["cited"][0]["chunk_id"]) for card in cards]
+    assert cards and len(answers) == len(set(answers))
+
+
+def test_a_cached_template_card_is_made_again_so_template_fixes_show(memory) -> None:
+    cards = recall_cards(memory, "event", top=2)
+    memory.conn.execute("UPDATE memory_cards SET answer = 'an older template answer'")
+    memory.conn.commit()
+    assert recall_cards(memory, "event", top=2) == cards
+    assert "an older template answer" not in {row[0] for row in memory.conn.execute("SELECT answer FROM memory_cards")}
