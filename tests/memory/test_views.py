@@ -350,3 +350,13 @@ def test_a_cached_template_card_is_made_again_so_template_fixes_show(memory) -> 
     memory.conn.commit()
     assert recall_cards(memory, "event", top=2) == cards
     assert "an older template answer" not in {row[0] for row in memory.conn.execute("SELECT answer FROM memory_cards")}
+
+
+def test_equal_forgetting_risks_put_the_longest_untouched_first(memory) -> None:
+    """Years on, staleness is 1 for all three events, and (as for many nodes) importance too: the tie
+    goes to the oldest (cache on day 0, xss on day 2, cache2 on day 40), not to the node id."""
+    memory.conn.execute("UPDATE memory_nodes SET centrality = 0.5 WHERE level = 'event'")
+    memory.conn.commit()
+    items = forgetting(memory, "event", top=10, now=1_735_689_600.0 + 3000 * DAY)
+    assert len({i["risk"] for i in items}) == 1
+    assert [i["days_since_touched"] for i in items] == sorted((i["days_since_touched"] for i in items), reverse=True)

@@ -291,9 +291,9 @@ def forgetting(args: argparse.Namespace) -> int:
     if not found:
         notice(_why_none(args))
     for item in found:
-        why = f"importance {item['importance']:.2f} x staleness {item['staleness']:.2f}"
+        why = f"importance {item['importance']:.3f} x staleness {item['staleness']:.3f}"
         age = f"{item['days_since_touched']:.0f} days ({item['touched_by'].replace('_', ' ')})"
-        print(f"{item['risk']:.2f}  {item['level']:<8} {item['title']}  [{why}; {age}]")
+        print(f"{item['risk']:.3f}  {item['level']:<8} {item['title']}  [{why}; {age}]")
         print(f"      {_locators(item['evidence'])}")
     return 0
 
