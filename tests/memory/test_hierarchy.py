@@ -265,3 +265,18 @@ def test_memory_stats_counts_add_up_to_the_sources(store, db_path, capsys) -> No
     store.close()
     assert main(["memory-stats", "--db-path", str(db_path)]) == 0
     assert "sources: 3: 1 extracted, 1 not extracted yet, 1 failed" in capsys.readouterr().out
+
+
+def test_a_conversations_episodes_are_labelled_and_found_by_its_title(store, db_path) -> None:
+    from pathlib import Path
+
+    from crossmodalrag.connectors.chats import Session, Turn, session_document
+
+    turns = [Turn("Maria", "Meet Coco, I adopted her last week!", "D1:1"), Turn("John", "So cute!", "D1:2")]
+    add_docs(store, session_document(Path("/chats/c.json"), Session("s1", "Maria & John", "locomo", turns)))
+    title = store.conn.execute("SELECT title FROM sources").fetchone()[0]
+    llm = ScriptedExtractor({"Maria": [event("Maria adopted a puppy named Coco.", [1], "change")], "John": []})
+    build(store, db_path, llm=llm, levels=("event", "episode"), event_support_min_cosine=0.0)  # hashing embedder
+    (episode,) = timeline(store)
+    assert episode["title"].startswith(f"{title}: ") and episode["project"] != title  # grouped by session id
+    assert [e["id"] for e in timeline(store, project=title)] == [episode["id"]]

@@ -41,7 +41,7 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
 
     p = sub.add_parser("timeline", parents=[common, as_json], help="L2 episodes, oldest first")
     p.add_argument("--limit", type=positive, default=50, help="how many of the latest (default 50)")
-    p.add_argument("--project", help="only this project (folder, repository or its name)")
+    p.add_argument("--project", help="only this project (folder, repository or its name, or a conversation's title)")
     p.set_defaults(run=timeline)
 
     p = sub.add_parser("drift", parents=[common, as_json], help="how each concept moved over time")

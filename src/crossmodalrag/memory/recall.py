@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from crossmodalrag.config import Settings
+from crossmodalrag.memory.episodes import episode_label
 from crossmodalrag.memory.forgetting import forgetting
 from crossmodalrag.memory.sources import project_name
 from crossmodalrag.store import Store
@@ -63,7 +64,7 @@ def template_card(node: dict[str, Any], body: str | None = None) -> dict[str, An
             named = project_name(node["project"] or "") or "this source"
         question = f"What {node['type'] or 'thing'} is recorded in {named}" + (f" ({when})?" if when else "?")
     elif node["level"] == "episode":
-        question = f"What happened in {project_name(node['project'])}" + (f" around {when}?" if when else "?")
+        question = f"What happened in {episode_label(node['title'])}" + (f" around {when}?" if when else "?")
     else:
         question = f"What do you know about {node['title']}?"
     return {"question": question, "answer": answer, "cited": [best], "generator": "template"}
