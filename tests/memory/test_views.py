@@ -360,3 +360,14 @@ def test_equal_forgetting_risks_put_the_longest_untouched_first(memory) -> None:
     items = forgetting(memory, "event", top=10, now=1_735_689_600.0 + 3000 * DAY)
     assert len({i["risk"] for i in items}) == 1
     assert [i["days_since_touched"] for i in items] == sorted((i["days_since_touched"] for i in items), reverse=True)
+
+
+def test_events_of_a_source_named_as_other_commands_name_it(memory, monkeypatch) -> None:
+    from crossmodalrag.memory.events import list_events
+
+    source_id = memory.conn.execute("SELECT id FROM sources WHERE uri = '/work/cache/n.md'").fetchone()[0]
+    full = list_events(memory, "/work/cache/n.md")
+    assert full and all(e["source_uri"] == "/work/cache/n.md" for e in full)
+    monkeypatch.chdir("/work")
+    for given in (str(source_id), f"mem://source/{source_id}", "cache/n.md"):
+        assert list_events(memory, given) == full
