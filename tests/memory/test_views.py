@@ -371,3 +371,14 @@ def test_events_of_a_source_named_as_other_commands_name_it(memory, monkeypatch)
     monkeypatch.chdir("/work")
     for given in (str(source_id), f"mem://source/{source_id}", "cache/n.md"):
         assert list_events(memory, given) == full
+
+
+def test_drift_says_when_min_support_hides_its_concepts_and_shows_their_dates(memory, db_path, capsys) -> None:
+    from crossmodalrag.cli.main import main
+
+    db = ["--db-path", str(db_path)]
+    assert main(["drift", "--min-support", "1", *db]) == 0
+    shown = capsys.readouterr().out
+    assert "2025-01-01 to 2025-01-31" in shown  # cache on day 0, cache2 on day 40: two 30-day windows
+    assert main(["drift", "--min-support", "5", *db]) == 0
+    assert "no drifting concept has at least 5 events: lower --min-support" in capsys.readouterr().err

@@ -45,12 +45,12 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
     p.set_defaults(run=timeline)
 
     p = sub.add_parser("drift", parents=[common, as_json], help="how each concept moved over time")
-    p.add_argument("--top", type=positive, default=10)
+    p.add_argument("--top", type=positive, default=10, help="the N most drifting concepts (default 10)")
     p.add_argument("--min-support", type=positive, default=2, help="concepts with at least N events (default 2)")
     p.set_defaults(run=drift)
 
     p = sub.add_parser("distill", parents=[common, as_json], help="the few chunks that stand for each node")
-    p.add_argument("--top", type=positive, default=20)
+    p.add_argument("--top", type=positive, default=20, help="the N most central episodes and concepts (default 20)")
     p.set_defaults(run=distill)
 
     p = sub.add_parser("forgetting", parents=[common, as_json], help="what you are likely forgetting, and why")
@@ -240,13 +240,25 @@ def drift(args: argparse.Namespace) -> int:
     if found is None:
         return 0
     if not found:
-        notice("no concept spans two drift windows yet (CMRAG_DRIFT_WINDOW_DAYS); run `mem build-memory`")
+        notice(_why_no_drift(args))
     for item in found:
         line = sparkline([w["drift"] for w in item["windows"]])
         again = "  relearning" if item["relearning"] else ""
-        print(f"{line:<24} drift {item['overall_drift']:.3f}  {item['title']}{again}")
+        span = f"{item['windows'][0]['start'][:10]} to {item['windows'][-1]['start'][:10]}"
+        print(f"{line:<24} drift {item['overall_drift']:.3f}  {span}  {item['title']}{again}")
         print(f"{'':<24} {item['concept_id']}  {item['grounding_uri']}")
     return 0
+
+
+def _why_no_drift(args: argparse.Namespace) -> str:
+    """No concept spans two windows, or those that do have fewer than --min-support events."""
+    from crossmodalrag.memory.drift import drift_view
+
+    with _open(_settings(args), create=False) as store:
+        below = drift_view(store, 1, 1)
+    if below:
+        return f"no drifting concept has at least {args.min_support} events: lower --min-support"
+    return "no concept spans two drift windows yet (CMRAG_DRIFT_WINDOW_DAYS); run `mem build-memory`"
 
 
 def distill(args: argparse.Namespace) -> int:
