@@ -382,3 +382,18 @@ def test_drift_says_when_min_support_hides_its_concepts_and_shows_their_dates(me
     assert "2025-01-01 to 2025-01-31" in shown  # cache on day 0, cache2 on day 40: two 30-day windows
     assert main(["drift", "--min-support", "5", *db]) == 0
     assert "no drifting concept has at least 5 events: lower --min-support" in capsys.readouterr().err
+
+
+def test_no_concepts_at_ask_level_names_the_real_cause(store, db_path) -> None:
+    add_docs(store, _doc("cache", CACHE, 0))  # one event, with a vector: no two events to cluster
+    build(store, db_path, llm=PerSource("{}"))
+    base = open_retriever(store, Settings(db_path=db_path), 3, lexical_only=True)
+    with pytest.raises(MemoryNotBuilt) as raised:
+        at_level(base, "concept", Settings(db_path=db_path))
+    assert "close enough in meaning" in raised.value.hint and "embeddings" not in raised.value.hint
+
+
+def test_an_empty_build_does_not_say_to_run_the_level_it_just_ran(store, db_path) -> None:
+    report = build(store, db_path)
+    assert "--level event" not in report.levels["episode"]["skipped"]
+    assert "--level event" in build(store, db_path, levels=("episode",)).levels["episode"]["skipped"]

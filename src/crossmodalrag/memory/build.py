@@ -121,7 +121,10 @@ def _run_upper_levels(store: Store, settings: Settings, levels, llm, semantic, r
     from crossmodalrag.memory import concepts, distill, drift, episodes, graph
 
     has_events = store.conn.execute("SELECT 1 FROM memory_nodes WHERE level = 'event' LIMIT 1").fetchone()
-    no_events = {"skipped": "no events yet: run `mem build-memory --level event` (needs a language model for notes)"}
+    why = "run `mem build-memory --level event` (needs a language model for notes)"
+    if "event" in report.levels:  # it just ran: its line (and a waiting notice) says why it made none
+        why = "the event level made none from the sources there are"
+    no_events = {"skipped": f"no events yet: {why}"}
     events = episodes.load_events(store.conn) if has_events else []
     steps = {
         "episode": lambda: episodes.build_episodes(store, settings.episode_gap_hours, events),

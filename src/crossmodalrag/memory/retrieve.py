@@ -393,10 +393,12 @@ def require_level(store: Store, level: str) -> None:
     from crossmodalrag.memory_views import MemoryNotBuilt
 
     if store.conn.execute("SELECT 1 FROM memory_nodes WHERE level = ? LIMIT 1", (level,)).fetchone() is None:
-        raise MemoryNotBuilt(
-            f"no {level} nodes yet: the memory hierarchy is not built to that level",
-            "run `mem build-memory` (events need a language model, concepts embeddings); `mem memory-stats` shows it",
-        )
+        hint = "run `mem build-memory` (events need a language model, concepts embeddings); `mem memory-stats` shows it"
+        if level == "concept":  # events and vectors may be there: the reason is then too few similar events
+            from crossmodalrag.memory.concepts import why_no_concepts
+
+            hint = why_no_concepts(store.conn)
+        raise MemoryNotBuilt(f"no {level} nodes yet: the memory hierarchy is not built to that level", hint)
 
 
 def with_nodes(answer, retriever):
