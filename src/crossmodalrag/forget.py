@@ -60,6 +60,7 @@ class ForgetReport:
     chunks: int = 0
     vectors: int = 0
     memory_nodes: int = 0  # events, episodes and concepts derived from the forgotten text
+    stranded_events: int = 0  # remaining events whose episode or concept went: `mem build-memory` re-derives it
     vacuumed: bool = False
     eval_queries: int = 0  # stored eval queries whose gold names a forgotten source (kept)
     still_on_disk: list[str] = field(default_factory=list)  # files or repositories an ingest would re-read
@@ -86,6 +87,7 @@ class ForgetReport:
             "chunks": self.chunks,
             "vectors": self.vectors,
             "memory_nodes": self.memory_nodes,
+            "stranded_events": self.stranded_events,
             "vacuumed": self.vacuumed,
             "eval_queries_naming_them": self.eval_queries,
             "still_on_disk": self.still_on_disk,
@@ -219,7 +221,7 @@ def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = Fal
             keep_updates_linked(conn, [row[0] for row in live])
             conn.execute("DELETE FROM chunks WHERE source_id IN (SELECT id FROM temp.forget_ids)")  # FTS: trigger
             conn.execute("DELETE FROM sources WHERE id IN (SELECT id FROM temp.forget_ids)")
-            report.memory_nodes = forget_derived(conn)
+            report.memory_nodes, report.stranded_events = forget_derived(conn)
             conn.execute("DELETE FROM temp.forget_ids")
             _merge_fts(conn)
     except sqlite3.IntegrityError as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from crossmodalrag.cli.main import main
 from crossmodalrag.forget import find_sources, forget_sources
@@ -193,3 +194,89 @@ def test_build_memory_cli_exits_1_when_nothing_can_run(db_path, capsys) -> None:
     open_store(db_path).close()
     assert main(["build-memory", "--db-path", str(db_path), "--level", "concept"]) == 1
     assert "skipped: no events yet" in capsys.readouterr().err
+
+
+def test_forget_says_which_remaining_events_lost_their_episode(store, db_path, capsys) -> None:
+    """Two notes of one folder a day apart share an episode: forgetting one takes the episode, and the
+    other's event is in no episode until the next build, so forget says to run it."""
+    _memory(store, db_path, [_doc("/work/p/a.md", 0), _doc("/work/p/b.md", 0.5)])
+    assert store.conn.execute("SELECT COUNT(*) FROM memory_nodes WHERE level = 'episode'").fetchone()[0] == 1
+    store.close()
+    assert main(["forget", "/work/p/a.md", "--yes", "--db-path", str(db_path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["stranded_events"] == 1
+    assert "note: 1 remaining memory event shared an episode or concept" in captured.err
+    assert "run `mem build-memory`" in captured.err
+
+
+def test_a_note_deleted_from_the_vault_leaves_no_event_to_match_and_ingest_says_so(db_path, tmp_path, capsys) -> None:
+    from crossmodalrag.store import open_store
+    from tests.conftest import write_note
+
+    vault = tmp_path / "vault"
+    write_note(vault, "parser.md", "# Parser\nWe replaced the regex parser with a tokenizer.\n")
+    write_note(vault, "cache.md", "# Cache\nThe LRU cache served stale HTML.\n")
+    assert main(["ingest-notes", str(vault), "--db-path", str(db_path)]) == 0
+    with open_store(db_path) as opened:
+        build(opened, db_path, llm=ScriptedExtractor(events_output(event(TOKENIZER))), levels=("event",))
+    (vault / "parser.md").unlink()
+    capsys.readouterr()
+    assert main(["ingest-notes", str(vault), "--db-path", str(db_path)]) == 0
+    assert "note: 1 memory event lost its source; `mem build-memory` lists and removes them" in capsys.readouterr().err
+    argv = ["ask", "regex parser tokenizer", "--level", "event", "--no-llm", "--json", "--db-path", str(db_path)]
+    main(argv)
+    payload = json.loads(capsys.readouterr().out)
+    assert all("parser.md" not in (node["title"] + json.dumps(node["evidence"])) for node in payload["matched_nodes"])
+    assert not any(node["evidence"] == [] for node in payload["matched_nodes"])
+
+
+class Unreachable(ScriptedExtractor):
+    def stream(self, messages, generation):
+        from crossmodalrag.answer.llm.base import LLMUnavailable
+
+        self.calls.append(messages)
+        raise LLMUnavailable("cannot connect to http://127.0.0.1:9/v1: Connection refused", "start it")
+
+
+def test_an_unreachable_model_server_leaves_sources_waiting_and_the_other_levels_build(store, db_path) -> None:
+    from crossmodalrag.config import Settings
+    from crossmodalrag.errors import CMRAGError
+    from crossmodalrag.memory.build import build_memory
+
+    add_docs(store, _doc("/work/p/a.md", 0), _doc("/work/p/b.md", 1), _doc("/work/repo/c1", 2, kind="commit"))
+    model = Unreachable("{}")
+    report = build(store, db_path, llm=model)
+    assert report.ran and len(model.calls) == 1  # the server is not asked again for every source
+    assert report.levels["event"]["from_git"] == 1 and report.levels["event"]["waiting"] == 2
+    assert report.levels["episode"]["episodes"] == 1
+    assert any("2 sources wait" in n and "the model server is unreachable" in n for n in report.notices)
+    with pytest.raises(CMRAGError, match="the model named cannot be used"):  # asked for by name: an error
+        build_memory(store, Settings(db_path=db_path, llm_provider="none"), llm=Unreachable("{}"), model="named")
+
+
+def test_memory_stats_counts_add_up_to_the_sources(store, db_path, capsys) -> None:
+    """A failed source is not also counted as not extracted: the three counts partition the sources."""
+    add_docs(store, _doc("/work/p/a.md", 0), _doc("/work/repo/c1", 1, kind="commit"))
+    build(store, db_path, llm=ScriptedExtractor("not JSON"), levels=("event",))
+    add_docs(store, _doc("/work/p/new.md", 2))
+    sources = memory_stats(store)["sources"]
+    assert (sources["total"], sources["extracted"], sources["not_extracted"], len(sources["failed"])) == (3, 1, 1, 1)
+    assert sources["pending"] == 2  # the old key keeps its old meaning
+    store.close()
+    assert main(["memory-stats", "--db-path", str(db_path)]) == 0
+    assert "sources: 3: 1 extracted, 1 not extracted yet, 1 failed" in capsys.readouterr().out
+
+
+def test_a_conversations_episodes_are_labelled_and_found_by_its_title(store, db_path) -> None:
+    from pathlib import Path
+
+    from crossmodalrag.connectors.chats import Session, Turn, session_document
+
+    turns = [Turn("Maria", "Meet Coco, I adopted her last week!", "D1:1"), Turn("John", "So cute!", "D1:2")]
+    add_docs(store, session_document(Path("/chats/c.json"), Session("s1", "Maria & John", "locomo", turns)))
+    title = store.conn.execute("SELECT title FROM sources").fetchone()[0]
+    llm = ScriptedExtractor({"Maria": [event("Maria adopted a puppy named Coco.", [1], "change")], "John": []})
+    build(store, db_path, llm=llm, levels=("event", "episode"), event_support_min_cosine=0.0)  # hashing embedder
+    (episode,) = timeline(store)
+    assert episode["title"].startswith(f"{title}: ") and episode["project"] != title  # grouped by session id
+    assert [e["id"] for e in timeline(store, project=title)] == [episode["id"]]

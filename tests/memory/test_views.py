@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -159,6 +160,14 @@ def test_recall_on_an_empty_hierarchy_says_it_is_not_built(store, db_path, capsy
     assert not shown.out and "no memory nodes yet: run `mem build-memory`" in shown.err
 
 
+def test_recall_without_a_database_prints_only_the_error(tmp_path, capsys) -> None:
+    from crossmodalrag.cli.main import main
+
+    assert main(["recall", "--db-path", str(tmp_path / "none.db")]) == 1
+    shown = capsys.readouterr().err
+    assert shown.startswith("error: ") and "template cards" not in shown
+
+
 def test_recall_cards_are_cached_per_node_and_cite_real_text(memory) -> None:
     cards = recall_cards(memory, "event", top=2)
     assert cards and all(c["generator"] == "template" and c["cited"] for c in cards)
@@ -169,6 +178,7 @@ def test_recall_cards_are_cached_per_node_and_cite_real_text(memory) -> None:
     regenerated = recall_cards(memory, "event", top=2, llm=model, regenerate=True)
     assert regenerated[0]["question"] == "What was memoized instead?" and len(model.calls) == 2
     assert len(model.judged) == 2 and "Claim: The answer to" in model.judged[0][-1]["content"]
+    assert recall_cards(memory, "event", top=2, regenerate=True) == regenerated  # no model: its cards are kept
     unsupported = ScriptedExtractor({"question": "What improved?", "answer": "Performance and errors.", "evidence": 1})
     unsupported.margins = [-3.0, -3.0]  # the excerpt does not say it: the template card stands
     assert recall_cards(memory, "event", top=2, llm=unsupported, regenerate=True) == cards
@@ -259,3 +269,131 @@ def test_the_event_gate_reads_the_cosine_on_the_active_models_scale(memory, db_p
     retriever.search(question)
     assert retriever.matched_nodes == []  # below e5's value: about something else on that scale
     assert event_min_cosine(None) == event_min_cosine(SimpleNamespace(embedder=HashingEmbedder())) == 0.55
+
+
+@pytest.mark.parametrize("match", ["all", "phrase"])
+@pytest.mark.parametrize("level", ["event", "episode", "concept"])
+def test_every_chunk_a_level_shows_obeys_match(store, db_path, level, match) -> None:
+    """Only cache2's note says "staging": its node and the first cache note's share the other words, and
+    --match all|phrase leaves the first note's chunks out at every level."""
+    memory = store
+    add_docs(store, _doc("cache", CACHE, 0), _doc("cache2", CACHE + " Staging followed.", 1))
+    build(store, db_path, llm=PerSource("{}"))
+    base = open_retriever(memory, Settings(db_path=db_path), 3, lexical_only=level != "concept")
+    base.options = replace(base.options, match=match)
+    if level == "concept":
+        base.semantic = semantic_for(memory, db_path)
+    retriever = at_level(base, level, Settings(db_path=db_path))
+    answer = with_nodes(ask_without_llm(retriever, "content hash. Staging"), retriever)
+    assert answer.evidence and {item.hit.source_uri for item in answer.evidence} == {"/work/cache2/n.md"}
+    shown = {e["source_uri"] for node in answer.to_dict()["matched_nodes"] for e in node["evidence"]}
+    assert shown <= {"/work/cache2/n.md"}
+
+
+def test_the_event_level_keeps_the_per_source_cap(store, db_path) -> None:
+    """Four events citing four sections of one note: the fused answer still shows at most the cap."""
+    sections = "\n\n".join(f"## Part {i}\n\nThe LRU render cache part {i} was tuned." for i in range(5))
+    add_docs(store, Document("/work/big/n.md", "note", "big", f"# big\n\n{sections}\n", "markdown",
+                             timestamp=1_735_689_600.0, locator="big/n.md"))  # fmt: skip
+    chunks = [row[0] for row in store.conn.execute("SELECT id FROM chunks ORDER BY id")]
+    assert len(chunks) >= 4
+    statements = [event(f"The LRU render cache part {i} was tuned.", [i + 1]) for i in range(4)]
+    build(store, db_path, llm=ScriptedExtractor(events_output(*statements)))
+    base = open_retriever(store, Settings(db_path=db_path), 5, lexical_only=True)
+    base.options = replace(base.options, max_chunks_per_source=2)
+    retriever = at_level(base, "event", Settings(db_path=db_path))
+    answer = ask_without_llm(retriever, "LRU render cache tuned")
+    assert 0 < len(answer.evidence) <= 2
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Drop LRU render cache; memoize instead\n\nRemove quillmark/cache.py. Two problems.",
+         "Drop LRU render cache; memoize instead"),
+        ("Some suggestions for improvements: 1. Cache less. 2. Log more.",
+         "Some suggestions for improvements: 1. Cache less."),
+        ("# Decision\n\nWe dropped the cache.\nIt was stale.", "We dropped the cache."),
+        ("The parser was slow and\nwe rewrote it. Then more.", "The parser was slow and we rewrote it."),
+    ],
+)  # fmt: skip
+def test_a_template_answer_is_the_first_sentence_of_the_first_paragraph(text, expected) -> None:
+    from crossmodalrag.memory.recall import first_sentence
+
+    assert first_sentence(text) == expected
+
+
+def test_a_template_question_does_not_name_its_answer() -> None:
+    from crossmodalrag.memory.recall import template_card
+
+    subject = "Switch primary keys from UUID to ULID"
+    evidence = {"chunk_id": 1, "title": subject, "excerpt": subject}
+    node = {"level": "event", "type": "change", "first_time": "2025-08-02T10:00:00+00:00",
+            "project": "/work/falcon-repo", "evidence": [evidence]}  # fmt: skip
+    card = template_card(node, subject + "\n")
+    assert card["question"] == "What change is recorded in falcon-repo (2025-08-02)?" and card["answer"] == subject
+    note = {**node, "evidence": [{**evidence, "title": "Database notes"}]}
+    assert template_card(note)["question"] == "What change is recorded in Database notes (2025-08-02)?"
+
+
+def test_an_event_and_the_episode_it_alone_makes_give_one_card(store, db_path) -> None:
+    add_docs(store, _doc("cache", CACHE, 0))
+    build(store, db_path, llm=PerSource("{}"))
+    cards = recall_cards(store, "all", top=5)
+    answers = [(card["answer"], card["cited"][0]["chunk_id"]) for card in cards]
+    assert cards and len(answers) == len(set(answers))
+
+
+def test_a_cached_template_card_is_made_again_so_template_fixes_show(memory) -> None:
+    cards = recall_cards(memory, "event", top=2)
+    memory.conn.execute("UPDATE memory_cards SET answer = 'an older template answer'")
+    memory.conn.commit()
+    assert recall_cards(memory, "event", top=2) == cards
+    assert "an older template answer" not in {row[0] for row in memory.conn.execute("SELECT answer FROM memory_cards")}
+
+
+def test_equal_forgetting_risks_put_the_longest_untouched_first(memory) -> None:
+    """Years on, staleness is 1 for all three events, and (as for many nodes) importance too: the tie
+    goes to the oldest (cache on day 0, xss on day 2, cache2 on day 40), not to the node id."""
+    memory.conn.execute("UPDATE memory_nodes SET centrality = 0.5 WHERE level = 'event'")
+    memory.conn.commit()
+    items = forgetting(memory, "event", top=10, now=1_735_689_600.0 + 3000 * DAY)
+    assert len({i["risk"] for i in items}) == 1
+    assert [i["days_since_touched"] for i in items] == sorted((i["days_since_touched"] for i in items), reverse=True)
+
+
+def test_events_of_a_source_named_as_other_commands_name_it(memory, monkeypatch) -> None:
+    from crossmodalrag.memory.events import list_events
+
+    source_id = memory.conn.execute("SELECT id FROM sources WHERE uri = '/work/cache/n.md'").fetchone()[0]
+    full = list_events(memory, "/work/cache/n.md")
+    assert full and all(e["source_uri"] == "/work/cache/n.md" for e in full)
+    monkeypatch.chdir("/work")
+    for given in (str(source_id), f"mem://source/{source_id}", "cache/n.md"):
+        assert list_events(memory, given) == full
+
+
+def test_drift_says_when_min_support_hides_its_concepts_and_shows_their_dates(memory, db_path, capsys) -> None:
+    from crossmodalrag.cli.main import main
+
+    db = ["--db-path", str(db_path)]
+    assert main(["drift", "--min-support", "1", *db]) == 0
+    shown = capsys.readouterr().out
+    assert "2025-01-01 to 2025-01-31" in shown  # cache on day 0, cache2 on day 40: two 30-day windows
+    assert main(["drift", "--min-support", "5", *db]) == 0
+    assert "no drifting concept has at least 5 events: lower --min-support" in capsys.readouterr().err
+
+
+def test_no_concepts_at_ask_level_names_the_real_cause(store, db_path) -> None:
+    add_docs(store, _doc("cache", CACHE, 0))  # one event, with a vector: no two events to cluster
+    build(store, db_path, llm=PerSource("{}"))
+    base = open_retriever(store, Settings(db_path=db_path), 3, lexical_only=True)
+    with pytest.raises(MemoryNotBuilt) as raised:
+        at_level(base, "concept", Settings(db_path=db_path))
+    assert "close enough in meaning" in raised.value.hint and "embeddings" not in raised.value.hint
+
+
+def test_an_empty_build_does_not_say_to_run_the_level_it_just_ran(store, db_path) -> None:
+    report = build(store, db_path)
+    assert "--level event" not in report.levels["episode"]["skipped"]
+    assert "--level event" in build(store, db_path, levels=("episode",)).levels["episode"]["skipped"]

@@ -52,10 +52,22 @@ def _finish_ingest(args: argparse.Namespace, report: "IngestReport", progress: P
     for message in report.notices:
         notice(f"note: {message}")
     progress.finish(report)
+    if report.removed:
+        note_orphaned_events(store)
     embedded = embed_new_chunks(store, _settings(args)) if report.chunks else None
     if args.json:
         print_json({**report.to_dict(), "embedded": embedded.chunks if embedded else 0})
     return 1 if report.failed else 0
+
+
+def note_orphaned_events(store: Store) -> None:
+    """After an ingest or sync removed sources: say how many memory events lost theirs (every command alike)."""
+    from crossmodalrag.memory.stats import events_with_source_gone
+
+    orphans = events_with_source_gone(store.conn)
+    if orphans:
+        lost = "1 memory event lost its source" if orphans == 1 else f"{orphans} memory events lost their source"
+        notice(f"note: {lost}; `mem build-memory` lists and removes them")
 
 
 def embed_new_chunks(store: Store, settings: Settings):

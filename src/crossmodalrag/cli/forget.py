@@ -81,6 +81,12 @@ def _render(args: argparse.Namespace, report) -> None:
         note(_earlier_paths_line(report.earlier_paths))
     if report.sources and not report.vacuumed:
         note("note: the text is no longer searchable; run `mem forget --vacuum` to also wipe its bytes from the file\n")
+    if report.stranded_events:
+        note(
+            f"note: {_count(report.stranded_events, 'remaining memory event')} shared an episode or concept with "
+            "the forgotten text, which went with it; run `mem build-memory` to re-derive them (until then they "
+            "are in no timeline)\n"
+        )
     repositories = {s.uri.rsplit("@", 1)[0] for s in report.sources if s.source_type == "commit"}
     files = [path for path in report.still_on_disk if path not in repositories]
     if files:

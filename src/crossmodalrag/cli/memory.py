@@ -27,12 +27,12 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
     p.set_defaults(run=build_memory)
 
     p = sub.add_parser("events", parents=[common, as_json], help="L1 events with their evidence")
-    p.add_argument("--source", metavar="URI", help="only events of this source")
+    p.add_argument("--source", metavar="SOURCE", help="only events of this source (its uri, path, id or repo@sha)")
     p.add_argument("--type", choices=EVENT_TYPES, help="only events of this type")
     p.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
     p.set_defaults(run=events)
 
-    p = sub.add_parser("memory-stats", parents=[common, as_json], help="node and edge counts, integrity, pending")
+    p = sub.add_parser("memory-stats", parents=[common, as_json], help="node and edge counts, integrity, sources")
     p.set_defaults(run=memory_stats)
 
     p = sub.add_parser("concepts", parents=[common, as_json], help="L3 concepts by centrality")
@@ -41,16 +41,16 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
 
     p = sub.add_parser("timeline", parents=[common, as_json], help="L2 episodes, oldest first")
     p.add_argument("--limit", type=positive, default=50, help="how many of the latest (default 50)")
-    p.add_argument("--project", help="only this project (folder, repository or its name)")
+    p.add_argument("--project", help="only this project (folder, repository or its name, or a conversation's title)")
     p.set_defaults(run=timeline)
 
     p = sub.add_parser("drift", parents=[common, as_json], help="how each concept moved over time")
-    p.add_argument("--top", type=positive, default=10)
+    p.add_argument("--top", type=positive, default=10, help="the N most drifting concepts (default 10)")
     p.add_argument("--min-support", type=positive, default=2, help="concepts with at least N events (default 2)")
     p.set_defaults(run=drift)
 
     p = sub.add_parser("distill", parents=[common, as_json], help="the few chunks that stand for each node")
-    p.add_argument("--top", type=positive, default=20)
+    p.add_argument("--top", type=positive, default=20, help="the N most central episodes and concepts (default 20)")
     p.set_defaults(run=distill)
 
     p = sub.add_parser("forgetting", parents=[common, as_json], help="what you are likely forgetting, and why")
@@ -187,7 +187,10 @@ def memory_stats(args: argparse.Namespace) -> int:
     print("edges: " + (", ".join(f"{kind} {count}" for kind, count in report["edges"].items()) or "none"))
     print(f"evidence links: {report['evidence_links']}")
     print("integrity: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in integrity.items()))
-    print(f"sources: {sources['extracted']} extracted, {sources['pending']} pending, {len(sources['failed'])} failed")
+    print(
+        f"sources: {sources['total']}: {sources['extracted']} extracted, {sources['not_extracted']} not extracted yet,"
+        f" {len(sources['failed'])} failed"
+    )
     for failure in sources["failed"]:
         print(f"  failed: {failure['uri']}: {failure['reason']}")
     print(
@@ -237,13 +240,25 @@ def drift(args: argparse.Namespace) -> int:
     if found is None:
         return 0
     if not found:
-        notice("no concept spans two drift windows yet (CMRAG_DRIFT_WINDOW_DAYS); run `mem build-memory`")
+        notice(_why_no_drift(args))
     for item in found:
         line = sparkline([w["drift"] for w in item["windows"]])
         again = "  relearning" if item["relearning"] else ""
-        print(f"{line:<24} drift {item['overall_drift']:.3f}  {item['title']}{again}")
+        span = f"{item['windows'][0]['start'][:10]} to {item['windows'][-1]['start'][:10]}"
+        print(f"{line:<24} drift {item['overall_drift']:.3f}  {span}  {item['title']}{again}")
         print(f"{'':<24} {item['concept_id']}  {item['grounding_uri']}")
     return 0
+
+
+def _why_no_drift(args: argparse.Namespace) -> str:
+    """No concept spans two windows, or those that do have fewer than --min-support events."""
+    from crossmodalrag.memory.drift import drift_view
+
+    with _open(_settings(args), create=False) as store:
+        below = drift_view(store, 1, 1)
+    if below:
+        return f"no drifting concept has at least {args.min_support} events: lower --min-support"
+    return "no concept spans two drift windows yet (CMRAG_DRIFT_WINDOW_DAYS); run `mem build-memory`"
 
 
 def distill(args: argparse.Namespace) -> int:
@@ -288,9 +303,9 @@ def forgetting(args: argparse.Namespace) -> int:
     if not found:
         notice(_why_none(args))
     for item in found:
-        why = f"importance {item['importance']:.2f} x staleness {item['staleness']:.2f}"
+        why = f"importance {item['importance']:.3f} x staleness {item['staleness']:.3f}"
         age = f"{item['days_since_touched']:.0f} days ({item['touched_by'].replace('_', ' ')})"
-        print(f"{item['risk']:.2f}  {item['level']:<8} {item['title']}  [{why}; {age}]")
+        print(f"{item['risk']:.3f}  {item['level']:<8} {item['title']}  [{why}; {age}]")
         print(f"      {_locators(item['evidence'])}")
     return 0
 
@@ -323,10 +338,11 @@ def recall(args: argparse.Namespace) -> int:
     from crossmodalrag.memory.recall import recall_cards
 
     settings = _settings(args)
-    llm, why = extraction_llm(settings)
-    if llm is None:
-        notice(f"note: template cards, as {why}")
-    with _open(settings, create=False) as store:
+    with _open(settings, create=False) as store:  # no database: its error alone, before any note
+        llm, why = extraction_llm(settings)
+        if llm is None:
+            kept = " (cards a model wrote are kept)" if args.regenerate else ""
+            notice(f"note: new cards are template cards{kept}, as {why}")
         cards = recall_cards(
             store,
             args.level,

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from crossmodalrag.cli.commands import embed_new_chunks, notice
+from crossmodalrag.cli.commands import embed_new_chunks, note_orphaned_events, notice
 from crossmodalrag.cli.progress import ProgressLine
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import Settings, load_settings
@@ -95,17 +95,8 @@ def _sync_once(
     if len(report.connectors) > 1:
         notice(f"sync: {total.summary()}")
     if total.removed:
-        _note_orphaned_events(store)
+        note_orphaned_events(store)
     return report, embed() if total.chunks or has_unembedded(store) else 0
-
-
-def _note_orphaned_events(store: Store) -> None:
-    from crossmodalrag.memory.stats import events_with_source_gone
-
-    orphans = events_with_source_gone(store.conn)
-    if orphans:
-        lost = "1 memory event lost its source" if orphans == 1 else f"{orphans} memory events lost their source"
-        notice(f"note: {lost}; `mem build-memory` lists and removes them")
 
 
 def _embed(store: Store, settings: Settings) -> int:

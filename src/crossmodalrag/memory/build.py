@@ -90,12 +90,12 @@ def build_memory(
         how = Extraction(llm, semantic, settings.extract_window_chars, settings.event_support_min_cosine)
         events = build_events(store, how, limit, max_minutes, progress)
         report.levels["event"] = events.to_dict()
+        if events.unreachable:
+            if model:  # asked for by name: not silently built without it (as when it cannot be loaded)
+                raise CMRAGError(f"the model {model} cannot be used: {events.unreachable}", "start its server")
+            llm, why = None, f"the model server is unreachable: {events.unreachable}"  # concepts get word names
         if events.waiting:
-            report.notices.append(
-                f"{events.waiting} sources wait for a language model ({why})"
-                + ("; git commits became events without one" if events.from_git else "")
-                + " (hint: `mem models install --llm`, or set CMRAG_EXTRACT_MODEL)"
-            )
+            report.notices.append(_waiting_notice(events, why))
     if llm is not None and max_minutes is not None and time.monotonic() - started > max_minutes * 60:
         llm = None  # the levels above take no model call past the budget: concepts get their word names
         report.notices.append("the time budget is spent: new concepts are named by their words, not by the model")
@@ -104,11 +104,27 @@ def build_memory(
     return report
 
 
+def _waiting_notice(events, why: str) -> str:
+    hint = (
+        "start the model server, or set CMRAG_LLM_BASE_URL; `mem doctor` checks it"
+        if events.unreachable
+        else "`mem models install --llm`, or set CMRAG_EXTRACT_MODEL"
+    )
+    return (
+        f"{events.waiting} sources wait for a language model ({why})"
+        + ("; git commits became events without one" if events.from_git else "")
+        + f" (hint: {hint})"
+    )
+
+
 def _run_upper_levels(store: Store, settings: Settings, levels, llm, semantic, report: BuildReport) -> None:
     from crossmodalrag.memory import concepts, distill, drift, episodes, graph
 
     has_events = store.conn.execute("SELECT 1 FROM memory_nodes WHERE level = 'event' LIMIT 1").fetchone()
-    no_events = {"skipped": "no events yet: run `mem build-memory --level event` (needs a language model for notes)"}
+    why = "run `mem build-memory --level event` (needs a language model for notes)"
+    if "event" in report.levels:  # it just ran: its line (and a waiting notice) says why it made none
+        why = "the event level made none from the sources there are"
+    no_events = {"skipped": f"no events yet: {why}"}
     events = episodes.load_events(store.conn) if has_events else []
     steps = {
         "episode": lambda: episodes.build_episodes(store, settings.episode_gap_hours, events),

@@ -34,6 +34,7 @@ class EventRow:
     source_type: str
     vector: "np.ndarray | None"
     chunks: dict[int, float] = field(default_factory=dict)  # supporting chunk -> best score
+    source_title: str = ""
 
 
 def load_events(conn: sqlite3.Connection) -> list[EventRow]:
@@ -42,10 +43,18 @@ def load_events(conn: sqlite3.Connection) -> list[EventRow]:
 
     events = {
         row[0]: EventRow(
-            row[0], row[1], row[2], row[3], row[4], row[5], np.frombuffer(row[6], dtype=np.float32) if row[6] else None
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            row[5],
+            np.frombuffer(row[6], dtype=np.float32) if row[6] else None,
+            source_title=row[7],
         )
         for row in conn.execute(
-            "SELECT n.id, n.project, n.first_time, n.statement, n.kind, COALESCE(s.source_type, ''), n.vector"
+            "SELECT n.id, n.project, n.first_time, n.statement, n.kind, COALESCE(s.source_type, ''), n.vector,"
+            " COALESCE(s.title, '')"
             " FROM memory_nodes n LEFT JOIN sources s ON s.id = n.source_id"
             " WHERE n.level = 'event' AND n.supported = 1 ORDER BY n.first_time IS NULL, n.first_time, n.id"
         )
@@ -75,6 +84,20 @@ def split_episodes(events: list[EventRow], gap_hours: float) -> list[list[EventR
     return episodes
 
 
+def project_label(members: list[EventRow]) -> str:
+    """What an episode is called: a conversation by its title (its project is the session id, which
+    keeps two chats of the same title apart), anything else by its folder's or repository's name."""
+    first = members[0]
+    if first.source_type == "conversation" and first.source_title.strip():
+        return first.source_title.strip()
+    return project_name(first.project)
+
+
+def episode_label(title: str) -> str:
+    """The project label an episode's title starts with (before its ": <dates> (<n> events)")."""
+    return title.rsplit(": ", 1)[0]
+
+
 def episode_node(members: list[EventRow]) -> Node:
     project = members[0].project
     times = [e.time for e in members if e.time is not None]
@@ -86,7 +109,7 @@ def episode_node(members: list[EventRow]) -> Node:
     return Node(
         id=stable_id("episode", project, members[0].id),
         level="episode",
-        title=f"{project_name(project)}: {span or 'undated'} ({len(members)} event{'' if len(members) == 1 else 's'})",
+        title=f"{project_label(members)}: {span or 'undated'} ({len(members)} event{'' if len(members) == 1 else 's'})",
         statement=" ".join(e.statement for e in leading)[:400],
         project=project,
         first_time=first,
@@ -143,11 +166,12 @@ def member_links(members: list[EventRow]) -> list[Link]:
 def timeline(store: Store, limit: int = 50, project: str | None = None) -> list[dict[str, Any]]:
     """The latest `limit` episodes, oldest first, each with its events' ids and its supporting chunks
     (for `mem timeline`, the console and the MCP tool memory_timeline): a limit keeps the recent end
-    of a long timeline, not its first weeks. `project` matches the folder/repo path or its name."""
+    of a long timeline, not its first weeks. `project` matches the folder/repo path or its name, or
+    the label an episode's title starts with (a conversation's title)."""
     where, params = "level = 'episode'", ()
     if project:
-        where += " AND (project = ? OR project LIKE ?)"
-        params = (project, f"%/{project}")
+        where += " AND (project = ? OR project LIKE ? OR substr(title, 1, ?) = ?)"
+        params = (project, f"%/{project}", len(project) + 2, f"{project}: ")
     found = rows(store.conn, where, params, "first_time IS NULL, first_time DESC, id DESC", limit)[::-1]
     out = with_evidence(store.conn, found, ("member",))
     members = members_of(store.conn, [row["id"] for row in found], "in_episode")

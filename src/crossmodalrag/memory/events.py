@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from crossmodalrag.answer.llm.base import LLMError, LLMUnavailable
@@ -52,9 +52,10 @@ class EventsReport:
     prompt_chars: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    unreachable: str = ""  # why the model could not be reached mid-run (build-memory says it in its notices)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items() if k != "unreachable"}
 
 
 @dataclass
@@ -80,7 +81,9 @@ def build_events(
     progress: Progress | None = None,
 ) -> EventsReport:
     """Extract events from every source that needs it, newest first. Never raises on model output:
-    a source that fails validation twice is recorded as failed and retried next run."""
+    a source that fails validation twice is recorded as failed and retried next run. A model server
+    that cannot be reached does not stop the run: the sources left wait for it (`report.unreachable`
+    says why), as they do when no model is configured, and git commits still become events."""
     started, report = time.monotonic(), EventsReport()
     deadline = started + max_minutes * 60 if max_minutes is not None else None
     report.removed_orphans = remove_orphans(store)
@@ -93,9 +96,18 @@ def build_events(
         if (limit is not None and report.extracted >= limit) or over_time:
             report.pending = len(todo) - done
             break
+        state = states.get(source.id)
+        if report.unreachable and not _needs_work(source, state, how, report):
+            continue  # decided again without the model: it waits for it
         if progress:
             progress(done, len(todo), source.title)
-        if not _process(store, source, states.get(source.id), how, report, deadline):
+        try:
+            finished = _process(store, source, state, how, report, deadline)
+        except LLMUnavailable as error:
+            report.extracted -= 1
+            report.unreachable, how = error.message, replace(how, llm=None)
+            finished = not _needs_work(source, state, how, report) or _process(store, source, state, how, report)
+        if not finished:
             report.pending = len(todo) - done  # this one too: cut off between its windows, nothing stored
             break
     if how.semantic is not None:
@@ -355,11 +367,15 @@ def remove_orphans(store: Store) -> list[dict[str, Any]]:
 
 
 def list_events(store: Store, source: str | None = None, kind: str | None = None, limit: int = 50) -> list[dict]:
-    """Events (newest first) with their evidence locators, for `mem events` and the API."""
+    """Events (newest first) with their evidence locators, for `mem events` and the API. `source` is
+    named as `mem log --source` and `mem forget` take it (uri, path, id, `mem://source/ID`, repo@sha).
+    Raises CMRAGError when a sha prefix names more than one commit."""
+    from crossmodalrag.versioning.history import resolve_source
+
     where, params = ["level = 'event'"], []
     if source:
         where.append("source_uri = ?")
-        params.append(source)
+        params.append(resolve_source(store.conn, source))
     if kind:
         where.append("kind = ?")
         params.append(kind)

@@ -3,7 +3,8 @@
 importance: the node's PageRank centrality over the most central node of its level (0..1);
 staleness:  1 - 0.5 ** (days since last touched / CMRAG_USAGE_HALFLIFE_DAYS), where "touched" is
             the latest use of the node or one of its chunks in the usage log, else the content's age.
-Every item carries its L0 evidence.
+Every item carries its L0 evidence. Equal risks (staleness saturates at 1 within months, and many
+nodes share the top importance) are ordered by time since last touched, longest first.
 """
 
 from __future__ import annotations
@@ -59,5 +60,5 @@ def forgetting(
             touched_by=by,
         )
         items.append(item)
-    items.sort(key=lambda item: (-item["risk"], item["id"]))
+    items.sort(key=lambda item: (-item["risk"], -item["days_since_touched"], item["id"]))
     return items[:top]

@@ -1,7 +1,8 @@
 """Recall cards: a question and a one-sentence answer drawn strictly from a node's L0 evidence, cited.
 
 Cards are made for the nodes most at risk of being forgotten, cached per node fingerprint (a card
-is made again only when its node changed, or with --regenerate). The model writes them when one
+is made again only when its node changed, or with --regenerate; a regenerate without a model keeps
+a model's card of an unchanged node: a template card would only be worse). The model writes them when one
 answers and cites a real excerpt; otherwise a template card asks about the node and answers with
 the first sentence of its best evidence: real text, never a paraphrase.
 """
@@ -14,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from crossmodalrag.config import Settings
+from crossmodalrag.memory.episodes import episode_label
 from crossmodalrag.memory.forgetting import forgetting
 from crossmodalrag.memory.sources import project_name
 from crossmodalrag.store import Store
@@ -22,7 +24,10 @@ if TYPE_CHECKING:
     from crossmodalrag.answer.llm import LLM
 
 EXCERPTS = 3
-SENTENCE = re.compile(r"(.+?[.!?])(?:\s|$)")
+SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+LIST_NUMBER = re.compile(r"(?:^|\s)\d{1,3}\.$")  # "1." opening a list item, not the end of a sentence
+PARAGRAPH = re.compile(r"\n\s*\n")
+SHARED_WORDS = 0.6  # a template question naming this share of its answer's words gives the answer away
 CARD_SCHEMA = {
     "type": "object",
     "properties": {
@@ -35,22 +40,34 @@ CARD_SCHEMA = {
 
 
 def first_sentence(text: str, limit: int = 220) -> str:
-    flat = " ".join(text.split())
-    match = SENTENCE.match(flat)
-    sentence = match.group(1) if match else flat
+    """The first sentence of a text's first paragraph (a blank line ends a sentence too: a commit's
+    subject line has no full stop), not cut at a list item's number."""
+    paragraphs = [p for p in PARAGRAPH.split(text.strip()) if p.strip() and not p.lstrip().startswith("#")]
+    flat = " ".join((paragraphs[0] if paragraphs else text).split())
+    ends = (m.end() for m in SENTENCE_END.finditer(flat) if not LIST_NUMBER.search(flat[: m.end()]))
+    sentence = flat[: next(ends, len(flat))]
     return sentence if len(sentence) <= limit else sentence[: limit - 2].rsplit(" ", 1)[0] + " …"
 
 
-def template_card(node: dict[str, Any]) -> dict[str, Any]:
+def template_card(node: dict[str, Any], body: str | None = None) -> dict[str, Any]:
+    """A question about the node and the first sentence of its best evidence (`body`: that chunk's
+    text with its line breaks, else the flat excerpt) as the answer."""
+    from crossmodalrag.memory.retrieve import words
+
     best = node["evidence"][0]
+    answer = first_sentence(body if body is not None else best["excerpt"])
     when = (node["first_time"] or "")[:10]
     if node["level"] == "event":
-        question = f"What {node['type'] or 'thing'} is recorded in {best['title']}" + (f" ({when})?" if when else "?")
+        named = best["title"]
+        said = words(answer)
+        if said and len(said & words(named)) >= SHARED_WORDS * len(said):  # a commit titled by its subject
+            named = project_name(node["project"] or "") or "this source"
+        question = f"What {node['type'] or 'thing'} is recorded in {named}" + (f" ({when})?" if when else "?")
     elif node["level"] == "episode":
-        question = f"What happened in {project_name(node['project'])}" + (f" around {when}?" if when else "?")
+        question = f"What happened in {episode_label(node['title'])}" + (f" around {when}?" if when else "?")
     else:
         question = f"What do you know about {node['title']}?"
-    return {"question": question, "answer": first_sentence(best["excerpt"]), "cited": [best], "generator": "template"}
+    return {"question": question, "answer": answer, "cited": [best], "generator": "template"}
 
 
 def llm_card(llm: "LLM", node: dict[str, Any], min_margin: float = Settings.verify_min_margin) -> dict[str, Any] | None:
@@ -95,8 +112,11 @@ def recall_cards(
     write: bool = True,
     min_margin: float = Settings.verify_min_margin,
 ) -> list[dict[str, Any]]:
-    """Cards for the riskiest nodes: cached ones reused, others made (and cached when `write`)."""
-    nodes = [n for n in forgetting(store, level, top, min_support, half_life_days) if n["evidence"]]
+    """Cards for the riskiest nodes: cached ones reused, others made (and cached when `write`). A card
+    with the answer and excerpt of a riskier one (an event and the episode it alone makes) is left out
+    and the next node's card shown instead."""
+    # Twice as many candidates as cards, for those left out as repeats (made only when reached).
+    nodes = [n for n in forgetting(store, level, top * 2, min_support, half_life_days) if n["evidence"]]
     cached = _cached(store, [n["id"] for n in nodes])
     fingerprints = dict(
         store.conn.execute(
@@ -104,17 +124,37 @@ def recall_cards(
             [n["id"] for n in nodes],
         ).fetchall()
     ) if nodes else {}  # fmt: skip
-    cards = []
+    cards: list[dict[str, Any]] = []
+    shown: set[tuple] = set()
     for node in nodes:
+        if len(cards) == top:
+            break
         card = cached.get(node["id"])
-        if regenerate or card is None or card["node_fingerprint"] != fingerprints[node["id"]]:
-            card = (llm_card(llm, node, min_margin) if llm is not None else None) or template_card(node)
+        current = card is not None and card["node_fingerprint"] == fingerprints[node["id"]]
+        keep_model_card = llm is None and current and card["generator"] != "template"
+        if (regenerate or not current) and not keep_model_card:
+            made = llm_card(llm, node, min_margin) if llm is not None else None
+            card = made or template_card(node, _body(store, node["evidence"][0]["chunk_id"]))
+        elif card["generator"] == "template":  # cheap and deterministic: made again, so template fixes show
+            remade = template_card(node, _body(store, node["evidence"][0]["chunk_id"]))
+            if any(remade[k] != card[k] for k in ("question", "answer", "cited")):
+                card = {**card, **remade}
+        if write and card is not cached.get(node["id"]):
             card["node_fingerprint"] = fingerprints[node["id"]]
-            if write:
-                _save(store, node["id"], card)
+            _save(store, node["id"], card)
+        said = (" ".join(card["answer"].lower().split()), card["cited"][0].get("chunk_id"))
+        if said in shown:
+            continue
+        shown.add(said)
         cards.append({"node_id": node["id"], "level": node["level"], "title": node["title"], "risk": node["risk"],
                       **{k: card[k] for k in ("question", "answer", "cited", "generator")}})  # fmt: skip
     return cards
+
+
+def _body(store: Store, chunk_id: int) -> str | None:
+    """A chunk's text without its breadcrumb line, line breaks kept (where a commit's subject ends)."""
+    row = store.conn.execute("SELECT text FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
+    return None if row is None else (row[0].split("\n", 1)[1] if "\n" in row[0] else row[0])
 
 
 def _cached(store: Store, ids: list[str]) -> dict[str, dict[str, Any]]:

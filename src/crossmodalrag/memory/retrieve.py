@@ -2,10 +2,12 @@
 
 - event: the best events' cited chunks, fused by reciprocal rank with ordinary L0 retrieval (on
   LoCoMo with gold events, fusion beat either alone; episode-first retrieval lost recall);
+  the answer keeps the per-source cap (max_chunks_per_source) like plain retrieval;
 - episode / concept: the best nodes (`matched_nodes`), then every chunk under them ranked by how
   well it matches the question, blended with its node's score.
-A node's chunks pass the same filters as plain retrieval (--modality, --after/--before): a node with
-none left is not matched. `--as-of` is refused: the nodes are built from the memory as it is now.
+A node's chunks pass the same filters as plain retrieval (--modality, --after/--before, and --match
+all|phrase: every chunk shown holds the words or the phrase): a node with none left is not matched.
+`--as-of` is refused: the nodes are built from the memory as it is now.
 Node ranking blends meaning, words, recency and centrality; without embeddings it is lexical.
 A `LevelRetriever` stands in for the plain one, so `mem ask`, `mem eval` and the API reuse their
 answer, gate and metrics code unchanged; the gate reads the plain L0 search's coverage.
@@ -21,7 +23,7 @@ from typing import Any
 from crossmodalrag.answer.evidence import Retriever
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.retrieval.fusion import min_max, reciprocal_rank_fusion
-from crossmodalrag.retrieval.search import SearchResult, capped_as, is_filtered, passing_chunks
+from crossmodalrag.retrieval.search import SearchResult, capped_as, is_filtered, matching_chunks, passing_chunks
 from crossmodalrag.retrieval.stopwords import STOPWORDS
 from crossmodalrag.store import Store
 from crossmodalrag.store.params import in_batches
@@ -56,6 +58,11 @@ EVENT_MIN_COSINES = {
 }
 EVENT_MIN_COSINE = EVENT_MIN_COSINES["sentence-transformers/all-MiniLM-L6-v2"]
 DAY = 86400.0
+# A node whose every chunk is gone (its note deleted from the vault, before `mem build-memory` removes
+# its event) has nothing to drill down to: it is not matched.
+LIVE_NODES = (
+    "level = ? AND supported = 1 AND EXISTS (SELECT 1 FROM memory_evidence e WHERE e.node_id = memory_nodes.id)"
+)
 
 
 def words(text: str) -> set[str]:
@@ -83,7 +90,7 @@ def node_table(store: Store, level: str) -> NodeTable:
 
     stamp = tuple(
         store.conn.execute(
-            "SELECT COUNT(*), MAX(updated_at), SUM(centrality) FROM memory_nodes WHERE level = ? AND supported = 1",
+            f"SELECT COUNT(*), MAX(updated_at), SUM(centrality) FROM memory_nodes WHERE {LIVE_NODES}",
             (level,),
         ).fetchone()
     )
@@ -91,8 +98,7 @@ def node_table(store: Store, level: str) -> NodeTable:
     if key in _TABLES and _TABLES[key].stamp == stamp:
         return _TABLES[key]
     found = store.conn.execute(
-        "SELECT id, title, statement, first_time, centrality, vector FROM memory_nodes"
-        " WHERE level = ? AND supported = 1 ORDER BY id",
+        f"SELECT id, title, statement, first_time, centrality, vector FROM memory_nodes WHERE {LIVE_NODES} ORDER BY id",
         (level,),
     ).fetchall()
     dims = {len(row[5]) // 4 for row in found if row[5]}
@@ -175,6 +181,8 @@ class LevelRetriever:
     half_life_days: float = 180.0
     stand_ins: bool = False  # drill down only through the distilled stand-ins (scripts/distill_gate.py)
     matched_nodes: list[dict[str, Any]] = field(default_factory=list)
+    # The chunks --match all|phrase lets through for the current question (None: no word filter).
+    allowed: set[int] | None = None
 
     @property
     def options(self):
@@ -203,7 +211,8 @@ class LevelRetriever:
         # About as many events as the answer has chunks: a longer list lets the chunks of weakly
         # matching events displace plain hits (20 events instead of 10 cost 0.7 points on LoCoMo dev).
         limit = max(top_k, EVENTS_DRILLED) if self.level == "event" else MATCHED_NODES
-        filtered = is_filtered(self.options)
+        self.allowed = matching_chunks(self.store.conn, query, self.options)
+        filtered = is_filtered(self.options) or self.allowed is not None
         # Filtered, the best nodes may have no evidence left: rank them all, then keep the best that do.
         ranked = rank_nodes(
             table, query, vector, self.half_life_days, len(table.ids) if filtered else limit, self.level == "event"
@@ -215,7 +224,7 @@ class LevelRetriever:
             ranked = [node for node in ranked if node[2]["lexical"] > 0 or node[2].get("cosine", 0.0) >= least]
         if filtered:
             ranked = self._with_evidence(ranked, table, limit)
-        self.matched_nodes = _matched(self.store, table, ranked, self.options)
+        self.matched_nodes = _matched(self.store, table, ranked, self.options, self.allowed)
         if self.level == "event":
             chunks = self._fuse(plain, ranked, table)
         elif ranked:
@@ -223,8 +232,13 @@ class LevelRetriever:
         else:  # no node matches: the evidence as plain retrieval ranks it
             chunks = [(hit.chunk_id, hit.score) for hit in plain.hits]
         known = {hit.chunk_id: hit for hit in plain.hits}
-        hits = hits_for(self.store, [c for c, _ in chunks[:top_k]], dict(chunks), known)
-        return replace(plain, hits=hits)
+        if self.level != "event":  # a drill-down shows every chunk under its nodes (not capped)
+            return replace(plain, hits=hits_for(self.store, [c for c, _ in chunks[:top_k]], dict(chunks), known))
+        # The events' own chunks enter the fusion uncapped, so the cap applies to the fused ranking:
+        # otherwise one commit's events filled the answer with its diff hunks.
+        hits = hits_for(self.store, [c for c, _ in chunks], dict(chunks), known)
+        kept = set(_capped([hit.chunk_id for hit in hits], hits, self.options.max_chunks_per_source))
+        return replace(plain, hits=[hit for hit in hits if hit.chunk_id in kept][:top_k])
 
     def _with_evidence(self, ranked: list[tuple], table: NodeTable, limit: int) -> list[tuple]:
         """The best `limit` nodes that keep some evidence under the search's filters."""
@@ -233,12 +247,14 @@ class LevelRetriever:
         for node in ranked:
             if len(kept) == limit:
                 break
-            if _ordered_chunks(self.store, [table.ids[node[0]]], stand_ins, self.options):
+            if _ordered_chunks(self.store, [table.ids[node[0]]], stand_ins, self.options, self.allowed):
                 kept.append(node)
         return kept
 
     def _fuse(self, plain: SearchResult, ranked: list[tuple], table: NodeTable) -> list[tuple[int, float]]:
-        from_events = _ordered_chunks(self.store, [table.ids[i] for i, _, _ in ranked], options=self.options)
+        from_events = _ordered_chunks(
+            self.store, [table.ids[i] for i, _, _ in ranked], options=self.options, allowed=self.allowed
+        )
         plain_ids = _capped([h.chunk_id for h in plain.hits], plain.hits, self.options.max_chunks_per_source)
         # A longer plain tail would outvote every event-only chunk.
         plain_ids = plain_ids[: max(self.options.top_k * 2, PLAIN_FUSED)]
@@ -249,7 +265,8 @@ class LevelRetriever:
         """Every chunk under the matched nodes (not capped), ranked by reciprocal rank fusion of its
         place in the plain ranking (or its own match to the question), and its node's place."""
         by_node = [
-            _ordered_chunks(self.store, [table.ids[index]], self.stand_ins, self.options) for index, _, _ in ranked
+            _ordered_chunks(self.store, [table.ids[index]], self.stand_ins, self.options, self.allowed)
+            for index, _, _ in ranked
         ]
         under = {chunk for chunks in by_node for chunk in chunks}
         relevance = _chunk_relevance(self.store, self.semantic, query, vector, sorted(under))
@@ -272,9 +289,12 @@ def _capped(chunk_ids: list[int], hits: list[Hit], per_source: int) -> list[int]
     return kept
 
 
-def _ordered_chunks(store: Store, node_ids: list[str], stand_ins: bool = False, options=None) -> list[int]:
+def _ordered_chunks(
+    store: Store, node_ids: list[str], stand_ins: bool = False, options=None, allowed: set[int] | None = None
+) -> list[int]:
     """The nodes' supporting chunks (or only their distilled stand-ins) that pass the search options'
-    filters: node by node, each node's best-supported first (drill-down order)."""
+    filters and are among `allowed` (when given): node by node, each node's best-supported first
+    (drill-down order)."""
     order: dict[int, None] = {}
     roles = "role = 'distill'" if stand_ins else "role != 'distill'"
     for node in node_ids:
@@ -283,7 +303,8 @@ def _ordered_chunks(store: Store, node_ids: list[str], stand_ins: bool = False, 
             " GROUP BY chunk_id ORDER BY MAX(COALESCE(score, 0)) DESC, chunk_id",
             (node,),
         ):
-            order.setdefault(chunk, None)
+            if allowed is None or chunk in allowed:
+                order.setdefault(chunk, None)
     if options is None or not is_filtered(options):
         return list(order)
     passing = passing_chunks(store.conn, list(order), options)
@@ -303,12 +324,15 @@ def _chunk_relevance(store: Store, semantic, query: str, vector, chunk_ids: list
     return found
 
 
-def _matched(store: Store, table: NodeTable, ranked: list[tuple], options) -> list[dict[str, Any]]:
+def _matched(
+    store: Store, table: NodeTable, ranked: list[tuple], options, allowed: set[int] | None = None
+) -> list[dict[str, Any]]:
     from crossmodalrag.memory.nodes import evidence_of
 
     ids = [table.ids[i] for i, _, _ in ranked]
     evidence = evidence_of(store.conn, ids)
-    passing = passing_chunks(store.conn, sorted({e["chunk_id"] for found in evidence.values() for e in found}), options)
+    cited = {e["chunk_id"] for found in evidence.values() for e in found}
+    passing = passing_chunks(store.conn, sorted(cited if allowed is None else cited & allowed), options)
     return [
         {
             "id": table.ids[i],
@@ -369,10 +393,12 @@ def require_level(store: Store, level: str) -> None:
     from crossmodalrag.memory_views import MemoryNotBuilt
 
     if store.conn.execute("SELECT 1 FROM memory_nodes WHERE level = ? LIMIT 1", (level,)).fetchone() is None:
-        raise MemoryNotBuilt(
-            f"no {level} nodes yet: the memory hierarchy is not built to that level",
-            "run `mem build-memory` (events need a language model, concepts embeddings); `mem memory-stats` shows it",
-        )
+        hint = "run `mem build-memory` (events need a language model, concepts embeddings); `mem memory-stats` shows it"
+        if level == "concept":  # events and vectors may be there: the reason is then too few similar events
+            from crossmodalrag.memory.concepts import why_no_concepts
+
+            hint = why_no_concepts(store.conn)
+        raise MemoryNotBuilt(f"no {level} nodes yet: the memory hierarchy is not built to that level", hint)
 
 
 def with_nodes(answer, retriever):

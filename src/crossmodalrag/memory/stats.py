@@ -22,6 +22,11 @@ def memory_stats(store: Store) -> dict[str, Any]:
         " WHERE x.status = 'failed' ORDER BY s.uri"
     ).fetchall()
     scalar = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+    # Not extracted: every source without a current extraction, failed ones included.
+    not_done = scalar(
+        "SELECT COUNT(*) FROM sources s WHERE NOT EXISTS (SELECT 1 FROM memory_extractions x"
+        " WHERE x.source_id = s.id AND x.status = 'done' AND x.source_fingerprint = s.fingerprint)"
+    )
     return {
         "nodes": levels,
         "edges": edges,
@@ -40,11 +45,11 @@ def memory_stats(store: Store) -> dict[str, Any]:
                 "SELECT COUNT(*) FROM memory_extractions x JOIN sources s ON s.id = x.source_id"
                 " WHERE x.status = 'done' AND x.source_fingerprint = s.fingerprint"
             ),
-            "pending": scalar(
-                "SELECT COUNT(*) FROM sources s WHERE NOT EXISTS (SELECT 1 FROM memory_extractions x"
-                " WHERE x.source_id = s.id AND x.status = 'done' AND x.source_fingerprint = s.fingerprint)"
-            ),
+            # extracted + not_extracted + failed = total: those build-memory has yet to try (they wait
+            # for a model, or a later run) apart from those it tried and failed on
+            "not_extracted": not_done - len(failed),
             "failed": [{"source_id": r[0], "uri": r[1], "reason": r[2]} for r in failed],
+            "pending": not_done,  # the old key (not_extracted + failed), kept for scripts that read it
         },
         "drift_concepts": scalar(
             "SELECT COUNT(*) FROM memory_nodes WHERE level='concept' AND json_type(metadata, '$.drift') IS NOT NULL"
@@ -60,13 +65,14 @@ def events_with_source_gone(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND source_id IS NULL").fetchone()[0]
 
 
-def forget_derived(conn: sqlite3.Connection) -> int:
+def forget_derived(conn: sqlite3.Connection) -> tuple[int, int]:
     """Inside `mem forget`'s transaction, after its sources are deleted: remove their events and every
     episode or concept built on them (their titles and summaries came from forgotten text; the next
-    `mem build-memory` re-derives them from what remains). Returns how many nodes went."""
+    `mem build-memory` re-derives them from what remains). Returns (how many nodes went, how many
+    remaining events lost their episode or concept with them: until that build they are in no timeline)."""
     gone = [row[0] for row in conn.execute("SELECT id FROM memory_nodes WHERE level='event' AND source_id IS NULL")]
     if not gone:
-        return 0
+        return 0, 0
     parents: set[str] = set()
     for part in in_batches(gone):
         parents |= {
@@ -77,4 +83,20 @@ def forget_derived(conn: sqlite3.Connection) -> int:
                 part,
             )
         }
-    return delete_nodes(conn, gone) + delete_nodes(conn, parents)
+    stranded = _members_of(conn, parents) - set(gone)
+    return delete_nodes(conn, gone) + delete_nodes(conn, parents), len(stranded)
+
+
+def _members_of(conn: sqlite3.Connection, parents: set[str]) -> set[str]:
+    """The events that are members of any of these episodes or concepts."""
+    members: set[str] = set()
+    for part in in_batches(sorted(parents)):
+        members |= {
+            row[0]
+            for row in conn.execute(
+                f"SELECT src FROM memory_edges WHERE dst IN ({','.join('?' * len(part))})"
+                " AND kind IN ('in_episode', 'in_concept')",
+                part,
+            )
+        }
+    return members

@@ -393,6 +393,18 @@ def _search_comparison(
     )
 
 
+def matching_chunks(conn: sqlite3.Connection, query: str, options: SearchOptions) -> set[int] | None:
+    """The chunks (passing the filters) that hold every word (`--match all`) or the phrase (`--match
+    phrase`): what a memory level keeps of its nodes' evidence. None under `--match any`, where no
+    chunk is ruled out by its words."""
+    if options.match == "any":
+        return None
+    terms = fts.query_terms(query)
+    analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
+    _, every_match, _ = _lexical_candidates(conn, query, terms, analyzed, options, 0)
+    return set(every_match)
+
+
 def _expression(query: str, terms: list[fts.QueryTerm], match: str) -> str | None:
     """The FTS5 MATCH expression of a query in a match mode; None when nothing can match."""
     if match == "phrase":

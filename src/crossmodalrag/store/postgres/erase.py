@@ -47,7 +47,7 @@ def forget_sources(store, sources, vacuum: bool = False):
             keep_updates_linked(conn, ids)
             conn.execute("DELETE FROM chunks WHERE source_id = ANY(?)", (ids,))  # chunk_terms: ON DELETE CASCADE
             conn.execute("DELETE FROM sources WHERE id = ANY(?)", (ids,))
-            report.memory_nodes = forget_derived(conn)
+            report.memory_nodes, report.stranded_events = forget_derived(conn)
 
     retrying(forget)  # a collision the server aborted (serializable, deadlock) is run again whole
     report.eval_queries = _eval_queries_naming(store, {s.uri for s in sources})
