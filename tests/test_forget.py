@@ -137,10 +137,9 @@ def test_forget_a_folder_by_path(capsys, vault, db_path) -> None:
     data = json.loads(out)
     assert code == 0 and data["sources"] == 2 and data["vacuumed"] is False
     assert {s["uri"] for s in data["forgotten"]} == {str(vault / "secret/gone.md"), str(vault / "secret/also.md")}
-    assert set(data) == {"forgotten", "sources", "earlier_paths", "chunks", "vectors", "memory_nodes", "stranded_events",
-                         "vacuumed",
-                         "eval_queries_naming_them", "still_on_disk", "backups", "backup_paths",
-                         "unfinished_copies"}  # fmt: skip
+    assert set(data) == {"forgotten", "sources", "earlier_paths", "chunks", "vectors", "memory_nodes",
+                         "stranded_events", "vacuumed", "eval_queries_naming_them", "still_on_disk", "backups",
+                         "backup_paths", "unfinished_copies"}  # fmt: skip
     assert counts(db_path)["sources"] == 1
 
 
