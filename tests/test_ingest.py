@@ -158,15 +158,43 @@ def test_a_deleted_note_leaves_with_its_chunks_and_index_rows(store: Store, vaul
     assert_consistent(store)
 
 
-def test_a_renamed_note_is_removed_at_the_old_path_and_added_at_the_new(store: Store, vault: Path) -> None:
+def test_a_renamed_note_moves_to_the_new_path_keeping_its_id(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
+    old_id = sources(store)[uri(vault, "alpha.md")]
     (vault / "archive").mkdir()
     os.rename(vault / "alpha.md", vault / "archive" / "alpha-renamed.md")
     report = ingest_notes(store, [vault])
-    assert (report.added, report.removed, report.unchanged) == (1, 1, 2)
+    assert (report.added, report.moved, report.removed, report.unchanged) == (0, 1, 0, 2)
     assert uri(vault, "alpha.md") not in sources(store)
+    assert sources(store)[uri(vault, "archive/alpha-renamed.md")] == old_id  # mem://source/<id> still resolves
     assert searched_uris(store, "aardvark") == {uri(vault, "archive/alpha-renamed.md")}
+    locators = {row[0] for row in store.conn.execute("SELECT locator FROM chunks WHERE source_id = ?", (old_id,))}
+    assert locators == {"archive/alpha-renamed.md"}
     assert_consistent(store)
+
+
+def test_moving_a_folder_of_most_of_a_vault_is_a_move_not_a_mass_delete(store: Store, tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    for i in range(4):
+        write_note(root, f"A/n{i}.md", f"# N{i}\n\nmarker{i} text\n")
+    write_note(root, "A/twin.md", "# N0\n\nmarker0 text\n")  # identical to A/n0.md: each keeps its own id
+    write_note(root, "top.md", "# Top\n\ntop\n")
+    ingest_notes(store, [root])
+    before = sources(store)
+    (root / "A").rename(root / "B")
+    report = ingest_notes(store, [root])
+    assert (report.failures, report.added, report.removed, report.moved) == ([], 0, 0, 5)
+    after = sources(store)
+    assert after == {uri.replace("/A/", "/B/"): source_id for uri, source_id in before.items()}
+    assert searched_uris(store, "marker1") == {str(root / "B" / "n1.md")}
+    assert_consistent(store)
+
+
+def test_a_copied_note_is_added_and_its_original_kept(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    write_note(vault, "copy.md", NOTES["alpha.md"])
+    report = ingest_notes(store, [vault])
+    assert (report.added, report.moved, report.removed) == (1, 0, 0)
 
 
 def test_an_editors_atomic_save_is_an_update(store: Store, vault: Path) -> None:

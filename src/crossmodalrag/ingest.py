@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -41,6 +42,7 @@ class IngestReport:
     updated: int = 0
     unchanged: int = 0
     removed: int = 0
+    moved: int = 0  # stored sources whose file was renamed or moved: they kept their id (see Moves)
     empty: int = 0  # skipped, having nothing to store (an empty note): neither stored nor a failure
     chunks: int = 0
     failures: list[str] = field(default_factory=list)
@@ -56,9 +58,10 @@ class IngestReport:
         return self.added + self.updated + self.unchanged + self.failed + self.empty
 
     def summary(self) -> str:
+        moved = f"{self.moved} moved, " if self.moved else ""
         skipped = f"{self.empty} empty skipped, " if self.empty else ""
         return (
-            f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, {moved}"
             f"{self.removed} removed, {skipped}{self.failed} failed ({self.chunks} chunks written)"
         )
 
@@ -68,6 +71,7 @@ class IngestReport:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "removed": self.removed,
+            "moved": self.moved,
             "empty": self.empty,
             "failed": self.failed,
             "chunks": self.chunks,
@@ -136,6 +140,21 @@ def write_document(
             state = source_state(doc.uri, doc.source_type, doc.title, doc.timestamp, metadata, digest, written)
             versioning.changed(conn, "source", doc.uri, state=state, new=row is None)
     return row is None, len(chunks)
+
+
+def move_document(batch: WriteBatch, old_uri: str, doc: Document, digest: str) -> int | None:
+    """Give the stored source at `old_uri` the uri of the file it was renamed to, then rewrite it there
+    (its chunks carry the new locator), in one unit; returns the chunk count, or None when there was
+    nothing to move (the old one is gone or the new uri is taken: the caller writes it as new). The
+    source keeps its id, so a mem://source/<id> citation and the events read from it stay valid."""
+    batch.writes(old_uri)
+    with batch.unit() as conn:
+        rows = conn.execute("SELECT uri FROM sources WHERE uri IN (?, ?)", (old_uri, doc.uri)).fetchall()
+        if [row[0] for row in rows] != [old_uri]:
+            return None
+        with versioning.changing(conn, "source", old_uri):  # the log: deleted there, inserted here
+            conn.execute("UPDATE sources SET uri = ? WHERE uri = ?", (doc.uri, old_uri))
+        return write_document(batch, doc, digest)[1]
 
 
 def extend_document(batch: WriteBatch, source_id: int, doc: Document, digest: str, keep: int, chunks: list) -> int:
@@ -247,18 +266,50 @@ class Unchanged:
     uri: str
 
 
+class Moves:
+    """Stored notes of a vault whose file may have been renamed or moved: a new note whose title and
+    text are those of a stored one that vanished from disk is that note, moved (see move_document).
+    Read as a deletion and an addition, moving a folder of most of a vault tripped the mass-delete
+    guard, and kept the old copies beside the new ones until the next run with --allow-mass-delete."""
+
+    def __init__(self, store: Store, root: Path) -> None:
+        self.by_title: dict[str, list[tuple[str, str, str]]] = {}  # title → [(uri, locator, fingerprint)]
+        rows = store.conn.execute(
+            "SELECT uri, title, fingerprint, json_extract(metadata, '$.path') FROM sources"
+            " WHERE uri >= ? AND uri < ? AND source_type = 'note'",
+            (f"{root}/", f"{root}/\U0010ffff"),
+        )
+        for uri, title, digest, locator in rows:
+            if locator is not None:
+                self.by_title.setdefault(title, []).append((uri, locator, digest))
+
+    def origin(self, doc: Document, seen: set[str]) -> str | None:
+        """The uri of the stored note `doc` was moved from, or None. Those of the same file name are
+        tried first: of two identical notes moved together, each keeps its own id."""
+        candidates = [c for c in self.by_title.get(doc.title, []) if c[0] not in seen and not os.path.lexists(c[0])]
+        candidates.sort(key=lambda candidate: Path(candidate[0]).name != Path(doc.uri).name)
+        for candidate in candidates:
+            old_uri, locator, digest = candidate
+            if fingerprint(replace(doc, locator=locator)) == digest:  # the same note, read at its old path
+                self.by_title[doc.title].remove(candidate)
+                return old_uri
+        return None
+
+
 def ingest_documents(
     store: Store,
     items: Iterable[Document | Failure | Unchanged | Skipped],
     known: dict[str, str],
     report: IngestReport,
     progress: Progress | None = None,
+    moves: Moves | None = None,
 ) -> set[str]:
-    """Write every changed document; record failures. Returns the uris seen (stored or failed)."""
+    """Write every changed document; record failures. Returns the uris seen (stored or failed; a
+    moved source's old uri too: it has not gone)."""
     seen: set[str] = set()
     with store.batched(replayable=True) as batch:  # every unit below goes through batch.run
         for item in items:
-            _ingest_one(batch, item, known, report, seen)
+            _ingest_one(batch, item, known, report, seen, moves)
             if progress:
                 progress(report)
     return seen
@@ -270,6 +321,7 @@ def _ingest_one(
     known: dict[str, str],
     report: IngestReport,
     seen: set[str],
+    moves: Moves | None = None,
 ) -> None:
     if isinstance(item, Skipped):  # not seen: a note emptied since it was stored leaves the memory
         report.empty += 1
@@ -289,6 +341,13 @@ def _ingest_one(
         if "file_stamp" in item.metadata:  # same content, touched file: remember the new stamp
             batch.run(lambda: _restamp(batch, item.uri, item.metadata["file_stamp"]))
         return
+    if moves and item.uri not in known and (old_uri := moves.origin(item, seen)):
+        moved = batch.run(lambda: move_document(batch, old_uri, item, digest))
+        if moved is not None:
+            seen.add(old_uri)
+            report.moved += 1
+            report.chunks += moved
+            return
     added, count = batch.run(lambda: write_document(batch, item, digest, unless_stored=True))
     if added is None:  # another writer stored the same meanwhile
         report.unchanged += 1
@@ -358,7 +417,8 @@ def ingest_notes(
             continue
         known = known_fingerprints(store, f"{root}/", "note")
         before = report.read
-        seen = ingest_documents(store, _read_vault(root, include, exclude, confine), known, report, progress)
+        items = _read_vault(root, include, exclude, confine)
+        seen = ingest_documents(store, items, known, report, progress, Moves(store, root))
         if report.read == before and not known:
             report.notices.append(f"{root}: no notes (.md, .markdown) in it")
         if include and known and not seen:  # a mistyped pattern, not every note deleted

@@ -48,7 +48,7 @@ class WatchEvent:
     @property
     def changed(self) -> bool:
         report = self.report
-        return bool(report and (report.added or report.updated or report.removed or report.failed))
+        return bool(report and (report.added or report.updated or report.removed or report.moved or report.failed))
 
     def to_dict(self) -> dict[str, Any]:
         return {

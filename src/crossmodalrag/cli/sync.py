@@ -170,7 +170,7 @@ class WatchLines:
         key = (event.connector, event.root)
         fresh = [text for text in (*report.failures, *report.notices) if text not in self.shown.get(key, set())]
         self.shown[key] = set(report.failures) | set(report.notices)
-        if not (report.added or report.updated or report.removed or fresh):
+        if not (report.added or report.updated or report.removed or report.moved or fresh):
             return 0  # nothing changed (a touched file, an editor's swap file): stay quiet
         for text in fresh:
             notice(f"{stamp} {'error' if text in report.failures else 'note'}: {text}")
