@@ -247,6 +247,45 @@ def test_ctrl_c_in_the_watch_loop_exits_0(capsys, monkeypatch, tmp_path):
     assert "stopped watching" in err and "error:" not in err
 
 
+def test_ctrl_c_applies_the_changes_still_waiting_out_the_debounce(capsys, monkeypatch, tmp_path, db_path):
+    from crossmodalrag import watch as watch_module
+
+    vault = tmp_path / "vault"
+    write_note(vault, "a.md", "# A\nText.\n")
+
+    def saved_then_interrupted(self, stop):  # a save, then Ctrl-C before the debounce is over
+        self.pending.add(self.targets[0], [write_note(vault, "late.md", "# Late\nLate text.\n")])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(watch_module.Watcher, "run", saved_then_interrupted)
+    monkeypatch.setenv("OBSIDIAN_VAULT_PATH_1", str(vault))
+    assert main(["sync", "--watch"]) == 0
+    err = capsys.readouterr().err
+    assert "applying 1 pending change before stopping" in err and "stopped watching" in err
+    assert str(vault.resolve() / "late.md") in source_uris(db_path)
+
+
+def test_a_second_ctrl_c_skips_the_pending_changes_and_says_how_many(capsys, monkeypatch, tmp_path):
+    from crossmodalrag import watch as watch_module
+
+    vault = tmp_path / "vault"
+    write_note(vault, "a.md", "# A\nText.\n")
+
+    def saved_then_interrupted(self, stop):
+        self.pending.add(self.targets[0], [vault / "b.md", vault / "c.md"])
+        raise KeyboardInterrupt
+
+    def interrupted(self, target, paths):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(watch_module.Watcher, "run", saved_then_interrupted)
+    monkeypatch.setattr(watch_module.Watcher, "_apply", interrupted)
+    monkeypatch.setenv("OBSIDIAN_VAULT_PATH_1", str(vault))
+    assert main(["sync", "--watch"]) == 0
+    err = capsys.readouterr().err
+    assert "2 changes not applied; the next `mem sync` picks them up" in err and "stopped watching" in err
+
+
 def test_watch_with_nothing_configured_is_an_error(capsys):
     assert main(["sync", "--watch"]) == 1
     assert capsys.readouterr().err.startswith("error: nothing to sync")

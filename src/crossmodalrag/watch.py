@@ -157,6 +157,11 @@ class _Pending:
             taken, self._paths = self._paths, {}
             return taken
 
+    def count(self) -> int:
+        """How many changed paths are waiting."""
+        with self._lock:
+            return sum(len(paths) for paths in self._paths.values())
+
 
 class _Handler:
     """Receives watchdog events on an observer thread; records the relevant paths for one target."""
@@ -234,8 +239,25 @@ class Watcher:
                 self._check_roots()
                 next_check = time.monotonic() + self.poll
             # A burst that never pauses is still applied, at most every few debounce periods.
-            for target, paths in self.pending.take(self.debounce, 4 * self.debounce + 1).items():
+            self._apply_all(self.pending.take(self.debounce, 4 * self.debounce + 1))
+
+    def finish(self) -> None:
+        """Apply at once what is still waiting out the debounce: a stop (Ctrl-C, SIGTERM) a moment
+        after a save must not drop it. Another Ctrl-C interrupts this; what it did not reach stays
+        counted in `pending` (and the next sync reads it from disk anyway)."""
+        self._apply_all(self.pending.take(0, 0))
+
+    def _apply_all(self, taken: dict[Target, set[Path]]) -> None:
+        """Apply each target's changes; on Ctrl-C, those not applied go back to pending first."""
+        remaining = dict(taken)
+        try:
+            for target, paths in taken.items():
                 self._apply(target, paths)
+                del remaining[target]
+        except KeyboardInterrupt:
+            for target, paths in remaining.items():
+                self.pending.add(target, list(paths))
+            raise
 
     def _arm(self, target: Target) -> bool:
         """Start observing target; False if it is not there (or cannot be observed)."""
@@ -419,3 +441,4 @@ def watch(
     with Watcher(store, settings, only, max_commits, notify, debounce, poll) as watcher:
         sync(store, settings, only, max_commits)
         watcher.run(stop)
+        watcher.finish()
