@@ -263,6 +263,23 @@ def test_an_emptied_vault_is_not_read_as_every_note_deleted(store: Store, vault:
     assert report.removed == 3 and not report.failures and sources(store) == {}
 
 
+def test_the_mass_delete_refusal_names_why_the_notes_would_go(store: Store, tmp_path: Path) -> None:
+    root = tmp_path / "w"
+    write_note(root, "a/x.md", "# A\n\na\n")
+    for i in range(3):
+        write_note(root, f"b/n{i}.md", f"# B{i}\n\nb{i}\n")
+    ingest_notes(store, [root])
+    (failure,) = ingest_notes(store, [root], include=["a/**"]).failures
+    assert "3 of its 4 stored sources are filtered out by the include/exclude rules" in failure
+    assert "gone from disk" not in failure and "the patterns select less than you meant" in failure
+    write_note(root, "b/n0.md", "")
+    write_note(root, "b/n1.md", "  \n")
+    (root / "b" / "n2.md").unlink()
+    (failure,) = ingest_notes(store, [root]).failures
+    assert "3 of its 4 stored sources would leave the memory (2 now empty, 1 gone from disk)" in failure
+    assert "unmounted drive" in failure and "--allow-mass-delete" in failure
+
+
 def test_removing_less_than_half_of_a_vault_needs_no_flag(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
     (vault / "alpha.md").unlink()

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from crossmodalrag import versioning
 from crossmodalrag.chunking import CHUNKER_VERSION, chunk_document
-from crossmodalrag.connectors import git, notes
+from crossmodalrag.connectors import git, globs, notes
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.index import fts
@@ -379,22 +379,46 @@ def remove_sources(store: Store, uris: Iterable[str]) -> int:
     return retrying(remove)
 
 
+GONE_FROM_DISK = "gone from disk"
+FILTERED_OUT = "filtered out by the include/exclude rules"
+
+
 def remove_gone(
-    store: Store, root: Path, gone: list[str], stored: int, report: IngestReport, allow_mass_delete: bool
+    store: Store,
+    root: Path,
+    gone: list[str],
+    stored: int,
+    report: IngestReport,
+    allow_mass_delete: bool,
+    causes: dict[str, int] | None = None,
 ) -> None:
     """Remove sources whose files left `root`, unless that is more than half of the `stored` ones:
     an unmounted drive leaves an empty mount point, which must not read as "everything deleted".
-    A folder of one or two sources is exempt: emptying it is ordinary, and refusing would only nag."""
+    A folder of one or two sources is exempt: emptying it is ordinary, and refusing would only nag.
+    `causes`: why they left, cause → count (all gone from disk when not given), as the refusal says it."""
     if not gone:
         return
     if len(gone) * 2 > stored >= MASS_DELETE_MIN_SOURCES and not allow_mass_delete:
-        report.failures.append(
-            f"{root}: {len(gone)} of its {stored} stored sources are gone from disk; nothing was removed, in case "
-            "the folder is an unmounted drive or emptied by mistake (hint: if you deleted them, run again with "
-            "--allow-mass-delete)"
-        )
+        report.failures.append(_mass_delete_refusal(root, len(gone), stored, causes or {GONE_FROM_DISK: len(gone)}))
         return
     report.removed += remove_sources(store, gone)
+
+
+def _mass_delete_refusal(root: Path, count: int, stored: int, causes: dict[str, int]) -> str:
+    """The refusal, naming why the sources would go: a narrowed --include is no unmounted drive."""
+    if len(causes) == 1:
+        what = f"are {next(iter(causes))}"
+    else:
+        what = "would leave the memory (" + ", ".join(f"{n} {cause}" for cause, n in causes.items()) + ")"
+    in_case = (
+        "the patterns select less than you meant"
+        if set(causes) == {FILTERED_OUT}
+        else "the folder is an unmounted drive or emptied by mistake"
+    )
+    return (
+        f"{root}: {count} of its {stored} stored sources {what}; nothing was removed, in case {in_case} "
+        "(hint: if they are meant to go, run again with --allow-mass-delete)"
+    )
 
 
 def ingest_notes(
@@ -429,8 +453,37 @@ def ingest_notes(
             continue
         # A folder that could not be listed fails as a whole: the notes under it are not gone.
         gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
-        remove_gone(store, root, gone, len(known), report, allow_mass_delete)
+        causes = _why_notes_left(root, gone, include or [], exclude or [])
+        remove_gone(store, root, gone, len(known), report, allow_mass_delete, causes)
     return report
+
+
+def _why_notes_left(root: Path, gone: list[str], include: list[str], exclude: list[str]) -> dict[str, int]:
+    """cause → count of the stored notes this read of the vault did not find (for the mass-delete
+    refusal: a note filtered out or emptied is still on disk, and "gone from disk" misled)."""
+    causes: dict[str, int] = {}
+    for uri in gone:
+        path = Path(uri)
+        if not os.path.lexists(path):
+            cause = GONE_FROM_DISK
+        elif not globs.selected(path.relative_to(root).as_posix(), include, exclude):
+            cause = FILTERED_OUT
+        elif _empty_note(root, path):
+            cause = "now empty"
+        else:
+            cause = "no longer read (now hidden, or a link to another note of the vault)"
+        causes[cause] = causes.get(cause, 0) + 1
+    return causes
+
+
+def _empty_note(root: Path, path: Path) -> bool:
+    try:
+        notes.read_note(root, path)
+    except notes.EmptyNote:
+        return True
+    except CMRAGError:
+        return False
+    return False
 
 
 def _outermost(roots: list[Path], report: IngestReport) -> list[Path]:
