@@ -323,6 +323,30 @@ def test_a_vault_inside_another_is_read_once_and_a_second_run_changes_nothing(st
     assert again.updated == 0 and again.added == 0 and again.unchanged == first.added
 
 
+def test_a_subfolder_ingested_after_its_vault_keeps_the_notes_as_the_vault_read_them(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    inner = vault / "projects"
+    write_note(inner, "plan.md", "# Plan\n\nShip in May.\n")
+    for _ in range(2):
+        report = ingest_notes(store, [inner])
+        assert report.updated == 0 and report.notices == [
+            f"{inner} is inside the vault {vault}: its notes are read as part of that vault"
+        ]
+        assert ingest_notes(store, [vault]).updated == 0
+    stored = store.conn.execute(
+        "SELECT json_extract(metadata, '$.vault'), json_extract(metadata, '$.path') FROM sources WHERE uri = ?",
+        (uri(vault, "projects/plan.md"),),
+    ).fetchone()
+    assert tuple(stored) == (str(vault.resolve()), "projects/plan.md")  # a note of the vault, read from the subfolder
+
+
+def test_a_subfolder_ingested_before_its_vault_is_rewritten_once_then_stays(store: Store, vault: Path) -> None:
+    inner = vault / "projects"
+    ingest_notes(store, [inner])
+    assert ingest_notes(store, [vault]).updated == 1  # now a note of the vault: its locator says so
+    assert ingest_notes(store, [inner]).updated == 0 and ingest_notes(store, [vault]).updated == 0
+
+
 def test_a_link_to_a_note_of_the_same_vault_is_not_stored_twice(store: Store, vault: Path, tmp_path: Path) -> None:
     (vault / "alias.md").symlink_to(vault / "alpha.md")
     outside = write_note(tmp_path / "elsewhere", "shared.md", "# Shared\n\nA note kept outside the vault.\n")

@@ -441,7 +441,10 @@ def ingest_notes(
             continue
         known = known_fingerprints(store, f"{root}/", "note")
         before = report.read
-        items = _read_vault(root, include, exclude, confine)
+        vault = _stored_vault(store, root)
+        if vault != root:
+            report.notices.append(f"{root} is inside the vault {vault}: its notes are read as part of that vault")
+        items = _read_vault(root, include, exclude, confine, vault)
         seen = ingest_documents(store, items, known, report, progress, Moves(store, root))
         if report.read == before and not known:
             report.notices.append(f"{root}: no notes (.md, .markdown) in it")
@@ -620,10 +623,27 @@ def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Itera
 
 
 def _read_vault(
-    root: Path, include: list[str] | None, exclude: list[str] | None, confine: bool = False
+    root: Path, include: list[str] | None, exclude: list[str] | None, confine: bool = False, vault: Path | None = None
 ) -> Iterable[Document | Failure]:
-    read = partial(notes.read_note, root)
+    """The notes under root, each read as a note of `vault` (root itself unless it lies inside one)."""
+    read = partial(notes.read_note, vault or root)
     return _read_each(notes.find_notes(root, include or [], exclude or []), confined(read, root) if confine else read)
+
+
+def _stored_vault(store: Store, root: Path) -> Path:
+    """The vault root's notes belong to: the outermost enclosing folder that notes were stored from as
+    a vault (and still there), else root itself. Read as a vault of their own, a subfolder's notes got
+    another locator and vault, so ingesting the subfolder and the vault in turn rewrote every note."""
+    for folder in reversed(root.parents):
+        prefix = "/" if folder == Path(folder.anchor) else f"{folder}/"
+        stored = store.conn.execute(
+            "SELECT 1 FROM sources WHERE uri >= ? AND uri < ? AND source_type = 'note'"
+            " AND json_extract(metadata, '$.vault') = ? LIMIT 1",
+            (prefix, prefix + "\U0010ffff", str(folder)),
+        ).fetchone()
+        if stored and folder.is_dir():
+            return folder
+    return root
 
 
 def ingest_git(
