@@ -97,7 +97,8 @@ def read_note(root: Path, path: Path) -> Document:
     text = text.removeprefix("\ufeff")
     if "\x00" in text:
         raise ConnectorError(f"{_shown(path)}: binary data in a .md file", "this is not a text note; exclude it")
-    if not text[split_frontmatter(text)[1] :].strip():
+    frontmatter_text, body_start = split_frontmatter(text)
+    if not text[body_start:].strip() and not _worth_keeping(parse_frontmatter(frontmatter_text)):
         raise EmptyNote(f"{_shown(path)}: note is empty", "nothing to remember in it")
     text = strip_private(text)
     frontmatter_text, body_start = split_frontmatter(text)
@@ -109,7 +110,7 @@ def read_note(root: Path, path: Path) -> Document:
         uri=str(path),
         source_type="note",
         title=title,
-        text=text if text[body_start:].strip() else "",
+        text=text if text[body_start:].strip() or _worth_keeping(meta) else "",
         format="markdown",
         timestamp=_timestamp(meta, leading_date(text, body_start)[0], mtime, path.stem),
         locator=relative,
@@ -126,6 +127,12 @@ def read_note(root: Path, path: Path) -> Document:
             ),
         },
     )
+
+
+def _worth_keeping(meta: dict[str, Any]) -> bool:
+    """Does frontmatter alone make a note worth storing? A note titled "Call dentist" with a date and
+    tags is found by them (its frontmatter is its one chunk); a template's blank `tags:` is not."""
+    return any(value not in (None, "", [], {}) for value in meta.values())
 
 
 def _frontmatter_unread(raw: str | None, meta: dict[str, Any]) -> str | None:
