@@ -356,6 +356,17 @@ def test_a_link_to_a_note_of_the_same_vault_is_not_stored_twice(store: Store, va
     assert str(vault / "alias.md") not in uris and {str(vault / "alpha.md"), str(vault / "shared.md")} <= uris
 
 
+def test_a_linked_folder_is_not_followed_and_the_ingest_says_so(store: Store, vault: Path, tmp_path: Path) -> None:
+    write_note(tmp_path / "elsewhere", "e.md", "# E\n\nElsewhere.\n")
+    (vault / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (vault / "loop").symlink_to(vault, target_is_directory=True)  # a loop: never walked into
+    report = ingest_notes(store, [vault])
+    assert report.added == 3 and report.notices == [
+        f"{vault}: 2 linked folders not followed (e.g. {vault / 'linked'}; symbolic links to folders are skipped:"
+        " ingest the folder itself as a vault)"
+    ]
+
+
 def test_a_commits_oversized_diff_is_named_once_when_first_read(store: Store, repo: Path, monkeypatch) -> None:
     from crossmodalrag.connectors import git as git_connector
 

@@ -444,8 +444,14 @@ def ingest_notes(
         vault = _stored_vault(store, root)
         if vault != root:
             report.notices.append(f"{root} is inside the vault {vault}: its notes are read as part of that vault")
-        items = _read_vault(root, include, exclude, confine, vault)
+        folder_links: list[Path] = []
+        items = _read_vault(root, include, exclude, confine, vault, folder_links)
         seen = ingest_documents(store, items, known, report, progress, Moves(store, root))
+        if folder_links:
+            report.notices.append(
+                f"{root}: {counted(len(folder_links), 'linked folder')} not followed (e.g. {folder_links[0]}; "
+                "symbolic links to folders are skipped: ingest the folder itself as a vault)"
+            )
         if report.read == before and not known:
             report.notices.append(f"{root}: no notes (.md, .markdown) in it")
         if include and known and not seen:  # a mistyped pattern, not every note deleted
@@ -623,11 +629,18 @@ def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Itera
 
 
 def _read_vault(
-    root: Path, include: list[str] | None, exclude: list[str] | None, confine: bool = False, vault: Path | None = None
+    root: Path,
+    include: list[str] | None,
+    exclude: list[str] | None,
+    confine: bool = False,
+    vault: Path | None = None,
+    folder_links: list[Path] | None = None,
 ) -> Iterable[Document | Failure]:
-    """The notes under root, each read as a note of `vault` (root itself unless it lies inside one)."""
+    """The notes under root, each read as a note of `vault` (root itself unless it lies inside one);
+    symlinked folders skipped are added to `folder_links`."""
     read = partial(notes.read_note, vault or root)
-    return _read_each(notes.find_notes(root, include or [], exclude or []), confined(read, root) if confine else read)
+    found = notes.find_notes(root, include or [], exclude or [], folder_links)
+    return _read_each(found, confined(read, root) if confine else read)
 
 
 def _stored_vault(store: Store, root: Path) -> Path:

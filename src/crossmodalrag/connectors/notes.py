@@ -34,18 +34,24 @@ WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]
 INLINE_TAG = re.compile(r"(?<![\w&#/])#([^\W\d_][\w/-]*)")  # a letter first, of any script: #über, #日本語
 
 
-def find_notes(root: Path, include: list[str], exclude: list[str]) -> Iterator[Path]:
+def find_notes(
+    root: Path, include: list[str], exclude: list[str], folder_links: list[Path] | None = None
+) -> Iterator[Path]:
     """Every note under root in a stable order, skipping vault noise and hidden folders.
 
-    Symlinked folders are not followed, so a link loop cannot trap the walk, nor are links to notes
-    of the same vault (see _links_within). A folder that cannot
-    be listed is yielded itself: reading it fails with a clear error, and the failure keeps the
-    notes stored from under it (instead of their looking deleted).
+    Symlinked folders are not followed (each is added to `folder_links`, for the ingest to say so):
+    a link loop cannot trap the walk, a link into the vault does not store its notes twice, and the
+    watcher, which does not follow links either, would never see their edits. Links to notes of the
+    same vault are not followed either (see _links_within). A folder that cannot be listed is
+    yielded itself: reading it fails with a clear error, and the failure keeps the notes stored from
+    under it (instead of their looking deleted).
     """
     unlisted: list[OSError] = []
     for folder, dirs, files in os.walk(root, onerror=unlisted.append):
         yield from _folders(unlisted)
         dirs[:] = sorted(d for d in dirs if d not in NOISE_DIRS and not d.startswith("."))
+        if folder_links is not None:
+            folder_links.extend(Path(folder, d) for d in dirs if Path(folder, d).is_symlink())
         for name in sorted(files):
             if name.startswith(".") or not name.lower().endswith(NOTE_SUFFIXES):
                 continue
