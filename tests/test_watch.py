@@ -139,6 +139,21 @@ def test_a_vault_follows_creates_edits_renames_deletes_and_its_own_disappearance
     assert all(not event.report.failures for event in synced)
 
 
+def test_an_edit_to_a_linked_note_outside_the_vault_is_seen(tmp_path, db_path):
+    vault, outside = tmp_path / "vault", write_note(tmp_path / "ext", "t.md", "# Ext\nFirst version.\n")
+    write_note(vault, "a.md", "# A\nA note.\n")
+    (vault / "link.md").symlink_to(outside)
+    settings = Settings(db_path=db_path, notes_paths=[vault])
+    with watching(settings):
+        wait_for(lambda: str(vault / "link.md") in source_uris(db_path), "the initial sync")
+        outside.write_text("# Ext\nSecond version.\n", encoding="utf-8")
+        wait_for(lambda: "Second version" in chunk_text(db_path, str(vault / "link.md")), "the edit outside the vault")
+        (vault / "later.md").symlink_to(write_note(tmp_path / "ext2", "u.md", "# U\nLinked later.\n"))
+        wait_for(lambda: str(vault / "later.md") in source_uris(db_path), "a link added while watching")
+        (tmp_path / "ext2" / "u.md").write_text("# U\nEdited after.\n", encoding="utf-8")
+        wait_for(lambda: "Edited after" in chunk_text(db_path, str(vault / "later.md")), "its target's edit")
+
+
 def test_a_vault_missing_at_start_is_reported_once_and_picked_up_when_it_appears(tmp_path, db_path):
     vault = tmp_path / "later"
     settings = Settings(db_path=db_path, notes_paths=[vault])
