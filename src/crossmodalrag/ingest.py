@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from crossmodalrag import versioning
+from crossmodalrag import vaults, versioning
 from crossmodalrag.chunking import CHUNKER_VERSION, chunk_document
-from crossmodalrag.connectors import git, globs, notes
+from crossmodalrag.connectors import git, notes
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.index import fts
@@ -266,43 +265,13 @@ class Unchanged:
     uri: str
 
 
-class Moves:
-    """Stored notes of a vault whose file may have been renamed or moved: a new note whose title and
-    text are those of a stored one that vanished from disk is that note, moved (see move_document).
-    Read as a deletion and an addition, moving a folder of most of a vault tripped the mass-delete
-    guard, and kept the old copies beside the new ones until the next run with --allow-mass-delete."""
-
-    def __init__(self, store: Store, root: Path) -> None:
-        self.by_title: dict[str, list[tuple[str, str, str]]] = {}  # title → [(uri, locator, fingerprint)]
-        rows = store.conn.execute(
-            "SELECT uri, title, fingerprint, json_extract(metadata, '$.path') FROM sources"
-            " WHERE uri >= ? AND uri < ? AND source_type = 'note'",
-            (f"{root}/", f"{root}/\U0010ffff"),
-        )
-        for uri, title, digest, locator in rows:
-            if locator is not None:
-                self.by_title.setdefault(title, []).append((uri, locator, digest))
-
-    def origin(self, doc: Document, seen: set[str]) -> str | None:
-        """The uri of the stored note `doc` was moved from, or None. Those of the same file name are
-        tried first: of two identical notes moved together, each keeps its own id."""
-        candidates = [c for c in self.by_title.get(doc.title, []) if c[0] not in seen and not os.path.lexists(c[0])]
-        candidates.sort(key=lambda candidate: Path(candidate[0]).name != Path(doc.uri).name)
-        for candidate in candidates:
-            old_uri, locator, digest = candidate
-            if fingerprint(replace(doc, locator=locator)) == digest:  # the same note, read at its old path
-                self.by_title[doc.title].remove(candidate)
-                return old_uri
-        return None
-
-
 def ingest_documents(
     store: Store,
     items: Iterable[Document | Failure | Unchanged | Skipped],
     known: dict[str, str],
     report: IngestReport,
     progress: Progress | None = None,
-    moves: Moves | None = None,
+    moves: vaults.Moves | None = None,
 ) -> set[str]:
     """Write every changed document; record failures. Returns the uris seen (stored or failed; a
     moved source's old uri too: it has not gone)."""
@@ -321,7 +290,7 @@ def _ingest_one(
     known: dict[str, str],
     report: IngestReport,
     seen: set[str],
-    moves: Moves | None = None,
+    moves: vaults.Moves | None = None,
 ) -> None:
     if isinstance(item, Skipped):  # not seen: a note emptied since it was stored leaves the memory
         report.empty += 1
@@ -379,10 +348,6 @@ def remove_sources(store: Store, uris: Iterable[str]) -> int:
     return retrying(remove)
 
 
-GONE_FROM_DISK = "gone from disk"
-FILTERED_OUT = "filtered out by the include/exclude rules"
-
-
 def remove_gone(
     store: Store,
     root: Path,
@@ -399,7 +364,8 @@ def remove_gone(
     if not gone:
         return
     if len(gone) * 2 > stored >= MASS_DELETE_MIN_SOURCES and not allow_mass_delete:
-        report.failures.append(_mass_delete_refusal(root, len(gone), stored, causes or {GONE_FROM_DISK: len(gone)}))
+        causes = causes or {vaults.GONE_FROM_DISK: len(gone)}
+        report.failures.append(_mass_delete_refusal(root, len(gone), stored, causes))
         return
     report.removed += remove_sources(store, gone)
 
@@ -412,7 +378,7 @@ def _mass_delete_refusal(root: Path, count: int, stored: int, causes: dict[str, 
         what = "would leave the memory (" + ", ".join(f"{n} {cause}" for cause, n in causes.items()) + ")"
     in_case = (
         "the patterns select less than you meant"
-        if set(causes) == {FILTERED_OUT}
+        if set(causes) == {vaults.FILTERED_OUT}
         else "the folder is an unmounted drive or emptied by mistake"
     )
     return (
@@ -441,12 +407,12 @@ def ingest_notes(
             continue
         known = known_fingerprints(store, f"{root}/", "note")
         before = report.read
-        vault = _stored_vault(store, root)
+        vault = vaults.stored_vault(store, root)
         if vault != root:
             report.notices.append(f"{root} is inside the vault {vault}: its notes are read as part of that vault")
         folder_links: list[Path] = []
         items = _read_vault(root, include, exclude, confine, vault, folder_links)
-        seen = ingest_documents(store, items, known, report, progress, Moves(store, root))
+        seen = ingest_documents(store, items, known, report, progress, vaults.Moves(store, root))
         if folder_links:
             report.notices.append(
                 f"{root}: {counted(len(folder_links), 'linked folder')} not followed (e.g. {folder_links[0]}; "
@@ -462,37 +428,10 @@ def ingest_notes(
             continue
         # A folder that could not be listed fails as a whole: the notes under it are not gone.
         gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
-        causes = _why_notes_left(root, gone, include or [], exclude or [])
+        refused = len(gone) * 2 > len(known)  # remove_gone's rule: only then is the cause said
+        causes = vaults.why_notes_left(root, gone, include or [], exclude or []) if refused else None
         remove_gone(store, root, gone, len(known), report, allow_mass_delete, causes)
     return report
-
-
-def _why_notes_left(root: Path, gone: list[str], include: list[str], exclude: list[str]) -> dict[str, int]:
-    """cause → count of the stored notes this read of the vault did not find (for the mass-delete
-    refusal: a note filtered out or emptied is still on disk, and "gone from disk" misled)."""
-    causes: dict[str, int] = {}
-    for uri in gone:
-        path = Path(uri)
-        if not os.path.lexists(path):
-            cause = GONE_FROM_DISK
-        elif not globs.selected(path.relative_to(root).as_posix(), include, exclude):
-            cause = FILTERED_OUT
-        elif _empty_note(root, path):
-            cause = "now empty"
-        else:
-            cause = "no longer read (now hidden, or a link to another note of the vault)"
-        causes[cause] = causes.get(cause, 0) + 1
-    return causes
-
-
-def _empty_note(root: Path, path: Path) -> bool:
-    try:
-        notes.read_note(root, path)
-    except notes.EmptyNote:
-        return True
-    except CMRAGError:
-        return False
-    return False
 
 
 def _outermost(roots: list[Path], report: IngestReport) -> list[Path]:
@@ -641,22 +580,6 @@ def _read_vault(
     read = partial(notes.read_note, vault or root)
     found = notes.find_notes(root, include or [], exclude or [], folder_links)
     return _read_each(found, confined(read, root) if confine else read)
-
-
-def _stored_vault(store: Store, root: Path) -> Path:
-    """The vault root's notes belong to: the outermost enclosing folder that notes were stored from as
-    a vault (and still there), else root itself. Read as a vault of their own, a subfolder's notes got
-    another locator and vault, so ingesting the subfolder and the vault in turn rewrote every note."""
-    for folder in reversed(root.parents):
-        prefix = "/" if folder == Path(folder.anchor) else f"{folder}/"
-        stored = store.conn.execute(
-            "SELECT 1 FROM sources WHERE uri >= ? AND uri < ? AND source_type = 'note'"
-            " AND json_extract(metadata, '$.vault') = ? LIMIT 1",
-            (prefix, prefix + "\U0010ffff", str(folder)),
-        ).fetchone()
-        if stored and folder.is_dir():
-            return folder
-    return root
 
 
 def ingest_git(
