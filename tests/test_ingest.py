@@ -161,15 +161,43 @@ def test_a_deleted_note_leaves_with_its_chunks_and_index_rows(store: Store, vaul
     assert_consistent(store)
 
 
-def test_a_renamed_note_is_removed_at_the_old_path_and_added_at_the_new(store: Store, vault: Path) -> None:
+def test_a_renamed_note_moves_to_the_new_path_keeping_its_id(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
+    old_id = sources(store)[uri(vault, "alpha.md")]
     (vault / "archive").mkdir()
     os.rename(vault / "alpha.md", vault / "archive" / "alpha-renamed.md")
     report = ingest_notes(store, [vault])
-    assert (report.added, report.removed, report.unchanged) == (1, 1, 2)
+    assert (report.added, report.moved, report.removed, report.unchanged) == (0, 1, 0, 2)
     assert uri(vault, "alpha.md") not in sources(store)
+    assert sources(store)[uri(vault, "archive/alpha-renamed.md")] == old_id  # mem://source/<id> still resolves
     assert searched_uris(store, "aardvark") == {uri(vault, "archive/alpha-renamed.md")}
+    locators = {row[0] for row in store.conn.execute("SELECT locator FROM chunks WHERE source_id = ?", (old_id,))}
+    assert locators == {"archive/alpha-renamed.md"}
     assert_consistent(store)
+
+
+def test_moving_a_folder_of_most_of_a_vault_is_a_move_not_a_mass_delete(store: Store, tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    for i in range(4):
+        write_note(root, f"A/n{i}.md", f"# N{i}\n\nmarker{i} text\n")
+    write_note(root, "A/twin.md", "# N0\n\nmarker0 text\n")  # identical to A/n0.md: each keeps its own id
+    write_note(root, "top.md", "# Top\n\ntop\n")
+    ingest_notes(store, [root])
+    before = sources(store)
+    (root / "A").rename(root / "B")
+    report = ingest_notes(store, [root])
+    assert (report.failures, report.added, report.removed, report.moved) == ([], 0, 0, 5)
+    after = sources(store)
+    assert after == {uri.replace("/A/", "/B/"): source_id for uri, source_id in before.items()}
+    assert searched_uris(store, "marker1") == {str(root / "B" / "n1.md")}
+    assert_consistent(store)
+
+
+def test_a_copied_note_is_added_and_its_original_kept(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    write_note(vault, "copy.md", NOTES["alpha.md"])
+    report = ingest_notes(store, [vault])
+    assert (report.added, report.moved, report.removed) == (1, 0, 0)
 
 
 def test_an_editors_atomic_save_is_an_update(store: Store, vault: Path) -> None:
@@ -211,7 +239,7 @@ def test_a_bad_note_on_first_ingest_does_not_stop_the_others(store: Store, vault
 
 def test_an_empty_note_is_skipped_and_counted_not_a_failure(store: Store, vault: Path) -> None:
     write_note(vault, "Untitled.md", "")
-    write_note(vault, "blank.md", "---\ntitle: x\n---\n  \n")
+    write_note(vault, "blank.md", "---\ntags:\n---\n  \n")  # a template's blank field is nothing to keep
     report = ingest_notes(store, [vault])
     assert (report.added, report.empty, report.failures) == (3, 2, [])
     assert "2 empty skipped" in report.summary() and report.to_dict()["empty"] == 2
@@ -236,6 +264,23 @@ def test_an_emptied_vault_is_not_read_as_every_note_deleted(store: Store, vault:
     assert chunk_ids(store) == before
     report = ingest_notes(store, [vault], allow_mass_delete=True)
     assert report.removed == 3 and not report.failures and sources(store) == {}
+
+
+def test_the_mass_delete_refusal_names_why_the_notes_would_go(store: Store, tmp_path: Path) -> None:
+    root = tmp_path / "w"
+    write_note(root, "a/x.md", "# A\n\na\n")
+    for i in range(3):
+        write_note(root, f"b/n{i}.md", f"# B{i}\n\nb{i}\n")
+    ingest_notes(store, [root])
+    (failure,) = ingest_notes(store, [root], include=["a/**"]).failures
+    assert "3 of its 4 stored sources are filtered out by the include/exclude rules" in failure
+    assert "gone from disk" not in failure and "the patterns select less than you meant" in failure
+    write_note(root, "b/n0.md", "")
+    write_note(root, "b/n1.md", "  \n")
+    (root / "b" / "n2.md").unlink()
+    (failure,) = ingest_notes(store, [root]).failures
+    assert "3 of its 4 stored sources would leave the memory (2 now empty, 1 gone from disk)" in failure
+    assert "unmounted drive" in failure and "--allow-mass-delete" in failure
 
 
 def test_removing_less_than_half_of_a_vault_needs_no_flag(store: Store, vault: Path) -> None:
@@ -281,6 +326,30 @@ def test_a_vault_inside_another_is_read_once_and_a_second_run_changes_nothing(st
     assert again.updated == 0 and again.added == 0 and again.unchanged == first.added
 
 
+def test_a_subfolder_ingested_after_its_vault_keeps_the_notes_as_the_vault_read_them(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    inner = vault / "projects"
+    write_note(inner, "plan.md", "# Plan\n\nShip in May.\n")
+    for _ in range(2):
+        report = ingest_notes(store, [inner])
+        assert report.updated == 0 and report.notices == [
+            f"{inner} is inside the vault {vault}: its notes are read as part of that vault"
+        ]
+        assert ingest_notes(store, [vault]).updated == 0
+    stored = store.conn.execute(
+        "SELECT json_extract(metadata, '$.vault'), json_extract(metadata, '$.path') FROM sources WHERE uri = ?",
+        (uri(vault, "projects/plan.md"),),
+    ).fetchone()
+    assert tuple(stored) == (str(vault.resolve()), "projects/plan.md")  # a note of the vault, read from the subfolder
+
+
+def test_a_subfolder_ingested_before_its_vault_is_rewritten_once_then_stays(store: Store, vault: Path) -> None:
+    inner = vault / "projects"
+    ingest_notes(store, [inner])
+    assert ingest_notes(store, [vault]).updated == 1  # now a note of the vault: its locator says so
+    assert ingest_notes(store, [inner]).updated == 0 and ingest_notes(store, [vault]).updated == 0
+
+
 def test_a_link_to_a_note_of_the_same_vault_is_not_stored_twice(store: Store, vault: Path, tmp_path: Path) -> None:
     (vault / "alias.md").symlink_to(vault / "alpha.md")
     outside = write_note(tmp_path / "elsewhere", "shared.md", "# Shared\n\nA note kept outside the vault.\n")
@@ -288,6 +357,17 @@ def test_a_link_to_a_note_of_the_same_vault_is_not_stored_twice(store: Store, va
     ingest_notes(store, [vault])
     uris = {row[0] for row in store.conn.execute("SELECT uri FROM sources")}
     assert str(vault / "alias.md") not in uris and {str(vault / "alpha.md"), str(vault / "shared.md")} <= uris
+
+
+def test_a_linked_folder_is_not_followed_and_the_ingest_says_so(store: Store, vault: Path, tmp_path: Path) -> None:
+    write_note(tmp_path / "elsewhere", "e.md", "# E\n\nElsewhere.\n")
+    (vault / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (vault / "loop").symlink_to(vault, target_is_directory=True)  # a loop: never walked into
+    report = ingest_notes(store, [vault])
+    assert report.added == 3 and report.notices == [
+        f"{vault}: 2 linked folders not followed (e.g. {vault / 'linked'}; symbolic links to folders are skipped:"
+        " ingest the folder itself as a vault)"
+    ]
 
 
 def test_a_commits_oversized_diff_is_named_once_when_first_read(store: Store, repo: Path, monkeypatch) -> None:

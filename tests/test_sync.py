@@ -23,6 +23,7 @@ CONNECTOR_KEYS = {
     "updated",
     "unchanged",
     "removed",
+    "moved",
     "empty",
     "failed",
     "chunks",

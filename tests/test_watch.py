@@ -139,6 +139,21 @@ def test_a_vault_follows_creates_edits_renames_deletes_and_its_own_disappearance
     assert all(not event.report.failures for event in synced)
 
 
+def test_an_edit_to_a_linked_note_outside_the_vault_is_seen(tmp_path, db_path):
+    vault, outside = tmp_path / "vault", write_note(tmp_path / "ext", "t.md", "# Ext\nFirst version.\n")
+    write_note(vault, "a.md", "# A\nA note.\n")
+    (vault / "link.md").symlink_to(outside)
+    settings = Settings(db_path=db_path, notes_paths=[vault])
+    with watching(settings):
+        wait_for(lambda: str(vault / "link.md") in source_uris(db_path), "the initial sync")
+        outside.write_text("# Ext\nSecond version.\n", encoding="utf-8")
+        wait_for(lambda: "Second version" in chunk_text(db_path, str(vault / "link.md")), "the edit outside the vault")
+        (vault / "later.md").symlink_to(write_note(tmp_path / "ext2", "u.md", "# U\nLinked later.\n"))
+        wait_for(lambda: str(vault / "later.md") in source_uris(db_path), "a link added while watching")
+        (tmp_path / "ext2" / "u.md").write_text("# U\nEdited after.\n", encoding="utf-8")
+        wait_for(lambda: "Edited after" in chunk_text(db_path, str(vault / "later.md")), "its target's edit")
+
+
 def test_a_vault_missing_at_start_is_reported_once_and_picked_up_when_it_appears(tmp_path, db_path):
     vault = tmp_path / "later"
     settings = Settings(db_path=db_path, notes_paths=[vault])
@@ -245,6 +260,45 @@ def test_ctrl_c_in_the_watch_loop_exits_0(capsys, monkeypatch, tmp_path):
     assert main(["sync", "--watch"]) == 0
     err = capsys.readouterr().err
     assert "stopped watching" in err and "error:" not in err
+
+
+def test_ctrl_c_applies_the_changes_still_waiting_out_the_debounce(capsys, monkeypatch, tmp_path, db_path):
+    from crossmodalrag import watch as watch_module
+
+    vault = tmp_path / "vault"
+    write_note(vault, "a.md", "# A\nText.\n")
+
+    def saved_then_interrupted(self, stop):  # a save, then Ctrl-C before the debounce is over
+        self.pending.add(self.targets[0], [write_note(vault, "late.md", "# Late\nLate text.\n")])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(watch_module.Watcher, "run", saved_then_interrupted)
+    monkeypatch.setenv("OBSIDIAN_VAULT_PATH_1", str(vault))
+    assert main(["sync", "--watch"]) == 0
+    err = capsys.readouterr().err
+    assert "applying 1 pending change before stopping" in err and "stopped watching" in err
+    assert str(vault.resolve() / "late.md") in source_uris(db_path)
+
+
+def test_a_second_ctrl_c_skips_the_pending_changes_and_says_how_many(capsys, monkeypatch, tmp_path):
+    from crossmodalrag import watch as watch_module
+
+    vault = tmp_path / "vault"
+    write_note(vault, "a.md", "# A\nText.\n")
+
+    def saved_then_interrupted(self, stop):
+        self.pending.add(self.targets[0], [vault / "b.md", vault / "c.md"])
+        raise KeyboardInterrupt
+
+    def interrupted(self, target, paths):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(watch_module.Watcher, "run", saved_then_interrupted)
+    monkeypatch.setattr(watch_module.Watcher, "_apply", interrupted)
+    monkeypatch.setenv("OBSIDIAN_VAULT_PATH_1", str(vault))
+    assert main(["sync", "--watch"]) == 0
+    err = capsys.readouterr().err
+    assert "2 changes not applied; the next `mem sync` picks them up" in err and "stopped watching" in err
 
 
 def test_watch_with_nothing_configured_is_an_error(capsys):

@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from crossmodalrag import versioning
+from crossmodalrag import vaults, versioning
 from crossmodalrag.chunking import CHUNKER_VERSION, chunk_document
 from crossmodalrag.connectors import git, notes
 from crossmodalrag.connectors.files import check_name, confined
@@ -41,6 +41,7 @@ class IngestReport:
     updated: int = 0
     unchanged: int = 0
     removed: int = 0
+    moved: int = 0  # stored sources whose file was renamed or moved: they kept their id (see Moves)
     empty: int = 0  # skipped, having nothing to store (an empty note): neither stored nor a failure
     chunks: int = 0
     failures: list[str] = field(default_factory=list)
@@ -56,9 +57,10 @@ class IngestReport:
         return self.added + self.updated + self.unchanged + self.failed + self.empty
 
     def summary(self) -> str:
+        moved = f"{self.moved} moved, " if self.moved else ""
         skipped = f"{self.empty} empty skipped, " if self.empty else ""
         return (
-            f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, {moved}"
             f"{self.removed} removed, {skipped}{self.failed} failed ({self.chunks} chunks written)"
         )
 
@@ -68,6 +70,7 @@ class IngestReport:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "removed": self.removed,
+            "moved": self.moved,
             "empty": self.empty,
             "failed": self.failed,
             "chunks": self.chunks,
@@ -136,6 +139,21 @@ def write_document(
             state = source_state(doc.uri, doc.source_type, doc.title, doc.timestamp, metadata, digest, written)
             versioning.changed(conn, "source", doc.uri, state=state, new=row is None)
     return row is None, len(chunks)
+
+
+def move_document(batch: WriteBatch, old_uri: str, doc: Document, digest: str) -> int | None:
+    """Give the stored source at `old_uri` the uri of the file it was renamed to, then rewrite it there
+    (its chunks carry the new locator), in one unit; returns the chunk count, or None when there was
+    nothing to move (the old one is gone or the new uri is taken: the caller writes it as new). The
+    source keeps its id, so a mem://source/<id> citation and the events read from it stay valid."""
+    batch.writes(old_uri)
+    with batch.unit() as conn:
+        rows = conn.execute("SELECT uri FROM sources WHERE uri IN (?, ?)", (old_uri, doc.uri)).fetchall()
+        if [row[0] for row in rows] != [old_uri]:
+            return None
+        with versioning.changing(conn, "source", old_uri):  # the log: deleted there, inserted here
+            conn.execute("UPDATE sources SET uri = ? WHERE uri = ?", (doc.uri, old_uri))
+        return write_document(batch, doc, digest)[1]
 
 
 def extend_document(batch: WriteBatch, source_id: int, doc: Document, digest: str, keep: int, chunks: list) -> int:
@@ -253,12 +271,14 @@ def ingest_documents(
     known: dict[str, str],
     report: IngestReport,
     progress: Progress | None = None,
+    moves: vaults.Moves | None = None,
 ) -> set[str]:
-    """Write every changed document; record failures. Returns the uris seen (stored or failed)."""
+    """Write every changed document; record failures. Returns the uris seen (stored or failed; a
+    moved source's old uri too: it has not gone)."""
     seen: set[str] = set()
     with store.batched(replayable=True) as batch:  # every unit below goes through batch.run
         for item in items:
-            _ingest_one(batch, item, known, report, seen)
+            _ingest_one(batch, item, known, report, seen, moves)
             if progress:
                 progress(report)
     return seen
@@ -270,6 +290,7 @@ def _ingest_one(
     known: dict[str, str],
     report: IngestReport,
     seen: set[str],
+    moves: vaults.Moves | None = None,
 ) -> None:
     if isinstance(item, Skipped):  # not seen: a note emptied since it was stored leaves the memory
         report.empty += 1
@@ -289,6 +310,13 @@ def _ingest_one(
         if "file_stamp" in item.metadata:  # same content, touched file: remember the new stamp
             batch.run(lambda: _restamp(batch, item.uri, item.metadata["file_stamp"]))
         return
+    if moves and item.uri not in known and (old_uri := moves.origin(item, seen)):
+        moved = batch.run(lambda: move_document(batch, old_uri, item, digest))
+        if moved is not None:
+            seen.add(old_uri)
+            report.moved += 1
+            report.chunks += moved
+            return
     added, count = batch.run(lambda: write_document(batch, item, digest, unless_stored=True))
     if added is None:  # another writer stored the same meanwhile
         report.unchanged += 1
@@ -321,21 +349,42 @@ def remove_sources(store: Store, uris: Iterable[str]) -> int:
 
 
 def remove_gone(
-    store: Store, root: Path, gone: list[str], stored: int, report: IngestReport, allow_mass_delete: bool
+    store: Store,
+    root: Path,
+    gone: list[str],
+    stored: int,
+    report: IngestReport,
+    allow_mass_delete: bool,
+    causes: dict[str, int] | None = None,
 ) -> None:
     """Remove sources whose files left `root`, unless that is more than half of the `stored` ones:
     an unmounted drive leaves an empty mount point, which must not read as "everything deleted".
-    A folder of one or two sources is exempt: emptying it is ordinary, and refusing would only nag."""
+    A folder of one or two sources is exempt: emptying it is ordinary, and refusing would only nag.
+    `causes`: why they left, cause → count (all gone from disk when not given), as the refusal says it."""
     if not gone:
         return
     if len(gone) * 2 > stored >= MASS_DELETE_MIN_SOURCES and not allow_mass_delete:
-        report.failures.append(
-            f"{root}: {len(gone)} of its {stored} stored sources are gone from disk; nothing was removed, in case "
-            "the folder is an unmounted drive or emptied by mistake (hint: if you deleted them, run again with "
-            "--allow-mass-delete)"
-        )
+        causes = causes or {vaults.GONE_FROM_DISK: len(gone)}
+        report.failures.append(_mass_delete_refusal(root, len(gone), stored, causes))
         return
     report.removed += remove_sources(store, gone)
+
+
+def _mass_delete_refusal(root: Path, count: int, stored: int, causes: dict[str, int]) -> str:
+    """The refusal, naming why the sources would go: a narrowed --include is no unmounted drive."""
+    if len(causes) == 1:
+        what = f"are {next(iter(causes))}"
+    else:
+        what = "would leave the memory (" + ", ".join(f"{n} {cause}" for cause, n in causes.items()) + ")"
+    in_case = (
+        "the patterns select less than you meant"
+        if set(causes) == {vaults.FILTERED_OUT}
+        else "the folder is an unmounted drive or emptied by mistake"
+    )
+    return (
+        f"{root}: {count} of its {stored} stored sources {what}; nothing was removed, in case {in_case} "
+        "(hint: if they are meant to go, run again with --allow-mass-delete)"
+    )
 
 
 def ingest_notes(
@@ -358,7 +407,17 @@ def ingest_notes(
             continue
         known = known_fingerprints(store, f"{root}/", "note")
         before = report.read
-        seen = ingest_documents(store, _read_vault(root, include, exclude, confine), known, report, progress)
+        vault = vaults.stored_vault(store, root)
+        if vault != root:
+            report.notices.append(f"{root} is inside the vault {vault}: its notes are read as part of that vault")
+        folder_links: list[Path] = []
+        items = _read_vault(root, include, exclude, confine, vault, folder_links)
+        seen = ingest_documents(store, items, known, report, progress, vaults.Moves(store, root))
+        if folder_links:
+            report.notices.append(
+                f"{root}: {counted(len(folder_links), 'linked folder')} not followed (e.g. {folder_links[0]}; "
+                "symbolic links to folders are skipped: ingest the folder itself as a vault)"
+            )
         if report.read == before and not known:
             report.notices.append(f"{root}: no notes (.md, .markdown) in it")
         if include and known and not seen:  # a mistyped pattern, not every note deleted
@@ -369,7 +428,9 @@ def ingest_notes(
             continue
         # A folder that could not be listed fails as a whole: the notes under it are not gone.
         gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
-        remove_gone(store, root, gone, len(known), report, allow_mass_delete)
+        refused = len(gone) * 2 > len(known)  # remove_gone's rule: only then is the cause said
+        causes = vaults.why_notes_left(root, gone, include or [], exclude or []) if refused else None
+        remove_gone(store, root, gone, len(known), report, allow_mass_delete, causes)
     return report
 
 
@@ -534,10 +595,18 @@ def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Itera
 
 
 def _read_vault(
-    root: Path, include: list[str] | None, exclude: list[str] | None, confine: bool = False
+    root: Path,
+    include: list[str] | None,
+    exclude: list[str] | None,
+    confine: bool = False,
+    vault: Path | None = None,
+    folder_links: list[Path] | None = None,
 ) -> Iterable[Document | Failure]:
-    read = partial(notes.read_note, root)
-    return _read_each(notes.find_notes(root, include or [], exclude or []), confined(read, root) if confine else read)
+    """The notes under root, each read as a note of `vault` (root itself unless it lies inside one);
+    symlinked folders skipped are added to `folder_links`."""
+    read = partial(notes.read_note, vault or root)
+    found = notes.find_notes(root, include or [], exclude or [], folder_links)
+    return _read_each(found, confined(read, root) if confine else read)
 
 
 def ingest_git(

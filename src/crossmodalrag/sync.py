@@ -33,7 +33,7 @@ VARIABLES = {
     "chat": "CHAT_PATH",
 }
 TOML_KEYS = {"notes": "notes", "git": "git", "pdf": "pdf", "image": "images", "chat": "chats"}
-COUNTS = ("added", "updated", "unchanged", "removed", "empty", "chunks")
+COUNTS = ("added", "updated", "unchanged", "removed", "moved", "empty", "chunks")
 
 
 @dataclass

@@ -48,7 +48,7 @@ class WatchEvent:
     @property
     def changed(self) -> bool:
         report = self.report
-        return bool(report and (report.added or report.updated or report.removed or report.failed))
+        return bool(report and (report.added or report.updated or report.removed or report.moved or report.failed))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +76,8 @@ class Target:
     announced: bool = False  # its absence was reported (once per absence)
     polling: bool = False
     single_file: bool = False  # a PDF or image configured by itself: its folder is observed
+    link_handler: Any = None  # notes: sees changes to notes outside the vault that links in it lead to
+    linked: dict[Path, Any] | None = None  # the folders observed for those notes → their watches
 
     def present(self) -> bool:
         """Is the root there (and, for git, still a repository)?"""
@@ -157,6 +159,11 @@ class _Pending:
             taken, self._paths = self._paths, {}
             return taken
 
+    def count(self) -> int:
+        """How many changed paths are waiting."""
+        with self._lock:
+            return sum(len(paths) for paths in self._paths.values())
+
 
 class _Handler:
     """Receives watchdog events on an observer thread; records the relevant paths for one target."""
@@ -177,6 +184,40 @@ class _Handler:
             relevant = [self.target.root]  # re-sync the whole root rather than miss the change
         if relevant:
             self.pending.add(self.target, relevant)
+
+
+class _LinkHandler:
+    """Receives events from the folders holding notes that symlinks in a vault lead to (ingest reads
+    them through the link, but they lie outside the observed vault): a change to one re-syncs the vault."""
+
+    def __init__(self, target: Target, pending: _Pending) -> None:
+        self.target = target
+        self.pending = pending
+        self.files: set[Path] = set()
+
+    def dispatch(self, event: Any) -> None:
+        if event.event_type not in CHANGE_EVENTS or event.is_directory:
+            return
+        paths = {Path(os.fsdecode(p)) for p in (event.src_path, getattr(event, "dest_path", "")) if p}
+        if paths & self.files:
+            self.pending.add(self.target, [self.target.root])
+
+
+def linked_notes_outside(root: Path) -> dict[Path, set[Path]]:
+    """folder → the notes in it that symlinks in the vault lead to, for those outside the vault."""
+    from crossmodalrag.connectors.notes import find_notes
+
+    found: dict[Path, set[Path]] = {}
+    for note in find_notes(root, [], []):
+        if not note.is_symlink():
+            continue
+        try:
+            real = note.resolve(strict=True)
+        except (OSError, RuntimeError):  # a broken link or a loop: the ingest reports it
+            continue
+        if not real.is_relative_to(root.resolve()):
+            found.setdefault(real.parent, set()).add(real)
+    return found
 
 
 class Watcher:
@@ -234,8 +275,25 @@ class Watcher:
                 self._check_roots()
                 next_check = time.monotonic() + self.poll
             # A burst that never pauses is still applied, at most every few debounce periods.
-            for target, paths in self.pending.take(self.debounce, 4 * self.debounce + 1).items():
+            self._apply_all(self.pending.take(self.debounce, 4 * self.debounce + 1))
+
+    def finish(self) -> None:
+        """Apply at once what is still waiting out the debounce: a stop (Ctrl-C, SIGTERM) a moment
+        after a save must not drop it. Another Ctrl-C interrupts this; what it did not reach stays
+        counted in `pending` (and the next sync reads it from disk anyway)."""
+        self._apply_all(self.pending.take(0, 0))
+
+    def _apply_all(self, taken: dict[Target, set[Path]]) -> None:
+        """Apply each target's changes; on Ctrl-C, those not applied go back to pending first."""
+        remaining = dict(taken)
+        try:
+            for target, paths in taken.items():
                 self._apply(target, paths)
+                del remaining[target]
+        except KeyboardInterrupt:
+            for target, paths in remaining.items():
+                self.pending.add(target, list(paths))
+            raise
 
     def _arm(self, target: Target) -> bool:
         """Start observing target; False if it is not there (or cannot be observed)."""
@@ -261,10 +319,28 @@ class Watcher:
         if target.identity is None:  # gone again in the meantime
             self._disarm(target)
             return False
+        self._follow_links(target)
         return True
 
+    def _follow_links(self, target: Target) -> None:
+        """Observe the folders of the notes outside the vault that its symlinks lead to (inotify does
+        not follow links): edits there re-sync the vault. Kept current after each re-sync."""
+        if target.connector != "notes" or target.observer is None:
+            return
+        if target.link_handler is None:
+            target.link_handler = _LinkHandler(target, self.pending)
+        wanted, target.linked = linked_notes_outside(target.root), target.linked or {}
+        for folder in set(target.linked) - set(wanted):
+            target.observer.unschedule(target.linked.pop(folder))
+        for folder in set(wanted) - set(target.linked):
+            try:
+                target.linked[folder] = target.observer.schedule(target.link_handler, str(folder), recursive=False)
+            except OSError:  # not observable (gone, inotify limits): its edits wait for the next sync
+                continue
+        target.link_handler.files = {note for folder in target.linked for note in wanted[folder]}
+
     def _disarm(self, target: Target) -> None:
-        observer, target.observer, target.identity = target.observer, None, None
+        observer, target.observer, target.identity, target.linked = target.observer, None, None, None
         if observer is not None:
             observer.stop()
             if observer.is_alive():
@@ -308,6 +384,7 @@ class Watcher:
                 add_report(
                     report, run_ingest(self.store, self.settings, target.connector, [target.root], self.max_commits)
                 )
+                self._follow_links(target)  # a link added or removed since
         except CMRAGError as error:
             report.failures.append(str(error))
         except sqlite3.OperationalError as error:
@@ -419,3 +496,4 @@ def watch(
     with Watcher(store, settings, only, max_commits, notify, debounce, poll) as watcher:
         sync(store, settings, only, max_commits)
         watcher.run(stop)
+        watcher.finish()

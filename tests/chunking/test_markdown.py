@@ -82,8 +82,10 @@ def test_frontmatter_is_never_a_chunk() -> None:
     assert not any("frontvalue" in c.text or "secret_key" in c.text for c in chunks)
 
 
-def test_frontmatter_only_note_has_no_chunks() -> None:
-    assert chunk_markdown(note("---\ntitle: x\n---\n")) == []
+def test_a_frontmatter_only_note_is_chunked_by_its_frontmatter() -> None:
+    chunks = chunk_markdown(note("---\ntitle: x\ntags: [a]\n---\n"))
+    assert [(c.text, c.locator) for c in chunks] == [("Trip notes\ntitle: x\ntags: [a]", "travel/trip.md")]
+    assert chunk_markdown(note("---\n---\n")) == []
 
 
 def test_a_horizontal_rule_later_in_the_note_is_not_frontmatter() -> None:

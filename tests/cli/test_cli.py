@@ -133,6 +133,7 @@ def test_ingest_json_summary(capsys, vault):
         "updated": 0,
         "unchanged": 0,
         "removed": 0,
+        "moved": 0,
         "empty": 0,
         "failed": 0,
         "chunks": 1,

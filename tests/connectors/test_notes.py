@@ -186,12 +186,12 @@ def test_wikilinks_are_metadata_but_not_inside_code(vault: Path) -> None:
         (b"caf\xe9 latin-1 text\n", "not valid UTF-8"),
         (b"", "empty"),
         (b"  \n\t\n  ", "empty"),
-        (b"---\ntitle: only frontmatter\n---\n", "empty"),
-        (b"---\ntitle: x\n---\n\n   \n", "empty"),
+        (b"---\ntags:\ntitle: ''\n---\n", "empty"),
+        (b"---\ntags: []\n---\n\n   \n", "empty"),
         (b"SQLite format 3\x00\x10\x00\x01\x01", "binary"),
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "bad.md"),
     ],
-    ids=["bad-utf8", "empty", "whitespace", "frontmatter-only", "frontmatter-and-blank", "nul-bytes", "png"],
+    ids=["bad-utf8", "empty", "whitespace", "blank-frontmatter", "blank-frontmatter-and-blank", "nul-bytes", "png"],
 )
 def test_unreadable_notes_raise_connector_error_with_a_hint(vault: Path, content: bytes, message: str) -> None:
     path = write_note(vault, "bad.md", content)
@@ -200,6 +200,14 @@ def test_unreadable_notes_raise_connector_error_with_a_hint(vault: Path, content
     assert message in caught.value.message
     assert str(path) in caught.value.message
     assert caught.value.hint
+
+
+def test_a_note_of_frontmatter_only_is_kept_and_found_by_it(vault: Path) -> None:
+    doc = read(vault, "todo.md", "---\ntitle: Call dentist\ndate: 2024-01-02\ntags: [health]\n---\n\n")
+    assert (doc.title, doc.metadata["tags"]) == ("Call dentist", ["health"])
+    (chunk,) = chunk_document(doc)
+    assert chunk.text == "Call dentist\ntitle: Call dentist\ndate: 2024-01-02\ntags: [health]"
+    assert doc.text[chunk.char_start : chunk.char_end] == chunk.text.split("\n", 1)[1]
 
 
 def test_malformed_yaml_frontmatter_does_not_raise(vault: Path) -> None:

@@ -1,9 +1,9 @@
 """Header-aware markdown chunking.
 
 Every chunk starts with a breadcrumb line `note title > heading > subheading`, so a section that is
-only a formula or a table still says what it is about. Frontmatter is metadata, never a chunk, and so
-are tags alone above subsections; a heading with no body of its own yields nothing; headings inside
-fenced code are not headings.
+only a formula or a table still says what it is about. Frontmatter is metadata, not a chunk (unless
+it is all a note holds), and so are tags alone above subsections; a heading with no body of its own
+yields nothing; headings inside fenced code are not headings.
 """
 
 from __future__ import annotations
@@ -190,4 +190,18 @@ def chunk_markdown(doc: Document) -> list[Chunk]:
                     metadata={"headings": section.headings} if section.headings else {},
                 )
             )
-    return chunks
+    return chunks or _frontmatter_chunks(doc)
+
+
+def _frontmatter_chunks(doc: Document) -> list[Chunk]:
+    """A note that is only frontmatter (a title, a date, tags: a reminder) is searchable by it: its
+    YAML becomes its chunks, cited as the note."""
+    match = FRONTMATTER.match(doc.text)
+    if not match:
+        return []
+    title = breadcrumb(doc.title, [])[0]
+    spans = split_span(doc.text, match.start(1), match.end(1))
+    return [
+        Chunk(text=f"{title}\n{doc.text[start:end]}", locator=doc.locator, char_start=start, char_end=end)
+        for start, end in spans
+    ]

@@ -129,7 +129,7 @@ def seed_sample(args: argparse.Namespace) -> int:
     combined = IngestReport()
     for part in (report.notes, report.git, *report.files):
         if part:
-            for name in ("added", "updated", "unchanged", "removed", "chunks"):
+            for name in ("added", "updated", "unchanged", "removed", "moved", "chunks"):
                 setattr(combined, name, getattr(combined, name) + getattr(part, name))
             combined.failures += part.failures
     if args.json:  # as `mem sync --json` says it: the chunks given vectors (0 without a model)

@@ -18,11 +18,12 @@ from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import Store, open_configured_store
+from crossmodalrag.wording import counted
 
 if TYPE_CHECKING:
     from crossmodalrag.ingest import IngestReport
     from crossmodalrag.sync import ConnectorSync, SyncReport
-    from crossmodalrag.watch import WatchEvent
+    from crossmodalrag.watch import Watcher, WatchEvent
 
 # crossmodalrag.sync.CONNECTORS, without importing ingest for --help
 CONNECTORS = ("notes", "git", "pdf", "image", "chat")
@@ -124,8 +125,23 @@ def _watch(args: argparse.Namespace, settings: Settings, store: Store, only: tup
                 watcher.run(stop)
             except KeyboardInterrupt:
                 pass  # Ctrl-C is how a watch is meant to end
+            _apply_pending(watcher)
     notice("stopped watching; everything applied so far is kept")
     return 0
+
+
+def _apply_pending(watcher: "Watcher") -> None:
+    """Apply the changes still waiting out the debounce before stopping; a second Ctrl-C skips them
+    and says how many the next sync will pick up."""
+    waiting = watcher.pending.count()
+    if not waiting:
+        return
+    notice(f"applying {counted(waiting, 'pending change')} before stopping (Ctrl-C again to skip)")
+    try:
+        watcher.finish()
+    except KeyboardInterrupt:
+        left = watcher.pending.count()
+        notice(f"{counted(left, 'change')} not applied; the next `mem sync` picks them up")
 
 
 class WatchLines:
@@ -161,7 +177,7 @@ class WatchLines:
         key = (event.connector, event.root)
         fresh = [text for text in (*report.failures, *report.notices) if text not in self.shown.get(key, set())]
         self.shown[key] = set(report.failures) | set(report.notices)
-        if not (report.added or report.updated or report.removed or fresh):
+        if not (report.added or report.updated or report.removed or report.moved or fresh):
             return 0  # nothing changed (a touched file, an editor's swap file): stay quiet
         for text in fresh:
             notice(f"{stamp} {'error' if text in report.failures else 'note'}: {text}")

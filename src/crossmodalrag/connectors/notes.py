@@ -34,18 +34,24 @@ WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]
 INLINE_TAG = re.compile(r"(?<![\w&#/])#([^\W\d_][\w/-]*)")  # a letter first, of any script: #über, #日本語
 
 
-def find_notes(root: Path, include: list[str], exclude: list[str]) -> Iterator[Path]:
+def find_notes(
+    root: Path, include: list[str], exclude: list[str], folder_links: list[Path] | None = None
+) -> Iterator[Path]:
     """Every note under root in a stable order, skipping vault noise and hidden folders.
 
-    Symlinked folders are not followed, so a link loop cannot trap the walk, nor are links to notes
-    of the same vault (see _links_within). A folder that cannot
-    be listed is yielded itself: reading it fails with a clear error, and the failure keeps the
-    notes stored from under it (instead of their looking deleted).
+    Symlinked folders are not followed (each is added to `folder_links`, for the ingest to say so):
+    a link loop cannot trap the walk, a link into the vault does not store its notes twice, and the
+    watcher, which does not follow links either, would never see their edits. Links to notes of the
+    same vault are not followed either (see _links_within). A folder that cannot be listed is
+    yielded itself: reading it fails with a clear error, and the failure keeps the notes stored from
+    under it (instead of their looking deleted).
     """
     unlisted: list[OSError] = []
     for folder, dirs, files in os.walk(root, onerror=unlisted.append):
         yield from _folders(unlisted)
         dirs[:] = sorted(d for d in dirs if d not in NOISE_DIRS and not d.startswith("."))
+        if folder_links is not None:
+            folder_links.extend(Path(folder, d) for d in dirs if Path(folder, d).is_symlink())
         for name in sorted(files):
             if name.startswith(".") or not name.lower().endswith(NOTE_SUFFIXES):
                 continue
@@ -97,7 +103,8 @@ def read_note(root: Path, path: Path) -> Document:
     text = text.removeprefix("\ufeff")
     if "\x00" in text:
         raise ConnectorError(f"{_shown(path)}: binary data in a .md file", "this is not a text note; exclude it")
-    if not text[split_frontmatter(text)[1] :].strip():
+    frontmatter_text, body_start = split_frontmatter(text)
+    if not text[body_start:].strip() and not _worth_keeping(parse_frontmatter(frontmatter_text)):
         raise EmptyNote(f"{_shown(path)}: note is empty", "nothing to remember in it")
     text = strip_private(text)
     frontmatter_text, body_start = split_frontmatter(text)
@@ -109,7 +116,7 @@ def read_note(root: Path, path: Path) -> Document:
         uri=str(path),
         source_type="note",
         title=title,
-        text=text if text[body_start:].strip() else "",
+        text=text if text[body_start:].strip() or _worth_keeping(meta) else "",
         format="markdown",
         timestamp=_timestamp(meta, leading_date(text, body_start)[0], mtime, path.stem),
         locator=relative,
@@ -126,6 +133,12 @@ def read_note(root: Path, path: Path) -> Document:
             ),
         },
     )
+
+
+def _worth_keeping(meta: dict[str, Any]) -> bool:
+    """Does frontmatter alone make a note worth storing? A note titled "Call dentist" with a date and
+    tags is found by them (its frontmatter is its one chunk); a template's blank `tags:` is not."""
+    return any(value not in (None, "", [], {}) for value in meta.values())
 
 
 def _frontmatter_unread(raw: str | None, meta: dict[str, Any]) -> str | None:

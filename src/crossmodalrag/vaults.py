@@ -1,0 +1,100 @@
+"""What an ingest of a vault knows beyond its files: which stored notes were moved rather than deleted,
+why the others left (for the mass-delete refusal), and which vault a folder's notes belong to."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from crossmodalrag.connectors import globs, notes
+from crossmodalrag.errors import CMRAGError
+from crossmodalrag.store import Store
+from crossmodalrag.types import Document
+
+GONE_FROM_DISK = "gone from disk"
+FILTERED_OUT = "filtered out by the include/exclude rules"
+
+
+class Moves:
+    """Stored notes of a vault whose file may have been renamed or moved: a new note whose title and
+    text are those of a stored one that vanished from disk is that note, moved (ingest.move_document).
+    Read as a deletion and an addition, moving a folder of most of a vault tripped the mass-delete
+    guard, and kept the old copies beside the new ones until the next run with --allow-mass-delete."""
+
+    def __init__(self, store: Store, root: Path) -> None:
+        self.store, self.root = store, root
+        self.by_title: dict[str, list[tuple[str, str, str]]] | None = None  # title → [(uri, locator, fingerprint)]
+
+    def _stored(self) -> dict[str, list[tuple[str, str, str]]]:
+        """Read once, when the first new note is met (most syncs meet none)."""
+        if self.by_title is None:
+            self.by_title = {}
+            rows = self.store.conn.execute(
+                "SELECT uri, title, fingerprint, json_extract(metadata, '$.path') FROM sources"
+                " WHERE uri >= ? AND uri < ? AND source_type = 'note'",
+                (f"{self.root}/", f"{self.root}/\U0010ffff"),
+            )
+            for uri, title, digest, locator in rows:
+                if locator is not None:
+                    self.by_title.setdefault(title, []).append((uri, locator, digest))
+        return self.by_title
+
+    def origin(self, doc: Document, seen: set[str]) -> str | None:
+        """The uri of the stored note `doc` was moved from, or None. Those of the same file name are
+        tried first: of two identical notes moved together, each keeps its own id."""
+        from crossmodalrag.ingest import fingerprint  # ingest uses this module
+
+        stored = self._stored().get(doc.title, [])
+        candidates = [c for c in stored if c[0] not in seen and not os.path.lexists(c[0])]
+        candidates.sort(key=lambda candidate: Path(candidate[0]).name != Path(doc.uri).name)
+        for candidate in candidates:
+            old_uri, locator, digest = candidate
+            if fingerprint(replace(doc, locator=locator)) == digest:  # the same note, read at its old path
+                stored.remove(candidate)
+                return old_uri
+        return None
+
+
+def why_notes_left(root: Path, gone: list[str], include: list[str], exclude: list[str]) -> dict[str, int]:
+    """cause → count of the stored notes this read of the vault did not find (for the mass-delete
+    refusal: a note filtered out or emptied is still on disk, and "gone from disk" misled)."""
+    causes: dict[str, int] = {}
+    for uri in gone:
+        path = Path(uri)
+        if not os.path.lexists(path):
+            cause = GONE_FROM_DISK
+        elif not globs.selected(path.relative_to(root).as_posix(), include, exclude):
+            cause = FILTERED_OUT
+        elif _empty_note(root, path):
+            cause = "now empty"
+        else:
+            cause = "no longer read (now hidden, or a link to another note of the vault)"
+        causes[cause] = causes.get(cause, 0) + 1
+    return causes
+
+
+def _empty_note(root: Path, path: Path) -> bool:
+    try:
+        notes.read_note(root, path)
+    except notes.EmptyNote:
+        return True
+    except CMRAGError:
+        return False
+    return False
+
+
+def stored_vault(store: Store, root: Path) -> Path:
+    """The vault root's notes belong to: the outermost enclosing folder that notes were stored from as
+    a vault (and still there), else root itself. Read as a vault of their own, a subfolder's notes got
+    another locator and vault, so ingesting the subfolder and the vault in turn rewrote every note."""
+    for folder in reversed(root.parents):
+        prefix = "/" if folder == Path(folder.anchor) else f"{folder}/"
+        stored = store.conn.execute(
+            "SELECT 1 FROM sources WHERE uri >= ? AND uri < ? AND source_type = 'note'"
+            " AND json_extract(metadata, '$.vault') = ? LIMIT 1",
+            (prefix, prefix + "\U0010ffff", str(folder)),
+        ).fetchone()
+        if stored and folder.is_dir():
+            return folder
+    return root
