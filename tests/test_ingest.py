@@ -245,6 +245,19 @@ def test_an_empty_note_is_skipped_and_counted_not_a_failure(store: Store, vault:
     assert "2 empty skipped" in report.summary() and report.to_dict()["empty"] == 2
 
 
+def test_a_note_of_only_a_date_line_is_empty_and_with_frontmatter_its_frontmatter_is_its_chunk(
+    store: Store, vault: Path
+) -> None:
+    write_note(vault, "dated.md", "Date: 2024-01-01\n")  # the date line is metadata: stored, it had no chunk
+    write_note(vault, "reminder.md", "---\ntitle: Call dentist\n---\nDate: 2024-01-01\n")
+    report = ingest_notes(store, [vault])
+    assert (report.added, report.empty, report.failures) == (4, 1, [])  # the vault's 3 and the reminder
+    assert uri(vault, "dated.md") not in sources(store)
+    rows = store.conn.execute("SELECT COUNT(*) FROM chunks c JOIN sources s ON s.id = c.source_id WHERE s.uri = ?",
+                              (uri(vault, "reminder.md"),)).fetchone()  # fmt: skip
+    assert rows[0] == 1
+
+
 def test_a_note_emptied_after_it_was_stored_leaves_the_memory(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
     write_note(vault, "alpha.md", "")

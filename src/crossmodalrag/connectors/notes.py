@@ -34,6 +34,12 @@ WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]
 INLINE_TAG = re.compile(r"(?<![\w&#/])#([^\W\d_][\w/-]*)")  # a letter first, of any script: #über, #日本語
 
 
+def _has_body(text: str, body_start: int) -> bool:
+    """Anything after the frontmatter and a leading `Date:` line, which are metadata: a note of only
+    a date line was stored without a chunk."""
+    return bool(text[leading_date(text, body_start)[1] :].strip())
+
+
 def find_notes(
     root: Path, include: list[str], exclude: list[str], folder_links: list[Path] | None = None
 ) -> Iterator[Path]:
@@ -104,7 +110,7 @@ def read_note(root: Path, path: Path) -> Document:
     if "\x00" in text:
         raise ConnectorError(f"{_shown(path)}: binary data in a .md file", "this is not a text note; exclude it")
     frontmatter_text, body_start = split_frontmatter(text)
-    if not text[body_start:].strip() and not _worth_keeping(parse_frontmatter(frontmatter_text)):
+    if not _has_body(text, body_start) and not _worth_keeping(parse_frontmatter(frontmatter_text)):
         raise EmptyNote(f"{_shown(path)}: note is empty", "nothing to remember in it")
     text = strip_private(text)
     frontmatter_text, body_start = split_frontmatter(text)
@@ -116,7 +122,7 @@ def read_note(root: Path, path: Path) -> Document:
         uri=str(path),
         source_type="note",
         title=title,
-        text=text if text[body_start:].strip() or _worth_keeping(meta) else "",
+        text=text if _has_body(text, body_start) or _worth_keeping(meta) else "",
         format="markdown",
         timestamp=_timestamp(meta, leading_date(text, body_start)[0], mtime, path.stem),
         locator=relative,
