@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 
@@ -39,7 +40,6 @@ HISTORY_LINES = 1000
 def chat(args: argparse.Namespace) -> int:
     from crossmodalrag.agent.browse import note_changes
     from crossmodalrag.answer.llm import load_llm
-    from crossmodalrag.answer.synthesize import ask_with_llm
     from crossmodalrag.memory.retrieve import after_answer
 
     settings = _settings(args)
@@ -73,10 +73,13 @@ def chat(args: argparse.Namespace) -> int:
             stream = TextStream() if sys.stdout.isatty() and not args.json else None
             shown = len(retriever.notices)
             try:
-                if llm is None:
-                    last = ask_without_llm(retriever, question)
-                else:
-                    last = ask_with_llm(retriever, question, settings, stream.write if stream else None, llm=llm)
+                try:
+                    last = _answer(retriever, question, settings, llm, stream)
+                except KeyboardInterrupt:  # Ctrl-C abandons this answer, not the session and its loaded model
+                    if stream and stream.written:
+                        print()  # end the half-written answer's line
+                    notice("note: answer abandoned (Ctrl-C); ask another question, or Ctrl-D to leave")
+                    continue
                 with_retriever_notices(last, retriever, standing, shown)
                 after_answer(store, last, retriever, args, settings)
                 note_changes(store, last)
@@ -97,6 +100,17 @@ def chat(args: argparse.Namespace) -> int:
                 show_answer(last, retriever, stream, as_json=False, explain=False, debug=False, printed=standing)
     _save_history(history)
     return 0
+
+
+def _answer(retriever, question: str, settings, llm, stream):
+    from crossmodalrag.answer.synthesize import ask_with_llm
+
+    if llm is None:
+        return ask_without_llm(retriever, question)
+    # llama.cpp in process: Ctrl-C stops it within a moment instead of after its current batch
+    interruptible = getattr(llm, "interruptible", nullcontext)
+    with interruptible():
+        return ask_with_llm(retriever, question, settings, stream.write if stream else None, llm=llm)
 
 
 def _command(command: str, last, retriever, out) -> None:
