@@ -25,6 +25,7 @@ from crossmodalrag.cli.commands import (
     question_retriever,
     show_answer,
 )
+from crossmodalrag.cli.followup import follow_up_notice, with_previous_topic
 from crossmodalrag.cli.render import explanation
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.types import readable
@@ -59,6 +60,7 @@ def chat(args: argparse.Namespace) -> int:
         if sys.stdin.isatty():
             notice(HELP.splitlines()[0] + " /help lists commands.")
         last = None
+        topic = None  # the last question as asked, with the topic it carried over (followup.py)
         prompt = "mem> " if sys.stdin.isatty() else ""  # piped input: keep stdout to the answers
         while (line := _read(prompt)) is not None:
             question = readable(line).strip()
@@ -72,15 +74,19 @@ def chat(args: argparse.Namespace) -> int:
                 continue
             stream = TextStream() if sys.stdout.isatty() and not args.json else None
             shown = len(retriever.notices)
+            asked, carried = with_previous_topic(question, topic)
+            topic = asked
             try:
                 try:
-                    last = _answer(retriever, question, settings, llm, stream)
+                    last = _answer(retriever, asked, settings, llm, stream)
                 except KeyboardInterrupt:  # Ctrl-C abandons this answer, not the session and its loaded model
                     if stream and stream.written:
                         print()  # end the half-written answer's line
                     notice("note: answer abandoned (Ctrl-C); ask another question, or Ctrl-D to leave")
                     continue
                 with_retriever_notices(last, retriever, standing, shown)
+                if carried:
+                    last.notices.append(follow_up_notice(carried))
                 after_answer(store, last, retriever, args, settings)
                 note_changes(store, last)
             except CMRAGError as error:  # one bad question must not end the session
