@@ -161,3 +161,23 @@ def test_a_real_model_answers_two_questions_in_one_process(vault, tmp_path):
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert [a["query"] for a in answers] == QUESTIONS
     assert all(a["mode"] == "llm" and a["verification"]["gate_margin"] is not None for a in answers)
+
+
+class InterruptedOnce(ScriptedLLM):
+    """Its first answer is cut by Ctrl-C (the KeyboardInterrupt a model's stream raises mid-answer)."""
+
+    def stream(self, messages, generation):
+        for number, piece in enumerate(super().stream(messages, generation)):
+            if len(self.calls) == 1 and number == 2:
+                raise KeyboardInterrupt
+            yield piece
+
+
+def test_ctrl_c_during_an_answer_abandons_it_and_the_session_goes_on(capsys, monkeypatch, vault):
+    llm = InterruptedOnce(CITED)
+    loads = []
+    monkeypatch.setattr(llm_package, "load_llm", lambda settings: loads.append(1) or llm)
+    code, out, err = chat(capsys, monkeypatch, QUESTIONS, "--json")
+    assert code == 0 and loads == [1] and len(llm.calls) == 2
+    assert [json.loads(line)["query"] for line in out.splitlines()] == [QUESTIONS[1]]
+    assert "note: answer abandoned (Ctrl-C)" in err and "error:" not in err

@@ -238,7 +238,32 @@ def test_the_help_of_max_commits_names_its_default(capsys, command):
 def test_a_count_below_one_names_the_bound_that_holds(capsys, value):
     with pytest.raises(SystemExit):
         main(["ask", "x", "--top-k", value])
-    assert capsys.readouterr().err.endswith("argument --top-k: must be at least 1\n")
+    assert capsys.readouterr().err == "error: argument --top-k: must be at least 1 (hint: see `mem ask --help`)\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message", "hint"),
+    [
+        (["ask", "Postgres", "--modality", "video"], "argument --modality: invalid choice: 'video'", "mem ask --help"),
+        (["ask", "Postgres", "--strategy", "bogus"], "argument --strategy: invalid choice: 'bogus'", "mem ask --help"),
+        (["ask", "Postgres", "--bogus"], "unrecognized arguments: --bogus", "mem ask --help"),
+        (["sources", "--limit", "x"], "argument --limit: 'x' is not a whole number", "mem sources --help"),
+        (["timeline", "--nope"], "unrecognized arguments: --nope", "mem timeline --help"),
+        (["nope"], "argument COMMAND: invalid choice: 'nope'", "mem --help"),
+    ],
+)
+def test_a_usage_error_is_one_line_with_a_hint_and_no_usage_dump(capsys, argv, message, hint):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "usage:" not in err
+    assert err.startswith(f"error: {message}") and err.endswith(f" (hint: see `{hint}`)\n")
+
+
+def test_an_argument_types_own_hint_is_not_doubled(capsys):
+    with pytest.raises(SystemExit):
+        main(["ingest-notes", ""])
+    assert capsys.readouterr().err == "error: argument paths: is empty (hint: an unset shell variable?)\n"
 
 
 def test_a_database_path_under_a_file_is_one_error_line(capsys, tmp_path):
@@ -269,7 +294,7 @@ def test_python_dash_m_and_console_script_work(tmp_path):
     module = subprocess.run([sys.executable, "-m", "crossmodalrag", "--version"], capture_output=True, text=True)
     assert module.returncode == 0 and module.stdout.startswith("mem ")
     usage = subprocess.run([sys.executable, "-m", "crossmodalrag", "ask"], capture_output=True, text=True)
-    assert usage.returncode == 2 and "usage:" in usage.stderr
+    assert usage.returncode == 2 and usage.stderr.startswith("error: the following arguments are required: query")
 
 
 def test_progress_is_not_drawn_when_stderr_is_not_a_terminal(capsys, vault):

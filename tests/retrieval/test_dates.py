@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
 
-from crossmodalrag.answer.evidence import open_retriever
+from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
 from crossmodalrag.cli.render import explain_line
 from crossmodalrag.ingest import ingest_notes
-from crossmodalrag.retrieval.dates import DATE_FACTOR, named_spans
+from crossmodalrag.retrieval.dates import DATE_FACTOR, asked_window, named_spans
 from tests.conftest import write_note
 
 DAY = 86400.0
@@ -49,3 +50,61 @@ def test_a_hit_dated_when_the_question_says_ranks_first_and_explains_why(store, 
     assert f"×{DATE_FACTOR:.2f} for the date the question names" in explain_line(
         hits[0], retriever.options.weights(False)
     )
+
+
+@pytest.mark.parametrize(
+    "query, after, before, window",
+    [
+        ("What did I do in August 2024?", None, None, (day("2024-07-31"), day("2024-09-02"))),
+        ("What happened on 2024-04-21?", None, None, (day("2024-04-20"), day("2024-04-23"))),
+        ("August 2024", None, None, (day("2024-07-31"), day("2024-09-02"))),
+        ("What was going on in September 2024?", day("2024-09-10"), None, (day("2024-09-10"), day("2024-10-02"))),
+        ("What did I do?", day("2024-08-01"), day("2024-09-01"), (day("2024-08-01"), day("2024-09-01"))),
+        ("What did I do?", None, None, None),  # no window
+        ("What did I cook in August 2024?", None, None, None),  # a topic: the gate judges its words as ever
+        ("What happened at work in August 2024?", None, None, None),
+        ("What did I do in 2024?", None, None, None),  # a year is not a named span (see named_spans)
+        ("What did I cook?", day("2024-08-01"), day("2024-09-01"), None),
+    ],
+)
+def test_a_question_asking_only_about_a_time_has_that_window(query, after, before, window):
+    assert asked_window(query, after, before) == window
+
+
+TIMELINE = {
+    "incident.md": ("2024-04-22", "Incident", "Around 600 invoices were sent twice to customers."),
+    "cat.md": ("2024-08-12", "Adopted a cat", "Adopted a grey cat from the shelter and named her Miso."),
+    "upgrade.md": ("2024-09-18", "Postgres upgrade", "We moved from Postgres 14 to Postgres 16."),
+    "trip.md": ("2024-10-05", "Trip to Valencia", "Went to Valencia with my sister for four days."),
+}
+
+
+@pytest.mark.parametrize(
+    "query, titles",
+    [
+        ("What did I do in August 2024?", ["Adopted a cat"]),
+        ("What happened in September 2024?", ["Postgres upgrade"]),  # not October's trip, days after it
+        ("What happened on 2024-04-21?", ["Incident"]),  # written the day after
+    ],
+)
+def test_what_is_dated_in_the_window_a_question_asks_about_is_its_answer(store, settings, tmp_path, query, titles):
+    """Such a question shares no word with its answer: the gate refused them all (weak_retrieval)."""
+    for name, (date, title, text) in TIMELINE.items():
+        write_note(tmp_path / "vault", name, f"---\ndate: {date}\n---\n# {title}\n\n{text}\n")
+    ingest_notes(store, [tmp_path / "vault"])
+    answer = ask_without_llm(open_retriever(store, settings, lexical_only=True), query)
+    assert not answer.abstained and [item.hit.title for item in answer.evidence] == titles
+
+
+def test_an_after_before_window_answers_a_question_about_it_and_names_it_when_refusing(store, settings, tmp_path):
+    for name, (date, title, text) in TIMELINE.items():
+        write_note(tmp_path / "vault", name, f"---\ndate: {date}\n---\n# {title}\n\n{text}\n")
+    ingest_notes(store, [tmp_path / "vault"])
+    retriever = open_retriever(store, settings, lexical_only=True)
+    retriever.options = replace(retriever.options, after=day("2024-08-01"), before=day("2024-09-01"))
+    assert [item.hit.title for item in ask_without_llm(retriever, "What did I do?").evidence] == ["Adopted a cat"]
+    refused = ask_without_llm(retriever, "Which sister came along?")
+    assert refused.abstained and refused.text.startswith("No answer: nothing from 2024-08-01 to 2024-09-01 matches")
+    retriever.options = replace(retriever.options, after=day("2030-01-01"), before=None)
+    empty = ask_without_llm(retriever, "What did I do?")
+    assert empty.abstained and empty.text == "No answer: nothing from 2030-01-01 on matches this question."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,13 @@ def test_settings_override_the_model_and_a_model_without_fitted_values_is_judged
     assert model_cosines(SearchOptions(), "some/other-model") is None
     assert not is_weak(result(0.2, 0.01, "some/other-model"), SearchOptions())
     assert is_weak(result(0.01, 0.99, "some/other-model"), SearchOptions())
+
+
+def test_evidence_dated_in_the_window_a_question_asks_about_is_not_refused_for_its_words(monkeypatch):
+    monkeypatch.setitem(MODEL_COSINES, "narrow", Cosines(floor=0.2, close=0.5))
+    dated = replace(result(0.0, 0.02, "narrow"), window=(0.0, 86400.0))
+    assert is_weak(result(0.0, 0.02, "narrow"), SearchOptions()) and not is_weak(dated, SearchOptions())
+    assert is_weak(replace(dated, hits=[]), SearchOptions())  # nothing dated then
 
 
 def test_the_abstention_text_names_the_failing_threshold(monkeypatch):

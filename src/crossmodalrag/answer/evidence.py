@@ -154,9 +154,28 @@ def evidence_answer(
 
 
 def abstention_text(result: SearchResult, options: SearchOptions) -> str:
+    where = _searched(result.window or (options.after, options.before))
     if not result.hits:
-        return "No answer: nothing in memory matches this question."
-    return f"No answer: nothing in memory matches this question well enough ({reason(result, options)})."
+        return f"No answer: nothing {where} matches this question."
+    return f"No answer: nothing {where} matches this question well enough ({reason(result, options)})."
+
+
+def _searched(window: tuple[float | None, float | None]) -> str:
+    """What was searched, said so that a refusal under --after/--before does not read as "nothing at all"."""
+    after, before = (_moment(bound) for bound in window)
+    if after and before:
+        return f"from {after} to {before}"
+    if after or before:
+        return f"from {after} on" if after else f"before {before}"
+    return "in memory"
+
+
+def _moment(timestamp: float | None) -> str | None:
+    """A bound as the user wrote it: the day alone at midnight (UTC), else the day and time."""
+    shown = iso_time(timestamp)
+    if shown is None:
+        return None
+    return shown[:10] if shown[11:19] == "00:00:00" else shown[:16].replace("T", " ")
 
 
 def citation(evidence: Evidence) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from crossmodalrag.cli.commands import (
     question_retriever,
     show_answer,
 )
+from crossmodalrag.cli.followup import follow_up_notice, with_previous_topic
 from crossmodalrag.cli.render import explanation
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.types import readable
@@ -39,7 +41,6 @@ HISTORY_LINES = 1000
 def chat(args: argparse.Namespace) -> int:
     from crossmodalrag.agent.browse import note_changes
     from crossmodalrag.answer.llm import load_llm
-    from crossmodalrag.answer.synthesize import ask_with_llm
     from crossmodalrag.memory.retrieve import after_answer
 
     settings = _settings(args)
@@ -59,6 +60,7 @@ def chat(args: argparse.Namespace) -> int:
         if sys.stdin.isatty():
             notice(HELP.splitlines()[0] + " /help lists commands.")
         last = None
+        topic = None  # the last question as asked, with the topic it carried over (followup.py)
         prompt = "mem> " if sys.stdin.isatty() else ""  # piped input: keep stdout to the answers
         while (line := _read(prompt)) is not None:
             question = readable(line).strip()
@@ -72,12 +74,19 @@ def chat(args: argparse.Namespace) -> int:
                 continue
             stream = TextStream() if sys.stdout.isatty() and not args.json else None
             shown = len(retriever.notices)
+            asked, carried = with_previous_topic(question, topic)
+            topic = asked
             try:
-                if llm is None:
-                    last = ask_without_llm(retriever, question)
-                else:
-                    last = ask_with_llm(retriever, question, settings, stream.write if stream else None, llm=llm)
+                try:
+                    last = _answer(retriever, asked, settings, llm, stream)
+                except KeyboardInterrupt:  # Ctrl-C abandons this answer, not the session and its loaded model
+                    if stream and stream.written:
+                        print()  # end the half-written answer's line
+                    notice("note: answer abandoned (Ctrl-C); ask another question, or Ctrl-D to leave")
+                    continue
                 with_retriever_notices(last, retriever, standing, shown)
+                if carried:
+                    last.notices.append(follow_up_notice(carried))
                 after_answer(store, last, retriever, args, settings)
                 note_changes(store, last)
             except CMRAGError as error:  # one bad question must not end the session
@@ -97,6 +106,17 @@ def chat(args: argparse.Namespace) -> int:
                 show_answer(last, retriever, stream, as_json=False, explain=False, debug=False, printed=standing)
     _save_history(history)
     return 0
+
+
+def _answer(retriever, question: str, settings, llm, stream):
+    from crossmodalrag.answer.synthesize import ask_with_llm
+
+    if llm is None:
+        return ask_without_llm(retriever, question)
+    # llama.cpp in process: Ctrl-C stops it within a moment instead of after its current batch
+    interruptible = getattr(llm, "interruptible", nullcontext)
+    with interruptible():
+        return ask_with_llm(retriever, question, settings, stream.write if stream else None, llm=llm)
 
 
 def _command(command: str, last, retriever, out) -> None:

@@ -1,6 +1,6 @@
 """`mem`: argument parsing and dispatch. Each command calls one library function and renders it.
 
-Exit codes: 0 success, 1 an expected failure (`error: … (hint: …)` on stderr), 2 a usage error.
+Exit codes: 0 success, 1 an expected failure, 2 a usage error; both print one line `error: … (hint: …)` on stderr.
 """
 
 from __future__ import annotations
@@ -37,14 +37,36 @@ MODALITIES = ("text", "code", "pdf", "image")
 MATCH_MODES = ("any", "all", "phrase")
 
 
+# A usage error (a bad option or value, caught before any work) exits 2, an expected failure 1: a
+# script can tell "I called mem wrong" from "mem could not do it" (README, Errors).
+USAGE_ERROR = 2
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, plus the hint it cannot give: a question that begins with '-' (`mem ask -zebrafish`)
-    reads as an unknown option, and the error only says the question is missing."""
+    """argparse, with its errors in the one-line shape of every other error (`error: … (hint: …)`,
+    no usage dump: it buries the one line that matters), and the hint it cannot give itself."""
 
     def error(self, message: str):
+        self.exit(USAGE_ERROR, f"error: {message}{self._hint(message)}\n")
+
+    def parse_args(self, args=None, namespace=None):
+        # argparse refuses an unknown option only here, at the top: the hint names the command's help
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            command = f"{self.prog} {parsed.command}" if getattr(parsed, "command", None) else self.prog
+            self.exit(
+                USAGE_ERROR, f"error: unrecognized arguments: {' '.join(unknown)} (hint: see `{command} --help`)\n"
+            )
+        return parsed
+
+    def _hint(self, message: str) -> str:
+        if "(hint:" in message:  # an argument type's own (arguments.given_path)
+            return ""
         if "required: query" in message:
-            message += f" (hint: a question that begins with '-' goes after '--': {self.prog} --no-llm -- '-word')"
-        super().error(message)
+            # a question that begins with '-' (`mem ask -zebrafish`) reads as an unknown option,
+            # and argparse only says the question is missing
+            return f" (hint: a question that begins with '-' goes after '--': {self.prog} --no-llm -- '-word')"
+        return f" (hint: see `{self.prog} --help`)"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,22 +14,47 @@ import re
 from datetime import datetime, timezone
 
 from crossmodalrag.agent.temporal import time_ranges
+from crossmodalrag.retrieval.stopwords import ENGLISH
 
 DAY = 86400.0
 DATE_FACTOR = 1.3  # a hit dated inside a named span scores this much more
 MAX_SPAN = 31 * DAY
 TOLD_BEFORE, TOLD_AFTER = DAY, 7 * DAY
 _YEAR = re.compile(r"\b\d{4}\b")
+_WORDS = re.compile(r"\w+")
+# Besides function words, what a question asks with when it names no topic, only a time: "What
+# happened in September 2024?", "What was going on on 2024-04-21?", "Anything in August 2024?".
+_ASKING_WORDS = frozenset("happen happens happened happening go going went anything something everything".split())
 
 
 def named_spans(query: str) -> list[tuple[float, float]]:
     """The spans of the days or months `query` names with their year, widened as the module says."""
     ranges, _ = time_ranges(query, datetime.now(timezone.utc))
+    return _widened(ranges, TOLD_AFTER)
+
+
+def _widened(ranges, told_after: float) -> list[tuple[float, float]]:
     return [
-        (r.start - TOLD_BEFORE, r.end + TOLD_AFTER)
+        (r.start - TOLD_BEFORE, r.end + told_after)
         for r in ranges
         if r.start is not None and r.end is not None and r.end - r.start <= MAX_SPAN and _YEAR.search(r.text)
     ]
+
+
+def asked_window(query: str, after: float | None, before: float | None) -> tuple[float | None, float | None] | None:
+    """The window a question asks about and nothing else ("What did I do in August 2024?", or "What
+    did I do?" with --after/--before): the days or months it names and a day either side (a note on
+    a day is often written the next; a week after, as `named_spans` reaches, put October's trip into
+    September's answer), within the given bounds; None when it names a topic, or no window at all.
+    What is dated inside such a window is the answer, whatever words it shares with the question."""
+    ranges, rest = time_ranges(query, datetime.now(timezone.utc))
+    if any(word not in ENGLISH and word not in _ASKING_WORDS for word in _WORDS.findall(rest.lower())):
+        return None
+    spans = _widened(ranges, DAY)
+    if spans:
+        start, end = min(s for s, _ in spans), max(e for _, e in spans)
+        return (start if after is None else max(start, after), end if before is None else min(end, before))
+    return None if after is None and before is None else (after, before)
 
 
 def within(timestamp: float | None, spans: list[tuple[float, float]]) -> bool:

@@ -17,6 +17,10 @@ answer is in memory, in each set, then refuse as many of the others as possible.
   mean little to the model: "What area was hit by a flood?" found "My old area was hit by a nasty
   flood" at MiniLM cosine 0.30); at or above its `close`, the evidence is close in meaning even when
   few words match. A model without fitted values is judged lexically.
+- A question that asks only what happened in a time window ("What did I do in August 2024?", or
+  "What did I do?" with --after/--before: dates.asked_window) has no topic words to cover, and
+  its meaning is close to nothing: what is dated inside the window answers it, and only an empty
+  window is refused.
 """
 
 from __future__ import annotations
@@ -77,11 +81,14 @@ def model_cosines(options: "SearchOptions", model: str | None) -> Cosines | None
 
 
 def is_weak(result: "SearchResult", options: "SearchOptions") -> bool:
-    """No hits; or the question names something nothing in memory holds (names.py); or, with
+    """No hits; or the question names something nothing in memory holds (names.py); or (unless it
+    asks only about a time window, whose hits are dated inside it), with
     vectors, nothing close enough in meaning; or too little of the question covered by words and
     not close in meaning either."""
     if not result.hits or refused_names(result):
         return True
+    if result.window is not None:  # every hit is dated inside the window asked about
+        return False
     cosines = model_cosines(options, result.embed_model) if result.similarity is not None else None
     if cosines is None:
         return result.coverage < options.min_coverage

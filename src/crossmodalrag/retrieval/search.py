@@ -32,7 +32,7 @@ from crossmodalrag.retrieval.coverage import (
     stem_alternatives,
     term_weights,
 )
-from crossmodalrag.retrieval.dates import DATE_FACTOR, named_spans, within
+from crossmodalrag.retrieval.dates import DATE_FACTOR, asked_window, named_spans, within
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
 from crossmodalrag.retrieval.gate import NEVER, is_weak, model_cosines
@@ -118,6 +118,9 @@ class SearchResult:
     matched_terms: int = 0  # distinct query terms in the best-covering hit
     embed_model: str | None = None  # the embedding model behind `similarity` (its gate thresholds)
     unknown_names: list[str] = field(default_factory=list)  # the question's names nothing in memory holds
+    # (after, before) when the question asks only what happened then (dates.asked_window): its hits are
+    # what is dated inside, and the gate does not ask them to share the question's words
+    window: tuple[float | None, float | None] | None = None
 
 
 def search(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None" = None) -> SearchResult:
@@ -129,6 +132,9 @@ def search(store: Store, query: str, options: SearchOptions, semantic: "Semantic
 
 
 def _search_one(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None") -> SearchResult:
+    window = asked_window(query, options.after, options.before)
+    if window is not None:
+        options = replace(options, after=window[0], before=window[1])
     terms = fts.query_terms(query)
     conn = store.conn
     analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
@@ -141,10 +147,12 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
         vector = semantic.query_vector(query)
         asked = _vector_candidates(conn, semantic, vector, lexical, every_match, top, options, limit)
     pool = set(lexical) | set(asked)
+    if window is not None:  # without words to match (or vectors), what is dated then is found by its date
+        pool |= _dated_chunks(conn, options, limit)
     unknown = unknown_names(conn, query)
     if not pool:
         return SearchResult(
-            [], [t.word for t in terms], 0.0, None, semantic is not None, None, weights, 0, None, unknown
+            [], [t.word for t in terms], 0.0, None, semantic is not None, None, weights, 0, None, unknown, window
         )
     model = semantic.embedder.identity.name if semantic is not None else None
     dated = named_spans(query)
@@ -166,7 +174,21 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
         matched,
         model,
         unknown,
+        window,
     )
+
+
+def _dated_chunks(conn: sqlite3.Connection, options: SearchOptions, limit: int) -> set[int]:
+    """The newest `limit` chunks that pass the filters, the date window among them."""
+    where, params = _filter_clause(options)
+    return {
+        row[0]
+        for row in conn.execute(
+            f"SELECT c.id FROM chunks c JOIN sources s ON s.id = c.source_id WHERE {where}"
+            " ORDER BY s.timestamp DESC, c.id LIMIT ?",
+            (*params, limit),
+        )
+    }
 
 
 def _lexical_candidates(

@@ -147,6 +147,12 @@ class LlamaCppLLM:
     def _keep(self, llama) -> None:
         self._states = [*self._states[1 - KEPT_STATES :], KVSnapshot(llama)]
 
+    def interruptible(self):
+        """A context in which Ctrl-C stops the model mid-computation (answer/llm/interrupt.py)."""
+        from crossmodalrag.answer.llm.interrupt import stopped_by_ctrl_c
+
+        return stopped_by_ctrl_c(self._load())
+
     def check(self) -> str:
         self._load()
         return f"llama.cpp loads {self.model_path}"

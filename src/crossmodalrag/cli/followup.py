@@ -1,0 +1,44 @@
+"""A follow-up in `mem chat` ("And what version is it on now?") names nothing of its own to search
+for: its topic is the previous question's. Without it the search found whatever else had a version
+(a library's 1.0.0 for a question about Helios' Postgres).
+
+The rule, narrow on purpose: a question is read as a follow-up when it has no topic words at all
+("Why?", "And since when?"), or when it refers back with a pronoun (it, that, they, …) and its own
+topic words all come from the previous question. It is then asked with the previous question's other
+topic words added after a dash, before its question mark (which tells a question from a claim:
+answer/forms.py), and the answer says so in a notice. Not in brackets: a capitalised word after "("
+reads as a sentence's first word, not a name, and the answer's subject check (answer/subjects.py)
+then knew only some of the names the previous question asked about.
+"""
+
+from __future__ import annotations
+
+import re
+
+from crossmodalrag.retrieval.stopwords import ENGLISH
+
+WORDS = re.compile(r"\w+")
+REFERS_BACK = frozenset("it its they them their he him his she her there that this those these".split())
+
+
+def with_previous_topic(question: str, previous: str | None) -> tuple[str, list[str]]:
+    """(the question to ask, the previous question's topic words it was given; [] when it stands alone)."""
+    if previous is None:
+        return question, []
+    words = [word.lower() for word in WORDS.findall(question)]
+    own = {word for word in words if word not in ENGLISH}
+    earlier = _topic_words(previous)
+    carried = [word for word in earlier if word.lower() not in own]
+    follows = not own or (any(word in REFERS_BACK for word in words) and own <= {w.lower() for w in earlier})
+    if not follows or not carried:
+        return question, []
+    body = question.rstrip().rstrip("?!.\uff1f")
+    return f"{body} \u2014 {' '.join(carried)}{question.rstrip()[len(body) :]}", carried
+
+
+def _topic_words(question: str) -> list[str]:
+    return list(dict.fromkeys(word for word in WORDS.findall(question) if word.lower() not in ENGLISH))
+
+
+def follow_up_notice(carried: list[str]) -> str:
+    return f"read as a follow-up: searched with {' '.join(carried)} from the previous question"
