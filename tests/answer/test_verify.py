@@ -277,6 +277,23 @@ def test_a_short_answer_citing_the_wrong_document_is_judged_against_the_one_abou
     assert ask_with_llm(retriever, question, settings, llm=llm).abstention_reason == "unsupported"
 
 
+def test_a_note_named_after_what_the_question_names_is_about_it(store, settings: Settings, tmp_path):
+    """QA: "How much does Helios cost per month?" was withheld (`names_missing`) though the model
+    answered from work/...-helios-pricing.md, which never repeats the project's name."""
+    notes = {
+        "work/2025-01-20-helios-pricing.md": "# Pricing decision\n\nWe settled on 29 euros per month per bakery.\n",
+        "work/2024-01-15-kickoff.md": "# Kickoff\n\nHelios is our new invoicing service for bakeries.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "How much does Helios cost per month?"
+    pricing = {e.hit.title: e.id for e in ask_without_llm(retriever, question).evidence}["Pricing decision"]
+    llm = ScriptedLLM(f"Answer: 29 euros per month [{pricing}]", margins=[3.0, 3.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    (claim,) = answer.to_dict()["verification"]["claims"]
+    assert not answer.abstained and answer.short_answer == "29 euros per month"
+    assert claim["judged"] == [pricing] and claim["reason"] is None
+
+
 def chat_retriever(
     store,
     settings: Settings,
