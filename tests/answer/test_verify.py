@@ -158,6 +158,28 @@ def test_a_sentence_failing_its_citations_is_judged_again_beside_the_excerpts_ho
         assert claim["margin"] == -3.0 and claim["added_citations"] == []
 
 
+def test_a_second_look_adds_only_excerpts_holding_the_sentences_own_words(store, settings: Settings, tmp_path):
+    """QA: "Fly.io is the hosting platform used for Helios." (citing nothing) failed against its
+    closest excerpt, passed beside every note naming Helios, and cited all five, an office move among
+    them. The question's words are in every retrieved excerpt: only the sentence's own words pick
+    what it is judged beside, and the guessed closest excerpt is cited only if it holds some of them."""
+    notes = {
+        "api.md": "# Helios API design\n\nWherever it is hosted, the API is REST.\n",
+        "hosting.md": "# Moving off Heroku\n\nHeroku's price increase made us move Helios to Fly.io.\n",
+        "office.md": "# Office\n\nThe Helios team moves to a new office in March.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "Where is Helios hosted?"
+    ids = {e.hit.title: e.id for e in ask_without_llm(retriever, question).evidence}
+    api, hosting = ids["Helios API design"], ids["Moving off Heroku"]
+    text = f"Answer: Fly.io [{api}]\nFly.io is the hosting platform used for Helios."
+    llm = ScriptedLLM(text, margins=[3.0, 3.0, -3.0, 1.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    claim = answer.to_dict()["verification"]["claims"][1]
+    assert claim["added_citations"] == [hosting] and ids["Office"] not in claim["judged"]
+    assert answer.text.endswith(f"Fly.io is the hosting platform used for Helios. [{hosting}]")
+
+
 def test_a_failed_sentence_whose_words_its_citations_hold_is_not_judged_again(retriever, settings: Settings):
     llm = ScriptedLLM("Answer: regexes backtracked [E1]", margins=[2.0, -3.0])
     assert ask_with_llm(retriever, QUESTION, settings, llm=llm).abstained
