@@ -138,6 +138,19 @@ def test_an_unsupported_sentence_is_dropped_and_flagged(retriever, settings: Set
     assert [w["kind"] for w in answer.citation_warnings] == ["unsupported_claim"]
 
 
+def test_a_stray_full_stop_on_its_own_line_is_no_sentence_to_judge_or_cite(retriever, settings: Settings):
+    """QA: "Marco left the team ... Lisbon. [E1]" then "." alone on a line: judged (a check spent on
+    nothing), cited, and shown as "Lisbon. [E1]. [E1]"."""
+    assert split_answer("Answer: regexes [E1]\nThey backtracked. [E1]\n.") == [
+        ("Answer: regexes [E1]", True),
+        ("They backtracked. [E1]", False),
+    ]
+    llm = ScriptedLLM("Answer: regexes backtracked [E1]\nSupport:\nThey took minutes on long lines. [E1]\n.")
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert answer.text == "Answer: regexes backtracked [E1]\nThey took minutes on long lines. [E1]"
+    assert len(answer.verification["claims"]) == 2
+
+
 @pytest.mark.parametrize("second", [1.0, -2.0])
 def test_a_sentence_failing_its_citations_is_judged_again_beside_the_excerpts_holding_its_other_words(
     retriever, settings: Settings, second: float

@@ -286,16 +286,21 @@ def split_answer(text: str) -> list[tuple[str, bool]]:
 def _supporting(found: list[str]) -> list[tuple[str, bool]]:
     """Support sentences without what opens them as list items or labelled lines (`_LEAD`): the
     claim is judged alone, and an answer rebuilt from kept sentences reads as prose."""
-    return [(bare, False) for bare in (_LEAD.sub("", sentence) for sentence in found) if bare]
+    return [(bare, False) for bare in (_LEAD.sub("", sentence) for sentence in found) if _has_text(bare)]
+
+
+def _has_text(piece: str) -> bool:
+    """Words or citations: not a stray "." alone on its line, which is no claim to judge."""
+    return bool(re.search(r"\w", piece))
 
 
 def _bare_line(line: str) -> bool:
-    """A heading alone on its line, or nothing but citations: no words of a claim."""
+    """A heading alone on its line, nothing but citations, or nothing but punctuation: no words of a claim."""
     line = line.strip()
     if not line:
         return False
     heading = _HEADING.match(line) and not CITATION.search(line)
-    return bool(heading) or _only_citations(line)
+    return bool(heading) or _only_citations(line) or not _has_text(line)
 
 
 def _only_citations(line: str) -> bool:
