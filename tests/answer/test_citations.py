@@ -158,6 +158,17 @@ def test_a_run_of_citations_names_each_excerpt_once() -> None:
     )
 
 
+def test_citations_repeated_after_a_lines_last_full_stop_are_one() -> None:
+    """QA: "Marco left the team to join a startup in Lisbon. [E1]. [E1]"."""
+    assert merged_citations("Answer: 2 Nov [E1]\nHe left for Lisbon. [E1]. [E1]") == (
+        "Answer: 2 Nov [E1]\nHe left for Lisbon. [E1]."
+    )
+    assert merged_citations("Rent is 1,150 euros. [E1][E2]. [E2].") == "Rent is 1,150 euros. [E1][E2]."
+    # another excerpt, or a sentence after them, is left as written
+    assert merged_citations("He left. [E1]. [E2]") == "He left. [E1]. [E2]"
+    assert merged_citations("He left. [E1]. [E1] Ana joined.") == "He left. [E1]. [E1] Ana joined."
+
+
 def test_the_models_own_words_for_what_the_evidence_lacks_are_read_as_such() -> None:
     assert states_absence("No excerpt directly states the checkout p99 latency after the cutover.")
     assert states_absence("None of the excerpts mention who approved it.")

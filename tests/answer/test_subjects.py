@@ -20,6 +20,11 @@ def excerpt(text: str, title: str = "chat") -> Evidence:
     return Evidence(id="E1", hit=hit)
 
 
+def stored(text: str, locator: str, kind: str = "note", title: str = "Pricing decision") -> Evidence:
+    hit = Hit(3, f"/home/ana/{locator}", kind, "text", title, locator, text, None)
+    return Evidence(id="E3", hit=hit)
+
+
 def turn(body: str, previous: str = "") -> Evidence:
     """A turn as `mem ingest-chat` stores it: a breadcrumb naming both people, then `Speaker: text`."""
     crumb = "Nate & Joanna · session 3 · 2022-10-09" + (f" · re: {previous}" if previous else "")
@@ -99,3 +104,33 @@ def test_another_subject_is_whom_a_sentence_is_about_when_not_the_person_asked_a
     assert another_subject("21 January 2022", question, evidence) is None  # no words of its own
     assert another_subject("cute notes", question.replace("Nate", "Joanna"), evidence) is None
     assert another_subject("cute notes", "What did Tom get?", evidence) is None  # Tom takes no part
+
+
+@pytest.mark.parametrize(
+    "locator, kind",
+    [
+        ("work/2025-01-20-helios-pricing.md", "note"),  # named after it
+        ("Helios/pricing.md#Decision > Price", "note"),  # in its folder
+        ("work/Hélios_pricing.md", "note"),  # accents, case and underscores
+        ("helios-pricing.pdf p.1", "pdf"),
+        ("whiteboard helios.png", "image"),
+        ("helios@d5fb445 src/billing.py", "commit"),  # the repository
+    ],
+)
+def test_an_excerpt_is_about_what_the_path_it_is_known_by_names(locator, kind):
+    """Notes in a project's folder or named after it rarely repeat its name (QA: "How much does Helios
+    cost per month?" was withheld though the model answered from work/...-helios-pricing.md)."""
+    item = stored("We settled on 29 euros per month per bakery.", locator, kind)
+    assert excerpts_about([item], ["helios"], [item]) == [item]
+
+
+def test_a_path_names_only_whole_words_inside_what_was_ingested():
+    item = stored("We settled on 29 euros per month.", "work/heliostat-pricing.md")
+    assert excerpts_about([item], ["helios"], [item]) == []  # a word's start is no name in a file name
+    assert excerpts_about([item], ["ana"], [item]) == []  # the folder above the vault (/home/ana) is not read
+
+
+def test_a_conversation_turn_is_not_about_whom_its_session_title_names():
+    joanna = turn("Joanna: I made caramel ice cream.")
+    joanna.hit.locator = "Nate & Joanna · session 3 · D3:2"
+    assert excerpts_about([joanna], ["nate"], [joanna]) == []

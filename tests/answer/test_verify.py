@@ -138,6 +138,19 @@ def test_an_unsupported_sentence_is_dropped_and_flagged(retriever, settings: Set
     assert [w["kind"] for w in answer.citation_warnings] == ["unsupported_claim"]
 
 
+def test_a_stray_full_stop_on_its_own_line_is_no_sentence_to_judge_or_cite(retriever, settings: Settings):
+    """QA: "Marco left the team ... Lisbon. [E1]" then "." alone on a line: judged (a check spent on
+    nothing), cited, and shown as "Lisbon. [E1]. [E1]"."""
+    assert split_answer("Answer: regexes [E1]\nThey backtracked. [E1]\n.") == [
+        ("Answer: regexes [E1]", True),
+        ("They backtracked. [E1]", False),
+    ]
+    llm = ScriptedLLM("Answer: regexes backtracked [E1]\nSupport:\nThey took minutes on long lines. [E1]\n.")
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert answer.text == "Answer: regexes backtracked [E1]\nThey took minutes on long lines. [E1]"
+    assert len(answer.verification["claims"]) == 2
+
+
 @pytest.mark.parametrize("second", [1.0, -2.0])
 def test_a_sentence_failing_its_citations_is_judged_again_beside_the_excerpts_holding_its_other_words(
     retriever, settings: Settings, second: float
@@ -156,6 +169,28 @@ def test_a_sentence_failing_its_citations_is_judged_again_beside_the_excerpts_ho
     else:
         assert answer.abstained and answer.abstention_reason == "unsupported"
         assert claim["margin"] == -3.0 and claim["added_citations"] == []
+
+
+def test_a_second_look_adds_only_excerpts_holding_the_sentences_own_words(store, settings: Settings, tmp_path):
+    """QA: "Fly.io is the hosting platform used for Helios." (citing nothing) failed against its
+    closest excerpt, passed beside every note naming Helios, and cited all five, an office move among
+    them. The question's words are in every retrieved excerpt: only the sentence's own words pick
+    what it is judged beside, and the guessed closest excerpt is cited only if it holds some of them."""
+    notes = {
+        "api.md": "# Helios API design\n\nWherever it is hosted, the API is REST.\n",
+        "hosting.md": "# Moving off Heroku\n\nHeroku's price increase made us move Helios to Fly.io.\n",
+        "office.md": "# Office\n\nThe Helios team moves to a new office in March.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "Where is Helios hosted?"
+    ids = {e.hit.title: e.id for e in ask_without_llm(retriever, question).evidence}
+    api, hosting = ids["Helios API design"], ids["Moving off Heroku"]
+    text = f"Answer: Fly.io [{api}]\nFly.io is the hosting platform used for Helios."
+    llm = ScriptedLLM(text, margins=[3.0, 3.0, -3.0, 1.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    claim = answer.to_dict()["verification"]["claims"][1]
+    assert claim["added_citations"] == [hosting] and ids["Office"] not in claim["judged"]
+    assert answer.text.endswith(f"Fly.io is the hosting platform used for Helios. [{hosting}]")
 
 
 def test_a_failed_sentence_whose_words_its_citations_hold_is_not_judged_again(retriever, settings: Settings):
@@ -275,6 +310,23 @@ def test_a_short_answer_citing_the_wrong_document_is_judged_against_the_one_abou
     assert claim["attributed_to"] == right and claim["judged"] == [right]
     llm = ScriptedLLM(f"Answer: 4.2 [{wrong}]", margins=[3.0, 3.0])  # held by no document about Python
     assert ask_with_llm(retriever, question, settings, llm=llm).abstention_reason == "unsupported"
+
+
+def test_a_note_named_after_what_the_question_names_is_about_it(store, settings: Settings, tmp_path):
+    """QA: "How much does Helios cost per month?" was withheld (`names_missing`) though the model
+    answered from work/...-helios-pricing.md, which never repeats the project's name."""
+    notes = {
+        "work/2025-01-20-helios-pricing.md": "# Pricing decision\n\nWe settled on 29 euros per month per bakery.\n",
+        "work/2024-01-15-kickoff.md": "# Kickoff\n\nHelios is our new invoicing service for bakeries.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "How much does Helios cost per month?"
+    pricing = {e.hit.title: e.id for e in ask_without_llm(retriever, question).evidence}["Pricing decision"]
+    llm = ScriptedLLM(f"Answer: 29 euros per month [{pricing}]", margins=[3.0, 3.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    (claim,) = answer.to_dict()["verification"]["claims"]
+    assert not answer.abstained and answer.short_answer == "29 euros per month"
+    assert claim["judged"] == [pricing] and claim["reason"] is None
 
 
 def chat_retriever(

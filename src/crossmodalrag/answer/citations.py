@@ -175,10 +175,23 @@ def has_words(text: str) -> bool:
 _CITATION_RUN = re.compile(r"\[E\d+\](?:[ \t]*\[E\d+\])+")
 
 
+# Citations, a sentence's end, and citations again ending the line: "... in Lisbon. [E1]. [E1]".
+_CITED_AGAIN = re.compile(r"((?:\[E\d+\])+)([.!?])[ \t]+((?:\[E\d+\])+)[.!?]?(?=[ \t]*$)", re.MULTILINE)
+
+
 def merged_citations(text: str) -> str:
     """Runs of citations with each excerpt once, side by side: "[E1] [E1][E2]" (the model's citation
-    and one a check added) reads "[E1][E2]"."""
-    return _CITATION_RUN.sub(lambda run: "".join(dict.fromkeys(re.findall(r"\[E\d+\]", run.group(0)))), text)
+    and one a check added) reads "[E1][E2]"; and citations that only repeat those just before a
+    line's last full stop once: "Lisbon. [E1]. [E1]" reads "Lisbon. [E1]." (the model cites after
+    the stop, and a stray line after it was cited again)."""
+    text = _CITATION_RUN.sub(lambda run: "".join(dict.fromkeys(re.findall(r"\[E\d+\]", run.group(0)))), text)
+    return _CITED_AGAIN.sub(_once, text)
+
+
+def _once(match: re.Match[str]) -> str:
+    before, stop, again = match.groups()
+    repeats = set(re.findall(r"\[E\d+\]", again)) <= set(re.findall(r"\[E\d+\]", before))
+    return f"{before}{stop}" if repeats else match.group(0)
 
 
 def is_insufficient(text: str, report: CitationReport) -> bool:

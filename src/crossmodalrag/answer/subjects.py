@@ -7,7 +7,9 @@ conversation she takes part in, that is one of her own turns: what a person did 
 words, not in the other side's reply, nor in the session title or the breadcrumb, which name everyone
 (LoCoMo dev: a turn by the named person is among the gold evidence of 95-100% of answerable questions
 and of 26% of adversarial ones). Elsewhere (notes, PDFs, people who only come up in a chat) an excerpt
-is about her when it mentions her in its title or text.
+is about her when it mentions her in its title or text, or when a word of the path it is known by
+in memory names her: notes in a project's folder, or named after it, rarely repeat its name
+("work/2025-01-20-helios-pricing.md" says "29 euros per month", not "Helios costs ...").
 """
 
 from __future__ import annotations
@@ -149,7 +151,19 @@ def _is_about(item: Evidence, name: str, participants: set[str]) -> bool:
         return True
     if who is not None and name in participants:
         return False  # another participant's turn: their words, not hers
-    return mentions_any([item], [name], own_words=True)
+    return mentions_any([item], [name], own_words=True) or name in path_words(item)
+
+
+def path_words(item: Evidence) -> set[str]:
+    """The words of the path a source is known by in memory (folded, split at anything not a letter
+    or digit): a note's path inside its vault without the heading after "#", a PDF's or an image's
+    file name, a commit's repository and file. A conversation's is its session title, which names
+    everyone taking part, so it has none. Folders above what was ingested are left out: they name
+    the machine and its user ("/home/ana/..."), not what the source is about."""
+    if item.hit.source_type == CONVERSATION:
+        return set()
+    path = item.hit.locator.split("#", 1)[0]
+    return {word for word in re.split(r"[\W_]+", _fold(path)) if word}
 
 
 def speaker(item: Evidence) -> str | None:

@@ -159,7 +159,7 @@ class Verification:
             return f"{CITATION.sub('', verdict.sentence).rstrip()} {refs}"
         if verdict.added and verdict.supported:
             sentence = verdict.sentence.rstrip()
-            refs = "".join(f"[{ref}]" for ref in verdict.judged if ref not in verdict.cited)
+            refs = "".join(f"[{ref}]" for ref in verdict.added)
             return f"{sentence}{'' if sentence.endswith(']') else ' '}{refs}"
         if verdict.cited or not verdict.judged or verdict.margin is None or not verdict.supported:
             return verdict.sentence
@@ -286,16 +286,21 @@ def split_answer(text: str) -> list[tuple[str, bool]]:
 def _supporting(found: list[str]) -> list[tuple[str, bool]]:
     """Support sentences without what opens them as list items or labelled lines (`_LEAD`): the
     claim is judged alone, and an answer rebuilt from kept sentences reads as prose."""
-    return [(bare, False) for bare in (_LEAD.sub("", sentence) for sentence in found) if bare]
+    return [(bare, False) for bare in (_LEAD.sub("", sentence) for sentence in found) if _has_text(bare)]
+
+
+def _has_text(piece: str) -> bool:
+    """Words or citations: not a stray "." alone on its line, which is no claim to judge."""
+    return bool(re.search(r"\w", piece))
 
 
 def _bare_line(line: str) -> bool:
-    """A heading alone on its line, or nothing but citations: no words of a claim."""
+    """A heading alone on its line, nothing but citations, or nothing but punctuation: no words of a claim."""
     line = line.strip()
     if not line:
         return False
     heading = _HEADING.match(line) and not CITATION.search(line)
-    return bool(heading) or _only_citations(line)
+    return bool(heading) or _only_citations(line) or not _has_text(line)
 
 
 def _only_citations(line: str) -> bool:
@@ -428,24 +433,34 @@ def _second_look(llm, question, evidence, checked, claims, pool, min_margin) -> 
     """Judge a failed sentence once more beside the excerpts of `pool` that hold its words its
     judged excerpts lack; passing, it cites them (`Verdict.added`). An answer combining turns often
     cites only some of them: "Answer: Coco and Shadow [E3][E4]" cited the turn naming Coco, not the
-    one naming Shadow, and failed (LoCoMo dev). One more check per failed sentence, at most."""
+    one naming Shadow, and failed (LoCoMo dev). One more check per failed sentence, at most. A
+    sentence citing nothing was judged first against its closest excerpt, a guess: it cites that one
+    too only if it holds some of the sentence's own words (not the question's)."""
     retried, prompts = [], []
     for verdict, claim in zip(checked, claims, strict=True):
         judged = [item for item in evidence if item.id in verdict.judged]
-        extra = [] if verdict.supported else excerpts_holding_missing_words(claim, judged, pool)
+        extra = [] if verdict.supported else excerpts_holding_missing_words(claim, question, judged, pool)
         if extra:
             ids = [item.id for item in evidence if item in judged or item in extra]  # in prompt order
-            retried.append((verdict, ids, [item.id for item in extra]))
+            own = content_words(claim) - content_words(question)
+            guessed = [] if verdict.cited else [item for item in judged if own & content_words(_text(item))]
+            added = [item.id for item in evidence if item in extra or item in guessed]
+            retried.append((verdict, ids, added))
             prompts.append(claim_messages(question, evidence, claim, ids, verdict.short))
     for (verdict, ids, added), margin in zip(retried, judge(llm, prompts) if prompts else [], strict=True):
         if margin >= min_margin:
             verdict.margin, verdict.supported, verdict.judged, verdict.added = margin, True, ids, added
 
 
-def excerpts_holding_missing_words(claim: str, judged: list[Evidence], pool: list[Evidence]) -> list[Evidence]:
-    """The excerpts of `pool` beyond `judged` that hold a content word of `claim` none of `judged` holds."""
+def excerpts_holding_missing_words(
+    claim: str, question: str, judged: list[Evidence], pool: list[Evidence]
+) -> list[Evidence]:
+    """The excerpts of `pool` beyond `judged` that hold a content word of `claim` none of `judged`
+    holds, the question's own words aside: retrieval found every excerpt by them, so holding one says
+    nothing of where the claim comes from ("Fly.io is the hosting platform used for Helios." was
+    judged beside, and cited, every note naming Helios, an office move among them)."""
     held = set().union(*(content_words(_text(item)) for item in judged))
-    missing = content_words(claim) - held
+    missing = content_words(claim) - held - content_words(question)
     return [item for item in pool if item not in judged and missing & content_words(_text(item))] if missing else []
 
 
