@@ -32,6 +32,14 @@ def test_a_follow_up_carries_the_previous_topic_only_when_it_has_none_of_its_own
     assert found == carried and asked == (f"{question[:-1]} \u2014 {' '.join(carried)}?" if carried else question)
 
 
+def test_happen_is_asked_with_not_about_so_a_chain_of_follow_ups_keeps_the_first_topic():
+    """ "When did that happen?" stood alone ("happen" read as its topic), and the "Why?" after it was then
+    searched with "happen"."""
+    second, carried = with_previous_topic("And when did that happen?", "Where is Helios hosted?")
+    assert carried == ["Helios", "hosted"]
+    assert with_previous_topic("Why?", second)[1] == ["Helios", "hosted"]
+
+
 def test_a_follow_up_still_reads_as_a_question_naming_what_the_previous_one_named():
     """The topic went after the "?" at first, and the model then judged "the statement" true or not;
     then in brackets, where "(Postgres" read as a sentence's first word and not as a name."""

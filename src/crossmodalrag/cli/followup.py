@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from crossmodalrag.retrieval.dates import ASKING_WORDS
 from crossmodalrag.retrieval.stopwords import ENGLISH
 
 WORDS = re.compile(r"\w+")
@@ -26,7 +27,7 @@ def with_previous_topic(question: str, previous: str | None) -> tuple[str, list[
     if previous is None:
         return question, []
     words = [word.lower() for word in WORDS.findall(question)]
-    own = {word for word in words if word not in ENGLISH}
+    own = {word for word in words if not _asks_only(word)}
     earlier = _topic_words(previous)
     carried = [word for word in earlier if word.lower() not in own]
     follows = not own or (any(word in REFERS_BACK for word in words) and own <= {w.lower() for w in earlier})
@@ -37,7 +38,12 @@ def with_previous_topic(question: str, previous: str | None) -> tuple[str, list[
 
 
 def _topic_words(question: str) -> list[str]:
-    return list(dict.fromkeys(word for word in WORDS.findall(question) if word.lower() not in ENGLISH))
+    return list(dict.fromkeys(word for word in WORDS.findall(question) if not _asks_only(word.lower())))
+
+
+def _asks_only(word: str) -> bool:
+    """A function word, or one a question asks with and not about ("when did that happen?")."""
+    return word in ENGLISH or word in ASKING_WORDS
 
 
 def follow_up_notice(carried: list[str]) -> str:

@@ -24,7 +24,7 @@ _YEAR = re.compile(r"\b\d{4}\b")
 _WORDS = re.compile(r"\w+")
 # Besides function words, what a question asks with when it names no topic, only a time: "What
 # happened in September 2024?", "What was going on on 2024-04-21?", "Anything in August 2024?".
-_ASKING_WORDS = frozenset("happen happens happened happening go going went anything something everything".split())
+ASKING_WORDS = frozenset("happen happens happened happening go going went anything something everything".split())
 
 
 def named_spans(query: str) -> list[tuple[float, float]]:
@@ -48,7 +48,7 @@ def asked_window(query: str, after: float | None, before: float | None) -> tuple
     September's answer), within the given bounds; None when it names a topic, or no window at all.
     What is dated inside such a window is the answer, whatever words it shares with the question."""
     ranges, rest = time_ranges(query, datetime.now(timezone.utc))
-    if any(word not in ENGLISH and word not in _ASKING_WORDS for word in _WORDS.findall(rest.lower())):
+    if any(word not in ENGLISH and word not in ASKING_WORDS for word in _WORDS.findall(rest.lower())):
         return None
     spans = _widened(ranges, DAY)
     if spans:
