@@ -597,6 +597,17 @@ def test_globs_that_now_leave_a_commit_out_remove_it_as_a_first_ingest_never_sto
     assert_consistent(store)
 
 
+def test_a_pattern_selecting_none_of_a_repositorys_commits_removes_nothing(store: Store, repo: Path) -> None:
+    commit_files(repo, {"a.txt": "a\n"}, "text")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "empty")  # changes no file: kept whatever the globs
+    ingest_git(store, [repo])
+    before = set(sources(store))
+    report = ingest_git(store, [repo], include=["zzz/*"])  # a typo, as ingest-notes refuses one
+    assert report.removed == 0 and set(sources(store)) == before
+    [failure] = report.failures
+    assert "select none of its commits" in failure and "nothing was removed" in failure
+
+
 @pytest.mark.integration
 def test_a_shallow_clones_oldest_commit_keeps_its_message_and_the_ingest_says_why(
     store: Store, repo: Path, tmp_path: Path

@@ -519,11 +519,14 @@ def _ingest_files(
 
 
 def _noting_gaps(
-    commits: Iterable[Document], known: dict, oversized: list[str], shallow: list[str]
+    commits: Iterable[Document], known: dict, oversized: list[str], shallow: list[str], selecting: list[str]
 ) -> Iterator[Document]:
     """The commits as they come, noting the files of new ones whose diffs were too large to store,
-    and the shallow clone's oldest commits, whose diffs git cannot tell."""
+    the shallow clone's oldest commits, whose diffs git cannot tell, and those that changed a file
+    the globs select (`selecting`)."""
     for commit in commits:
+        if commit.metadata.get("files"):
+            selecting.append(commit.uri)
         if commit.uri not in known:
             oversized.extend(commit.metadata.get("skipped_files", []))
         if commit.metadata.get("_shallow_boundary"):
@@ -632,9 +635,19 @@ def ingest_git(
             oversized: list[str] = []
             shallow: list[str] = []
             left_out: list[str] = []
+            selecting: list[str] = []
             commits = git.read_commits(root, max_commits, author, include, exclude, name, left_out)
             before = report.read
-            seen = ingest_documents(store, _noting_gaps(commits, known, oversized, shallow), known, report, progress)
+            noted = _noting_gaps(commits, known, oversized, shallow, selecting)
+            seen = ingest_documents(store, noted, known, report, progress)
+            if left_out and not selecting and any(uri in known for uri in left_out):
+                # a mistyped pattern, not every change to go: as ingest-notes refuses one selecting no note
+                patterns = [f"--include {p!r}" for p in include or []] + [f"--exclude {p!r}" for p in exclude or []]
+                report.failures.append(
+                    f"{root}: {' '.join(patterns)} select none of its commits "
+                    "(hint: check the patterns; nothing was removed)"
+                )
+                continue
             if report.read == before:
                 report.notices.append(f"{root}: no commits" + (f" by {author!r}" if author else "") + " to read")
             if oversized:
