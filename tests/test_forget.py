@@ -139,7 +139,7 @@ def test_forget_a_folder_by_path(capsys, vault, db_path) -> None:
     assert {s["uri"] for s in data["forgotten"]} == {str(vault / "secret/gone.md"), str(vault / "secret/also.md")}
     assert set(data) == {"forgotten", "sources", "earlier_paths", "chunks", "vectors", "memory_nodes",
                          "stranded_events", "vacuumed", "eval_queries_naming_them", "still_on_disk", "backups",
-                         "backup_paths", "unfinished_copies"}  # fmt: skip
+                         "backup_paths", "unfinished_copies", "live_copies"}  # fmt: skip
     assert counts(db_path)["sources"] == 1
 
 
@@ -388,6 +388,7 @@ def test_forgetting_a_moved_note_erases_the_versions_under_its_earlier_paths(cap
     assert code == 0, err
     data = json.loads(out)
     assert data["sources"] == 1 and data["earlier_paths"] == [str(second), str(first)]
+    assert data["live_copies"] == [str(vault / "copy.md")]
     assert {item["uri"]: item["earlier_path_of"] for item in data["forgotten"]} == {
         str(now): None,
         str(second): str(now),
@@ -402,6 +403,23 @@ def test_forgetting_a_moved_note_erases_the_versions_under_its_earlier_paths(cap
     assert code == 1 and "erased by `mem forget`" in err and str(first) in err
     code, out, err = run(capsys, "ask", MARKER, "--no-llm", "--as-of", then, "--json")
     assert code == 0 and json.loads(out)["abstained"], "the text it had then is erased"
+
+
+def test_forgetting_a_path_a_note_left_says_the_note_is_still_in_memory(capsys, vault, db_path) -> None:
+    """Forgetting the first of three paths erased the history (of it and the second) and said the
+    text was no longer searchable, though the note lives on at the third path, untouched."""
+    first, second, third = vault / "secret/gone.md", vault / "a/gone.md", vault / "b/gone.md"
+    ingest(vault, db_path)
+    for old, new in ((first, second), (second, third)):
+        new.parent.mkdir(parents=True, exist_ok=True)
+        old.rename(new)
+        ingest(vault, db_path)
+    code, out, err = run(capsys, "forget", str(first), "--yes")
+    assert code == 0, err
+    assert f"{second} (the same note as {first})" in err and "no longer searchable" not in err
+    assert f"the same text is still in memory at {third}" in err
+    with open_store(db_path) as store:
+        assert search(store, MARKER, SearchOptions()).hits[0].source_uri == str(third)
 
 
 def test_the_cli_names_the_earlier_paths_it_erased(capsys, vault, db_path) -> None:

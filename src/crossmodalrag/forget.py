@@ -34,7 +34,7 @@ from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
 from crossmodalrag.store.params import in_batches
 from crossmodalrag.versioning.history import resolve_source
-from crossmodalrag.versioning.lineage import earlier_paths
+from crossmodalrag.versioning.lineage import earlier_paths, live_copies
 from crossmodalrag.versioning.log import has_log, load_state
 
 # A checkpoint waits for readers through the busy handler; readers here are short queries, so a
@@ -66,6 +66,7 @@ class ForgetReport:
     still_on_disk: list[str] = field(default_factory=list)  # files or repositories an ingest would re-read
     backups: list[str] = field(default_factory=list)  # backups made before: they may still hold the text
     unfinished_copies: list[str] = field(default_factory=list)  # a running backup's or restore's copy: likewise
+    live_copies: list[str] = field(default_factory=list)  # the same note in memory under its newer path (kept)
 
     @property
     def named(self) -> list[StoredSource]:
@@ -94,6 +95,7 @@ class ForgetReport:
             "backups": len(self.backups),
             "backup_paths": self.backups,
             "unfinished_copies": self.unfinished_copies,
+            "live_copies": self.live_copies,
         }
 
 
@@ -141,6 +143,13 @@ def with_earlier_paths(store: Store, sources: list[StoredSource]) -> list[Stored
         for uri, lineage in sorted(earlier.items())
         if uri not in named
     ]
+
+
+def still_in_memory(store: Store, sources: list[StoredSource]) -> list[str]:
+    """Sources not being forgotten that hold the text a forgotten one held (the note moved there since
+    its old path, named here, was left; or a copy): they keep it. Call before forgetting."""
+    forgotten = sorted({source.uri for source in sources})
+    return [uri for uri in live_copies(store.conn, forgotten) if uri not in forgotten]
 
 
 def path_candidates(path: Path) -> list[str]:

@@ -15,7 +15,7 @@ SHOWN_IN_PROMPT = 10
 
 
 def forget(args: argparse.Namespace) -> int:
-    from crossmodalrag.forget import ForgetReport, find_sources, forget_sources, wipe_free_space
+    from crossmodalrag.forget import ForgetReport, find_sources, forget_sources, still_in_memory, wipe_free_space
 
     if args.uri is None and args.path is None and not args.vacuum:
         sys.stderr.write(
@@ -32,7 +32,9 @@ def forget(args: argparse.Namespace) -> int:
             sources = find_sources(store, uri=args.uri) if args.uri is not None else _under(store, args.path)
             if not args.yes:
                 _confirm(sources)
+            copies = still_in_memory(store, sources)
             report = forget_sources(store, sources, vacuum=args.vacuum)
+            report.live_copies = copies
     _render(args, report)
     return 0
 
@@ -78,8 +80,13 @@ def _render(args: argparse.Namespace, report) -> None:
     elif report.vacuumed:
         note("freed space wiped from the database files\n")
     if report.earlier_paths:
-        note(_earlier_paths_line(report.earlier_paths))
-    if report.sources and not report.vacuumed:
+        note(_earlier_paths_line(report.earlier_paths, {s.uri for s in report.named if s.id is not None}))
+    if report.live_copies:
+        note(
+            f"note: the same text is still in memory at {_shown(report.live_copies)} (a copy, or the note "
+            "moved there since): forget that too to erase it\n"
+        )
+    elif report.sources and not report.vacuumed:
         note("note: the text is no longer searchable; run `mem forget --vacuum` to also wipe its bytes from the file\n")
     if report.stranded_events:
         note(
@@ -123,8 +130,12 @@ def _shown(paths: list[str]) -> str:
     return ", ".join(paths[:3]) + (", …" if len(paths) > 3 else "")
 
 
-def _earlier_paths_line(earlier: list) -> str:
-    shown = ", ".join(f"{s.uri} (now {s.earlier_path_of})" for s in earlier[:3])
+def _earlier_paths_line(earlier: list, live: set[str]) -> str:
+    """ "(now X)" where X is the note in memory; forgetting a path it left, the path's lineage is no "now"."""
+    shown = ", ".join(
+        f"{s.uri} ({'now' if s.earlier_path_of in live else 'the same note as'} {s.earlier_path_of})"
+        for s in earlier[:3]
+    )
     more = f" and {len(earlier) - 3} more" if len(earlier) > 3 else ""
     return f"also erased the versions kept under {_count(len(earlier), 'earlier path')}: {shown}{more}\n"
 

@@ -53,6 +53,29 @@ def earlier_paths(conn: sqlite3.Connection, uris: list[str]) -> dict[str, str]:
             keys.update((key, lineage) for key in gone[uri] if key not in keys)
 
 
+def live_copies(conn: sqlite3.Connection, uris: list[str]) -> list[str]:
+    """Sources in memory now holding the document text some logged version of `uris` held: the same
+    note under the path it moved to since one of `uris` was left, or a copy. Forgetting erases `uris`
+    and their history, not them, so the user must be told the text is still there. Only sources of a
+    title those versions had are read."""
+    if not has_log(conn):
+        return []
+    keys, titles = set(), set()
+    for uri in uris:
+        for digest in _stored_digests(conn, uri):
+            state = load_state(conn, digest)
+            if state is not None and state["chunks"]:
+                keys.add(document_text_key(state))
+                titles.add(state.get("title"))
+    found = []
+    for title in sorted(t for t in titles if t):
+        for (uri,) in conn.execute("SELECT uri FROM sources WHERE title = ?", (title,)).fetchall():
+            state = read_source(conn, uri)
+            if uri not in uris and state is not None and state["chunks"] and document_text_key(state) in keys:
+                found.append(uri)
+    return sorted(set(found))
+
+
 def _keys_of(conn: sqlite3.Connection, uri: str) -> set[str]:
     """The document-text keys of a source's live row and every version the log still holds."""
     states = [read_source(conn, uri)] + [load_state(conn, digest) for digest in _stored_digests(conn, uri)]
