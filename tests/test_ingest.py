@@ -249,10 +249,11 @@ def test_a_note_of_only_a_date_line_is_empty_and_with_frontmatter_its_frontmatte
     store: Store, vault: Path
 ) -> None:
     write_note(vault, "dated.md", "Date: 2024-01-01\n")  # the date line is metadata: stored, it had no chunk
+    write_note(vault, "daily.md", "---\ndate: 2024-01-02\n---\n")  # a daily note nothing was written in
     write_note(vault, "reminder.md", "---\ntitle: Call dentist\n---\nDate: 2024-01-01\n")
     report = ingest_notes(store, [vault])
-    assert (report.added, report.empty, report.failures) == (4, 1, [])  # the vault's 3 and the reminder
-    assert uri(vault, "dated.md") not in sources(store)
+    assert (report.added, report.empty, report.failures) == (4, 2, [])  # the vault's 3 and the reminder
+    assert uri(vault, "dated.md") not in sources(store) and uri(vault, "daily.md") not in sources(store)
     rows = store.conn.execute("SELECT COUNT(*) FROM chunks c JOIN sources s ON s.id = c.source_id WHERE s.uri = ?",
                               (uri(vault, "reminder.md"),)).fetchone()  # fmt: skip
     assert rows[0] == 1

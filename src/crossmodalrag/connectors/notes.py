@@ -32,6 +32,7 @@ SETEXT_H1 = re.compile(r"^( {0,3}[^\s#>|<`~*+=-][^\n]*)\n {0,3}={2,}[ \t]*$", re
 # No `[` inside a link: otherwise every `[[` of a `[[[[…` line scans to the end of the line.
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 INLINE_TAG = re.compile(r"(?<![\w&#/])#([^\W\d_][\w/-]*)")  # a letter first, of any script: #über, #日本語
+DATE_KEYS = ("date", "created")  # frontmatter that dates a note
 
 
 def _has_body(text: str, body_start: int) -> bool:
@@ -143,8 +144,9 @@ def read_note(root: Path, path: Path) -> Document:
 
 def _worth_keeping(meta: dict[str, Any]) -> bool:
     """Does frontmatter alone make a note worth storing? A note titled "Call dentist" with a date and
-    tags is found by them (its frontmatter is its one chunk); a template's blank `tags:` is not."""
-    return any(value not in (None, "", [], {}) for value in meta.values())
+    tags is found by them (its frontmatter is its one chunk); a template's blank `tags:` is not, nor a
+    date alone (a daily note nothing was written in: a plain `Date:` line alone is empty too)."""
+    return any(value not in (None, "", [], {}) for key, value in meta.items() if key not in DATE_KEYS)
 
 
 def _frontmatter_unread(raw: str | None, meta: dict[str, Any]) -> str | None:
@@ -153,7 +155,7 @@ def _frontmatter_unread(raw: str | None, meta: dict[str, Any]) -> str | None:
     written = [line for line in (raw or "").splitlines() if line.strip() and not line.lstrip().startswith("#")]
     if written and not meta:
         return "its frontmatter is not valid YAML and was left out (tags, date, title)"
-    for key in ("date", "created"):
+    for key in DATE_KEYS:
         if meta.get(key) is not None and parse_date(meta[key]) is None:
             return f"`{key}: {meta[key]}` is not a date mem reads (write YYYY-MM-DD), so another date is used"
     return None
@@ -271,7 +273,7 @@ def _timestamp(meta: dict[str, Any], date_line: str | None, mtime: float, name: 
     gives every file the same mtime), else the file's mtime; a moment outside years 1-9999 is skipped
     (`date: 9999-12-31T23:59-12:00` would break every display)."""
     named = NAME_DATE.match(name)
-    for value in (meta.get("date"), meta.get("created"), date_line, named and named.group(0)):
+    for value in (*(meta.get(key) for key in DATE_KEYS), date_line, named and named.group(0)):
         if value is not None and (stamp := parse_date(value)) is not None and FIRST_MOMENT <= stamp <= LAST_MOMENT:
             return stamp
     return mtime if FIRST_MOMENT <= mtime <= LAST_MOMENT else None
