@@ -57,6 +57,7 @@ def test_a_hit_dated_when_the_question_says_ranks_first_and_explains_why(store, 
     [
         ("What did I do in August 2024?", None, None, (day("2024-07-31"), day("2024-09-02"))),
         ("What happened on 2024-04-21?", None, None, (day("2024-04-20"), day("2024-04-23"))),
+        ("What did I write on 2024-04-21?", None, None, (day("2024-04-20"), day("2024-04-23"))),
         ("August 2024", None, None, (day("2024-07-31"), day("2024-09-02"))),
         ("What was going on in September 2024?", day("2024-09-10"), None, (day("2024-09-10"), day("2024-10-02"))),
         ("What did I do?", day("2024-08-01"), day("2024-09-01"), (day("2024-08-01"), day("2024-09-01"))),
