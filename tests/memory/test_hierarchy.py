@@ -230,6 +230,23 @@ def test_a_note_deleted_from_the_vault_leaves_no_event_to_match_and_ingest_says_
     assert not any(node["evidence"] == [] for node in payload["matched_nodes"])
 
 
+def test_an_answer_at_a_level_says_how_many_sources_have_no_events_yet(db_path, tmp_path, capsys) -> None:
+    from crossmodalrag.store import open_store
+    from tests.conftest import write_note
+
+    vault = tmp_path / "vault"
+    write_note(vault, "parser.md", "# Parser\nWe replaced the regex parser with a tokenizer.\n")
+    assert main(["ingest-notes", str(vault), "--db-path", str(db_path)]) == 0
+    with open_store(db_path) as opened:
+        build(opened, db_path, llm=ScriptedExtractor(events_output(event(TOKENIZER))), levels=("event",))
+    write_note(vault, "cache.md", "# Cache\nThe LRU cache served stale HTML.\n")  # not extracted: no model since
+    assert main(["ingest-notes", str(vault), "--db-path", str(db_path)]) == 0
+    capsys.readouterr()
+    main(["ask", "regex parser tokenizer", "--level", "event", "--no-llm", "--json", "--db-path", str(db_path)])
+    notices = json.loads(capsys.readouterr().out)["notices"]
+    assert "1 of 2 sources have no events yet, so --level event cannot see them" in " ".join(notices)
+
+
 class Unreachable(ScriptedExtractor):
     def stream(self, messages, generation):
         from crossmodalrag.answer.llm.base import LLMUnavailable

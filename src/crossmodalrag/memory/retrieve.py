@@ -386,7 +386,22 @@ def at_level(retriever: Retriever, level: str, settings) -> Retriever | LevelRet
             "drop --level to answer from the memory as of then, or drop --as-of to ask at that level",
         )
     require_level(retriever.store, level)
+    _note_unextracted(retriever, level)
     return LevelRetriever(retriever, level, settings.recency_half_life_days)
+
+
+def _note_unextracted(retriever: Retriever, level: str) -> None:
+    """Say how much of memory a level cannot see yet: with most notes waiting for a model, an answer
+    at --level episode came from the two commits that had events, and nothing said so."""
+    from crossmodalrag.memory.stats import not_extracted
+
+    waiting = not_extracted(retriever.store.conn)
+    if waiting:
+        total = retriever.store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
+        retriever.notices.append(
+            f"{waiting} of {total} sources have no events yet, so --level {level} cannot see them"
+            " (run `mem build-memory`; `mem memory-stats` says why)"
+        )
 
 
 def require_level(store: Store, level: str) -> None:

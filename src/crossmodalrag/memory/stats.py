@@ -22,11 +22,7 @@ def memory_stats(store: Store) -> dict[str, Any]:
         " WHERE x.status = 'failed' ORDER BY s.uri"
     ).fetchall()
     scalar = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
-    # Not extracted: every source without a current extraction, failed ones included.
-    not_done = scalar(
-        "SELECT COUNT(*) FROM sources s WHERE NOT EXISTS (SELECT 1 FROM memory_extractions x"
-        " WHERE x.source_id = s.id AND x.status = 'done' AND x.source_fingerprint = s.fingerprint)"
-    )
+    not_done = not_extracted(conn)
     return {
         "nodes": levels,
         "edges": edges,
@@ -100,3 +96,11 @@ def _members_of(conn: sqlite3.Connection, parents: set[str]) -> set[str]:
             )
         }
     return members
+
+
+def not_extracted(conn) -> int:
+    """Sources without a current extraction into events, failed ones included: no level sees them."""
+    return conn.execute(
+        "SELECT COUNT(*) FROM sources s WHERE NOT EXISTS (SELECT 1 FROM memory_extractions x"
+        " WHERE x.source_id = s.id AND x.status = 'done' AND x.source_fingerprint = s.fingerprint)"
+    ).fetchone()[0]

@@ -24,9 +24,11 @@ _YEAR = re.compile(r"\b\d{4}\b")
 _WORDS = re.compile(r"\w+")
 # Besides function words, what a question asks with when it names no topic, only a time: "What
 # happened in September 2024?", "What was going on on 2024-04-21?", "Anything in August 2024?".
+# "What did I write on 2024-08-12?" asks what is dated then, not about writing.
 ASKING_WORDS = frozenset(
-    "happen happens happened happening go going went anything something everything write wrote written note noted".split()
-)  # "What did I write on 2024-08-12?" asks what is dated then, not about writing
+    "happen happens happened happening go going went anything something everything".split()
+    + "write wrote written note noted".split()
+)
 
 
 def named_spans(query: str) -> list[tuple[float, float]]:
