@@ -13,7 +13,7 @@ from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
 from crossmodalrag.answer.forms import is_statement, query_form
 from crossmodalrag.answer.premise import presupposes, unmentioned_words
 from crossmodalrag.answer.synthesize import ask_with_llm
-from crossmodalrag.answer.verify import REPLY_MARGIN, judge, short_answer, split_answer
+from crossmodalrag.answer.verify import REPLY_MARGIN, content_words, judge, short_answer, split_answer
 from crossmodalrag.cli.render import why_line
 from crossmodalrag.config import Settings
 from crossmodalrag.conversations import ingest_conversations
@@ -246,6 +246,17 @@ def test_a_hedge_denying_what_the_short_answer_answers_is_left_out(retriever, se
     assert [c["reason"] for c in answer.to_dict()["verification"]["claims"]] == [None, "hedge"]
     failed = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0, -5.0]))
     assert failed.abstained  # no short answer passed: nothing to contradict, the hedge is no answer
+
+
+def test_a_hedge_naming_a_longer_form_of_the_questions_words_is_left_out():
+    """ "No excerpt directly states the monthly cost of Helios." after "Answer: 29 euros per month [E1]"
+    stayed: of the question's words it named only helios and cost, not "month" in "monthly"."""
+    from crossmodalrag.answer.verify import named_in
+
+    asked = content_words("How much does Helios cost per month?")
+    hedge = content_words("No excerpt directly states the monthly cost of Helios.")
+    assert named_in(asked, hedge) == {"helios", "cost", "month"}
+    assert named_in({"cat"}, {"category"}) == set(), "a short word is no prefix of a longer one"
 
 
 class WordJudge:

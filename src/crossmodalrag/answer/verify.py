@@ -198,8 +198,14 @@ class Verification:
             return
         for verdict in self.verdicts:
             if not verdict.short and verdict.supported and states_absence(verdict.sentence):
-                if len(asked & content_words(verdict.sentence)) >= HEDGE_SHARE * len(asked):
+                if len(named_in(asked, content_words(verdict.sentence))) >= HEDGE_SHARE * len(asked):
                     verdict.supported, verdict.reason = False, HEDGE
+
+
+def named_in(asked: set[str], words: set[str]) -> set[str]:
+    """The question's words a sentence names, a longer form of one included ("monthly" names "month"
+    of "How much does Helios cost per month?"): exact words alone left that hedge in the answer."""
+    return {word for word in asked if word in words or (len(word) >= 4 and any(w.startswith(word) for w in words))}
 
 
 def judge(llm: LLM, prompts: list[list[Message]]) -> list[float]:
