@@ -317,3 +317,23 @@ def test_a_chunk_not_embedded_yet_is_ranked_by_its_words(store, embedder, db_pat
     index = semantic(store, embedder, db_path)
     found = search(store, "zebracorn", SearchOptions(top_k=5), index)
     assert Path(found.hits[0].source_uri).stem == "late" and found.coverage == 1.0
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_vectors_of_the_offline_model_not_beside_the_database_name_it(memory, db_path, monkeypatch, named):
+    """A memory copied to another folder left its models behind: the notice named the default hub model
+    (never used) as "not cached", not the offline model that made the stored vectors."""
+    from crossmodalrag.index.models import OFFLINE_NAME, ModelUnavailable
+
+    memory.conn.execute("UPDATE embedding_models SET name = ?", (OFFLINE_NAME,))
+
+    def unavailable(settings):
+        raise ModelUnavailable("embedding model BAAI/bge-small-en-v1.5 is not cached and the model hub is unreachable")
+
+    monkeypatch.setattr(embed_module, "load_embedder", unavailable)
+    settings = Settings(db_path=db_path, embed_model="BAAI/bge-small-en-v1.5" if named else None)
+    notice = semantic_module.open_semantic(memory, settings).notice
+    if named:  # a model asked for by name: its own error says why
+        assert "bge-small-en-v1.5 is not cached" in notice
+    else:
+        assert f"made by {OFFLINE_NAME}" in notice and "mem models install --offline" in notice

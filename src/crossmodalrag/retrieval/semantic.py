@@ -124,6 +124,24 @@ def embeddings_installed() -> bool:
     return find_spec("fastembed") is not None and find_spec("numpy") is not None
 
 
+def _made_by(store: Store) -> str | None:
+    """Why no model reads the stored vectors, when the offline model made them and is not beside this
+    database (a copy of it moved elsewhere): the default model's "not cached, hub unreachable" named a
+    model the memory never used."""
+    from crossmodalrag.index.models import OFFLINE_NAME
+
+    row = store.conn.execute(
+        "SELECT m.name FROM embedding_models m WHERE EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.model_id = m.id)"
+        " ORDER BY m.id DESC LIMIT 1"
+    ).fetchone()
+    if row is None or row[0] != OFFLINE_NAME:
+        return None
+    return (
+        f"the stored vectors were made by {OFFLINE_NAME}, the offline model, which is not installed beside"
+        f" {store.path} (hint: run `mem models install --offline` to install it there)"
+    )
+
+
 def open_semantic(store: Store, settings: Settings) -> SemanticStatus:
     """The semantic index for this store, or None with a one-line notice saying why and what to do.
 
@@ -144,7 +162,8 @@ def open_semantic(store: Store, settings: Settings) -> SemanticStatus:
     try:
         embedder = load_embedder(settings)
     except ModelUnavailable as error:
-        return SemanticStatus(None, f"lexical retrieval only: {error}")
+        named = settings.embed_model or settings.embed_model_path  # a model asked for: its own error says why
+        return SemanticStatus(None, f"lexical retrieval only: {(not named and _made_by(store)) or error}")
     status = vector_status(store, embedder.identity)
     if status["embedded"] == 0:
         if status["chunks"] == 0:
