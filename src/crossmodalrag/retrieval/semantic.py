@@ -124,7 +124,7 @@ def embeddings_installed() -> bool:
     return find_spec("fastembed") is not None and find_spec("numpy") is not None
 
 
-def _made_by(store: Store) -> str | None:
+def _made_by(store: Store, settings: Settings) -> str | None:
     """Why no model reads the stored vectors, when the offline model made them and is not beside this
     database (a copy of it moved elsewhere): the default model's "not cached, hub unreachable" named a
     model the memory never used."""
@@ -137,8 +137,8 @@ def _made_by(store: Store) -> str | None:
     if row is None or row[0] != OFFLINE_NAME:
         return None
     return (
-        f"the stored vectors were made by {OFFLINE_NAME}, the offline model, which is not installed beside"
-        f" {store.path} (hint: run `mem models install --offline` to install it there)"
+        f"the stored vectors were made by {OFFLINE_NAME}, the offline model, which is not in"
+        f" {settings.models_dir} (hint: run `mem models install --offline` to install it there)"
     )
 
 
@@ -163,7 +163,7 @@ def open_semantic(store: Store, settings: Settings) -> SemanticStatus:
         embedder = load_embedder(settings)
     except ModelUnavailable as error:
         named = settings.embed_model or settings.embed_model_path  # a model asked for: its own error says why
-        return SemanticStatus(None, f"lexical retrieval only: {(not named and _made_by(store)) or error}")
+        return SemanticStatus(None, f"lexical retrieval only: {(not named and _made_by(store, settings)) or error}")
     status = vector_status(store, embedder.identity)
     if status["embedded"] == 0:
         if status["chunks"] == 0:
