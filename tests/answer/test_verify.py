@@ -33,6 +33,11 @@ def notes_retriever(store, settings: Settings, vault: Path, notes: dict[str, str
     return open_retriever(store, settings, lexical_only=True)
 
 
+def evidence_ids(retriever, question: str) -> dict[str, str]:
+    """Each piece of evidence's title -> its [E#] id, as the question's answer numbers them."""
+    return {e.hit.title: e.id for e in ask_without_llm(retriever, question).evidence}
+
+
 @pytest.fixture
 def retriever(store, settings: Settings, tmp_path: Path):
     return notes_retriever(
@@ -183,7 +188,7 @@ def test_a_second_look_adds_only_excerpts_holding_the_sentences_own_words(store,
     }
     retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
     question = "Where is Helios hosted?"
-    ids = {e.hit.title: e.id for e in ask_without_llm(retriever, question).evidence}
+    ids = evidence_ids(retriever, question)
     api, hosting = ids["Helios API design"], ids["Moving off Heroku"]
     text = f"Answer: Fly.io [{api}]\nFly.io is the hosting platform used for Helios."
     llm = ScriptedLLM(text, margins=[3.0, 3.0, -3.0, 1.0])
@@ -312,7 +317,7 @@ def test_a_short_answer_citing_the_wrong_document_is_judged_against_the_one_abou
     }
     retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
     question = "Which Python version is the minimum for the quillmark release?"
-    evidence_of = {e.hit.title: e.id for e in ask_without_llm(retriever, question).evidence}
+    evidence_of = evidence_ids(retriever, question)
     wrong, right = evidence_of["Release 1.0"], evidence_of["Release planning"]
     llm = ScriptedLLM(f"Answer: 3.9 [{wrong}]", margins=[3.0, 3.0])
     answer = ask_with_llm(retriever, question, settings, llm=llm)
@@ -332,7 +337,7 @@ def test_a_note_named_after_what_the_question_names_is_about_it(store, settings:
     }
     retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
     question = "How much does Helios cost per month?"
-    pricing = {e.hit.title: e.id for e in ask_without_llm(retriever, question).evidence}["Pricing decision"]
+    pricing = evidence_ids(retriever, question)["Pricing decision"]
     llm = ScriptedLLM(f"Answer: 29 euros per month [{pricing}]", margins=[3.0, 3.0])
     answer = ask_with_llm(retriever, question, settings, llm=llm)
     (claim,) = answer.to_dict()["verification"]["claims"]

@@ -31,9 +31,16 @@ ASKING_WORDS = frozenset(
 )
 
 
-def named_spans(query: str) -> list[tuple[float, float]]:
-    """The spans of the days or months `query` names with their year, widened as the module says."""
-    ranges, _ = time_ranges(query, datetime.now(timezone.utc))
+def read_times(query: str) -> tuple[list, str]:
+    """The query's time expressions as ranges, and the query without them (agent/temporal.py): read
+    once per search, for both `named_spans` and `asked_window`."""
+    return time_ranges(query, datetime.now(timezone.utc))
+
+
+def named_spans(query: str, times: tuple[list, str] | None = None) -> list[tuple[float, float]]:
+    """The spans of the days or months `query` names with their year, widened as the module says.
+    `times`: `read_times(query)`, when the caller has it already."""
+    ranges, _ = times or read_times(query)
     return _widened(ranges, TOLD_AFTER)
 
 
@@ -45,13 +52,15 @@ def _widened(ranges, told_after: float) -> list[tuple[float, float]]:
     ]
 
 
-def asked_window(query: str, after: float | None, before: float | None) -> tuple[float | None, float | None] | None:
+def asked_window(
+    query: str, after: float | None, before: float | None, times: tuple[list, str] | None = None
+) -> tuple[float | None, float | None] | None:
     """The window a question asks about and nothing else ("What did I do in August 2024?", or "What
     did I do?" with --after/--before): the days or months it names and a day either side (a note on
     a day is often written the next; a week after, as `named_spans` reaches, put October's trip into
     September's answer), within the given bounds; None when it names a topic, or no window at all.
     What is dated inside such a window is the answer, whatever words it shares with the question."""
-    ranges, rest = time_ranges(query, datetime.now(timezone.utc))
+    ranges, rest = times or read_times(query)
     if any(word not in ENGLISH and word not in ASKING_WORDS for word in _WORDS.findall(rest.lower())):
         return None
     spans = _widened(ranges, DAY)

@@ -32,7 +32,7 @@ from crossmodalrag.retrieval.coverage import (
     stem_alternatives,
     term_weights,
 )
-from crossmodalrag.retrieval.dates import DATE_FACTOR, asked_window, named_spans, within
+from crossmodalrag.retrieval.dates import DATE_FACTOR, asked_window, named_spans, read_times, within
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
 from crossmodalrag.retrieval.gate import NEVER, is_weak, model_cosines
@@ -132,7 +132,8 @@ def search(store: Store, query: str, options: SearchOptions, semantic: "Semantic
 
 
 def _search_one(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None") -> SearchResult:
-    window = asked_window(query, options.after, options.before)
+    times = read_times(query)
+    window = asked_window(query, options.after, options.before, times)
     if window is not None:
         options = replace(options, after=window[0], before=window[1])
     terms = fts.query_terms(query)
@@ -155,7 +156,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
             [], [t.word for t in terms], 0.0, None, semantic is not None, None, weights, 0, None, unknown, window
         )
     model = semantic.embedder.identity.name if semantic is not None else None
-    dated = named_spans(query)
+    dated = named_spans(query, times)
     known = PoolRows(conn, pool, weights, semantic, options)
     hits = _ranked(known, lexical, asked, asked, options, model, dated)
     if semantic is not None and (shifted := _shifted_query(known, vector, hits, options)) is not None:

@@ -60,13 +60,8 @@ def live_copies(conn: sqlite3.Connection, uris: list[str]) -> list[str]:
     title those versions had are read."""
     if not has_log(conn):
         return []
-    keys, titles = set(), set()
-    for uri in uris:
-        for digest in _stored_digests(conn, uri):
-            state = load_state(conn, digest)
-            if state is not None and state["chunks"]:
-                keys.add(document_text_key(state))
-                titles.add(state.get("title"))
+    states = [state for uri in uris for state in _states_of(conn, uri)]
+    keys, titles = {document_text_key(state) for state in states}, {state.get("title") for state in states}
     found = []
     for title in sorted(t for t in titles if t):
         for (uri,) in conn.execute("SELECT uri FROM sources WHERE title = ?", (title,)).fetchall():
@@ -78,8 +73,13 @@ def live_copies(conn: sqlite3.Connection, uris: list[str]) -> list[str]:
 
 def _keys_of(conn: sqlite3.Connection, uri: str) -> set[str]:
     """The document-text keys of a source's live row and every version the log still holds."""
+    return {document_text_key(state) for state in _states_of(conn, uri)}
+
+
+def _states_of(conn: sqlite3.Connection, uri: str) -> list[State]:
+    """A source's live row and every version the log still holds, those holding text."""
     states = [read_source(conn, uri)] + [load_state(conn, digest) for digest in _stored_digests(conn, uri)]
-    return {document_text_key(state) for state in states if state is not None and state["chunks"]}
+    return [state for state in states if state is not None and state["chunks"]]
 
 
 def _stored_digests(conn: sqlite3.Connection, uri: str) -> list[str]:
