@@ -496,6 +496,8 @@ def test_cli_log_history_checkpoint_diff_rollback_json(capsys, store: Store, vau
     beta_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(vault / "beta.md"),)).fetchone()[0]
     code, out, _ = run(capsys, "log", "--source", str(beta_id), "--json")  # named as `mem history` takes it
     assert [c["target"] for c in json.loads(out)["changes"]] == [str(vault / "beta.md")]
+    code, out, err = run(capsys, "log", "--source", str(vault / "betta.md"))  # a typo is no empty log
+    assert code == 1 and "error: no source" in err and "betta.md" in err and not out
     code, out, _ = run(capsys, "history", str(vault / "alpha.md"), "--json")
     history = json.loads(out)
     assert set(history) == {"source", "versions"} and [v["op"] for v in history["versions"]] == ["update", "insert"]

@@ -256,6 +256,8 @@ def test_a_console_page_answers_a_bad_parameter_with_its_error_page(client, path
         ("/sources?limit=abc", 422, "limit: Input should be a valid integer"),
         ("/ask", 422, "q: Field required"),
         ("/ask?q=parser&top_k=0", 422, "top_k: Input should be greater than or equal to 1"),
+        ("/sources?kind=note&kind=pdf", 422, "kind: given more than once"),  # not PDFs only, silently
+        ("/ask?q=parser&q=tokenizer&modality=text&modality=pdf", 422, "q: given more than once"),
         ("/nope", 404, "nothing at /nope"),
         ("/static/nope.js", 404, "nothing at /static/nope.js"),
     ],

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from crossmodalrag.errors import CMRAGError
 from crossmodalrag.memory.events import Extraction, build_events, list_events
 from crossmodalrag.memory.extract import MAX_EVENTS, event_schema, extract_window, parse_events
 from crossmodalrag.memory.provenance import text_pieces
@@ -33,6 +34,9 @@ def test_events_link_to_the_exact_chunks_they_cite(store, db_path) -> None:
     assert "regex parser" in chunk_text  # the [E1] excerpt of the prompt, not every chunk of the source
     assert cited[0]["locator"] and cited[0]["source_uri"] == "/vault/parser.md"
     assert llm.generations[0].json_schema == event_schema(2)  # constrained decoding was asked for
+    assert list_events(store, source="/vault/parser.md") == [found]
+    with pytest.raises(CMRAGError, match="no source '/vault/parsre.md'"):  # a typo is no empty list
+        list_events(store, source="/vault/parsre.md")
 
 
 def test_an_unchanged_memory_makes_no_model_call(store, db_path) -> None:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from crossmodalrag import __version__
 from crossmodalrag.api.markup import render_diff, render_markdown
-from crossmodalrag.api.routes import DATE_PARAMETERS, Kind, Reader
+from crossmodalrag.api.routes import DATE_PARAMETERS, Kind, Reader, one_value_each
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.memory.drift import sparkline
 from crossmodalrag.memory_views import MEMORY_VIEWS, MemoryNotBuilt, memory_view
@@ -29,7 +29,7 @@ templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["markdown"] = render_markdown
 templates.env.filters["diff"] = render_diff
 templates.env.globals["version"] = __version__
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, dependencies=[Depends(one_value_each)])
 
 NAV = [
     ("ask", "/", "Ask"),

@@ -9,6 +9,7 @@ import threading
 from typing import Annotated, Any, AsyncIterator, Iterator, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
 
 from crossmodalrag import __version__
@@ -21,7 +22,20 @@ from crossmodalrag.memory_views import DEFAULTS, MemoryNotBuilt, memory_view
 from crossmodalrag.sources import SOURCE_KINDS, image_png, list_sources, pdf_page_png, source_detail, store_stats
 from crossmodalrag.store import Store
 
-router = APIRouter()
+REPEATABLE = frozenset({"modality"})  # the only list-valued query parameter
+
+
+def one_value_each(request: Request) -> None:
+    """FastAPI keeps the last of a repeated single-valued parameter (`/sources?kind=note&kind=pdf` would
+    list PDFs only): refuse the repeat as a bad parameter rather than answer what was not asked."""
+    params = request.query_params
+    for name in sorted(set(params.keys()) - REPEATABLE):
+        if len(params.getlist(name)) > 1:
+            problem = {"loc": ("query", name), "msg": "given more than once: it takes one value", "type": "value_error"}
+            raise RequestValidationError([problem])
+
+
+router = APIRouter(dependencies=[Depends(one_value_each)])
 
 Modality = Literal["text", "code", "pdf", "image"]
 Profile = Literal[PROFILES]  # type: ignore[valid-type]

@@ -369,13 +369,13 @@ def remove_orphans(store: Store) -> list[dict[str, Any]]:
 def list_events(store: Store, source: str | None = None, kind: str | None = None, limit: int = 50) -> list[dict]:
     """Events (newest first) with their evidence locators, for `mem events` and the API. `source` is
     named as `mem log --source` and `mem forget` take it (uri, path, id, `mem://source/ID`, repo@sha).
-    Raises CMRAGError when a sha prefix names more than one commit."""
-    from crossmodalrag.versioning.history import resolve_source
+    Raises CMRAGError when it names no source or a sha prefix names more than one commit."""
+    from crossmodalrag.versioning.history import known_source
 
     where, params = ["level = 'event'"], []
     if source:
         where.append("source_uri = ?")
-        params.append(resolve_source(store.conn, source))
+        params.append(known_source(store.conn, source))
     if kind:
         where.append("kind = ?")
         params.append(kind)

@@ -53,8 +53,9 @@ class Change:
 
 
 def recent_changes(conn: sqlite3.Connection, limit: int = 50, target: str | None = None) -> list[Change]:
-    """Newest first; only one source's when given (named as `mem history` takes it: resolve_source)."""
-    where, params = ("WHERE target = ?", (resolve_source(conn, target),)) if target else ("", ())
+    """Newest first; only one source's when given (named as `mem history` takes it). Raises CMRAGError
+    when `target` names no source (known_source)."""
+    where, params = ("WHERE target = ?", (known_source(conn, target),)) if target else ("", ())
     rows = conn.execute(
         f"SELECT {RECORD_COLUMNS} FROM change_log {where} ORDER BY seq DESC LIMIT ?", (*params, limit)
     ).fetchall()
@@ -80,6 +81,18 @@ def resolve_source(conn: sqlite3.Connection, given: str) -> str:
         if _known_source(conn, uri):
             return uri
     return _commit_by_prefix(conn, given) or given
+
+
+def known_source(conn: sqlite3.Connection, given: str) -> str:
+    """resolve_source for a filter (`mem events --source`, `mem log --source`): a name that resolves to no
+    source memory holds or the log recorded is a typo, not an empty result. Raises CMRAGError."""
+    uri = resolve_source(conn, given)
+    if not _known_source(conn, uri):
+        raise CMRAGError(
+            f"no source {given!r} in memory",
+            "give a source's uri, path or id (see `mem sources`); a commit is <repo>@<sha>, or a unique sha prefix",
+        )
+    return uri
 
 
 def _known_source(conn: sqlite3.Connection, uri: str) -> bool:
