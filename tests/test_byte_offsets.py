@@ -7,8 +7,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crossmodalrag.ingest import ingest_notes, utf8_offsets
+from crossmodalrag.ingest import ingest_notes
 from crossmodalrag.store import open_store
+from crossmodalrag.store.documents import utf8_offsets
 
 PIECES = st.one_of(
     st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00<>"), max_size=30),

@@ -14,9 +14,10 @@ from crossmodalrag.chunking import chunk_document
 from crossmodalrag.connectors import git as git_connector
 from crossmodalrag.connectors.notes import read_note
 from crossmodalrag.index.fts import analyze
-from crossmodalrag.ingest import IngestReport, fingerprint, ingest_git, ingest_notes
+from crossmodalrag.ingest import IngestReport, ingest_git, ingest_notes
 from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.store import Store, open_store
+from crossmodalrag.store.documents import fingerprint
 from tests.conftest import commit_files, git, write_note
 
 NOTES = {
@@ -428,7 +429,7 @@ def test_bumping_the_chunker_version_rederives_every_source(
 ) -> None:
     ingest_notes(store, [vault])
     prints_before = dict(store.conn.execute("SELECT uri, fingerprint FROM sources").fetchall())
-    monkeypatch.setattr("crossmodalrag.ingest.CHUNKER_VERSION", "chunker-test-next")
+    monkeypatch.setattr("crossmodalrag.store.documents.CHUNKER_VERSION", "chunker-test-next")
     report = ingest_notes(store, [vault])
     assert (report.updated, report.unchanged, report.added) == (3, 0, 0)
     prints_after = dict(store.conn.execute("SELECT uri, fingerprint FROM sources").fetchall())

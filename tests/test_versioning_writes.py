@@ -10,9 +10,9 @@ import pytest
 from crossmodalrag import versioning
 from crossmodalrag.agent.edits import update_memory
 from crossmodalrag.agent.memories import memory_record, remember
-from crossmodalrag.ingest import fingerprint, write_document
 from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.store import Store, open_store
+from crossmodalrag.store.documents import fingerprint, write_document
 from crossmodalrag.types import Document
 from crossmodalrag.versioning.history import checkpoint, rollback
 from crossmodalrag.versioning.log import load_state

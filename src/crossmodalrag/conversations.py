@@ -16,17 +16,10 @@ from crossmodalrag.chunking.turns import chunk_turns, turn_digest
 from crossmodalrag.connectors.chats import ChatRead, find_chat_files, open_chat, session_document
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.ingest import (
-    IngestReport,
-    Progress,
-    extend_document,
-    fingerprint,
-    known_fingerprints,
-    remove_sources,
-    write_document,
-)
+from crossmodalrag.ingest import IngestReport, Progress, remove_sources
 from crossmodalrag.store import Store
 from crossmodalrag.store.connection import WriteBatch
+from crossmodalrag.store.documents import extend_document, fingerprint, known_fingerprints, write_document
 from crossmodalrag.store.writers import retrying
 from crossmodalrag.types import Document
 from crossmodalrag.wording import counted

@@ -18,7 +18,7 @@ FILTERED_OUT = "filtered out by the include/exclude rules"
 
 class Moves:
     """Stored notes of a vault whose file may have been renamed or moved: a new note whose title and
-    text are those of a stored one that vanished from disk is that note, moved (ingest.move_document).
+    text are those of a stored one that vanished from disk is that note, moved (store/documents.py move_document).
     Read as a deletion and an addition, moving a folder of most of a vault tripped the mass-delete
     guard, and kept the old copies beside the new ones until the next run with --allow-mass-delete."""
 
@@ -43,7 +43,7 @@ class Moves:
     def origin(self, doc: Document, seen: set[str]) -> str | None:
         """The uri of the stored note `doc` was moved from, or None. Those of the same file name are
         tried first: of two identical notes moved together, each keeps its own id."""
-        from crossmodalrag.ingest import fingerprint  # ingest uses this module
+        from crossmodalrag.store.documents import fingerprint
 
         stored = self._stored().get(doc.title, [])
         candidates = [c for c in stored if c[0] not in seen and not os.path.lexists(c[0])]

@@ -26,6 +26,7 @@ from crossmodalrag.connectors.notes import NOISE_DIRS, NOTE_SUFFIXES
 from crossmodalrag.errors import CMRAGError, MissingExtraError
 from crossmodalrag.ingest import IngestReport
 from crossmodalrag.store import Store
+from crossmodalrag.store.documents import known_fingerprints
 from crossmodalrag.sync import add_report, configured_paths, run_ingest, sync
 
 # Opening and reading files (our own ingest does) must not look like a change, or we would loop.
@@ -476,7 +477,7 @@ def _outermost(paths: Any) -> list[Path]:
 def _stored_at_or_under(store: Store, path: Path) -> list[str]:
     """Stored source uris for this file, or for anything under this folder."""
     prefix = str(path)
-    return [uri for uri in ingest.known_fingerprints(store, prefix) if uri == prefix or uri.startswith(prefix + "/")]
+    return [uri for uri in known_fingerprints(store, prefix) if uri == prefix or uri.startswith(prefix + "/")]
 
 
 def watch(

@@ -10,7 +10,7 @@ from crossmodalrag.cli.main import main
 from crossmodalrag.connectors.images import read_image
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.ingest import ingest_images, ingest_pdfs
-from crossmodalrag.retrieval.search import ocr_factor
+from crossmodalrag.retrieval.scoring import ocr_factor
 from tests.conftest import write_note
 from tests.images import write_text_image
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from crossmodalrag.errors import StoreError, WriteConflict
-from crossmodalrag.ingest import fingerprint
+from crossmodalrag.store.documents import fingerprint
 from crossmodalrag.store.postgres import open_postgres_store
 from crossmodalrag.store.writers import retrying
 from crossmodalrag.versioning.verify import verify

@@ -19,8 +19,8 @@ from crossmodalrag.agent.memories import (
 )
 from crossmodalrag.agent.tools import InvalidArgument
 from crossmodalrag.forget import find_sources, forget_sources
-from crossmodalrag.ingest import fingerprint, write_document
 from crossmodalrag.store import Store
+from crossmodalrag.store.documents import fingerprint, write_document
 
 if TYPE_CHECKING:
     from crossmodalrag.index.embed import Embedder

@@ -28,11 +28,11 @@ from crossmodalrag.agent.updates import restates_with_new_value
 from crossmodalrag.chunking.turns import CONTEXT_CHARS, CONTEXT_MARK, clip, semantic_text
 from crossmodalrag.connectors.chats.secrets import mask_secrets
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.ingest import fingerprint, write_document
 from crossmodalrag.privacy import strip_private
 from crossmodalrag.retrieval.diversify import jaccard, word_set
 from crossmodalrag.retrieval.values import EDGE_PUNCTUATION, value_words
 from crossmodalrag.store import Store
+from crossmodalrag.store.documents import fingerprint, write_document
 from crossmodalrag.types import Document, iso_time
 
 if TYPE_CHECKING:
@@ -425,7 +425,7 @@ def restated(store: Store, text: str, similar: dict[int, float], floor: float) -
 def _supersede(conn, source_id: int, replaced: list[int], similar: dict[int, float]) -> None:
     """Mark the older memories the new one restates (kept, ranked lower, listed with --history)."""
     for old in replaced:
-        # Search reads the mark from this row (retrieval/search.py); forgetting the newer memory
+        # Search reads the mark from this row (retrieval/scoring.py); forgetting the newer memory
         # sets it back to NULL, so the older one is current again.
         conn.execute("UPDATE agent_memories SET superseded_by = ? WHERE source_id = ?", (source_id, old))
         conn.execute(

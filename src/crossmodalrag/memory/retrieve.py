@@ -22,8 +22,9 @@ from typing import Any
 
 from crossmodalrag.answer.evidence import Retriever
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.retrieval.filters import is_filtered, passing_chunks
 from crossmodalrag.retrieval.fusion import min_max, reciprocal_rank_fusion
-from crossmodalrag.retrieval.search import SearchResult, capped_as, is_filtered, matching_chunks, passing_chunks
+from crossmodalrag.retrieval.search import SearchResult, capped_as, matching_chunks
 from crossmodalrag.retrieval.stopwords import STOPWORDS
 from crossmodalrag.store import Store
 from crossmodalrag.store.params import in_batches

@@ -17,7 +17,6 @@ vectors, from the lexical defaults. `fusion="rrf"` ranks by reciprocal rank fusi
 from __future__ import annotations
 
 import heapq
-import json
 import sqlite3
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -26,22 +25,21 @@ from crossmodalrag.index import fts
 from crossmodalrag.retrieval.coverage import (
     best_coverage,
     coverage_weights,
-    coverages,
     matches,
     prefix_tokens,
     stem_alternatives,
     term_weights,
 )
-from crossmodalrag.retrieval.dates import DATE_FACTOR, asked_window, named_spans, read_times, within
+from crossmodalrag.retrieval.dates import asked_window, named_spans, read_times
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
-from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
-from crossmodalrag.retrieval.gate import NEVER, is_weak, model_cosines
+from crossmodalrag.retrieval.filters import filter_clause, is_filtered, nearest_passing
+from crossmodalrag.retrieval.gate import is_weak
 from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
+from crossmodalrag.retrieval.scoring import PoolRows, score_pool
 from crossmodalrag.retrieval.values import value_words
 from crossmodalrag.store import Store
-from crossmodalrag.store.params import in_batches
 from crossmodalrag.types import Hit
 
 if TYPE_CHECKING:
@@ -50,14 +48,11 @@ if TYPE_CHECKING:
     from crossmodalrag.retrieval.semantic import SemanticIndex
     from crossmodalrag.store.postgres.topk import TopBm25
 
-SECONDS_PER_DAY = 86400.0
 COVERAGE_DEPTH = 10
 CONVERSATION = "conversation"  # the source type of chat sessions, whose chunks are turns
 # Sources whose chunks are single statements (chat turns, agent memories): too short to show a topic.
 STATEMENTS = (CONVERSATION, "memory")
 SHIFT_GAP = 0.2  # see `_meaning_disagrees`
-SUPERSEDED_FACTOR = 0.5
-EXACT_FILTERED = 20_000  # filtered chunks scored exactly by vector rather than picked from the global nearest
 
 
 @dataclass(frozen=True)
@@ -181,7 +176,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
 
 def _dated_chunks(conn: sqlite3.Connection, options: SearchOptions, limit: int) -> set[int]:
     """The newest `limit` chunks that pass the filters, the date window among them."""
-    where, params = _filter_clause(options)
+    where, params = filter_clause(options)
     return {
         row[0]
         for row in conn.execute(
@@ -208,7 +203,7 @@ def _lexical_candidates(
         from crossmodalrag.store.postgres.lexical import bm25_scores
         from crossmodalrag.store.postgres.topk import top_bm25
 
-        where = _filter_clause(options) if is_filtered(options) else None
+        where = filter_clause(options) if is_filtered(options) else None
         if expression and options.match == "any" and where is None:
             top = top_bm25(conn, query, terms, analyzed, limit)
         if top is not None:
@@ -233,7 +228,7 @@ def _vector_candidates(
 ) -> dict[int, float]:
     """Cosines to `vector` of its nearest chunks that pass the filters and of the lexical candidates;
     adds to `lexical` the BM25 of the nearest chunks that match the query's words."""
-    wanted = _nearest_passing(conn, semantic, vector, limit, options)
+    wanted = nearest_passing(conn, semantic, vector, limit, options)
     if options.match != "any":
         wanted = {chunk: cosine for chunk, cosine in wanted.items() if chunk in every_match}
     cosines = dict(list(wanted.items())[:limit])
@@ -301,7 +296,7 @@ def _meaning_disagrees(hits: list[Hit], best: list[Hit]) -> bool:
 
 def _ranked(known: "PoolRows", lexical, cosines, asked, options, model, dated) -> list[Hit]:
     """Score the pool (ranking by `cosines`, reporting `asked`), cap chunks per source, drop near-duplicates."""
-    hits = _score(known, lexical, cosines, asked, options, model, dated)
+    hits = score_pool(known, lexical, cosines, asked, options, model, dated)
     if options.max_chunks_per_source > 0:
         hits = spread_sources(hits, options.repeat_source_factor)
     hits = cap_per_source(hits, capped_as, options.max_chunks_per_source)
@@ -446,239 +441,10 @@ def _bm25_scores(conn: sqlite3.Connection, expression: str, options: SearchOptio
             (options.title_column_weight, expression),
         ).fetchall()
         return dict(rows)
-    where, params = _filter_clause(options)
+    where, params = filter_clause(options)
     rows = conn.execute(
         "SELECT f.rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
         f"JOIN sources s ON s.id = c.source_id WHERE chunks_fts MATCH ? AND {where}",
         (options.title_column_weight, expression, *params),
     ).fetchall()
     return dict(rows)
-
-
-def is_filtered(options: SearchOptions) -> bool:
-    """Whether the options narrow the evidence (modality, source type or id, dates)."""
-    return (
-        bool(options.modalities or options.source_types)
-        or options.source_ids is not None
-        or options.after is not None
-        or options.before is not None
-    )
-
-
-def _filter_clause(options: SearchOptions) -> tuple[str, list]:
-    """SQL over chunks `c` joined to sources `s` for the modality, source type and date filters."""
-    clauses, params = ["1 = 1"], []
-    for column, values in (("c.modality", options.modalities), ("s.source_type", options.source_types)):
-        if values:
-            clauses.append(f"{column} IN ({','.join('?' * len(values))})")
-            params.extend(values)
-    if options.source_ids is not None:
-        clauses.append(f"s.id IN ({','.join('?' * len(options.source_ids)) or 'NULL'})")
-        params.extend(options.source_ids)
-    if options.after is not None:
-        clauses.append("s.timestamp >= ?")
-        params.append(options.after)
-    if options.before is not None:
-        clauses.append("s.timestamp < ?")
-        params.append(options.before)
-    return " AND ".join(clauses), params
-
-
-def _nearest_passing(
-    conn: sqlite3.Connection, semantic: "SemanticIndex", vector, limit: int, options: SearchOptions
-) -> dict[int, float]:
-    """The nearest chunks that pass the filters, best first. A narrow filter (one week of a large
-    memory) may hold none of the global nearest: up to EXACT_FILTERED chunks are scored exactly."""
-    if not is_filtered(options):
-        return semantic.nearest(vector, limit)
-    where, params = _filter_clause(options)
-    ids = [
-        row[0]
-        for row in conn.execute(
-            f"SELECT c.id FROM chunks c JOIN sources s ON s.id = c.source_id WHERE {where} LIMIT ?",
-            (*params, EXACT_FILTERED + 1),
-        )
-    ]
-    if len(ids) <= EXACT_FILTERED:
-        scored = semantic.scores_for(vector, ids)
-        return dict(heapq.nlargest(limit, scored.items(), key=lambda item: (item[1], -item[0])))
-    return _passing_filters(conn, semantic.nearest(vector, limit * 8), options)
-
-
-def _passing_filters(conn: sqlite3.Connection, scored: dict[int, float], options: SearchOptions) -> dict[int, float]:
-    """Keep (in order) the chunks that pass the filters (modality, source type, dates)."""
-    if not is_filtered(options) or not scored:
-        return scored
-    kept = passing_chunks(conn, list(scored), options)
-    return {chunk: score for chunk, score in scored.items() if chunk in kept}
-
-
-def passing_chunks(conn: sqlite3.Connection, chunk_ids: list[int], options: SearchOptions) -> set[int]:
-    """The chunks among `chunk_ids` that pass the options' filters (modality, source type and id,
-    dates): a search's own candidates, and the evidence a memory level drills down to."""
-    if not is_filtered(options):
-        return set(chunk_ids)
-    where, params = _filter_clause(options)
-    kept: set[int] = set()
-    for part in in_batches(chunk_ids):
-        kept.update(
-            row[0]
-            for row in conn.execute(
-                "SELECT c.id FROM chunks c JOIN sources s ON s.id = c.source_id"
-                f" WHERE c.id IN ({','.join('?' * len(part))}) AND {where}",
-                (*part, *params),
-            )
-        )
-    return kept
-
-
-class PoolRows:
-    """A search's candidates with their rows, title matches and usage strength, read once, and their
-    vectors, read when first needed: the shifted second pass (`_shifted_query`) ranks the same chunks."""
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        pool: set[int],
-        term_weights: dict[str, float],
-        semantic: "SemanticIndex | None",
-        options: SearchOptions,
-    ) -> None:
-        self.semantic = semantic
-        ids = sorted(pool)
-        self.rows: dict[int, sqlite3.Row] = {  # a chunk removed by a concurrent writer is simply absent
-            row["id"]: row
-            for row in conn.execute(
-                "SELECT c.id, c.source_id, c.text, c.locator, c.modality, c.metadata, s.uri, s.source_type, s.title, "
-                "s.timestamp, c.char_start, c.char_end, c.byte_start, c.byte_end, m.superseded_by, "
-                "(SELECT MAX(timestamp) FROM sources) AS newest "  # in this statement: one round trip less
-                "FROM chunks c JOIN sources s ON s.id = c.source_id LEFT JOIN agent_memories m ON m.source_id = s.id "
-                f"WHERE c.id IN ({','.join('?' * len(ids))})",
-                ids,
-            )
-        }
-        titles = sorted({row["title"] for row in self.rows.values()})
-        self.title_match = dict(zip(titles, coverages(conn, titles, term_weights), strict=True))
-        usage = semantic is not None and options.weights(hybrid=True).get("usage")
-        self.rehearsed = _rehearsal(conn, ids, options) if usage else {}
-        self._vectors: dict[int, "np.ndarray | None"] = {}
-
-    def vectors(self, ids: list[int]) -> dict[int, "np.ndarray"]:
-        """The representative (first piece's) vector of each of `ids` that has one."""
-        assert self.semantic is not None
-        missing = [i for i in ids if i not in self._vectors]
-        if missing:
-            found = self.semantic.representative_vectors(missing)
-            self._vectors.update({i: found.get(i) for i in missing})
-        return {i: vector for i in ids if (vector := self._vectors[i]) is not None}
-
-
-def _score(
-    known: PoolRows,
-    lexical: dict[int, float],
-    cosines: dict[int, float],
-    asked: dict[int, float],
-    options: SearchOptions,
-    model: str | None = None,
-    dated: list[tuple[float, float]] | None = None,
-) -> list[Hit]:
-    """Each candidate's components and blended score, ranking by `cosines`, reporting `asked`."""
-    hybrid = known.semantic is not None
-    rows, title_match, rehearsed = known.rows, known.title_match, known.rehearsed
-    newest = next(iter(rows.values()))["newest"] if rows else None
-    lexical_norm = scale_to_best({i: lexical.get(i, 0.0) for i in rows})
-    vector_norm = min_max({i: cosines[i] for i in rows if i in cosines}) if hybrid else {}
-    rrf = _rrf(lexical, cosines) if options.fusion == "rrf" else {}
-    weights, lexical_blend = options.weights(hybrid), options.weights(False)
-    cosines_of_model = model_cosines(options, model)
-    close = cosines_of_model.close if cosines_of_model else NEVER
-    hits = []
-    for chunk_id, row in rows.items():
-        components = {
-            "bm25": lexical.get(chunk_id, 0.0),
-            "lexical": lexical_norm[chunk_id],
-            "recency": _recency(row["timestamp"], newest, options.recency_half_life_days),
-            "title": title_match.get(row["title"], 0.0),
-        }
-        if hybrid:
-            cosine = asked.get(chunk_id, 0.0)  # the question's own, even when a shifted query ranks
-            # Usage re-ranks relevant candidates only: being looked at often never makes a chunk relevant.
-            relevant = lexical.get(chunk_id, 0.0) > 0 or cosine >= close
-            usage = rehearsed.get(chunk_id, 0.0) if relevant else 0.0
-            components.update(cosine=cosine, vector=vector_norm.get(chunk_id, 0.0), usage=usage)
-            if cosines is not asked:  # ranked by the question moved toward its best hits (_shifted_query)
-                components["shifted_cosine"] = cosines.get(chunk_id, 0.0)
-        # A chunk not embedded yet (an interrupted embedding run) is ranked as a search without vectors
-        # would rank it: scored 0 for meaning, an exact match of a rare word sank below 50 unrelated chunks.
-        unembedded = hybrid and chunk_id not in cosines
-        score = rrf.get(chunk_id, 0.0) if rrf else blend(components, lexical_blend if unembedded else weights)
-        if rrf:
-            components["rrf"] = score
-        extras = _chunk_extras(row)
-        if "ocr_confidence" in extras:
-            # Weak OCR is weak evidence: it ranks below an equally matching clean text.
-            components["ocr_confidence"] = extras["ocr_confidence"]
-            components["ocr_factor"] = ocr_factor(extras["ocr_confidence"])
-            score *= components["ocr_factor"]
-        if dated and within(row["timestamp"], dated):
-            components["date_factor"] = DATE_FACTOR  # dated when the query says (retrieval/dates.py)
-            score *= DATE_FACTOR
-        if row["superseded_by"] is not None:
-            # An agent memory whose fact a newer memory restated (agent/memories.py): kept, ranked lower.
-            components["superseded"] = 1.0
-            score *= SUPERSEDED_FACTOR
-        hits.append(
-            Hit(
-                chunk_id,
-                row["uri"],
-                row["source_type"],
-                row["modality"],
-                row["title"],
-                row["locator"],
-                row["text"],
-                row["timestamp"],
-                score,
-                components,
-                page=extras.get("page"),
-                ocr_confidence=extras.get("ocr_confidence"),
-                source_id=row["source_id"],
-                char_start=row["char_start"],
-                char_end=row["char_end"],
-                byte_start=row["byte_start"],
-                byte_end=row["byte_end"],
-            )
-        )
-    hits.sort(key=lambda h: (-h.score, h.chunk_id))
-    return hits
-
-
-def _rehearsal(conn: sqlite3.Connection, ids: list[int], options: SearchOptions) -> dict[int, float]:
-    from crossmodalrag.memory.usage import chunk_target, strength
-
-    found = strength(conn, [chunk_target(i) for i in ids], options.usage_half_life_days, options.usage_saturation)
-    return {int(target.split(":", 1)[1]): value for target, value in found.items()}
-
-
-def ocr_factor(confidence: float | None) -> float:
-    """Score multiplier for OCR text: 1.0 at full confidence, down to 0.5 at none."""
-    return 1.0 if confidence is None else 0.5 + 0.5 * max(0.0, min(1.0, confidence))
-
-
-def _chunk_extras(row: sqlite3.Row) -> dict:
-    """Page (PDF) and OCR confidence (images) from chunk metadata; text and code have none."""
-    if row["modality"] not in ("pdf", "image"):
-        return {}
-    metadata = json.loads(row["metadata"])
-    return {k: metadata[k] for k in ("page", "ocr_confidence") if metadata.get(k) is not None}
-
-
-def _rrf(lexical: dict[int, float], cosines: dict[int, float]) -> dict[int, float]:
-    rankings = [sorted(lexical, key=lambda i: -lexical[i]), sorted(cosines, key=lambda i: -cosines[i])]
-    return reciprocal_rank_fusion([r for r in rankings if r])
-
-
-def _recency(timestamp: float | None, newest: float | None, half_life_days: float) -> float:
-    if timestamp is None or newest is None or half_life_days <= 0:
-        return 0.0
-    age_days = max(0.0, newest - timestamp) / SECONDS_PER_DAY
-    return 0.5 ** (age_days / half_life_days)

@@ -182,7 +182,7 @@ def _batches(store: Store, sql: str) -> Iterator[list]:
 
 def _copy_sources(source: Store, target: Store, progress: Callable[[int, int], None] | None) -> None:
     """Sources with their chunks, BATCH sources per transaction; the index rows through the target's code."""
-    from crossmodalrag.ingest import new_chunk_ids
+    from crossmodalrag.store.documents import new_chunk_ids
 
     total, done = source.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0], 0
     for rows in _batches(source, f"SELECT id, {SOURCE_COLUMNS} FROM sources WHERE id > ? ORDER BY id LIMIT ?"):

@@ -111,7 +111,7 @@ def restore_source(conn: sqlite3.Connection, uri: str, state: State | None) -> N
 
 
 def _insert_chunks(conn: sqlite3.Connection, source_id: int, state: State) -> None:
-    from crossmodalrag.ingest import new_chunk_ids
+    from crossmodalrag.store.documents import new_chunk_ids
 
     ids = new_chunk_ids(conn, len(state["chunks"]))
     rows: Iterable = ((ids[i], source_id, i, *chunk) for i, chunk in enumerate(state["chunks"]))

@@ -1,0 +1,175 @@
+"""Writing a read document into the store: its source row and chunks, as one all-or-nothing unit of
+a write batch, with the lexical index rows deferred to the batch's commit and the change logged
+(versioning). Ingest, agent memories, chat sessions and restores all write through here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+
+from crossmodalrag import versioning
+from crossmodalrag.chunking import CHUNKER_VERSION, chunk_document
+from crossmodalrag.index import fts
+from crossmodalrag.store import Store
+from crossmodalrag.store.connection import WriteBatch
+from crossmodalrag.types import Document
+from crossmodalrag.versioning.sources import source_state
+
+
+def fingerprint(doc: Document) -> str:
+    """What decides whether a stored source is still current (the locator too: chunks carry it)."""
+    digest = hashlib.sha256()
+    for part in (CHUNKER_VERSION, doc.extractor, doc.format, doc.modality, doc.locator, doc.title, doc.text):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def known_fingerprints(store: Store, uri_prefix: str, source_type: str | None = None) -> dict[str, str]:
+    """uri → fingerprint of stored sources whose uri starts with the prefix, of one kind when given.
+    An ingest passes its own kind: what it did not find is removed, and a folder holds notes, PDFs,
+    images and repositories side by side (ingesting ~/Documents as notes must not drop its PDFs)."""
+    sql, params = (
+        "SELECT uri, fingerprint FROM sources WHERE uri >= ? AND uri < ?",
+        [uri_prefix, uri_prefix + "\U0010ffff"],
+    )
+    if source_type:
+        sql, params = sql + " AND source_type = ?", [*params, source_type]
+    return {uri: digest for uri, digest in store.conn.execute(sql, params)}
+
+
+def write_document(
+    batch: WriteBatch, doc: Document, digest: str, unless_stored: bool = False
+) -> tuple[bool | None, int]:
+    """Store one source and its chunks as one all-or-nothing unit; returns (was it new, chunk count).
+    `unless_stored`: nothing is written, and (None, 0) returned, when the source as stored has this
+    fingerprint already (two syncs at once: the one that waited for the other's write finds it done)."""
+    chunks = chunk_document(doc)
+    metadata = stored_metadata(doc)
+    batch.writes(doc.uri)
+    with batch.unit() as conn:
+        row = conn.execute("SELECT id, fingerprint FROM sources WHERE uri = ?", (doc.uri,)).fetchone()
+        if row and unless_stored and row[1] == digest:
+            return None, 0
+        if row:
+            source_id = row[0]
+            versioning.before_change(conn, "source", doc.uri)
+            conn.execute("DELETE FROM chunks WHERE source_id = ?", (source_id,))
+            conn.execute(
+                "UPDATE sources SET source_type = ?, fingerprint = ?, timestamp = ?, title = ?, metadata = ?,"
+                " ingested_at = ? WHERE id = ?",
+                (doc.source_type, digest, doc.timestamp, doc.title, metadata, time.time(), source_id),
+            )
+        else:
+            source_id = new_source_id(conn)
+            inserted = conn.execute(
+                "INSERT INTO sources (id, source_type, uri, fingerprint, timestamp, title, metadata, ingested_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (source_id, doc.source_type, doc.uri, digest, doc.timestamp, doc.title, metadata, time.time()),
+            )
+            source_id = source_id or inserted.lastrowid
+        written = _insert_chunks(batch, conn, source_id, doc, chunks, 0)
+        if versioning.enabled(conn):  # the state just written: the log need not read it back
+            state = source_state(doc.uri, doc.source_type, doc.title, doc.timestamp, metadata, digest, written)
+            versioning.changed(conn, "source", doc.uri, state=state, new=row is None)
+    return row is None, len(chunks)
+
+
+def move_document(batch: WriteBatch, old_uri: str, doc: Document, digest: str) -> int | None:
+    """Give the stored source at `old_uri` the uri of the file it was renamed to, then rewrite it there
+    (its chunks carry the new locator), in one unit; returns the chunk count, or None when there was
+    nothing to move (the old one is gone or the new uri is taken: the caller writes it as new). The
+    source keeps its id, so a mem://source/<id> citation and the events read from it stay valid."""
+    batch.writes(old_uri)
+    with batch.unit() as conn:
+        rows = conn.execute("SELECT uri FROM sources WHERE uri IN (?, ?)", (old_uri, doc.uri)).fetchall()
+        if [row[0] for row in rows] != [old_uri]:
+            return None
+        with versioning.changing(conn, "source", old_uri):  # the log: deleted there, inserted here
+            conn.execute("UPDATE sources SET uri = ? WHERE uri = ?", (doc.uri, old_uri))
+        return write_document(batch, doc, digest)[1]
+
+
+def extend_document(batch: WriteBatch, source_id: int, doc: Document, digest: str, keep: int, chunks: list) -> int:
+    """Update a stored source in place: keep its first `keep` chunks, replace the rest by `chunks`
+    (offsets into doc.text). A growing transcript thus writes, and embeds, only its new turns."""
+    batch.writes(doc.uri)
+    with batch.unit() as conn:
+        versioning.before_change(conn, "source", doc.uri)
+        conn.execute("DELETE FROM chunks WHERE source_id = ? AND chunk_index >= ?", (source_id, keep))
+        conn.execute(
+            "UPDATE sources SET fingerprint = ?, timestamp = ?, title = ?, metadata = ?, ingested_at = ? WHERE id = ?",
+            (digest, doc.timestamp, doc.title, stored_metadata(doc), time.time(), source_id),
+        )
+        _insert_chunks(batch, conn, source_id, doc, chunks, keep)
+        versioning.changed(conn, "source", doc.uri)
+    return len(chunks)
+
+
+def stored_metadata(doc: Document) -> str:
+    """The metadata column: keys starting with `_` are for the chunker only (e.g. turn spans)."""
+    return json.dumps({k: v for k, v in doc.metadata.items() if not k.startswith("_")}, ensure_ascii=False)
+
+
+def _insert_chunks(
+    batch: WriteBatch, conn: sqlite3.Connection, source_id: int, doc: Document, chunks: list, first_index: int
+) -> list[tuple]:
+    """Insert the chunks and defer their index rows; returns their values in CHUNK_COLUMNS order."""
+    spans = utf8_offsets(doc.text, [offset for c in chunks for offset in (c.char_start, c.char_end)])
+    ids = new_chunk_ids(conn, len(chunks))
+    values = [
+        (
+            ids[i],
+            source_id,
+            first_index + i,
+            c.text,
+            c.locator,
+            c.char_start,
+            c.char_end,
+            json.dumps(c.metadata, ensure_ascii=False) if c.metadata else "{}",
+            doc.modality,
+            spans[c.char_start],
+            spans[c.char_end],
+        )
+        for i, c in enumerate(chunks)
+    ]
+    conn.executemany(
+        "INSERT INTO chunks (id, source_id, chunk_index, text, locator, char_start, char_end, metadata, modality,"
+        " byte_start, byte_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        values,
+    )
+    batch.collect(index_chunks, [(ids[i], doc.title, c.text) for i, c in enumerate(chunks)])
+    return [value[3:] for value in values]
+
+
+def index_chunks(conn: sqlite3.Connection, units: list[list[tuple]]) -> None:
+    """The lexical index rows of a batch's units, in order, written as the batch commits (one
+    statement per index table for the whole batch)."""
+    fts.insert_rows(conn, [row for rows in units for row in rows])
+
+
+def new_source_id(conn: sqlite3.Connection) -> int | None:
+    """A new source's id on PostgreSQL, from the table's sequence (as new_chunk_ids: no wait for the
+    insert's reply); None on SQLite, whose insert picks it (a NULL INTEGER PRIMARY KEY)."""
+    return conn.new_ids("sources", 1)[0] if fts.on_postgres(conn) else None
+
+
+def new_chunk_ids(conn: sqlite3.Connection, count: int) -> list[int]:
+    """Ids for `count` new chunks, increasing. On SQLite we hold the write lock, so the ids after the
+    current maximum are ours; on PostgreSQL writers run side by side and row-level security hides
+    other owners' chunks from MAX(id), so the ids come from the table's sequence."""
+    if fts.on_postgres(conn):
+        return conn.new_ids("chunks", count)
+    first = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
+    return list(range(first, first + count))
+
+
+def utf8_offsets(text: str, positions: list[int]) -> dict[int, int]:
+    """The UTF-8 byte offset of each character offset into text, in one pass over it."""
+    offsets, done, consumed = {}, 0, 0
+    for position in sorted(set(positions)):
+        consumed += len(text[done:position].encode("utf-8", "surrogatepass"))
+        offsets[position], done = consumed, position
+    return offsets
