@@ -35,7 +35,7 @@ from benchlib import DEFAULT_SHARED, clean_environment, log, machine, percentile
 from locomo import load_locomo
 
 from crossmodalrag.answer.citations import CITATION
-from crossmodalrag.answer.verify import short_answer
+from crossmodalrag.answer.parts import short_answer
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 

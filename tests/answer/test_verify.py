@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from crossmodalrag.answer.attribution import content_words
 from crossmodalrag.answer.citations import sentences
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
 from crossmodalrag.answer.forms import is_statement, query_form
+from crossmodalrag.answer.parts import short_answer, split_answer
 from crossmodalrag.answer.premise import presupposes, unmentioned_words
 from crossmodalrag.answer.synthesize import ask_with_llm
-from crossmodalrag.answer.verify import REPLY_MARGIN, content_words, judge, short_answer, split_answer
+from crossmodalrag.answer.verify import REPLY_MARGIN, judge
 from crossmodalrag.cli.render import why_line
 from crossmodalrag.config import Settings
 from crossmodalrag.conversations import ingest_conversations
@@ -641,7 +643,7 @@ def test_an_answer_citing_nothing_cites_the_excerpts_its_sentences_come_from(gar
 
 
 def test_a_sentence_whose_citation_holds_its_words_keeps_it(garden_and_trip, settings: Settings):
-    from crossmodalrag.answer.verify import word_source
+    from crossmodalrag.answer.attribution import word_source
 
     question = "What about the tomatoes and the river trip?"
     evidence = ask_without_llm(garden_and_trip, question).evidence

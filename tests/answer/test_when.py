@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 import pytest
 
+from crossmodalrag.answer.parts import short_answer
 from crossmodalrag.answer.synthesize import ask_with_llm
-from crossmodalrag.answer.verify import short_answer
 from crossmodalrag.answer.when import dated_answer
 from crossmodalrag.types import Evidence, Hit
 from tests.answer.test_verify import chat_retriever

@@ -102,7 +102,7 @@ def validate(text: str, evidence: list[Evidence]) -> CitationReport:
             report.warnings.append({"kind": "no_citations", "citation": "", "detail": "the answer cites no evidence"})
         return report
     # A line of only citations ("Support:" then "- [E1] [E2]") cites the claims written since the last
-    # citation, as the verifier reads it (verify.py `split_answer`); a heading between them is no claim.
+    # citation, as the verifier reads it (parts.py `split_answer`); a heading between them is no claim.
     waiting: list[str] = []
     for sentence in (sentence for line in cleaned.splitlines() for sentence in sentences(line)):
         cites, words = bool(CITATION.search(sentence)), sentence.split()

@@ -14,6 +14,7 @@ from crossmodalrag.answer.citations import CITATION, is_insufficient, merged_cit
 from crossmodalrag.answer.evidence import Retriever, diagnostics, evidence_answer, render_evidence_answer
 from crossmodalrag.answer.forms import UNDECIDED, is_statement
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
+from crossmodalrag.answer.parts import dated_text, short_answer, split_answer
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, echoes_instructions
 from crossmodalrag.answer.subjects import named_subjects, subject_share
 from crossmodalrag.answer.verify import (
@@ -22,12 +23,9 @@ from crossmodalrag.answer.verify import (
     PREMISE,
     RESTATES,
     Verification,
-    dated_text,
     gate_evidence,
     gate_margin,
     gate_min_margin,
-    short_answer,
-    split_answer,
     verify_answer,
 )
 from crossmodalrag.config import Settings

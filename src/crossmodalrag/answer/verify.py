@@ -16,39 +16,33 @@ from datetime import datetime, timezone
 from typing import Any
 
 from crossmodalrag.agent.temporal import time_ranges as agent_dates
-from crossmodalrag.answer.citations import CITATION, cited_ids, sentences, states_absence
-from crossmodalrag.answer.echo import restates_question, without_echo
+from crossmodalrag.answer.attribution import (
+    body_of,
+    closest_excerpt,
+    content_words,
+    document_source,
+    excerpts_holding_missing_words,
+    word_source,
+)
+from crossmodalrag.answer.citations import CITATION, states_absence
+from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.llm import LLM, Generation, Message
+from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, split_answer
 from crossmodalrag.answer.premise import in_conversations, presupposes, unmentioned_words
 from crossmodalrag.answer.prompt import (
-    JUDGE_EXCERPT_CHARS,
     cited_excerpts,
     claim_messages,
-    clip,
     gate_messages,
     premise_messages,
 )
-from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns, speaker
-from crossmodalrag.answer.when import dated_answer, moved_date, with_day
+from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
 from crossmodalrag.config import Settings
-from crossmodalrag.retrieval.stopwords import stopwords_for
 from crossmodalrag.types import Evidence
 
 # A backend that can only say yes or no gets this margin, beyond any fitted threshold either way.
 REPLY_MARGIN = 10.0
 MAX_CHECKS = 5  # an answer is a short answer and at most three support sentences
-# "Answer:", "**Answer:** ", "The answer:": the label, not a citation right after it ("Answer: [E1] Yes").
-# After the colon only blanks and markdown go: "€55,000", "$1,200", "~700 MB", "<1%" keep their sign.
-_ANSWER_LINE = re.compile(r"^[^\w\[]*(?:the\s+)?answer[^\w\[]*:[\s*_`\"'“”]*", re.IGNORECASE)
-_LABEL = re.compile(r"^\W*\w+\W*")  # "Support:" before a line's citations
-_HEADING = re.compile(r"^\W*\w+(?: \w+)?\W*:\W*$")  # "Support:" or "**Answer:**" alone on its line
-# What opens a support sentence without being part of its claim: a list marker ("- ", "2. "), a
-# label ("Explanation: "), a stray colon. Small models write them inline too ("... [E1] - She ..."),
-# so each sentence loses its own; a line loses its own first, or `sentences` cuts "2." off as one.
-_LEAD = re.compile(r"^(?:[-*•–]\s+|\d{1,2}[.)]\s+|:\s*|(?:support|explanation|reason|evidence)\s*:\s*)+", re.I)
-_WORD = re.compile(r"\w{3,}")
-_ANY_WORD = re.compile(r"\w+")
 REPEATED = "repeated"  # a Verdict.reason: said already by an earlier sentence of the answer
 UNCITED = "uncited"  # a Verdict.reason: passed, but nothing it could cite (Verification.leave_out_uncited)
 HEDGE = "hedge"  # a Verdict.reason: it says the evidence lacks what the question asks, after a short answer that passed
@@ -58,20 +52,8 @@ RESTATES = "restates_question"  # a Verdict.reason: a short answer of nothing bu
 PREMISE = "premise_missing"  # a Verdict.reason: its excerpts never speak of a word the question takes as given
 NOT_ABOUT = ("names_missing", "other_speaker")  # Verdict.reasons: its excerpts are about someone else
 _YEAR = re.compile(r"\b\d{4}\b")
-# Citations with what joins them ("Yes, [E3] and [E4]", "hiking [E1] and [E3]"): gone from a short
-# answer together, or it reads "Yes, and"; then whatever still dangles at its end.
-_CITATION_LIST = re.compile(rf"(?:,?\s*(?:(?:and|or|&)\s*)?{CITATION.pattern})+", re.IGNORECASE)
-_DANGLING = re.compile(r"(?:[\s,;:]|\b(?:and|or)\b)+$", re.IGNORECASE)
 # A question's date names the day it was said, give or take the week it speaks of ("the week before").
 DATE_SLACK = 7 * 86400.0
-# A sentence of at least ATTRIBUTED_WORDS content words whose cited excerpts hold under MISCITED_SHARE
-# of them, while another excerpt holds SOURCE_SHARE (or, in an answer citing nothing, MISCITED_SHARE),
-# is judged against and cites that one (`word_source`): the README's own question was
-# answered with the sample note's sentences cited to a diff that holds none of their words, and the
-# judge, lenient by design, passed them; 3 of the sample's 9 answers cited nothing at all.
-ATTRIBUTED_WORDS = 4
-MISCITED_SHARE = 0.3
-SOURCE_SHARE = 0.6
 
 
 @dataclass
@@ -123,7 +105,7 @@ class Verification:
         from what was kept when a sentence is left out or a line says nothing of its own (a heading
         alone, "Support:", or a line of citations such as "- [E1] [E2]", which go to the sentence
         before it)."""
-        rebuild = any(not v.supported for v in self.verdicts) or any(map(_bare_line, text.splitlines()))
+        rebuild = any(not v.supported for v in self.verdicts) or any(map(bare_line, text.splitlines()))
         return self.text() if rebuild else self.cite_judged(text)
 
     def text(self) -> str:
@@ -259,94 +241,6 @@ def gate_margin(
     return judge(llm, [gate_messages(question, evidence, judged, budget_chars)])[0]
 
 
-def split_answer(text: str) -> list[tuple[str, bool]]:
-    """(sentence, is the short answer) in order. The short answer is the first sentence of the first
-    "Answer:" line: models often run on after it on the same line ("Lots of homes were ruined. It
-    was a serious challenge"), and those sentences are support, each judged on its own. A line of
-    nothing but citations ("Support: [E3]") gives them to the sentence before it; a heading alone
-    ("Support:") is no sentence, and after a lone "Answer:" the next line is the answer."""
-    parts: list[tuple[str, bool]] = []
-    heading = ""
-    for line in (line.strip() for line in text.splitlines()):
-        if not line:
-            continue
-        if _HEADING.match(line) and not CITATION.search(line):
-            heading = line if not parts and _ANSWER_LINE.match(line) else heading
-            continue
-        if parts and _only_citations(line):
-            sentence, short = parts[-1]
-            parts[-1] = (f"{sentence} {''.join(CITATION.findall(line))}", short)
-            continue
-        if not parts and (heading or _ANSWER_LINE.match(line)):
-            line = f"{heading} {line}".strip()
-            label = _ANSWER_LINE.match(line)
-            label_text = label.group(0) if label else ""
-            first, *support = sentences(line[len(label_text) :]) or [""]
-            parts.append((f"{label_text}{first}".strip(), True))
-            parts.extend(_supporting(support))
-            continue
-        parts.extend(_supporting(sentences(_LEAD.sub("", line))))
-    return parts
-
-
-def _supporting(found: list[str]) -> list[tuple[str, bool]]:
-    """Support sentences without what opens them as list items or labelled lines (`_LEAD`): the
-    claim is judged alone, and an answer rebuilt from kept sentences reads as prose."""
-    return [(bare, False) for bare in (_LEAD.sub("", sentence) for sentence in found) if _has_text(bare)]
-
-
-def _has_text(piece: str) -> bool:
-    """Words or citations: not a stray "." alone on its line, which is no claim to judge."""
-    return bool(re.search(r"\w", piece))
-
-
-def _bare_line(line: str) -> bool:
-    """A heading alone on its line, nothing but citations, or nothing but punctuation: no words of a claim."""
-    line = line.strip()
-    if not line:
-        return False
-    heading = _HEADING.match(line) and not CITATION.search(line)
-    return bool(heading) or _only_citations(line) or not _has_text(line)
-
-
-def _only_citations(line: str) -> bool:
-    """Citations and at most a label ("Support:", "Sources -"): no words of a claim."""
-    return bool(CITATION.search(line)) and not re.search(r"\w", _LABEL.sub("", CITATION.sub("", line)))
-
-
-def short_answer(text: str, question: str | None = None, evidence: list[Evidence] | None = None) -> str | None:
-    """The short answer: the first sentence of the "Answer:" line (or else of the text) without label
-    or citations, nor the words that only restate `question` (answer/echo.py); a date copied from
-    the header of a cited excerpt that says "yesterday" is the day it means (answer/when.py)."""
-    parts = split_answer(text)
-    if not parts:
-        return None
-    first = _ANSWER_LINE.sub("", parts[0][0]) if parts[0][1] else parts[0][0]
-    bare = re.sub(r"\s+([,;:])", r"\1", re.sub(r"\s+", " ", _CITATION_LIST.sub("", first))).strip()
-    bare = _DANGLING.sub("", bare.rstrip(".。").strip())
-    if bare and question:
-        bare = without_echo(bare, question)
-    if bare and evidence:
-        bare = dated_answer(bare, _short_answer_excerpts(parts[0][0], text, evidence))
-    return bare or None
-
-
-def _short_answer_excerpts(first: str, text: str, evidence: list[Evidence]) -> list[Evidence]:
-    """What the short-answer sentence `first` rests on: the excerpts it cites, else those `text` cites."""
-    return cited_excerpts(evidence, _citations(first) or _citations(text))
-
-
-def dated_text(text: str, evidence: list[Evidence]) -> tuple[str, tuple[str, str] | None]:
-    """`text` with the date of its short-answer sentence moved as `short_answer` moves it, and
-    (the date written, the day meant) when it was: what is shown says what the short answer says."""
-    parts = split_answer(text)
-    if not parts:
-        return text, None
-    first = parts[0][0]
-    moved = moved_date(first, _short_answer_excerpts(first, text, evidence))
-    return (text, None) if moved is None else (with_day(text, *moved, count=1), moved)
-
-
 def verify_answer(
     llm: LLM, question: str, evidence: list[Evidence], text: str, min_margin: float, min_premise: float | None = None
 ) -> Verification:
@@ -371,10 +265,10 @@ def verify_answer(
     # What any sentence may rest on: the excerpts about whom the question names, from the time it names.
     pool = [item for item in (excerpts_about(evidence, names, evidence) if names else evidence) if _within(item, dated)]
     said: set[str] = set()
-    text_cites = _citations(text)  # what a sentence citing nothing rests on
+    text_cites = citations_in(text)  # what a sentence citing nothing rests on
     for sentence, short in split_answer(text):
-        cited = _citations(sentence)
-        claim = re.sub(r"\s+", " ", CITATION.sub("", _ANSWER_LINE.sub("", sentence) if short else sentence)).strip()
+        cited = citations_in(sentence)
+        claim = re.sub(r"\s+", " ", CITATION.sub("", ANSWER_LINE.sub("", sentence) if short else sentence)).strip()
         verdict = Verdict(sentence, list(dict.fromkeys(cited)), None, False, short)
         verdicts.append(verdict)
         if short and restates_question(claim, question):
@@ -449,74 +343,13 @@ def _second_look(llm, question, evidence, checked, claims, pool, min_margin) -> 
         if extra:
             ids = [item.id for item in evidence if item in judged or item in extra]  # in prompt order
             own = content_words(claim) - content_words(question)
-            guessed = [] if verdict.cited else [item for item in judged if own & content_words(_text(item))]
+            guessed = [] if verdict.cited else [item for item in judged if own & content_words(body_of(item))]
             added = [item.id for item in evidence if item in extra or item in guessed]
             retried.append((verdict, ids, added))
             prompts.append(claim_messages(question, evidence, claim, ids, verdict.short))
     for (verdict, ids, added), margin in zip(retried, judge(llm, prompts) if prompts else [], strict=True):
         if margin >= min_margin:
             verdict.margin, verdict.supported, verdict.judged, verdict.added = margin, True, ids, added
-
-
-def excerpts_holding_missing_words(
-    claim: str, question: str, judged: list[Evidence], pool: list[Evidence]
-) -> list[Evidence]:
-    """The excerpts of `pool` beyond `judged` that hold a content word of `claim` none of `judged`
-    holds, the question's own words aside: retrieval found every excerpt by them, so holding one says
-    nothing of where the claim comes from ("Fly.io is the hosting platform used for Helios." was
-    judged beside, and cited, every note naming Helios, an office move among them)."""
-    held = set().union(*(content_words(_text(item)) for item in judged))
-    missing = content_words(claim) - held - content_words(question)
-    return [item for item in pool if item not in judged and missing & content_words(_text(item))] if missing else []
-
-
-def word_source(claim: str, claimed: list[Evidence], pool: list[Evidence]) -> Evidence | None:
-    """The excerpt of `pool` that `claim`'s words come from, when the excerpts it claims to rest on
-    (`claimed`: those it cites, else those its answer cites, else none) hold few of them: small
-    models copy a sentence from one excerpt and cite the last ones they read, or cite nothing at
-    all. None when the claim is short (a name, a date: its words may sit in a header, or nowhere),
-    or no other excerpt clearly holds it."""
-    words = content_words(claim)
-    if len(words) < ATTRIBUTED_WORDS:
-        return None
-
-    def share(item: Evidence) -> float:
-        return len(words & content_words(f"{item.hit.title} {clip(_text(item), JUDGE_EXCERPT_CHARS)}")) / len(words)
-
-    if max(map(share, claimed), default=0.0) >= MISCITED_SHARE:
-        return None
-    # Moving a citation the model made takes a clear source; giving one to an answer without any,
-    # only an excerpt holding as much of it as a citation must.
-    needed = SOURCE_SHARE if claimed else MISCITED_SHARE
-    best = max(pool, key=share, default=None)  # the first in prompt order on a tie
-    return best if best is not None and best not in claimed and share(best) >= needed else None
-
-
-def document_source(claim: str, short: bool, claimed: list[Evidence], pool: list[Evidence]) -> Evidence | None:
-    """For a claim whose cited excerpts are not about what the question names (or not from its
-    time), the document excerpt among those that are which holds it: the model cited the wrong one
-    of several documents ("3.9" for "Which Python version is the minimum?" cited a release commit,
-    the planning note beside it says "Python 3.9 is the minimum"). A short answer is matched by all
-    its words, the first such excerpt in prompt order; a sentence as `word_source` would. Not for
-    conversation turns: there a name is a person, and another person's turn holding the same words
-    is the wrong person's answer (the question names the wrong one)."""
-    documents = [item for item in pool if speaker(item) is None]
-    if not short:
-        return word_source(claim, claimed, documents)
-    words = content_words(claim)
-    holding = (item for item in documents if words and words <= content_words(f"{item.hit.title} {_text(item)}"))
-    return next(holding, None)
-
-
-def _text(item: Evidence) -> str:
-    return item.hit.text.split("\n", 1)[-1]  # without the breadcrumb line
-
-
-def content_words(sentence: str) -> set[str]:
-    """The words of a sentence that carry its content: lowercase, without the function words of its
-    language. A sentence all of whose content words an earlier one said repeats it."""
-    words = _ANY_WORD.findall(sentence.lower())
-    return set(words) - stopwords_for(words)
 
 
 def question_dates(question: str) -> list[tuple[float, float]]:
@@ -536,15 +369,3 @@ def _within(item: Evidence, dated: list[tuple[float, float]]) -> bool:
     question names no date, always are)."""
     moment = item.hit.timestamp
     return not dated or moment is None or any(start <= moment < end for start, end in dated)
-
-
-def closest_excerpt(claim: str, items: list[Evidence]) -> Evidence:
-    """The excerpt sharing the most words with `claim` (the first on a tie): what a support sentence
-    that cites nothing is judged against."""
-    words = set(_WORD.findall(claim.lower()))
-    bodies = [_text(item).lower() for item in items]
-    return items[max(range(len(items)), key=lambda i: len(words & set(_WORD.findall(bodies[i]))))]
-
-
-def _citations(text: str) -> list[str]:
-    return [ref for match in CITATION.finditer(text) for ref in cited_ids(match.group(0))]

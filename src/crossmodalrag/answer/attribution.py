@@ -1,0 +1,92 @@
+"""Where an answer sentence's words come from: which excerpt a claim rests on when the model cited
+the wrong one or none, and which further excerpts hold the words its cited ones lack. Plain word
+overlap, so the judge (answer/verify.py) is asked about the excerpt a sentence was copied from."""
+
+from __future__ import annotations
+
+import re
+
+from crossmodalrag.answer.prompt import JUDGE_EXCERPT_CHARS, clip
+from crossmodalrag.answer.subjects import speaker
+from crossmodalrag.retrieval.stopwords import stopwords_for
+from crossmodalrag.types import Evidence
+
+# A sentence of at least ATTRIBUTED_WORDS content words whose cited excerpts hold under MISCITED_SHARE
+# of them, while another excerpt holds SOURCE_SHARE (or, in an answer citing nothing, MISCITED_SHARE),
+# is judged against and cites that one (`word_source`): the README's own question was
+# answered with the sample note's sentences cited to a diff that holds none of their words, and the
+# judge, lenient by design, passed them; 3 of the sample's 9 answers cited nothing at all.
+ATTRIBUTED_WORDS = 4
+MISCITED_SHARE = 0.3
+SOURCE_SHARE = 0.6
+_WORD = re.compile(r"\w{3,}")
+_ANY_WORD = re.compile(r"\w+")
+
+
+def excerpts_holding_missing_words(
+    claim: str, question: str, judged: list[Evidence], pool: list[Evidence]
+) -> list[Evidence]:
+    """The excerpts of `pool` beyond `judged` that hold a content word of `claim` none of `judged`
+    holds, the question's own words aside: retrieval found every excerpt by them, so holding one says
+    nothing of where the claim comes from ("Fly.io is the hosting platform used for Helios." was
+    judged beside, and cited, every note naming Helios, an office move among them)."""
+    held = set().union(*(content_words(body_of(item)) for item in judged))
+    missing = content_words(claim) - held - content_words(question)
+    return [item for item in pool if item not in judged and missing & content_words(body_of(item))] if missing else []
+
+
+def word_source(claim: str, claimed: list[Evidence], pool: list[Evidence]) -> Evidence | None:
+    """The excerpt of `pool` that `claim`'s words come from, when the excerpts it claims to rest on
+    (`claimed`: those it cites, else those its answer cites, else none) hold few of them: small
+    models copy a sentence from one excerpt and cite the last ones they read, or cite nothing at
+    all. None when the claim is short (a name, a date: its words may sit in a header, or nowhere),
+    or no other excerpt clearly holds it."""
+    words = content_words(claim)
+    if len(words) < ATTRIBUTED_WORDS:
+        return None
+
+    def share(item: Evidence) -> float:
+        return len(words & content_words(f"{item.hit.title} {clip(body_of(item), JUDGE_EXCERPT_CHARS)}")) / len(words)
+
+    if max(map(share, claimed), default=0.0) >= MISCITED_SHARE:
+        return None
+    # Moving a citation the model made takes a clear source; giving one to an answer without any,
+    # only an excerpt holding as much of it as a citation must.
+    needed = SOURCE_SHARE if claimed else MISCITED_SHARE
+    best = max(pool, key=share, default=None)  # the first in prompt order on a tie
+    return best if best is not None and best not in claimed and share(best) >= needed else None
+
+
+def document_source(claim: str, short: bool, claimed: list[Evidence], pool: list[Evidence]) -> Evidence | None:
+    """For a claim whose cited excerpts are not about what the question names (or not from its
+    time), the document excerpt among those that are which holds it: the model cited the wrong one
+    of several documents ("3.9" for "Which Python version is the minimum?" cited a release commit,
+    the planning note beside it says "Python 3.9 is the minimum"). A short answer is matched by all
+    its words, the first such excerpt in prompt order; a sentence as `word_source` would. Not for
+    conversation turns: there a name is a person, and another person's turn holding the same words
+    is the wrong person's answer (the question names the wrong one)."""
+    documents = [item for item in pool if speaker(item) is None]
+    if not short:
+        return word_source(claim, claimed, documents)
+    words = content_words(claim)
+    holding = (item for item in documents if words and words <= content_words(f"{item.hit.title} {body_of(item)}"))
+    return next(holding, None)
+
+
+def body_of(item: Evidence) -> str:
+    return item.hit.text.split("\n", 1)[-1]  # without the breadcrumb line
+
+
+def content_words(sentence: str) -> set[str]:
+    """The words of a sentence that carry its content: lowercase, without the function words of its
+    language. A sentence all of whose content words an earlier one said repeats it."""
+    words = _ANY_WORD.findall(sentence.lower())
+    return set(words) - stopwords_for(words)
+
+
+def closest_excerpt(claim: str, items: list[Evidence]) -> Evidence:
+    """The excerpt sharing the most words with `claim` (the first on a tie): what a support sentence
+    that cites nothing is judged against."""
+    words = set(_WORD.findall(claim.lower()))
+    bodies = [body_of(item).lower() for item in items]
+    return items[max(range(len(items)), key=lambda i: len(words & set(_WORD.findall(bodies[i]))))]

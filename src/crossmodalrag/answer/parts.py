@@ -1,0 +1,119 @@
+"""The parts of a model's answer: the short answer (the first sentence of its "Answer:" line) and
+the support sentences after it, without the labels, list markers and citation lines around them;
+the short answer as `--json` carries it."""
+
+from __future__ import annotations
+
+import re
+
+from crossmodalrag.answer.citations import CITATION, cited_ids, sentences
+from crossmodalrag.answer.echo import without_echo
+from crossmodalrag.answer.prompt import cited_excerpts
+from crossmodalrag.answer.when import dated_answer, moved_date, with_day
+from crossmodalrag.types import Evidence
+
+# "Answer:", "**Answer:** ", "The answer:": the label, not a citation right after it ("Answer: [E1] Yes").
+# After the colon only blanks and markdown go: "€55,000", "$1,200", "~700 MB", "<1%" keep their sign.
+ANSWER_LINE = re.compile(r"^[^\w\[]*(?:the\s+)?answer[^\w\[]*:[\s*_`\"'“”]*", re.IGNORECASE)
+_LABEL = re.compile(r"^\W*\w+\W*")  # "Support:" before a line's citations
+_HEADING = re.compile(r"^\W*\w+(?: \w+)?\W*:\W*$")  # "Support:" or "**Answer:**" alone on its line
+# What opens a support sentence without being part of its claim: a list marker ("- ", "2. "), a
+# label ("Explanation: "), a stray colon. Small models write them inline too ("... [E1] - She ..."),
+# so each sentence loses its own; a line loses its own first, or `sentences` cuts "2." off as one.
+_LEAD = re.compile(r"^(?:[-*•–]\s+|\d{1,2}[.)]\s+|:\s*|(?:support|explanation|reason|evidence)\s*:\s*)+", re.I)
+# Citations with what joins them ("Yes, [E3] and [E4]", "hiking [E1] and [E3]"): gone from a short
+# answer together, or it reads "Yes, and"; then whatever still dangles at its end.
+_CITATION_LIST = re.compile(rf"(?:,?\s*(?:(?:and|or|&)\s*)?{CITATION.pattern})+", re.IGNORECASE)
+_DANGLING = re.compile(r"(?:[\s,;:]|\b(?:and|or)\b)+$", re.IGNORECASE)
+
+
+def split_answer(text: str) -> list[tuple[str, bool]]:
+    """(sentence, is the short answer) in order. The short answer is the first sentence of the first
+    "Answer:" line: models often run on after it on the same line ("Lots of homes were ruined. It
+    was a serious challenge"), and those sentences are support, each judged on its own. A line of
+    nothing but citations ("Support: [E3]") gives them to the sentence before it; a heading alone
+    ("Support:") is no sentence, and after a lone "Answer:" the next line is the answer."""
+    parts: list[tuple[str, bool]] = []
+    heading = ""
+    for line in (line.strip() for line in text.splitlines()):
+        if not line:
+            continue
+        if _HEADING.match(line) and not CITATION.search(line):
+            heading = line if not parts and ANSWER_LINE.match(line) else heading
+            continue
+        if parts and _onlycitations_in(line):
+            sentence, short = parts[-1]
+            parts[-1] = (f"{sentence} {''.join(CITATION.findall(line))}", short)
+            continue
+        if not parts and (heading or ANSWER_LINE.match(line)):
+            line = f"{heading} {line}".strip()
+            label = ANSWER_LINE.match(line)
+            label_text = label.group(0) if label else ""
+            first, *support = sentences(line[len(label_text) :]) or [""]
+            parts.append((f"{label_text}{first}".strip(), True))
+            parts.extend(_supporting(support))
+            continue
+        parts.extend(_supporting(sentences(_LEAD.sub("", line))))
+    return parts
+
+
+def _supporting(found: list[str]) -> list[tuple[str, bool]]:
+    """Support sentences without what opens them as list items or labelled lines (`_LEAD`): the
+    claim is judged alone, and an answer rebuilt from kept sentences reads as prose."""
+    return [(bare, False) for bare in (_LEAD.sub("", sentence) for sentence in found) if _has_text(bare)]
+
+
+def _has_text(piece: str) -> bool:
+    """Words or citations: not a stray "." alone on its line, which is no claim to judge."""
+    return bool(re.search(r"\w", piece))
+
+
+def bare_line(line: str) -> bool:
+    """A heading alone on its line, nothing but citations, or nothing but punctuation: no words of a claim."""
+    line = line.strip()
+    if not line:
+        return False
+    heading = _HEADING.match(line) and not CITATION.search(line)
+    return bool(heading) or _onlycitations_in(line) or not _has_text(line)
+
+
+def _onlycitations_in(line: str) -> bool:
+    """Citations and at most a label ("Support:", "Sources -"): no words of a claim."""
+    return bool(CITATION.search(line)) and not re.search(r"\w", _LABEL.sub("", CITATION.sub("", line)))
+
+
+def short_answer(text: str, question: str | None = None, evidence: list[Evidence] | None = None) -> str | None:
+    """The short answer: the first sentence of the "Answer:" line (or else of the text) without label
+    or citations, nor the words that only restate `question` (answer/echo.py); a date copied from
+    the header of a cited excerpt that says "yesterday" is the day it means (answer/when.py)."""
+    parts = split_answer(text)
+    if not parts:
+        return None
+    first = ANSWER_LINE.sub("", parts[0][0]) if parts[0][1] else parts[0][0]
+    bare = re.sub(r"\s+([,;:])", r"\1", re.sub(r"\s+", " ", _CITATION_LIST.sub("", first))).strip()
+    bare = _DANGLING.sub("", bare.rstrip(".。").strip())
+    if bare and question:
+        bare = without_echo(bare, question)
+    if bare and evidence:
+        bare = dated_answer(bare, _short_answer_excerpts(parts[0][0], text, evidence))
+    return bare or None
+
+
+def _short_answer_excerpts(first: str, text: str, evidence: list[Evidence]) -> list[Evidence]:
+    """What the short-answer sentence `first` rests on: the excerpts it cites, else those `text` cites."""
+    return cited_excerpts(evidence, citations_in(first) or citations_in(text))
+
+
+def dated_text(text: str, evidence: list[Evidence]) -> tuple[str, tuple[str, str] | None]:
+    """`text` with the date of its short-answer sentence moved as `short_answer` moves it, and
+    (the date written, the day meant) when it was: what is shown says what the short answer says."""
+    parts = split_answer(text)
+    if not parts:
+        return text, None
+    first = parts[0][0]
+    moved = moved_date(first, _short_answer_excerpts(first, text, evidence))
+    return (text, None) if moved is None else (with_day(text, *moved, count=1), moved)
+
+
+def citations_in(text: str) -> list[str]:
+    return [ref for match in CITATION.finditer(text) for ref in cited_ids(match.group(0))]
