@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from crossmodalrag import versioning
-from crossmodalrag.agent.memories import keep_updates_linked
+from crossmodalrag.agent.supersession import keep_updates_linked
 from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store

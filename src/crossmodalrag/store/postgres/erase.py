@@ -12,7 +12,7 @@ files; docs/scaling.md says what a DBA must do about each.
 from __future__ import annotations
 
 from crossmodalrag import versioning
-from crossmodalrag.agent.memories import keep_updates_linked
+from crossmodalrag.agent.supersession import keep_updates_linked
 from crossmodalrag.errors import StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store.writers import lock_source, retrying
