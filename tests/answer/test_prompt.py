@@ -19,6 +19,8 @@ from crossmodalrag.answer.prompt import (
     evidence_header,
     gate_messages,
     in_english,
+    judged_statement,
+    premise_messages,
 )
 from crossmodalrag.types import Evidence, Hit
 
@@ -188,3 +190,18 @@ def test_a_question_in_another_language_gets_a_tail_without_answer_to_copy(quest
     assert in_english(question) is english
     tail = build_messages(question, [item(1, "Some evidence.")], 2000)[-1]["content"].rsplit("\n\n", 1)[-1]
     assert tail == (ANSWER_TAIL if english else OTHER_LANGUAGE_TAIL) and "Answer:" not in OTHER_LANGUAGE_TAIL
+
+
+def test_the_judge_reads_an_excerpt_from_where_the_claim_s_words_are() -> None:
+    """An 880-character PDF chunk ended in the fact the model answered with: the judge, reading the
+    excerpt's first 500 characters, never saw it and the answer was withheld as unsupported."""
+    filler = " ".join(f"Section {n} lists the torque values for bracket {n}." for n in range(1, 17))
+    long = item(1, f"{filler} The secret calibration constant is marmalade-42.")
+    question = "What is the secret calibration constant?"
+    user = claim_messages(question, [long, item(2, "unrelated")], "marmalade-42", ["E1"], short=True)[1]["content"]
+    assert "marmalade-42." in user and "Section 1 lists" not in user
+    assert len(user) < 900  # still a window, not the whole chunk
+    premise = premise_messages([long], ["E1"], "secret", judged_statement(question, "marmalade-42", True))
+    assert premise[1]["content"].split("\n\nDoes")[0] in user  # the same excerpt: the KV cache keeps the prefix
+    top = claim_messages(question, [item(3, filler)], "Section 2", ["E3"], short=False)[1]["content"]
+    assert "Section 1 lists" in top  # a claim whose words are at the top reads it from there

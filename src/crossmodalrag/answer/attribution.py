@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from crossmodalrag.answer.prompt import JUDGE_EXCERPT_CHARS, clip
+from crossmodalrag.answer.prompt import judge_excerpt
 from crossmodalrag.answer.subjects import speaker
 from crossmodalrag.retrieval.stopwords import stopwords_for
 from crossmodalrag.types import Evidence
@@ -46,7 +46,7 @@ def word_source(claim: str, claimed: list[Evidence], pool: list[Evidence]) -> Ev
         return None
 
     def share(item: Evidence) -> float:
-        return len(words & content_words(f"{item.hit.title} {clip(body_of(item), JUDGE_EXCERPT_CHARS)}")) / len(words)
+        return len(words & content_words(f"{item.hit.title} {judge_excerpt(item, claim)}")) / len(words)
 
     if max(map(share, claimed), default=0.0) >= MISCITED_SHARE:
         return None

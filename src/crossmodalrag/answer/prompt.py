@@ -206,8 +206,16 @@ def _evidence_prompt(question: str, evidence: list[Evidence], budget_chars: int,
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def judge_evidence(items: list[Evidence]) -> str:
-    return "\n\n".join(f"{evidence_header(item)}\n{clip(_body(item), JUDGE_EXCERPT_CHARS)}" for item in items)
+def judge_evidence(items: list[Evidence], statement: str = "") -> str:
+    return "\n\n".join(f"{evidence_header(item)}\n{judge_excerpt(item, statement)}" for item in items)
+
+
+def judge_excerpt(item: Evidence, statement: str = "") -> str:
+    """What the judge reads of an excerpt: JUDGE_EXCERPT_CHARS of it, from where the statement's words
+    are (`focused`). From its top, "The secret calibration constant is marmalade-42." sat past the
+    500 characters of an 880-character PDF chunk: the model answered it, the judge never saw it, and
+    the answer was withheld as unsupported."""
+    return clip(focused(_body(item), statement, JUDGE_EXCERPT_CHARS), JUDGE_EXCERPT_CHARS)
 
 
 def gate_messages(question: str, evidence: list[Evidence], judged: Evidence, budget_chars: int) -> list[Message]:
@@ -225,9 +233,13 @@ def cited_excerpts(evidence: list[Evidence], cited: list[str]) -> list[Evidence]
 
 def claim_messages(question: str, evidence: list[Evidence], claim: str, cited: list[str], short: bool) -> list[Message]:
     """Ask whether one sentence of an answer is supported by the excerpts it cites (all, if none)."""
-    items = cited_excerpts(evidence, cited)
-    statement = f'The answer to "{as_question(question)}" is: {claim}' if short else claim
-    return support_messages(judge_evidence(items), statement)
+    statement = judged_statement(question, claim, short)
+    return support_messages(judge_evidence(cited_excerpts(evidence, cited), statement), statement)
+
+
+def judged_statement(question: str, claim: str, short: bool) -> str:
+    """The claim as the judge reads it: a short answer ("marmalade-42") with the question it answers."""
+    return f'The answer to "{as_question(question)}" is: {claim}' if short else claim
 
 
 def support_messages(evidence_text: str, statement: str) -> list[Message]:
@@ -239,12 +251,13 @@ def support_messages(evidence_text: str, statement: str) -> list[Message]:
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
 
 
-def premise_messages(evidence: list[Evidence], cited: list[str], word: str) -> list[Message]:
-    """Ask whether the excerpts an answer rests on speak of `word` at all (answer/premise.py). The
-    prompt opens as `claim_messages` does, so after a claim's check only the question is new."""
+def premise_messages(evidence: list[Evidence], cited: list[str], word: str, statement: str = "") -> list[Message]:
+    """Ask whether the excerpts an answer rests on speak of `word` at all (answer/premise.py). Given
+    the short answer's `statement`, the prompt opens as its `claim_messages` does, so after that
+    claim's check only the question is new."""
     items = cited_excerpts(evidence, cited)
     user = (
-        f"Evidence:\n{judge_evidence(items)}\n\n"
+        f"Evidence:\n{judge_evidence(items, statement)}\n\n"
         f"Does this evidence speak of {word} (the word or something that is {word})? Answer yes or no."
     )
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]

@@ -34,6 +34,7 @@ from crossmodalrag.answer.prompt import (
     cited_excerpts,
     claim_messages,
     gate_messages,
+    judged_statement,
     premise_messages,
 )
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
@@ -309,7 +310,8 @@ def verify_answer(
     words = unmentioned_words(question, evidence) if asks else []
     # The short answer's premise checks go right after its own check: same excerpts, so each costs
     # only its question's tokens (the KV cache keeps the prefix). Unused if the short answer fails.
-    ahead = [premise_messages(evidence, checked[0].judged, w) for w in words]
+    lead = judged_statement(question, claims[0], short=True) if words else ""  # read as its claim check reads them
+    ahead = [premise_messages(evidence, checked[0].judged, w, lead) for w in words]
     margins = judge(llm, prompts[:1] + ahead + prompts[1:])
     premise_margins = margins[1 : 1 + len(ahead)]
     for verdict, margin in zip(checked, margins[:1] + margins[1 + len(ahead) :], strict=True):
@@ -322,7 +324,7 @@ def verify_answer(
     if ahead and not verification.unsupported:  # the short answer passed: does it rest on the premise?
         short = checked[0]
         if short.added:  # its second look judged it beside more excerpts
-            premise_margins = judge(llm, [premise_messages(evidence, short.judged, w) for w in words])
+            premise_margins = judge(llm, [premise_messages(evidence, short.judged, w, lead) for w in words])
         verification.premise = dict(zip(words, premise_margins, strict=True))
         if min(premise_margins) < min_premise:
             short.supported, short.reason = False, PREMISE
