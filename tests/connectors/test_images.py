@@ -204,3 +204,14 @@ def test_a_missing_tesseract_program_names_the_apt_package(monkeypatch):
     with pytest.raises(MissingExtraError) as info:
         images.extractor_version("tesseract")
     assert "apt-get install tesseract-ocr" in info.value.hint
+
+
+def test_a_line_crossing_both_edges_of_a_tile_overlap_is_read_whole(tmp_path):
+    from PIL import Image, ImageDraw, ImageFont
+
+    # 3800 px wide: tiles at x=0 and x=1800; the line runs from 1100 to past 2000, whole in neither
+    image = Image.new("RGB", (3800, 200), "white")
+    line = "Meeting notes: Priya approved the aardvark migration budget for the Lisbon office on Tuesday"
+    ImageDraw.Draw(image).text((1100, 80), line, fill="black", font=ImageFont.load_default(size=32))
+    image.save(tmp_path / "screen.png")
+    assert read_image(tmp_path / "screen.png").text == line

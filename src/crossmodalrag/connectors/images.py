@@ -15,6 +15,7 @@ from typing import Iterator
 
 from crossmodalrag.connectors.files import find_files
 from crossmodalrag.connectors.svg import read_svg
+from crossmodalrag.connectors.tiles import TILE, Line, tiled_lines
 from crossmodalrag.errors import ConnectorError, MissingExtraError
 from crossmodalrag.types import Document
 
@@ -72,16 +73,9 @@ def _rapidocr():
     return _ENGINE
 
 
-Line = tuple[str, float, tuple[float, float, float, float]]  # text, confidence, (top, left, height, right)
-# rapidocr shrinks a larger image whole to this side, and its small text past reading (a 5K screenshot's
-# menus, a poster's captions): such an image is read in tiles of this size instead, at its own scale.
-TILE = 2000
-OVERLAP = 200  # a line cut by one tile's edge is whole in the next (lines are rarely wider than a tile)
-
-
 def _rapidocr_lines(source) -> list[Line]:
     if not isinstance(source, Path) and max(source.shape[:2]) > TILE:
-        return _tiled_lines(source)
+        return tiled_lines(source, _rapidocr_lines)
     output = _rapidocr()(str(source) if isinstance(source, Path) else source)
     if output is None or not getattr(output, "txts", None):
         return []
@@ -90,34 +84,6 @@ def _rapidocr_lines(source) -> list[Line]:
         ys, xs = [point[1] for point in box], [point[0] for point in box]
         lines.append((str(text), float(score), (min(ys), min(xs), max(ys) - min(ys), max(xs))))
     return lines
-
-
-def _tiled_lines(pixels) -> list[Line]:
-    """The lines of each overlapping tile, placed in the whole image; a line two tiles both saw (in
-    their overlap, or cut by one tile's edge) is kept once, as its longer reading."""
-    found: list[Line] = []
-    height, width = pixels.shape[:2]
-    for top in _starts(height):
-        for left in _starts(width):
-            for text, score, (y, x, tall, right) in _rapidocr_lines(pixels[top : top + TILE, left : left + TILE]):
-                line = (text, score, (y + top, x + left, tall, right + left))
-                twin = next((i for i, other in enumerate(found) if _same_place(line, other)), None)
-                if twin is None:
-                    found.append(line)
-                elif len(text) > len(found[twin][0]):
-                    found[twin] = line
-    return found
-
-
-def _starts(size: int) -> list[int]:
-    starts = list(range(0, max(size - TILE, 0) + 1, TILE - OVERLAP))
-    return starts if starts[-1] + TILE >= size else [*starts, size - TILE]
-
-
-def _same_place(line: Line, other: Line) -> bool:
-    """Do two lines sit on the same row with overlapping spans?"""
-    (top, left, tall, right), (top2, left2, tall2, right2) = line[2], other[2]
-    return abs(top - top2) < max(tall, tall2) / 2 and left < right2 and left2 < right
 
 
 def image_pixels(path: Path):
