@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
+from crossmodalrag.connectors.pdf import capped_scale
 from crossmodalrag.errors import CMRAGError, MissingExtraError
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
@@ -277,7 +278,7 @@ def pdf_page_png(store: Store, source_id: int, page: int, chunk_id: int | None =
         if not 1 <= page <= len(document):
             raise SourceNotFound(f"{path.name} has no page {page}", f"pages run 1..{len(document)}")
         pdf_page = document[page - 1]
-        scale = 1.5
+        scale = capped_scale(pdf_page, 1.5)  # a 200-inch page at 1.5 took 3.7 GB
         image = pdf_page.render(scale=scale).to_pil().convert("RGB")
         boxes = _text_boxes(pdf_page, highlight) if highlight else []
         height = pdf_page.get_height()

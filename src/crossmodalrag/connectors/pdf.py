@@ -24,6 +24,12 @@ RENDER_SCALE = 2  # a scanned page is read by OCR at 144 dpi
 MAX_RENDER_PIXELS = 40_000_000  # ... or less for a huge page: a 200-inch one at 144 dpi took 2.5 GB
 
 
+def capped_scale(page, scale: float) -> float:
+    """`scale`, or less if the page rendered at it would pass MAX_RENDER_PIXELS."""
+    width, height = page.get_size()  # points: a page may be up to 200 inches a side
+    return min(scale, math.sqrt(MAX_RENDER_PIXELS / max(1.0, width * height)))
+
+
 def find_pdfs(path: Path) -> Iterator[Path]:
     """The PDF itself, or every PDF under a folder."""
     return find_files(path, (".pdf",))
@@ -105,9 +111,7 @@ def _read_scanned_pages(document, pages: list[str], engine: str) -> dict[str, fl
     for index in empty:
         page = document[index]
         try:
-            width, height = page.get_size()  # points: a page may be up to 200 inches a side
-            scale = min(RENDER_SCALE, math.sqrt(MAX_RENDER_PIXELS / max(1.0, width * height)))
-            pixels = np.asarray(page.render(scale=scale).to_pil().convert("RGB"))
+            pixels = np.asarray(page.render(scale=capped_scale(page, RENDER_SCALE)).to_pil().convert("RGB"))
         finally:
             page.close()
         lines = images.recognize(pixels, engine)
