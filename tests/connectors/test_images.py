@@ -215,3 +215,38 @@ def test_a_line_crossing_both_edges_of_a_tile_overlap_is_read_whole(tmp_path):
     ImageDraw.Draw(image).text((1100, 80), line, fill="black", font=ImageFont.load_default(size=32))
     image.save(tmp_path / "screen.png")
     assert read_image(tmp_path / "screen.png").text == line
+
+
+def _photo(path, original=None, offset=None, saved=None):
+    from PIL import Image
+
+    exif = Image.Exif()
+    if saved:
+        exif[0x0132] = saved
+    if original:
+        exif.get_ifd(0x8769)[0x9003] = original
+    if offset:
+        exif.get_ifd(0x8769)[0x9011] = offset
+    Image.open(write_text_image(path.with_suffix(".png"), ["Whiteboard"], size=(300, 100))).save(path, exif=exif)
+    return path
+
+
+def test_a_photo_is_dated_by_when_it_was_taken_not_its_file_time(tmp_path, monkeypatch):
+    import time
+    from datetime import datetime
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        taken = _photo(tmp_path / "taken.jpg", original="2021:06:05 14:30:00", saved="2024:01:01 00:00:00")
+        # 14:30 in New York in June (EDT) is 18:30 UTC: no offset stored, the machine's zone applies
+        assert read_image(taken).timestamp == datetime.fromisoformat("2021-06-05T18:30:00+00:00").timestamp()
+        zoned = _photo(tmp_path / "zoned.jpg", original="2021:06:05 14:30:00", offset="+02:00")
+        assert read_image(zoned).timestamp == datetime.fromisoformat("2021-06-05T12:30:00+00:00").timestamp()
+        saved = _photo(tmp_path / "saved.jpg", saved="2020:02:03 04:05:06")
+        assert read_image(saved).timestamp == datetime.fromisoformat("2020-02-03T09:05:06+00:00").timestamp()
+        blank = _photo(tmp_path / "blank.jpg", original="0000:00:00 00:00:00")
+        assert read_image(blank).timestamp == blank.stat().st_mtime
+    finally:
+        monkeypatch.undo()
+        time.tzset()

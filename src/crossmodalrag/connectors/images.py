@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from datetime import datetime
 from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Iterator
@@ -104,6 +105,33 @@ def image_pixels(path: Path):
         return np.asarray(image.convert("RGB"))
 
 
+EXIF_IFD, DATE_TIME, DATE_TIME_ORIGINAL, OFFSET_TIME_ORIGINAL = 0x8769, 0x0132, 0x9003, 0x9011
+
+
+def taken_at(path: Path) -> float | None:
+    """When a photo was taken, from its EXIF DateTimeOriginal (else DateTime, when it was last
+    saved): a camera writes the local time without a zone, so it is read as this machine's local
+    time unless OffsetTimeOriginal gives the offset. None without a usable date."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            exif = image.getexif()
+            original = exif.get_ifd(EXIF_IFD)
+    except Exception:  # noqa: BLE001 - a broken EXIF block only loses the date
+        return None
+    when, offset = original.get(DATE_TIME_ORIGINAL), original.get(OFFSET_TIME_ORIGINAL)
+    if not when:
+        when, offset = exif.get(DATE_TIME), None
+    try:
+        moment = datetime.strptime(str(when).strip("\x00 "), "%Y:%m:%d %H:%M:%S")
+        if offset:
+            moment = moment.replace(tzinfo=datetime.strptime(str(offset).strip("\x00 "), "%z").tzinfo)
+        return moment.timestamp()  # naive: local time
+    except (ValueError, OverflowError, OSError):  # absent, "0000:00:00 00:00:00", a bad offset
+        return None
+
+
 def _tesseract_lines(source) -> list[Line]:
     """Words grouped back into tesseract's own lines; confidence is the words' mean (0-1)."""
     import pytesseract
@@ -171,7 +199,7 @@ def read_image(path: Path, engine: str = "rapidocr") -> Document:
         text="\n".join(text for text, _, _ in lines),
         format="ocr",
         modality="image",
-        timestamp=path.stat().st_mtime,
+        timestamp=taken_at(path) or path.stat().st_mtime,
         locator=path.name,
         extractor=version,
         metadata={"path": str(path), "ocr_engine": version, "ocr_confidence": confidence, "lines": len(lines)},
