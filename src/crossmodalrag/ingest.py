@@ -326,7 +326,12 @@ def ingest_images(
 
     version = images.extractor_version(engine)
     read = partial(images.read_image, engine=engine)
-    return _ingest_files(store, paths, "image", images.find_images, read, progress, version, allow_mass_delete, confine)
+    heic: list[Path] = []
+    find = partial(images.find_images, unsupported=heic)
+    report = _ingest_files(store, paths, "image", find, read, progress, version, allow_mass_delete, confine)
+    if heic:
+        report.notices.append(images.heic_notice(heic))
+    return report
 
 
 def _ingest_files(

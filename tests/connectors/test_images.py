@@ -250,3 +250,22 @@ def test_a_photo_is_dated_by_when_it_was_taken_not_its_file_time(tmp_path, monke
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_heic_given_is_an_error_with_a_hint_and_in_a_folder_a_notice(store, tmp_path, monkeypatch):
+    from crossmodalrag.connectors import images
+
+    monkeypatch.setattr(images, "heic_readable", lambda: False)  # as without pillow-heif
+    photo = tmp_path / "photos" / "IMG_0001.HEIC"
+    write_text_image(tmp_path / "photos" / "board.png", ["Ship it"], size=(300, 100))
+    photo.write_bytes(b"\x00\x00\x00\x18ftypheic")
+    (tmp_path / "photos" / "IMG_0002.heif").write_bytes(b"\x00\x00\x00\x18ftypheic")
+    with pytest.raises(ConnectorError, match="HEIC is not supported") as error:
+        read_image(photo)
+    assert error.value.hint == "convert it to JPEG or PNG"
+    report = ingest_images(store, [photo.parent])
+    assert report.added == 1 and not report.failures
+    assert report.notices == [
+        f"2 HEIC photos (e.g. {photo}) are not read: HEIC is not supported (hint: convert to JPEG or PNG)"
+    ]
+    assert "HEIC is not supported" in ingest_images(store, [photo]).failures[0]

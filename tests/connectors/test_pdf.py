@@ -179,3 +179,17 @@ def test_a_moved_or_renamed_pdf_keeps_its_source_id(tmp_path, store):
     copy.write_bytes(moved.read_bytes())  # a copy is another source: the original is still there
     report = ingest_pdfs(store, [papers])
     assert (report.added, report.moved) == (1, 0)
+
+
+def test_a_pdf_that_is_empty_or_really_an_image_says_so(tmp_path):
+    from PIL import Image
+
+    (tmp_path / "empty.pdf").write_bytes(b"")
+    with pytest.raises(ConnectorError, match="cannot open as a PDF") as error:
+        read_pdf(tmp_path / "empty.pdf")
+    assert error.value.hint == "the file is empty"
+    for kind in ("PNG", "JPEG"):
+        Image.new("RGB", (20, 20), "white").save(tmp_path / f"{kind}.pdf", format=kind)
+        with pytest.raises(ConnectorError) as error:
+            read_pdf(tmp_path / f"{kind}.pdf")
+        assert error.value.hint == f"it is a {kind} image: use `mem ingest-images`"

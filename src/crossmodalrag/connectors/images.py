@@ -25,9 +25,37 @@ INSTALL_HINT = 'pip install -e ".[ocr]"'
 _ENGINE = None
 
 
-def find_images(path: Path) -> Iterator[Path]:
-    """The image itself, or every image under a folder (other files ignored)."""
-    return find_files(path, IMAGE_SUFFIXES)
+HEIC_SUFFIXES = (".heic", ".heif")  # an iPhone's photos: Pillow reads them only with pillow-heif
+
+
+def find_images(path: Path, unsupported: list[Path] | None = None) -> Iterator[Path]:
+    """The image itself, or every image under a folder (other files ignored; HEIC photos, unless
+    pillow-heif is installed, appended to `unsupported`, so the ingest can say it left them)."""
+    if path.is_file() or heic_readable():
+        yield from find_files(path, IMAGE_SUFFIXES + HEIC_SUFFIXES)
+        return
+    for found in find_files(path, IMAGE_SUFFIXES + HEIC_SUFFIXES):
+        if found.suffix.lower() in HEIC_SUFFIXES:
+            if unsupported is not None:
+                unsupported.append(found)
+        else:
+            yield found
+
+
+def heic_readable() -> bool:
+    """Whether Pillow reads HEIC here: pillow-heif, if it happens to be installed, teaches it."""
+    try:
+        from pillow_heif import register_heif_opener
+    except ImportError:
+        return False
+    register_heif_opener()
+    return True
+
+
+def heic_notice(unsupported: list[Path]) -> str:
+    example = unsupported[0]
+    what = f"{example} is" if len(unsupported) == 1 else f"{len(unsupported)} HEIC photos (e.g. {example}) are"
+    return f"{what} not read: HEIC is not supported (hint: convert to JPEG or PNG)"
 
 
 ENGINES = ("rapidocr", "tesseract")
@@ -171,6 +199,8 @@ def read_image(path: Path, engine: str = "rapidocr") -> Document:
     version = extractor_version(engine)
     if path.suffix.lower() == ".svg":
         return read_svg(path, version)
+    if path.suffix.lower() in HEIC_SUFFIXES and not heic_readable():
+        raise ConnectorError(f"{path}: HEIC is not supported", "convert it to JPEG or PNG")
     from PIL import Image, UnidentifiedImageError
 
     try:

@@ -30,6 +30,28 @@ def capped_scale(page, scale: float) -> float:
     return min(scale, math.sqrt(MAX_RENDER_PIXELS / max(1.0, width * height)))
 
 
+IMAGE_SIGNATURES = {
+    b"\x89PNG\r\n\x1a\n": "PNG",
+    b"\xff\xd8\xff": "JPEG",
+    b"GIF8": "GIF",
+    b"II*\x00": "TIFF",
+    b"MM\x00*": "TIFF",
+}
+
+
+def _what_it_is(path: Path) -> str | None:
+    """What a file named .pdf that is no PDF really is, when that says what to do with it."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(8)
+    except OSError:
+        return None
+    if not head:
+        return "the file is empty"
+    kind = next((name for magic, name in IMAGE_SIGNATURES.items() if head.startswith(magic)), None)
+    return f"it is a {kind} image: use `mem ingest-images`" if kind else None
+
+
 def find_pdfs(path: Path) -> Iterator[Path]:
     """The PDF itself, or every PDF under a folder."""
     return find_files(path, (".pdf",))
@@ -62,7 +84,7 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
         document = pypdfium2.PdfDocument(str(path))
     except pypdfium2.PdfiumError as exc:
         hint = "remove the password and try again" if "password" in str(exc).lower() else "check the file"
-        raise ConnectorError(f"{path}: cannot open as a PDF ({exc})", hint) from exc
+        raise ConnectorError(f"{path}: cannot open as a PDF ({exc})", _what_it_is(path) or hint) from exc
     try:
         pages = [_page_text(document, index) for index in range(len(document))]
         ocr_pages = _read_scanned_pages(document, pages, ocr_engine)
