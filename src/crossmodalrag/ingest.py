@@ -49,7 +49,7 @@ class IngestReport:
     @property
     def read(self) -> int:
         """Items found so far, whatever became of them: none after a walk means it found nothing."""
-        return self.added + self.updated + self.unchanged + self.failed + self.empty
+        return self.added + self.updated + self.unchanged + self.moved + self.failed + self.empty
 
     def summary(self) -> str:
         moved = f"{self.moved} moved, " if self.moved else ""

@@ -171,7 +171,8 @@ def test_a_moved_or_renamed_pdf_keeps_its_source_id(tmp_path, store):
 
     archive.mkdir()
     moved = renamed.rename(archive / "final.pdf")  # to a folder ingested on its own
-    assert ingest_pdfs(store, [archive]).moved == 1
+    report = ingest_pdfs(store, [archive])
+    assert report.moved == 1 and report.notices == []  # not "no pdf files in it"
     assert [tuple(row) for row in store.conn.execute("SELECT id, uri FROM sources")] == [(source_id, str(moved))]
     assert ingest_pdfs(store, [papers]).removed == 0
 
