@@ -507,3 +507,17 @@ def test_every_table_pointing_at_sources_or_chunks_cascades(store) -> None:
 @pytest.fixture
 def store(any_store):  # every test here runs on SQLite and on PostgreSQL (issue 16)
     return any_store
+
+
+@pytest.mark.integration
+def test_a_forgotten_pdf_still_on_disk_is_hinted_away_without_exclude_or_private(capsys, tmp_path, db_path) -> None:
+    pytest.importorskip("pypdfium2")
+    from crossmodalrag.ingest import ingest_pdfs
+    from tests.pdfs import write_pdf
+
+    salary = write_pdf(tmp_path / "papers" / "salary.pdf", [f"{MARKER} figures"])
+    with open_store(db_path) as store:
+        ingest_pdfs(store, [salary.parent])
+    code, _, err = run(capsys, "forget", str(salary), "--yes")
+    assert code == 0 and f"of its folder reads it again: {salary}; delete it or move it out of that folder" in err
+    assert "--exclude" not in err and "<private>" not in err

@@ -17,6 +17,7 @@ from crossmodalrag import vaults, versioning
 from crossmodalrag.connectors import git, notes
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.file_moves import FileMoves, StoredFile, file_sha256, known_files
 from crossmodalrag.store import Store
 from crossmodalrag.store.connection import WriteBatch
 from crossmodalrag.store.documents import fingerprint, known_fingerprints, move_document, write_document
@@ -48,7 +49,7 @@ class IngestReport:
     @property
     def read(self) -> int:
         """Items found so far, whatever became of them: none after a walk means it found nothing."""
-        return self.added + self.updated + self.unchanged + self.failed + self.empty
+        return self.added + self.updated + self.unchanged + self.moved + self.failed + self.empty
 
     def summary(self) -> str:
         moved = f"{self.moved} moved, " if self.moved else ""
@@ -93,13 +94,15 @@ class Skipped:
 
 @dataclass
 class Unchanged:
-    """A file whose size, mtime and extractor match what was stored: not even read again.
+    """A file whose size, mtime and extractor (or, touched, its bytes) match what was stored: not read again.
 
     Reading is the expensive part for PDFs and images (OCR takes about a second per image), so
     `mem sync` over a folder of unchanged screenshots must not redo it.
     """
 
     uri: str
+    file_stamp: str | None = None  # with a new stamp: a touched file whose bytes are as stored
+    file_sha256: str | None = None
 
 
 def ingest_documents(
@@ -108,7 +111,7 @@ def ingest_documents(
     known: dict[str, str],
     report: IngestReport,
     progress: Progress | None = None,
-    moves: vaults.Moves | None = None,
+    moves: vaults.Moves | FileMoves | None = None,
 ) -> set[str]:
     """Write every changed document; record failures. Returns the uris seen (stored or failed; a
     moved source's old uri too: it has not gone)."""
@@ -127,7 +130,7 @@ def _ingest_one(
     known: dict[str, str],
     report: IngestReport,
     seen: set[str],
-    moves: vaults.Moves | None = None,
+    moves: vaults.Moves | FileMoves | None = None,
 ) -> None:
     if isinstance(item, Skipped):  # not seen: a note emptied since it was stored leaves the memory
         report.empty += 1
@@ -138,6 +141,8 @@ def _ingest_one(
         return
     if isinstance(item, Unchanged):
         report.unchanged += 1
+        if item.file_stamp:  # touched, same bytes: remember the new stamp
+            batch.run(lambda: _restamp(batch, item.uri, item.file_stamp, item.file_sha256))
         return
     if item.metadata.get("notice"):
         report.notices.append(item.metadata["notice"])
@@ -145,7 +150,8 @@ def _ingest_one(
     if known.get(item.uri) == digest:
         report.unchanged += 1
         if "file_stamp" in item.metadata:  # same content, touched file: remember the new stamp
-            batch.run(lambda: _restamp(batch, item.uri, item.metadata["file_stamp"]))
+            stamp, sha256 = item.metadata["file_stamp"], item.metadata.get("file_sha256")
+            batch.run(lambda: _restamp(batch, item.uri, stamp, sha256))
         return
     if moves and item.uri not in known and (old_uri := moves.origin(item, seen)):
         moved = batch.run(lambda: move_document(batch, old_uri, item, digest))
@@ -163,9 +169,13 @@ def _ingest_one(
     report.updated += not added
 
 
-def _restamp(batch: WriteBatch, uri: str, stamp: str) -> None:
+def _restamp(batch: WriteBatch, uri: str, stamp: str, sha256: str | None) -> None:
+    """Bookkeeping only (versioning leaves both out of a source's state): no change is logged."""
     with batch.unit() as conn:
-        conn.execute("UPDATE sources SET metadata = json_set(metadata, '$.file_stamp', ?) WHERE uri = ?", (stamp, uri))
+        conn.execute(
+            "UPDATE sources SET metadata = json_set(metadata, '$.file_stamp', ?, '$.file_sha256', ?) WHERE uri = ?",
+            (stamp, sha256, uri),
+        )
 
 
 def remove_sources(store: Store, uris: Iterable[str]) -> int:
@@ -316,7 +326,12 @@ def ingest_images(
 
     version = images.extractor_version(engine)
     read = partial(images.read_image, engine=engine)
-    return _ingest_files(store, paths, "image", images.find_images, read, progress, version, allow_mass_delete, confine)
+    heic: list[Path] = []
+    find = partial(images.find_images, unsupported=heic)
+    report = _ingest_files(store, paths, "image", find, read, progress, version, allow_mass_delete, confine)
+    if heic:
+        report.notices.append(images.heic_notice(heic))
+    return report
 
 
 def _ingest_files(
@@ -341,9 +356,9 @@ def _ingest_files(
         prefix = f"{path}/" if path.is_dir() else str(path)
         known = known_fingerprints(store, prefix, kind)
         reader = confined(read, path) if confine else read
-        items = _read_changed(find(path), reader, known_file_stamps(store, prefix, kind), extractor)
+        items = _read_changed(find(path), reader, known_files(store, prefix, kind), extractor)
         before = report.read
-        seen = ingest_documents(store, items, known, report, progress)
+        seen = ingest_documents(store, items, known, report, progress, FileMoves(store, kind))
         if report.read == before and not known:
             report.notices.append(f"{path}: no {kind} files in it")
         if not path.is_dir():
@@ -393,33 +408,31 @@ def _remove_dropped_commits(
         report.removed += remove_sources(store, filtered + gone)
 
 
-def known_file_stamps(store: Store, uri_prefix: str, source_type: str) -> dict[str, str]:
-    """uri → "size:mtime_ns:extractor" of stored files of this kind whose uri starts with the prefix."""
-    rows = store.conn.execute(
-        "SELECT uri, json_extract(metadata, '$.file_stamp') FROM sources WHERE uri >= ? AND uri < ?"
-        " AND source_type = ?",
-        (uri_prefix, uri_prefix + "\U0010ffff", source_type),
-    )
-    return {uri: stamp for uri, stamp in rows if stamp}
-
-
 def _read_changed(
-    paths: Iterable[Path], read: Callable[[Path], Document], stamps: dict[str, str], extractor: str
+    paths: Iterable[Path], read: Callable[[Path], Document], stored: dict[str, StoredFile], extractor: str
 ) -> Iterable[Document | Failure | Unchanged]:
-    """Read only files whose stamp differs from the stored one; the stamp is taken before reading,
-    so a file written during the read is simply read again next time."""
+    """Read only files whose stamp differs from the stored one and whose bytes too (a touched file is
+    only restamped); the stamp and hash are taken before reading, so a file written during the read
+    is simply read again next time."""
     for path in paths:
         try:
             stat = path.stat()
         except OSError:
             stat = None
         stamp = f"{stat.st_size}:{stat.st_mtime_ns}:{extractor}" if stat else None
-        if stamp and stamps.get(str(path)) == stamp:
+        known = stored.get(str(path))
+        if stamp and known and known.stamp == stamp:
             yield Unchanged(str(path))
+            continue
+        sha256 = file_sha256(path) if stamp else None
+        if sha256 and known and known.sha256 == sha256 and known.stamp.endswith(f":{extractor}"):
+            yield Unchanged(str(path), file_stamp=stamp, file_sha256=sha256)
             continue
         for item in _read_each([path], read):
             if stamp and isinstance(item, Document):
                 item.metadata["file_stamp"] = stamp
+                if sha256:
+                    item.metadata["file_sha256"] = sha256
             yield item
 
 

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
+from crossmodalrag.connectors.pdf import capped_scale
 from crossmodalrag.errors import CMRAGError, MissingExtraError
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
@@ -79,6 +80,14 @@ def _in_folder(item: dict[str, Any], wanted: str) -> bool:
     return place == where or place.startswith(where.rstrip("/") + "/")
 
 
+def _relative_directory(folder: str, relative_to: Path | None) -> str | None:
+    """`papers` as the folder papers/ of `relative_to`, if there is one (`./papers` is a path anyway)."""
+    if relative_to is None or folder.startswith(("/", "~", ".")):
+        return None
+    directory = relative_to / folder
+    return str(directory.resolve()) if directory.is_dir() else None
+
+
 @dataclass
 class SourceList:
     total: int
@@ -108,9 +117,12 @@ def list_sources(
     limit: int = 50,
     offset: int = 0,
     names: tuple[str, str] = ("--since", "--until"),
+    relative_to: Path | None = None,
 ) -> SourceList:
     """Sources newest first, filtered by kind, folder (and below) and date (inclusive days). Raises BadFilter;
-    `names`: what its messages call the two dates (the CLI's flags, or the API's parameters)."""
+    `names`: what its messages call the two dates (the CLI's flags, or the API's parameters);
+    `relative_to`: the folder a bare relative path is taken from (the CLI's working directory; the API
+    has none of its caller's) when it names no vault folder or repository."""
     if kind is not None and kind not in SOURCE_KINDS:
         raise BadFilter(f"unknown kind {kind!r}", f"use one of {', '.join(SOURCE_KINDS)}")
     if not 1 <= limit <= MAX_LIST or offset < 0:
@@ -135,7 +147,10 @@ def list_sources(
         f"FROM sources s {where} ORDER BY s.timestamp IS NULL, s.timestamp DESC, s.id DESC"
     )
     if folder:  # the folder is derived from metadata in Python: filter every candidate, then page
-        listed = [item for item in _listed(store.conn.execute(query, params)) if _in_folder(item, folder)]
+        candidates = list(_listed(store.conn.execute(query, params)))
+        listed = [item for item in candidates if _in_folder(item, folder)]
+        if not listed and (directory := _relative_directory(folder, relative_to)):
+            listed = [item for item in candidates if _in_folder(item, directory)]
         total, page = len(listed), listed[offset : offset + limit]
     else:  # SQLite pages: at 10k sources this is what keeps the Sources view fast
         total = store.conn.execute(f"SELECT COUNT(*) FROM sources s {where}", params).fetchone()[0]
@@ -277,7 +292,7 @@ def pdf_page_png(store: Store, source_id: int, page: int, chunk_id: int | None =
         if not 1 <= page <= len(document):
             raise SourceNotFound(f"{path.name} has no page {page}", f"pages run 1..{len(document)}")
         pdf_page = document[page - 1]
-        scale = 1.5
+        scale = capped_scale(pdf_page, 1.5)  # a 200-inch page at 1.5 took 3.7 GB
         image = pdf_page.render(scale=scale).to_pil().convert("RGB")
         boxes = _text_boxes(pdf_page, highlight) if highlight else []
         height = pdf_page.get_height()

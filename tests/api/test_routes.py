@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from tests.api.helpers import cli_json, without_timing
@@ -304,3 +306,21 @@ def test_htmx_restoring_history_it_has_no_snapshot_of_gets_the_whole_page(client
         "/ui/sources?folder=projects", headers={"hx-request": "true", "hx-history-restore-request": "true"}
     )
     assert 'id="source-filter"' in restore.text and 'value="projects"' in restore.text  # Back: the whole page
+
+
+def test_a_huge_pdf_page_renders_within_the_pixel_cap(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("pypdfium2")
+    from PIL import Image
+
+    from crossmodalrag.connectors import pdf
+    from crossmodalrag.ingest import ingest_pdfs
+    from crossmodalrag.sources import pdf_page_png
+    from crossmodalrag.store import open_store
+
+    Image.new("RGB", (100, 100), "white").save(tmp_path / "poster.pdf", resolution=1)  # 7200 points a side
+    monkeypatch.setattr(pdf, "MAX_RENDER_PIXELS", 1_000_000)
+    with open_store(tmp_path / "m.db") as store:
+        ingest_pdfs(store, [tmp_path / "poster.pdf"])
+        (source_id,) = store.conn.execute("SELECT id FROM sources").fetchone()
+        png = Image.open(io.BytesIO(pdf_page_png(store, source_id, 1)))
+    assert png.width * png.height <= 1_000_000 and png.width == pytest.approx(1000, abs=2)

@@ -352,7 +352,14 @@ def test_sources_by_folder_take_a_vault_folder_a_repository_or_a_path_on_disk(ca
     git(repo, "commit", "-qm", "first")
     assert main(["ingest-notes", str(vault)]) == 0 and main(["ingest-git", str(repo)]) == 0
     monkeypatch.chdir(tmp_path)
-    for folder, expected in (("projects", 1), (str(vault / "projects"), 1), ("./vault", 2), (str(repo), 1)):
+    # "vault" names no vault folder or repository: the folder vault/ here
+    for folder, expected in (
+        ("projects", 1),
+        (str(vault / "projects"), 1),
+        ("./vault", 2),
+        ("vault", 2),
+        (str(repo), 1),
+    ):
         capsys.readouterr()
         assert main(["sources", "--folder", folder, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["total"] == expected, folder

@@ -204,3 +204,68 @@ def test_a_missing_tesseract_program_names_the_apt_package(monkeypatch):
     with pytest.raises(MissingExtraError) as info:
         images.extractor_version("tesseract")
     assert "apt-get install tesseract-ocr" in info.value.hint
+
+
+def test_a_line_crossing_both_edges_of_a_tile_overlap_is_read_whole(tmp_path):
+    from PIL import Image, ImageDraw, ImageFont
+
+    # 3800 px wide: tiles at x=0 and x=1800; the line runs from 1100 to past 2000, whole in neither
+    image = Image.new("RGB", (3800, 200), "white")
+    line = "Meeting notes: Priya approved the aardvark migration budget for the Lisbon office on Tuesday"
+    ImageDraw.Draw(image).text((1100, 80), line, fill="black", font=ImageFont.load_default(size=32))
+    image.save(tmp_path / "screen.png")
+    assert read_image(tmp_path / "screen.png").text == line
+
+
+def _photo(path, original=None, offset=None, saved=None):
+    from PIL import Image
+
+    exif = Image.Exif()
+    if saved:
+        exif[0x0132] = saved
+    if original:
+        exif.get_ifd(0x8769)[0x9003] = original
+    if offset:
+        exif.get_ifd(0x8769)[0x9011] = offset
+    Image.open(write_text_image(path.with_suffix(".png"), ["Whiteboard"], size=(300, 100))).save(path, exif=exif)
+    return path
+
+
+def test_a_photo_is_dated_by_when_it_was_taken_not_its_file_time(tmp_path, monkeypatch):
+    import time
+    from datetime import datetime
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        taken = _photo(tmp_path / "taken.jpg", original="2021:06:05 14:30:00", saved="2024:01:01 00:00:00")
+        # 14:30 in New York in June (EDT) is 18:30 UTC: no offset stored, the machine's zone applies
+        assert read_image(taken).timestamp == datetime.fromisoformat("2021-06-05T18:30:00+00:00").timestamp()
+        zoned = _photo(tmp_path / "zoned.jpg", original="2021:06:05 14:30:00", offset="+02:00")
+        assert read_image(zoned).timestamp == datetime.fromisoformat("2021-06-05T12:30:00+00:00").timestamp()
+        saved = _photo(tmp_path / "saved.jpg", saved="2020:02:03 04:05:06")
+        assert read_image(saved).timestamp == datetime.fromisoformat("2020-02-03T09:05:06+00:00").timestamp()
+        blank = _photo(tmp_path / "blank.jpg", original="0000:00:00 00:00:00")
+        assert read_image(blank).timestamp == blank.stat().st_mtime
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_heic_given_is_an_error_with_a_hint_and_in_a_folder_a_notice(store, tmp_path, monkeypatch):
+    from crossmodalrag.connectors import images
+
+    monkeypatch.setattr(images, "heic_readable", lambda: False)  # as without pillow-heif
+    photo = tmp_path / "photos" / "IMG_0001.HEIC"
+    write_text_image(tmp_path / "photos" / "board.png", ["Ship it"], size=(300, 100))
+    photo.write_bytes(b"\x00\x00\x00\x18ftypheic")
+    (tmp_path / "photos" / "IMG_0002.heif").write_bytes(b"\x00\x00\x00\x18ftypheic")
+    with pytest.raises(ConnectorError, match="HEIC is not supported") as error:
+        read_image(photo)
+    assert error.value.hint == "convert it to JPEG or PNG"
+    report = ingest_images(store, [photo.parent])
+    assert report.added == 1 and not report.failures
+    assert report.notices == [
+        f"2 HEIC photos (e.g. {photo}) are not read: HEIC is not supported (hint: convert to JPEG or PNG)"
+    ]
+    assert "HEIC is not supported" in ingest_images(store, [photo]).failures[0]

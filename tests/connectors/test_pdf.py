@@ -136,10 +136,61 @@ def test_unchanged_files_are_not_read_again(tmp_path, store, monkeypatch):
 
     os.utime(first, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns + 10**9))  # touched, same bytes
     report = ingest_pdfs(store, [folder])
-    assert report.unchanged == 2 and reads == ["a.pdf"]
+    assert report.unchanged == 2 and reads == []  # its bytes hash as stored: not read again
+    stamp = f"{first.stat().st_size}:{first.stat().st_mtime_ns}:"
+    assert (
+        store.conn.execute("SELECT json_extract(metadata, '$.file_stamp') FROM sources WHERE uri = ?", (str(first),))
+        .fetchone()[0]
+        .startswith(stamp)
+    )
+
+    # a source stored before hashes were kept is read once more when touched, and gets its hash
+    store.conn.execute("UPDATE sources SET metadata = json_remove(metadata, '$.file_sha256')")
+    store.conn.commit()
+    os.utime(first, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns + 10**9))
+    assert ingest_pdfs(store, [folder]).unchanged == 2 and reads == ["a.pdf"]
     reads.clear()
-    assert ingest_pdfs(store, [folder]).unchanged == 2 and reads == []  # the new stamp was remembered
+    os.utime(first, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns + 10**9))
+    assert ingest_pdfs(store, [folder]).unchanged == 2 and reads == []
 
     write_pdf(first, ["Alpha page, rewritten with more words."])
     report = ingest_pdfs(store, [folder])
     assert report.updated == 1 and reads == ["a.pdf"]
+
+
+def test_a_moved_or_renamed_pdf_keeps_its_source_id(tmp_path, store):
+    papers, archive = tmp_path / "papers", tmp_path / "archive"
+    first = write_pdf(papers / "draft.pdf", ["The aardvark migration budget."])
+    ingest_pdfs(store, [papers])
+    (source_id,) = store.conn.execute("SELECT id FROM sources").fetchone()
+
+    renamed = first.rename(papers / "final.pdf")
+    report = ingest_pdfs(store, [papers])
+    assert (report.moved, report.added, report.removed) == (1, 0, 0)
+    assert [tuple(row) for row in store.conn.execute("SELECT id, uri FROM sources")] == [(source_id, str(renamed))]
+
+    archive.mkdir()
+    moved = renamed.rename(archive / "final.pdf")  # to a folder ingested on its own
+    report = ingest_pdfs(store, [archive])
+    assert report.moved == 1 and report.notices == []  # not "no pdf files in it"
+    assert [tuple(row) for row in store.conn.execute("SELECT id, uri FROM sources")] == [(source_id, str(moved))]
+    assert ingest_pdfs(store, [papers]).removed == 0
+
+    copy = papers / "copy.pdf"
+    copy.write_bytes(moved.read_bytes())  # a copy is another source: the original is still there
+    report = ingest_pdfs(store, [papers])
+    assert (report.added, report.moved) == (1, 0)
+
+
+def test_a_pdf_that_is_empty_or_really_an_image_says_so(tmp_path):
+    from PIL import Image
+
+    (tmp_path / "empty.pdf").write_bytes(b"")
+    with pytest.raises(ConnectorError, match="cannot open as a PDF") as error:
+        read_pdf(tmp_path / "empty.pdf")
+    assert error.value.hint == "the file is empty"
+    for kind in ("PNG", "JPEG"):
+        Image.new("RGB", (20, 20), "white").save(tmp_path / f"{kind}.pdf", format=kind)
+        with pytest.raises(ConnectorError) as error:
+            read_pdf(tmp_path / f"{kind}.pdf")
+        assert error.value.hint == f"it is a {kind} image: use `mem ingest-images`"

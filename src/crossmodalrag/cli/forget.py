@@ -96,10 +96,17 @@ def _render(args: argparse.Namespace, report) -> None:
         )
     repositories = {s.uri.rsplit("@", 1)[0] for s in report.sources if s.source_type == "commit"}
     files = [path for path in report.still_on_disk if path not in repositories]
-    if files:
+    read_whole = {s.uri for s in report.sources if s.source_type in ("pdf", "image")}
+    texts = [path for path in files if path not in read_whole]
+    if texts:
         note(
-            f"note: still on disk, so the next ingest or sync reads it again: {_shown(files)}; delete or --exclude it, "
+            f"note: still on disk, so the next ingest or sync reads it again: {_shown(texts)}; delete or --exclude it, "
             "or wrap what must never be stored in <private>…</private>\n"
+        )
+    if len(texts) < len(files):  # ingest-pdf and ingest-images take no --exclude, and a PDF holds no <private>
+        note(
+            "note: still on disk, so the next ingest or sync of its folder reads it again: "
+            f"{_shown([path for path in files if path in read_whole])}; delete it or move it out of that folder\n"
         )
     if len(files) < len(report.still_on_disk):  # a commit: neither deleting a file nor <private> takes it out
         note(

@@ -193,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sources", parents=[common, as_json], help="list sources by kind, folder and date")
     p.add_argument("--kind", choices=SOURCE_KINDS, help="only this kind of source")
     p.add_argument(
-        "--folder", help="only sources in this folder or below: a vault folder, a repository name, or a path on disk"
+        "--folder",
+        help="only sources in this folder or below: a vault folder, a repository name, or a path on disk"
+        " (a relative one from here when it names no vault folder or repository)",
     )
     p.add_argument("--since", metavar="DATE", help="only sources dated on or after DATE (YYYY-MM-DD)")
     p.add_argument("--until", metavar="DATE", help="only sources dated on or before DATE (YYYY-MM-DD)")

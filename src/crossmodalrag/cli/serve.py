@@ -30,7 +30,9 @@ def notice(message: str) -> None:
 
 def sources(args: argparse.Namespace) -> int:
     with open_configured_reader(_settings(args)) as store:
-        listing = list_sources(store, args.kind, args.folder, args.since, args.until, args.limit, args.offset).to_dict()
+        listing = list_sources(
+            store, args.kind, args.folder, args.since, args.until, args.limit, args.offset, relative_to=Path.cwd()
+        ).to_dict()
     if args.json:
         print_json(listing)
         return 0

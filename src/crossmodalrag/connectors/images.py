@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 import warnings
+from datetime import datetime
 from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Iterator
 
 from crossmodalrag.connectors.files import find_files
 from crossmodalrag.connectors.svg import read_svg
+from crossmodalrag.connectors.tiles import TILE, Line, tiled_lines
 from crossmodalrag.errors import ConnectorError, MissingExtraError
 from crossmodalrag.types import Document
 
@@ -23,9 +25,37 @@ INSTALL_HINT = 'pip install -e ".[ocr]"'
 _ENGINE = None
 
 
-def find_images(path: Path) -> Iterator[Path]:
-    """The image itself, or every image under a folder (other files ignored)."""
-    return find_files(path, IMAGE_SUFFIXES)
+HEIC_SUFFIXES = (".heic", ".heif")  # an iPhone's photos: Pillow reads them only with pillow-heif
+
+
+def find_images(path: Path, unsupported: list[Path] | None = None) -> Iterator[Path]:
+    """The image itself, or every image under a folder (other files ignored; HEIC photos, unless
+    pillow-heif is installed, appended to `unsupported`, so the ingest can say it left them)."""
+    if path.is_file() or heic_readable():
+        yield from find_files(path, IMAGE_SUFFIXES + HEIC_SUFFIXES)
+        return
+    for found in find_files(path, IMAGE_SUFFIXES + HEIC_SUFFIXES):
+        if found.suffix.lower() in HEIC_SUFFIXES:
+            if unsupported is not None:
+                unsupported.append(found)
+        else:
+            yield found
+
+
+def heic_readable() -> bool:
+    """Whether Pillow reads HEIC here: pillow-heif, if it happens to be installed, teaches it."""
+    try:
+        from pillow_heif import register_heif_opener
+    except ImportError:
+        return False
+    register_heif_opener()
+    return True
+
+
+def heic_notice(unsupported: list[Path]) -> str:
+    example = unsupported[0]
+    what = f"{example} is" if len(unsupported) == 1 else f"{len(unsupported)} HEIC photos (e.g. {example}) are"
+    return f"{what} not read: HEIC is not supported (hint: convert to JPEG or PNG)"
 
 
 ENGINES = ("rapidocr", "tesseract")
@@ -72,16 +102,9 @@ def _rapidocr():
     return _ENGINE
 
 
-Line = tuple[str, float, tuple[float, float, float, float]]  # text, confidence, (top, left, height, right)
-# rapidocr shrinks a larger image whole to this side, and its small text past reading (a 5K screenshot's
-# menus, a poster's captions): such an image is read in tiles of this size instead, at its own scale.
-TILE = 2000
-OVERLAP = 200  # a line cut by one tile's edge is whole in the next (lines are rarely wider than a tile)
-
-
 def _rapidocr_lines(source) -> list[Line]:
     if not isinstance(source, Path) and max(source.shape[:2]) > TILE:
-        return _tiled_lines(source)
+        return tiled_lines(source, _rapidocr_lines)
     output = _rapidocr()(str(source) if isinstance(source, Path) else source)
     if output is None or not getattr(output, "txts", None):
         return []
@@ -90,34 +113,6 @@ def _rapidocr_lines(source) -> list[Line]:
         ys, xs = [point[1] for point in box], [point[0] for point in box]
         lines.append((str(text), float(score), (min(ys), min(xs), max(ys) - min(ys), max(xs))))
     return lines
-
-
-def _tiled_lines(pixels) -> list[Line]:
-    """The lines of each overlapping tile, placed in the whole image; a line two tiles both saw (in
-    their overlap, or cut by one tile's edge) is kept once, as its longer reading."""
-    found: list[Line] = []
-    height, width = pixels.shape[:2]
-    for top in _starts(height):
-        for left in _starts(width):
-            for text, score, (y, x, tall, right) in _rapidocr_lines(pixels[top : top + TILE, left : left + TILE]):
-                line = (text, score, (y + top, x + left, tall, right + left))
-                twin = next((i for i, other in enumerate(found) if _same_place(line, other)), None)
-                if twin is None:
-                    found.append(line)
-                elif len(text) > len(found[twin][0]):
-                    found[twin] = line
-    return found
-
-
-def _starts(size: int) -> list[int]:
-    starts = list(range(0, max(size - TILE, 0) + 1, TILE - OVERLAP))
-    return starts if starts[-1] + TILE >= size else [*starts, size - TILE]
-
-
-def _same_place(line: Line, other: Line) -> bool:
-    """Do two lines sit on the same row with overlapping spans?"""
-    (top, left, tall, right), (top2, left2, tall2, right2) = line[2], other[2]
-    return abs(top - top2) < max(tall, tall2) / 2 and left < right2 and left2 < right
 
 
 def image_pixels(path: Path):
@@ -136,6 +131,33 @@ def image_pixels(path: Path):
         if image.mode in ("RGBA", "LA", "PA", "P") or "transparency" in image.info:
             image = Image.alpha_composite(Image.new("RGBA", image.size, "white"), image.convert("RGBA"))
         return np.asarray(image.convert("RGB"))
+
+
+EXIF_IFD, DATE_TIME, DATE_TIME_ORIGINAL, OFFSET_TIME_ORIGINAL = 0x8769, 0x0132, 0x9003, 0x9011
+
+
+def taken_at(path: Path) -> float | None:
+    """When a photo was taken, from its EXIF DateTimeOriginal (else DateTime, when it was last
+    saved): a camera writes the local time without a zone, so it is read as this machine's local
+    time unless OffsetTimeOriginal gives the offset. None without a usable date."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            exif = image.getexif()
+            original = exif.get_ifd(EXIF_IFD)
+    except Exception:  # noqa: BLE001 - a broken EXIF block only loses the date
+        return None
+    when, offset = original.get(DATE_TIME_ORIGINAL), original.get(OFFSET_TIME_ORIGINAL)
+    if not when:
+        when, offset = exif.get(DATE_TIME), None
+    try:
+        moment = datetime.strptime(str(when).strip("\x00 "), "%Y:%m:%d %H:%M:%S")
+        if offset:
+            moment = moment.replace(tzinfo=datetime.strptime(str(offset).strip("\x00 "), "%z").tzinfo)
+        return moment.timestamp()  # naive: local time
+    except (ValueError, OverflowError, OSError):  # absent, "0000:00:00 00:00:00", a bad offset
+        return None
 
 
 def _tesseract_lines(source) -> list[Line]:
@@ -177,6 +199,8 @@ def read_image(path: Path, engine: str = "rapidocr") -> Document:
     version = extractor_version(engine)
     if path.suffix.lower() == ".svg":
         return read_svg(path, version)
+    if path.suffix.lower() in HEIC_SUFFIXES and not heic_readable():
+        raise ConnectorError(f"{path}: HEIC is not supported", "convert it to JPEG or PNG")
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -205,7 +229,7 @@ def read_image(path: Path, engine: str = "rapidocr") -> Document:
         text="\n".join(text for text, _, _ in lines),
         format="ocr",
         modality="image",
-        timestamp=path.stat().st_mtime,
+        timestamp=taken_at(path) or path.stat().st_mtime,
         locator=path.name,
         extractor=version,
         metadata={"path": str(path), "ocr_engine": version, "ocr_confidence": confidence, "lines": len(lines)},

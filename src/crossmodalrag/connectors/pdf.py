@@ -24,6 +24,34 @@ RENDER_SCALE = 2  # a scanned page is read by OCR at 144 dpi
 MAX_RENDER_PIXELS = 40_000_000  # ... or less for a huge page: a 200-inch one at 144 dpi took 2.5 GB
 
 
+def capped_scale(page, scale: float) -> float:
+    """`scale`, or less if the page rendered at it would pass MAX_RENDER_PIXELS."""
+    width, height = page.get_size()  # points: a page may be up to 200 inches a side
+    return min(scale, math.sqrt(MAX_RENDER_PIXELS / max(1.0, width * height)))
+
+
+IMAGE_SIGNATURES = {
+    b"\x89PNG\r\n\x1a\n": "PNG",
+    b"\xff\xd8\xff": "JPEG",
+    b"GIF8": "GIF",
+    b"II*\x00": "TIFF",
+    b"MM\x00*": "TIFF",
+}
+
+
+def _what_it_is(path: Path) -> str | None:
+    """What a file named .pdf that is no PDF really is, when that says what to do with it."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(8)
+    except OSError:
+        return None
+    if not head:
+        return "the file is empty"
+    kind = next((name for magic, name in IMAGE_SIGNATURES.items() if head.startswith(magic)), None)
+    return f"it is a {kind} image: use `mem ingest-images`" if kind else None
+
+
 def find_pdfs(path: Path) -> Iterator[Path]:
     """The PDF itself, or every PDF under a folder."""
     return find_files(path, (".pdf",))
@@ -56,7 +84,7 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
         document = pypdfium2.PdfDocument(str(path))
     except pypdfium2.PdfiumError as exc:
         hint = "remove the password and try again" if "password" in str(exc).lower() else "check the file"
-        raise ConnectorError(f"{path}: cannot open as a PDF ({exc})", hint) from exc
+        raise ConnectorError(f"{path}: cannot open as a PDF ({exc})", _what_it_is(path) or hint) from exc
     try:
         pages = [_page_text(document, index) for index in range(len(document))]
         ocr_pages = _read_scanned_pages(document, pages, ocr_engine)
@@ -105,9 +133,7 @@ def _read_scanned_pages(document, pages: list[str], engine: str) -> dict[str, fl
     for index in empty:
         page = document[index]
         try:
-            width, height = page.get_size()  # points: a page may be up to 200 inches a side
-            scale = min(RENDER_SCALE, math.sqrt(MAX_RENDER_PIXELS / max(1.0, width * height)))
-            pixels = np.asarray(page.render(scale=scale).to_pil().convert("RGB"))
+            pixels = np.asarray(page.render(scale=capped_scale(page, RENDER_SCALE)).to_pil().convert("RGB"))
         finally:
             page.close()
         lines = images.recognize(pixels, engine)

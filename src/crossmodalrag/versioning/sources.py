@@ -1,7 +1,7 @@
 """Sources as a versioned kind: a source's state is its row and its chunks, keyed by uri.
 
 The state leaves out what is bookkeeping, not content: ids (a rewrite renumbers chunks), `ingested_at`
-and the file stamp (a touched but unchanged file). Vectors are derived: a restored source is embedded
+and the file stamp and hash (a touched but unchanged file). Vectors are derived: a restored source is embedded
 again by the next `mem reindex-embeddings` or ingest.
 """
 
@@ -19,7 +19,7 @@ from crossmodalrag.versioning.log import Kind, State, canonical, changing, own_r
 
 SOURCE_COLUMNS = "id, uri, source_type, title, timestamp, metadata, fingerprint"
 CHUNK_COLUMNS = "text, locator, char_start, char_end, metadata, modality, byte_start, byte_end"
-BOOKKEEPING = ("file_stamp",)
+BOOKKEEPING = ("file_stamp", "file_sha256")
 
 
 def source_state(

@@ -1,0 +1,126 @@
+"""A large image read in overlapping tiles, and the lines the tiles' edges cut put back together.
+
+rapidocr shrinks a larger image whole to about TILE pixels a side, and its small text past reading
+(a 5K screenshot's menus, a poster's captions): such an image is read in tiles of this size instead,
+at its own scale. A line crossing a tile's edge comes out of each tile as a fragment; a line crossing
+both edges of the overlap is whole in no tile, so the fragments of one row are joined by their boxes.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+Line = tuple[str, float, tuple[float, float, float, float]]  # text, confidence, (top, left, height, right)
+Word = tuple[str, float, float]  # text, left, right (estimated from the line's box)
+TILE = 2000
+OVERLAP = 200  # the same words seen by both neighbours: where their fragments are lined up
+
+
+def tiled_lines(pixels, read_tile: Callable[[object], list[Line]]) -> list[Line]:
+    """The lines of a pixel array read tile by tile, each line whole and once."""
+    fragments: list[Line] = []
+    height, width = pixels.shape[:2]
+    for top in tile_starts(height):
+        for left in tile_starts(width):
+            for text, score, (y, x, tall, right) in read_tile(pixels[top : top + TILE, left : left + TILE]):
+                fragments.append((text, score, (y + top, x + left, tall, right + left)))
+    return joined_fragments(fragments)
+
+
+def tile_starts(size: int) -> list[int]:
+    starts = list(range(0, max(size - TILE, 0) + 1, TILE - OVERLAP))
+    return starts if starts[-1] + TILE >= size else [*starts, size - TILE]
+
+
+def joined_fragments(fragments: list[Line]) -> list[Line]:
+    """Each row's fragments grown into whole lines from the leftmost; a fragment inside a line's span
+    (another tile's reading of the same words) is dropped."""
+    remaining = sorted(fragments, key=lambda line: (line[2][1], -line[1]))  # leftmost, then surest
+    lines = []
+    while remaining:
+        line = _grown(remaining.pop(0), remaining)
+        lines.append(line)
+        remaining = [other for other in remaining if not (_same_row(line, other) and _inside(other, line))]
+    return lines
+
+
+def _grown(line: Line, others: list[Line]) -> Line:
+    """The line extended rightwards, one fragment at a time, by the fragments of its row that start
+    within (or just past) its end and reach further; the one whose words line up with it is trusted
+    first, then the surest reading."""
+    while True:
+        tall, end = line[2][2], line[2][3]
+        further = [
+            other
+            for other in others
+            if _same_row(line, other) and other[2][1] <= end + tall and other[2][3] > end + tall / 2
+        ]
+        if not further:
+            return line
+        joins = [(*_joined(line, other), other[1]) for other in further]
+        line = max(joins, key=lambda join: (join[1], join[2]))[0]
+
+
+def _same_row(line: Line, other: Line) -> bool:
+    (top, _, tall, _), (top2, _, tall2, _) = line[2], other[2]
+    return abs(top - top2) < max(tall, tall2) / 2
+
+
+def _inside(line: Line, other: Line) -> bool:
+    """Does the line's span lie within the other's (give or take a line height)?"""
+    (_, left, tall, right), (_, left2, _, right2) = line[2], other[2]
+    return left >= left2 - tall and right <= right2 + tall
+
+
+def _joined(left: Line, right: Line) -> tuple[Line, bool]:
+    """Two fragments of one row as one line, and whether a word both read in their overlap lined
+    them up (else the overlap is split at its middle, each side's words kept on its own half)."""
+    words, lined_up = _aligned_words(_placed_words(left), _placed_words(right), max(left[2][2], right[2][2]))
+    if not lined_up:
+        words = _split_at_middle(_placed_words(left), _placed_words(right), (right[2][1] + left[2][3]) / 2)
+    text = " ".join(word for word, _, _ in words)
+    (top, start, tall, end), (top2, _, tall2, end2) = left[2], right[2]
+    score = (left[1] * len(left[0]) + right[1] * len(right[0])) / max(len(left[0]) + len(right[0]), 1)
+    bottom = max(top + tall, top2 + tall2)
+    return (text, score, (min(top, top2), start, bottom - min(top, top2), max(end, end2))), lined_up
+
+
+def _placed_words(line: Line) -> list[Word]:
+    """The line's words with their spans, the box's width shared out evenly among its characters."""
+    text, _, (_, left, _, right) = line
+    step = (right - left) / max(len(text), 1)
+    words, position = [], 0
+    for word in text.split(" "):
+        if word:
+            words.append((word, left + position * step, left + (position + len(word)) * step))
+        position += len(word) + 1
+    return words
+
+
+def _aligned_words(left: list[Word], right: list[Word], tolerance: float) -> tuple[list[Word], bool]:
+    """The left fragment's words up to the longest run both fragments read at the same place, then
+    the right fragment's from it (the edge-cut word before or after the run is dropped)."""
+    best = (0, 0, 0)
+    for i, (word, start, _) in enumerate(left):
+        for j, (word2, start2, _) in enumerate(right):
+            if word == word2 and abs(start - start2) < tolerance:
+                run = 0
+                while i + run < len(left) and j + run < len(right) and left[i + run][0] == right[j + run][0]:
+                    run += 1
+                best = max(best, (run, i, j))
+    run, i, j = best
+    return (left[:i] + right[j:], True) if run else ([], False)
+
+
+def _split_at_middle(left: list[Word], right: list[Word], middle: float) -> list[Word]:
+    kept, rest = [w for w in left if (w[1] + w[2]) / 2 < middle], [w for w in right if (w[1] + w[2]) / 2 >= middle]
+    if kept and rest and _one_word_twice(kept[-1], rest[0]):
+        # the two halves' readings of a word straddling the middle, one of them cut by a tile's edge
+        longer = max(kept[-1], rest[0], key=lambda word: len(word[0]))
+        return [*kept[:-1], longer, *rest[1:]]
+    return kept + rest
+
+
+def _one_word_twice(word: Word, word2: Word) -> bool:
+    overlapping = word[1] < word2[2] and word2[1] < word[2]
+    return overlapping and (word2[0].startswith(word[0]) or word[0].endswith(word2[0]))

@@ -1,0 +1,68 @@
+"""Files read whole (PDFs, images) known by their bytes as well as their stamp.
+
+A stored file's metadata keeps `file_stamp` (size, mtime, extractor: compared without reading the
+file) and `file_sha256` (its bytes). A stamp that differs only because the file was touched or
+copied over with the same bytes is caught by the hash, so a 10-page scan is not OCR'd again to find
+it unchanged; and a new path whose bytes are those of a stored file gone from disk is that file,
+moved, so it keeps its source id (mem://source/<id> citations stay valid), as a moved note does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from crossmodalrag.store import Store
+from crossmodalrag.types import Document
+
+
+class StoredFile(NamedTuple):
+    stamp: str
+    sha256: str | None  # None for a source stored before hashes were kept: it gets one when next read
+
+
+def file_sha256(path: Path) -> str | None:
+    """The hash of the file's bytes, read in blocks (a scanned PDF may be hundreds of MB); None when
+    it cannot be read (the reader then says why)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as file:
+            while block := file.read(1 << 20):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def known_files(store: Store, uri_prefix: str, source_type: str) -> dict[str, StoredFile]:
+    """uri → stamp and hash of stored files of this kind whose uri starts with the prefix."""
+    rows = store.conn.execute(
+        "SELECT uri, json_extract(metadata, '$.file_stamp'), json_extract(metadata, '$.file_sha256') FROM sources"
+        " WHERE uri >= ? AND uri < ? AND source_type = ?",
+        (uri_prefix, uri_prefix + "\U0010ffff", source_type),
+    )
+    return {uri: StoredFile(stamp, sha256) for uri, stamp, sha256 in rows if stamp}
+
+
+class FileMoves:
+    """Stored files of one kind that may have been renamed or moved (anywhere: a PDF moved from
+    ~/Downloads to ~/papers is the same paper); the same `origin` as vaults.Moves."""
+
+    def __init__(self, store: Store, source_type: str) -> None:
+        self.store, self.source_type = store, source_type
+
+    def origin(self, doc: Document, seen: set[str]) -> str | None:
+        """The uri of the stored file with `doc`'s bytes that is gone from disk, or None; one of the
+        same file name first."""
+        sha256 = doc.metadata.get("file_sha256")
+        if not sha256:
+            return None
+        rows = self.store.conn.execute(
+            "SELECT uri FROM sources WHERE source_type = ? AND json_extract(metadata, '$.file_sha256') = ?",
+            (self.source_type, sha256),
+        ).fetchall()
+        candidates = [uri for (uri,) in rows if uri != doc.uri and uri not in seen and not os.path.lexists(uri)]
+        candidates.sort(key=lambda uri: Path(uri).name != Path(doc.uri).name)
+        return candidates[0] if candidates else None
