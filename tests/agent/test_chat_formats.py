@@ -115,6 +115,21 @@ def test_a_line_that_is_not_utf8_is_read_with_its_bytes_replaced_and_said_so(tmp
     assert chat.problems == [f"{path}:1: not UTF-8, read with its undecodable bytes replaced"]
 
 
+def test_a_session_whose_first_record_is_longer_than_the_sniffed_head_is_still_claude_code(tmp_path):
+    # A pasted log in the first prompt: the first 64 KB end inside the first line, which must still parse.
+    log = 'ERROR timeout connecting to db-7 "chat_messages" ' * 3000
+    path = write_jsonl(
+        tmp_path / "big.jsonl",
+        [
+            claude_record("u1", None, "user", f"here is the log: {log} the root cause is the expired cert"),
+            claude_record("a1", "u1", "assistant", [{"type": "text", "text": "Renew the certificate."}]),
+        ],
+    )
+    assert path.stat().st_size > 64 * 1024 and detect_format(path) == "claude-code"
+    _, (session,) = sessions(path)
+    assert [t.speaker for t in session.turns] == ["user", "assistant"]
+
+
 def test_a_chatgpt_export_cut_before_its_first_current_node_is_still_chatgpt(tmp_path):
     path = tmp_path / "conversations.json"
     path.write_text('[{"title": "Cache", "create_time": 1700000000.0, "mapping": {"m1": {"id": "m1", "mess')

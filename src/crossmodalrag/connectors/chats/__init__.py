@@ -12,10 +12,10 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from crossmodalrag.chunking.turns import TURNS_VERSION
-from crossmodalrag.connectors.chats.jsonio import clip
+from crossmodalrag.connectors.chats.jsonio import MAX_LINE, clip
 from crossmodalrag.connectors.chats.secrets import mask_secrets
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.privacy import strip_private
@@ -111,10 +111,11 @@ def open_chat(path: Path) -> ChatRead:
 
 
 def detect_format(path: Path) -> str | None:
-    """Which format a file is in, from its first 64 KB. Raises ConnectorError if it cannot be read."""
+    """Which format a file is in, from its first 64 KB, or its whole first line when that is longer
+    (a session opening with a pasted log). Raises ConnectorError if it cannot be read."""
     try:
         with path.open("rb") as handle:
-            head = handle.read(SNIFF_BYTES).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+            head = _head(handle).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
     except OSError as error:
         raise ConnectorError(f"{path}: cannot be read ({error.strerror})", "check the path and permissions") from error
     if head.startswith(("[", "{")) and not _first_line_is_record(head):
@@ -135,6 +136,18 @@ def detect_format(path: Path) -> str | None:
         if isinstance(record, dict) and ("sessionId" in record or record.get("type") in CLAUDE_CODE_TYPES):
             return "claude-code"
     return None
+
+
+def _head(handle: BinaryIO) -> bytes:
+    """The first SNIFF_BYTES, completed to the end of the first line when they cut a JSON object line
+    short: a cut record does not parse, and its file would read as no chat at all. Bounded by the
+    JSONL reader's own limit (a longer line is skipped there anyway); an array export is not
+    completed, its first line may be the whole file."""
+    raw = handle.read(SNIFF_BYTES)
+    start = raw.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if len(raw) == SNIFF_BYTES and start.startswith(b"{") and b"\n" not in start:
+        raw += handle.readline(max(MAX_LINE - len(raw), 0))
+    return raw
 
 
 CODEX_TYPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
