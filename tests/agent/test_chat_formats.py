@@ -176,6 +176,46 @@ def test_claude_ai_keeps_text_without_thinking():
     assert "saliva" in session.turns[0].text and "The user is asking" not in session.turns[1].text
 
 
+ROOT = "00000000-0000-4000-8000-000000000000"  # Claude.ai's parent of a conversation's first message
+
+
+def claude_ai_message(uuid, parent, sender, text, when):
+    return {
+        "uuid": uuid,
+        "parent_message_uuid": parent,
+        "sender": sender,
+        "text": text,
+        "content": [{"type": "text", "text": text}],
+        "created_at": when,
+    }
+
+
+def test_claude_ai_reads_the_branch_ending_at_the_latest_message(tmp_path):
+    # The first request was edited: both branches are listed, only the second was kept by the user.
+    messages = [
+        claude_ai_message("h1", ROOT, "human", "Book the flight to Lisbon", "2026-04-01T10:00:00Z"),
+        claude_ai_message("a1", "h1", "assistant", "Booked Lisbon", "2026-04-01T10:00:05Z"),
+        claude_ai_message("h1b", ROOT, "human", "Book the flight to Porto instead", "2026-04-01T10:05:00Z"),
+        claude_ai_message("a1b", "h1b", "assistant", "Booked Porto", "2026-04-01T10:05:05Z"),
+    ]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([{"uuid": "c1", "name": "Flight", "chat_messages": messages}]))
+    _, (session,) = sessions(path)
+    assert [t.turn_id for t in session.turns] == ["h1b", "a1b"]
+    # The export names its current leaf: that branch wins over a later-written one.
+    path.write_text(
+        json.dumps([{"uuid": "c1", "name": "Flight", "current_leaf_message_uuid": "a1", "chat_messages": messages}])
+    )
+    _, (session,) = sessions(path)
+    assert [t.turn_id for t in session.turns] == ["h1", "a1"]
+    # Older exports have no parent links: every message, in the file's order.
+    for message in messages:
+        del message["parent_message_uuid"]
+    path.write_text(json.dumps([{"uuid": "c1", "name": "Flight", "chat_messages": messages}]))
+    _, (session,) = sessions(path)
+    assert [t.turn_id for t in session.turns] == ["h1", "a1", "h1b", "a1b"]
+
+
 def test_a_truncated_export_keeps_its_complete_conversations(tmp_path):
     conversation = {
         "uuid": "c1",
