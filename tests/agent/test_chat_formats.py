@@ -7,6 +7,7 @@ import json
 import pytest
 
 from crossmodalrag.connectors.chats import detect_format, open_chat
+from crossmodalrag.connectors.chats.jsonio import parse_time
 from crossmodalrag.connectors.chats.secrets import MASK, mask_secrets
 from crossmodalrag.errors import ConnectorError
 from tests.agent.chats import LOCOMO, SAMPLES, claude_record, needs_samples, write_jsonl
@@ -83,6 +84,40 @@ def test_claude_code_follows_the_tree_and_drops_an_edited_away_branch(tmp_path):
     assert "7000" not in text  # the edited-away branch
     assert "[tool Bash] command=ls" in text and "[result] a b" in text and "[error] boom" in text  # parallel calls
     assert session.turns[0].turn_id == "u1" and session.title == "What port does the cache use?"
+
+
+EARLIER, LATER = "2026-02-10T20:00:00Z", "2026-02-10T22:00:00Z"
+
+
+def test_a_prompt_after_an_interruption_is_cited_by_its_own_record_and_command_output_is_a_result(tmp_path):
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            claude_record("u1", None, "user", "start the server"),
+            claude_record("a1", "u1", "assistant", [{"type": "text", "text": "Starting."}]),
+            claude_record(
+                "x1", "a1", "user", [{"type": "text", "text": "[Request interrupted by user]"}], timestamp=EARLIER
+            ),
+            claude_record("c1", "x1", "user", "<command-name>/mcp</command-name><command-args></command-args>"),
+            claude_record(
+                "o1", "c1", "user", "<local-command-stdout>\u001b[1mReconnected\u001b[22m</local-command-stdout>"
+            ),
+            claude_record("o2", "o1", "user", "<local-command-stdout></local-command-stdout>"),
+            claude_record("b1", "o2", "user", "<bash-input>git status</bash-input>"),
+            claude_record("b2", "b1", "user", "<bash-stdout>clean</bash-stdout><bash-stderr></bash-stderr>"),
+            claude_record("p1", "b2", "user", "why does scrolling not work?", timestamp=LATER),
+        ],
+    )
+    _, (session,) = sessions(path)
+    assert [(t.speaker, t.turn_id, t.text) for t in session.turns[2:]] == [
+        ("user", "c1", "[Request interrupted by user]\n/mcp"),
+        ("tool", "o1", "[result] Reconnected"),
+        ("user", "b1", "! git status"),
+        ("tool", "b2", "[result] clean"),
+        ("user", "p1", "why does scrolling not work?"),
+    ]
+    assert session.turns[2].timestamp == parse_time(claude_record("c1", None, "user", "")["timestamp"])
+    assert session.turns[-1].timestamp == parse_time(LATER)
 
 
 def test_a_record_written_twice_is_read_once(tmp_path):

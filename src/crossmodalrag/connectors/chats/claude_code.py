@@ -11,6 +11,7 @@ Tool calls and results are summarised to their name, arguments and outcome; thin
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -87,10 +88,18 @@ def _session(key: str, title: str, records: list[Record], metadata: dict[str, An
     for record in records:
         if turns and turns[-1].speaker == record.speaker:
             turns[-1].text += "\n" + record.text  # one API response is split over several records
+            if record.speaker == "user" and _typed(record.text):
+                # "[Request interrupted by user]" then the prompt typed after it: the prompt is what is cited.
+                turns[-1].turn_id, turns[-1].timestamp = record.uuid, record.timestamp
         else:
             turns.append(Turn(record.speaker, record.text, record.uuid, record.timestamp))
     start = next((r.timestamp for r in records if r.timestamp is not None), None)
     return Session(key, title, "claude-code", turns, start, metadata)
+
+
+def _typed(text: str) -> bool:
+    """Words the user wrote, not a marker Claude Code records for them ("[Request interrupted by user]")."""
+    return not text.startswith("[")
 
 
 def live_records(records: list[Record], parents: dict[str, str | None]) -> list[Record]:
@@ -134,6 +143,8 @@ def _record(record: dict[str, Any], uuid: str | None, timestamp: Any) -> Record 
 
 
 def _content(kind: str, content: Any) -> tuple[str, str]:
+    if isinstance(content, str) and kind == "user" and (output := _command_output(content)) is not None:
+        return "tool", output  # what a local command printed: not the user's words
     if isinstance(content, str):
         return kind, _command(content) if kind == "user" else content
     speaker, pieces = kind, []
@@ -154,12 +165,31 @@ def _content(kind: str, content: Any) -> tuple[str, str]:
 
 
 def _command(text: str) -> str:
-    """A slash command's tags (`<command-name>/x</command-name>`) as the command line the user typed."""
+    """A slash command's tags (`<command-name>/x</command-name>`), or a `!` shell command's
+    (`<bash-input>ls</bash-input>`), as the command line the user typed."""
+    if "<bash-input>" in text and "<command-name>" not in text:
+        return "! " + text.split("<bash-input>", 1)[1].split("</bash-input>", 1)[0].strip()
     if "<command-name>" not in text:
         return text
     name = text.split("<command-name>", 1)[1].split("</command-name>", 1)[0]
     args = text.split("<command-args>", 1)[1].split("</command-args>", 1)[0] if "<command-args>" in text else ""
     return f"{name} {args}".strip()
+
+
+OUTPUT_TAGS = re.compile(r"<(local-command-stdout|local-command-stderr|bash-stdout|bash-stderr)>(.*?)</\1>", re.DOTALL)
+TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _command_output(text: str) -> str | None:
+    """A slash command's or `!` shell command's output record (`<local-command-stdout>…`) as a tool
+    result, `[result] …` or `[error] …`, terminal colour codes removed; None for any other text."""
+    found = OUTPUT_TAGS.findall(text)
+    if not found:
+        return None
+    pieces = [
+        tool_result(TERMINAL_CODES.sub("", body).strip(), tag.endswith("stderr")) for tag, body in found if body.strip()
+    ]
+    return "\n".join(pieces)
 
 
 def tool_call(name: str, arguments: Any) -> str:
