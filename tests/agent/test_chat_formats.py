@@ -49,12 +49,32 @@ def test_claude_code_tool_calls_are_summarised_and_subagents_kept_apart():
     main, agent = found
     assert main.title == "create the beads"  # the first typed prompt, not a slash command or an interruption
     assert "sub-agent" in agent.title and agent.metadata["sidechain"] and len(agent.turns) > 5
+    assert agent.turns[0].speaker == "agent" and "user" not in {t.speaker for t in agent.turns}
     texts = "\n".join(t.text for t in main.turns)
     assert "[tool WebSearch] query=" in texts and "[result]" in texts
     assert all(len(line) < 400 for line in texts.splitlines() if line.startswith(("[tool", "[result")))
     assert "Let me research" not in texts  # thinking is left out
     assert {t.speaker for t in main.turns} == {"user", "assistant", "tool"}
     assert all(len(t.turn_id) == 36 for t in main.turns)  # Claude Code uuids
+
+
+def test_a_sub_agents_task_prompt_is_the_agents_not_the_users(tmp_path):
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            claude_record("u1", None, "user", "find the callers of cache_get"),
+            claude_record("s1", None, "user", "Search the repo for cache_get", isSidechain=True, agentId="x"),
+            claude_record(
+                "s2", "s1", "assistant", [{"type": "text", "text": "Three callers."}], isSidechain=True, agentId="x"
+            ),
+        ],
+    )
+    _, (main, agent) = sessions(path)
+    assert [t.speaker for t in main.turns] == ["user"]
+    assert [(t.speaker, t.text) for t in agent.turns] == [
+        ("agent", "Search the repo for cache_get"),
+        ("assistant", "Three callers."),
+    ]
 
 
 def test_claude_code_follows_the_tree_and_drops_an_edited_away_branch(tmp_path):

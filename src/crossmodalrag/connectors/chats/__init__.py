@@ -28,7 +28,7 @@ SNIFF_BYTES = 64 * 1024
 
 @dataclass
 class Turn:
-    speaker: str  # "user", "assistant", "tool", or a person's name (LoCoMo)
+    speaker: str  # "user", "assistant", "tool", "agent" (a sub-agent's prompter), or a person's name (LoCoMo)
     text: str
     turn_id: str  # the format's own id: Claude Code uuid, ChatGPT message id, LoCoMo dia_id, Codex line
     timestamp: float | None = None

@@ -4,7 +4,8 @@ Records form a tree through `parentUuid`. The session as it stands is the chain 
 message up to the root, plus the branches hanging off it that hold no typed user prompt (parallel
 tool calls answer into side branches); a branch that starts with a user prompt off that chain was
 edited away or rewound, and is dropped. Sub-agent work is kept apart: sidechain records and the
-sub-agent messages streamed as `agent_progress` become sessions of their own (`<id>/agent-<agentId>`).
+sub-agent messages streamed as `agent_progress` become sessions of their own (`<id>/agent-<agentId>`),
+in which the prompts come from the parent agent (speaker `agent`), not the user.
 Tool calls and results are summarised to their name, arguments and outcome; thinking is left out.
 """
 
@@ -67,7 +68,16 @@ def read_sessions(path: Path, problems: list[str]) -> Iterator[Session]:
     if kept:
         yield _session(key, title, kept, extra)
     for agent, records in agents.items():
+        records = [_from_parent_agent(r) for r in records]
         yield _session(f"{key}/agent-{agent}", f"{title} · sub-agent {agent}", records, {**extra, "sidechain": True})
+
+
+def _from_parent_agent(record: Record) -> Record:
+    """A sub-agent's "user" is the agent that started it (its task prompt), not the person: labelled
+    `agent`, so "what did I ask" is not answered with an agent's instructions."""
+    if record.speaker == "user":
+        record.speaker = "agent"
+    return record
 
 
 def _remember_meta(meta: dict[str, Any], record: dict[str, Any]) -> None:
