@@ -271,6 +271,34 @@ def test_claude_ai_reads_the_branch_ending_at_the_latest_message(tmp_path):
     assert [t.turn_id for t in session.turns] == ["h1", "a1", "h1b", "a1b"]
 
 
+def test_claude_ai_keeps_the_text_extracted_from_an_attachment_clipped(tmp_path):
+    message = claude_ai_message("h1", ROOT, "human", "Is the deposit refundable?", "2025-06-01T10:00:00Z")
+    message["attachments"] = [
+        {"file_name": "lease.pdf", "extracted_content": "The deposit of 2400 EUR is non-refundable after 30 days."},
+        {"file_name": "paste.txt", "extracted_content": "x" * 50_000},
+        {"file_name": "photo.png"},
+    ]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([{"uuid": "c1", "name": "Lease", "chat_messages": [message]}]))
+    _, (session,) = sessions(path)
+    text = session.turns[0].text
+    assert "[attached: lease.pdf]\nThe deposit of 2400 EUR is non-refundable" in text
+    assert "[attached: photo.png]" in text and 20_000 < len(text) < 21_000 and "x…" in text
+
+
+def test_an_export_with_bytes_that_are_not_utf8_is_read_and_said_so(tmp_path):
+    message = claude_ai_message("h1", ROOT, "human", "Bleep café \ufffd", "2025-06-01T10:00:00Z")
+    path = tmp_path / "conversations.json"
+    whole = json.dumps([{"uuid": "c1", "name": "Cafe", "chat_messages": [message]}], ensure_ascii=False).encode()
+    path.write_bytes(whole)  # a replacement character the file really holds is no problem
+    chat, (session,) = sessions(path)
+    assert not chat.problems and session.turns[0].text == "Bleep café \ufffd"
+    path.write_bytes(whole.replace("café".encode(), b"caf\xe9"))
+    chat, (session,) = sessions(path)
+    assert chat.problems == [f"{path}: not UTF-8, read with its undecodable bytes replaced"]
+    assert session.turns[0].text == "Bleep caf\ufffd \ufffd"
+
+
 def test_a_truncated_export_keeps_its_complete_conversations(tmp_path):
     conversation = {
         "uuid": "c1",

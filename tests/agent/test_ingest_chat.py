@@ -120,6 +120,14 @@ def test_a_conversation_gone_from_an_export_leaves_memory(store, tmp_path):
     assert report.removed == 1 and report.unchanged == 1
 
 
+def test_an_export_whose_conversations_were_all_deleted_empties_the_memory_of_it(store, tmp_path, capsys):
+    path = claude_ai_export(tmp_path / "conversations.json", [("c1", "Cache", ["drop the cache"])])
+    ingest_conversations(store, [path])
+    path.write_text("[ ]\n")
+    assert ingest_conversations(store, [path]).removed == 1
+    assert main(["ingest-chat", str(path)]) == 0 and "0 removed" in capsys.readouterr().err  # no longer refused
+
+
 def test_the_same_export_in_two_folders_is_stored_once_and_a_longer_copy_wins(store, tmp_path):
     def export(folder, *turns):
         messages = [{"uuid": f"m{i}", "sender": "human", "text": text, "content": []} for i, text in enumerate(turns)]

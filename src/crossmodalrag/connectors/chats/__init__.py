@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
@@ -21,7 +22,8 @@ from crossmodalrag.errors import ConnectorError
 from crossmodalrag.privacy import strip_private
 from crossmodalrag.types import Document
 
-FORMATS = ("claude-code", "codex", "chatgpt", "claude-ai", "locomo")
+# "empty": an export whose conversations were all deleted (`[]`), read so the sessions stored from it leave.
+FORMATS = ("claude-code", "codex", "chatgpt", "claude-ai", "locomo", "empty")
 SUFFIXES = (".jsonl", ".json")
 SNIFF_BYTES = 64 * 1024
 
@@ -71,6 +73,7 @@ class ChatRead:
             "chatgpt": exports.read_chatgpt,
             "claude-ai": exports.read_claude_ai,
             "locomo": exports.read_locomo,
+            "empty": exports.read_empty,
         }[self.format]
         for session in reader(self.path, self.problems):
             session.turns = [self._clean(turn) for turn in session.turns]
@@ -118,6 +121,8 @@ def detect_format(path: Path) -> str | None:
             head = _head(handle).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
     except OSError as error:
         raise ConnectorError(f"{path}: cannot be read ({error.strerror})", "check the path and permissions") from error
+    if EMPTY_ARRAY.fullmatch(head):
+        return "empty"
     if head.startswith(("[", "{")) and not _first_line_is_record(head):
         # An export cut short may end before its first "current_node": "mapping" with "create_time" is enough.
         if '"mapping"' in head and ('"current_node"' in head or '"create_time"' in head):
@@ -150,6 +155,7 @@ def _head(handle: BinaryIO) -> bytes:
     return raw
 
 
+EMPTY_ARRAY = re.compile(r"\[\s*\]\s*")  # the whole file (an export is far longer than the head once it holds any)
 CODEX_TYPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
 CLAUDE_CODE_TYPES = {"user", "assistant", "summary", "file-history-snapshot", "queue-operation", "progress"}
 

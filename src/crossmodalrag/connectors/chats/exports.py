@@ -4,9 +4,9 @@ ChatGPT keeps every edit and regeneration in a tree (`mapping`); the conversatio
 shown is the path from `current_node` up to the root, and that path is what is ingested: branches
 edited away are left out (they were replaced by the user, and would answer questions with words
 nobody stood by). Hidden system messages and empty parts are skipped; browsing results and tool
-invocations are summarised. Claude.ai messages keep their text blocks (thinking left out); its
-edits and regenerations are siblings under one parent (`parent_message_uuid`), and only the branch
-ending at the current leaf is ingested, as for ChatGPT.
+invocations are summarised. Claude.ai messages keep their text blocks (thinking left out) and the
+text extracted from their attachments; its edits and regenerations are siblings under one parent
+(`parent_message_uuid`), and only the branch ending at the current leaf is ingested, as for ChatGPT.
 """
 
 from __future__ import annotations
@@ -124,14 +124,40 @@ def _claude_turn(message: Any) -> Turn | None:
             pieces.append(tool_result(block.get("content"), bool(block.get("is_error"))))
     if not message.get("content"):  # older exports: only the flattened text
         pieces.append(str(message.get("text") or "").strip())
-    names = [f["file_name"] for f in message.get("attachments") or [] if isinstance(f, dict) and f.get("file_name")]
-    if names:
-        pieces.append("[attached: " + ", ".join(names) + "]")
+    pieces.extend(_attachments(message.get("attachments")))
     text = "\n".join(p for p in pieces if p)
     if not text:
         return None
     speaker = "user" if message.get("sender") == "human" else "assistant"
     return Turn(speaker, text, str(message.get("uuid", "")), parse_time(message.get("created_at")))
+
+
+def read_empty(path: Path, problems: list[str]) -> Iterator[Session]:
+    """An export with no conversations (`[]`) holds no session: those stored from it leave."""
+    return iter(())
+
+
+ATTACHMENT_CHARS = 20_000  # of an attachment's text kept in its turn (a long turn is chunked at sentences)
+
+
+def _attachments(attachments: Any) -> list[str]:
+    """Attached files as the turn shows them: `[attached: name]` followed by the text Claude.ai
+    extracted from the file (what the user gave it to read: a document, a long paste), clipped."""
+    pieces, bare = [], []
+    for attached in attachments if isinstance(attachments, list) else []:
+        if not isinstance(attached, dict):
+            continue
+        name = str(attached.get("file_name") or "attachment")
+        content = str(attached.get("extracted_content") or "").strip()
+        if not content:
+            bare.append(name)
+            continue
+        if len(content) > ATTACHMENT_CHARS:
+            content = content[: ATTACHMENT_CHARS - 1] + "…"
+        pieces.append(f"[attached: {name}]\n{content}")
+    if bare:
+        pieces.append("[attached: " + ", ".join(bare) + "]")
+    return pieces
 
 
 def read_locomo(path: Path, problems: list[str]) -> Iterator[Session]:
