@@ -20,6 +20,7 @@ from pathlib import Path
 
 from crossmodalrag.chunking.turns import chunk_turns, turn_digest
 from crossmodalrag.connectors.chats import ChatRead, Session, find_chat_files, open_chat, session_document
+from crossmodalrag.connectors.chats.jsonio import lost_nothing
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.ingest import IngestReport, Progress, remove_sources
@@ -124,7 +125,7 @@ def _ingest_file(
     if superseded:  # moved here from the other file: updated, not added
         remove_sources(store, superseded)
         report.added, report.updated = report.added - len(superseded), report.updated + len(superseded)
-    if vanished and not chat.problems:
+    if vanished and lost_nothing(chat.problems):
         report.removed += _retire(store, chat, vanished, seen, elsewhere)
     if kept_elsewhere:
         report.notices.append(f"{chat.path}: {kept_elsewhere} sessions already stored from another file, kept once")
@@ -132,7 +133,7 @@ def _ingest_file(
     if chat.secrets_masked and report.added + report.updated > written:  # said once, when they were stored
         report.notices.append(f"{chat.path}: {chat.secrets_masked} secrets (keys, tokens, passwords) masked")
     gone = [uri for uri in known if uri not in seen]
-    if gone and not chat.problems:  # a file that broke off early keeps the sessions stored from it
+    if gone and lost_nothing(chat.problems):  # a file that broke off early keeps the sessions stored from it
         report.removed += remove_sources(store, gone)
 
 

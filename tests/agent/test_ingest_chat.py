@@ -128,6 +128,16 @@ def test_an_export_whose_conversations_were_all_deleted_empties_the_memory_of_it
     assert main(["ingest-chat", str(path)]) == 0 and "0 removed" in capsys.readouterr().err  # no longer refused
 
 
+def test_odd_bytes_in_an_export_do_not_keep_its_deleted_conversations(store, tmp_path):
+    # Replaced bytes lose no conversation, unlike a file that broke off: what it lacks was deleted.
+    path = claude_ai_export(tmp_path / "conversations.json", [("c1", "Cafe", ["café"]), ("c2", "Old", ["gone"])])
+    ingest_conversations(store, [path])
+    claude_ai_export(path, [("c1", "Cafe", ["café"])])
+    path.write_bytes(path.read_bytes().replace(b'"Cafe"', b'"Caf\xe9"'))  # a title some tool wrote in Latin-1
+    report = ingest_conversations(store, [path])
+    assert report.removed == 1 and "not UTF-8" in report.notices[0]
+
+
 def test_the_same_export_in_two_folders_is_stored_once_and_a_longer_copy_wins(store, tmp_path):
     def export(folder, *turns):
         messages = [{"uuid": f"m{i}", "sender": "human", "text": text, "content": []} for i, text in enumerate(turns)]

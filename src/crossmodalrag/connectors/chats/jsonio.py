@@ -14,6 +14,13 @@ BLOCK = 1 << 20  # bytes read at a time from a JSON array
 MAX_LINE = 64 << 20  # a single JSONL record past this is not a chat turn (a pasted dump): skipped
 DECODER = json.JSONDecoder()
 SEPARATORS = re.compile(r"[\s,]*")
+# A problem that loses nothing (every record was read): see `lost_nothing`.
+REPLACED = "not UTF-8, read with its undecodable bytes replaced"
+
+
+def lost_nothing(problems: list[str]) -> bool:
+    """Whether every record of a file was read despite its problems (only odd bytes replaced)."""
+    return all(problem.endswith(REPLACED) for problem in problems)
 
 
 def json_lines(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -29,7 +36,7 @@ def json_lines(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:  # a line some tool wrote in Latin-1: kept, its odd bytes replaced
                 text = raw.decode("utf-8", "replace")
-                problems.append(f"{path}:{number}: not UTF-8, read with its undecodable bytes replaced")
+                problems.append(f"{path}:{number}: {REPLACED}")
             try:
                 record = json.loads(text)
             except ValueError:
@@ -71,7 +78,7 @@ class Utf8Blocks:
         self.replacements_decoded += text.count("\ufffd")
         if self.replacements_decoded > self.replacements_read and not self.said:
             self.said = True
-            self.problems.append(f"{self.path}: not UTF-8, read with its undecodable bytes replaced")
+            self.problems.append(f"{self.path}: {REPLACED}")
         return text
 
 
