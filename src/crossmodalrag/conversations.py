@@ -5,6 +5,12 @@ that are unchanged keep their chunks and vectors, and only what follows them is 
 transcript that grows (an agent session being appended to) thus costs only its new turns; one
 that lost its last turns (a cut-off copy) keeps them. Sessions that left a file (a conversation
 deleted from an export) leave the memory with it.
+
+A session is one source whatever file it is read from. While two files holding it are both on disk
+(the same export downloaded twice), the copy with more turns is kept. When the file it was stored
+from is gone (a newer export unpacked into a new folder, the old one deleted), the session moves to
+the file that holds it now, keeping its id; and that old export's conversations the new one lacks
+were deleted by the user, so they leave too.
 """
 
 from __future__ import annotations
@@ -13,13 +19,20 @@ from functools import partial
 from pathlib import Path
 
 from crossmodalrag.chunking.turns import chunk_turns, turn_digest
-from crossmodalrag.connectors.chats import ChatRead, find_chat_files, open_chat, session_document
+from crossmodalrag.connectors.chats import ChatRead, Session, find_chat_files, open_chat, session_document
+from crossmodalrag.connectors.chats.jsonio import lost_nothing
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.ingest import IngestReport, Progress, remove_sources
 from crossmodalrag.store import Store
 from crossmodalrag.store.connection import WriteBatch
-from crossmodalrag.store.documents import extend_document, fingerprint, known_fingerprints, write_document
+from crossmodalrag.store.documents import (
+    extend_document,
+    fingerprint,
+    known_fingerprints,
+    move_document,
+    write_document,
+)
 from crossmodalrag.store.writers import retrying
 from crossmodalrag.types import Document
 from crossmodalrag.wording import counted
@@ -80,7 +93,7 @@ def _ingest_file(
     known = known_fingerprints(store, f"{chat.path}@", "conversation")
     seen: set[str] = set()
     written = report.added + report.updated
-    kept_elsewhere, superseded = 0, []
+    kept_elsewhere, superseded, vanished = 0, [], set()
     with store.batched() as batch:
         for session in chat.sessions():
             if not session.turns:
@@ -89,7 +102,16 @@ def _ingest_file(
             seen.add(doc.uri)
             other_uri, other_turns = elsewhere.get((session.format, session.key), (doc.uri, 0))
             if other_uri != doc.uri:
-                # Stored from another file: the copy with more turns (a later export) is the one kept.
+                other_file = other_uri[: -len(session.key) - 1]  # the uri is `<file>@<session key>`
+                if not Path(other_file).exists() and _takes_over(session, other_turns):
+                    vanished.add(other_file)
+                    seen.add(other_uri)
+                    elsewhere[(session.format, session.key)] = (doc.uri, len(session.turns))
+                    retrying(partial(_move_session, batch, other_uri, doc, report))
+                    if progress:
+                        progress(report)
+                    continue
+                # Stored from another file still there: the copy with more turns (a later export) is kept.
                 if other_turns >= len(session.turns):
                     kept_elsewhere += 1
                     report.unchanged += 1
@@ -103,14 +125,58 @@ def _ingest_file(
     if superseded:  # moved here from the other file: updated, not added
         remove_sources(store, superseded)
         report.added, report.updated = report.added - len(superseded), report.updated + len(superseded)
+    if vanished and lost_nothing(chat.problems):
+        report.removed += _retire(store, chat, vanished, seen, elsewhere)
     if kept_elsewhere:
         report.notices.append(f"{chat.path}: {kept_elsewhere} sessions already stored from another file, kept once")
     report.notices.extend(chat.problems)
     if chat.secrets_masked and report.added + report.updated > written:  # said once, when they were stored
         report.notices.append(f"{chat.path}: {chat.secrets_masked} secrets (keys, tokens, passwords) masked")
     gone = [uri for uri in known if uri not in seen]
-    if gone and not chat.problems:  # a file that broke off early keeps the sessions stored from it
+    if gone and lost_nothing(chat.problems):  # a file that broke off early keeps the sessions stored from it
         report.removed += remove_sources(store, gone)
+
+
+EXPORT_FORMATS = ("chatgpt", "claude-ai")  # one file per account holding all its conversations
+
+
+def _takes_over(session: Session, stored_turns: int) -> bool:
+    """Whether a session stored from a file no longer on disk moves to this file. An export is
+    downloaded anew into a new folder each time: the newest one holds the conversations as they now
+    are (renamed, edited), whatever their length. A Claude Code or Codex session copied elsewhere
+    moves only with all its turns: its tool deletes old transcripts, and the memory keeps them."""
+    return session.format in EXPORT_FORMATS or len(session.turns) >= stored_turns
+
+
+def _move_session(batch: WriteBatch, old_uri: str, doc: Document, report: IngestReport) -> None:
+    """The stored session takes the new file's uri and content, and keeps its id (citations stay)."""
+    count = move_document(batch, old_uri, doc, fingerprint(doc))
+    if count is None:  # nothing to move after all (removed meanwhile): stored as new
+        _write_session(batch, doc, None, report)
+        return
+    report.moved += 1
+    report.chunks += count
+
+
+def _retire(
+    store: Store,
+    chat: ChatRead,
+    vanished: set[str],
+    seen: set[str],
+    elsewhere: dict[tuple[str, str], tuple[str, int]],
+) -> int:
+    """An export replaced by a newer one (in another folder, the old file gone): its conversations the
+    new export no longer holds were deleted by the user, and leave the memory as they would had the
+    new export been saved over the old. Only exports: a vanished session transcript is kept. Returns
+    how many went."""
+    if chat.format not in EXPORT_FORMATS:
+        return 0
+    gone = [uri for old_file in vanished for uri in known_fingerprints(store, f"{old_file}@", SOURCE_TYPE)]
+    gone = [uri for uri in gone if uri not in seen]
+    for key, (uri, _) in list(elsewhere.items()):
+        if uri in gone:
+            del elsewhere[key]
+    return remove_sources(store, gone) if gone else 0
 
 
 def _write_session(batch: WriteBatch, doc: Document, stored_digest: str | None, report: IngestReport) -> None:

@@ -169,6 +169,8 @@ async def exercise_every_tool(client, chats: Path) -> None:
         {"id": first, "by": newer["id"]}
     ]
 
+    # Only agent memories are an agent's to erase: the digested chat session is the user's.
+    assert "not an agent memory" in await refused(client, "memory_forget", {"id": port["results"][0]["id"]})
     forgotten = await call(client, "memory_forget", {"id": decision["id"]})
     assert forgotten["sources"] == 1
     assert (await call(client, "memory_get", {"ids": [decision["id"]]}))["missing"] == [decision["id"]]

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from crossmodalrag.connectors.chats import detect_format, open_chat
+from crossmodalrag.connectors.chats.jsonio import parse_time
 from crossmodalrag.connectors.chats.secrets import MASK, mask_secrets
 from crossmodalrag.errors import ConnectorError
 from tests.agent.chats import LOCOMO, SAMPLES, claude_record, needs_samples, write_jsonl
@@ -48,12 +49,32 @@ def test_claude_code_tool_calls_are_summarised_and_subagents_kept_apart():
     main, agent = found
     assert main.title == "create the beads"  # the first typed prompt, not a slash command or an interruption
     assert "sub-agent" in agent.title and agent.metadata["sidechain"] and len(agent.turns) > 5
+    assert agent.turns[0].speaker == "agent" and "user" not in {t.speaker for t in agent.turns}
     texts = "\n".join(t.text for t in main.turns)
     assert "[tool WebSearch] query=" in texts and "[result]" in texts
     assert all(len(line) < 400 for line in texts.splitlines() if line.startswith(("[tool", "[result")))
     assert "Let me research" not in texts  # thinking is left out
     assert {t.speaker for t in main.turns} == {"user", "assistant", "tool"}
     assert all(len(t.turn_id) == 36 for t in main.turns)  # Claude Code uuids
+
+
+def test_a_sub_agents_task_prompt_is_the_agents_not_the_users(tmp_path):
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            claude_record("u1", None, "user", "find the callers of cache_get"),
+            claude_record("s1", None, "user", "Search the repo for cache_get", isSidechain=True, agentId="x"),
+            claude_record(
+                "s2", "s1", "assistant", [{"type": "text", "text": "Three callers."}], isSidechain=True, agentId="x"
+            ),
+        ],
+    )
+    _, (main, agent) = sessions(path)
+    assert [t.speaker for t in main.turns] == ["user"]
+    assert [(t.speaker, t.text) for t in agent.turns] == [
+        ("agent", "Search the repo for cache_get"),
+        ("assistant", "Three callers."),
+    ]
 
 
 def test_claude_code_follows_the_tree_and_drops_an_edited_away_branch(tmp_path):
@@ -85,6 +106,40 @@ def test_claude_code_follows_the_tree_and_drops_an_edited_away_branch(tmp_path):
     assert session.turns[0].turn_id == "u1" and session.title == "What port does the cache use?"
 
 
+EARLIER, LATER = "2026-02-10T20:00:00Z", "2026-02-10T22:00:00Z"
+
+
+def test_a_prompt_after_an_interruption_is_cited_by_its_own_record_and_command_output_is_a_result(tmp_path):
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            claude_record("u1", None, "user", "start the server"),
+            claude_record("a1", "u1", "assistant", [{"type": "text", "text": "Starting."}]),
+            claude_record(
+                "x1", "a1", "user", [{"type": "text", "text": "[Request interrupted by user]"}], timestamp=EARLIER
+            ),
+            claude_record("c1", "x1", "user", "<command-name>/mcp</command-name><command-args></command-args>"),
+            claude_record(
+                "o1", "c1", "user", "<local-command-stdout>\u001b[1mReconnected\u001b[22m</local-command-stdout>"
+            ),
+            claude_record("o2", "o1", "user", "<local-command-stdout></local-command-stdout>"),
+            claude_record("b1", "o2", "user", "<bash-input>git status</bash-input>"),
+            claude_record("b2", "b1", "user", "<bash-stdout>clean</bash-stdout><bash-stderr></bash-stderr>"),
+            claude_record("p1", "b2", "user", "why does scrolling not work?", timestamp=LATER),
+        ],
+    )
+    _, (session,) = sessions(path)
+    assert [(t.speaker, t.turn_id, t.text) for t in session.turns[2:]] == [
+        ("user", "c1", "[Request interrupted by user]\n/mcp"),
+        ("tool", "o1", "[result] Reconnected"),
+        ("user", "b1", "! git status"),
+        ("tool", "b2", "[result] clean"),
+        ("user", "p1", "why does scrolling not work?"),
+    ]
+    assert session.turns[2].timestamp == parse_time(claude_record("c1", None, "user", "")["timestamp"])
+    assert session.turns[-1].timestamp == parse_time(LATER)
+
+
 def test_a_record_written_twice_is_read_once(tmp_path):
     records = [claude_record("u1", None, "user", "first question"), claude_record("a1", "u1", "assistant", "an answer")]
     path = write_jsonl(tmp_path / "s.jsonl", [record for record in records for _ in range(2)])
@@ -113,6 +168,21 @@ def test_a_line_that_is_not_utf8_is_read_with_its_bytes_replaced_and_said_so(tmp
     chat, (session,) = sessions(path)
     assert session.turns[0].text == "a caf\ufffd near the office"
     assert chat.problems == [f"{path}:1: not UTF-8, read with its undecodable bytes replaced"]
+
+
+def test_a_session_whose_first_record_is_longer_than_the_sniffed_head_is_still_claude_code(tmp_path):
+    # A pasted log in the first prompt: the first 64 KB end inside the first line, which must still parse.
+    log = 'ERROR timeout connecting to db-7 "chat_messages" ' * 3000
+    path = write_jsonl(
+        tmp_path / "big.jsonl",
+        [
+            claude_record("u1", None, "user", f"here is the log: {log} the root cause is the expired cert"),
+            claude_record("a1", "u1", "assistant", [{"type": "text", "text": "Renew the certificate."}]),
+        ],
+    )
+    assert path.stat().st_size > 64 * 1024 and detect_format(path) == "claude-code"
+    _, (session,) = sessions(path)
+    assert [t.speaker for t in session.turns] == ["user", "assistant"]
 
 
 def test_a_chatgpt_export_cut_before_its_first_current_node_is_still_chatgpt(tmp_path):
@@ -159,6 +229,74 @@ def test_claude_ai_keeps_text_without_thinking():
     _, (session,) = sessions(SAMPLES / "claude-ai/conversations.json")
     assert [t.speaker for t in session.turns] == ["user", "assistant"]
     assert "saliva" in session.turns[0].text and "The user is asking" not in session.turns[1].text
+
+
+ROOT = "00000000-0000-4000-8000-000000000000"  # Claude.ai's parent of a conversation's first message
+
+
+def claude_ai_message(uuid, parent, sender, text, when):
+    return {
+        "uuid": uuid,
+        "parent_message_uuid": parent,
+        "sender": sender,
+        "text": text,
+        "content": [{"type": "text", "text": text}],
+        "created_at": when,
+    }
+
+
+def test_claude_ai_reads_the_branch_ending_at_the_latest_message(tmp_path):
+    # The first request was edited: both branches are listed, only the second was kept by the user.
+    messages = [
+        claude_ai_message("h1", ROOT, "human", "Book the flight to Lisbon", "2026-04-01T10:00:00Z"),
+        claude_ai_message("a1", "h1", "assistant", "Booked Lisbon", "2026-04-01T10:00:05Z"),
+        claude_ai_message("h1b", ROOT, "human", "Book the flight to Porto instead", "2026-04-01T10:05:00Z"),
+        claude_ai_message("a1b", "h1b", "assistant", "Booked Porto", "2026-04-01T10:05:05Z"),
+    ]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([{"uuid": "c1", "name": "Flight", "chat_messages": messages}]))
+    _, (session,) = sessions(path)
+    assert [t.turn_id for t in session.turns] == ["h1b", "a1b"]
+    # The export names its current leaf: that branch wins over a later-written one.
+    path.write_text(
+        json.dumps([{"uuid": "c1", "name": "Flight", "current_leaf_message_uuid": "a1", "chat_messages": messages}])
+    )
+    _, (session,) = sessions(path)
+    assert [t.turn_id for t in session.turns] == ["h1", "a1"]
+    # Older exports have no parent links: every message, in the file's order.
+    for message in messages:
+        del message["parent_message_uuid"]
+    path.write_text(json.dumps([{"uuid": "c1", "name": "Flight", "chat_messages": messages}]))
+    _, (session,) = sessions(path)
+    assert [t.turn_id for t in session.turns] == ["h1", "a1", "h1b", "a1b"]
+
+
+def test_claude_ai_keeps_the_text_extracted_from_an_attachment_clipped(tmp_path):
+    message = claude_ai_message("h1", ROOT, "human", "Is the deposit refundable?", "2025-06-01T10:00:00Z")
+    message["attachments"] = [
+        {"file_name": "lease.pdf", "extracted_content": "The deposit of 2400 EUR is non-refundable after 30 days."},
+        {"file_name": "paste.txt", "extracted_content": "x" * 50_000},
+        {"file_name": "photo.png"},
+    ]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([{"uuid": "c1", "name": "Lease", "chat_messages": [message]}]))
+    _, (session,) = sessions(path)
+    text = session.turns[0].text
+    assert "[attached: lease.pdf]\nThe deposit of 2400 EUR is non-refundable" in text
+    assert "[attached: photo.png]" in text and 20_000 < len(text) < 21_000 and "x…" in text
+
+
+def test_an_export_with_bytes_that_are_not_utf8_is_read_and_said_so(tmp_path):
+    message = claude_ai_message("h1", ROOT, "human", "Bleep café \ufffd", "2025-06-01T10:00:00Z")
+    path = tmp_path / "conversations.json"
+    whole = json.dumps([{"uuid": "c1", "name": "Cafe", "chat_messages": [message]}], ensure_ascii=False).encode()
+    path.write_bytes(whole)  # a replacement character the file really holds is no problem
+    chat, (session,) = sessions(path)
+    assert not chat.problems and session.turns[0].text == "Bleep café \ufffd"
+    path.write_bytes(whole.replace("café".encode(), b"caf\xe9"))
+    chat, (session,) = sessions(path)
+    assert chat.problems == [f"{path}: not UTF-8, read with its undecodable bytes replaced"]
+    assert session.turns[0].text == "Bleep caf\ufffd \ufffd"
 
 
 def test_a_truncated_export_keeps_its_complete_conversations(tmp_path):

@@ -120,6 +120,24 @@ def test_a_conversation_gone_from_an_export_leaves_memory(store, tmp_path):
     assert report.removed == 1 and report.unchanged == 1
 
 
+def test_an_export_whose_conversations_were_all_deleted_empties_the_memory_of_it(store, tmp_path, capsys):
+    path = claude_ai_export(tmp_path / "conversations.json", [("c1", "Cache", ["drop the cache"])])
+    ingest_conversations(store, [path])
+    path.write_text("[ ]\n")
+    assert ingest_conversations(store, [path]).removed == 1
+    assert main(["ingest-chat", str(path)]) == 0 and "0 removed" in capsys.readouterr().err  # no longer refused
+
+
+def test_odd_bytes_in_an_export_do_not_keep_its_deleted_conversations(store, tmp_path):
+    # Replaced bytes lose no conversation, unlike a file that broke off: what it lacks was deleted.
+    path = claude_ai_export(tmp_path / "conversations.json", [("c1", "Cafe", ["café"]), ("c2", "Old", ["gone"])])
+    ingest_conversations(store, [path])
+    claude_ai_export(path, [("c1", "Cafe", ["café"])])
+    path.write_bytes(path.read_bytes().replace(b'"Cafe"', b'"Caf\xe9"'))  # a title some tool wrote in Latin-1
+    report = ingest_conversations(store, [path])
+    assert report.removed == 1 and "not UTF-8" in report.notices[0]
+
+
 def test_the_same_export_in_two_folders_is_stored_once_and_a_longer_copy_wins(store, tmp_path):
     def export(folder, *turns):
         messages = [{"uuid": f"m{i}", "sender": "human", "text": text, "content": []} for i, text in enumerate(turns)]
@@ -139,6 +157,88 @@ def test_the_same_export_in_two_folders_is_stored_once_and_a_longer_copy_wins(st
     assert uris == [f"{march}@c1"] and "and the queue" in chunk_rows(store, "mar")[-1][2]
     again = ingest_conversations(store, [jan.parent, feb.parent, march.parent])
     assert (again.added, again.updated, again.removed, again.unchanged) == (0, 0, 0, 3)
+
+
+def claude_ai_export(path, conversations):
+    """A Claude.ai conversations.json of (uuid, name, [texts]) at path (its folder made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "uuid": uuid,
+                    "name": name,
+                    "created_at": "2025-01-01T00:00:00Z",
+                    "chat_messages": [
+                        {"uuid": f"{uuid}-{i}", "sender": "human", "text": text, "content": []}
+                        for i, text in enumerate(texts)
+                    ],
+                }
+                for uuid, name, texts in conversations
+            ]
+        )
+    )
+    return path
+
+
+def test_a_newer_export_in_another_folder_takes_over_from_a_deleted_one(store, tmp_path):
+    # Each download lands in a new folder and the old one is deleted: renamed conversations take the new
+    # title (keeping their id), deleted ones leave instead of staying cited from a file that is gone.
+    june = claude_ai_export(
+        tmp_path / "june" / "conversations.json",
+        [("c1", "Cache", ["drop the cache"]), ("c2", "Trip", ["book Lisbon"]), ("c3", "Old", ["forget me"])],
+    )
+    ingest_conversations(store, [june.parent])
+    ids = dict(store.conn.execute("SELECT json_extract(metadata, '$.session'), id FROM sources"))
+    july = claude_ai_export(
+        tmp_path / "july" / "conversations.json",
+        [("c1", "Cache", ["drop the cache"]), ("c2", "Trip to Lisbon", ["book Lisbon"])],
+    )
+    june.unlink()
+    report = ingest_conversations(store, [july.parent])
+    assert (report.moved, report.removed, report.added) == (2, 1, 0)
+    rows = store.conn.execute("SELECT json_extract(metadata, '$.session'), id, title, uri FROM sources ORDER BY id")
+    assert [tuple(row) for row in rows] == [
+        ("c1", ids["c1"], "Cache", f"{july}@c1"),
+        ("c2", ids["c2"], "Trip to Lisbon", f"{july}@c2"),
+    ]
+    again = ingest_conversations(store, [july.parent])
+    assert (again.unchanged, again.moved, again.removed) == (2, 0, 0)
+
+
+def test_two_exports_on_disk_keep_what_only_the_older_holds(store, tmp_path):
+    # Both files still there (two accounts' exports, or a copy kept on purpose): nothing is retired.
+    june = claude_ai_export(
+        tmp_path / "june" / "conversations.json", [("c1", "Cache", ["drop the cache"]), ("c3", "Old", ["keep me"])]
+    )
+    july = claude_ai_export(tmp_path / "july" / "conversations.json", [("c1", "Cache", ["drop the cache"])])
+    ingest_conversations(store, [june.parent])
+    report = ingest_conversations(store, [july.parent])
+    assert (report.moved, report.removed, report.unchanged) == (0, 0, 1)
+    assert store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 2
+
+
+def test_a_session_transcript_copied_elsewhere_does_not_retire_its_sub_agents(store, tmp_path):
+    # Claude Code deletes old transcripts itself: a session read from a vanished file is kept, and it
+    # moves to a copy only with all its turns.
+    records = [
+        claude_record("u1", None, "user", "fix the cache"),
+        claude_record("a1", "u1", "assistant", [{"type": "text", "text": "Fixed."}]),
+        claude_record("s1", None, "user", "look for callers", isSidechain=True, agentId="x"),
+    ]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old = write_jsonl(tmp_path / "old" / "s.jsonl", records)
+    ingest_conversations(store, [old])
+    old.unlink()
+    cut = write_jsonl(tmp_path / "new" / "cut.jsonl", records[:1])
+    report = ingest_conversations(store, [cut])
+    assert (report.moved, report.removed, report.added) == (0, 0, 0)
+    whole = write_jsonl(tmp_path / "new" / "whole.jsonl", records)
+    report = ingest_conversations(store, [whole])
+    assert (report.moved, report.removed, report.added) == (2, 0, 0)
+    uris = [row[0] for row in store.conn.execute("SELECT uri FROM sources ORDER BY id")]
+    assert uris == [f"{whole}@s-1", f"{whole}@s-1/agent-x"]
 
 
 def test_cli_reports_bad_lines_and_masked_secrets_and_forget_reaches_sessions(tmp_path, capsys):

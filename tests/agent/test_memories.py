@@ -362,6 +362,25 @@ def test_forgetting_the_newer_memory_makes_the_older_current_again(store, embedd
     assert hit.source_id == old.id and "superseded" not in hit.components
 
 
+def test_memory_forget_erases_agent_memories_only(store, embedder, tmp_path):
+    # An agent steered by text it read from memory must not erase the user's notes, commits or chats.
+    from crossmodalrag.agent.edits import forget_source
+    from crossmodalrag.agent.tools import InvalidArgument
+    from crossmodalrag.store.documents import fingerprint, write_document
+    from crossmodalrag.types import Document
+
+    note = Document(str(tmp_path / "plan.md"), "note", "plan", "Ship the cache on Friday.", "markdown")
+    with store.batched() as batch:
+        write_document(batch, note, fingerprint(note))
+    note_id = store.conn.execute("SELECT id FROM sources WHERE source_type = 'note'").fetchone()[0]
+    memory = remember(store, "The staging key rotates monthly", embedder=embedder)
+    with pytest.raises(InvalidArgument) as refused:
+        forget_source(store, note_id)
+    assert "not an agent memory" in refused.value.message and f"mem forget {note_id}" in refused.value.hint
+    assert store.conn.execute("SELECT COUNT(*) FROM sources WHERE id = ?", (note_id,)).fetchone()[0] == 1
+    assert forget_source(store, memory.id)["sources"] == 1
+
+
 def test_forgetting_the_middle_of_an_update_chain_keeps_the_oldest_superseded(any_store, embedder):
     from crossmodalrag.agent.edits import forget_source
 

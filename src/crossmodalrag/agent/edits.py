@@ -1,5 +1,11 @@
 """Changing and erasing what is stored: `memory_update` (an agent memory's text or attributes) and
-`memory_forget` (any source, erased as `mem forget` erases it: chunks, vectors, derived nodes)."""
+`memory_forget` (an agent memory, erased as `mem forget` erases it: chunks, vectors, derived nodes).
+
+memory_forget reaches agent memories only. The rest (notes, commits, PDFs, chat sessions) is the
+user's: text an agent reads from memory may steer it, and an erase cannot be undone. Chat sessions
+are refused too, even those an agent digested: nothing records who ingested a session (the user's
+own `mem ingest-chat` of an export stores the same thing), and a session whose file is still
+configured is read back by the next sync anyway. The user erases those with `mem forget`."""
 
 from __future__ import annotations
 
@@ -90,9 +96,19 @@ def _rewrite(store: Store, source_id: int, text: str, embedder: "Embedder | None
         embed_source(store, embedder, source_id)
 
 
+FORGETTABLE = "memory"  # the source type memory_forget erases (see the module docstring)
+
+
 def forget_source(store: Store, source_id: int) -> dict[str, Any]:
-    """Erase one source and everything derived from it. Raises InvalidArgument if there is none."""
-    row = store.conn.execute("SELECT uri FROM sources WHERE id = ?", (int(source_id),)).fetchone()
+    """Erase one agent memory and everything derived from it. Raises InvalidArgument if there is none,
+    or if the source is not an agent memory."""
+    row = store.conn.execute("SELECT uri, source_type FROM sources WHERE id = ?", (int(source_id),)).fetchone()
     if row is None:
         raise InvalidArgument(f"no source with id {source_id}", "ids come from memory_search or memory_browse")
-    return forget_sources(store, find_sources(store, uri=row[0])).to_dict()
+    uri, source_type = row
+    if source_type != FORGETTABLE:
+        raise InvalidArgument(
+            f"source {source_id} is a {source_type}, not an agent memory: memory_forget erases agent memories only",
+            f"the user can erase it on the command line with `mem forget {source_id}`",
+        )
+    return forget_sources(store, find_sources(store, uri=uri)).to_dict()

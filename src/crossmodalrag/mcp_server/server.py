@@ -174,7 +174,8 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
 
     @server.tool()
     async def memory_forget(id: Ident) -> dict[str, Any]:
-        """Erase a source for good (as `mem forget`): its text, chunks, vectors and what was derived from it."""
+        """Erase an agent memory for good (as `mem forget`): its text, chunks, vectors and what was derived
+        from it. Other sources (notes, commits, PDFs, chat sessions) are the user's: refused."""
         return await run(lambda: edits.forget_source(service.store(), id))
 
     @server.tool()

@@ -10,25 +10,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from crossmodalrag.chunking.turns import TURNS_VERSION
-from crossmodalrag.connectors.chats.jsonio import clip
+from crossmodalrag.connectors.chats.jsonio import MAX_LINE, clip
 from crossmodalrag.connectors.chats.secrets import mask_secrets
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.privacy import strip_private
 from crossmodalrag.types import Document
 
-FORMATS = ("claude-code", "codex", "chatgpt", "claude-ai", "locomo")
+# "empty": an export whose conversations were all deleted (`[]`), read so the sessions stored from it leave.
+FORMATS = ("claude-code", "codex", "chatgpt", "claude-ai", "locomo", "empty")
 SUFFIXES = (".jsonl", ".json")
 SNIFF_BYTES = 64 * 1024
 
 
 @dataclass
 class Turn:
-    speaker: str  # "user", "assistant", "tool", or a person's name (LoCoMo)
+    speaker: str  # "user", "assistant", "tool", "agent" (a sub-agent's prompter), or a person's name (LoCoMo)
     text: str
     turn_id: str  # the format's own id: Claude Code uuid, ChatGPT message id, LoCoMo dia_id, Codex line
     timestamp: float | None = None
@@ -71,6 +73,7 @@ class ChatRead:
             "chatgpt": exports.read_chatgpt,
             "claude-ai": exports.read_claude_ai,
             "locomo": exports.read_locomo,
+            "empty": exports.read_empty,
         }[self.format]
         for session in reader(self.path, self.problems):
             session.turns = [self._clean(turn) for turn in session.turns]
@@ -111,12 +114,15 @@ def open_chat(path: Path) -> ChatRead:
 
 
 def detect_format(path: Path) -> str | None:
-    """Which format a file is in, from its first 64 KB. Raises ConnectorError if it cannot be read."""
+    """Which format a file is in, from its first 64 KB, or its whole first line when that is longer
+    (a session opening with a pasted log). Raises ConnectorError if it cannot be read."""
     try:
         with path.open("rb") as handle:
-            head = handle.read(SNIFF_BYTES).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+            head = _head(handle).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
     except OSError as error:
         raise ConnectorError(f"{path}: cannot be read ({error.strerror})", "check the path and permissions") from error
+    if EMPTY_ARRAY.fullmatch(head):
+        return "empty"
     if head.startswith(("[", "{")) and not _first_line_is_record(head):
         # An export cut short may end before its first "current_node": "mapping" with "create_time" is enough.
         if '"mapping"' in head and ('"current_node"' in head or '"create_time"' in head):
@@ -137,6 +143,19 @@ def detect_format(path: Path) -> str | None:
     return None
 
 
+def _head(handle: BinaryIO) -> bytes:
+    """The first SNIFF_BYTES, completed to the end of the first line when they cut a JSON object line
+    short: a cut record does not parse, and its file would read as no chat at all. Bounded by the
+    JSONL reader's own limit (a longer line is skipped there anyway); an array export is not
+    completed, its first line may be the whole file."""
+    raw = handle.read(SNIFF_BYTES)
+    start = raw.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if len(raw) == SNIFF_BYTES and start.startswith(b"{") and b"\n" not in start:
+        raw += handle.readline(max(MAX_LINE - len(raw), 0))
+    return raw
+
+
+EMPTY_ARRAY = re.compile(r"\[\s*\]\s*")  # the whole file (an export is far longer than the head once it holds any)
 CODEX_TYPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
 CLAUDE_CODE_TYPES = {"user", "assistant", "summary", "file-history-snapshot", "queue-operation", "progress"}
 

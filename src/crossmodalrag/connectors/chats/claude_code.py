@@ -4,13 +4,15 @@ Records form a tree through `parentUuid`. The session as it stands is the chain 
 message up to the root, plus the branches hanging off it that hold no typed user prompt (parallel
 tool calls answer into side branches); a branch that starts with a user prompt off that chain was
 edited away or rewound, and is dropped. Sub-agent work is kept apart: sidechain records and the
-sub-agent messages streamed as `agent_progress` become sessions of their own (`<id>/agent-<agentId>`).
+sub-agent messages streamed as `agent_progress` become sessions of their own (`<id>/agent-<agentId>`),
+in which the prompts come from the parent agent (speaker `agent`), not the user.
 Tool calls and results are summarised to their name, arguments and outcome; thinking is left out.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -66,7 +68,16 @@ def read_sessions(path: Path, problems: list[str]) -> Iterator[Session]:
     if kept:
         yield _session(key, title, kept, extra)
     for agent, records in agents.items():
+        records = [_from_parent_agent(r) for r in records]
         yield _session(f"{key}/agent-{agent}", f"{title} · sub-agent {agent}", records, {**extra, "sidechain": True})
+
+
+def _from_parent_agent(record: Record) -> Record:
+    """A sub-agent's "user" is the agent that started it (its task prompt), not the person: labelled
+    `agent`, so "what did I ask" is not answered with an agent's instructions."""
+    if record.speaker == "user":
+        record.speaker = "agent"
+    return record
 
 
 def _remember_meta(meta: dict[str, Any], record: dict[str, Any]) -> None:
@@ -87,10 +98,18 @@ def _session(key: str, title: str, records: list[Record], metadata: dict[str, An
     for record in records:
         if turns and turns[-1].speaker == record.speaker:
             turns[-1].text += "\n" + record.text  # one API response is split over several records
+            if record.speaker == "user" and _typed(record.text):
+                # "[Request interrupted by user]" then the prompt typed after it: the prompt is what is cited.
+                turns[-1].turn_id, turns[-1].timestamp = record.uuid, record.timestamp
         else:
             turns.append(Turn(record.speaker, record.text, record.uuid, record.timestamp))
     start = next((r.timestamp for r in records if r.timestamp is not None), None)
     return Session(key, title, "claude-code", turns, start, metadata)
+
+
+def _typed(text: str) -> bool:
+    """Words the user wrote, not a marker Claude Code records for them ("[Request interrupted by user]")."""
+    return not text.startswith("[")
 
 
 def live_records(records: list[Record], parents: dict[str, str | None]) -> list[Record]:
@@ -134,6 +153,8 @@ def _record(record: dict[str, Any], uuid: str | None, timestamp: Any) -> Record 
 
 
 def _content(kind: str, content: Any) -> tuple[str, str]:
+    if isinstance(content, str) and kind == "user" and (output := _command_output(content)) is not None:
+        return "tool", output  # what a local command printed: not the user's words
     if isinstance(content, str):
         return kind, _command(content) if kind == "user" else content
     speaker, pieces = kind, []
@@ -154,12 +175,31 @@ def _content(kind: str, content: Any) -> tuple[str, str]:
 
 
 def _command(text: str) -> str:
-    """A slash command's tags (`<command-name>/x</command-name>`) as the command line the user typed."""
+    """A slash command's tags (`<command-name>/x</command-name>`), or a `!` shell command's
+    (`<bash-input>ls</bash-input>`), as the command line the user typed."""
+    if "<bash-input>" in text and "<command-name>" not in text:
+        return "! " + text.split("<bash-input>", 1)[1].split("</bash-input>", 1)[0].strip()
     if "<command-name>" not in text:
         return text
     name = text.split("<command-name>", 1)[1].split("</command-name>", 1)[0]
     args = text.split("<command-args>", 1)[1].split("</command-args>", 1)[0] if "<command-args>" in text else ""
     return f"{name} {args}".strip()
+
+
+OUTPUT_TAGS = re.compile(r"<(local-command-stdout|local-command-stderr|bash-stdout|bash-stderr)>(.*?)</\1>", re.DOTALL)
+TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _command_output(text: str) -> str | None:
+    """A slash command's or `!` shell command's output record (`<local-command-stdout>…`) as a tool
+    result, `[result] …` or `[error] …`, terminal colour codes removed; None for any other text."""
+    found = OUTPUT_TAGS.findall(text)
+    if not found:
+        return None
+    pieces = [
+        tool_result(TERMINAL_CODES.sub("", body).strip(), tag.endswith("stderr")) for tag, body in found if body.strip()
+    ]
+    return "\n".join(pieces)
 
 
 def tool_call(name: str, arguments: Any) -> str:

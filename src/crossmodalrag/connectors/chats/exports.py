@@ -4,7 +4,9 @@ ChatGPT keeps every edit and regeneration in a tree (`mapping`); the conversatio
 shown is the path from `current_node` up to the root, and that path is what is ingested: branches
 edited away are left out (they were replaced by the user, and would answer questions with words
 nobody stood by). Hidden system messages and empty parts are skipped; browsing results and tool
-invocations are summarised. Claude.ai messages keep their text blocks (thinking left out).
+invocations are summarised. Claude.ai messages keep their text blocks (thinking left out) and the
+text extracted from their attachments; its edits and regenerations are siblings under one parent
+(`parent_message_uuid`), and only the branch ending at the current leaf is ingested, as for ChatGPT.
 """
 
 from __future__ import annotations
@@ -77,10 +79,35 @@ def read_claude_ai(path: Path, problems: list[str]) -> Iterator[Session]:
         if not isinstance(conversation, dict) or not isinstance(conversation.get("chat_messages"), list):
             problems.append(f"{path}: conversation {index} has no chat_messages, skipped")
             continue
-        turns = [turn for message in conversation["chat_messages"] if (turn := _claude_turn(message))]
+        turns = [turn for message in current_branch(conversation) if (turn := _claude_turn(message))]
         key = str(conversation.get("uuid") or index)
         title = str(conversation.get("name") or "") or _first_words(turns) or key
         yield Session(key, title, "claude-ai", turns, parse_time(conversation.get("created_at")))
+
+
+def current_branch(conversation: dict[str, Any]) -> list[Any]:
+    """Claude.ai's messages as the conversation now reads: newer exports link each message to the one
+    it answers (`parent_message_uuid`), and an edited or regenerated message starts a sibling branch,
+    all of it listed in `chat_messages`. Kept: the chain from the current leaf (`current_leaf_message_uuid`,
+    else the latest message) up to the root, in file order. Without parent links, every message."""
+    messages = [m for m in conversation["chat_messages"] if isinstance(m, dict)]
+    parents = {m["uuid"]: m.get("parent_message_uuid") for m in messages if isinstance(m.get("uuid"), str)}
+    if not any(isinstance(parent, str) for parent in parents.values()):
+        return messages
+    leaf = conversation.get("current_leaf_message_uuid")
+    if leaf not in parents:
+        leaf = _latest(messages)
+    branch: set[str] = set()
+    while leaf in parents and leaf not in branch:
+        branch.add(leaf)
+        leaf = parents[leaf]
+    return [m for m in messages if m.get("uuid") in branch]
+
+
+def _latest(messages: list[dict[str, Any]]) -> str | None:
+    """The uuid of the message written last (by its time; among equals, the later in the file)."""
+    timed = [(parse_time(m.get("created_at")) or 0.0, i, m.get("uuid")) for i, m in enumerate(messages)]
+    return max(timed)[2] if timed else None
 
 
 def _claude_turn(message: Any) -> Turn | None:
@@ -97,14 +124,40 @@ def _claude_turn(message: Any) -> Turn | None:
             pieces.append(tool_result(block.get("content"), bool(block.get("is_error"))))
     if not message.get("content"):  # older exports: only the flattened text
         pieces.append(str(message.get("text") or "").strip())
-    names = [f["file_name"] for f in message.get("attachments") or [] if isinstance(f, dict) and f.get("file_name")]
-    if names:
-        pieces.append("[attached: " + ", ".join(names) + "]")
+    pieces.extend(_attachments(message.get("attachments")))
     text = "\n".join(p for p in pieces if p)
     if not text:
         return None
     speaker = "user" if message.get("sender") == "human" else "assistant"
     return Turn(speaker, text, str(message.get("uuid", "")), parse_time(message.get("created_at")))
+
+
+def read_empty(path: Path, problems: list[str]) -> Iterator[Session]:
+    """An export with no conversations (`[]`) holds no session: those stored from it leave."""
+    return iter(())
+
+
+ATTACHMENT_CHARS = 20_000  # of an attachment's text kept in its turn (a long turn is chunked at sentences)
+
+
+def _attachments(attachments: Any) -> list[str]:
+    """Attached files as the turn shows them: `[attached: name]` followed by the text Claude.ai
+    extracted from the file (what the user gave it to read: a document, a long paste), clipped."""
+    pieces, bare = [], []
+    for attached in attachments if isinstance(attachments, list) else []:
+        if not isinstance(attached, dict):
+            continue
+        name = str(attached.get("file_name") or "attachment")
+        content = str(attached.get("extracted_content") or "").strip()
+        if not content:
+            bare.append(name)
+            continue
+        if len(content) > ATTACHMENT_CHARS:
+            content = content[: ATTACHMENT_CHARS - 1] + "…"
+        pieces.append(f"[attached: {name}]\n{content}")
+    if bare:
+        pieces.append("[attached: " + ", ".join(bare) + "]")
+    return pieces
 
 
 def read_locomo(path: Path, problems: list[str]) -> Iterator[Session]:
