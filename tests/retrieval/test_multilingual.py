@@ -49,6 +49,24 @@ def test_a_two_character_chinese_word_is_a_term(memory):
     assert uris(result) == ["cache-zh"] and result.coverage == 1.0
 
 
+@pytest.mark.parametrize("question", ["猫在哪里？", "猫はどこ？", "猫"])
+def test_a_one_character_word_is_found_inside_a_question_and_at_the_end_of_a_run(store, question):
+    add_docs(
+        store,
+        note("zh-cat", "# 周末\n我和小王去公园看了猫。"),
+        note("ja-cat", "# 日記\n今日は雨でした。猫と一緒に家にいました。"),
+        note("other", "# 会議\n来週の会議は東京本社で開かれます。"),
+    )
+    result = search(store, question, SearchOptions())
+    assert set(uris(result)) == {"zh-cat", "ja-cat"} and not is_weak(result, SearchOptions())
+
+
+def test_a_one_character_word_between_particles_is_a_term(store):
+    add_docs(store, note("ja-rain", "# 日記\n今日は雨でした。"), note("other", "# 会議\n会議は東京本社で開かれます。"))
+    result = search(store, "雨の日に何をした？", SearchOptions())
+    assert uris(result)[0] == "ja-rain" and not is_weak(result, SearchOptions())
+
+
 def test_english_identifiers_inside_chinese_prose_match_both_ways(memory):
     assert uris(search(memory, "parse config", SearchOptions()))[0] == "parser-zh"
     assert uris(search(memory, "parseConfig 分词器", SearchOptions()))[0] == "parser-zh"

@@ -27,6 +27,7 @@ from crossmodalrag.index.scripts import (
     folded_form,
     folded_forms,
     is_cjk,
+    lone_characters,
     segment_cjk,
     syllable_pairs,
     vietnamese_pairs,
@@ -49,8 +50,8 @@ PREFIX_MIN_LETTERS = 7
 GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")
 # 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems; 4: folded
-# Greek, Cyrillic, Hebrew and Arabic words
-FTS_VERSION = 4
+# Greek, Cyrillic, Hebrew and Arabic words; 5: a CJK run's last character alone
+FTS_VERSION = 5
 
 
 def _word_at(text: str, index: int) -> str:
@@ -89,14 +90,14 @@ def index_body(text: str) -> str:
     extra = (
         identifier_variants(text) + exact_tokens(text) + vietnamese_pairs(text) + stem_tokens(text) + folded_forms(text)
     )
-    body = segment_cjk(text)
+    body = segment_cjk(text, last_alone=True)
     return f"{body}\n{' '.join(extra)}" if extra else body
 
 
 def index_title(title: str) -> str:
     """The text FTS5 indexes for a chunk's title: CJK as bigrams, marked words also folded."""
     extra = folded_forms(title)
-    return segment_cjk(title) + (f"\n{' '.join(extra)}" if extra else "")
+    return segment_cjk(title, last_alone=True) + (f"\n{' '.join(extra)}" if extra else "")
 
 
 def on_postgres(conn) -> bool:
@@ -210,7 +211,8 @@ def query_terms(query: str) -> list[QueryTerm]:
     """The distinct content words of a query, in order, at most MAX_QUERY_TERMS of them; the
     function words of the query's language and lone Latin letters dropped, CJK as bigrams, long
     German words also as prefixes."""
-    tokens = WORD.findall(segment_cjk(query))
+    # One-character Han words (猫 of 猫在哪里) join the run's bigrams, matched as prefixes (below).
+    tokens = WORD.findall(segment_cjk(query)) + lone_characters(query)
     language = guess_language([t.lower() for t in tokens])
     stopwords = BY_LANGUAGE[language]
     compounding = language == "de" or bool(GERMAN_LETTERS.search(query))
