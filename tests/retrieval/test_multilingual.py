@@ -138,6 +138,18 @@ def test_match_all_and_phrase_filter_vector_candidates_too(memory, db_path):
         assert uris(result) == ["en"]
 
 
+def test_evidence_in_another_script_is_not_refused_for_a_name_it_may_hold_transliterated(store, db_path):
+    add_docs(store, note("ru", "# Отпуск\nАлёна забронировала гостиницу в Сочи на две недели."))
+    embedder = HashingEmbedder()
+    embed_missing(store, embedder)
+    semantic = semantic_index(store, embedder, Settings(db_path=db_path))
+    result = search(store, "Who is booking the hotel in Sochi?", SearchOptions(), semantic)
+    assert uris(result) == ["ru"] and result.cross_language and result.unknown_names == []
+    add_docs(store, note("en", "# Trip\nWe booked the hotel for two weeks."))
+    english = search(store, "Who is booking the hotel in Sochi?", SearchOptions(), semantic)
+    assert uris(english)[0] == "en" and english.unknown_names == ["Sochi"]  # the same script: checked
+
+
 def test_evidence_carries_character_and_utf8_byte_offsets(memory):
     hit = search(memory, "缓存", SearchOptions()).hits[0]
     shown = Evidence("E1", hit).to_dict()
