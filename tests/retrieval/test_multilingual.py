@@ -150,6 +150,15 @@ def test_evidence_in_another_script_is_not_refused_for_a_name_it_may_hold_transl
     assert uris(english)[0] == "en" and english.unknown_names == ["Sochi"]  # the same script: checked
 
 
+def test_a_vietnamese_word_typed_with_accents_is_covered_only_by_its_own_spelling(store):
+    """Folded, táo ("apple") is tạo ("make"): an off-topic question covered 74% of a passage."""
+    add_docs(store, note("make", "# Tài khoản\nQuy trình tạo tài khoản gồm ba bước."))
+    accented = search(store, "Làm bánh táo", SearchOptions())
+    assert uris(accented) == ["make"] and accented.coverage == 0.0  # still found, not covered
+    assert search(store, "tạo tài khoản", SearchOptions()).coverage == 1.0
+    assert search(store, "tao tai khoan", SearchOptions()).coverage == 1.0  # typed without accents: folds
+
+
 def test_evidence_carries_character_and_utf8_byte_offsets(memory):
     hit = search(memory, "缓存", SearchOptions()).hits[0]
     shown = Evidence("E1", hit).to_dict()

@@ -25,6 +25,7 @@ from crossmodalrag.index import fts
 from crossmodalrag.retrieval.coverage import (
     best_coverage,
     coverage_weights,
+    exact_forms,
     matches,
     prefix_tokens,
     stem_alternatives,
@@ -283,7 +284,8 @@ def _coverage(conn, terms, analyzed, weights, hits: list[Hit]) -> tuple[float, i
     needs the best-covering hit near the top; scanning past ten adds cost, not signal."""
     needed = coverage_weights(terms, analyzed, weights)
     texts = [h.text for h in hits[:COVERAGE_DEPTH]]
-    found = matches(conn, texts, needed, prefix_tokens(terms, analyzed), stem_alternatives(conn, terms, analyzed))
+    alternatives = stem_alternatives(conn, terms, analyzed)
+    found = matches(conn, texts, needed, prefix_tokens(terms, analyzed), alternatives, exact_forms(terms, analyzed))
     return best_coverage(found, needed)
 
 
