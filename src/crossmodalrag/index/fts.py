@@ -6,7 +6,7 @@ Query terms are reduced to word characters and each is double-quoted, so no user
 parsed as FTS syntax (`"`, `*`, `AND`, `NEAR(`, `-`, `:` are plain characters to us).
 
 Chinese, Japanese and Korean are indexed as character bigrams, Vietnamese words also as exact-form
-and syllable pair tokens (see index/scripts.py), Spanish and German words also as Snowball stem
+and syllable pair tokens (see index/scripts.py), Spanish, German and Cyrillic words also as Snowball stem
 tokens (index/stems.py); FTS_VERSION names that preparation, and a database indexed under another
 version is re-tokenized in place (store/migrations.py).
 
@@ -50,7 +50,7 @@ PREFIX_MIN_LETTERS = 7
 GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")
 # 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems; 4: folded
-# Greek, Cyrillic, Hebrew and Arabic words; 5: a CJK run's last character alone
+# Greek, Cyrillic, Hebrew and Arabic words; 5: a CJK run's last character alone, Russian stems
 FTS_VERSION = 5
 
 
@@ -224,7 +224,7 @@ def query_terms(query: str) -> list[QueryTerm]:
                 continue
             # A lone CJK character (a one-character run) is found inside the bigrams that start with it.
             prefix = len(word) == 1 if cjk else compounding and word.isalpha() and len(word) >= PREFIX_MIN_LETTERS
-            # Exact forms exist only in Vietnamese notes, stems only in Spanish and German ones.
+            # Exact forms exist only in Vietnamese notes, stems only in Spanish, German and Cyrillic ones.
             exact, stem = (None, None) if cjk else (exact_token(word), stem_token(word, language))
             terms[word] = QueryTerm(word, prefix, exact, stem, None if cjk else folded_form(word))
         if len(terms) >= MAX_QUERY_TERMS:
