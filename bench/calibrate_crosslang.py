@@ -3,6 +3,9 @@
 
     python bench/calibrate_crosslang.py [--shared DIR] [--workdir DIR] [--keep 0.98]
 
+(multilingual-e5-small installed as for `mem models install --offline`; about 5 minutes on 2 busy
+cores, then instant: the vectors are cached in the workdir.)
+
 A question asked in one language of a memory written in another shares (almost) no words with its
 evidence, so only the cosine can judge it. XQuAD es and vi (/work/shared/data/multilingual) are the
 same questions and paragraphs in two languages: the memory is every other paragraph (the even
@@ -11,9 +14,9 @@ A question whose paragraph is stored is answerable; one whose paragraph is not (
 paragraphs are: the hard case) is not. The feature is the best multilingual-e5-small cosine between
 the question and any stored paragraph (what the gate reads: the best cosine among the hits).
 
-Operating point, as for the other thresholds: keep at least `--keep` of the answerable questions in
-each direction (es->vi, vi->es), i.e. the lowest threshold's... the highest threshold that keeps that
-share in both; then report how many unanswerable questions it refuses. Also reports how often
+Operating point, as for the other thresholds: the highest threshold (two decimals) that keeps at
+least `--keep` of the answerable questions in each direction (es->vi, vi->es); then report how many
+unanswerable questions it refuses, and how many whose article is absent from memory (off-topic). Also reports how often
 retrieval/languages.py calls the pair different languages (cross) and, for the same-language pairs,
 how often it wrongly does (where the threshold would apply to a same-language question). JSON on stdout.
 """
@@ -58,7 +61,7 @@ def features(embedder, workdir: Path, shared: Path) -> dict[str, dict]:
     found = {}
     for lang in LANGS:
         cache = workdir / f"{lang}.npz"
-        corpus, queries, qrels = load_multilingual(shared / "multilingual" / lang)
+        corpus, queries, qrels = load_multilingual(shared / "data" / "multilingual" / lang)
         memory = stored(corpus)
         if cache.exists():
             saved = np.load(cache)
@@ -119,7 +122,7 @@ def _share(values: list[float], threshold: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED / "data")
+    parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="the shared/ folder (data/multilingual)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/cmrag-crosslang"))
     parser.add_argument("--keep", type=float, default=0.98)
     args = parser.parse_args(argv)
