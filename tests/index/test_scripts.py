@@ -15,6 +15,7 @@ from crossmodalrag.index.scripts import (
     exact_token,
     folded_form,
     folded_forms,
+    lone_characters,
     segment_cjk,
 )
 
@@ -24,6 +25,14 @@ def test_cjk_runs_become_overlapping_bigrams_and_other_text_stays():
     assert segment_cjk("用parseConfig解析器").split() == ["用", "parseConfig", "解析", "析器"]
     assert segment_cjk("東京で会議").split() == ["東京", "京で", "で会", "会議"]
     assert segment_cjk("plain text") == "plain text"
+    assert segment_cjk("看了猫。", last_alone=True).split() == ["看了", "了猫", "猫", "。"]
+
+
+def test_lone_characters_are_han_words_between_particles_question_words_or_run_edges():
+    assert lone_characters("猫在哪里？") == ["猫"] and lone_characters("猫はどこ？") == ["猫"]
+    assert lone_characters("雨の日に何をした？") == ["雨", "日"]
+    assert lone_characters("东京在哪里") == [] and lone_characters("解析器为什么要重写") == []
+    assert lone_characters("猫") == []  # a one-character run is already a term of its own
 
 
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12))

@@ -9,7 +9,8 @@ import pytest
 
 from crossmodalrag.answer.evidence import abstention_text
 from crossmodalrag.ingest import ingest_notes
-from crossmodalrag.retrieval.gate import MODEL_COSINES, Cosines, is_weak, model_cosines
+from crossmodalrag.retrieval.gate import CROSS_LANGUAGE, MODEL_COSINES, Cosines, is_weak, model_cosines
+from crossmodalrag.retrieval.languages import different_languages
 from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.types import Hit
 from tests.conftest import write_note
@@ -84,6 +85,38 @@ def test_the_abstention_text_names_the_failing_threshold(monkeypatch):
     assert "(needs 0.50)" in abstention_text(result(0.01, 0.3, "narrow"), SearchOptions())
     assert "0.198 similar in meaning (needs 0.200)" in abstention_text(result(0.9, 0.198, "narrow"), SearchOptions())
     assert "needs 7.5%" in abstention_text(result(0.02), SearchOptions())
+
+
+def test_a_question_in_another_language_than_its_evidence_is_judged_by_the_cross_language_cosine(monkeypatch):
+    """The README's French question found its Vietnamese note first at e5 cosine 0.82, sharing no word
+    with it, and was refused for missing `close` (0.93), fitted on same-language pairs."""
+    monkeypatch.setitem(MODEL_COSINES, "wide", Cosines(floor=0.80, close=0.93))
+    monkeypatch.setitem(CROSS_LANGUAGE, "wide", 0.78)
+    across = replace(result(0.0, 0.82, "wide"), cross_language=True)
+    assert is_weak(result(0.0, 0.82, "wide"), SearchOptions())  # the same language: as before
+    assert not is_weak(across, SearchOptions())
+    assert is_weak(replace(across, similarity=0.76), SearchOptions())
+    assert "in another language and 0.76 similar in meaning (needs 0.78)" in abstention_text(
+        replace(across, similarity=0.76), SearchOptions()
+    )
+    assert is_weak(replace(across, embed_model="narrow"), SearchOptions())  # a model without a fitted value
+
+
+@pytest.mark.parametrize(
+    "question, evidence, different",
+    [
+        ("quel est le processus de passation ?", "Quy trình bàn giao dự án cho khách hàng gồm ba bước", True),
+        ("When will the heating be replaced?", "Der Hausmeister sagte, dass die Heizung ersetzt wird.", True),
+        ("猫はどこ？", "我和小王去公园看了猫。", True),
+        ("Who is booking the hotel in Sochi?", "Алёна забронировала гостиницу в Сочи.", True),
+        ("When is the hotel in Сочи booked?", "We booked the hotel in Sochi for two weeks.", False),
+        ("Sochi hotel", "Алёна забронировала гостиницу в Сочи.", True),
+        ("Sochi hotel", "We booked the hotel for two weeks.", False),  # no function word: unknown
+        ("¿Cómo se hace una tarta de manzana?", "La tarta se hace con manzanas y azúcar.", False),
+    ],
+)
+def test_languages_differ_by_script_or_by_function_words_never_by_a_guess(question, evidence, different):
+    assert different_languages(question, evidence) is different
 
 
 def test_a_paraphrased_question_sharing_one_rare_word_is_answered(store, tmp_path: Path):

@@ -6,7 +6,7 @@ Query terms are reduced to word characters and each is double-quoted, so no user
 parsed as FTS syntax (`"`, `*`, `AND`, `NEAR(`, `-`, `:` are plain characters to us).
 
 Chinese, Japanese and Korean are indexed as character bigrams, Vietnamese words also as exact-form
-and syllable pair tokens (see index/scripts.py), Spanish and German words also as Snowball stem
+and syllable pair tokens (see index/scripts.py), Spanish, German and Cyrillic words also as Snowball stem
 tokens (index/stems.py); FTS_VERSION names that preparation, and a database indexed under another
 version is re-tokenized in place (store/migrations.py).
 
@@ -27,6 +27,7 @@ from crossmodalrag.index.scripts import (
     folded_form,
     folded_forms,
     is_cjk,
+    lone_characters,
     segment_cjk,
     syllable_pairs,
     vietnamese_pairs,
@@ -49,8 +50,8 @@ PREFIX_MIN_LETTERS = 7
 GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")
 # 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems; 4: folded
-# Greek, Cyrillic, Hebrew and Arabic words
-FTS_VERSION = 4
+# Greek, Cyrillic, Hebrew and Arabic words; 5: a CJK run's last character alone, Russian stems
+FTS_VERSION = 5
 
 
 def _word_at(text: str, index: int) -> str:
@@ -89,14 +90,14 @@ def index_body(text: str) -> str:
     extra = (
         identifier_variants(text) + exact_tokens(text) + vietnamese_pairs(text) + stem_tokens(text) + folded_forms(text)
     )
-    body = segment_cjk(text)
+    body = segment_cjk(text, last_alone=True)
     return f"{body}\n{' '.join(extra)}" if extra else body
 
 
 def index_title(title: str) -> str:
     """The text FTS5 indexes for a chunk's title: CJK as bigrams, marked words also folded."""
     extra = folded_forms(title)
-    return segment_cjk(title) + (f"\n{' '.join(extra)}" if extra else "")
+    return segment_cjk(title, last_alone=True) + (f"\n{' '.join(extra)}" if extra else "")
 
 
 def on_postgres(conn) -> bool:
@@ -210,7 +211,8 @@ def query_terms(query: str) -> list[QueryTerm]:
     """The distinct content words of a query, in order, at most MAX_QUERY_TERMS of them; the
     function words of the query's language and lone Latin letters dropped, CJK as bigrams, long
     German words also as prefixes."""
-    tokens = WORD.findall(segment_cjk(query))
+    # One-character Han words (猫 of 猫在哪里) join the run's bigrams, matched as prefixes (below).
+    tokens = WORD.findall(segment_cjk(query)) + lone_characters(query)
     language = guess_language([t.lower() for t in tokens])
     stopwords = BY_LANGUAGE[language]
     compounding = language == "de" or bool(GERMAN_LETTERS.search(query))
@@ -222,7 +224,7 @@ def query_terms(query: str) -> list[QueryTerm]:
                 continue
             # A lone CJK character (a one-character run) is found inside the bigrams that start with it.
             prefix = len(word) == 1 if cjk else compounding and word.isalpha() and len(word) >= PREFIX_MIN_LETTERS
-            # Exact forms exist only in Vietnamese notes, stems only in Spanish and German ones.
+            # Exact forms exist only in Vietnamese notes, stems only in Spanish, German and Cyrillic ones.
             exact, stem = (None, None) if cjk else (exact_token(word), stem_token(word, language))
             terms[word] = QueryTerm(word, prefix, exact, stem, None if cjk else folded_form(word))
         if len(terms) >= MAX_QUERY_TERMS:

@@ -43,6 +43,7 @@ CJK_CLASS = (
 CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
 CJK_CHAR = re.compile(f"[{CJK_CLASS}]")
 HIRAGANA_ONLY = re.compile("[\u3040-\u309f]+")
+HAN_CHAR = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
 WORD = re.compile(r"\w+")
 SENTENCE_END = re.compile(r"[.!?;:\n]")
 VIETNAMESE_LETTER = re.compile("[\u1ea0-\u1ef9ăđơưĂĐƠƯ]")
@@ -62,11 +63,48 @@ def _spaced_bigrams(match: re.Match) -> str:
     return f" {run} " if len(run) == 1 else " " + " ".join(map(str.__add__, run, run[1:])) + " "
 
 
-def segment_cjk(text: str) -> str:
-    """The text with every CJK run replaced by its space-separated bigrams (other text unchanged)."""
+def _spaced_bigrams_and_last(match: re.Match) -> str:
+    run = match.group(0)
+    return _spaced_bigrams(match) if len(run) == 1 else _spaced_bigrams(match) + f"{run[-1]} "
+
+
+def segment_cjk(text: str, last_alone: bool = False) -> str:
+    """The text with every CJK run replaced by its space-separated bigrams (other text unchanged).
+    With `last_alone` (what is indexed), a run's last character is also a token of its own: every
+    other character starts a bigram, so a one-character word searched as a prefix (猫*) finds it
+    anywhere, also at the end of a run (看了猫). Not in queries, where it would break phrases."""
     if text.isascii() or not CJK_CHAR.search(text):
         return text
-    return CJK_RUN.sub(_spaced_bigrams, text)
+    return CJK_RUN.sub(_spaced_bigrams_and_last if last_alone else _spaced_bigrams, text)
+
+
+def lone_characters(text: str) -> list[str]:
+    """The one-character Han words of a text's CJK runs: a Han character with no Han neighbour other
+    than a particle or question word (猫 in 猫在哪里 and 猫はどこ, 雨 in 雨の日). Bigrams alone give
+    such a word only as part of a pair with its particle (猫在, 猫は), which the note seldom holds."""
+    found = []
+    for match in CJK_RUN.finditer(text):
+        run = match.group(0)
+        for i, char in enumerate(run):
+            if len(run) > 1 and _is_lone_word(run, i):
+                found.append(char)
+    return list(dict.fromkeys(found))
+
+
+def _is_lone_word(run: str, i: int) -> bool:
+    char = run[i]
+    if not HAN_CHAR.match(char) or char in CJK_FUNCTION_CHARS:
+        return False
+    before, after = run[i - 1 : i + 1] if i else "", run[i : i + 2] if i + 1 < len(run) else ""
+    return all(
+        not pair or (_is_boundary(pair.replace(char, "", 1)) and pair not in CJK_FUNCTION_BIGRAMS)
+        for pair in (before, after)
+    )
+
+
+def _is_boundary(char: str) -> bool:
+    """Does a neighbouring character end a word: hiragana (particles, endings) or a function character?"""
+    return bool(HIRAGANA_ONLY.fullmatch(char)) or char in CJK_FUNCTION_CHARS
 
 
 def fold(word: str) -> str:
@@ -159,3 +197,6 @@ CJK_FUNCTION_BIGRAMS = frozenset(
 几个 几年 有哪 有多 是否 了什 做什 叫什 在哪 什麼 為什 甚麼 是多 为何 何时 何处 何地 哪國
 """.split()
 )
+# Chinese particles and question words, one character each: next to one, a Han character may be a
+# word of its own (lone_characters); they never are one worth searching.
+CJK_FUNCTION_CHARS = frozenset("的了在是吗呢吧和与把被给也都就还着过得地由从对为于这那我你他她它们什么哪谁几何怎")

@@ -25,6 +25,7 @@ from crossmodalrag.index import fts
 from crossmodalrag.retrieval.coverage import (
     best_coverage,
     coverage_weights,
+    exact_forms,
     matches,
     prefix_tokens,
     stem_alternatives,
@@ -34,6 +35,7 @@ from crossmodalrag.retrieval.dates import asked_window, named_spans, read_times
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.filters import filter_clause, is_filtered, nearest_passing
 from crossmodalrag.retrieval.gate import is_weak
+from crossmodalrag.retrieval.languages import different_languages, different_scripts
 from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
@@ -116,6 +118,9 @@ class SearchResult:
     # (after, before) when the question asks only what happened then (dates.asked_window): its hits are
     # what is dated inside, and the gate does not ask them to share the question's words
     window: tuple[float | None, float | None] | None = None
+    # the question and its closest evidence (by cosine) are in different languages (languages.py):
+    # their shared words say nothing, only the cosine judges them (gate.py CROSS_LANGUAGE)
+    cross_language: bool = False
 
 
 def search(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None" = None) -> SearchResult:
@@ -158,7 +163,13 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
         # The same candidates, ranked by the question moved toward its best hits.
         hits = _ranked(known, lexical, semantic.scores_for(shifted, sorted(pool)), asked, options, model, dated)
     coverage, matched = _coverage(conn, terms, analyzed, weights, hits)
-    similarity = max((asked[h.chunk_id] for h in hits if h.chunk_id in asked), default=None)
+    closest = max((h for h in hits if h.chunk_id in asked), key=lambda h: asked[h.chunk_id], default=None)
+    if hits and different_scripts(query, hits[0].text):
+        # A name is spelled in the question's script, and the evidence may hold it only transliterated
+        # ("Sochi" of Сочи): the names gate (names.py) can tell nothing here. Within one script, names
+        # are written alike across languages (Berlin, Zürich) and are still checked.
+        unknown = []
+    similarity = asked[closest.chunk_id] if closest is not None else None
     return SearchResult(
         hits,
         [t.word for t in terms],
@@ -171,6 +182,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
         model,
         unknown,
         window,
+        closest is not None and different_languages(query, closest.text),
     )
 
 
@@ -272,7 +284,8 @@ def _coverage(conn, terms, analyzed, weights, hits: list[Hit]) -> tuple[float, i
     needs the best-covering hit near the top; scanning past ten adds cost, not signal."""
     needed = coverage_weights(terms, analyzed, weights)
     texts = [h.text for h in hits[:COVERAGE_DEPTH]]
-    found = matches(conn, texts, needed, prefix_tokens(terms, analyzed), stem_alternatives(conn, terms, analyzed))
+    alternatives = stem_alternatives(conn, terms, analyzed)
+    found = matches(conn, texts, needed, prefix_tokens(terms, analyzed), alternatives, exact_forms(terms, analyzed))
     return best_coverage(found, needed)
 
 

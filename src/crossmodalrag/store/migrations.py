@@ -282,6 +282,15 @@ MIGRATIONS: list[tuple] = [
         """,
         retokenize,
     ),
+    (
+        11,
+        """
+        -- FTS_VERSION 5: a CJK run's last character is also indexed alone (index/scripts.py), so a
+        -- one-character word is found at the end of a run too, and Cyrillic words get Russian Snowball
+        -- stem tokens (index/stems.py); chunks_fts is rebuilt from the stored chunks.
+        """,
+        retokenize,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
