@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -169,6 +170,21 @@ def test_an_indented_or_underlined_first_heading_is_the_title(vault: Path) -> No
 def test_headings_urls_and_code_are_not_tags(vault: Path) -> None:
     text = "# Heading\n## Sub\nhttp://x.org/page#anchor and C# and `#notatag`\n```\n#codetag\n```\n#real\n"
     assert read(vault, "n.md", text).metadata["tags"] == ["real"]
+
+
+def test_tags_run_over_combining_marks(vault: Path) -> None:
+    doc = read(vault, "n.md", "Notes on #ฐานข้อมูล and #हिन्दी, also #Café.\n")
+    assert doc.metadata["tags"] == ["Café", "हिन्दी", "ฐานข้อมูล"]
+
+
+def test_decomposed_tags_are_read_whole_and_composed(vault: Path) -> None:
+    text = unicodedata.normalize("NFD", "---\ntags: [Übersicht]\n---\nText from macOS. #über #café\n")
+    assert read(vault, "n.md", text).metadata["tags"] == ["café", "Übersicht", "über"]
+
+
+def test_a_line_of_tags_in_a_script_with_marks_is_metadata(vault: Path) -> None:
+    doc = read(vault, "n.md", "# Trip\n#ฐานข้อมูล #हिन्दी\n\n## Day one\n\nWe went to Kyoto.\n")
+    assert [chunk.text for chunk in chunk_document(doc)] == ["Trip > Day one\nWe went to Kyoto."]
 
 
 def test_wikilinks_are_metadata_but_not_inside_code(vault: Path) -> None:

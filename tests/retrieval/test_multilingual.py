@@ -3,6 +3,8 @@ the abstention gate's coverage per script, and byte offsets on evidence."""
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from crossmodalrag.config import Settings
@@ -194,3 +196,13 @@ def test_unaccented_vietnamese_is_recognised_by_its_function_words():
 @pytest.fixture
 def store(any_store):  # every test here runs on SQLite and on PostgreSQL (issue 16)
     return any_store
+
+
+@pytest.mark.parametrize("form", ["NFC", "NFD"])
+def test_a_decomposed_query_finds_what_its_composed_form_finds(memory, form):
+    # Text pasted from a macOS file name is decomposed: `\w` split "Gebäudekomplex" at the mark.
+    query = unicodedata.normalize(form, "Gebäudekomplex fertiggestellt")
+    result = search(memory, query, SearchOptions())
+    assert uris(result) == ["de"] and result.coverage == 1.0
+    phrase = unicodedata.normalize(form, "Der Gebäudekomplex wurde")
+    assert uris(search(memory, phrase, SearchOptions(match="phrase"))) == ["de"]

@@ -7,11 +7,12 @@ import errno
 import os
 import re
 import stat
+import unicodedata
 from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from crossmodalrag.chunking.markdown import clip, leading_date, split_frontmatter, without_code
+from crossmodalrag.chunking.markdown import clip, inline_tags, leading_date, split_frontmatter, without_code
 from crossmodalrag.connectors.files import check_name
 from crossmodalrag.connectors.files import shown as _shown  # its locals are named `shown`
 from crossmodalrag.connectors.frontmatter import parse_frontmatter
@@ -31,7 +32,6 @@ H1 = re.compile(r"^ {0,3}#[ \t]+(.*)$", re.M)
 SETEXT_H1 = re.compile(r"^( {0,3}[^\s#>|<`~*+=-][^\n]*)\n {0,3}={2,}[ \t]*$", re.M)  # "Title" over "====="
 # No `[` inside a link: otherwise every `[[` of a `[[[[…` line scans to the end of the line.
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
-INLINE_TAG = re.compile(r"(?<![\w&#/])#([^\W\d_][\w/-]*)")  # a letter first, of any script: #über, #日本語
 DATE_KEYS = ("date", "created")  # frontmatter that dates a note
 
 
@@ -287,8 +287,9 @@ def _tags(meta: dict[str, Any], body: str) -> list[str]:
         listed = [str(t) for t in raw if t]
     else:
         listed = [str(raw)]  # `tags: 2025` or `tags: true` is one tag, not a crash
-    inline = INLINE_TAG.findall(body) if "#" in body else []
-    return sorted({tag.lstrip("#") for tag in listed + inline} - {""})
+    inline = inline_tags(body) if "#" in body else []
+    # Composed (NFC), as inline_tags reads them: a decomposed `über` is the same tag as a typed one.
+    return sorted({unicodedata.normalize("NFC", tag.lstrip("#")) for tag in listed + inline} - {""})
 
 
 def _jsonable(value: Any) -> Any:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -206,10 +207,18 @@ def _candidates(token: str) -> list[str]:
     return candidates
 
 
+def normalized_query(query: str) -> str:
+    """The query composed (NFC). Text pasted from a macOS file name is decomposed (`a` and a
+    combining diaeresis), where `\\w` splits "Geschäftsreise" into "Gescha" and "ftsreise", which no
+    note holds; FTS5 reads a note's text in either form alike."""
+    return unicodedata.normalize("NFC", query)
+
+
 def query_terms(query: str) -> list[QueryTerm]:
     """The distinct content words of a query, in order, at most MAX_QUERY_TERMS of them; the
     function words of the query's language and lone Latin letters dropped, CJK as bigrams, long
     German words also as prefixes."""
+    query = normalized_query(query)
     tokens = WORD.findall(segment_cjk(query))
     language = guess_language([t.lower() for t in tokens])
     stopwords = BY_LANGUAGE[language]
@@ -233,6 +242,7 @@ def query_terms(query: str) -> list[QueryTerm]:
 def query_pairs(query: str) -> list[str]:
     """The syllable pair tokens (index/scripts.py) of a query that looks Vietnamese or has no
     function words to tell (`quy trinh ban giao` typed without accents), distinct."""
+    query = normalized_query(query)
     words = WORD.findall(query.lower())
     language = guess_language(words)
     if language != "vi" and not (language == "en" and ENGLISH.isdisjoint(words)):
@@ -257,7 +267,7 @@ def match_expression(
 def phrase_expression(query: str) -> str | None:
     """The query's words (CJK as bigrams) as one FTS5 phrase: they must occur in order, adjacent.
     Only word characters reach the expression. None when the query has no words."""
-    words = [w.lower() for w in WORD.findall(segment_cjk(query).replace("_", " "))]
+    words = [w.lower() for w in WORD.findall(segment_cjk(normalized_query(query)).replace("_", " "))]
     return '"' + " ".join(words) + '"' if words else None
 
 
