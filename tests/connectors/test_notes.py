@@ -126,6 +126,18 @@ def test_a_frontmatter_date_in_the_ways_vaults_write_it(vault: Path, written: st
     assert note.timestamp == utc(2023, 7, 14) and "notice" not in note.metadata
 
 
+@pytest.mark.parametrize(
+    "written",
+    ["2023年7月14日", "２０２３年７月１４日", "2023년 7월 14일", "14. Juli 2023", "14 de julio de 2023",
+     "14 juillet 2023", "1er juillet 2023", "ngày 14 tháng 7 năm 2023", "14. Jul. 2023"],
+)  # fmt: skip
+def test_a_date_written_in_another_language_is_read_in_frontmatter_and_a_date_line(vault: Path, written: str) -> None:
+    expected = utc(2023, 7, 1) if written.startswith("1er") else utc(2023, 7, 14)
+    note = read(vault, "n.md", f"---\ndate: {written}\n---\nWhat happened.\n")
+    assert note.timestamp == expected and "notice" not in note.metadata
+    assert read(vault, "d.md", f"Date: {written}\n\nWhat happened.\n").timestamp == expected
+
+
 @pytest.mark.parametrize("written", ["07/06/2023", "2023-02-30", "Mayday 1, 2023", "soon"])
 def test_a_frontmatter_date_not_read_says_so_and_keeps_the_other_fields(vault: Path, written: str) -> None:
     note = read(vault, "n.md", f"---\ndate: {written}\ncreated: 2022-06-01\ntags: [a]\n---\nWhat happened.\n")

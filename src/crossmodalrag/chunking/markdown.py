@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from crossmodalrag.chunking.text import split_span
 from crossmodalrag.types import Chunk, Document
+from crossmodalrag.written_dates import parse_date
 
 FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 # The heading text keeps its closing `#`s here; heading_name strips them in Python, because a lazy
@@ -30,7 +31,7 @@ NOT_SETEXT_TEXT = re.compile(r"\s*\Z|[ \t]{4}|[ \t]{0,3}(?:[-*+>|<]|\d{1,9}[.)]|
 # Headings and the title are repeated in every chunk's breadcrumb, locator and metadata: a 10 MB
 # heading line would otherwise be copied into each of the ~8,000 chunks of the body under it.
 MAX_HEADING_CHARS = 200
-DATE_LINE = re.compile(r"\A\s*Date:[ \t]*(\d{4}-\d{2}-\d{2})\b[^\n]*(?:\n|\Z)", re.I)
+DATE_LINE = re.compile(r"\A\s*Date:([^\n]*)(?:\n|\Z)", re.I)  # stripped in Python: no backtracking
 FENCE_LINE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*", re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
 # A tag starts with a letter, of any script (#über, #日本語), and runs over letters, digits, `_`, `/`,
@@ -45,9 +46,12 @@ def split_frontmatter(text: str) -> tuple[str | None, int]:
 
 
 def leading_date(text: str, body_start: int) -> tuple[str | None, int]:
-    """A leading `Date: YYYY-MM-DD` line is metadata: (the date or None, offset after it)."""
+    """A leading `Date:` line is metadata when it holds a date frontmatter would read (written_dates.py):
+    (the date or None, offset after it)."""
     match = DATE_LINE.match(text[body_start:])
-    return (match.group(1), body_start + match.end()) if match else (None, body_start)
+    if match is None or parse_date(written := match.group(1).strip()) is None:
+        return None, body_start
+    return written, body_start + match.end()
 
 
 def inline_tags(text: str) -> list[str]:
