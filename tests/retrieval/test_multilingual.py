@@ -206,3 +206,30 @@ def test_a_decomposed_query_finds_what_its_composed_form_finds(memory, form):
     assert uris(result) == ["de"] and result.coverage == 1.0
     phrase = unicodedata.normalize(form, "Der Gebäudekomplex wurde")
     assert uris(search(memory, phrase, SearchOptions(match="phrase"))) == ["de"]
+
+
+@pytest.fixture
+def widths(store):
+    add_docs(
+        store,
+        note("ja-wide", "# 移行メモ\nデータベースを ＰｏｓｔｇｒｅＳＱＬ に移行した。"),
+        note("ja-half", "# ﾒﾓ\nﾃﾞｰﾀﾍﾞｰｽのﾊﾞｯｸｱｯﾌﾟは毎晩とる。"),
+        note("en", "# DB notes\nWe moved the database to PostgreSQL last week."),
+    )
+    return store
+
+
+@pytest.mark.parametrize("query", ["PostgreSQL", "ＰｏｓｔｇｒｅＳＱＬ", "postgresql"])
+def test_full_width_latin_and_its_usual_spelling_find_each_other(widths, query):
+    result = search(widths, query, SearchOptions())
+    assert sorted(uris(result)) == ["en", "ja-wide"] and result.coverage == 1.0
+
+
+@pytest.mark.parametrize("query", ["ﾃﾞｰﾀﾍﾞｰｽ", "データベース"])
+def test_half_width_katakana_and_full_width_katakana_find_each_other(widths, query):
+    assert sorted(uris(search(widths, query, SearchOptions()))) == ["ja-half", "ja-wide"]
+
+
+def test_a_full_width_phrase_finds_the_note_as_typed(widths):
+    result = search(widths, "データベースを ＰｏｓｔｇｒｅＳＱＬ", SearchOptions(match="phrase"))
+    assert uris(result) == ["ja-wide"]

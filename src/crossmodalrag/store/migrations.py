@@ -282,6 +282,14 @@ MIGRATIONS: list[tuple] = [
         """,
         retokenize,
     ),
+    (
+        11,
+        """
+        -- FTS_VERSION 5: words NFKC changes (full-width Latin, half-width kana) are also indexed in
+        -- their NFKC form (index/scripts.py); chunks_fts is rebuilt from the stored chunks.
+        """,
+        retokenize,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
