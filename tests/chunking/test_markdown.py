@@ -99,6 +99,19 @@ def test_a_leading_date_line_is_not_a_chunk() -> None:
     assert [body_of(c) for c in chunks] == ["What happened today."]
 
 
+@pytest.mark.parametrize(
+    "written", ["14.03.2024", "March 14, 2024", "2024年3月14日", "14. März 2024", "2024-03-14 (Thu)"]
+)
+def test_a_leading_date_line_in_any_form_frontmatter_reads_is_not_a_chunk(written: str) -> None:
+    chunks = chunk_markdown(note(f"Date: {written}\n\n# Diary\n\nA walk in the park.\n"))
+    assert [body_of(c) for c in chunks] == ["A walk in the park."]
+
+
+def test_a_date_line_that_is_no_date_stays_content() -> None:
+    chunks = chunk_markdown(note("Date: next Tuesday, probably\n\nWhat to bring.\n"))
+    assert body_of(chunks[0]).startswith("Date: next Tuesday, probably")
+
+
 def test_a_date_line_only_note_has_no_chunks() -> None:
     assert chunk_markdown(note("Date: 2024-03-05\n")) == []
 

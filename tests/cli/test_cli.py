@@ -324,6 +324,16 @@ def test_an_empty_question_or_an_empty_date_window_is_an_error(capsys, vault):
     assert code == 1 and "--after=2025-06-01 is not earlier than --before=2025-01-01" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("option", ["--after", "--before"])
+@pytest.mark.parametrize("value", ["garbage", "2024年3月1日", "0001-01-01T00:00+01:00"])
+def test_a_bad_after_or_before_date_is_a_usage_error(capsys, option, value):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ask", "parser", "--no-llm", option, value])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "usage:" not in err
+    assert err.startswith(f"error: argument {option}: the date ") and "(hint: " in err
+
+
 def test_a_question_with_bytes_that_are_not_utf8_is_asked_with_them_replaced(capsys, vault):
     """Searched as text (an embedder's tokenizer rejects the lone surrogates Python keeps them as)."""
     run(capsys, "ingest-notes", str(vault))

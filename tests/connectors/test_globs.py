@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from crossmodalrag.connectors.globs import matches, selected
@@ -69,3 +71,30 @@ def test_include_and_exclude_together() -> None:
 
 def test_excluding_a_folder_with_a_trailing_slash() -> None:
     assert selected("private/diary.md", [], ["private/"]) is False
+
+
+def _nfd(text: str) -> str:
+    return unicodedata.normalize("NFD", text)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path"),
+    [
+        ("Privé/**", _nfd("Privé/mot de passe.md")),
+        (_nfd("Privé/**"), "Privé/mot de passe.md"),
+        ("Über*", _nfd("Über das Gebäude.md")),
+        ("Priv?/", _nfd("Privé/x.md")),
+    ],
+)
+def test_composed_and_decomposed_names_match_alike(pattern: str, path: str) -> None:
+    assert matches(path, pattern) is True
+
+
+def test_a_decomposed_folder_on_disk_is_excluded_by_a_composed_glob(tmp_path) -> None:
+    private = tmp_path / _nfd("Privé")
+    private.mkdir()
+    (private / "secret.md").write_text("# Secret\n\nThe code is 4711.\n", encoding="utf-8")
+    (tmp_path / "work.md").write_text("# Work\n\nMeeting on Monday.\n", encoding="utf-8")
+    on_disk = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.md"))
+    kept = [path for path in on_disk if selected(path, [], ["Privé/**"])]
+    assert kept == ["work.md"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -125,6 +126,18 @@ def test_a_frontmatter_date_in_the_ways_vaults_write_it(vault: Path, written: st
     assert note.timestamp == utc(2023, 7, 14) and "notice" not in note.metadata
 
 
+@pytest.mark.parametrize(
+    "written",
+    ["2023年7月14日", "２０２３年７月１４日", "2023년 7월 14일", "14. Juli 2023", "14 de julio de 2023",
+     "14 juillet 2023", "1er juillet 2023", "ngày 14 tháng 7 năm 2023", "14. Jul. 2023"],
+)  # fmt: skip
+def test_a_date_written_in_another_language_is_read_in_frontmatter_and_a_date_line(vault: Path, written: str) -> None:
+    expected = utc(2023, 7, 1) if written.startswith("1er") else utc(2023, 7, 14)
+    note = read(vault, "n.md", f"---\ndate: {written}\n---\nWhat happened.\n")
+    assert note.timestamp == expected and "notice" not in note.metadata
+    assert read(vault, "d.md", f"Date: {written}\n\nWhat happened.\n").timestamp == expected
+
+
 @pytest.mark.parametrize("written", ["07/06/2023", "2023-02-30", "Mayday 1, 2023", "soon"])
 def test_a_frontmatter_date_not_read_says_so_and_keeps_the_other_fields(vault: Path, written: str) -> None:
     note = read(vault, "n.md", f"---\ndate: {written}\ncreated: 2022-06-01\ntags: [a]\n---\nWhat happened.\n")
@@ -169,6 +182,21 @@ def test_an_indented_or_underlined_first_heading_is_the_title(vault: Path) -> No
 def test_headings_urls_and_code_are_not_tags(vault: Path) -> None:
     text = "# Heading\n## Sub\nhttp://x.org/page#anchor and C# and `#notatag`\n```\n#codetag\n```\n#real\n"
     assert read(vault, "n.md", text).metadata["tags"] == ["real"]
+
+
+def test_tags_run_over_combining_marks(vault: Path) -> None:
+    doc = read(vault, "n.md", "Notes on #ฐานข้อมูล and #हिन्दी, also #Café.\n")
+    assert doc.metadata["tags"] == ["Café", "हिन्दी", "ฐานข้อมูล"]
+
+
+def test_decomposed_tags_are_read_whole_and_composed(vault: Path) -> None:
+    text = unicodedata.normalize("NFD", "---\ntags: [Übersicht]\n---\nText from macOS. #über #café\n")
+    assert read(vault, "n.md", text).metadata["tags"] == ["café", "Übersicht", "über"]
+
+
+def test_a_line_of_tags_in_a_script_with_marks_is_metadata(vault: Path) -> None:
+    doc = read(vault, "n.md", "# Trip\n#ฐานข้อมูล #हिन्दी\n\n## Day one\n\nWe went to Kyoto.\n")
+    assert [chunk.text for chunk in chunk_document(doc)] == ["Trip > Day one\nWe went to Kyoto."]
 
 
 def test_wikilinks_are_metadata_but_not_inside_code(vault: Path) -> None:

@@ -12,6 +12,7 @@ from crossmodalrag.index.scripts import (
     EXACT_ALPHABET,
     EXACT_MARK,
     bigrams,
+    compatibility_forms,
     exact_token,
     folded_form,
     folded_forms,
@@ -66,3 +67,11 @@ def test_marked_greek_cyrillic_hebrew_and_arabic_words_fold_and_others_do_not():
     assert folded_form("Αθηνα") is None and folded_form("नमस्ते") is None  # nothing to fold; Devanagari kept
     decomposed = unicodedata.normalize("NFD", "Ο Αθήνα και η Αθήνα")
     assert folded_forms(decomposed) == ["αθηνα"] and folded_forms("plain text") == []
+
+
+def test_compatibility_forms_are_the_nfkc_forms_of_full_width_and_half_width_words():
+    assert compatibility_forms("データベースを ＰｏｓｔｇｒｅＳＱＬ に移行") == ["PostgreSQL"]
+    assert compatibility_forms("ﾃﾞｰﾀﾍﾞｰｽ") == ["デー ータ タベ ベー ース"]
+    # Decomposed text is read composed (FTS5 folds it alike): nothing to add, as for plain text.
+    assert compatibility_forms(unicodedata.normalize("NFD", "Geschäftsreise nach München")) == []
+    assert compatibility_forms("plain ASCII") == []

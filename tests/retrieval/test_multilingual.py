@@ -3,6 +3,8 @@ the abstention gate's coverage per script, and byte offsets on evidence."""
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from crossmodalrag.config import Settings
@@ -252,3 +254,40 @@ def test_unaccented_vietnamese_is_recognised_by_its_function_words():
 @pytest.fixture
 def store(any_store):  # every test here runs on SQLite and on PostgreSQL (issue 16)
     return any_store
+
+
+@pytest.mark.parametrize("form", ["NFC", "NFD"])
+def test_a_decomposed_query_finds_what_its_composed_form_finds(memory, form):
+    # Text pasted from a macOS file name is decomposed: `\w` split "Gebäudekomplex" at the mark.
+    query = unicodedata.normalize(form, "Gebäudekomplex fertiggestellt")
+    result = search(memory, query, SearchOptions())
+    assert uris(result) == ["de"] and result.coverage == 1.0
+    phrase = unicodedata.normalize(form, "Der Gebäudekomplex wurde")
+    assert uris(search(memory, phrase, SearchOptions(match="phrase"))) == ["de"]
+
+
+@pytest.fixture
+def widths(store):
+    add_docs(
+        store,
+        note("ja-wide", "# 移行メモ\nデータベースを ＰｏｓｔｇｒｅＳＱＬ に移行した。"),
+        note("ja-half", "# ﾒﾓ\nﾃﾞｰﾀﾍﾞｰｽのﾊﾞｯｸｱｯﾌﾟは毎晩とる。"),
+        note("en", "# DB notes\nWe moved the database to PostgreSQL last week."),
+    )
+    return store
+
+
+@pytest.mark.parametrize("query", ["PostgreSQL", "ＰｏｓｔｇｒｅＳＱＬ", "postgresql"])
+def test_full_width_latin_and_its_usual_spelling_find_each_other(widths, query):
+    result = search(widths, query, SearchOptions())
+    assert sorted(uris(result)) == ["en", "ja-wide"] and result.coverage == 1.0
+
+
+@pytest.mark.parametrize("query", ["ﾃﾞｰﾀﾍﾞｰｽ", "データベース"])
+def test_half_width_katakana_and_full_width_katakana_find_each_other(widths, query):
+    assert sorted(uris(search(widths, query, SearchOptions()))) == ["ja-half", "ja-wide"]
+
+
+def test_a_full_width_phrase_finds_the_note_as_typed(widths):
+    result = search(widths, "データベースを ＰｏｓｔｇｒｅＳＱＬ", SearchOptions(match="phrase"))
+    assert uris(result) == ["ja-wide"]

@@ -130,3 +130,25 @@ def test_a_version_7_index_gains_stem_and_syllable_pair_tokens_in_place(db_path)
         assert store.schema_version() >= 8
         found = store.conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'zqdeclar'").fetchone()[0]
     assert found == 1
+
+
+def test_a_version_10_index_gains_the_nfkc_forms_of_full_width_words_in_place(db_path):
+    """Migration 11 re-tokenizes: a chunk with full-width Latin indexed before it is found by the
+    word's usual spelling, with no re-ingest."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    migrate(conn, target=10)
+    conn.execute(
+        "INSERT INTO sources (id, source_type, uri, fingerprint, title, ingested_at) "
+        "VALUES (1, 'note', '/v/a.md', 'f', 'a', 0)"
+    )
+    text = "データベースを ＰｏｓｔｇｒｅＳＱＬ に移行した。"
+    conn.execute(
+        "INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end) VALUES (1, 1, 0, ?, 0, 9)", (text,)
+    )
+    conn.execute("INSERT INTO chunks_fts (rowid, title, body) VALUES (1, 'a', ?)", (text,))
+    assert conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'postgresql'").fetchone()[0] == 0
+    conn.close()
+    with open_store(db_path) as store:
+        assert store.schema_version() >= 11
+        found = store.conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'postgresql'").fetchone()[0]
+    assert found == 1

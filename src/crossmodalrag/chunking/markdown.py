@@ -9,10 +9,12 @@ yields nothing; headings inside fenced code are not headings.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from crossmodalrag.chunking.text import split_span
 from crossmodalrag.types import Chunk, Document
+from crossmodalrag.written_dates import parse_date
 
 FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 # The heading text keeps its closing `#`s here; heading_name strips them in Python, because a lazy
@@ -29,10 +31,12 @@ NOT_SETEXT_TEXT = re.compile(r"\s*\Z|[ \t]{4}|[ \t]{0,3}(?:[-*+>|<]|\d{1,9}[.)]|
 # Headings and the title are repeated in every chunk's breadcrumb, locator and metadata: a 10 MB
 # heading line would otherwise be copied into each of the ~8,000 chunks of the body under it.
 MAX_HEADING_CHARS = 200
-DATE_LINE = re.compile(r"\A\s*Date:[ \t]*(\d{4}-\d{2}-\d{2})\b[^\n]*(?:\n|\Z)", re.I)
+DATE_LINE = re.compile(r"\A\s*Date:([^\n]*)(?:\n|\Z)", re.I)  # stripped in Python: no backtracking
 FENCE_LINE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*", re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
-TAGS_ONLY = re.compile(r"(?:\s*#[^\W\d_][\w/-]*)*\s*\Z")  # "#bug #ci #über": the note's tags, kept as metadata
+# A tag starts with a letter, of any script (#über, #日本語), and runs over letters, digits, `_`, `/`,
+# `-` and combining marks (see tag_end): `\w` stops at a mark, and cut #ฐานข้อมูล to ฐานข, #हिन्दी to ह.
+TAG_START = re.compile(r"(?<![\w&#/])#(?=[^\W\d_])")
 
 
 def split_frontmatter(text: str) -> tuple[str | None, int]:
@@ -42,9 +46,33 @@ def split_frontmatter(text: str) -> tuple[str | None, int]:
 
 
 def leading_date(text: str, body_start: int) -> tuple[str | None, int]:
-    """A leading `Date: YYYY-MM-DD` line is metadata: (the date or None, offset after it)."""
+    """A leading `Date:` line is metadata when it holds a date frontmatter would read (written_dates.py):
+    (the date or None, offset after it)."""
     match = DATE_LINE.match(text[body_start:])
-    return (match.group(1), body_start + match.end()) if match else (None, body_start)
+    if match is None or parse_date(written := match.group(1).strip()) is None:
+        return None, body_start
+    return written, body_start + match.end()
+
+
+def inline_tags(text: str) -> list[str]:
+    """The `#tags` of a note's text, in order, composed (NFC): a decomposed `#über`, as text copied
+    from a macOS file name is, is the same tag as one typed."""
+    text = unicodedata.normalize("NFC", text)
+    return [text[start.end() : tag_end(text, start.end())] for start in TAG_START.finditer(text)]
+
+
+def tag_end(text: str, start: int) -> int:
+    """Where the tag whose name starts at `start` ends."""
+    end = start
+    while end < len(text) and (text[end].isalnum() or text[end] in "_/-" or unicodedata.category(text[end])[0] == "M"):
+        end += 1
+    return end
+
+
+def only_tags(text: str) -> bool:
+    """Is the text nothing but tags ("#bug #ci #über"), the note's metadata rather than a chunk?"""
+    words = text.replace("#", " #").split()
+    return all(TAG_START.match(word) and tag_end(word, 1) == len(word) for word in words)
 
 
 def without_code(text: str) -> str:
@@ -174,7 +202,7 @@ def chunk_markdown(doc: Document) -> list[Chunk]:
         is_leaf = index + 1 == len(found) or not section.contains(found[index + 1])
         # Tags under the title, before the first subsection: a chunk of them said nothing and, short
         # and all title, outranked the sections under it.
-        tags_only = not is_leaf and TAGS_ONLY.match(doc.text, section.start, section.end)
+        tags_only = not is_leaf and only_tags(doc.text[section.start : section.end])
         spans = [] if tags_only else split_span(doc.text, section.start, section.end)
         if not spans and section.headings and is_leaf:
             # A heading with nothing under it (a list of headings, a stub) is still searchable;

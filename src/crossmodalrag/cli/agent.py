@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from crossmodalrag.cli.arguments import at_most, given_path
+from crossmodalrag.cli.arguments import at_most, given_path, iso_date
 from crossmodalrag.cli.commands import _finish_ingest, _open, _paths, _settings, notice
 from crossmodalrag.cli.progress import ProgressLine
 from crossmodalrag.cli.render import print_json
@@ -39,8 +39,10 @@ def add_recall_arguments(p: argparse.ArgumentParser) -> None:
         choices=("direct", "episodic", "fusion"),
         help="recall strategy (default: CMRAG_STRATEGY, else direct); episodic reads 'last week', 'in May', …",
     )
-    p.add_argument("--after", metavar="DATE", help="only evidence from sources dated on or after DATE (ISO)")
-    p.add_argument("--before", metavar="DATE", help="only evidence from sources dated before DATE (ISO)")
+    p.add_argument(
+        "--after", type=iso_date, metavar="DATE", help="only evidence from sources dated on or after DATE (ISO)"
+    )
+    p.add_argument("--before", type=iso_date, metavar="DATE", help="only evidence from sources dated before DATE (ISO)")
 
 
 def ingest_chat(args: argparse.Namespace) -> int:

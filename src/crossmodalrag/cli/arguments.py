@@ -67,3 +67,15 @@ def given_path(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty (hint: an unset shell variable?)")
     return Path(text)
+
+
+def iso_date(text: str) -> str:
+    """A `--after`/`--before` date, as typed, checked before any work: a bad one is a usage error, as
+    every other bad value is, not a failure of the ask."""
+    from crossmodalrag.agent.tools import InvalidArgument, parse_when
+
+    try:
+        parse_when(text, "the date")
+    except InvalidArgument as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text

@@ -3,11 +3,16 @@
 `*` and `?` stay inside one folder, `**` spans folders (`work/**`, `**/draft-*.md`), a pattern
 without a slash matches the file name at any depth, as in .gitignore (`*.tmp.md`), and one ending
 in a slash means everything inside that folder (`private/`).
+
+Both sides are compared in NFC: macOS and many sync tools write file names decomposed (NFD: `e` plus a
+combining accent) while a typed glob is composed, and the two forms of `Privé/**` must exclude the
+same folder.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
 
@@ -35,7 +40,8 @@ def _compile(pattern: str) -> re.Pattern[str]:
 
 def matches(path: str, pattern: str) -> bool:
     """Does a relative POSIX path match one glob?"""
-    pattern = pattern.strip().lstrip("/")
+    path = unicodedata.normalize("NFC", path)
+    pattern = unicodedata.normalize("NFC", pattern.strip().lstrip("/"))
     if pattern.endswith("/"):  # a folder: everything inside it, at any depth if it has no slash
         core = pattern.rstrip("/")
         return bool(_compile(("" if "/" in core else "**/") + core + "/**").match(path))

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import calendar
 import errno
 import os
 import re
 import stat
-from datetime import date, datetime, time, timezone
+import unicodedata
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from crossmodalrag.chunking.markdown import clip, leading_date, split_frontmatter, without_code
+from crossmodalrag.chunking.markdown import clip, inline_tags, leading_date, split_frontmatter, without_code
 from crossmodalrag.connectors.files import check_name
 from crossmodalrag.connectors.files import shown as _shown  # its locals are named `shown`
 from crossmodalrag.connectors.frontmatter import parse_frontmatter
@@ -19,6 +19,7 @@ from crossmodalrag.connectors.globs import selected
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.privacy import strip_private
 from crossmodalrag.types import Document
+from crossmodalrag.written_dates import parse_date
 
 NOTE_SUFFIXES = (".md", ".markdown")
 NOISE_DIRS = {".obsidian", ".trash", ".git", "node_modules"}
@@ -31,7 +32,6 @@ H1 = re.compile(r"^ {0,3}#[ \t]+(.*)$", re.M)
 SETEXT_H1 = re.compile(r"^( {0,3}[^\s#>|<`~*+=-][^\n]*)\n {0,3}={2,}[ \t]*$", re.M)  # "Title" over "====="
 # No `[` inside a link: otherwise every `[[` of a `[[[[…` line scans to the end of the line.
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
-INLINE_TAG = re.compile(r"(?<![\w&#/])#([^\W\d_][\w/-]*)")  # a letter first, of any script: #über, #日本語
 DATE_KEYS = ("date", "created")  # frontmatter that dates a note
 
 
@@ -209,61 +209,6 @@ def heading_text(prose: str) -> str | None:
     return next((text for _, text in sorted(found) if text), None)
 
 
-def parse_date(value: Any) -> float | None:
-    """A frontmatter or `Date:` value as unix seconds (UTC midnight for bare dates), else None.
-    Besides ISO 8601, the unambiguous ways vaults write a day: `2023/06/01`, `2023-6-1`,
-    `20230601`, `01.06.2023` (day first, as wherever dots are used), `13/06/2023` or `06/13/2023`
-    (a day past 12 tells which is which; `06/01/2023` is not read: June or January?), `June 1, 2023`,
-    `1 Jun 2023`, and a link to a daily note, `[[2023-06-01]]`."""
-    if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return moment.timestamp()
-    if isinstance(value, date):
-        return datetime.combine(value, time(), tzinfo=timezone.utc).timestamp()
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)  # YAML reads `date: 20230601` as a number
-    if isinstance(value, str):
-        text = value.strip().strip("\"'").removeprefix("[[").removesuffix("]]").strip().replace("Z", "+00:00")
-        for candidate in (text, text[:10]):
-            try:
-                return parse_date(datetime.fromisoformat(candidate))
-            except ValueError:
-                continue
-        day = _written_day(text)
-        return None if day is None else parse_date(day)
-    return None
-
-
-_MONTHS = {
-    name.lower(): n for names in (calendar.month_name, calendar.month_abbr) for n, name in enumerate(names) if name
-}
-_MONTHS["sept"] = 9
-_YEAR_FIRST = re.compile(r"(\d{4})([-/.])(\d{1,2})\2(\d{1,2})|(\d{4})(\d{2})(\d{2})")
-_DOTTED = re.compile(r"(\d{1,2})\.(\d{1,2})\.(\d{4})")
-_SLASHED = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})")
-_NAMED = re.compile(
-    r"(?:(?P<d1>\d{1,2})(?:st|nd|rd|th)?\s+(?P<m1>[A-Za-z]{3,9})\.?,?|(?P<m2>[A-Za-z]{3,9})\.?\s+(?P<d2>\d{1,2})"
-    r"(?:st|nd|rd|th)?,?)\s+(?P<y>\d{4})"
-)
-
-
-def _written_day(text: str) -> date | None:
-    """The day of one of parse_date's other forms, or None."""
-    try:
-        if match := _YEAR_FIRST.fullmatch(text):
-            year, month, day = (match[1], match[3], match[4]) if match[1] else (match[5], match[6], match[7])
-            return date(int(year), int(month), int(day))
-        if match := _DOTTED.fullmatch(text):
-            return date(int(match[3]), int(match[2]), int(match[1]))
-        if (match := _SLASHED.fullmatch(text)) and max(first := int(match[1]), second := int(match[2])) > 12:
-            return date(int(match[3]), min(first, second), max(first, second))  # 13/06/2023 or 06/13/2023
-        if (match := _NAMED.fullmatch(text)) and (month := _MONTHS.get((match["m1"] or match["m2"]).lower())):
-            return date(int(match["y"]), month, int(match["d1"] or match["d2"]))
-    except ValueError:  # 2023-02-30
-        return None
-    return None
-
-
 NAME_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")
 
 
@@ -287,8 +232,9 @@ def _tags(meta: dict[str, Any], body: str) -> list[str]:
         listed = [str(t) for t in raw if t]
     else:
         listed = [str(raw)]  # `tags: 2025` or `tags: true` is one tag, not a crash
-    inline = INLINE_TAG.findall(body) if "#" in body else []
-    return sorted({tag.lstrip("#") for tag in listed + inline} - {""})
+    inline = inline_tags(body) if "#" in body else []
+    # Composed (NFC), as inline_tags reads them: a decomposed `über` is the same tag as a typed one.
+    return sorted({unicodedata.normalize("NFC", tag.lstrip("#")) for tag in listed + inline} - {""})
 
 
 def _jsonable(value: Any) -> Any:

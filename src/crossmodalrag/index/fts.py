@@ -7,8 +7,9 @@ parsed as FTS syntax (`"`, `*`, `AND`, `NEAR(`, `-`, `:` are plain characters to
 
 Chinese, Japanese and Korean are indexed as character bigrams, Vietnamese words also as exact-form
 and syllable pair tokens (see index/scripts.py), Spanish, German and Cyrillic words also as Snowball stem
-tokens (index/stems.py); FTS_VERSION names that preparation, and a database indexed under another
-version is re-tokenized in place (store/migrations.py).
+tokens (index/stems.py), full-width Latin and half-width kana also in NFKC; FTS_VERSION names that
+preparation, and a database indexed under another version is re-tokenized in place
+(store/migrations.py).
 
 Match modes: `any` (default) ORs the terms and lets BM25 rank; `all` requires every term (a CJK
 word's every bigram); `phrase` requires the query's words in order, next to each other.
@@ -18,10 +19,12 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from crossmodalrag.index.scripts import (
+    compatibility_forms,
     exact_token,
     exact_tokens,
     folded_form,
@@ -50,7 +53,8 @@ PREFIX_MIN_LETTERS = 7
 GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")
 # 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems; 4: folded
-# Greek, Cyrillic, Hebrew and Arabic words; 5: a CJK run's last character alone, Russian stems
+# Greek, Cyrillic, Hebrew and Arabic words; 5: a CJK run's last character alone, Russian stems, NFKC
+# forms of full-width and half-width words
 FTS_VERSION = 5
 
 
@@ -86,17 +90,24 @@ def identifier_variants(text: str) -> list[str]:
 def index_body(text: str) -> str:
     """The text FTS5 indexes for a chunk: the chunk (CJK as bigrams) plus its identifier variants,
     and in Vietnamese the exact forms of its accented words and its syllable pairs, in Spanish and
-    German its words' stem tokens, in Greek, Cyrillic, Hebrew and Arabic its words' folded forms."""
+    German its words' stem tokens, in Greek, Cyrillic, Hebrew and Arabic its words' folded forms,
+    and the NFKC forms of full-width Latin and half-width kana (index/scripts.py)."""
     extra = (
-        identifier_variants(text) + exact_tokens(text) + vietnamese_pairs(text) + stem_tokens(text) + folded_forms(text)
+        identifier_variants(text)
+        + exact_tokens(text)
+        + vietnamese_pairs(text)
+        + stem_tokens(text)
+        + folded_forms(text)
+        + compatibility_forms(text)
     )
     body = segment_cjk(text, last_alone=True)
     return f"{body}\n{' '.join(extra)}" if extra else body
 
 
 def index_title(title: str) -> str:
-    """The text FTS5 indexes for a chunk's title: CJK as bigrams, marked words also folded."""
-    extra = folded_forms(title)
+    """The text FTS5 indexes for a chunk's title: CJK as bigrams, marked words also folded,
+    full-width and half-width words also in NFKC."""
+    extra = folded_forms(title) + compatibility_forms(title)
     return segment_cjk(title, last_alone=True) + (f"\n{' '.join(extra)}" if extra else "")
 
 
@@ -207,10 +218,24 @@ def _candidates(token: str) -> list[str]:
     return candidates
 
 
+def composed_query(query: str) -> str:
+    """The query composed (NFC): text pasted from a macOS file name is decomposed (`a` and a
+    combining diaeresis), where `\\w` splits "Geschäftsreise" into "Gescha" and "ftsreise", which no
+    note holds (FTS5 reads a note's text in either form alike)."""
+    return unicodedata.normalize("NFC", query)
+
+
+def compatible_query(query: str) -> str:
+    """The query in NFKC, which also composes it: full-width Latin and half-width kana then find
+    their usual spelling, which every note is also indexed in (index/scripts.py)."""
+    return unicodedata.normalize("NFKC", query)
+
+
 def query_terms(query: str) -> list[QueryTerm]:
     """The distinct content words of a query, in order, at most MAX_QUERY_TERMS of them; the
     function words of the query's language and lone Latin letters dropped, CJK as bigrams, long
     German words also as prefixes."""
+    query = compatible_query(query)
     # One-character Han words (猫 of 猫在哪里) join the run's bigrams, matched as prefixes (below).
     tokens = WORD.findall(segment_cjk(query)) + lone_characters(query)
     language = guess_language([t.lower() for t in tokens])
@@ -235,6 +260,7 @@ def query_terms(query: str) -> list[QueryTerm]:
 def query_pairs(query: str) -> list[str]:
     """The syllable pair tokens (index/scripts.py) of a query that looks Vietnamese or has no
     function words to tell (`quy trinh ban giao` typed without accents), distinct."""
+    query = compatible_query(query)
     words = WORD.findall(query.lower())
     language = guess_language(words)
     if language != "vi" and not (language == "en" and ENGLISH.isdisjoint(words)):
@@ -259,6 +285,13 @@ def match_expression(
 def phrase_expression(query: str) -> str | None:
     """The query's words (CJK as bigrams) as one FTS5 phrase: they must occur in order, adjacent.
     Only word characters reach the expression. None when the query has no words."""
+    # As typed and in NFKC: a note's full-width words stand in its text in order, their NFKC forms only
+    # beside it, so `ＰｏｓｔｇｒｅＳＱＬ に` is a phrase there only as typed.
+    forms = dict.fromkeys(_phrase(form(query)) for form in (composed_query, compatible_query))
+    return " OR ".join(phrase for phrase in forms if phrase) or None
+
+
+def _phrase(query: str) -> str | None:
     words = [w.lower() for w in WORD.findall(segment_cjk(query).replace("_", " "))]
     return '"' + " ".join(words) + '"' if words else None
 

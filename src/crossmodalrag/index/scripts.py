@@ -28,6 +28,12 @@ tokens, one per two adjacent syllables (folded, đ as d), and a Vietnamese query
 pairs as well: BM25 then ranks the note where the words stand together first (XQuAD vi nDCG@10
 0.934 -> 0.952 accented, 0.914 -> 0.949 typed without accents). Word pairs cost Spanish and German
 0.01-0.02 in plain FTS5, so only Vietnamese gets them.
+
+Text typed with a Chinese or Japanese input method often has full-width Latin (ＰｏｓｔｇｒｅＳＱＬ) or
+half-width katakana (ﾃﾞｰﾀﾍﾞｰｽ), which unicode61 keeps as they are: neither found its usual spelling,
+nor the other way round. A word that compatibility normalisation (NFKC) changes is therefore also
+indexed in its NFKC form (CJK as bigrams), and a query is read in NFKC (index/fts.py): typed either
+way, it finds the note written either way. Beside the original, as folded forms are.
 """
 
 from __future__ import annotations
@@ -105,6 +111,18 @@ def _is_lone_word(run: str, i: int) -> bool:
 def _is_boundary(char: str) -> bool:
     """Does a neighbouring character end a word: hiragana (particles, endings) or a function character?"""
     return bool(HIRAGANA_ONLY.fullmatch(char)) or char in CJK_FUNCTION_CHARS
+
+
+def compatibility_forms(text: str) -> list[str]:
+    """The NFKC forms of a text's words that NFKC changes (full-width Latin, half-width kana,
+    ligatures), CJK as bigrams, each once; not those it only composes (decomposed text is read alike)."""
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return []
+    found = []
+    for word in WORD.findall(unicodedata.normalize("NFC", text)):
+        if not word.isascii() and (form := unicodedata.normalize("NFKC", word)) != word:
+            found.append(segment_cjk(form).strip())
+    return list(dict.fromkeys(found))
 
 
 def fold(word: str) -> str:

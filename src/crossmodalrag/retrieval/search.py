@@ -125,6 +125,7 @@ class SearchResult:
 
 def search(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None" = None) -> SearchResult:
     """Rank evidence for a query. Never raises on odd query text: it cannot reach FTS syntax."""
+    query = fts.composed_query(query)  # its words, names and dates are read as the notes' are
     sides = split_comparison(query)
     if sides is None:
         return _search_one(store, query, options, semantic)

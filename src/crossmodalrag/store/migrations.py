@@ -286,8 +286,9 @@ MIGRATIONS: list[tuple] = [
         11,
         """
         -- FTS_VERSION 5: a CJK run's last character is also indexed alone (index/scripts.py), so a
-        -- one-character word is found at the end of a run too, and Cyrillic words get Russian Snowball
-        -- stem tokens (index/stems.py); chunks_fts is rebuilt from the stored chunks.
+        -- one-character word is found at the end of a run too; Cyrillic words get Russian Snowball
+        -- stem tokens (index/stems.py); words NFKC changes (full-width Latin, half-width kana) are also
+        -- indexed in their NFKC form. chunks_fts is rebuilt from the stored chunks.
         """,
         retokenize,
     ),
