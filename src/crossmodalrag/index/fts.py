@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from crossmodalrag.index.scripts import (
+    CJK_RUN,
     compatibility_forms,
     exact_token,
     exact_tokens,
@@ -287,13 +288,24 @@ def phrase_expression(query: str) -> str | None:
     Only word characters reach the expression. None when the query has no words."""
     # As typed and in NFKC: a note's full-width words stand in its text in order, their NFKC forms only
     # beside it, so `ＰｏｓｔｇｒｅＳＱＬ に` is a phrase there only as typed.
-    forms = dict.fromkeys(_phrase(form(query)) for form in (composed_query, compatible_query))
-    return " OR ".join(phrase for phrase in forms if phrase) or None
+    return " OR ".join('"' + " ".join(words) + '"' for words in phrase_forms(query)) or None
 
 
-def _phrase(query: str) -> str | None:
-    words = [w.lower() for w in WORD.findall(segment_cjk(query).replace("_", " "))]
-    return '"' + " ".join(words) + '"' if words else None
+def phrase_forms(query: str) -> list[list[str]]:
+    """The words of each distinct form of a phrase query (as typed, and in NFKC), those with any."""
+    forms = {tuple(words): None for form in (composed_query, compatible_query) if (words := _phrase(form(query)))}
+    return [list(words) for words in forms]
+
+
+def _phrase(query: str) -> list[str]:
+    # Indexed, a CJK run's last character follows its bigrams as a token of its own (segment_cjk's
+    # last_alone): a run the phrase goes on after is read the same way, or `データベースを ＰｏｓｔｇｒｅＳＱＬ`
+    # never stands adjacent in the index. Not the phrase's final run: in a note it may go on (解析器重写).
+    words = [w.lower() for w in WORD.findall(segment_cjk(query, last_alone=True).replace("_", " "))]
+    runs = list(CJK_RUN.finditer(query))
+    if runs and len(runs[-1].group(0)) > 1 and not WORD.search(query, runs[-1].end()):
+        words.pop()  # the final run's lone last character
+    return words
 
 
 def analyze(

@@ -29,7 +29,6 @@ from collections import defaultdict
 from typing import Iterable, NamedTuple
 
 from crossmodalrag.index import fts
-from crossmodalrag.index.scripts import segment_cjk
 
 K1, B = 1.2, 0.75
 MAX_LEXEME_BYTES = 2000  # PostgreSQL refuses lexemes of 2 KB and more
@@ -161,10 +160,9 @@ def document_frequencies(conn, tokens: list[str]) -> tuple[int, dict[str, int]]:
 def _phrases(terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, query: str) -> list[list[tuple]]:
     """Groups of alternatives; each alternative a phrase: a list of (token, prefix). A chunk matches
     `any` group's alternative, or (mode all) one alternative of every group."""
-    if match == "phrase":
-        words = [w.lower() for w in fts.WORD.findall(segment_cjk(query).replace("_", " "))]
-        tokens = _tokens_in_order(" ".join(words))
-        return [[[(token, False) for token in tokens]]] if tokens else []
+    if match == "phrase":  # one group: the phrase as typed and in NFKC, as fts.phrase_expression has it
+        forms = [tokens for words in fts.phrase_forms(query) if (tokens := _tokens_in_order(" ".join(words)))]
+        return [[[(token, False) for token in tokens] for tokens in forms]] if forms else []
     # A term's alternatives (exact form, stem) are phrases of their own, as in fts.match_expression.
     alternatives = iter(fts.analyze(analyzer(), [a for term in terms for a in term.alternatives]))
     groups = []
@@ -210,8 +208,18 @@ def bm25_scores(
     groups = _phrases(terms, analyzed, match, query)
     if not groups:
         return {}
-    if match == "phrase" and len(groups[0][0]) > 1:  # one word's occurrences are in its postings
-        return _phrase_scores(conn, [token for token, _ in groups[0][0]], where)
+    if match == "phrase":  # a phrase's forms (as typed, NFKC) each scored, summed as FTS5 sums an OR
+        scores: dict[int, float] = {}
+        for form in groups[0]:
+            found = _phrase_scores(conn, [t for t, _ in form], where) if len(form) > 1 else None
+            for chunk_id, score in (found if found is not None else _scores(conn, [[form]], match, where)).items():
+                scores[chunk_id] = scores.get(chunk_id, 0.0) + score
+        return scores
+    return _scores(conn, groups, match, where)
+
+
+def _scores(conn, groups: list[list[list[tuple]]], match: str, where: tuple | None) -> dict[int, float]:
+    """BM25 of the chunks matching the groups of phrases (one word's occurrences are in its postings)."""
     joiner = " <-> " if match == "phrase" else " & "
     alternatives = [" | ".join(_tsquery(p, joiner) for p in group) for group in groups]
     matching = (" & " if match == "all" else " | ").join(f"({a})" for a in alternatives)
