@@ -246,10 +246,20 @@ def test_verify_accept_does_not_claim_an_altered_past_version_and_says_what_to_d
 
 
 def test_an_upgraded_memory_gets_one_genesis_record_per_source(tmp_path: Path, vault: Path) -> None:
+    with open_store(tmp_path / "today.db") as today:
+        ingest_notes(today, [vault])
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
     migrate(conn, target=6)
-    ingest_notes(Store(conn, path), [vault])
+    # Today's writer needs today's columns: the version-6 memory gets the rows it wrote, in its own columns.
+    conn.execute("ATTACH ? AS today", (str(tmp_path / "today.db"),))
+    chunk_columns = (
+        "id, source_id, chunk_index, text, locator, char_start, char_end, metadata, modality, byte_start, byte_end"
+    )
+    conn.execute("INSERT INTO sources SELECT * FROM today.sources")
+    conn.execute(f"INSERT INTO chunks ({chunk_columns}) SELECT {chunk_columns} FROM today.chunks")
+    conn.execute("INSERT INTO chunks_fts (rowid, title, body) SELECT rowid, title, body FROM today.chunks_fts")
+    conn.execute("DETACH today")
     assert conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 3
     conn.close()
     with open_store(path) as store:  # migrates to 7 without re-ingesting

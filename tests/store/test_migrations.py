@@ -152,3 +152,26 @@ def test_a_version_10_index_gains_the_nfkc_forms_of_full_width_words_in_place(db
         assert store.schema_version() >= 11
         found = store.conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'postgresql'").fetchone()[0]
     assert found == 1
+
+
+def test_a_version_11_memorys_chat_turns_gain_their_own_time(db_path):
+    """Migration 12 dates each stored chat turn by the `time` its metadata carries (when it was said),
+    so a conversation continued after its start is filtered and cited by its turns' dates with no
+    re-ingest; chunks without one (a note's, a malformed time) keep their source's date."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    migrate(conn, target=11)
+    conn.execute(
+        "INSERT INTO sources (id, source_type, uri, fingerprint, title, timestamp, ingested_at) VALUES "
+        "(1, 'conversation', '/c.json@1', 'f', 'Logo', 1680000000, 0), (2, 'note', '/v/a.md', 'g', 'a', 1680000000, 0)"
+    )
+    conn.execute(
+        "INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end, metadata) VALUES "
+        """(1, 1, 0, 'Logo\nuser: orange heart', 0, 5, '{"turn": 0, "time": 1680000000.5}'),"""
+        """(2, 1, 1, 'Logo\nuser: magenta heart', 0, 5, '{"turn": 1, "time": 1690000000}'),"""
+        """(3, 1, 2, 'Logo\nassistant: ok', 0, 5, '{"turn": 2, "time": "soon"}'),"""
+        "(4, 2, 0, 'a\\nnote', 0, 4, '{}')"
+    )
+    conn.close()
+    with open_store(db_path) as store:
+        times = dict(store.conn.execute("SELECT id, said_at FROM chunks"))
+    assert times == {1: 1680000000.5, 2: 1690000000, 3: None, 4: None}

@@ -80,3 +80,26 @@ def test_an_upgraded_memory_starts_its_history_with_genesis_records(postgres_url
         rows = store.conn.execute("SELECT op, actor FROM change_log ORDER BY seq").fetchall()
         assert [tuple(r) for r in rows] == [("genesis", "migration")] * 2
         assert verify(store.conn).ok
+
+
+def test_an_upgraded_memorys_chat_turns_gain_their_own_time(postgres_url):
+    """Schema 9 (SQLite's 11): each stored chat turn is dated by its metadata's `time`, every owner's."""
+    pool = pool_for(postgres_url, "", 30.0)
+    conn = PgConnection(pool.getconn())
+    schema.migrate(conn, target=8)
+    with PgStore(pool, conn, postgres_url, 30.0):
+        source = conn.execute(
+            "INSERT INTO sources (source_type, uri, fingerprint, timestamp, ingested_at, owner)"
+            " VALUES ('conversation', '/c.json@1', 'f', 1680000000, 0, 'someone_else') RETURNING id"
+        ).fetchone()[0]
+        for index, metadata in enumerate(('{"time": 1690000000.5}', '{"time": "soon"}', "{}")):
+            conn.execute(
+                "INSERT INTO chunks (source_id, chunk_index, text, char_start, char_end, metadata, owner)"
+                " VALUES (?, ?, 'turn', 0, 4, ?, 'someone_else')",
+                (source, index, metadata),
+            )
+    with open_postgres_store(postgres_url) as store:
+        times = [
+            r[0] for r in store.conn.execute("SELECT said_at FROM chunks ORDER BY chunk_index")
+        ]  # a superuser's view
+    assert times == [1690000000.5, None, None]

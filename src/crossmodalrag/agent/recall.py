@@ -132,8 +132,10 @@ def episodic_variants(retriever: "Retriever", question: str, pool: SearchOptions
 
 
 def memory_anchor(retriever: "Retriever") -> datetime:
-    """'Now' on the memory's own timeline: its newest dated source (the clock for an empty memory)."""
-    newest = retriever.store.conn.execute("SELECT MAX(timestamp) FROM sources").fetchone()[0]
+    """'Now' on the memory's own timeline: its newest dated source or turn (the clock for an empty memory)."""
+    from crossmodalrag.retrieval.filters import NEWEST_TIME
+
+    newest = retriever.store.conn.execute(f"SELECT {NEWEST_TIME}").fetchone()[0]
     return datetime.fromtimestamp(newest, timezone.utc) if newest else datetime.now(timezone.utc)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from crossmodalrag import versioning
+from crossmodalrag.retrieval.filters import CHUNK_TIME
 from crossmodalrag.store.params import in_batches
 from crossmodalrag.types import excerpt, iso_time
 
@@ -153,7 +154,7 @@ def evidence_of(conn: sqlite3.Connection, node_ids_: list[str], roles: tuple[str
     role_clause = f" AND e.role IN ({','.join('?' * len(roles))})" if roles else ""
     rows = conn.execute(
         "SELECT e.node_id, e.chunk_id, e.role, e.score, c.locator, c.text, c.char_start, c.char_end, s.id AS source_id,"
-        " s.uri, s.title, s.source_type, s.timestamp, json_extract(c.metadata, '$.page') AS page"
+        f" s.uri, s.title, s.source_type, {CHUNK_TIME} AS timestamp, json_extract(c.metadata, '$.page') AS page"
         " FROM memory_evidence e JOIN chunks c ON c.id = e.chunk_id JOIN sources s ON s.id = c.source_id"
         f" WHERE e.node_id IN ({marks}){role_clause} ORDER BY e.node_id, e.score IS NULL, e.score DESC, e.chunk_id",
         (*node_ids_, *roles),

@@ -22,7 +22,7 @@ from typing import Any
 
 from crossmodalrag.answer.evidence import Retriever
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.retrieval.filters import is_filtered, passing_chunks
+from crossmodalrag.retrieval.filters import CHUNK_TIME, is_filtered, passing_chunks
 from crossmodalrag.retrieval.fusion import min_max, reciprocal_rank_fusion
 from crossmodalrag.retrieval.search import SearchResult, capped_as, matching_chunks
 from crossmodalrag.retrieval.stopwords import STOPWORDS
@@ -354,7 +354,7 @@ def hits_for(store: Store, chunk_ids: list[int], scores: dict[int, float], known
     if missing:
         for row in store.conn.execute(
             "SELECT c.id, c.source_id, c.text, c.locator, c.modality, c.metadata, s.uri, s.source_type, s.title,"
-            " s.timestamp, c.char_start, c.char_end, c.byte_start, c.byte_end FROM chunks c"
+            f" {CHUNK_TIME} AS timestamp, c.char_start, c.char_end, c.byte_start, c.byte_end FROM chunks c"
             f" JOIN sources s ON s.id = c.source_id WHERE c.id IN ({','.join('?' * len(missing))})",
             missing,
         ):

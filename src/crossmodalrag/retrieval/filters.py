@@ -15,6 +15,13 @@ if TYPE_CHECKING:
     from crossmodalrag.retrieval.semantic import SemanticIndex
 
 EXACT_FILTERED = 20_000  # filtered chunks scored exactly by vector rather than picked from the global nearest
+# When a chunk's words were said or written: its own time (a chat turn's), else its source's date.
+CHUNK_TIME = "COALESCE(c.said_at, s.timestamp)"
+# The newest such time in memory: the reference recency and relative dates count from.
+NEWEST_TIME = (
+    "(SELECT MAX(t) FROM (SELECT MAX(timestamp) AS t FROM sources"
+    " UNION ALL SELECT MAX(said_at) FROM chunks WHERE said_at IS NOT NULL) AS newest_times)"
+)
 
 
 def is_filtered(options: SearchOptions) -> bool:
@@ -37,13 +44,21 @@ def filter_clause(options: SearchOptions) -> tuple[str, list]:
     if options.source_ids is not None:
         clauses.append(f"s.id IN ({','.join('?' * len(options.source_ids)) or 'NULL'})")
         params.extend(options.source_ids)
-    if options.after is not None:
-        clauses.append("s.timestamp >= ?")
-        params.append(options.after)
-    if options.before is not None:
-        clauses.append("s.timestamp < ?")
-        params.append(options.before)
+    for bound, operator in ((options.after, ">="), (options.before, "<")):
+        if bound is not None:
+            clauses.append(_dated_clause(operator))
+            params.extend([bound, bound, bound])
     return " AND ".join(clauses), params
+
+
+def _dated_clause(operator: str) -> str:
+    """A chunk's time compared with a bound. The first part is implied by the second and is there for
+    the indexes: the sources dated in the window or holding a turn said in it (sources_timestamp,
+    chunks_said_at) instead of every chunk's time (10k sources, 50k chunks: ~3 ms instead of ~13 ms)."""
+    return (
+        f"(s.timestamp {operator} ? OR s.id IN (SELECT source_id FROM chunks WHERE said_at {operator} ?))"
+        f" AND {CHUNK_TIME} {operator} ?"
+    )
 
 
 def nearest_passing(

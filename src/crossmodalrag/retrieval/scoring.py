@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from crossmodalrag.retrieval.coverage import coverages
 from crossmodalrag.retrieval.dates import DATE_FACTOR, within
+from crossmodalrag.retrieval.filters import CHUNK_TIME, NEWEST_TIME
 from crossmodalrag.retrieval.fusion import blend, min_max, reciprocal_rank_fusion, scale_to_best
 from crossmodalrag.retrieval.gate import NEVER, model_cosines
 from crossmodalrag.types import Hit
@@ -42,8 +43,8 @@ class PoolRows:
             row["id"]: row
             for row in conn.execute(
                 "SELECT c.id, c.source_id, c.text, c.locator, c.modality, c.metadata, s.uri, s.source_type, s.title, "
-                "s.timestamp, c.char_start, c.char_end, c.byte_start, c.byte_end, m.superseded_by, "
-                "(SELECT MAX(timestamp) FROM sources) AS newest "  # in this statement: one round trip less
+                f"{CHUNK_TIME} AS timestamp, c.char_start, c.char_end, c.byte_start, c.byte_end, m.superseded_by, "
+                f"{NEWEST_TIME} AS newest "  # in this statement: one round trip less
                 "FROM chunks c JOIN sources s ON s.id = c.source_id LEFT JOIN agent_memories m ON m.source_id = s.id "
                 f"WHERE c.id IN ({','.join('?' * len(ids))})",
                 ids,

@@ -33,7 +33,7 @@ from crossmodalrag.retrieval.coverage import (
 )
 from crossmodalrag.retrieval.dates import asked_window, named_spans, read_times
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
-from crossmodalrag.retrieval.filters import filter_clause, is_filtered, nearest_passing
+from crossmodalrag.retrieval.filters import CHUNK_TIME, filter_clause, is_filtered, nearest_passing
 from crossmodalrag.retrieval.gate import is_weak
 from crossmodalrag.retrieval.languages import different_languages, different_scripts
 from crossmodalrag.retrieval.names import unknown_names
@@ -194,7 +194,7 @@ def _dated_chunks(conn: sqlite3.Connection, options: SearchOptions, limit: int) 
         row[0]
         for row in conn.execute(
             f"SELECT c.id FROM chunks c JOIN sources s ON s.id = c.source_id WHERE {where}"
-            " ORDER BY s.timestamp DESC, c.id LIMIT ?",
+            f" ORDER BY {CHUNK_TIME} DESC, c.id LIMIT ?",
             (*params, limit),
         )
     }

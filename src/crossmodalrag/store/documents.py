@@ -132,16 +132,24 @@ def _insert_chunks(
             doc.modality,
             spans[c.char_start],
             spans[c.char_end],
+            said_at(c.metadata),
         )
         for i, c in enumerate(chunks)
     ]
     conn.executemany(
         "INSERT INTO chunks (id, source_id, chunk_index, text, locator, char_start, char_end, metadata, modality,"
-        " byte_start, byte_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " byte_start, byte_end, said_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         values,
     )
     batch.collect(index_chunks, [(ids[i], doc.title, c.text) for i, c in enumerate(chunks)])
-    return [value[3:] for value in values]
+    return [value[3:-1] for value in values]  # said_at is derived from the metadata: not in the state
+
+
+def said_at(metadata: dict) -> float | None:
+    """A chunk's own time when it is not its source's (the chunks.said_at column): a chat turn's
+    `time`, when it was said, which in a conversation continued later is long after the start."""
+    value = metadata.get("time")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def index_chunks(conn: sqlite3.Connection, units: list[list[tuple]]) -> None:

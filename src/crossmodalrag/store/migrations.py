@@ -292,6 +292,23 @@ MIGRATIONS: list[tuple] = [
         """,
         retokenize,
     ),
+    (
+        12,
+        """
+        -- A chunk's own time when it is not its source's: a chat turn is dated when it was said, and a
+        -- conversation continued months later (or a resumed agent session) has turns long after the
+        -- source's date, its start. NULL: the source's timestamp. Written from the chunk metadata's
+        -- `time` (chunking/turns.py), which existing turns carry already.
+        ALTER TABLE chunks ADD COLUMN said_at REAL;
+        UPDATE chunks SET said_at = json_extract(metadata, '$.time')
+            WHERE json_type(metadata, '$.time') IN ('integer', 'real');
+        -- A date filter reads COALESCE(c.said_at, s.timestamp) (retrieval/filters.py): the first index
+        -- finds the sources with a turn in the window (turns only: small), the second reads each
+        -- chunk's own time without fetching its row (a chunk's row holds its text).
+        CREATE INDEX chunks_said_at ON chunks(said_at, source_id) WHERE said_at IS NOT NULL;
+        CREATE INDEX chunks_source_said_at ON chunks(source_id, said_at);
+        """,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -34,14 +34,15 @@ from crossmodalrag.store.connection import Store, open_store
 
 BATCH = 500
 SOURCE_COLUMNS = "uri, source_type, fingerprint, timestamp, title, metadata, ingested_at"
-CHUNK_COLUMNS = "chunk_index, text, locator, char_start, char_end, metadata, modality, byte_start, byte_end"
+CHUNK_COLUMNS = "chunk_index, text, locator, char_start, char_end, metadata, modality, byte_start, byte_end, said_at"
 MODEL_COLUMNS = "name, sha256, dim, max_tokens, created_at"
 QUERY_COLUMNS = "query_text, expected_source_uris, created_at, updated_at"
 # Canonical rows of each copied table: natural keys only, so ids may differ between the two memories.
 CANONICAL = {
     "sources": f"SELECT {SOURCE_COLUMNS} FROM sources ORDER BY uri",
     "chunks": "SELECT s.uri, c.chunk_index, c.text, c.locator, c.char_start, c.char_end, c.metadata, c.modality,"
-    " c.byte_start, c.byte_end FROM chunks c JOIN sources s ON s.id = c.source_id ORDER BY s.uri, c.chunk_index",
+    " c.byte_start, c.byte_end, c.said_at FROM chunks c JOIN sources s ON s.id = c.source_id"
+    " ORDER BY s.uri, c.chunk_index",
     "chunk_vectors": "SELECT m.name, m.sha256, s.uri, c.chunk_index, v.piece, v.pieces, v.vector FROM chunk_vectors v"
     " JOIN chunks c ON c.id = v.chunk_id JOIN sources s ON s.id = c.source_id JOIN embedding_models m"
     " ON m.id = v.model_id ORDER BY m.sha256, s.uri, c.chunk_index, v.piece",
@@ -194,7 +195,7 @@ def _copy_sources(source: Store, target: Store, progress: Callable[[int, int], N
                 ).fetchall()
                 ids = new_chunk_ids(conn, len(chunks))
                 conn.executemany(
-                    f"INSERT INTO chunks (id, source_id, {CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO chunks (id, source_id, {CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [(chunk_id, new_id.lastrowid, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)],
                 )
                 fts.insert_rows(

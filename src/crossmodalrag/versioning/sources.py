@@ -111,12 +111,16 @@ def restore_source(conn: sqlite3.Connection, uri: str, state: State | None) -> N
 
 
 def _insert_chunks(conn: sqlite3.Connection, source_id: int, state: State) -> None:
-    from crossmodalrag.store.documents import new_chunk_ids
+    from crossmodalrag.store.documents import new_chunk_ids, said_at
 
     ids = new_chunk_ids(conn, len(state["chunks"]))
-    rows: Iterable = ((ids[i], source_id, i, *chunk) for i, chunk in enumerate(state["chunks"]))
+    # A chunk's own time is derived from its metadata (index 4), so the state need not hold it.
+    rows: Iterable = (
+        (ids[i], source_id, i, *chunk, said_at(json.loads(chunk[4] or "{}"))) for i, chunk in enumerate(state["chunks"])
+    )
     conn.executemany(
-        f"INSERT INTO chunks (id, source_id, chunk_index, {CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO chunks (id, source_id, chunk_index, {CHUNK_COLUMNS}, said_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
     fts.insert_rows(conn, [(ids[i], state["title"], chunk[0]) for i, chunk in enumerate(state["chunks"])])
