@@ -137,8 +137,9 @@ def test_cli_strategy_and_dates(memory, capsys):
     assert main(args) == 0
     evidence = json.loads(capsys.readouterr().out)["evidence"]
     assert [e["locator"][-4:] for e in evidence] == ["D2:1"]
-    assert main(["ask", "cache", "--no-llm", "--after", "last tuesday"]) == 1
-    assert "--after must be an ISO date" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # a usage error (tests/cli/test_cli.py)
+        main(["ask", "cache", "--no-llm", "--after", "last tuesday"])
+    assert exit_info.value.code == 2 and "--after: the date must be an ISO date" in capsys.readouterr().err
 
 
 def test_the_default_strategy_is_a_setting():
