@@ -184,7 +184,7 @@ def test_a_concept_level_build_takes_the_configured_model_to_name_concepts(store
     monkeypatch.setattr(
         concepts,
         "build_concepts",
-        lambda store, threshold, llm, events: given.append(llm) or real(store, threshold, None, events),
+        lambda store, threshold, llm, events, model: given.append(llm) or real(store, threshold, None, events, model),
     )
     add_docs(store, note("a", "# A\n\nWe shipped the release."), note("b", "# B\n\nWe shipped the release.", days=2))
     build(store, db_path, llm=ScriptedExtractor(events_output(event("We shipped the release."))), levels=("event",))
