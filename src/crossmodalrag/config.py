@@ -321,7 +321,9 @@ class Settings:
     # 95%, the rest a correct event would fail by the threshold alone).
     event_support_min_cosine: float = 0.50
     episode_gap_hours: float = 24.0
-    concept_sim_threshold: float = 0.6
+    # Events closer than this (cosine to a concept's centroid) join it; None = the embedding model's own
+    # (memory/concepts.py CONCEPT_THRESHOLDS: MiniLM 0.6, multilingual-e5 0.90); set it only to override.
+    concept_sim_threshold: float | None = None
     drift_window_days: float = 30.0
     distill_compression_ratio: float = 0.25  # share of a node's chunks kept as its stand-ins
     distill_epsilon: float = 0.02  # the Recall@K loss the distillation gate tolerates

@@ -176,20 +176,36 @@ def test_a_question_between_alternatives_is_told_to_name_one(question: str, choi
 
 
 @pytest.mark.parametrize(
-    ("question", "english"),
+    ("question", "english", "language"),
     [
-        ("When did Caroline go to the support group?", True),
-        ("Why did I change the parser?", True),
-        ("邹游的职业是什么？", False),
-        ("Wann begann das Casting?", False),
-        ("¿Quién nombró a Robert Kintner presidente?", False),
-        ("Nhiệm vụ chính của GPhC là gì?", False),
+        ("When did Caroline go to the support group?", True, ""),
+        ("Why did I change the parser?", True, ""),
+        ("邹游的职业是什么？", False, "Chinese"),
+        ("田中さんはいつ計画を作りますか？", False, "Japanese"),
+        ("Wann begann das Casting?", False, "German"),
+        ("¿Quién nombró a Robert Kintner presidente?", False, "Spanish"),
+        ("Nhiệm vụ chính của GPhC là gì?", False, "Vietnamese"),
     ],
 )
-def test_a_question_in_another_language_gets_a_tail_without_answer_to_copy(question, english) -> None:
+def test_a_question_in_another_language_gets_a_tail_without_answer_to_copy_asking_for_its_language(
+    question, english, language
+) -> None:
+    """A German question was answered in English: the tail names the question's language."""
     assert in_english(question) is english
     tail = build_messages(question, [item(1, "Some evidence.")], 2000)[-1]["content"].rsplit("\n\n", 1)[-1]
-    assert tail == (ANSWER_TAIL if english else OTHER_LANGUAGE_TAIL) and "Answer:" not in OTHER_LANGUAGE_TAIL
+    assert tail == (ANSWER_TAIL if english else OTHER_LANGUAGE_TAIL.format(language=language))
+    assert "Answer:" not in OTHER_LANGUAGE_TAIL and (english or f"in {language}," in tail)
+
+
+def test_a_documents_date_is_said_to_be_when_it_was_written_only_for_a_question_in_another_language() -> None:
+    """ "Wann wird die Heizungsanlage ausgetauscht?" got the note's date from its header, where the note
+    says "nächste Woche"; English prompts, which every benchmark was fitted with, are left as they were."""
+    turn = Evidence("E2", replace(item(2, "Ann: hi").hit, source_type="conversation", locator="session 1"))
+    evidence = [item(1, "Die Heizung wird nächste Woche ausgetauscht."), turn]
+    german = build_messages("Wann wird die Heizung ausgetauscht?", evidence, 2000)[-1]["content"]
+    english = build_messages("When will the heating be replaced?", evidence, 2000)[-1]["content"]
+    assert "[E1] (note · Note · 1.md · written 14 November 2023)" in german and "[E2] (14 November 2023)" in german
+    assert "[E1] (note · Note · 1.md · 14 November 2023)" in english and "written" not in english
 
 
 def test_the_judge_reads_an_excerpt_from_where_the_claim_s_words_are() -> None:

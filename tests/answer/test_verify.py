@@ -921,6 +921,23 @@ def test_a_heading_or_a_line_of_citations_alone_is_not_shown_as_written(retrieve
     assert answer.text == "Answer: The titles are escaped [E1].\nLinks could close the title early. [E1][E2]"
 
 
+def test_a_sentence_of_only_tags_and_citations_is_no_claim(retriever, settings: Settings):
+    """A Chinese answer ended "#重构 [E1][E2]": the note's tag, judged as a claim and kept, citing an
+    excerpt that has nothing to do with it."""
+    assert split_answer("Answer: yes [E1]\nIt is three times faster. [E1] #重构 [E1][E2]\n#refactor #parser [E2]") == [
+        ("Answer: yes [E1]", True),
+        ("It is three times faster. [E1]", False),
+    ]
+    assert split_answer("Answer: bug #12 [E1]\nAda fixed bug #12. [E1]")[1] == ("Ada fixed bug #12. [E1]", False)
+    text = "Answer: The titles are escaped [E1].\nLinks could close the title early. [E1] #security [E1][E2]"
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0] * 5))
+    assert [c["sentence"] for c in answer.verification["claims"]] == [
+        "Answer: The titles are escaped [E1].",
+        "Links could close the title early. [E1]",
+    ]
+    assert answer.text == "Answer: The titles are escaped [E1].\nLinks could close the title early. [E1]"
+
+
 def test_a_passed_sentence_left_with_nothing_to_cite_is_left_out_but_never_the_last(retriever, settings: Settings):
     """The README's answer cited nothing itself; its sentences copied from a note cite that note, and
     "The change was made to address this issue ..." (a few words of no one excerpt) was shown uncited."""

@@ -184,7 +184,7 @@ def test_a_concept_level_build_takes_the_configured_model_to_name_concepts(store
     monkeypatch.setattr(
         concepts,
         "build_concepts",
-        lambda store, threshold, llm, events: given.append(llm) or real(store, threshold, None, events),
+        lambda store, threshold, llm, events, model: given.append(llm) or real(store, threshold, None, events, model),
     )
     add_docs(store, note("a", "# A\n\nWe shipped the release."), note("b", "# B\n\nWe shipped the release.", days=2))
     build(store, db_path, llm=ScriptedExtractor(events_output(event("We shipped the release."))), levels=("event",))
@@ -288,6 +288,25 @@ def test_events_that_copy_the_answer_shape_are_dropped() -> None:
     llm = ScriptedExtractor(events_output(event("<one sentence><type><type>."), event("Fixed the parser bug.")))
     result = extract_window(llm, "Parser", "2025-03-01", ["We fixed the parser bug.", "Done."])
     assert [e.statement for e in result.events] == ["Fixed the parser bug."]
+
+
+def test_a_chinese_or_japanese_sentence_can_close_its_statement_at_its_full_stop() -> None:
+    one_sentence = event_schema(2)["properties"]["events"]["items"]["properties"]["event"]["pattern"]
+    assert re.fullmatch(one_sentence, "田中さんが移行計画を来週までに作成します。")
+    assert re.fullmatch(one_sentence, "今天决定重写解析器，因为旧的解析器太慢了！")
+    assert not re.fullmatch(one_sentence, "今天决定重写解析器。新的版本使用 Pratt parsing。")  # two sentences
+    assert re.fullmatch(one_sentence, "Ada moved her blog to Hugo 0.5.") and not re.fullmatch(
+        one_sentence, "Ada ran. Ok."
+    )
+
+
+def test_tags_written_after_a_sentence_are_cut_and_a_looping_statement_is_dropped() -> None:
+    padded = "今天决定重写解析器，因为旧的解析器太慢了。 #重构#2024-03-05#E1#E2#E3#E4."
+    looping = "田中さんは計画を作成します #移行#移行#移行#移行#移行#移行."
+    kept = "Ada fixed bug #12 in the parser."
+    llm = ScriptedExtractor(events_output(event(padded), event(looping), event(kept)))
+    result = extract_window(llm, "解析器", "2024-03-05", ["今天决定重写解析器。", "田中さん"])
+    assert [e.statement for e in result.events] == ["今天决定重写解析器，因为旧的解析器太慢了。", kept]
 
 
 def test_a_model_error_fails_that_source_and_the_run_goes_on(store, db_path) -> None:

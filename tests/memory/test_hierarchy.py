@@ -9,12 +9,13 @@ import pytest
 
 from crossmodalrag.cli.main import main
 from crossmodalrag.forget import find_sources, forget_sources
-from crossmodalrag.memory.concepts import list_concepts
-from crossmodalrag.memory.episodes import timeline
+from crossmodalrag.memory.concepts import cluster, concept_threshold, list_concepts
+from crossmodalrag.memory.episodes import EventRow, timeline
 from crossmodalrag.memory.graph import pagerank
 from crossmodalrag.memory.stats import memory_stats
 from crossmodalrag.types import Document
-from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output
+from tests.fakes import HashingEmbedder
+from tests.memory.helpers import ScriptedExtractor, add_docs, build, event, events_output, semantic_for
 
 TOKENIZER = "We replaced the regex parser with a tokenizer for markdown."
 
@@ -71,6 +72,47 @@ def test_concepts_are_stable_and_a_rebuild_is_a_no_op(store, db_path) -> None:
     add_docs(store, _doc("/work/p9/n.md", 30))  # newer events never move older ones
     build(store, db_path, llm=llm)
     assert list_concepts(store)[0]["id"] == concept["id"]
+
+
+def _topic_events(common: float) -> list[EventRow]:
+    """Two events on each of three topics, sharing a direction of weight `common` (squared): its cosine
+    between events of different topics, as a model's scale puts unrelated text (e5 ~0.82, MiniLM ~0.15)."""
+    axes = np.eye(8)
+    rows = []
+    for topic in range(3):
+        for second in (False, True):
+            own = 0.8 * axes[1 + topic] + 0.6 * axes[4 + topic] if second else axes[1 + topic]
+            vector = np.sqrt(common) * axes[0] + np.sqrt(1 - common) * own
+            rows.append(
+                EventRow(f"ev{topic}{second:d}", "", float(len(rows)), "", "fact", "note", vector.astype("float32"))
+            )
+    return rows
+
+
+def test_the_concept_threshold_is_on_the_embedding_models_own_scale() -> None:
+    e5_like, minilm_like = _topic_events(0.82), _topic_events(0.15)
+    assert len(cluster(e5_like, 0.6)) == 1  # a flat 0.6: every event in one concept
+    assert len(cluster(e5_like, concept_threshold(None, "multilingual-e5-small"))) == 3
+    minilm = concept_threshold(None, "sentence-transformers/all-MiniLM-L6-v2")
+    assert minilm == 0.6 and len(cluster(minilm_like, minilm)) == 3  # MiniLM's behaviour unchanged
+    assert concept_threshold(None, "someone/unfitted") == 0.6 == concept_threshold(None, None)
+    assert concept_threshold(0.7, "multilingual-e5-small") == 0.7  # a threshold set by the user wins
+
+
+@pytest.mark.parametrize(
+    ("model", "setting", "concepts"),
+    [("fake/hashing", None, 1), ("multilingual-e5-small", None, 0), ("multilingual-e5-small", 0.6, 1)],
+)
+def test_build_memory_clusters_on_the_scale_of_the_model_that_embedded_the_events(
+    store, db_path, model, setting, concepts
+) -> None:
+    short = "We replaced the regex parser."  # hashing cosine 0.84 to TOKENIZER: over 0.6, under e5's 0.90
+    add_docs(store, _doc("/work/a/n.md", 0), _doc("/work/b/n.md", 3, text=short))
+    llm = ScriptedExtractor(events_output(event(short)), events_output(event(TOKENIZER)))
+    semantic = semantic_for(store, db_path, HashingEmbedder(name=model))
+    settings = {} if setting is None else {"concept_sim_threshold": setting}
+    report = build(store, db_path, llm=llm, semantic=semantic, **settings)
+    assert report.levels["event"]["events"] == 2 and report.levels["concept"]["concepts"] == concepts
 
 
 def test_concepts_are_skipped_with_a_reason_without_embeddings(store, db_path) -> None:

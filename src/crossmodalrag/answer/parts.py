@@ -25,6 +25,10 @@ _LEAD = re.compile(r"^(?:[-*•–]\s+|\d{1,2}[.)]\s+|:\s*|(?:support|explanatio
 # answer together, or it reads "Yes, and"; then whatever still dangles at its end.
 _CITATION_LIST = re.compile(rf"(?:,?\s*(?:(?:and|or|&)\s*)?{CITATION.pattern})+", re.IGNORECASE)
 _DANGLING = re.compile(r"(?:[\s,;:]|\b(?:and|or)\b)+$", re.IGNORECASE)
+# A note's tag ("#重构", "#heating"), which the model copies from an excerpt to the end of its answer:
+# "#重构 [E1][E2]" was judged as a claim and passed, citing an excerpt that has nothing to do with it.
+_TAG = re.compile(r"(?<![\w&])#\w[\w/-]*")
+_LAST_END = re.compile(r"[.!?。！？]([^.!?。！？]*)$")  # what follows a sentence's last mark
 
 
 def split_answer(text: str) -> list[tuple[str, bool]]:
@@ -60,7 +64,8 @@ def split_answer(text: str) -> list[tuple[str, bool]]:
 def _supporting(found: list[str]) -> list[tuple[str, bool]]:
     """Support sentences without what opens them as list items or labelled lines (`_LEAD`): the
     claim is judged alone, and an answer rebuilt from kept sentences reads as prose."""
-    return [(bare, False) for bare in (_LEAD.sub("", sentence) for sentence in found) if _has_text(bare)]
+    pieces = (_without_tags_after(_LEAD.sub("", sentence)) for sentence in found)
+    return [(bare, False) for bare in pieces if _has_text(bare) and not only_tags(bare)]
 
 
 def _has_text(piece: str) -> bool:
@@ -75,6 +80,26 @@ def bare_line(line: str) -> bool:
         return False
     heading = _HEADING.match(line) and not CITATION.search(line)
     return bool(heading) or _onlycitations_in(line) or not _has_text(line)
+
+
+def only_tags(piece: str) -> bool:
+    """#tags, with or without citations, and nothing else: no claim to judge."""
+    return bool(_TAG.search(piece)) and not re.search(r"\w", _TAG.sub("", CITATION.sub("", piece)))
+
+
+def _without_tags_after(sentence: str) -> str:
+    """The sentence without the #tags (and their citations) written after its end: "It is three
+    times faster. [E1] #refactor [E1][E2]" is one sentence to the splitter, and its claim ends at "[E1]"."""
+    end = _LAST_END.search(sentence)
+    if not end or not only_tags(end.group(1)):
+        return sentence
+    return sentence[: _TAG.search(sentence, end.start(1)).start()].rstrip()
+
+
+def has_tags(line: str) -> bool:
+    """Whether a sentence of `line` is only #tags and citations, or has some after its end: the
+    answer shown is rebuilt without them."""
+    return any(only_tags(piece) or _without_tags_after(piece) != piece for piece in sentences(line))
 
 
 def _onlycitations_in(line: str) -> bool:

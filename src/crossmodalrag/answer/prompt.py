@@ -40,11 +40,16 @@ ANSWER_TAIL = (
 # first, then the support, ...") on 4 of 10 answerable questions, which read as a refusal; with this
 # tail it answered them (bench/multilingual_answers.py, docs/benchmarks.md session 25). English
 # answers keep ANSWER_TAIL: the model never copied it there, and every benchmark was fitted with it.
+# It names the question's language: without it a German question was answered in English (Chinese,
+# Japanese and Spanish ones came back in their own).
 OTHER_LANGUAGE_TAIL = (
-    "Answer the question from the evidence: first the answer itself in a few words with the ids of the excerpts "
-    f"that state it, then at most three sentences of support; or reply {INSUFFICIENT} if no excerpt answers "
-    "the question."
+    "Answer the question in {language}, from the evidence: first the answer itself in a few words with the ids of "
+    f"the excerpts that state it, then at most three sentences of support; or reply {INSUFFICIENT} if no excerpt "
+    "answers the question."
 )
+LANGUAGE_NAMES = {"de": "German", "es": "Spanish", "fr": "French", "vi": "Vietnamese"}  # stopwords.BY_LANGUAGE's
+KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
+HANGUL = re.compile("[\uac00-\ud7af]")
 # The gate's question, where the answer prompt has ANSWER_TAIL (answer/verify.py `gate_margin`).
 GATE_TAIL = (
     "Does excerpt [{id}] answer the question, about the person or thing the question names? Reply yes or no only."
@@ -76,14 +81,21 @@ def evidence_header(item: Evidence) -> str:
     return f"[{item.id}] ({' · '.join(p for p in parts if p)})"
 
 
-def answer_header(item: Evidence) -> str:
+def answer_header(item: Evidence, english: bool = True) -> str:
     """The answer prompt's header: a chat turn's is `[E1] (8 May 2023)`. The turn opens with its
     speaker, and the rest of `evidence_header` (kind, session title with its time of day, turn id)
     is for the reader's citations: ~48 tokens an excerpt on LoCoMo against ~12, about a third of
-    the answer prompt's new tokens. The judge's prompts keep `evidence_header` (fitted margins)."""
+    the answer prompt's new tokens. The judge's prompts keep `evidence_header` (fitted margins).
+    For a question in another language (`english` False), a document's date is said to be when it
+    was written: asked "Wann wird die Heizungsanlage ausgetauscht?", the model answered with the
+    note's date from its header, where the note says "nächste Woche" (English questions, whose
+    prompts every benchmark was fitted with, keep the bare date)."""
     hit = item.hit
     if hit.source_type != "conversation" or hit.timestamp is None:
-        return evidence_header(item)
+        header = evidence_header(item)
+        if english or hit.timestamp is None:
+            return header
+        return header.replace(f" · {human_date(hit.timestamp)}", f" · written {human_date(hit.timestamp)}", 1)
     return f"[{item.id}] ({human_date(hit.timestamp)})"
 
 
@@ -147,12 +159,12 @@ def clip_to_sentence(text: str, limit: int) -> str:
 def evidence_block(evidence: list[Evidence], budget_chars: int, question: str = "") -> str:
     """Each excerpt gets an equal share of the budget, a long one cut after its last whole sentence
     that fits, from where the question's words are; a short one leaves its rest to the others."""
-    blocks, remaining = [], budget_chars
+    blocks, remaining, english = [], budget_chars, in_english(question)
     for index, item in enumerate(evidence):
         share = max(remaining // (len(evidence) - index), 80)
         body = clip_to_sentence(focused(_body(item), question, share), share)
         remaining -= len(body)
-        blocks.append(f"{answer_header(item)}\n{body}")
+        blocks.append(f"{answer_header(item, english)}\n{body}")
     return "\n\n".join(blocks)
 
 
@@ -172,8 +184,16 @@ def focused(text: str, question: str, limit: int) -> str:
 
 def build_messages(question: str, evidence: list[Evidence], budget_chars: int) -> list[Message]:
     """System rules plus one user message holding the evidence, the question and what to do."""
-    tail = ANSWER_TAIL if in_english(question) else OTHER_LANGUAGE_TAIL
+    tail = ANSWER_TAIL if in_english(question) else OTHER_LANGUAGE_TAIL.format(language=language_name(question))
     return _evidence_prompt(question, evidence, budget_chars, tail)
+
+
+def language_name(question: str) -> str:
+    """The question's language by name, as far as its script or function words tell."""
+    if CJK_CHAR.search(question):
+        return "Japanese" if KANA.search(question) else "Korean" if HANGUL.search(question) else "Chinese"
+    guessed = guess_language(re.findall(r"\w+", question.lower()))
+    return LANGUAGE_NAMES.get(guessed, "the language of the question")
 
 
 def in_english(question: str) -> bool:

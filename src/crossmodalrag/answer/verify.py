@@ -28,7 +28,7 @@ from crossmodalrag.answer.citations import CITATION, states_absence
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.llm import LLM, Generation, Message
-from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, split_answer
+from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, has_tags, split_answer
 from crossmodalrag.answer.premise import in_conversations, presupposes, unmentioned_words
 from crossmodalrag.answer.prompt import (
     cited_excerpts,
@@ -105,8 +105,10 @@ class Verification:
         """What the user reads: `text` as written with judged citations added, or the answer rebuilt
         from what was kept when a sentence is left out or a line says nothing of its own (a heading
         alone, "Support:", or a line of citations such as "- [E1] [E2]", which go to the sentence
-        before it)."""
-        rebuild = any(not v.supported for v in self.verdicts) or any(map(bare_line, text.splitlines()))
+        before it), or a sentence is only #tags or ends in some ("#重构 [E1][E2]": left out)."""
+        lines = text.splitlines()
+        rebuild = any(not v.supported for v in self.verdicts) or any(map(bare_line, lines))
+        rebuild = rebuild or any(map(has_tags, lines))  # "#重构 [E1][E2]": shown, it would cite E2
         return self.text() if rebuild else self.cite_judged(text)
 
     def text(self) -> str:

@@ -126,9 +126,10 @@ def _run_upper_levels(store: Store, settings: Settings, levels, llm, semantic, r
         why = "the event level made none from the sources there are"
     no_events = {"skipped": f"no events yet: {why}"}
     events = episodes.load_events(store.conn) if has_events else []
+    model = semantic.embedder.identity.name if semantic is not None else None  # the events' vectors' scale
     steps = {
         "episode": lambda: episodes.build_episodes(store, settings.episode_gap_hours, events),
-        "concept": lambda: concepts.build_concepts(store, settings.concept_sim_threshold, llm, events),
+        "concept": lambda: concepts.build_concepts(store, settings.concept_sim_threshold, llm, events, model),
         "graph": lambda: graph.build_graph(store),
         "drift": lambda: drift.build_drift(store, settings.drift_window_days),
         "distill": lambda: distill.build_distill(store, settings.distill_compression_ratio),

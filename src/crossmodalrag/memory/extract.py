@@ -49,6 +49,17 @@ SHARED = re.compile(r"\b(?:shar|show|post|sen[dt])\w* (?:\w+ ){0,3}(?:photo|pict
 # left out of the prompt. Shown captions, the model described the photos instead of the events: on four
 # LoCoMo sessions 10 of 23 events were "X shares a photo of ..." (6 of 7 on one of them).
 CAPTION = re.compile(r" ?\[shares a photo: [^\]]*\]")
+# What may end a statement: ASCII marks, and the full stops and marks of scripts that do not use them
+# (CJK 。！？ and their half/full-width forms, Devanagari ।, Arabic ؟ and Urdu ۔, Ethiopic ።, Myanmar ။).
+# With only . ! ? a Chinese or Japanese sentence ending in 。 could not close its string: the model
+# padded it with its note's #tags and [E#] numbers up to the length cap ("…作成します。#移行#移行#移行…").
+SENTENCE_ENDS = ".!?。！？｡．।؟۔።။"
+# #tags, [E#] citations or E# numbers after the sentence has ended: what that padding left behind, and
+# what a backend without a grammar appends. A "#12" inside the sentence ("fixed bug #12.") stays.
+TRAILER = re.compile(rf"(?<=[{SENTENCE_ENDS}])(?:\s*(?:#[^\s#]+|\[E\d+\]|E\d+\b))+\W*$")
+# A stretch of 2-20 characters written four times in a row ("#移行#移行#移行#移行", "the the the the"):
+# a model looping inside the grammar, not a sentence.
+REPEATED = re.compile(r"(.{2,20}?)\1{3,}")
 
 SYSTEM = (
     "You keep a person's memory. From their notes, code history and conversations, list the events "
@@ -102,11 +113,13 @@ def _event(excerpts: int) -> dict[str, Any]:
     # title's opening quote unescaped ('watched "Inception"'), which ended the sentence early. A mark
     # inside a word ("0.5", "Node.js", "e.g") or before a lowercase word ("e.g. the") does not end it:
     # forbidden outright, notes' events were cut there ("MRR = 1/1 = 1.", "a search system, e.").
-    body = f'([^"\\\\\\n.!?]|[.!?][^"\\\\\\n .!?]|[.!?] [a-z0-9]){{7,{MAX_STATEMENT - 1}}}'
+    # The other scripts' marks (SENTENCE_ENDS) only end it: CJK puts no space after them.
+    ends = SENTENCE_ENDS
+    body = f'([^"\\\\\\n{ends}]|[.!?][^"\\\\\\n {ends}]|[.!?] [a-z0-9]){{7,{MAX_STATEMENT - 1}}}'
     return {
         "type": "object",
         "properties": {
-            "event": {"type": "string", "pattern": f"^{body}[.!?]$"},
+            "event": {"type": "string", "pattern": f"^{body}[{ends}]$"},
             "type": {"type": "string", "enum": list(EVENT_TYPES)},
             "cite": {
                 "type": "array",
@@ -192,7 +205,8 @@ def extract_window(
         result.completion_tokens += int(getattr(llm, "usage", {}).get("completion_tokens", 0))
         try:
             events = [attributed(e, people) for e in parse_events(raw, len(excerpts), people)]
-            result.events = [e for e in events if not (copied(e.statement, excerpts) or no_event(e.statement))]
+            kept = [e for e in events if not (copied(e.statement, excerpts) or no_event(e.statement))]
+            result.events = [e for e in kept if not degenerate(e.statement)]
             result.error = ""
             return result
         except ValueError as error:
@@ -226,6 +240,17 @@ def no_event(statement: str) -> bool:
     return bool(ASKED.search(statement) or SHARED.search(statement))
 
 
+def degenerate(statement: str) -> bool:
+    """A statement in which the model looped: the same few words or tags four times in a row, a letter
+    among them (a number such as 100000000 is no loop)."""
+    return any(re.search(r"[^\W\d_]", match.group(1)) for match in REPEATED.finditer(statement))
+
+
+def without_trailer(statement: str) -> str:
+    """The statement without the #tags and [E#] numbers written after its sentence ended."""
+    return TRAILER.sub("", statement)
+
+
 def copied(statement: str, excerpts: list[str]) -> bool:
     """An event taken from the prompt's example or shape: it has the example's words (or the shape's
     placeholders, "<one sentence>", "<type>") and the source does not."""
@@ -254,7 +279,7 @@ def _event_of(item: Any, excerpts: int, person: str, people: Collection[str]) ->
     if missing:
         raise ValueError(f"an event lacks {', '.join(missing)}")
     kind = str(item["type"]).strip().lower()
-    statement = " ".join(str(item["event"]).split())
+    statement = without_trailer(" ".join(str(item["event"]).split()))
     if kind not in EVENT_TYPES:
         raise ValueError(f"unknown event type {kind!r}")
     if not 8 <= len(statement) <= 2 * MAX_STATEMENT:
