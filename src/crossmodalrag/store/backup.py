@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store
+from crossmodalrag.store.failures import explain
 from crossmodalrag.store.migrations import LATEST_VERSION
 from crossmodalrag.store.readonly import remove_idle_side_files
 from crossmodalrag.versioning.verify import Problem, verify, what_works
@@ -504,6 +505,5 @@ def _unlink(path: Path) -> None:
 
 
 def _sqlite_failure(exc: sqlite3.DatabaseError, what: str) -> StoreError:
-    if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
-        return StoreError(f"{what}: the database stayed locked", "another mem process holds it; retry later")
-    return StoreError(f"{what}: {exc}", "run `mem doctor`; if the database is damaged, restore a backup")
+    message, hint = explain(exc)
+    return StoreError(f"{what}: {message}", hint)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError, WriteConflict
+from crossmodalrag.store.failures import DAMAGED_HINT, explain, is_busy  # noqa: F401 - re-exported
 from crossmodalrag.store.migrations import LATEST_VERSION, Progress, applied_version, migrate
 from crossmodalrag.store.writers import lock_source, retrying
 
@@ -28,7 +29,6 @@ except ImportError:  # Windows: writers still wait for each other, only without 
 BUSY_TIMEOUT_SECONDS = 30.0
 HANDOFF_SECONDS = 0.15  # longer than SQLite's longest sleep between two tries of a waiting writer (100 ms)
 RETRY_SLEEP_CAP = 0.1  # our own retries poll at least as often, for the same reason
-BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED (their extended codes share the low byte)
 T = TypeVar("T")
 
 
@@ -92,15 +92,6 @@ class WriterTurns:
             self.fd = None
 
 
-def is_busy(error: sqlite3.Error) -> bool:
-    """Did SQLite refuse because another connection holds a lock (as opposed to a real error)?"""
-    code = getattr(error, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in BUSY_CODES
-    text = str(error)
-    return "locked" in text or "busy" in text
-
-
 def damage(conn) -> str | None:
     """The first problem SQLite's quick check finds in the database file, or None (and None on
     PostgreSQL, whose server checks its own pages). It reads every page once: for the commands that
@@ -114,9 +105,6 @@ def damage(conn) -> str | None:
     if found == "ok":
         return None
     return "; ".join(line for line in found.splitlines() if not line.startswith("***")) or found  # one line
-
-
-DAMAGED_HINT = "restore a backup (`mem restore`); `mem doctor` says what else it finds"
 
 
 def begin_immediate(conn: sqlite3.Connection, turns: WriterTurns | None, patience: float) -> None:
