@@ -246,12 +246,21 @@ def _backup_target(db_path: Path, dest: str | Path | None) -> Path:
             raise StoreError(f"{chosen} is a file, not a folder", "name a new file, or a folder to put the backup in")
         _make_folder(chosen)
         return _free_name(chosen, f"{db_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}", ".db")
+    if side_file := _side_file_named(chosen, db_path):
+        # SQLite owns that name: it would delete or overwrite the backup at the next checkpoint or close.
+        raise StoreError(f"the backup would be the database's own {side_file} file", "choose another path")
     if chosen.exists():
         raise StoreError(f"{chosen} already exists", "choose another name, or a folder to put a new backup in")
     if chosen.resolve() == db_path.resolve():
         raise StoreError("the backup would overwrite the database itself", "choose another path")
     _make_folder(chosen.parent)
     return chosen
+
+
+def _side_file_named(path: Path, db_path: Path) -> str | None:
+    """The suffix (`-wal`, `-shm`, `-journal`, `-writers`) if `path` is one of the live database's side files."""
+    database = str(db_path.resolve())
+    return next((s for s in (*SIDECARS, "-writers") if str(path.resolve()) == database + s), None)
 
 
 def _make_folder(folder: Path) -> None:
