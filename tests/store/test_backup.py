@@ -199,6 +199,14 @@ def test_restore_refuses_to_replace_a_database_without_force(db_path, backup_fil
     assert sha256(db_path) == before and leftovers(db_path.parent) == []
 
 
+def test_restore_onto_a_database_path_that_is_a_folder_says_so(tmp_path, backup_file):
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    with pytest.raises(StoreError, match="is a folder, not a database file"):
+        restore_database(backup_file, folder, force=True)
+    assert list(folder.iterdir()) == []
+
+
 def test_restore_into_an_empty_place_needs_no_force(tmp_path, backup_file):
     target = tmp_path / "fresh" / "memory.db"
     report = restore_database(backup_file, target)

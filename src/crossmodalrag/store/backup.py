@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
-from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store
+from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store, refuse_folder
 from crossmodalrag.store.failures import explain
 from crossmodalrag.store.migrations import LATEST_VERSION
 from crossmodalrag.store.readonly import remove_idle_side_files
@@ -142,6 +142,7 @@ def restore_database(source: Path, db_path: Path, force: bool = False, unverifie
     # A database reached through a symbolic link (kept on another disk) is replaced where it lives:
     # renamed over, the link became a copy and the real file stayed as it was.
     db_path = given.resolve() if given.is_symlink() else given
+    refuse_folder(db_path)  # else the copy is made and verified, and the last rename fails "Is a directory"
     _require_backup_file(source, db_path)
     _make_folder(db_path.parent)
     staging = _staging_file(db_path.parent, db_path.name)
