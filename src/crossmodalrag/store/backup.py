@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
+from crossmodalrag.store.backup_places import remember_backup
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store, refuse_folder
 from crossmodalrag.store.failures import explain
 from crossmodalrag.store.migrations import LATEST_VERSION
@@ -98,6 +99,8 @@ def backup_database(db_path: Path, dest: str | Path | None = None) -> BackupRepo
     if not db_path.is_file():
         raise StoreError(f"no memory database at {db_path}", "check CMRAG_DB_PATH or --db-path")
     target = _backup_target(db_path, dest)
+    if target.parent.resolve() != backups_dir(db_path).resolve():  # forget looks in backups/ anyway
+        remember_backup(db_path, target.absolute())
     staging = _staging_file(target.parent, target.name)
     try:
         source = sqlite3.connect(db_path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
