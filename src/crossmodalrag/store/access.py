@@ -1,14 +1,16 @@
 """Reading a memory that cannot be written: a backup on read-only media, a snapshot, a file without write permission.
 
-SQLite opens such a file read-only by itself, but a WAL database still wants to create its `-shm` beside
-it, which a read-only folder refuses ("unable to open database file"). With no `-wal` there is nothing
-beyond the main file to read, and on read-only media nobody can change it, so `immutable=1` (no locks,
-no side files) reads it exactly as it is.
+SQLite opens such a file read-only (`mode=ro`), but a WAL database still wants to create its `-shm`
+beside it, which a read-only folder refuses ("unable to open database file"). Only then, and only with
+no `-wal` beside it (nothing beyond the main file to read), is it opened `immutable=1` (no locks, no side
+files): on read-only media nobody can change it. Not before: a reader that assumes a file immutable while
+another user's writer changes it can read torn pages, and plain `mode=ro` takes the locks that prevent it.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
@@ -22,13 +24,19 @@ def is_writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
-def read_only_uri(path: Path) -> str:
-    """The URI that opens `path` read-only; immutable when its folder is read-only and no -wal exists
-    (SQLite could neither create the -shm it wants nor find anything else to read)."""
-    uri = f"file:{quote(str(path))}?mode=ro"
-    if not os.access(path.parent, os.W_OK) and not Path(f"{path}-wal").exists():
-        uri += "&immutable=1"
-    return uri
+def connect_read_only(path: Path, **options) -> sqlite3.Connection:
+    """A read-only connection to `path`, immutable if nothing else can read it (see above). Raises
+    sqlite3.OperationalError if SQLite cannot read it either way."""
+    conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, **options)
+    try:
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # opening is lazy: read to know
+        return conn
+    except sqlite3.OperationalError as error:
+        conn.close()
+        cannot_open = (getattr(error, "sqlite_errorname", "") or "").startswith("SQLITE_CANTOPEN")
+        if not cannot_open or Path(f"{path}-wal").exists():
+            raise
+    return sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True, **options)
 
 
 def read_only_failure(path: Path, error: Exception) -> StoreError:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError, WriteConflict
-from crossmodalrag.store.access import READ_ONLY_HINT, is_writable, read_only_failure, read_only_uri
+from crossmodalrag.store.access import READ_ONLY_HINT, connect_read_only, is_writable, read_only_failure
 from crossmodalrag.store.failures import DAMAGED_HINT, explain, is_busy  # noqa: F401 - re-exported
 from crossmodalrag.store.migrations import LATEST_VERSION, Progress, applied_version, migrate
 from crossmodalrag.store.writers import lock_source, retrying
@@ -280,8 +280,8 @@ def refuse_folder(path: Path) -> None:
 
 
 def _connect(path: Path, busy_timeout: float, read_only: bool) -> sqlite3.Connection:
-    target, uri = (read_only_uri(path), True) if read_only else (path, False)
-    return sqlite3.connect(target, uri=uri, timeout=busy_timeout, isolation_level=None, factory=MemoryConnection)
+    options = {"timeout": busy_timeout, "isolation_level": None, "factory": MemoryConnection}
+    return connect_read_only(path, **options) if read_only else sqlite3.connect(path, **options)
 
 
 def _prepare(

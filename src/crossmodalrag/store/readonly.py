@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator
 from urllib.parse import quote
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
-from crossmodalrag.store.access import is_writable, read_only_failure, read_only_uri
+from crossmodalrag.store.access import connect_read_only, is_writable, read_only_failure
 from crossmodalrag.store.connection import Store, is_busy, refuse_folder, refuse_foreign
 from crossmodalrag.store.failures import explain
 from crossmodalrag.store.migrations import LATEST_VERSION
@@ -32,9 +32,8 @@ def open_reader(path: Path, busy_timeout: float = 5.0) -> Store:
     if not path.is_file():
         raise StoreError(f"no memory database at {path}", "run `mem init-db` or `mem seed-sample` first")
     try:
-        conn = sqlite3.connect(
-            read_only_uri(path),  # immutable on read-only media, where SQLite could not create its -shm
-            uri=True,
+        conn = connect_read_only(  # immutable on read-only media, where SQLite could not create its -shm
+            path,
             timeout=busy_timeout,
             isolation_level=None,
             check_same_thread=False,  # one request = one thread at a time; FastAPI may hop threads
@@ -42,6 +41,8 @@ def open_reader(path: Path, busy_timeout: float = 5.0) -> Store:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         version = _schema_version(conn, path)
     except sqlite3.DatabaseError as error:
+        if isinstance(error, sqlite3.OperationalError) and is_busy(error):
+            raise _locked(path) from error
         if isinstance(error, sqlite3.OperationalError) and not is_writable(path):
             raise read_only_failure(path, error) from error
         raise StoreError(f"cannot open {path} read-only: {error}", explain(error)[1]) from error
@@ -94,9 +95,7 @@ def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
     except sqlite3.OperationalError as error:
         if is_busy(error):  # another process holds it exclusively: not a question of what the file is
             conn.close()
-            raise StoreError(
-                f"{path} stayed locked by another process", "wait for the other mem command to finish, then retry"
-            ) from error
+            raise _locked(path) from error
         if "no such table" not in str(error):
             conn.close()
             raise
@@ -106,6 +105,12 @@ def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
         conn.close()
         raise
     return row[0] or 0
+
+
+def _locked(path: Path) -> StoreError:
+    return StoreError(
+        f"{path} stayed locked by another process", "wait for the other mem command to finish, then retry"
+    )
 
 
 def open_configured_reader(settings: "Settings") -> Store:
