@@ -281,6 +281,32 @@ def test_copies_a_killed_backup_or_restore_left_are_deleted_and_running_ones_nam
     assert f"may still hold it ({running})" in err
 
 
+KILLED_MIDWAY = """
+import os, sys
+from pathlib import Path
+from crossmodalrag.store import backup
+backup._sync_and_hash = lambda path: os._exit(9)  # as a kill -9 once the copy is written, before its rename
+backup.backup_database(Path(sys.argv[1]), sys.argv[2])
+"""
+
+
+def test_backups_in_folders_of_ones_choosing_are_named_and_a_killed_ones_copy_deleted(
+    capsys, vault, db_path, tmp_path
+) -> None:
+    import subprocess
+    import sys
+
+    ingest(vault, db_path)
+    usb, elsewhere = tmp_path / "usb", tmp_path / "elsewhere"
+    assert run(capsys, "backup", f"{elsewhere}/")[0] == 0
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", KILLED_MIDWAY, str(db_path), f"{usb}/"], env=environment, check=False)
+    assert [p for p in usb.iterdir() if p.name.endswith(".partial")]  # a whole hidden copy, left behind
+    code, out, err = run(capsys, "forget", str(vault / "secret/gone.md"), "--yes", "--json")
+    assert code == 0 and not [p for p in usb.iterdir() if ".partial" in p.name]
+    assert json.loads(out)["backups"] == 1 and f"1 backup in {elsewhere} made before now may still hold it" in err
+
+
 # --- asking first, and refusing -------------------------------------------------------------
 
 

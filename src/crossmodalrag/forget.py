@@ -306,18 +306,16 @@ def _eval_queries_naming(store: Store, uris: set[str]) -> int:
 
 
 def existing_backups(store: Store, since: float = 0.0) -> list[str]:
-    """Backup files in the default backups folder written since `since` (unix seconds): made before
-    this forget, and not before the forgotten text was stored (an older one cannot hold it)."""
+    """Backup files in the default backups folder, and those `mem backup` wrote elsewhere (its record
+    beside the database), written since `since` (unix seconds): made before this forget, and not
+    before the forgotten text was stored (an older one cannot hold it)."""
     from crossmodalrag.store.backup import backups_dir
+    from crossmodalrag.store.backup_places import remembered_backups
 
     folder = backups_dir(store.path)
-    if not folder.is_dir():
-        return []
-    return sorted(
-        str(p)
-        for p in folder.iterdir()
-        if p.is_file() and p.suffix != ".sha256" and p.name[0] != "." and p.stat().st_mtime >= since
-    )
+    found = [p for p in folder.iterdir() if p.suffix != ".sha256" and p.name[0] != "."] if folder.is_dir() else []
+    found += remembered_backups(store.path)
+    return sorted({str(p) for p in found if p.is_file() and p.stat().st_mtime >= since})
 
 
 def first_stored(store: Store, uris: list[str]) -> float:
@@ -339,13 +337,15 @@ def first_stored(store: Store, uris: list[str]) -> float:
 
 def unfinished_copies(store: Store) -> list[str]:
     """Hidden whole copies of the database that backups and restores write before renaming them into
-    place (`backups/.memory-….db.PID.….partial`, `.memory.db.PID.….partial` beside the database). A
-    killed one's copy is deleted now (it would hold the forgotten text); one a backup or restore still
-    running writes is named instead."""
+    place (`backups/.memory-….db.PID.….partial`, `.memory.db.PID.….partial` beside the database, and
+    beside each backup `mem backup` wrote elsewhere). A killed one's copy is deleted now (it would hold
+    the forgotten text); one a backup or restore still running writes is named instead."""
     from crossmodalrag.store.backup import backups_dir
     from crossmodalrag.store.backup import unfinished_copies as staging_copies
+    from crossmodalrag.store.backup_places import remembered_backups
 
-    folders = dict.fromkeys([backups_dir(store.path), store.path.parent])
+    elsewhere = [path.parent for path in remembered_backups(store.path)]
+    folders = dict.fromkeys([backups_dir(store.path), store.path.parent, *elsewhere])
     return [str(path) for folder in folders for path in staging_copies(folder)]
 
 

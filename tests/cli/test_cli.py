@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -288,6 +289,31 @@ def test_unexpected_exceptions_become_one_error_line(capsys, monkeypatch, vault)
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert code == 1 and len(errors) == 1 and "Traceback" not in err
     assert errors[0].startswith("error: unexpected ZeroDivisionError") and "CMRAG_DEBUG=1" in errors[0]
+
+
+@pytest.mark.parametrize(
+    ("raised", "said", "hinted"),
+    [
+        (sqlite3.IntegrityError("FOREIGN KEY constraint failed"), "nothing is damaged", "rerun the command"),
+        (sqlite3.OperationalError("database or disk is full"), "the disk is full", "free disk space"),
+        (sqlite3.OperationalError("attempt to write a readonly database"), "is read-only", "permissions"),
+        (sqlite3.DatabaseError("database disk image is malformed"), "the database is damaged", "restore a backup"),
+    ],
+)
+def test_a_database_error_is_named_by_its_cause_and_only_damage_suggests_a_restore(
+    capsys, monkeypatch, vault, raised, said, hinted
+):
+    import crossmodalrag.cli.commands as commands
+
+    def fails(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(commands, "ask_without_llm", fails)
+    run(capsys, "ingest-notes", str(vault))
+    code, _, err = run(capsys, "ask", "x", "--no-llm")
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 1 and len(errors) == 1 and said in errors[0] and hinted in errors[0]
+    assert ("restore a backup" in err) == (said == "the database is damaged")
 
 
 def test_python_dash_m_and_console_script_work(tmp_path):

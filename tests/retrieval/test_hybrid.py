@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 
 from crossmodalrag.answer.evidence import open_retriever
-from crossmodalrag.config import Settings
+from crossmodalrag.config import Settings, load_settings
+from crossmodalrag.forget import find_sources, forget_sources
 from crossmodalrag.index import embed as embed_module
 from crossmodalrag.index.embeddings import embed_missing, vector_status
 from crossmodalrag.retrieval import semantic as semantic_module
 from crossmodalrag.retrieval.profiles import PROFILES
 from crossmodalrag.retrieval.search import SearchOptions, is_weak, search
 from crossmodalrag.retrieval.semantic import SemanticIndex, semantic_index
-from crossmodalrag.store import open_store
+from crossmodalrag.store import open_configured_store, open_store
 from tests.fakes import HashingEmbedder
 from tests.retrieval.helpers import add_docs, note
 
@@ -129,6 +130,28 @@ def test_reindex_is_resumable_and_idempotent(store, embedder, monkeypatch):
     assert embed_missing(store, embedder, batch_size=1).chunks == 12
     assert embed_missing(store, embedder, batch_size=1).chunks == 0
     assert vector_status(store, embedder.identity)["missing"] == 0
+
+
+def test_chunks_forgotten_while_they_are_embedded_are_skipped_and_the_run_goes_on(store, embedder):
+    add_docs(store, *[note(f"n{i}", f"# N{i}\nnote number {i}") for i in range(6)])
+    original, calls = embedder.embed, {"n": 0}
+
+    def forget_meanwhile(texts):  # another process forgets a note between the read and the write
+        calls["n"] += 1
+        if calls["n"] == 1:
+            with open_configured_store(load_settings()) as other:
+                forget_sources(other, find_sources(other, uri="/vault/n2.md"))
+        return original(texts)
+
+    embedder.embed = forget_meanwhile
+    report = embed_missing(store, embedder)
+    assert report.chunks == 5
+    assert vector_status(store, embedder.identity) == {
+        "chunks": 5,
+        "embedded": 5,
+        "missing": 0,
+        "other_model_vectors": 0,
+    }
 
 
 def test_vectors_of_another_model_are_never_used(memory, embedder, db_path, monkeypatch):

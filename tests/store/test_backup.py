@@ -119,6 +119,14 @@ def test_backup_defaults_to_a_timestamped_file_in_backups_and_never_overwrites(d
         backup_database(tmp_path / "missing.db")
 
 
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal", "-writers"])
+def test_a_backup_onto_the_live_databases_own_side_file_is_refused(db_path, suffix):
+    make_db(db_path, ["/v/a.md"])  # closed: its -wal and -shm are gone, and SQLite makes them again on the next open
+    with pytest.raises(StoreError, match=f"the database's own {suffix} file"):
+        backup_database(db_path, Path(f"{db_path}{suffix}"))
+    assert not Path(f"{db_path}{suffix}.sha256").exists()
+
+
 def test_a_path_ending_in_a_slash_is_a_folder_and_an_empty_path_is_refused(capsys, db_path, tmp_path, monkeypatch):
     make_db(db_path, ["/v/a.md"])
     # it wrote a file named bk3 ("backup written to …/bk3"): the slash says a folder
@@ -189,6 +197,14 @@ def test_restore_refuses_to_replace_a_database_without_force(db_path, backup_fil
         restore_database(backup_file, db_path)
     assert "--force" in caught.value.hint and "valid backup" in caught.value.message
     assert sha256(db_path) == before and leftovers(db_path.parent) == []
+
+
+def test_restore_onto_a_database_path_that_is_a_folder_says_so(tmp_path, backup_file):
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    with pytest.raises(StoreError, match="is a folder, not a database file"):
+        restore_database(backup_file, folder, force=True)
+    assert list(folder.iterdir()) == []
 
 
 def test_restore_into_an_empty_place_needs_no_force(tmp_path, backup_file):

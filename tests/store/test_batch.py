@@ -76,3 +76,19 @@ def test_collected_items_reach_their_flush_once_per_commit_and_a_failed_unit_dro
         with batch.unit():
             batch.collect(flush, "d")
     assert flushed == [["a", "c"], ["d"]]
+
+
+def test_a_full_disk_is_reported_as_such_not_as_the_rollback_sqlite_already_did(store):
+    from crossmodalrag.store.failures import explain
+    from tests.retrieval.helpers import add_docs, note
+
+    add_docs(store, note("a", "# A\nsmall"))
+    pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+    store.conn.execute(f"PRAGMA max_page_count = {pages}")  # the file cannot grow: as a full disk
+    big = [note(f"n{i}", "# N\n" + " ".join(f"w{i}x{j}" for j in range(3000))) for i in range(5)]
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        add_docs(store, *big)
+    message, hint = explain(caught.value)
+    assert "disk is full" in message and "free disk space" in hint
+    store.conn.execute(f"PRAGMA max_page_count = {pages * 100}")
+    add_docs(store, *big)  # the store stays usable once there is room

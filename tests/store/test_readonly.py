@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 
 import pytest
 
@@ -25,3 +26,45 @@ def test_a_database_another_process_holds_exclusively_is_locked_not_foreign(tmp_
             open_reader(db, busy_timeout=0.1)
     finally:
         holder.close()
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A memory in a folder nothing may write, as on read-only media: `chattr +i` stops root too
+    (a mode bit would not), so the test runs where it can set that attribute."""
+    from crossmodalrag.cli.main import main
+
+    folder = tmp_path / "media"
+    folder.mkdir()
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "note.md").write_text("# Parser\n\nThe parser cache is warm.\n")
+    assert main(["ingest-notes", str(tmp_path / "vault"), "--db-path", str(folder / "memory.db")]) == 0
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("needs chattr +i (root on a filesystem with the immutable attribute)")
+    try:
+        yield folder / "memory.db"
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def test_a_memory_on_read_only_media_is_read_and_a_write_says_it_is_read_only(read_only_folder, capsys):
+    from crossmodalrag.cli.main import main
+
+    db = ["--db-path", str(read_only_folder)]
+    assert main(["stats", *db]) == 0 and "sources: note 1" in capsys.readouterr().out
+    assert main(["ask", "parser cache", "--no-llm", *db]) == 0 and "parser cache" in capsys.readouterr().out
+    assert main(["forget", "--path", str(read_only_folder.parent.parent / "vault"), "--yes", *db]) == 1
+    error = capsys.readouterr().err
+    assert "read-only" in error and "restore a backup" not in error and "init-db" not in error
+
+
+def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(tmp_path):
+    places = tmp_path / "places.sqlite"
+    with sqlite3.connect(places) as browser:
+        browser.execute("CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url TEXT)")
+    for opener in (open_store, open_reader):
+        with pytest.raises(StoreError, match="another application's SQLite database") as caught:
+            opener(places)
+        assert "new file" in caught.value.hint
+    tables = sqlite3.connect(places).execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("moz_places",)]

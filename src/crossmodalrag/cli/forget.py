@@ -117,7 +117,7 @@ def _render(args: argparse.Namespace, report) -> None:
         )
     if report.backups:
         note(
-            f"note: {_count(len(report.backups), 'backup')} in {Path(report.backups[0]).parent} made before now may "
+            f"note: {_count(len(report.backups), 'backup')} in {_shown(_folders(report.backups))} made before now may "
             "still hold it; delete them if it must be gone everywhere\n"
         )
     if report.unfinished_copies:
@@ -131,6 +131,10 @@ def _render(args: argparse.Namespace, report) -> None:
             "a forgotten source as expected evidence; "
             "your labels are kept (`mem eval` warns about them)\n"
         )
+
+
+def _folders(paths: list[str]) -> list[str]:
+    return [str(folder) for folder in dict.fromkeys(Path(path).parent for path in paths)]
 
 
 def _shown(paths: list[str]) -> str:

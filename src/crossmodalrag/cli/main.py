@@ -28,6 +28,7 @@ from crossmodalrag.cli.postgres import refuse_unported
 from crossmodalrag.config import PROFILES, Settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.sources import SOURCE_KINDS
+from crossmodalrag.store.failures import explain
 from crossmodalrag.types import readable
 
 MAX_COMMITS_HELP = (
@@ -305,14 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except CMRAGError as error:
         return fail(error.message, error.hint)
-    except sqlite3.OperationalError as error:
-        if "locked" in str(error) or "busy" in str(error):
-            return fail(
-                f"the database stayed locked: {error}", "another mem process is writing; retry when it finishes"
-            )
-        return fail(f"database error: {error}", "run `mem init-db`; if it persists, restore a backup")
     except sqlite3.DatabaseError as error:
-        return fail(f"the database is damaged: {error}", "restore a backup or point CMRAG_DB_PATH elsewhere")
+        return fail(*explain(error))
     except KeyboardInterrupt:
         fail("interrupted", "rerun the command; everything committed so far is kept")
         return 130

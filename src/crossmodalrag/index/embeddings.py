@@ -35,13 +35,31 @@ class EmbedReport:
         return f"{self.chunks} chunks embedded as {self.pieces} vectors in {self.seconds:.1f} s ({rate:.1f} chunks/s)"
 
 
-def store_vectors(store: Store, rows: list[tuple]) -> None:
-    """Write (chunk id, model id, piece, pieces, encoded vector) rows, replacing what was there."""
+def store_vectors(store: Store, rows: list[tuple]) -> int:
+    """Write (chunk id, model id, piece, pieces, encoded vector) rows, replacing what was there; returns
+    how many chunks got them. A chunk deleted since it was read (a forget or re-ingest ran while it was
+    embedded) is skipped: its vectors would have nothing to describe, and the write would fail."""
     with store.transaction() as conn:
-        conn.executemany(
-            "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces, vector) VALUES (?, ?, ?, ?, ?)",
-            rows,
-        )
+        present = _existing_chunks(conn, sorted({row[0] for row in rows}))
+        kept = [row for row in rows if row[0] in present]
+        if kept:
+            conn.executemany(
+                "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model_id, piece, pieces, vector)"
+                " VALUES (?, ?, ?, ?, ?)",
+                kept,
+            )
+    return len(present)
+
+
+def _existing_chunks(conn, chunk_ids: list[int], per_query: int = 500) -> set[int]:
+    """Which of these chunk ids still exist; read inside the write transaction, so on SQLite no delete
+    can come between (on PostgreSQL one that does makes the write collide, and `retrying` reruns it)."""
+    present: set[int] = set()
+    for start in range(0, len(chunk_ids), per_query):
+        part = chunk_ids[start : start + per_query]
+        marks = ", ".join("?" * len(part))
+        present.update(r[0] for r in conn.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", part))
+    return present
 
 
 def has_unembedded(store: Store) -> bool:
@@ -121,8 +139,8 @@ def embed_missing(
             (chunk_id, model_id, index, count, store.encode_vector(vector))
             for (chunk_id, index, count, _), vector in zip(split, vectors, strict=True)
         ]
-        retrying(partial(store_vectors, store, stored))  # PostgreSQL may abort a colliding write: run it again
-        report.chunks += len(rows)
+        # PostgreSQL may abort a colliding write: run it again
+        report.chunks += retrying(partial(store_vectors, store, stored))
         report.pieces += len(split)
         report.seconds = time.perf_counter() - started
         if progress:

@@ -13,6 +13,7 @@ from crossmodalrag.agent.jobs import JobRunner
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import Store, open_configured_store
+from crossmodalrag.store.failures import explain
 
 JOB_WAIT_SECONDS = 2.0  # a short job (a small transcript) reports its result in the same call
 # A model's answer: a few seconds with a fast model or none configured (the evidence answer), ~15 s
@@ -94,7 +95,6 @@ def _guarded(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         return fn(*args, **kwargs)
     except CMRAGError as error:
         raise ToolFailure(str(error)) from None
-    except sqlite3.OperationalError as error:
-        raise ToolFailure(f"database busy or unavailable: {error} (hint: retry in a moment)") from None
     except sqlite3.DatabaseError as error:
-        raise ToolFailure(f"the database is damaged: {error} (hint: the user should restore a backup)") from None
+        message, hint = explain(error)
+        raise ToolFailure(f"{message} (hint: {hint})") from None

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
-from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store
+from crossmodalrag.store.backup_places import remember_backup
+from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, is_busy, open_store, refuse_folder
+from crossmodalrag.store.failures import explain
 from crossmodalrag.store.migrations import LATEST_VERSION
 from crossmodalrag.store.readonly import remove_idle_side_files
 from crossmodalrag.versioning.verify import Problem, verify, what_works
@@ -97,6 +99,8 @@ def backup_database(db_path: Path, dest: str | Path | None = None) -> BackupRepo
     if not db_path.is_file():
         raise StoreError(f"no memory database at {db_path}", "check CMRAG_DB_PATH or --db-path")
     target = _backup_target(db_path, dest)
+    if target.parent.resolve() != backups_dir(db_path).resolve():  # forget looks in backups/ anyway
+        remember_backup(db_path, target.absolute())
     staging = _staging_file(target.parent, target.name)
     try:
         source = sqlite3.connect(db_path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
@@ -141,6 +145,7 @@ def restore_database(source: Path, db_path: Path, force: bool = False, unverifie
     # A database reached through a symbolic link (kept on another disk) is replaced where it lives:
     # renamed over, the link became a copy and the real file stayed as it was.
     db_path = given.resolve() if given.is_symlink() else given
+    refuse_folder(db_path)  # else the copy is made and verified, and the last rename fails "Is a directory"
     _require_backup_file(source, db_path)
     _make_folder(db_path.parent)
     staging = _staging_file(db_path.parent, db_path.name)
@@ -245,12 +250,21 @@ def _backup_target(db_path: Path, dest: str | Path | None) -> Path:
             raise StoreError(f"{chosen} is a file, not a folder", "name a new file, or a folder to put the backup in")
         _make_folder(chosen)
         return _free_name(chosen, f"{db_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}", ".db")
+    if side_file := _side_file_named(chosen, db_path):
+        # SQLite owns that name: it would delete or overwrite the backup at the next checkpoint or close.
+        raise StoreError(f"the backup would be the database's own {side_file} file", "choose another path")
     if chosen.exists():
         raise StoreError(f"{chosen} already exists", "choose another name, or a folder to put a new backup in")
     if chosen.resolve() == db_path.resolve():
         raise StoreError("the backup would overwrite the database itself", "choose another path")
     _make_folder(chosen.parent)
     return chosen
+
+
+def _side_file_named(path: Path, db_path: Path) -> str | None:
+    """The suffix (`-wal`, `-shm`, `-journal`, `-writers`) if `path` is one of the live database's side files."""
+    database = str(db_path.resolve())
+    return next((s for s in (*SIDECARS, "-writers") if str(path.resolve()) == database + s), None)
 
 
 def _make_folder(folder: Path) -> None:
@@ -504,6 +518,5 @@ def _unlink(path: Path) -> None:
 
 
 def _sqlite_failure(exc: sqlite3.DatabaseError, what: str) -> StoreError:
-    if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
-        return StoreError(f"{what}: the database stayed locked", "another mem process holds it; retry later")
-    return StoreError(f"{what}: {exc}", "run `mem doctor`; if the database is damaged, restore a backup")
+    message, hint = explain(exc)
+    return StoreError(f"{what}: {message}", hint)

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError, WriteConflict
+from crossmodalrag.store.access import READ_ONLY_HINT, connect_read_only, is_writable, read_only_failure
+from crossmodalrag.store.failures import DAMAGED_HINT, explain, is_busy  # noqa: F401 - re-exported
 from crossmodalrag.store.migrations import LATEST_VERSION, Progress, applied_version, migrate
 from crossmodalrag.store.writers import lock_source, retrying
 
@@ -28,7 +30,6 @@ except ImportError:  # Windows: writers still wait for each other, only without 
 BUSY_TIMEOUT_SECONDS = 30.0
 HANDOFF_SECONDS = 0.15  # longer than SQLite's longest sleep between two tries of a waiting writer (100 ms)
 RETRY_SLEEP_CAP = 0.1  # our own retries poll at least as often, for the same reason
-BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED (their extended codes share the low byte)
 T = TypeVar("T")
 
 
@@ -92,15 +93,6 @@ class WriterTurns:
             self.fd = None
 
 
-def is_busy(error: sqlite3.Error) -> bool:
-    """Did SQLite refuse because another connection holds a lock (as opposed to a real error)?"""
-    code = getattr(error, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in BUSY_CODES
-    text = str(error)
-    return "locked" in text or "busy" in text
-
-
 def damage(conn) -> str | None:
     """The first problem SQLite's quick check finds in the database file, or None (and None on
     PostgreSQL, whose server checks its own pages). It reads every page once: for the commands that
@@ -114,9 +106,6 @@ def damage(conn) -> str | None:
     if found == "ok":
         return None
     return "; ".join(line for line in found.splitlines() if not line.startswith("***")) or found  # one line
-
-
-DAMAGED_HINT = "restore a backup (`mem restore`); `mem doctor` says what else it finds"
 
 
 def begin_immediate(conn: sqlite3.Connection, turns: WriterTurns | None, patience: float) -> None:
@@ -139,6 +128,17 @@ def begin_immediate(conn: sqlite3.Connection, turns: WriterTurns | None, patienc
                     ) from error
             time.sleep(delay * random.uniform(0.5, 1.0))  # jitter: two waiters do not retry in lockstep
             delay = min(delay * 2, RETRY_SLEEP_CAP)
+
+
+def still_open(conn) -> bool:
+    """Whether a transaction is open: SQLite ends one itself on some errors (a full disk, out of
+    memory), and a ROLLBACK then fails with "no transaction is active", hiding the error that matters."""
+    return getattr(conn, "in_transaction", True)  # PostgreSQL's connection says nothing: assume open
+
+
+def rollback(conn) -> None:
+    if still_open(conn):
+        conn.execute("ROLLBACK")
 
 
 class MemoryConnection(sqlite3.Connection):
@@ -171,7 +171,7 @@ class Store:
         try:
             yield self.conn
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            rollback(self.conn)
             raise
         self.conn.execute("COMMIT")
 
@@ -235,12 +235,14 @@ def open_store(
                 "choose a database path (CMRAG_DB_PATH or --db-path) in a folder you can write to",
             ) from exc
     patience = max(busy_timeout, BUSY_TIMEOUT_SECONDS)
+    # Read-only media or permissions: readers still read it; a write says the file is read-only.
+    read_only = path.exists() and path.name != ":memory:" and not is_writable(path)
     started, delay = time.monotonic(), 0.005
     while True:
         conn = None
         try:
-            conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, factory=MemoryConnection)
-            _prepare(conn, path, busy_timeout, progress)
+            conn = _connect(path, busy_timeout, read_only)
+            _prepare(conn, path, busy_timeout, progress, read_only)
             break
         except sqlite3.DatabaseError as exc:
             if conn is not None:
@@ -256,9 +258,9 @@ def open_store(
                     f"{path} stayed locked while opening: {exc}",
                     "another mem process is writing; retry when it finishes",
                 ) from exc
-            raise StoreError(
-                f"cannot open {path} as a memory database: {exc}", "check the path (CMRAG_DB_PATH) or restore a backup"
-            ) from exc
+            if read_only and isinstance(exc, sqlite3.OperationalError):
+                raise read_only_failure(path, exc) from exc
+            raise StoreError(f"cannot open {path} as a memory database: {exc}", explain(exc)[1]) from exc
         except BaseException:
             if conn is not None:
                 conn.close()
@@ -277,21 +279,54 @@ def refuse_folder(path: Path) -> None:
         )
 
 
-def _prepare(conn: sqlite3.Connection, path: Path, busy_timeout: float, progress: Progress | None = None) -> None:
-    """Pragmas every connection needs, then the schema check. Raises StoreError if the file is too new."""
+def _connect(path: Path, busy_timeout: float, read_only: bool) -> sqlite3.Connection:
+    options = {"timeout": busy_timeout, "isolation_level": None, "factory": MemoryConnection}
+    return connect_read_only(path, **options) if read_only else sqlite3.connect(path, **options)
+
+
+def _prepare(
+    conn: sqlite3.Connection,
+    path: Path,
+    busy_timeout: float,
+    progress: Progress | None = None,
+    read_only: bool = False,
+) -> None:
+    """Pragmas every connection needs, then the schema check. Raises StoreError if the file is too new,
+    another application's, or too old to read and read-only."""
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-    conn.execute("PRAGMA journal_mode = WAL")
+    if not read_only:  # a read-only file keeps the journal mode it has (changing it is a write)
+        conn.execute("PRAGMA journal_mode = WAL")
     # NORMAL is durable in WAL mode except for the last commits before a power cut.
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
+    refuse_foreign(conn, path)
     version = applied_version(conn)
     if version > LATEST_VERSION:
         raise StoreError(
             f"{path} has schema version {version}, newer than this program's {LATEST_VERSION}",
             UPGRADE_HINT,
         )
+    if version < LATEST_VERSION and read_only:
+        raise StoreError(
+            f"{path} has schema version {version}, older than this program's {LATEST_VERSION}, and is read-only",
+            READ_ONLY_HINT + ", then run `mem init-db` to upgrade the copy",
+        )
     if version < LATEST_VERSION:
         _migrate_once(conn, progress)
+
+
+def refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
+    """Raises StoreError if the file holds tables but no schema version: another application's SQLite
+    database (a browser's history, say), which migrating would fill with mem's tables beside its own.
+    (Every memory records its schema version before it creates any other table.)"""
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    if tables and "schema_migrations" not in tables:
+        raise StoreError(
+            f"{path} is another application's SQLite database, not a memory (its tables: {', '.join(tables[:3])}"
+            + (", ..." if len(tables) > 3 else "")
+            + ")",
+            "mem leaves it alone: point CMRAG_DB_PATH (or --db-path) at a new file for the memory",
+        )
 
 
 def _migrate_once(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
@@ -417,8 +452,9 @@ class WriteBatch:
             self.before_commit = pending
             for flush, items in self.collected.items():
                 del items[counts.get(flush, 0) :]
-            self.conn.execute("ROLLBACK TO unit")
-            self.conn.execute("RELEASE unit")
+            if still_open(self.conn):
+                self.conn.execute("ROLLBACK TO unit")
+                self.conn.execute("RELEASE unit")
             raise
         if self.savepoints:
             self.conn.execute("RELEASE unit")
@@ -448,21 +484,21 @@ class WriteBatch:
             for flush, items in self.collected.items():
                 flush(self.conn, items)
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            rollback(self.conn)
             raise
         finally:
             self._forget_pending()
         try:
             self.conn.execute("COMMIT")
         except WriteConflict:  # PostgreSQL's serializable check runs at commit too; the work is rolled back
-            self.conn.execute("ROLLBACK")
+            rollback(self.conn)
             raise
         if self.turns:
             self.turns.hand_over()
 
     def _abort(self) -> None:
         """Roll the whole transaction back, with everything deferred or collected for it."""
-        self.conn.execute("ROLLBACK")
+        rollback(self.conn)
         self._forget_pending()
 
     def _forget_pending(self) -> None:
@@ -475,5 +511,8 @@ class WriteBatch:
     def __enter__(self) -> "WriteBatch":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type | None, *exc: object) -> None:
+        if kind is not None and self.opened_at is not None and not still_open(self.conn):
+            self._forget_pending()  # SQLite ended the transaction on that error: it is the one to report
+            return
         self.commit()

@@ -341,7 +341,8 @@ def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION, progress: Pr
             conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have ended it itself (a full disk): keep that error
+                conn.execute("ROLLBACK")
             raise
         done.append(version)
     return done

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Iterator
 from urllib.parse import quote
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
-from crossmodalrag.store.connection import Store, is_busy, refuse_folder
+from crossmodalrag.store.access import connect_read_only, is_writable, read_only_failure
+from crossmodalrag.store.connection import Store, is_busy, refuse_folder, refuse_foreign
+from crossmodalrag.store.failures import explain
 from crossmodalrag.store.migrations import LATEST_VERSION
 
 if TYPE_CHECKING:
@@ -30,9 +32,8 @@ def open_reader(path: Path, busy_timeout: float = 5.0) -> Store:
     if not path.is_file():
         raise StoreError(f"no memory database at {path}", "run `mem init-db` or `mem seed-sample` first")
     try:
-        conn = sqlite3.connect(
-            f"file:{quote(str(path))}?mode=ro",
-            uri=True,
+        conn = connect_read_only(  # immutable on read-only media, where SQLite could not create its -shm
+            path,
             timeout=busy_timeout,
             isolation_level=None,
             check_same_thread=False,  # one request = one thread at a time; FastAPI may hop threads
@@ -40,7 +41,11 @@ def open_reader(path: Path, busy_timeout: float = 5.0) -> Store:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         version = _schema_version(conn, path)
     except sqlite3.DatabaseError as error:
-        raise StoreError(f"cannot open {path} read-only: {error}", "check the path (CMRAG_DB_PATH)") from error
+        if isinstance(error, sqlite3.OperationalError) and is_busy(error):
+            raise _locked(path) from error
+        if isinstance(error, sqlite3.OperationalError) and not is_writable(path):
+            raise read_only_failure(path, error) from error
+        raise StoreError(f"cannot open {path} read-only: {error}", explain(error)[1]) from error
     if version != LATEST_VERSION:
         conn.close()
         newer = version > LATEST_VERSION
@@ -82,16 +87,30 @@ def remove_idle_side_files(path: Path) -> None:
 
 
 def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
+    """The file's schema version. Raises StoreError if it is locked or not a memory database, and
+    sqlite3.OperationalError for what else kept SQLite from reading it (a read-only folder, say)."""
     try:
+        refuse_foreign(conn, path)
         row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
     except sqlite3.OperationalError as error:
-        conn.close()
         if is_busy(error):  # another process holds it exclusively: not a question of what the file is
-            raise StoreError(
-                f"{path} stayed locked by another process", "wait for the other mem command to finish, then retry"
-            ) from error
-        raise StoreError(f"{path} is not a memory database ({error})", "run `mem init-db` on it first") from error
+            conn.close()
+            raise _locked(path) from error
+        if "no such table" not in str(error):
+            conn.close()
+            raise
+        conn.close()
+        raise StoreError(f"{path} is not a memory database yet ({error})", "run `mem init-db` on it first") from error
+    except StoreError:
+        conn.close()
+        raise
     return row[0] or 0
+
+
+def _locked(path: Path) -> StoreError:
+    return StoreError(
+        f"{path} stayed locked by another process", "wait for the other mem command to finish, then retry"
+    )
 
 
 def open_configured_reader(settings: "Settings") -> Store:
