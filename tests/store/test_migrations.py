@@ -114,18 +114,7 @@ def test_an_older_index_is_re_tokenized_in_place_with_progress(db_path):
 def test_a_version_7_index_gains_stem_and_syllable_pair_tokens_in_place(db_path):
     """Migration 8 re-tokenizes: a Spanish chunk indexed before it is found by another form of its
     words (stem tokens), with no re-ingest."""
-    conn = sqlite3.connect(db_path, isolation_level=None)
-    migrate(conn, target=7)
-    conn.execute(
-        "INSERT INTO sources (id, source_type, uri, fingerprint, title, ingested_at) "
-        "VALUES (1, 'note', '/v/a.md', 'f', 'a', 0)"
-    )
-    text = "Las declaraciones del gobierno se publicaron en mayo."
-    conn.execute(
-        "INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end) VALUES (1, 1, 0, ?, 0, 9)", (text,)
-    )
-    conn.execute("INSERT INTO chunks_fts (rowid, title, body) VALUES (1, 'a', ?)", (text,))
-    conn.close()
+    _one_chunk_indexed_at(db_path, 7, "Las declaraciones del gobierno se publicaron en mayo.").close()
     with open_store(db_path) as store:
         assert store.schema_version() >= 8
         found = store.conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'zqdeclar'").fetchone()[0]
@@ -135,17 +124,7 @@ def test_a_version_7_index_gains_stem_and_syllable_pair_tokens_in_place(db_path)
 def test_a_version_10_index_gains_the_nfkc_forms_of_full_width_words_in_place(db_path):
     """Migration 11 re-tokenizes: a chunk with full-width Latin indexed before it is found by the
     word's usual spelling, with no re-ingest."""
-    conn = sqlite3.connect(db_path, isolation_level=None)
-    migrate(conn, target=10)
-    conn.execute(
-        "INSERT INTO sources (id, source_type, uri, fingerprint, title, ingested_at) "
-        "VALUES (1, 'note', '/v/a.md', 'f', 'a', 0)"
-    )
-    text = "データベースを ＰｏｓｔｇｒｅＳＱＬ に移行した。"
-    conn.execute(
-        "INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end) VALUES (1, 1, 0, ?, 0, 9)", (text,)
-    )
-    conn.execute("INSERT INTO chunks_fts (rowid, title, body) VALUES (1, 'a', ?)", (text,))
+    conn = _one_chunk_indexed_at(db_path, 10, "データベースを ＰｏｓｔｇｒｅＳＱＬ に移行した。")
     assert conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH 'postgresql'").fetchone()[0] == 0
     conn.close()
     with open_store(db_path) as store:
@@ -175,3 +154,18 @@ def test_a_version_11_memorys_chat_turns_gain_their_own_time(db_path):
     with open_store(db_path) as store:
         times = dict(store.conn.execute("SELECT id, said_at FROM chunks"))
     assert times == {1: 1680000000.5, 2: 1690000000, 3: None, 4: None}
+
+
+def _one_chunk_indexed_at(db_path, version: int, text: str) -> sqlite3.Connection:
+    """A memory at schema `version` holding one note chunk of `text`, indexed as that version did."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    migrate(conn, target=version)
+    conn.execute(
+        "INSERT INTO sources (id, source_type, uri, fingerprint, title, ingested_at) "
+        "VALUES (1, 'note', '/v/a.md', 'f', 'a', 0)"
+    )
+    conn.execute(
+        "INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end) VALUES (1, 1, 0, ?, 0, 9)", (text,)
+    )
+    conn.execute("INSERT INTO chunks_fts (rowid, title, body) VALUES (1, 'a', ?)", (text,))
+    return conn
