@@ -399,3 +399,5 @@ def test_sources_by_folder_take_a_vault_folder_a_repository_or_a_path_on_disk(ca
         capsys.readouterr()
         assert main(["sources", "--folder", folder, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["total"] == expected, folder
+    assert main(["sources", "--folder", "projcts"]) == 0  # a typo lists nothing, and says where to look
+    assert "nothing is in 'projcts'" in capsys.readouterr().err

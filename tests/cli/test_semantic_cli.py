@@ -32,6 +32,8 @@ def test_seed_sample_embeds_everything(capsys, sample_db):
     assert code == 0 and report["newly_embedded"] == 0 and report["missing"] == 0
     assert report["embedded"] == report["chunks"]
     assert report["model"] == "sentence-transformers/all-MiniLM-L6-v2" and report["chunks"] > 50
+    assert main(["reindex-embeddings", "--db-path", str(sample_db)]) == 0  # nothing to do says so
+    assert "embedding: nothing to do:" in capsys.readouterr().err
 
 
 def test_hybrid_answers_a_paraphrase_and_explains_every_component(capsys, sample_db):

@@ -145,6 +145,9 @@ def test_a_frontmatter_date_not_read_says_so_and_keeps_the_other_fields(vault: P
     assert note.metadata["notice"].endswith(
         f"n.md: `date: {written}` is not a date mem reads (write YYYY-MM-DD), so another date is used"
     )
+    line = read(vault, "l.md", f"Date: {written}\n\nWhat happened.\n")  # a leading Date: line says so too
+    said = "" if written == "soon" else f"l.md: `Date: {written}` is not a date mem reads (write YYYY-MM-DD)"
+    assert line.metadata.get("notice", "").split(", so")[0].endswith(said)  # no digits: no date meant
     broken = read(vault, "b.md", "---\ntags: [a\n---\nWhat happened.\n")
     assert broken.metadata["notice"].endswith(
         "b.md: its frontmatter is not valid YAML and was left out (tags, date, title)"

@@ -410,6 +410,10 @@ def reindex_embeddings(args: argparse.Namespace) -> int:
                 **status,
             }
         )
+    elif not report.chunks:  # a run that found nothing to do says so: silence read as "did it run?"
+        notice(
+            f"embedding: nothing to do: {status['embedded']} of {status['chunks']} chunks have vectors of this model"
+        )
     return 0
 
 

@@ -44,6 +44,8 @@ def sources(args: argparse.Namespace) -> int:
         )
     shown = len(listing["sources"])
     notice(f"{shown} of {listing['total']} sources" + (" (page with --offset)" if shown < listing["total"] else ""))
+    if not listing["total"] and args.folder:  # a typo'd folder lists nothing, as an empty one does
+        notice(f"nothing is in {args.folder!r}: `mem sources` without --folder shows each source's folder")
     return 0
 
 

@@ -11,7 +11,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from crossmodalrag.chunking.markdown import clip, inline_tags, leading_date, split_frontmatter, without_code
+from crossmodalrag.chunking.markdown import DATE_LINE, clip, inline_tags, leading_date, split_frontmatter, without_code
 from crossmodalrag.connectors.files import check_name
 from crossmodalrag.connectors.files import shown as _shown  # its locals are named `shown`
 from crossmodalrag.connectors.frontmatter import parse_frontmatter
@@ -116,7 +116,7 @@ def read_note(root: Path, path: Path) -> Document:
     text = strip_private(text)
     frontmatter_text, body_start = split_frontmatter(text)
     meta = parse_frontmatter(frontmatter_text)
-    unread = _frontmatter_unread(frontmatter_text, meta)
+    unread = _frontmatter_unread(frontmatter_text, meta) or _date_line_unread(text, body_start)
     prose = without_code(text[body_start:])
     title = clip(str(meta.get("title") or heading_text(prose) or path.stem))
     return Document(
@@ -133,11 +133,7 @@ def read_note(root: Path, path: Path) -> Document:
             "tags": _tags(meta, prose),
             "wikilinks": sorted({link.strip() for link in WIKILINK.findall(prose)} - {""}),  # [[<private>x</private>]]
             **({"frontmatter": _jsonable(meta)} if meta else {}),
-            **(
-                {"notice": f"{_shown(path)}: {unread}"}
-                if (unread := _frontmatter_unread(frontmatter_text, meta))
-                else {}
-            ),
+            **({"notice": f"{_shown(path)}: {unread}"} if unread else {}),
         },
     )
 
@@ -158,6 +154,16 @@ def _frontmatter_unread(raw: str | None, meta: dict[str, Any]) -> str | None:
     for key in DATE_KEYS:
         if meta.get(key) is not None and parse_date(meta[key]) is None:
             return f"`{key}: {meta[key]}` is not a date mem reads (write YYYY-MM-DD), so another date is used"
+    return None
+
+
+def _date_line_unread(text: str, body_start: int) -> str | None:
+    """A leading `Date:` line with digits that is no date mem reads (`Date: 03/04/2024`), said as
+    frontmatter's is: silently the note was dated by its file and the line kept as a chunk."""
+    match = DATE_LINE.match(text[body_start:])
+    written = match.group(1).strip() if match else ""
+    if any(c.isdigit() for c in written) and leading_date(text, body_start)[0] is None:
+        return f"`Date: {written[:40]}` is not a date mem reads (write YYYY-MM-DD), so another date is used"
     return None
 
 
