@@ -66,6 +66,16 @@ def test_a_hit_dated_when_the_question_says_ranks_first_and_explains_why(store, 
         ("What happened at work in August 2024?", None, None, None),
         ("What did I do in 2024?", None, None, None),  # a year is not a named span (see named_spans)
         ("What did I cook?", day("2024-08-01"), day("2024-09-01"), None),
+        # Asked in another language, with the bounds given or a month it names with its year
+        ("Was habe ich gemacht?", day("2024-03-01"), day("2024-04-01"), (day("2024-03-01"), day("2024-04-01"))),
+        ("¿Qué hice?", day("2024-03-01"), day("2024-04-01"), (day("2024-03-01"), day("2024-04-01"))),
+        ("我做了什么？", day("2024-03-01"), day("2024-04-01"), (day("2024-03-01"), day("2024-04-01"))),
+        ("Was habe ich im März 2024 gemacht?", None, None, (day("2024-02-29"), day("2024-04-02"))),
+        ("2024年3月我做了什么？", None, None, (day("2024-02-29"), day("2024-04-02"))),
+        ("2024年3月5日に何をした？", None, None, (day("2024-03-04"), day("2024-03-07"))),
+        ("¿Qué hice con la bicicleta?", day("2024-03-01"), day("2024-04-01"), None),  # a topic
+        ("猫在哪里？", day("2024-03-01"), day("2024-04-01"), None),
+        ("What did Caroline say about Mars?", None, None, None),  # a month elsewhere, but no year: no date
     ],
 )
 def test_a_question_asking_only_about_a_time_has_that_window(query, after, before, window):

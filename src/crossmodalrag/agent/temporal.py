@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from crossmodalrag.written_dates import MONTHS as WRITTEN_MONTHS
+
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
 UNITS = {"day": 1, "week": 7, "month": 30, "year": 365}
@@ -59,6 +61,16 @@ STATES_TIME = re.compile(
     rf"|(?:19|20)\d\d)\b",
     re.I,
 )
+# A month of another language with its year ("im März 2024", "en marzo de 2024", "tháng 3 năm 2024",
+# "2024年3月", a day too: "2024年3月5日"): a year is required, so an English word that is a month
+# elsewhere ("Mars") is no date.
+LOCAL_MONTH_NAMES = "|".join(sorted(set(WRITTEN_MONTHS) - set(MONTHS), key=len, reverse=True))
+LOCAL_MONTH = re.compile(
+    rf"\b(?P<name>{LOCAL_MONTH_NAMES})\.? (?:de |del )?(?P<year>\d{{4}})\b"
+    r"|\btháng (?P<vi_month>\d{1,2}),? năm (?P<vi_year>\d{4})\b"
+    r"|(?P<cjk_year>\d{4})\s*[年년]\s*(?P<cjk_month>\d{1,2})\s*[月월](?:\s*(?P<cjk_day>\d{1,2})\s*[日일号號])?",
+    re.I,
+)
 WORD_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 DAY = timedelta(days=1)
 
@@ -87,7 +99,7 @@ def time_ranges(question: str, anchor: datetime) -> tuple[list[TimeRange], str]:
     found: list[TimeRange] = []
     rest = question
     patterns = ((BETWEEN, _between), (BOUND, _bound), (AGO, _ago), (RELATIVE, _relative), (ISO_DAY, _iso_day))
-    for pattern, resolve in (*patterns, (DAY_DATE, _day_date), (MONTH, _month)):
+    for pattern, resolve in (*patterns, (DAY_DATE, _day_date), (MONTH, _month), (LOCAL_MONTH, _local_month)):
         for match in pattern.finditer(rest):
             span = resolve(match, anchor)
             if span is not None:
@@ -156,6 +168,19 @@ def _month(match: re.Match, anchor: datetime, expected: bool = False):
     year = int(match.group(2)) if match.group(2) else anchor.year - (1 if month > anchor.month else 0)
     first = datetime(year, month, 1, tzinfo=timezone.utc)
     return first, _next_month(first)
+
+
+def _local_month(match: re.Match, anchor: datetime, expected: bool = False):
+    """A month of another language with its year, or a CJK day (LOCAL_MONTH)."""
+    if match["name"]:
+        month, year = WRITTEN_MONTHS[match["name"].lower()], int(match["year"])
+    else:
+        month, year = int(match["vi_month"] or match["cjk_month"]), int(match["vi_year"] or match["cjk_year"])
+    try:
+        first = datetime(year, month, int(match["cjk_day"] or 1), tzinfo=timezone.utc)
+    except ValueError:  # a 13th month, a 31st of February
+        return None
+    return (first, first + DAY) if match["cjk_day"] else (first, _next_month(first))
 
 
 def _iso_day(match: re.Match, anchor: datetime, expected: bool = False):

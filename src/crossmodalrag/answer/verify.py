@@ -52,7 +52,7 @@ LEFT_OUT = (REPEATED, UNCITED, HEDGE)  # left out of the answer, not failed
 RESTATES = "restates_question"  # a Verdict.reason: a short answer of nothing but the question's words
 PREMISE = "premise_missing"  # a Verdict.reason: its excerpts never speak of a word the question takes as given
 NOT_ABOUT = ("names_missing", "other_speaker")  # Verdict.reasons: its excerpts are about someone else
-_YEAR = re.compile(r"\b\d{4}\b")
+_YEAR = re.compile(r"(?<!\d)\d{4}(?!\d)")  # not \b: in "2024年3月" the year runs on into a word character
 # A question's date names the day it was said, give or take the week it speaks of ("the week before").
 DATE_SLACK = 7 * 86400.0
 

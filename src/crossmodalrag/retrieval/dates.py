@@ -14,13 +14,14 @@ import re
 from datetime import datetime, timezone
 
 from crossmodalrag.agent.temporal import time_ranges
-from crossmodalrag.retrieval.stopwords import ENGLISH
+from crossmodalrag.index.scripts import CJK_FUNCTION_CHARS
+from crossmodalrag.retrieval.stopwords import ENGLISH, stopwords_for
 
 DAY = 86400.0
 DATE_FACTOR = 1.3  # a hit dated inside a named span scores this much more
 MAX_SPAN = 31 * DAY
 TOLD_BEFORE, TOLD_AFTER = DAY, 7 * DAY
-_YEAR = re.compile(r"\b\d{4}\b")
+_YEAR = re.compile(r"(?<!\d)\d{4}(?!\d)")  # not \b: in "2024年3月" the year runs on into a word character
 _WORDS = re.compile(r"\w+")
 # Besides function words, what a question asks with when it names no topic, only a time: "What
 # happened in September 2024?", "What was going on on 2024-04-21?", "Anything in August 2024?".
@@ -28,7 +29,16 @@ _WORDS = re.compile(r"\w+")
 ASKING_WORDS = frozenset(
     "happen happens happened happening go going went anything something everything".split()
     + "write wrote written note noted".split()
+    # The same asked in other languages: "Was habe ich gemacht?", "¿Qué hice?", "Tôi đã làm gì?", "뭐 했어?"
+    + "habe hatte gemacht getan passiert geschehen geschrieben notiert los gab".split()
+    + "hice hizo hicimos hecho hacer pasó ocurrió escribí escrito".split()
+    + "làm gì xảy ra viết đã tôi".split()
+    + "뭐 무엇 무엇을 했어 했어요 했나요 했습니까 했지 있었어 있었나요 일".split()
 )
+# What a CJK question asks with besides its function characters (做了什么, 何をした): with them and
+# kana (particles, verb endings) taken away, nothing of a topic is left.
+CJK_ASKING = frozenset("做干发生写事情何甚麼么") | CJK_FUNCTION_CHARS
+HIRAGANA = re.compile("[\u3040-\u309f]")
 
 
 def read_times(query: str) -> tuple[list, str]:
@@ -61,13 +71,23 @@ def asked_window(
     September's answer), within the given bounds; None when it names a topic, or no window at all.
     What is dated inside such a window is the answer, whatever words it shares with the question."""
     ranges, rest = times or read_times(query)
-    if any(word not in ENGLISH and word not in ASKING_WORDS for word in _WORDS.findall(rest.lower())):
+    if not _asks_only_when(rest):
         return None
     spans = _widened(ranges, DAY)
     if spans:
         start, end = min(s for s, _ in spans), max(e for _, e in spans)
         return (start if after is None else max(start, after), end if before is None else min(end, before))
     return None if after is None and before is None else (after, before)
+
+
+def _asks_only_when(rest: str) -> bool:
+    """Whether a question without its time expressions names no topic: only function words (of its
+    language, or English), asking words, and CJK asking characters and kana."""
+    words = _WORDS.findall(rest.lower())
+    function = stopwords_for(words) | ENGLISH
+    return all(
+        word in function or word in ASKING_WORDS or not (set(HIRAGANA.sub("", word)) - CJK_ASKING) for word in words
+    )
 
 
 def within(timestamp: float | None, spans: list[tuple[float, float]]) -> bool:
