@@ -76,6 +76,7 @@ def test_a_hit_dated_when_the_question_says_ranks_first_and_explains_why(store, 
         ("¿Qué hice con la bicicleta?", day("2024-03-01"), day("2024-04-01"), None),  # a topic
         ("猫在哪里？", day("2024-03-01"), day("2024-04-01"), None),
         ("What did Caroline say about Mars?", None, None, None),  # a month elsewhere, but no year: no date
+        ("What happened a while ago 2022?", None, None, None),  # Spanish "ago" (agosto) is no month here
     ],
 )
 def test_a_question_asking_only_about_a_time_has_that_window(query, after, before, window):

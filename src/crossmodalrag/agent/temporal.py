@@ -64,7 +64,8 @@ STATES_TIME = re.compile(
 # A month of another language with its year ("im März 2024", "en marzo de 2024", "tháng 3 năm 2024",
 # "2024年3月", a day too: "2024年3月5日"): a year is required, so an English word that is a month
 # elsewhere ("Mars") is no date.
-LOCAL_MONTH_NAMES = "|".join(sorted(set(WRITTEN_MONTHS) - set(MONTHS), key=len, reverse=True))
+# Spanish "ago" (agosto) is left out: "two years ago 2022" is English.
+LOCAL_MONTH_NAMES = "|".join(sorted(set(WRITTEN_MONTHS) - set(MONTHS) - {"ago"}, key=len, reverse=True))
 LOCAL_MONTH = re.compile(
     rf"\b(?P<name>{LOCAL_MONTH_NAMES})\.? (?:de |del )?(?P<year>\d{{4}})\b"
     r"|\btháng (?P<vi_month>\d{1,2}),? năm (?P<vi_year>\d{4})\b"
