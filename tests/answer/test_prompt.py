@@ -221,3 +221,14 @@ def test_the_judge_reads_an_excerpt_from_where_the_claim_s_words_are() -> None:
     assert premise[1]["content"].split("\n\nDoes")[0] in user  # the same excerpt: the KV cache keeps the prefix
     top = claim_messages(question, [item(3, filler)], "Section 2", ["E3"], short=False)[1]["content"]
     assert "Section 1 lists" in top  # a claim whose words are at the top reads it from there
+
+
+def test_a_title_opening_its_file_name_is_shown_once_whatever_its_unicode_form() -> None:
+    """A heading typed "Über das Gebäude" (composed) opens the file name macOS wrote decomposed."""
+    import unicodedata
+
+    from crossmodalrag.answer.evidence import source_line
+
+    name = unicodedata.normalize("NFD", "Über das Gebäude.md")
+    hit = Hit(1, f"/v/{name}", "note", "text", "Über das Gebäude", name, "crumb\nbody", 1.7e9)
+    assert unicodedata.normalize("NFC", source_line(Evidence("E1", hit))).count("Gebäude") == 1

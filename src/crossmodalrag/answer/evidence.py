@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -187,9 +188,11 @@ def citation(evidence: Evidence) -> str:
 
 def source_line(item: Evidence) -> str:
     """The title and citation of a piece of evidence, the title once when the locator opens with it
-    (a chat turn's: "Caroline & Melanie · session 1 (…) · D1:3")."""
-    cited = citation(item)
-    return cited if item.hit.title and cited.startswith(item.hit.title) else f"{item.hit.title} — {cited}"
+    (a chat turn's: "Caroline & Melanie · session 1 (…) · D1:3"); compared composed, as a heading typed
+    "Über" opens a file name macOS wrote decomposed."""
+    cited, title = citation(item), item.hit.title
+    opens = title and unicodedata.normalize("NFC", cited).startswith(unicodedata.normalize("NFC", title))
+    return cited if opens else f"{title} — {cited}"
 
 
 def render_evidence_answer(
