@@ -162,7 +162,7 @@ def _date_line_unread(text: str, body_start: int) -> str | None:
     frontmatter's is: silently the note was dated by its file and the line kept as a chunk."""
     match = DATE_LINE.match(text[body_start:])
     written = match.group(1).strip() if match else ""
-    if any(c.isdigit() for c in written) and leading_date(text, body_start)[0] is None:
+    if any(c.isdigit() for c in written) and parse_date(written) is None:
         return f"`Date: {written[:40]}` is not a date mem reads (write YYYY-MM-DD), so another date is used"
     return None
 
