@@ -133,8 +133,11 @@ def test_errors_over_http_name_the_parameter_not_the_cli_flag(client, sample_db,
     assert after.startswith("after must be an ISO date")
     hint = client.get("/eval", params={"query_prefix": "[nothing]"}).json()["hint"]
     assert "`mem eval --load-queries FILE`" in hint and "pass --load-queries" not in hint
-    assert main(["sources", "--since", "last tuesday", "--db-path", str(sample_db)]) == 1  # the CLI keeps its flags
-    assert "error: --since 'last tuesday' is not a date" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # the CLI keeps its flags; a bad one is a usage error
+        main(["sources", "--since", "last tuesday", "--db-path", str(sample_db)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("error: argument --since: the date 'last tuesday' is not a date (hint: use YYYY-MM-DD")
 
 
 def test_health_reports_a_read_only_database(client, sample_db) -> None:

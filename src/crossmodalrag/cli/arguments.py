@@ -79,3 +79,15 @@ def iso_date(text: str) -> str:
     except InvalidArgument as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
+
+
+def listing_day(text: str) -> str:
+    """A `mem sources --since/--until` day, checked as the listing will read it (sources.parse_day), so a
+    bad one is a usage error like a bad `--after`, not a failed listing."""
+    from crossmodalrag.sources import BadFilter, parse_day
+
+    try:
+        parse_day(text, "the date")
+    except BadFilter as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text

@@ -21,7 +21,7 @@ from crossmodalrag.cli import postgres as postgres_commands
 from crossmodalrag.cli import serve as serve_commands
 from crossmodalrag.cli import sync as sync_commands
 from crossmodalrag.cli import versions as version_commands
-from crossmodalrag.cli.arguments import at_most, given_path, non_negative, port_number, positive
+from crossmodalrag.cli.arguments import at_most, given_path, listing_day, non_negative, port_number, positive
 from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.cli.postgres import refuse_unported
@@ -198,8 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="only sources in this folder or below: a vault folder, a repository name, or a path on disk"
         " (a relative one from here when it names no vault folder or repository)",
     )
-    p.add_argument("--since", metavar="DATE", help="only sources dated on or after DATE (YYYY-MM-DD)")
-    p.add_argument("--until", metavar="DATE", help="only sources dated on or before DATE (YYYY-MM-DD)")
+    p.add_argument("--since", type=listing_day, metavar="DATE", help="only sources dated on or after DATE (YYYY-MM-DD)")
+    p.add_argument(
+        "--until", type=listing_day, metavar="DATE", help="only sources dated on or before DATE (YYYY-MM-DD)"
+    )
     p.add_argument("--limit", type=at_most(500), default=50, help="how many to list (default 50, at most 500)")
     p.add_argument("--offset", type=non_negative, default=0, help="skip this many (paging)")
     p.set_defaults(run=serve_commands.sources)
