@@ -25,7 +25,7 @@ from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.ingest import IngestReport, Progress, remove_sources
 from crossmodalrag.store import Store
-from crossmodalrag.store.connection import WriteBatch
+from crossmodalrag.store.batch import WriteBatch
 from crossmodalrag.store.documents import (
     extend_document,
     fingerprint,

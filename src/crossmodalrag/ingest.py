@@ -19,7 +19,7 @@ from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.file_moves import FileMoves, StoredFile, file_sha256, known_files
 from crossmodalrag.store import Store
-from crossmodalrag.store.connection import WriteBatch
+from crossmodalrag.store.batch import WriteBatch
 from crossmodalrag.store.documents import fingerprint, known_fingerprints, move_document, write_document
 from crossmodalrag.store.writers import lock_source, retrying
 from crossmodalrag.types import Document

@@ -13,7 +13,7 @@ from crossmodalrag import versioning
 from crossmodalrag.chunking import CHUNKER_VERSION, chunk_document
 from crossmodalrag.index import fts
 from crossmodalrag.store import Store
-from crossmodalrag.store.connection import WriteBatch
+from crossmodalrag.store.batch import WriteBatch
 from crossmodalrag.types import Document
 from crossmodalrag.versioning.sources import source_state
 

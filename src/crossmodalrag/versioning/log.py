@@ -30,7 +30,7 @@ from crossmodalrag.index.fts import on_postgres
 from crossmodalrag.store.writers import lock_chain
 
 if TYPE_CHECKING:
-    from crossmodalrag.store.connection import WriteBatch
+    from crossmodalrag.store.batch import WriteBatch
 
 GENESIS_HASH = "0" * 64
 GENESIS_BATCH = 10_000  # records written per executemany by the upgrade (bounded memory)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
-from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, Store, WriteBatch
+from crossmodalrag.store.batch import WriteBatch
+from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, Store
 from crossmodalrag.store.postgres import schema
 from crossmodalrag.store.postgres.batch import GroupBatch, UnitBatch
 from crossmodalrag.store.postgres.connection import PgConnection, pool_for, redact, translated_errors

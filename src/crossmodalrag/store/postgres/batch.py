@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
 from crossmodalrag.errors import WriteConflict
-from crossmodalrag.store.connection import WriteBatch
+from crossmodalrag.store.batch import WriteBatch
 from crossmodalrag.store.writers import lock_source, retrying
 
 T = TypeVar("T")
