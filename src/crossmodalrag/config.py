@@ -7,16 +7,27 @@ against the file's own folder, so a config keeps working from any working direct
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
 from crossmodalrag.errors import ConfigError
+from crossmodalrag.setting_values import (
+    above,
+    at_least,
+    at_least_one,
+    count,
+    database_url,
+    finite,
+    fraction,
+    globs,
+    margin_or_off,
+    one_of,
+    switch,
+)
 
 PROFILES = ("balanced", "relevant", "recent", "usage")
 LLM_PROVIDERS = ("auto", "ollama", "openai", "llamacpp", "none")
@@ -32,169 +43,75 @@ class Setting:
     key: str | None = None
 
 
-def _globs(value: str | list[str]) -> list[str]:
-    if isinstance(value, list):
-        return [str(v) for v in value]
-    return [part.strip() for part in value.split(",") if part.strip()]
-
-
-def _one_of(*choices: str) -> Callable[[str], str]:
-    def parse(value: str) -> str:
-        if value not in choices:
-            raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
-        return value
-
-    return parse
-
-
-def _finite(value: str) -> float:
-    """A real number: nan and inf parse as floats, but compare false or win every comparison downstream
-    (a nan half-life made every score nan, and the JSON output invalid)."""
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"{value} is not a finite number")
-    return number
-
-
-def _fraction(value: str) -> float:
-    number = _finite(value)
-    if not 0.0 <= number <= 1.0:
-        raise ValueError(f"{value} is outside 0..1")
-    return number
-
-
-def _above(bound: float) -> Callable[[str], float]:
-    """A finite number above `bound`: a half-life, saturation or timeout of 0 divides by zero or means nothing."""
-
-    def parse(value: str) -> float:
-        number = _finite(value)
-        if number <= bound:
-            raise ValueError(f"{value} is not above {bound:g}")
-        return number
-
-    return parse
-
-
-def _database_url(value: str) -> str | None:
-    """A postgresql:// (or postgres://) url; blank means none (the SQLite file)."""
-    value = value.strip()
-    if value and value.split("://", 1)[0] not in ("postgresql", "postgres"):
-        raise ValueError(f"{value[:60]!r} is not a postgresql://user@host/database url")
-    try:
-        urlsplit(value)  # "[::1/db" fails here, in one line (libpq's multi-host "h1:5432,h2:5432" parses)
-    except ValueError as error:
-        raise ValueError(f"{value[:60]!r} is not a valid url: {error}") from None
-    return value or None
-
-
-def _switch(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("on", "true", "yes", "1"):
-        return True
-    if lowered in ("off", "false", "no", "0"):
-        return False
-    raise ValueError(f"{value!r} is not on or off")
-
-
-def _margin_or_off(value: str) -> float | None:
-    return None if value.strip().lower() == "off" else _finite(value)
-
-
-def _count(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise ValueError(f"{value} is negative")
-    return number
-
-
-def _at_least_one(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError(f"{value} is below 1")
-    return number
-
-
-def _at_least(minimum: float, whole: bool = False) -> Callable[[str], float]:
-    """A finite number no smaller than `minimum` (nan passes no comparison, so it is refused by name)."""
-
-    def parse(value: str) -> float:
-        number = int(value) if whole else _finite(value)
-        if number < minimum:
-            raise ValueError(f"{value} is below {minimum:g}")
-        return number
-
-    return parse
-
-
 SCALARS: dict[str, Setting] = {
-    "top_k": Setting("retrieval", _at_least_one),
-    "profile": Setting("retrieval", _one_of(*PROFILES)),
-    "fusion": Setting("retrieval", _one_of("weighted", "rrf")),
-    "title_boost_weight": Setting("retrieval", _fraction),
-    "recency_weight": Setting("retrieval", _fraction),
-    "recency_half_life_days": Setting("retrieval", _above(0)),  # recency off: recency_weight = 0
-    "max_chunks_per_source": Setting("retrieval", _count),
-    "repeat_source_factor": Setting("retrieval", _fraction),
-    "rocchio_hits": Setting("retrieval", _count),
-    "dedupe_threshold": Setting("retrieval", _fraction),
-    "abstain_min_coverage": Setting("retrieval", _fraction),
-    "abstain_min_similarity": Setting("retrieval", _fraction),
-    "abstain_min_similarity_floor": Setting("retrieval", _fraction),
-    "abstain_min_margin": Setting("llm", _finite),  # logit margins: either sign
-    "abstain_min_margin_statements": Setting("llm", _finite),
-    "abstain_min_margin_conjectures": Setting("llm", _finite),
-    "verify_min_margin": Setting("llm", _finite),
-    "verify_min_premise_margin": Setting("llm", _margin_or_off),
-    "abstain_min_subject_share": Setting("llm", _fraction),
-    "llm_verify": Setting("llm", _switch, "verify"),
-    "match": Setting("retrieval", _one_of("any", "all", "phrase")),
-    "strategy": Setting("retrieval", _one_of("direct", "episodic", "fusion")),  # mem ask --strategy (issue 13)
-    "recall_judge_sessions": Setting("retrieval", _count),  # agent/judge.py, opt-in (issue 13)
+    "top_k": Setting("retrieval", at_least_one),
+    "profile": Setting("retrieval", one_of(*PROFILES)),
+    "fusion": Setting("retrieval", one_of("weighted", "rrf")),
+    "title_boost_weight": Setting("retrieval", fraction),
+    "recency_weight": Setting("retrieval", fraction),
+    "recency_half_life_days": Setting("retrieval", above(0)),  # recency off: recency_weight = 0
+    "max_chunks_per_source": Setting("retrieval", count),
+    "repeat_source_factor": Setting("retrieval", fraction),
+    "rocchio_hits": Setting("retrieval", count),
+    "dedupe_threshold": Setting("retrieval", fraction),
+    "abstain_min_coverage": Setting("retrieval", fraction),
+    "abstain_min_similarity": Setting("retrieval", fraction),
+    "abstain_min_similarity_floor": Setting("retrieval", fraction),
+    "abstain_min_margin": Setting("llm", finite),  # logit margins: either sign
+    "abstain_min_margin_statements": Setting("llm", finite),
+    "abstain_min_margin_conjectures": Setting("llm", finite),
+    "verify_min_margin": Setting("llm", finite),
+    "verify_min_premise_margin": Setting("llm", margin_or_off),
+    "abstain_min_subject_share": Setting("llm", fraction),
+    "llm_verify": Setting("llm", switch, "verify"),
+    "match": Setting("retrieval", one_of("any", "all", "phrase")),
+    "strategy": Setting("retrieval", one_of("direct", "episodic", "fusion")),  # mem ask --strategy (issue 13)
+    "recall_judge_sessions": Setting("retrieval", count),  # agent/judge.py, opt-in (issue 13)
     "embed_model": Setting("embeddings", str, "model"),
     "embed_model_path": Setting("embeddings", str, "model_path"),
-    "embed_batch_size": Setting("embeddings", _at_least_one, "batch_size"),
-    "embed_threads": Setting("embeddings", _count, "threads"),
-    "ann_min_vectors": Setting("embeddings", _count),
-    "ocr_engine": Setting("connectors", _one_of("rapidocr", "tesseract")),
-    "git_max_commits": Setting("connectors", _count),
-    "notes_include": Setting("connectors", _globs),
-    "notes_exclude": Setting("connectors", _globs),
-    "git_include": Setting("connectors", _globs),
-    "git_exclude": Setting("connectors", _globs),
-    "llm_provider": Setting("llm", _one_of(*LLM_PROVIDERS), "provider"),
+    "embed_batch_size": Setting("embeddings", at_least_one, "batch_size"),
+    "embed_threads": Setting("embeddings", count, "threads"),
+    "ann_min_vectors": Setting("embeddings", count),
+    "ocr_engine": Setting("connectors", one_of("rapidocr", "tesseract")),
+    "git_max_commits": Setting("connectors", count),
+    "notes_include": Setting("connectors", globs),
+    "notes_exclude": Setting("connectors", globs),
+    "git_include": Setting("connectors", globs),
+    "git_exclude": Setting("connectors", globs),
+    "llm_provider": Setting("llm", one_of(*LLM_PROVIDERS), "provider"),
     "llm_model": Setting("llm", str, "model"),
     "llm_model_path": Setting("llm", str, "model_path"),
     "llm_base_url": Setting("llm", str, "base_url"),
     "llm_api_key_env": Setting("llm", str, "api_key_env"),
-    "llm_timeout": Setting("llm", _above(0), "timeout"),  # urllib3 refuses 0 and below mid-answer
-    "llm_connect_timeout": Setting("llm", _above(0), "connect_timeout"),
+    "llm_timeout": Setting("llm", above(0), "timeout"),  # urllib3 refuses 0 and below mid-answer
+    "llm_connect_timeout": Setting("llm", above(0), "connect_timeout"),
     "llm_keep_alive": Setting("llm", str, "keep_alive"),
-    "llm_max_tokens": Setting("llm", _at_least_one, "max_tokens"),  # 0 wrote no answer
-    "llm_temperature": Setting("llm", _at_least(0), "temperature"),  # 0 = greedy
-    "llm_context_tokens": Setting("llm", _at_least(256, whole=True), "context_tokens"),  # the prompt's own part
-    "llm_evidence_chars": Setting("llm", _at_least_one, "evidence_chars"),
-    "llm_threads": Setting("llm", _count, "threads"),
-    "llm_repack": Setting("llm", _switch, "repack"),
+    "llm_max_tokens": Setting("llm", at_least_one, "max_tokens"),  # 0 wrote no answer
+    "llm_temperature": Setting("llm", at_least(0), "temperature"),  # 0 = greedy
+    "llm_context_tokens": Setting("llm", at_least(256, whole=True), "context_tokens"),  # the prompt's own part
+    "llm_evidence_chars": Setting("llm", at_least_one, "evidence_chars"),
+    "llm_threads": Setting("llm", count, "threads"),
+    "llm_repack": Setting("llm", switch, "repack"),
     # The memory hierarchy (memory/, issue 11).
     "extract_model": Setting("memory", str),
     # A window smaller than a chunk cuts every chunk short, and 0 divides by zero (memory/sources.py).
-    "extract_window_chars": Setting("memory", _at_least(500, whole=True)),
-    "event_support_min_cosine": Setting("memory", _fraction),
-    "episode_gap_hours": Setting("memory", _at_least(0)),  # 0: every distinct time its own episode
-    "concept_sim_threshold": Setting("memory", _fraction),
+    "extract_window_chars": Setting("memory", at_least(500, whole=True)),
+    "event_support_min_cosine": Setting("memory", fraction),
+    "episode_gap_hours": Setting("memory", at_least(0)),  # 0: every distinct time its own episode
+    "concept_sim_threshold": Setting("memory", fraction),
     # Windows are stored per concept: 0 divides by zero, and minutes-wide ones made a concept's metadata 91 MB.
-    "drift_window_days": Setting("memory", _at_least(1)),
-    "distill_compression_ratio": Setting("memory", _fraction),
-    "distill_epsilon": Setting("memory", _fraction),
-    "usage_tracking": Setting("memory", _switch),
-    "usage_halflife_days": Setting("memory", _above(0)),
-    "usage_saturation": Setting("memory", _above(0)),  # divides the rehearsals (memory/usage.py)
-    "versioning": Setting("database", _switch),  # CMRAG_VERSIONING=off: no change log (issue 14)
+    "drift_window_days": Setting("memory", at_least(1)),
+    "distill_compression_ratio": Setting("memory", fraction),
+    "distill_epsilon": Setting("memory", fraction),
+    "usage_tracking": Setting("memory", switch),
+    "usage_halflife_days": Setting("memory", above(0)),
+    "usage_saturation": Setting("memory", above(0)),  # divides the rehearsals (memory/usage.py)
+    "versioning": Setting("database", switch),  # CMRAG_VERSIONING=off: no change log (issue 14)
     # PostgreSQL (issue 16): CMRAG_DB_URL=postgresql://... selects it; unset = the SQLite file.
-    "db_url": Setting("database", _database_url, "url"),
+    "db_url": Setting("database", database_url, "url"),
     "db_owner": Setting("database", str, "owner"),
     # Sent in whole milliseconds, where PostgreSQL reads 0 as "wait forever": below 1 ms is refused.
-    "db_statement_timeout": Setting("database", _at_least(0.001), "statement_timeout"),
+    "db_statement_timeout": Setting("database", at_least(0.001), "statement_timeout"),
 }
 
 # Connector folders: numbered environment variables, or a list in the TOML [connectors] table.
@@ -467,7 +384,7 @@ def load_settings(overrides: dict[str, Any] | None = None, cwd: Path | None = No
         if raw is None:
             continue
         try:
-            value = raw if isinstance(raw, list) and setting.parse is _globs else setting.parse(str(raw))
+            value = raw if isinstance(raw, list) and setting.parse is globs else setting.parse(str(raw))
         except ValueError as exc:
             raise ConfigError(f"invalid {origin}: {exc}", "fix the value or remove it to use the default") from exc
         setattr(settings, name, value)
