@@ -285,7 +285,7 @@ KILLED_MIDWAY = """
 import os, sys
 from pathlib import Path
 from crossmodalrag.store import backup
-backup._sync_and_hash = lambda path: os._exit(9)  # as a kill -9 once the copy is written, before its rename
+backup.sync_and_hash = lambda path: os._exit(9)  # as a kill -9 once the copy is written, before its rename
 backup.backup_database(Path(sys.argv[1]), sys.argv[2])
 """
 

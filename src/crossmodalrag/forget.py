@@ -341,8 +341,8 @@ def unfinished_copies(store: Store) -> list[str]:
     beside each backup `mem backup` wrote elsewhere). A killed one's copy is deleted now (it would hold
     the forgotten text); one a backup or restore still running writes is named instead."""
     from crossmodalrag.store.backup import backups_dir
-    from crossmodalrag.store.backup import unfinished_copies as staging_copies
     from crossmodalrag.store.backup_places import remembered_backups
+    from crossmodalrag.store.copies import unfinished_copies as staging_copies
 
     elsewhere = [path.parent for path in remembered_backups(store.path)]
     folders = dict.fromkeys([backups_dir(store.path), store.path.parent, *elsewhere])

@@ -16,8 +16,9 @@ from crossmodalrag import versioning
 from crossmodalrag.cli.main import main
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store import open_store
-from crossmodalrag.store.backup import backup_database, restore_database
+from crossmodalrag.store.backup import backup_database
 from crossmodalrag.store.migrations import LATEST_VERSION, migrate
+from crossmodalrag.store.restore import restore_database
 
 
 def add_source(conn: sqlite3.Connection, uri: str) -> None:

@@ -7,7 +7,9 @@ import sys
 
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import load_settings
-from crossmodalrag.store.backup import backup_database, checksum_path, restore_database, unverified_note
+from crossmodalrag.store.backup import backup_database
+from crossmodalrag.store.copies import checksum_path
+from crossmodalrag.store.restore import restore_database, unverified_note
 from crossmodalrag.wording import counted
 
 

@@ -29,8 +29,8 @@ from typing import Any, Callable, Iterator
 
 from crossmodalrag.errors import StoreError
 from crossmodalrag.index import fts
-from crossmodalrag.store.backup import _remove, _staging_file, _sync_dir
 from crossmodalrag.store.connection import Store, open_store
+from crossmodalrag.store.copies import remove, staging_file, sync_dir
 
 BATCH = 500
 SOURCE_COLUMNS = "uri, source_type, fingerprint, timestamp, title, metadata, ingested_at"
@@ -140,18 +140,18 @@ def copy_into_new_file(source: Store, path: Path, progress: Callable[[int, int],
     """copy_memory into a SQLite file that does not exist yet: written beside it under a temporary
     name and renamed into place only when every table's checksum matches. A copy that failed midway
     left a file that looked whole (rows without their change log) and refused the next try."""
-    staging = _staging_file(path.parent, path.name)
+    staging = staging_file(path.parent, path.name)
     try:
-        _remove(staging)  # copy_memory makes a new SQLite memory there
+        remove(staging)  # copy_memory makes a new SQLite memory there
         with open_store(staging) as target:
             report = copy_memory(source, target, progress)
         report.target = str(path)
         if report.identical:
             os.replace(staging, path)
-            _sync_dir(path.parent)
+            sync_dir(path.parent)
         return report
     finally:
-        _remove(staging)
+        remove(staging)
 
 
 def checksum(store: Store, table: str) -> tuple[int, str]:

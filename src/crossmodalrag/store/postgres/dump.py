@@ -19,19 +19,17 @@ from pathlib import Path
 
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import StoreError
-from crossmodalrag.store.backup import (
-    BackupReport,
-    _check_checksum,
-    _free_name,
-    _make_folder,
-    _remove,
-    _staging_file,
-    _sync_and_hash,
-    _write_checksum,
-    backups_dir,
-    names_a_folder,
-)
+from crossmodalrag.store.backup import BackupReport, backups_dir, names_a_folder
 from crossmodalrag.store.connection import open_store
+from crossmodalrag.store.copies import (
+    check_checksum,
+    free_name,
+    make_folder,
+    remove,
+    staging_file,
+    sync_and_hash,
+    write_checksum,
+)
 from crossmodalrag.store.postgres import PgStore, open_postgres_store
 from crossmodalrag.versioning.verify import verify
 
@@ -50,17 +48,17 @@ def backup_postgres(settings: Settings, dest: str | Path | None, export: bool = 
     with _open(settings) as store:
         version = store.schema_version()
         target = _target(settings, dest, ".dump" if pg_dump else ".db")
-        staging = _staging_file(target.parent, target.name)
+        staging = staging_file(target.parent, target.name)
         try:
             if pg_dump:
                 _run([pg_dump, "--format=custom", "--file", str(staging), *_row_security(store)], settings.db_url)
             else:
                 _export(store, staging)
-            digest, size = _sync_and_hash(staging)
+            digest, size = sync_and_hash(staging)
             os.replace(staging, target)
-            _write_checksum(target, digest)
+            write_checksum(target, digest)
         finally:
-            _remove(staging)
+            remove(staging)
     return BackupReport(target, digest, size, version)
 
 
@@ -71,8 +69,8 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
     source = Path(source).expanduser().absolute()
     if not source.is_file():
         raise StoreError(f"no backup at {source}", "give a file written by `mem backup`")
-    digest, size = _sync_and_hash(source)
-    _check_checksum(source, digest)
+    digest, size = sync_and_hash(source)
+    check_checksum(source, digest)
     with source.open("rb") as handle:
         archive = handle.read(len(ARCHIVE_MAGIC)) == ARCHIVE_MAGIC
     with _open(settings, create=True) as store:
@@ -111,11 +109,11 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
 def _target(settings: Settings, dest: str | Path | None, suffix: str) -> Path:
     chosen = backups_dir(settings.db_path) if dest is None else Path(dest).expanduser()
     if names_a_folder(dest, chosen):
-        _make_folder(chosen)
-        return _free_name(chosen, f"memory-postgresql-{time.strftime('%Y%m%d-%H%M%S')}", suffix)
+        make_folder(chosen)
+        return free_name(chosen, f"memory-postgresql-{time.strftime('%Y%m%d-%H%M%S')}", suffix)
     if chosen.exists():
         raise StoreError(f"{chosen} already exists", "choose another name, or a folder to put a new backup in")
-    _make_folder(chosen.parent)
+    make_folder(chosen.parent)
     return chosen
 
 
@@ -129,7 +127,7 @@ def _row_security(store: PgStore) -> list[str]:
 def _export(store: PgStore, staging: Path) -> None:
     from crossmodalrag.store.transfer import copy_memory
 
-    _remove(staging)  # copy_memory makes a new SQLite memory there
+    remove(staging)  # copy_memory makes a new SQLite memory there
     with open_store(staging) as target:
         report = copy_memory(store, target)
     if not report.identical:
