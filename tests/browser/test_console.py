@@ -163,3 +163,28 @@ def test_one_filter_is_one_request_and_back_shows_the_filters_of_the_list(watche
     kind.select_option("note")  # the folder shown is the folder sent: it was silently dropped
     expect(count).to_have_text("4 sources")
     assert "folder=projects" in sent[-1] and "kind=note" in sent[-1], sent
+
+
+def test_a_second_citation_of_the_same_source_scrolls_to_its_own_chunk(watched, console_url) -> None:
+    """Until htmx settles, the new chunk with the previous citation's id still carries its `cited` class:
+    the panel scrolled to that one (the first of the two in the page) instead of the one just opened."""
+    page = watched
+    page.goto(console_url + "/?" + str(httpx.QueryParams({"q": PARSER_TRADEOFFS, "no_llm": "true"})))
+    wait_final(page)
+    trade_offs, summary = _evidence_of_one_source(page)
+    for opened in (trade_offs, summary, trade_offs):
+        page.locator(f"#ev-{opened['eid']} a.ev-open").click()
+        expect(page.locator("#panel")).to_have_attribute("data-loaded", opened["eid"])
+        expect(page.locator(f"#panel #{opened['anchor']}")).to_be_in_viewport()
+
+
+def _evidence_of_one_source(page) -> list[dict[str, str]]:
+    """Two evidence items of the same source (the parser rewrite note's Trade-offs and Summary)."""
+    by_source: dict[str, list[dict[str, str]]] = {}
+    for link in page.locator("#evidence a.ev-open").all():
+        address, _, anchor = link.get_attribute("href").partition("#")
+        item = {"eid": link.get_attribute("data-eid"), "anchor": anchor}
+        by_source.setdefault(address.partition("?")[0], []).append(item)
+    pairs = [items for items in by_source.values() if len(items) >= 2]
+    assert pairs, by_source
+    return pairs[0][:2]

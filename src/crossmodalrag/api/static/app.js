@@ -167,14 +167,18 @@
       location.href = link.href;
       return;
     }
-    htmx.ajax("GET", link.getAttribute("href").split("#")[0], { target: "#panel", swap: "innerHTML" }).then(() => {
-      panel.dataset.loaded = link.dataset.eid;
-      scrollToCited(panel);
-    });
+    const [address, anchor] = link.getAttribute("href").split("#");
+    htmx.ajax("GET", address, { target: "#panel", swap: "innerHTML" }).then(
+      () => {
+        panel.dataset.loaded = link.dataset.eid;
+        // By the anchor's id, not `.chunk.cited`: until htmx settles, a new chunk with the id of the
+        // previously cited one still carries its old class, and would be found first.
+        scrollToCited(panel, anchor ? panel.querySelector(`#${CSS.escape(anchor)}`) : null);
+      },
+    );
   }
 
-  function scrollToCited(scope) {
-    const cited = scope.querySelector(".chunk.cited");
+  function scrollToCited(scope, cited = scope.querySelector(".chunk.cited")) {
     if (!cited) return;
     if (scope.id === "panel" && scope.scrollHeight > scope.clientHeight) {
       // the panel scrolls, the page stays put
