@@ -188,3 +188,31 @@ def _evidence_of_one_source(page) -> list[dict[str, str]]:
     pairs = [items for items in by_source.values() if len(items) >= 2]
     assert pairs, by_source
     return pairs[0][:2]
+
+
+def test_a_citation_whose_source_is_gone_shows_the_error_not_the_previous_evidence(watched, console_url) -> None:
+    """htmx swaps no error reply: the panel kept the evidence opened before, as if it were this one's."""
+    page = watched
+    page.goto(console_url + "/?" + str(httpx.QueryParams({"q": PARSER_TRADEOFFS, "no_llm": "true"})))
+    wait_final(page)
+    first, second = page.locator("#evidence a.ev-open").nth(0), page.locator("#evidence a.ev-open").nth(1)
+    second.click()
+    expect(page.locator("#panel .chunk.cited")).to_have_count(1)
+    # The source was forgotten while the page was open: the server answers 404 for it (here, for an id
+    # that never existed: the shared sample stays whole).
+    gone = first.get_attribute("href").split("#")[0]
+    page.route(f"**{gone}", lambda route: route.continue_(url=console_url + "/ui/sources/999999"))
+    first.click()
+    expect(page.locator("#panel .error-state")).to_contain_text("no source with id")
+    expect(page.locator("#panel .chunk")).to_have_count(0)
+    # The server stopped: the panel says it could not be reached.
+    page.unroute(f"**{gone}")
+    page.route(f"**{gone}", lambda route: route.abort("connectionrefused"))
+    second.click()
+    expect(page.locator("#panel .chunk.cited")).to_have_count(1)
+    first.click()
+    expect(page.locator("#panel .error-state")).to_contain_text("could not be reached")
+    expect(page.locator("#panel .chunk")).to_have_count(0)
+    # the browser logs the refused and the failed request, htmx its send error: nothing else is expected
+    expected = ("Failed to load resource", "htmx:afterRequest", "htmx:sendError")
+    page.problems[:] = [problem for problem in page.problems if not any(e in problem for e in expected)]

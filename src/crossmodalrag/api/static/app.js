@@ -175,7 +175,26 @@
         // previously cited one still carries its old class, and would be found first.
         scrollToCited(panel, anchor ? panel.querySelector(`#${CSS.escape(anchor)}`) : null);
       },
+      () => {}, // aborted (Escape) or unreachable: panelUnreachable says so
     );
+  }
+
+  // htmx swaps no 4xx/5xx reply: the panel would keep the evidence opened before, as if it were this
+  // citation's. The console's error fragment (the server's one line and hint) is shown instead.
+  function panelErrorReply(event) {
+    if (event.detail.target && event.detail.target.id === "panel" && event.detail.xhr.status >= 400) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  }
+
+  function panelUnreachable(event) {
+    const panel = event.detail.target;
+    if (!panel || panel.id !== "panel") return;
+    const note = el("div", { class: "error-state", role: "alert" });
+    note.append(el("h1", {}, "the server could not be reached"), el("p", {}, "hint: is `mem serve` still running?"));
+    panel.replaceChildren(note);
+    panel.dataset.loaded = "unreachable"; // Escape clears it like any opened evidence
   }
 
   function scrollToCited(scope, cited = scope.querySelector(".chunk.cited")) {
@@ -262,6 +281,8 @@
   document.addEventListener("htmx:confirm", skipRepeatedFilter);
   document.addEventListener("htmx:afterRequest", filterArrived);
   document.addEventListener("htmx:historyRestore", filterFromAddress);
+  document.addEventListener("htmx:beforeSwap", panelErrorReply);
+  document.addEventListener("htmx:sendError", panelUnreachable);
   document.addEventListener("DOMContentLoaded", () => {
     const theme = $("#theme");
     if (theme) theme.addEventListener("click", toggleTheme);
