@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from crossmodalrag.connectors.pdf import capped_scale
 from crossmodalrag.errors import CMRAGError, MissingExtraError
+from crossmodalrag.file_moves import file_sha256
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
 
@@ -249,13 +250,36 @@ def _version(conn: sqlite3.Connection) -> int:
 
 
 def _file_of(store: Store, source_id: int, source_type: str) -> Path:
-    row = store.conn.execute("SELECT source_type, uri FROM sources WHERE id = ?", (source_id,)).fetchone()
+    """The stored file of a PDF or image source, as it was ingested: a file replaced on disk but not
+    synced yet would show another document's page as this source's evidence."""
+    row = store.conn.execute(
+        "SELECT source_type, uri, json_extract(metadata, '$.file_stamp') AS stamp,"
+        " json_extract(metadata, '$.file_sha256') AS sha256 FROM sources WHERE id = ?",
+        (source_id,),
+    ).fetchone()
     if row is None or row["source_type"] != source_type:
         raise SourceNotFound(f"no {source_type} source with id {source_id}", "list them with `mem sources`")
     path = Path(row["uri"])
     if not path.is_file():
         raise SourceNotFound(f"{path} is no longer on disk", "run `mem sync` to bring memory up to date")
+    if not _as_ingested(path, row["stamp"], row["sha256"]):
+        raise SourceNotFound(f"{path} has changed since it was ingested", "run `mem sync` to bring memory up to date")
     return path
+
+
+def _as_ingested(path: Path, stamp: str | None, sha256: str | None) -> bool:
+    """Whether the file holds the bytes ingested: its size and mtime as stamped (no read: a page image
+    must not hash a 50 MB PDF), else its hash (a touched file). A source stored without a stamp
+    cannot be checked; one with a stamp but no hash yet, whose stamp differs, is taken as changed."""
+    if not stamp:
+        return True
+    try:
+        stat = path.stat()
+    except OSError:  # gone since is_file()
+        return False
+    if stamp.startswith(f"{stat.st_size}:{stat.st_mtime_ns}:"):  # the extractor after it does not matter here
+        return True
+    return sha256 is not None and file_sha256(path) == sha256
 
 
 def _png(image) -> bytes:

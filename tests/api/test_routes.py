@@ -232,10 +232,44 @@ def test_a_pdf_or_image_changed_on_disk_is_a_404_with_a_hint_not_a_500(tmp_path,
         ingest_images(store, [picture.parent])
         ids = dict(store.conn.execute("SELECT source_type, id FROM sources").fetchall())
         pdf.write_bytes(pdf.read_bytes()[:200])
-        with pytest.raises(SourceNotFound, match="cannot be read as a PDF"):
+        with pytest.raises(SourceNotFound, match="changed since it was ingested"):
             pdf_page_png(store, ids["pdf"], 1)
         monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # the 300x100 picture is now a "bomb"
         with pytest.raises(SourceNotFound, match="cannot be read as an image"):
+            image_png(store, ids["image"])
+
+
+def test_a_pdf_or_image_replaced_on_disk_is_not_shown_as_the_ingested_one(tmp_path, monkeypatch) -> None:
+    """Replaced but not synced yet: another document's page would be shown as this source's evidence.
+    A touched file (same bytes, new mtime) still renders; an unchanged one is not hashed."""
+    import os
+
+    from crossmodalrag import sources
+    from crossmodalrag.ingest import ingest_images, ingest_pdfs
+    from crossmodalrag.sources import SourceNotFound, image_png, pdf_page_png
+    from crossmodalrag.store import open_store
+    from tests.images import write_text_image
+    from tests.pdfs import write_pdf
+
+    pdf = write_pdf(tmp_path / "docs" / "spec.pdf", ["The plugin API has three hooks."])
+    picture = write_text_image(tmp_path / "shots" / "board.png", ["Ship it"], size=(300, 100))
+    with open_store(tmp_path / "m.db") as store:
+        ingest_pdfs(store, [pdf.parent])
+        ingest_images(store, [picture.parent])
+        ids = dict(store.conn.execute("SELECT source_type, id FROM sources").fetchall())
+        with monkeypatch.context() as patch:
+            patch.setattr(
+                sources, "file_sha256", lambda path: pytest.fail(f"{path} hashed though unchanged"), raising=False
+            )
+            assert pdf_page_png(store, ids["pdf"], 1) and image_png(store, ids["image"])
+        for path in (pdf, picture):
+            os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+        assert pdf_page_png(store, ids["pdf"], 1) and image_png(store, ids["image"])
+        write_pdf(pdf, ["Quarterly earnings of another company."])
+        write_text_image(picture, ["Someone else's board"], size=(300, 100))
+        with pytest.raises(SourceNotFound, match=r"spec.pdf has changed since it was ingested .*mem sync"):
+            pdf_page_png(store, ids["pdf"], 1)
+        with pytest.raises(SourceNotFound, match="board.png has changed since it was ingested"):
             image_png(store, ids["image"])
 
 
