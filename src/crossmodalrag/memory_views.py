@@ -33,32 +33,37 @@ class MemoryNotBuilt(CMRAGError):
     """A memory-hierarchy view or level was asked for before `mem build-memory` made its nodes."""
 
 
-# What `mem forgetting` and `mem recall` show without options (cli/memory.py): the API's defaults too.
-DEFAULTS = {
+# What each `mem <view>` shows without options (cli/memory.py): the API's defaults too.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "timeline": {"limit": 50, "project": None},
+    "concepts": {"top": 20},
+    "drift": {"top": 10, "min_support": 2},
+    "distill": {"top": 20},
+    "usage": {"top": 20},
     "forgetting": {"level": "concept", "top": 10, "min_support": 1},
     "recall": {"level": "all", "top": 10, "min_support": 1},
+    "memory-stats": {},
 }
 
 
-def _payloads(settings: Settings, options: dict[str, Any]) -> dict[str, Callable[[Store], dict[str, Any]]]:
+def _payloads(settings: Settings, chosen: dict[str, Any]) -> dict[str, Callable[[Store], dict[str, Any]]]:
     from crossmodalrag.memory import concepts, distill, drift, episodes, forgetting, recall, stats, usage
 
     half_life = settings.usage_halflife_days
-    forgets, recalls = ({**DEFAULTS[view], **options} for view in ("forgetting", "recall"))
     return {
-        "timeline": lambda store: {"episodes": episodes.timeline(store)},
-        "concepts": lambda store: {"concepts": concepts.list_concepts(store)},
-        "drift": lambda store: {"concepts": drift.drift_view(store)},
+        "timeline": lambda store: {"episodes": episodes.timeline(store, chosen["limit"], chosen["project"])},
+        "concepts": lambda store: {"concepts": concepts.list_concepts(store, chosen["top"])},
+        "drift": lambda store: {"concepts": drift.drift_view(store, chosen["top"], chosen["min_support"])},
         "forgetting": lambda store: {
-            "items": forgetting.forgetting(store, forgets["level"], forgets["top"], forgets["min_support"], half_life)
+            "items": forgetting.forgetting(store, chosen["level"], chosen["top"], chosen["min_support"], half_life)
         },
         "recall": lambda store: {
             "cards": recall.recall_cards(
-                store, recalls["level"], recalls["top"], recalls["min_support"], half_life, write=False
+                store, chosen["level"], chosen["top"], chosen["min_support"], half_life, write=False
             )
         },
-        "distill": lambda store: {"nodes": distill.distill_view(store)},
-        "usage": lambda store: usage.usage_view(store),
+        "distill": lambda store: {"nodes": distill.distill_view(store, chosen["top"])},
+        "usage": lambda store: usage.usage_view(store, chosen["top"]),
         "memory-stats": lambda store: stats.memory_stats(store),
     }
 
@@ -66,16 +71,17 @@ def _payloads(settings: Settings, options: dict[str, Any]) -> dict[str, Callable
 def memory_view(
     store: Store, view: str, settings: Settings | None = None, options: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The payload of a memory-hierarchy view; `options` (level, top, min_support) for forgetting and
-    recall, else their CLI defaults. Raises MemoryNotBuilt before the first build, or KeyError for an
-    unknown view."""
+    """The payload of a memory-hierarchy view; `options` are its CLI command's (limit, project, level,
+    top, min_support: see DEFAULTS), the rest their CLI defaults. Raises MemoryNotBuilt before the
+    first build, or KeyError for an unknown view."""
     command, _ = MEMORY_VIEWS[view]
     if view not in ("memory-stats", "usage") and not _built(store):
         raise MemoryNotBuilt(
             f"{NOT_BUILT}: `{command}` shows it once `mem build-memory` has run",
             "run `mem build-memory` (notes need a language model, git commits do not); Ask, Sources and Stats work now",
         )
-    return _payloads(settings or Settings(db_path=store.path), options or {})[view](store)
+    chosen = {**DEFAULTS[view], **(options or {})}
+    return _payloads(settings or Settings(db_path=store.path), chosen)[view](store)
 
 
 def _built(store: Store) -> bool:

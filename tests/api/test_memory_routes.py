@@ -31,6 +31,56 @@ def test_forgetting_takes_its_cli_twins_options_and_defaults(built_client, built
     assert response.json() == cli_json(capsys, "forgetting", *flags, "--db-path", str(built_db))
 
 
+@pytest.mark.parametrize(
+    ("view", "params"),
+    [
+        ("timeline", {"limit": 2}),
+        ("timeline", {"project": "no-such-project"}),
+        ("timeline", {"project": "quillmark", "limit": 1}),
+        ("concepts", {"top": 1}),
+        ("drift", {"top": 1, "min_support": 1}),
+        ("distill", {"top": 1}),
+        ("usage", {"top": 1}),
+    ],
+)
+def test_memory_routes_take_their_cli_twins_options(built_client, built_db, capsys, view, params) -> None:
+    """They were capped at the CLI defaults, their options silently ignored."""
+    response = built_client.get(f"/{view}", params=params)
+    assert response.status_code == 200
+    flags = [part for key, value in params.items() for part in (f"--{key.replace('_', '-')}", str(value))]
+    assert response.json() == cli_json(capsys, view, *flags, "--db-path", str(built_db))
+
+
+@pytest.mark.parametrize(
+    ("path", "error"),
+    [
+        ("/timeline?limit=0", "limit: Input should be greater than or equal to 1"),
+        ("/concepts?top=501", "top: Input should be less than or equal to 500"),
+        ("/drift?min_support=x", "min_support: Input should be a valid integer"),
+    ],
+)
+def test_a_bad_memory_view_option_is_a_422_naming_it(built_client, path, error) -> None:
+    response = built_client.get(path)
+    assert response.status_code == 422 and response.json()["error"].startswith(error)
+
+
+def test_a_console_memory_page_says_when_more_exist_and_links_to_them(built_client) -> None:
+    everything = built_client.get("/timeline").json()["episodes"]
+    assert len(everything) >= 3
+    first = built_client.get("/ui/timeline", params={"limit": 2})
+    assert first.text.count('class="memory-list"') == 1 and first.text.count("<strong>") == 2
+    assert "The latest 2 episodes shown; there are more" in first.text
+    assert 'href="/ui/timeline?limit=4"' in first.text
+    assert everything[-1]["title"] in first.text and everything[0]["title"] not in first.text  # the latest ones
+    whole = built_client.get("/ui/timeline", params={"limit": len(everything)})
+    assert "there are more" not in whole.text and whole.text.count("<strong>") == len(everything)
+    narrowed = built_client.get("/ui/forgetting", params={"top": 1})  # the console's level (all) stays
+    assert (
+        'href="/ui/forgetting?top=2"' in narrowed.text and "mem forgetting --level all --top 1 --json" in narrowed.text
+    )
+    assert built_client.get("/ui/timeline", params={"limit": 0}).status_code == 422
+
+
 def test_recall_takes_a_level_and_a_top(built_client) -> None:
     cards = built_client.get("/recall", params={"top": 2, "level": "all"}).json()["cards"]
     assert 0 < len(cards) <= 2

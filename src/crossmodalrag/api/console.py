@@ -7,8 +7,10 @@ answers and draws charts. Nothing here runs inline script or style: the CSP forb
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
@@ -18,11 +20,12 @@ from markupsafe import Markup
 
 from crossmodalrag import __version__
 from crossmodalrag.api.markup import render_diff, render_markdown
-from crossmodalrag.api.routes import DATE_PARAMETERS, Kind, Reader, one_value_each
+from crossmodalrag.api.routes import DATE_PARAMETERS, MAX_ITEMS, VIEW_OPTIONS, Kind, Reader, one_value_each
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.memory.drift import sparkline
-from crossmodalrag.memory_views import MEMORY_VIEWS, MemoryNotBuilt, memory_view
+from crossmodalrag.memory_views import DEFAULTS, MEMORY_VIEWS, MemoryNotBuilt, memory_view
 from crossmodalrag.sources import list_sources, source_detail, store_stats
+from crossmodalrag.store import Store
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -125,22 +128,73 @@ def _json_island(data: Any) -> str:
 
 # The console's pages show every level, as many as a page holds; the page names the command that
 # prints the same data (the CLI's own default for forgetting is the concept level alone, 10 items).
+# A page's query parameters (?limit=, ?top=, ...) are those of its JSON route, and win over these.
 CONSOLE_OPTIONS = {"forgetting": {"level": "all", "top": 20}, "recall": {"level": "all", "top": 20}}
+LISTED = {  # view -> the payload's list, and the option counting it
+    "timeline": ("episodes", "limit"),
+    "concepts": ("concepts", "top"),
+    "drift": ("concepts", "top"),
+    "distill": ("nodes", "top"),
+    "usage": ("targets", "top"),
+    "forgetting": ("items", "top"),
+    "recall": ("cards", "top"),
+}
+
+
+def _memory_page(view: str):
+    parsed = Depends(VIEW_OPTIONS[view])  # a default, not an Annotated hint: see routes._memory_route
+
+    def show(request: Request, store: Reader, options: dict[str, Any] = parsed) -> HTMLResponse:
+        given = {name: value for name, value in options.items() if name in request.query_params}
+        return memory_page(request, store, view, {**CONSOLE_OPTIONS.get(view, {}), **given}, given)
+
+    show.__name__ = f"{view.replace('-', '_')}_page"
+    return show
+
+
+def memory_page(
+    request: Request, store: Reader, view: str, options: dict[str, Any], given: dict[str, Any]
+) -> HTMLResponse:
+    base, shows = MEMORY_VIEWS[view]
+    flags = (f" --{name.replace('_', '-')} {shlex.quote(str(value))}" for name, value in options.items() if value)
+    command = base + "".join(flags)
+    try:
+        data, more = _listing(store, view, request.app.state.settings, options)
+    except MemoryNotBuilt as error:
+        return page(request, "empty.html", active=view, view=view, shows=shows, command=command, error=error)
+    if more and more["next"]:  # the next page keeps the other options given
+        more["href"] = f"/ui/{view}?" + urlencode({**given, more["option"]: more["next"]})
+    elif more:  # past what one reply holds: the command lists them all
+        more["command"] = f"{base} --{more['option']} N"
+    spark = lambda windows: sparkline([w["drift"] for w in windows])  # noqa: E731
+    context = {"view": view, "shows": shows, "command": command, "data": data, "spark": spark, "more": more}
+    return page(request, "memory.html", active=view, **context)
+
+
+def _listing(store: Store, view: str, settings, options: dict[str, Any]) -> tuple[dict[str, Any], dict | None]:
+    """The view's payload with as many items as asked, and whether more exist (asked for one more):
+    None, or the count shown, the count option and the next page's count (None past MAX_ITEMS)."""
+    if view not in LISTED:
+        return memory_view(store, view, settings, options), None
+    key, counted = LISTED[view]
+    wanted = {**DEFAULTS[view], **options}[counted]
+    data = memory_view(store, view, settings, {**options, counted: wanted + 1})
+    items = data[key]
+    if len(items) <= wanted:
+        return data, None
+    # the timeline keeps the latest episodes, oldest first: the one too many is its first
+    data[key] = items[1:] if view == "timeline" else items[:wanted]
+    following = min(wanted * 2, MAX_ITEMS) if wanted < MAX_ITEMS else None
+    return data, {"shown": wanted, "option": counted, "next": following}
+
+
+for _view in MEMORY_VIEWS:
+    router.get(f"/ui/{_view}", response_class=HTMLResponse)(_memory_page(_view))
 
 
 @router.get("/ui/{view}", response_class=HTMLResponse)
-def memory_page(request: Request, store: Reader, view: Annotated[str, PathParam(max_length=40)]) -> HTMLResponse:
-    if view not in MEMORY_VIEWS:
-        raise_not_found(view)
-    command, shows = MEMORY_VIEWS[view]
-    options = CONSOLE_OPTIONS.get(view, {})
-    command += "".join(f" --{name.replace('_', '-')} {value}" for name, value in options.items())
-    try:
-        data = memory_view(store, view, request.app.state.settings, options)
-    except MemoryNotBuilt as error:
-        return page(request, "empty.html", active=view, view=view, shows=shows, command=command, error=error)
-    spark = lambda windows: sparkline([w["drift"] for w in windows])  # noqa: E731
-    return page(request, "memory.html", active=view, view=view, shows=shows, command=command, data=data, spark=spark)
+def unknown_page(view: Annotated[str, PathParam(max_length=40)]) -> HTMLResponse:
+    raise_not_found(view)
 
 
 def raise_not_found(view: str) -> None:

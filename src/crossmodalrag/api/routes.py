@@ -237,43 +237,81 @@ def evaluation(
     return run_retrieval_eval(store, settings, top_k, query_prefix, profile, tuple(modality or ()), level).report
 
 
+MAX_ITEMS = 500  # the most a memory view lists in one reply (the CLI has no cap; its defaults are far below)
+Many = Annotated[int, Query(ge=1, le=MAX_ITEMS)]
+MinSupport = Annotated[int, Query(ge=1, le=10_000, description="episodes/concepts with at least N events")]
+NodeLevel = Literal["event", "episode", "concept", "all"]
+Latest = Annotated[int, Query(ge=1, le=MAX_ITEMS, description="how many of the latest episodes")]
+Project = Annotated[str | None, Query(max_length=500, description="only this project (folder, repository or its name)")]
+
+
+def timeline_options(limit: Latest = DEFAULTS["timeline"]["limit"], project: Project = None) -> dict[str, Any]:
+    return {"limit": limit, "project": project or None}
+
+
+def concepts_options(top: Many = DEFAULTS["concepts"]["top"]) -> dict[str, Any]:
+    return {"top": top}
+
+
+def drift_options(
+    top: Many = DEFAULTS["drift"]["top"], min_support: MinSupport = DEFAULTS["drift"]["min_support"]
+) -> dict[str, Any]:
+    return {"top": top, "min_support": min_support}
+
+
+def distill_options(top: Many = DEFAULTS["distill"]["top"]) -> dict[str, Any]:
+    return {"top": top}
+
+
+def usage_options(top: Many = DEFAULTS["usage"]["top"]) -> dict[str, Any]:
+    return {"top": top}
+
+
+def no_options() -> dict[str, Any]:
+    return {}
+
+
+def ranked_options(view: str):
+    """forgetting and recall take what their CLI twins take, with the same defaults."""
+    defaults = DEFAULTS[view]
+
+    def options(
+        level: NodeLevel = defaults["level"],
+        top: Many = defaults["top"],
+        min_support: MinSupport = defaults["min_support"],
+    ) -> dict[str, Any]:
+        return {"level": level, "top": top, "min_support": min_support}
+
+    return options
+
+
+# each memory view's query parameters: its `mem <view>` command's options, named as its flags
+VIEW_OPTIONS = {
+    "memory-stats": no_options,
+    "concepts": concepts_options,
+    "timeline": timeline_options,
+    "drift": drift_options,
+    "distill": distill_options,
+    "usage": usage_options,
+    "forgetting": ranked_options("forgetting"),
+    "recall": ranked_options("recall"),
+}
+
+
 def _memory_route(view: str):
-    def route(request: Request, store: Reader) -> dict[str, Any]:
-        return memory_view(store, view, request.app.state.settings)
+    # a default, not an Annotated hint: hints are strings here (__future__), and `view` is no global
+    parsed = Depends(VIEW_OPTIONS[view])
+
+    def route(request: Request, store: Reader, options: dict[str, Any] = parsed) -> dict[str, Any]:
+        return memory_view(store, view, request.app.state.settings, options)
 
     route.__name__ = f"memory_{view.replace('-', '_')}"
     return route
 
 
-for _view in ("memory-stats", "concepts", "timeline", "drift", "distill", "usage"):
-    router.get(f"/{_view}", tags=["memory"], responses=NOT_BUILT, summary=f"memory hierarchy: {_view}")(
-        _memory_route(_view)
-    )
-
-NodeLevel = Literal["event", "episode", "concept", "all"]
-
-
-def _ranked_route(view: str):
-    """forgetting and recall take what their CLI twins take, with the same defaults."""
-    defaults = DEFAULTS[view]
-
-    def route(
-        request: Request,
-        store: Reader,
-        level: NodeLevel = defaults["level"],
-        top: Annotated[int, Query(ge=1, le=500)] = defaults["top"],
-        min_support: Annotated[int, Query(ge=1, le=10_000)] = defaults["min_support"],
-    ) -> dict[str, Any]:
-        options = {"level": level, "top": top, "min_support": min_support}
-        return memory_view(store, view, request.app.state.settings, options)
-
-    route.__name__ = f"memory_{view}"
-    return route
-
-
-for _view in ("forgetting", "recall"):
+for _view in VIEW_OPTIONS:
     router.get(f"/{_view}", tags=["memory"], responses=NOT_BUILT, summary=f"memory hierarchy: `mem {_view} --json`")(
-        _ranked_route(_view)
+        _memory_route(_view)
     )
 
 __all__ = ["router", "MemoryNotBuilt"]
