@@ -318,14 +318,14 @@ def pdf_page_png(store: Store, source_id: int, page: int, chunk_id: int | None =
         pdf_page = document[page - 1]
         scale = capped_scale(pdf_page, 1.5)  # a 200-inch page at 1.5 took 3.7 GB
         image = pdf_page.render(scale=scale).to_pil().convert("RGB")
-        boxes = _text_boxes(pdf_page, highlight) if highlight else []
+        boxes = line_boxes(_text_boxes(pdf_page, highlight)) if highlight else []
         height = pdf_page.get_height()
         draw = ImageDraw.Draw(image, "RGBA")
         for left, bottom, right, top in boxes:
+            # a translucent marker, no outline: an outline around every word hid the text it marked
             draw.rectangle(
                 [left * scale, (height - top) * scale, right * scale, (height - bottom) * scale],
-                fill=(255, 210, 0, 90),
-                outline=(200, 120, 0, 255),
+                fill=(255, 210, 0, 80),
             )
         return _png(image)
     finally:
@@ -353,6 +353,31 @@ def _text_boxes(pdf_page, text: str) -> list[tuple[float, float, float, float]]:
         return boxes
     finally:
         textpage.close()
+
+
+Box = tuple[float, float, float, float]  # left, bottom, right, top in PDF points
+
+
+def line_boxes(boxes: list[Box]) -> list[Box]:
+    """The text's boxes, in reading order, merged into one per line: pdfium may give one per glyph,
+    and hundreds of boxes drawn over each other made the cited text unreadable. A box joins the line
+    before it when they overlap by half the smaller height and it starts no further right than a
+    line's height (a word space) past the line's end; anything else (a new line, a column) starts one."""
+    lines: list[Box] = []
+    for box in boxes:
+        if lines and _same_line(lines[-1], box):
+            left, bottom, right, top = lines[-1]
+            lines[-1] = (min(left, box[0]), min(bottom, box[1]), max(right, box[2]), max(top, box[3]))
+        else:
+            lines.append(box)
+    return lines
+
+
+def _same_line(line: Box, box: Box) -> bool:
+    overlap = min(line[3], box[3]) - max(line[1], box[1])
+    smaller = min(line[3] - line[1], box[3] - box[1])
+    gap = box[0] - line[2]
+    return overlap >= smaller / 2 and -smaller <= gap <= max(line[3] - line[1], box[3] - box[1])
 
 
 def image_png(store: Store, source_id: int) -> bytes:

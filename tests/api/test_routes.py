@@ -361,3 +361,68 @@ def test_a_huge_pdf_page_renders_within_the_pixel_cap(tmp_path, monkeypatch) -> 
         (source_id,) = store.conn.execute("SELECT id FROM sources").fetchone()
         png = Image.open(io.BytesIO(pdf_page_png(store, source_id, 1)))
     assert png.width * png.height <= 1_000_000 and png.width == pytest.approx(1000, abs=2)
+
+
+def _pdf_drawn_piece_by_piece(path, lines: list[str]):
+    """A one-page PDF whose every word is its own text object, as in many real PDFs (pdfium then gives
+    a rectangle per piece: per word here, per glyph in some)."""
+    shown = []
+    for row, line in enumerate(lines):
+        x = 72
+        for word in line.split():
+            shown.append(f"BT /F1 12 Tf {x} {720 - 16 * row} Td ({word}) Tj ET")
+            x += 6 * len(word) + 6  # about its width in Helvetica 12, and a space
+    content = " ".join(shown).encode("latin-1")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def test_the_cited_text_on_a_pdf_page_is_marked_line_by_line_not_piece_by_piece(tmp_path, monkeypatch) -> None:
+    """One outlined box per glyph or word, drawn over each other, made the cited text unreadable."""
+    pytest.importorskip("pypdfium2")
+    from PIL import ImageDraw
+
+    from crossmodalrag.ingest import ingest_pdfs
+    from crossmodalrag.sources import pdf_page_png
+    from crossmodalrag.store import open_store
+
+    lines = ["The plugin API has three hooks for renderers", "and each hook runs once per document"]
+    pdf = _pdf_drawn_piece_by_piece(tmp_path / "docs" / "hooks.pdf", lines)
+    drawn: list[dict] = []
+    monkeypatch.setattr(ImageDraw.ImageDraw, "rectangle", lambda self, xy, **style: drawn.append(style))
+    with open_store(tmp_path / "m.db") as store:
+        ingest_pdfs(store, [pdf])
+        source_id, chunk_id = store.conn.execute("SELECT source_id, id FROM chunks").fetchone()
+        pdf_page_png(store, source_id, 1, chunk_id)
+    assert len(drawn) == len(lines)
+    assert all(style.get("outline") is None and style["fill"][3] < 128 for style in drawn)  # the text shows through
+
+
+def test_line_boxes_keep_columns_and_lines_apart() -> None:
+    from crossmodalrag.sources import line_boxes
+
+    glyphs = [(10.0, 100.0, 16.0, 110.0), (16.5, 99.0, 22.0, 110.0), (25.0, 100.0, 31.0, 111.0)]
+    column = [(200.0, 100.0, 206.0, 110.0)]  # same baseline, far right: a table's next cell
+    below = [(10.0, 86.0, 16.0, 96.0)]
+    assert line_boxes(glyphs + column + below) == [
+        (10.0, 99.0, 31.0, 111.0),
+        (200.0, 100.0, 206.0, 110.0),
+        (10.0, 86.0, 16.0, 96.0),
+    ]
