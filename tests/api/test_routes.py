@@ -288,6 +288,14 @@ def test_a_console_page_answers_a_bad_parameter_with_its_error_page(client, path
     assert "check the address" in page.text and '"detail"' not in page.text
 
 
+def test_a_bad_parameter_is_named_as_in_the_address_not_as_pydantic_tried_it(client) -> None:
+    """The console's `kind` also takes "" (its "all"): the error named the union member it tried."""
+    page = client.get("/ui/sources", params={"kind": "video"})
+    assert "<h1>kind: Input should be &#39;note&#39;" in page.text and "literal[" not in page.text
+    listed = client.get("/ask", params={"q": "parser", "modality": ["text", "video"]}).json()["error"]
+    assert listed.startswith("modality: Input should be 'text'")
+
+
 @pytest.mark.parametrize(
     "path, status, error",
     [

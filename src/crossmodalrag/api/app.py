@@ -53,7 +53,10 @@ def status_of(error: CMRAGError) -> int:
 def parameter_problem(error: RequestValidationError) -> str:
     """One line naming the first bad parameter: `limit: Input should be a valid integer`."""
     first = error.errors()[0] if error.errors() else {}
-    where = ".".join(str(part) for part in first.get("loc", ())[1:]) or "a parameter"
+    # loc is ("query", name, ...): what follows the name is pydantic's (the member of a union it tried,
+    # a list item's index), not the person's
+    location = first.get("loc", ())
+    where = str(location[1]) if len(location) > 1 else "a parameter"
     return f"{where}: {first.get('msg', 'not valid')}"
 
 
