@@ -2,11 +2,12 @@
 
 A DELETE leaves the old row versions in the table files until VACUUM reclaims them, and a plain
 VACUUM only marks the space reusable; `VACUUM (FULL)` rewrites the tables that hold the text, its
-tokens and vectors and the change log's kept versions (and their indexes) without the dead rows, so
-the bytes are gone from the data files. It needs the tables' owner (or the MAINTAIN privilege). What
-no client can reach: WAL segments not yet recycled, WAL archives and base backups (PITR), streaming
-replicas (they replay the DELETE and the rewrite, so they end clean once caught up) and pg_dump
-files; docs/scaling.md says what a DBA must do about each.
+tokens and vectors, the change log's kept versions and what the memory hierarchy and agent memory
+derived from it (and their indexes) without the dead rows, so the bytes are gone from the data
+files. It needs the tables' owner (or the MAINTAIN privilege). What no client can reach: WAL
+segments not yet recycled, WAL archives and base backups (PITR), streaming replicas (they replay the
+DELETE and the rewrite, so they end clean once caught up) and pg_dump files; docs/scaling.md says
+what a DBA must do about each.
 """
 
 from __future__ import annotations
@@ -17,7 +18,23 @@ from crossmodalrag.errors import StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store.writers import lock_source, retrying
 
-TEXT_TABLES = ("sources", "chunks", "chunk_terms", "chunk_postings", "chunk_vectors", "owner_change_states")
+# Every table whose rows forget deletes and that can hold the forgotten text or what came of it: its
+# tokens and vectors, the log's stored versions, the hierarchy's titles, statements, people and uris,
+# recall cards, an extraction's failure reason (a model's reply), a remembered memory's tags. The other
+# tables hold ids, hashes, scores and counts, or what forget keeps on SQLite too: the change log's
+# records (a tombstone names the uri) and eval queries (tests/store/test_postgres.py classifies each).
+TEXT_TABLES = (
+    "sources",
+    "chunks",
+    "chunk_terms",
+    "chunk_postings",
+    "chunk_vectors",
+    "owner_change_states",
+    "memory_nodes",
+    "memory_cards",
+    "memory_extractions",
+    "agent_memories",
+)
 
 
 def forget_sources(store, sources, vacuum: bool = False):
