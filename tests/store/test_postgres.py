@@ -19,6 +19,7 @@ from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.retrieval.semantic import semantic_index
 from crossmodalrag.store import open_configured_store, open_store
 from crossmodalrag.store.postgres import open_postgres_store, schema
+from crossmodalrag.store.postgres.connection import redact
 from crossmodalrag.store.postgres.sql import translate
 from crossmodalrag.versioning.verify import verify
 from tests.conftest import commit_files, write_note
@@ -52,6 +53,35 @@ def test_portable_sql_is_rewritten_for_postgresql():
     assert merged.text.count("jsonb_set(") == 2 and merged.json_params == (1,)  # json(?) is JSON already
     with pytest.raises(StoreError, match="SQLite-only"):
         translate("PRAGMA secure_delete")
+
+
+def test_a_password_is_masked_wherever_the_url_gives_it():
+    assert redact("postgresql://ada:s3cret@db/mem?sslmode=require") == "postgresql://ada:***@db/mem?sslmode=require"
+    assert redact("postgresql://ada@/mem?host=/run/pg&password=s3cret&sslmode=disable") == (
+        "postgresql://ada@/mem?host=/run/pg&password=***&sslmode=disable"
+    )
+    assert redact("postgresql://ada@db/mem?password=s3cret") == "postgresql://ada@db/mem?password=***"
+    assert (
+        redact("postgresql://ada@db/mem?passfile=/home/ada/.pgpass")
+        == "postgresql://ada@db/mem?passfile=/home/ada/.pgpass"
+    )
+
+
+def test_a_query_string_password_is_never_printed(postgres_url, monkeypatch, capsys):
+    """stats --json, doctor, and the error of an unreachable server (the test server trusts local
+    connections, so the password given is simply not checked)."""
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url + "&password=hunter2-secret")
+    assert main(["init-db"]) == 0
+    assert main(["stats", "--json"]) == 0
+    stats = capsys.readouterr()
+    assert "password=***" in json.loads(stats.out)["database"] and "hunter2" not in stats.out + stats.err
+    main(["doctor", "--json"])
+    doctor = capsys.readouterr()
+    assert "password=***" in doctor.out and "hunter2" not in doctor.out + doctor.err
+    monkeypatch.setenv("CMRAG_DB_URL", "postgresql://ada@/mem?host=/nonexistent&password=hunter2-secret")
+    assert main(["stats"]) == 1
+    shown = capsys.readouterr()
+    assert "cannot reach PostgreSQL" in shown.err and "hunter2" not in shown.out + shown.err
 
 
 def test_without_the_extra_the_error_names_the_install(monkeypatch):

@@ -32,6 +32,7 @@ ID_BLOCK = 1024  # ids drawn from a table's sequence at a time (new_ids)
 MULTI_ROW = re.compile(r"\A(INSERT INTO \S+ \([^()]*\) VALUES )(\((?:%s, )*%s\))( ON CONFLICT DO NOTHING)?\Z")
 MAX_PARAMETERS = 65535  # the protocol's limit per statement
 INSTALL_HINT = 'pip install -e ".[postgres]"'
+QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")  # redact(): the value of a `password` parameter
 
 
 def psycopg_modules():
@@ -297,14 +298,14 @@ _POOLS_LOCK = threading.Lock()
 
 
 def redact(url: str) -> str:
-    """The url without its password, for messages."""
-    from urllib.parse import urlsplit, urlunsplit
+    """The url without its password, for messages: libpq takes one after the user name or as a
+    `password` parameter of the query string."""
+    from urllib.parse import urlsplit
 
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    password = urlsplit(url).password
+    if password:  # the first ":PASSWORD@" is the netloc's: the scheme's colon is followed by "//"
+        url = url.replace(f":{password}@", ":***@", 1)
+    return QUERY_PASSWORD.sub(r"\1***", url)
 
 
 def pool_for(url: str, owner: str, statement_timeout: float, connect_timeout: float = 5.0, read_only: bool = False):
