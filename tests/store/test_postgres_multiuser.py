@@ -237,3 +237,19 @@ def test_an_owner_the_user_may_not_use_is_an_error_at_connect(two_users, postgre
     capsys.readouterr()
     assert main(["stats", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sources"] == {"memory": 1}
+
+
+def test_forget_vacuum_by_a_user_not_owning_the_tables_says_what_happened(two_users, capsys, monkeypatch):
+    """Alone, --vacuum deleted nothing: its error must not say "the forgotten rows are deleted"."""
+    from crossmodalrag.cli.main import main
+
+    monkeypatch.setenv("CMRAG_DB_URL", two_users["alice"][0])
+    assert main(["forget", "--vacuum"]) == 1
+    alone = capsys.readouterr().err
+    assert alone.startswith("error: cannot wipe the table files: the bytes of rows forgotten earlier stay there")
+    assert "deleted" not in alone and "VACUUM (FULL) sources, chunks" in alone
+    assert main(["forget", "/vault/secret.md", "--yes", "--vacuum"]) == 1
+    after = capsys.readouterr().err
+    assert after.startswith("error: the forgotten rows are deleted, but their bytes stay in the table files")
+    with open_postgres_store(two_users["alice"][0]) as store:
+        assert store.conn.execute("SELECT COUNT(*) FROM sources WHERE uri = '/vault/secret.md'").fetchone()[0] == 0

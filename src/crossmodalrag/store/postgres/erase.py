@@ -70,14 +70,16 @@ def forget_sources(store, sources, vacuum: bool = False):
     report.eval_queries = _eval_queries_naming(store, {s.uri for s in sources})
     report.still_on_disk = still_on_disk(sources)
     if vacuum:
-        wipe_free_space(store)
+        wipe_free_space(store, just_forgotten=True)
         report.vacuumed = True
     return report
 
 
-def wipe_free_space(store) -> None:
+def wipe_free_space(store, just_forgotten: bool = False) -> None:
     """VACUUM (FULL) the tables holding text, then CHECKPOINT when allowed (old WAL segments are
-    recycled sooner). Raises StoreError if this role may not rewrite the tables."""
+    recycled sooner). `just_forgotten`: run by a forget that deleted rows (its error says so; alone,
+    `mem forget --vacuum` wipes what earlier forgets left). Raises StoreError if this role may not
+    rewrite the tables."""
     conn = store.conn
     allowed = conn.execute(
         "SELECT bool_and(pg_has_role(c.relowner, 'USAGE') OR has_table_privilege(c.oid, 'MAINTAIN')) "
@@ -85,9 +87,12 @@ def wipe_free_space(store) -> None:
         (list(TEXT_TABLES),),
     ).fetchone()[0]
     if not allowed:
+        if just_forgotten:
+            why = "the forgotten rows are deleted, but their bytes stay in the table files until VACUUM (FULL)"
+        else:
+            why = "cannot wipe the table files: the bytes of rows forgotten earlier stay there until VACUUM (FULL)"
         raise StoreError(
-            "the forgotten rows are deleted, but their bytes stay in the table files until VACUUM (FULL), "
-            "which needs the tables' owner",
+            f"{why}, which needs the tables' owner",
             f"ask the database owner to run `VACUUM (FULL) {', '.join(TEXT_TABLES)}` (docs/scaling.md)",
         )
     conn.raw.execute(f"VACUUM (FULL) {', '.join(TEXT_TABLES)}")
