@@ -19,9 +19,10 @@ from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.retrieval.semantic import semantic_index
 from crossmodalrag.store import open_configured_store, open_store
 from crossmodalrag.store.postgres import open_postgres_store, schema
+from crossmodalrag.store.postgres.connection import redact
 from crossmodalrag.store.postgres.sql import translate
 from crossmodalrag.versioning.verify import verify
-from tests.conftest import write_note
+from tests.conftest import commit_files, write_note
 from tests.fakes import HashingEmbedder
 from tests.postgres import create_role
 from tests.retrieval.helpers import add_docs, note
@@ -52,6 +53,35 @@ def test_portable_sql_is_rewritten_for_postgresql():
     assert merged.text.count("jsonb_set(") == 2 and merged.json_params == (1,)  # json(?) is JSON already
     with pytest.raises(StoreError, match="SQLite-only"):
         translate("PRAGMA secure_delete")
+
+
+def test_a_password_is_masked_wherever_the_url_gives_it():
+    assert redact("postgresql://ada:s3cret@db/mem?sslmode=require") == "postgresql://ada:***@db/mem?sslmode=require"
+    assert redact("postgresql://ada@/mem?host=/run/pg&password=s3cret&sslmode=disable") == (
+        "postgresql://ada@/mem?host=/run/pg&password=***&sslmode=disable"
+    )
+    assert redact("postgresql://ada@db/mem?password=s3cret") == "postgresql://ada@db/mem?password=***"
+    assert (
+        redact("postgresql://ada@db/mem?passfile=/home/ada/.pgpass")
+        == "postgresql://ada@db/mem?passfile=/home/ada/.pgpass"
+    )
+
+
+def test_a_query_string_password_is_never_printed(postgres_url, monkeypatch, capsys):
+    """stats --json, doctor, and the error of an unreachable server (the test server trusts local
+    connections, so the password given is simply not checked)."""
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url + "&password=hunter2-secret")
+    assert main(["init-db"]) == 0
+    assert main(["stats", "--json"]) == 0
+    stats = capsys.readouterr()
+    assert "password=***" in json.loads(stats.out)["database"] and "hunter2" not in stats.out + stats.err
+    main(["doctor", "--json"])
+    doctor = capsys.readouterr()
+    assert "password=***" in doctor.out and "hunter2" not in doctor.out + doctor.err
+    monkeypatch.setenv("CMRAG_DB_URL", "postgresql://ada@/mem?host=/nonexistent&password=hunter2-secret")
+    assert main(["stats"]) == 1
+    shown = capsys.readouterr()
+    assert "cannot reach PostgreSQL" in shown.err and "hunter2" not in shown.out + shown.err
 
 
 def test_without_the_extra_the_error_names_the_install(monkeypatch):
@@ -180,6 +210,69 @@ def test_forget_erases_rows_tokens_and_vectors(any_store):
         assert (
             any_store.conn.execute("SELECT COUNT(*) FROM chunk_postings WHERE lexeme = 'backtrack'").fetchone()[0] == 0
         )
+
+
+# What each table not in erase.TEXT_TABLES holds: nothing `mem forget --vacuum` must wipe from its files.
+HOLDS_NO_FORGOTTEN_TEXT = {
+    "memory_evidence": "node ids (hashes), chunk ids, roles and scores",
+    "memory_edges": "node ids, kinds and weights",
+    "memory_usage": "chunk and node ids, events and times",
+    "agent_memory_links": "source ids, relations and similarities",
+    "chunk_stats": "counts and lengths",
+    "owner_change_log": "append-only: forget deletes no record, and SQLite's tombstone keeps the uri too",
+    "owner_checkpoints": "checkpoint names",
+    "queries_eval": "the user's labels, kept by forget on SQLite too",
+    "embedding_models": "model names",
+    "schema_migrations": "version numbers",
+}
+
+
+def test_every_table_is_either_wiped_by_vacuum_or_holds_no_forgotten_text(postgres_url):
+    """A new table must be classified: added to erase.TEXT_TABLES, or here with the reason."""
+    from crossmodalrag.store.postgres import erase
+
+    with open_postgres_store(postgres_url) as store:
+        tables = {
+            row[0]
+            for row in store.conn.execute(
+                "SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace"
+            )
+        }
+    assert tables == set(erase.TEXT_TABLES) | set(HOLDS_NO_FORGOTTEN_TEXT)
+
+
+def _relations_holding(admin_url: str, text: str) -> set[str]:
+    """The tables of the public schema (with their TOAST tables and indexes) whose data files hold
+    `text`, read from disk after a checkpoint (as the superuser: pg_read_binary_file)."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")  # the pages in shared buffers reach the files
+        files = conn.execute(
+            "SELECT t.relname, pg_relation_filepath(r.oid) FROM pg_class t JOIN pg_class r ON r.oid IN"
+            " (t.oid, t.reltoastrelid) OR r.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = t.oid)"
+            " WHERE t.relkind = 'r' AND t.relnamespace = 'public'::regnamespace"
+        ).fetchall()
+        return {
+            table
+            for table, path in files
+            if text.encode() in conn.execute("SELECT pg_read_binary_file(%s)", (path,)).fetchone()[0]
+        }
+
+
+def test_forget_vacuum_wipes_the_hierarchy_from_the_table_files(postgres_url, monkeypatch, capsys, repo):
+    """Events built from commits (no language model) carry the commit message as their title: after
+    `mem forget --vacuum` no table file holds it, as none does on SQLite after its VACUUM."""
+    message = "Kubernetes deploy removed, systemd instead"
+    commit_files(repo, {"deploy.py": "SYSTEMD = True\n"}, message, date="2025-03-01T12:00:00+00:00")
+    commit_files(repo, {"cache.py": "SIZE = 64\n"}, "Cache layer sized", date="2025-03-02T12:00:00+00:00")
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    monkeypatch.setenv("CMRAG_LLM_PROVIDER", "none")
+    assert main(["ingest-git", str(repo)]) == 0 and main(["build-memory"]) == 0
+    assert "memory_nodes" in _relations_holding(postgres_url, message)  # the files are where it is looked for
+    assert main(["forget", "--path", str(repo), "--yes", "--vacuum", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_nodes"] > 0
+    assert _relations_holding(postgres_url, message) == set()
 
 
 def test_concurrent_writers_lose_nothing(any_store, db_path, postgres_server):

@@ -215,3 +215,41 @@ def test_a_role_without_the_privileges_gets_one_line_saying_who_must_act(postgre
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: PostgreSQL refused: permission denied to create extension")
     assert "CREATE EXTENSION vector" in error and "\n" not in error and "unexpected" not in error
+
+
+def test_an_owner_the_user_may_not_use_is_an_error_at_connect(two_users, postgres_url, tmp_path, capsys, monkeypatch):
+    """A misspelt CMRAG_DB_OWNER, or another user's role, showed an empty memory with exit 0 (row-level
+    security hides every row); a team role the user is a member of still works."""
+    from crossmodalrag.cli.main import main
+
+    suffix = tmp_path.name.replace("-", "_")[-12:]
+    create_role(postgres_url, f"team_{suffix}")
+    monkeypatch.setenv("CMRAG_DB_URL", create_role(postgres_url, f"carol_{suffix}", member_of=(f"team_{suffix}",)))
+    for owner, why in ((f"nosuch_{suffix}", "which is no role of this server"), (f"alice_{suffix}", "not a member")):
+        monkeypatch.setenv("CMRAG_DB_OWNER", owner)
+        assert main(["stats"]) == 1
+        shown = capsys.readouterr()
+        assert shown.out == "" and why in shown.err and "\n" not in shown.err.strip()
+        assert shown.err.startswith(f"error: CMRAG_DB_OWNER is '{owner}'")
+        assert "(hint: CMRAG_DB_OWNER must name your role or a role you are a member of)" in shown.err
+    monkeypatch.setenv("CMRAG_DB_OWNER", f"team_{suffix}")
+    assert main(["remember", "the team meets on Thursdays"]) == 0
+    capsys.readouterr()
+    assert main(["stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sources"] == {"memory": 1}
+
+
+def test_forget_vacuum_by_a_user_not_owning_the_tables_says_what_happened(two_users, capsys, monkeypatch):
+    """Alone, --vacuum deleted nothing: its error must not say "the forgotten rows are deleted"."""
+    from crossmodalrag.cli.main import main
+
+    monkeypatch.setenv("CMRAG_DB_URL", two_users["alice"][0])
+    assert main(["forget", "--vacuum"]) == 1
+    alone = capsys.readouterr().err
+    assert alone.startswith("error: cannot wipe the table files: the bytes of rows forgotten earlier stay there")
+    assert "deleted" not in alone and "VACUUM (FULL) sources, chunks" in alone
+    assert main(["forget", "/vault/secret.md", "--yes", "--vacuum"]) == 1
+    after = capsys.readouterr().err
+    assert after.startswith("error: the forgotten rows are deleted, but their bytes stay in the table files")
+    with open_postgres_store(two_users["alice"][0]) as store:
+        assert store.conn.execute("SELECT COUNT(*) FROM sources WHERE uri = '/vault/secret.md'").fetchone()[0] == 0

@@ -32,6 +32,8 @@ ID_BLOCK = 1024  # ids drawn from a table's sequence at a time (new_ids)
 MULTI_ROW = re.compile(r"\A(INSERT INTO \S+ \([^()]*\) VALUES )(\((?:%s, )*%s\))( ON CONFLICT DO NOTHING)?\Z")
 MAX_PARAMETERS = 65535  # the protocol's limit per statement
 INSTALL_HINT = 'pip install -e ".[postgres]"'
+OWNER_HINT = "CMRAG_DB_OWNER must name your role or a role you are a member of"
+QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")  # redact(): the value of a `password` parameter
 
 
 def psycopg_modules():
@@ -106,7 +108,7 @@ def _grant_hint(message: str) -> str:
     if "extension" in message:
         return "a superuser runs CREATE EXTENSION vector in this database once; then `mem init-db`"
     if "row-level security" in message:
-        return "CMRAG_DB_OWNER must name your role or a role you are a member of"
+        return OWNER_HINT
     if "schema public" in message:
         return "the database's owner runs `mem init-db` first (it creates the tables every user shares)"
     return "the database's owner grants it, or runs this command"
@@ -297,19 +299,38 @@ _POOLS_LOCK = threading.Lock()
 
 
 def redact(url: str) -> str:
-    """The url without its password, for messages."""
-    from urllib.parse import urlsplit, urlunsplit
+    """The url without its password, for messages: libpq takes one after the user name or as a
+    `password` parameter of the query string."""
+    from urllib.parse import urlsplit
 
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    password = urlsplit(url).password
+    if password:  # the first ":PASSWORD@" is the netloc's: the scheme's colon is followed by "//"
+        url = url.replace(f":{password}@", ":***@", 1)
+    return QUERY_PASSWORD.sub(r"\1***", url)
+
+
+def owner_refusal(conn, owner: str) -> str | None:
+    """Why the connecting role cannot use `owner` (CMRAG_DB_OWNER), or None. Checked once per pool:
+    row-level security would otherwise show such a user an empty memory, without a word, and refuse
+    only their first write."""
+    if not owner:
+        return None  # cmrag_owner() is the connecting role itself
+    user, exists, member = conn.execute(
+        "SELECT current_user, r.oid IS NOT NULL, COALESCE(pg_has_role(current_user, r.oid, 'MEMBER'), false)"
+        " FROM (SELECT 1) AS one LEFT JOIN pg_roles r ON r.rolname = %s",
+        (owner,),
+    ).fetchone()
+    if not exists:
+        return f"CMRAG_DB_OWNER is {owner!r}, which is no role of this server"
+    if not member:
+        return f"CMRAG_DB_OWNER is {owner!r}, a role {user} is not a member of"
+    return None
 
 
 def pool_for(url: str, owner: str, statement_timeout: float, connect_timeout: float = 5.0, read_only: bool = False):
-    """The process's pool for this server and owner (opened once). Raises StoreError if unreachable.
-    A read-only pool's sessions refuse every write in the server (`mem serve`, as SQLite's mode=ro)."""
+    """The process's pool for this server and owner (opened once). Raises StoreError if unreachable
+    or if the connecting role may not use the owner (owner_refusal). A read-only pool's sessions
+    refuse every write in the server (`mem serve`, as SQLite's mode=ro)."""
     psycopg, psycopg_pool = psycopg_modules()
     key = (url, owner, read_only)
     with _POOLS_LOCK:
@@ -328,12 +349,15 @@ def pool_for(url: str, owner: str, statement_timeout: float, connect_timeout: fl
                 )
 
         try:  # one direct attempt first: a server that is down fails now, not after the pool's timeout
-            psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))).close()
+            with psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))) as probe:
+                refused = owner_refusal(probe, owner)
         except psycopg.Error as error:
             raise StoreError(
                 f"cannot reach PostgreSQL at {redact(url)}: {str(error).strip().splitlines()[0]}",
                 "check CMRAG_DB_URL and that the server is running (unset CMRAG_DB_URL to use the SQLite memory)",
             ) from error
+        if refused:
+            raise StoreError(refused, OWNER_HINT)
         pool = psycopg_pool.ConnectionPool(
             url,
             min_size=1,

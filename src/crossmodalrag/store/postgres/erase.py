@@ -2,11 +2,12 @@
 
 A DELETE leaves the old row versions in the table files until VACUUM reclaims them, and a plain
 VACUUM only marks the space reusable; `VACUUM (FULL)` rewrites the tables that hold the text, its
-tokens and vectors and the change log's kept versions (and their indexes) without the dead rows, so
-the bytes are gone from the data files. It needs the tables' owner (or the MAINTAIN privilege). What
-no client can reach: WAL segments not yet recycled, WAL archives and base backups (PITR), streaming
-replicas (they replay the DELETE and the rewrite, so they end clean once caught up) and pg_dump
-files; docs/scaling.md says what a DBA must do about each.
+tokens and vectors, the change log's kept versions and what the memory hierarchy and agent memory
+derived from it (and their indexes) without the dead rows, so the bytes are gone from the data
+files. It needs the tables' owner (or the MAINTAIN privilege). What no client can reach: WAL
+segments not yet recycled, WAL archives and base backups (PITR), streaming replicas (they replay the
+DELETE and the rewrite, so they end clean once caught up) and pg_dump files; docs/scaling.md says
+what a DBA must do about each.
 """
 
 from __future__ import annotations
@@ -17,7 +18,23 @@ from crossmodalrag.errors import StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store.writers import lock_source, retrying
 
-TEXT_TABLES = ("sources", "chunks", "chunk_terms", "chunk_postings", "chunk_vectors", "owner_change_states")
+# Every table whose rows forget deletes and that can hold the forgotten text or what came of it: its
+# tokens and vectors, the log's stored versions, the hierarchy's titles, statements, people and uris,
+# recall cards, an extraction's failure reason (a model's reply), a remembered memory's tags. The other
+# tables hold ids, hashes, scores and counts, or what forget keeps on SQLite too: the change log's
+# records (a tombstone names the uri) and eval queries (tests/store/test_postgres.py classifies each).
+TEXT_TABLES = (
+    "sources",
+    "chunks",
+    "chunk_terms",
+    "chunk_postings",
+    "chunk_vectors",
+    "owner_change_states",
+    "memory_nodes",
+    "memory_cards",
+    "memory_extractions",
+    "agent_memories",
+)
 
 
 def forget_sources(store, sources, vacuum: bool = False):
@@ -53,14 +70,16 @@ def forget_sources(store, sources, vacuum: bool = False):
     report.eval_queries = _eval_queries_naming(store, {s.uri for s in sources})
     report.still_on_disk = still_on_disk(sources)
     if vacuum:
-        wipe_free_space(store)
+        wipe_free_space(store, just_forgotten=True)
         report.vacuumed = True
     return report
 
 
-def wipe_free_space(store) -> None:
+def wipe_free_space(store, just_forgotten: bool = False) -> None:
     """VACUUM (FULL) the tables holding text, then CHECKPOINT when allowed (old WAL segments are
-    recycled sooner). Raises StoreError if this role may not rewrite the tables."""
+    recycled sooner). `just_forgotten`: run by a forget that deleted rows (its error says so; alone,
+    `mem forget --vacuum` wipes what earlier forgets left). Raises StoreError if this role may not
+    rewrite the tables."""
     conn = store.conn
     allowed = conn.execute(
         "SELECT bool_and(pg_has_role(c.relowner, 'USAGE') OR has_table_privilege(c.oid, 'MAINTAIN')) "
@@ -68,9 +87,12 @@ def wipe_free_space(store) -> None:
         (list(TEXT_TABLES),),
     ).fetchone()[0]
     if not allowed:
+        if just_forgotten:
+            why = "the forgotten rows are deleted, but their bytes stay in the table files until VACUUM (FULL)"
+        else:
+            why = "cannot wipe the table files: the bytes of rows forgotten earlier stay there until VACUUM (FULL)"
         raise StoreError(
-            "the forgotten rows are deleted, but their bytes stay in the table files until VACUUM (FULL), "
-            "which needs the tables' owner",
+            f"{why}, which needs the tables' owner",
             f"ask the database owner to run `VACUUM (FULL) {', '.join(TEXT_TABLES)}` (docs/scaling.md)",
         )
     conn.raw.execute(f"VACUUM (FULL) {', '.join(TEXT_TABLES)}")
