@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -13,12 +14,16 @@ import crossmodalrag.connectors.notes as notes_module
 from crossmodalrag.chunking import chunk_document
 from crossmodalrag.connectors import git as git_connector
 from crossmodalrag.connectors.notes import read_note
+from crossmodalrag.index.embeddings import embed_missing
 from crossmodalrag.index.fts import analyze
 from crossmodalrag.ingest import IngestReport, ingest_git, ingest_notes
 from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.store import Store, open_store
-from crossmodalrag.store.documents import fingerprint
+from crossmodalrag.store.documents import fingerprint, move_document, write_document
+from crossmodalrag.types import Document
+from crossmodalrag.versioning.verify import verify
 from tests.conftest import commit_files, git, write_note
+from tests.fakes import HashingEmbedder
 
 NOTES = {
     "alpha.md": "# Alpha\n\nThe aardvark eats ants near the river.\n",
@@ -174,6 +179,47 @@ def test_a_renamed_note_moves_to_the_new_path_keeping_its_id(store: Store, vault
     assert searched_uris(store, "aardvark") == {uri(vault, "archive/alpha-renamed.md")}
     locators = {row[0] for row in store.conn.execute("SELECT locator FROM chunks WHERE source_id = ?", (old_id,))}
     assert locators == {"archive/alpha-renamed.md"}
+    assert_consistent(store)
+
+
+def test_a_moved_note_keeps_its_chunks_and_their_vectors_when_its_text_is_unchanged(store: Store, vault: Path) -> None:
+    """A rename rewrote and re-embedded every chunk; only the locator changes with the path."""
+    write_note(vault, "projects/beta.md", NOTES["projects/beta.md"] + "\n## Budget\n" + "Birch planks. " * 200)
+    ingest_notes(store, [vault])
+    before = chunk_ids(store)[uri(vault, "projects/beta.md")]
+    embedder = HashingEmbedder()
+    embed_missing(store, embedder)
+    (vault / "projects").rename(vault / "work")
+    report = ingest_notes(store, [vault])
+    assert (report.moved, report.chunks) == (1, 0)
+    assert len(before) > 2 and chunk_ids(store)[uri(vault, "work/beta.md")] == before
+    assert embed_missing(store, embedder).chunks == 0, "nothing to embed again"
+    locators = store.conn.execute("SELECT locator FROM chunks WHERE id IN (%s)" % ",".join("?" * len(before)), before)
+    assert all(row[0].startswith("work/beta.md") for row in locators)
+    assert searched_uris(store, "birdhouse") == {uri(vault, "work/beta.md")}
+    assert verify(store.conn).ok
+    assert_consistent(store)
+
+
+def test_a_moved_source_whose_title_changed_is_reindexed_under_the_new_title(store: Store) -> None:
+    """The title is in every chunk's index row even where the chunk text leaves it out."""
+    old = Document(
+        uri="/old/scan.txt",
+        source_type="pdf",
+        title="Quokka",
+        text="Budget notes.\n",
+        format="plain",
+        locator="scan.txt",
+        metadata={"_breadcrumb": "scan"},
+    )
+    with store.batched() as batch:
+        write_document(batch, old, fingerprint(old))
+    before = chunk_ids(store)["/old/scan.txt"]
+    moved = replace(old, uri="/new/scan.txt", title="Wombat")
+    with store.batched() as batch:
+        assert move_document(batch, old.uri, moved, fingerprint(moved)) == len(before)
+    assert fts_rowids(store, "wombat") == set(chunk_ids(store)["/new/scan.txt"]) and not fts_rowids(store, "quokka")
+    assert verify(store.conn).ok
     assert_consistent(store)
 
 
