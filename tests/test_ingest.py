@@ -240,6 +240,26 @@ def test_moving_a_folder_of_most_of_a_vault_is_a_move_not_a_mass_delete(store: S
     assert_consistent(store)
 
 
+def test_a_note_moved_to_another_vault_keeps_its_id_but_a_copy_in_another_vault_is_its_own(
+    store: Store, vault: Path, tmp_path: Path
+) -> None:
+    """A vault moved and configured under its new path stored every note twice: the move is found
+    whatever vault the note was stored from, as long as its old file is gone."""
+    ingest_notes(store, [vault])
+    before = sources(store)
+    other = tmp_path / "other-vault"
+    write_note(other, "alpha.md", NOTES["alpha.md"])  # a copy: alpha.md is still in the first vault
+    os.renames(vault / "journal" / "gamma.md", other / "journal" / "gamma.md")  # moved between vaults
+    report = ingest_notes(store, [other])
+    assert (report.added, report.moved) == (1, 1)
+    assert sources(store)[uri(other, "journal/gamma.md")] == before[uri(vault, "journal/gamma.md")]
+    assert sources(store)[uri(vault, "alpha.md")] == before[uri(vault, "alpha.md")]
+    assert uri(other, "alpha.md") in sources(store) and uri(vault, "journal/gamma.md") not in sources(store)
+    vault_of = "SELECT json_extract(metadata, '$.vault') FROM sources WHERE uri = ?"
+    assert store.conn.execute(vault_of, (uri(other, "journal/gamma.md"),)).fetchone()[0] == str(other.resolve())
+    assert_consistent(store)
+
+
 def test_a_copied_note_is_added_and_its_original_kept(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
     write_note(vault, "copy.md", NOTES["alpha.md"])
