@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -13,12 +14,16 @@ import crossmodalrag.connectors.notes as notes_module
 from crossmodalrag.chunking import chunk_document
 from crossmodalrag.connectors import git as git_connector
 from crossmodalrag.connectors.notes import read_note
+from crossmodalrag.index.embeddings import embed_missing
 from crossmodalrag.index.fts import analyze
 from crossmodalrag.ingest import IngestReport, ingest_git, ingest_notes
 from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.store import Store, open_store
-from crossmodalrag.store.documents import fingerprint
+from crossmodalrag.store.documents import fingerprint, move_document, write_document
+from crossmodalrag.types import Document
+from crossmodalrag.versioning.verify import verify
 from tests.conftest import commit_files, git, write_note
+from tests.fakes import HashingEmbedder
 
 NOTES = {
     "alpha.md": "# Alpha\n\nThe aardvark eats ants near the river.\n",
@@ -177,6 +182,47 @@ def test_a_renamed_note_moves_to_the_new_path_keeping_its_id(store: Store, vault
     assert_consistent(store)
 
 
+def test_a_moved_note_keeps_its_chunks_and_their_vectors_when_its_text_is_unchanged(store: Store, vault: Path) -> None:
+    """A rename rewrote and re-embedded every chunk; only the locator changes with the path."""
+    write_note(vault, "projects/beta.md", NOTES["projects/beta.md"] + "\n## Budget\n" + "Birch planks. " * 200)
+    ingest_notes(store, [vault])
+    before = chunk_ids(store)[uri(vault, "projects/beta.md")]
+    embedder = HashingEmbedder()
+    embed_missing(store, embedder)
+    (vault / "projects").rename(vault / "work")
+    report = ingest_notes(store, [vault])
+    assert (report.moved, report.chunks) == (1, 0)
+    assert len(before) > 2 and chunk_ids(store)[uri(vault, "work/beta.md")] == before
+    assert embed_missing(store, embedder).chunks == 0, "nothing to embed again"
+    locators = store.conn.execute("SELECT locator FROM chunks WHERE id IN (%s)" % ",".join("?" * len(before)), before)
+    assert all(row[0].startswith("work/beta.md") for row in locators)
+    assert searched_uris(store, "birdhouse") == {uri(vault, "work/beta.md")}
+    assert verify(store.conn).ok
+    assert_consistent(store)
+
+
+def test_a_moved_source_whose_title_changed_is_reindexed_under_the_new_title(store: Store) -> None:
+    """The title is in every chunk's index row even where the chunk text leaves it out."""
+    old = Document(
+        uri="/old/scan.txt",
+        source_type="pdf",
+        title="Quokka",
+        text="Budget notes.\n",
+        format="plain",
+        locator="scan.txt",
+        metadata={"_breadcrumb": "scan"},
+    )
+    with store.batched() as batch:
+        write_document(batch, old, fingerprint(old))
+    before = chunk_ids(store)["/old/scan.txt"]
+    moved = replace(old, uri="/new/scan.txt", title="Wombat")
+    with store.batched() as batch:
+        assert move_document(batch, old.uri, moved, fingerprint(moved)) == len(before)
+    assert fts_rowids(store, "wombat") == set(chunk_ids(store)["/new/scan.txt"]) and not fts_rowids(store, "quokka")
+    assert verify(store.conn).ok
+    assert_consistent(store)
+
+
 def test_moving_a_folder_of_most_of_a_vault_is_a_move_not_a_mass_delete(store: Store, tmp_path: Path) -> None:
     root = tmp_path / "v"
     for i in range(4):
@@ -191,6 +237,26 @@ def test_moving_a_folder_of_most_of_a_vault_is_a_move_not_a_mass_delete(store: S
     after = sources(store)
     assert after == {uri.replace("/A/", "/B/"): source_id for uri, source_id in before.items()}
     assert searched_uris(store, "marker1") == {str(root / "B" / "n1.md")}
+    assert_consistent(store)
+
+
+def test_a_note_moved_to_another_vault_keeps_its_id_but_a_copy_in_another_vault_is_its_own(
+    store: Store, vault: Path, tmp_path: Path
+) -> None:
+    """A vault moved and configured under its new path stored every note twice: the move is found
+    whatever vault the note was stored from, as long as its old file is gone."""
+    ingest_notes(store, [vault])
+    before = sources(store)
+    other = tmp_path / "other-vault"
+    write_note(other, "alpha.md", NOTES["alpha.md"])  # a copy: alpha.md is still in the first vault
+    os.renames(vault / "journal" / "gamma.md", other / "journal" / "gamma.md")  # moved between vaults
+    report = ingest_notes(store, [other])
+    assert (report.added, report.moved) == (1, 1)
+    assert sources(store)[uri(other, "journal/gamma.md")] == before[uri(vault, "journal/gamma.md")]
+    assert sources(store)[uri(vault, "alpha.md")] == before[uri(vault, "alpha.md")]
+    assert uri(other, "alpha.md") in sources(store) and uri(vault, "journal/gamma.md") not in sources(store)
+    vault_of = "SELECT json_extract(metadata, '$.vault') FROM sources WHERE uri = ?"
+    assert store.conn.execute(vault_of, (uri(other, "journal/gamma.md"),)).fetchone()[0] == str(other.resolve())
     assert_consistent(store)
 
 

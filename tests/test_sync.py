@@ -76,6 +76,11 @@ def source_uris(db_path: Path) -> set[str]:
         return {uri for (uri,) in conn.execute("SELECT uri FROM sources")}
 
 
+def source_ids(db_path: Path) -> dict[str, int]:
+    with sqlite3.connect(db_path) as conn:
+        return dict(conn.execute("SELECT uri, id FROM sources"))
+
+
 def configure(monkeypatch, **paths: Path) -> None:
     variables = {"notes": "OBSIDIAN_VAULT_PATH", "git": "REPO_PATH", "pdf": "PDF_PATH", "image": "IMAGE_PATH"}
     for name, path in paths.items():
@@ -136,6 +141,33 @@ def test_edits_and_deletions_are_applied_and_a_missing_vault_removes_nothing(cap
     assert code == 1 and data["removed"] == 0 and data["connectors"]["notes"]["status"] == "failed"
     assert "no such folder" in data["failures"][0] and "error: " in err
     assert source_uris(db_path) == {str(vault.resolve() / "parser.md")}
+
+
+def test_a_vault_and_a_repository_moved_and_configured_anew_keep_their_ids_and_are_not_stored_twice(
+    capsys, monkeypatch, vault, history, tmp_path, db_path
+):
+    """The config names the new folders; the old ones are gone: the same notes and commits, moved."""
+    configure(monkeypatch, notes=vault, git=history)
+    run(capsys, "sync")
+    ids = source_ids(db_path)
+    vault.rename(tmp_path / "Documents-notes")
+    history.rename(tmp_path / "src-repo")
+    write_note(tmp_path / "Documents-notes", "cache.md", "# Render cache\nNow served fresh.\n")  # edited too
+    configure(monkeypatch, notes=tmp_path / "Documents-notes", git=tmp_path / "src-repo")
+    code, data, err = run_json(capsys)
+    assert code == 0 and data["connectors"]["git"]["moved"] == 2 and data["connectors"]["notes"]["moved"] == 1
+    stored = source_uris(db_path)
+    assert str(tmp_path / "Documents-notes" / "parser.md") in stored and len(stored) == 5
+    after = source_ids(db_path)
+    new_places = {str(vault / "parser.md"): str(tmp_path / "Documents-notes" / "parser.md")}
+    new_places.update((uri, uri.replace(str(history), str(tmp_path / "src-repo"))) for uri in ids if "@" in uri)
+    assert len(new_places) == 3 and all(after[new] == ids[old] for old, new in new_places.items())
+    # cache.md, edited as it moved, is a new note: its old copy is said to be left behind, with the way out
+    (left,) = [notice for notice in data["notices"] if "gone from disk" in notice]
+    assert left.startswith(f"{vault}: 1 source stored from it") and f"mem forget --path {vault}" in left
+    assert f"note: {left}" in err
+    assert run(capsys, "forget", "--path", str(vault), "--yes")[0] == 0
+    assert not [notice for notice in run_json(capsys)[1]["notices"] if "gone from disk" in notice]
 
 
 def test_a_bad_path_fails_its_connector_and_the_others_still_sync(capsys, monkeypatch, vault, history, tmp_path):

@@ -306,6 +306,33 @@ def test_history_lists_one_sources_versions_newest_first(store: Store, vault: Pa
         source_history(store.conn, "/nowhere.md")
 
 
+def test_history_of_a_moved_note_goes_back_through_its_earlier_paths(capsys, store: Store, vault: Path) -> None:
+    """It started at the rename, its earlier versions only under the old path, with nothing to say so."""
+    ingest_notes(store, [vault])
+    write_note(vault, "alpha.md", "# Alpha\n\nsecond version\n")
+    ingest_notes(store, [vault])
+    os.renames(vault / "alpha.md", vault / "daily" / "alpha.md")
+    ingest_notes(store, [vault])
+    os.renames(vault / "daily" / "alpha.md", vault / "alpha.md")  # and back: followed to its start, once
+    ingest_notes(store, [vault])
+    versions = source_history(store.conn, str(vault / "alpha.md"))
+    steps = [(c.op, Path(c.target).parent.name, c.reason.split(" /")[0]) for c in versions]
+    assert steps == [
+        ("insert", "vault", "moved from"),
+        ("delete", "daily", "moved to"),
+        ("insert", "daily", "moved from"),
+        ("delete", "vault", "moved to"),
+        ("update", "vault", ""),
+        ("insert", "vault", ""),
+    ]
+    assert versions[0].reason == f"moved from {vault / 'daily' / 'alpha.md'}"
+    assert verify(store.conn).ok
+    if store.backend == "sqlite":  # the CLI on the same file: the lines before a move name their path
+        source_id = store.conn.execute("SELECT id FROM sources WHERE uri LIKE '%alpha.md'").fetchone()[0]
+        code, out, _ = run(capsys, "history", str(source_id), "--db-path", str(store.path))
+        assert code == 0 and out.count(f"(at {vault / 'daily' / 'alpha.md'})") == 2 and len(out.splitlines()) == 7
+
+
 def test_rollback_restores_a_checkpoint_as_new_versions(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
     checkpoint(store, "before-cleanup")

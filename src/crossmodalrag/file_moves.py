@@ -54,15 +54,27 @@ class FileMoves:
         self.store, self.source_type = store, source_type
 
     def origin(self, doc: Document, seen: set[str]) -> str | None:
-        """The uri of the stored file with `doc`'s bytes that is gone from disk, or None; one of the
-        same file name first."""
+        """The uri of the stored file with `doc`'s bytes that is gone from disk, or None. Of two or more,
+        one of the same size and mtime first (a rename keeps both, a copy gets a new mtime: of two
+        identical PDFs, one deleted and the other renamed, the renamed one keeps its own id), then one of
+        the same file name."""
         sha256 = doc.metadata.get("file_sha256")
         if not sha256:
             return None
         rows = self.store.conn.execute(
-            "SELECT uri FROM sources WHERE source_type = ? AND json_extract(metadata, '$.file_sha256') = ?",
+            "SELECT uri, json_extract(metadata, '$.file_stamp') FROM sources"
+            " WHERE source_type = ? AND json_extract(metadata, '$.file_sha256') = ?",
             (self.source_type, sha256),
         ).fetchall()
-        candidates = [uri for (uri,) in rows if uri != doc.uri and uri not in seen and not os.path.lexists(uri)]
-        candidates.sort(key=lambda uri: Path(uri).name != Path(doc.uri).name)
-        return candidates[0] if candidates else None
+        candidates = [row for row in rows if row[0] != doc.uri and row[0] not in seen and not os.path.lexists(row[0])]
+        size_and_mtime = _size_and_mtime(doc.metadata.get("file_stamp"))
+        candidates.sort(
+            key=lambda row: (_size_and_mtime(row[1]) != size_and_mtime, Path(row[0]).name != Path(doc.uri).name)
+        )
+        return candidates[0][0] if candidates else None
+
+
+def _size_and_mtime(stamp: str | None) -> list[str] | None:
+    """The stamp without its extractor (`size:mtime_ns:extractor`): a file moved is the same file
+    whichever engine read it."""
+    return stamp.split(":", 2)[:2] if stamp else None

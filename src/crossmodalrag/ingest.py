@@ -18,6 +18,7 @@ from crossmodalrag.connectors import git, notes
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.file_moves import FileMoves, StoredFile, file_sha256, known_files
+from crossmodalrag.repository_moves import RepositoryMoves
 from crossmodalrag.store import Store
 from crossmodalrag.store.batch import WriteBatch
 from crossmodalrag.store.documents import fingerprint, known_fingerprints, move_document, write_document
@@ -111,7 +112,7 @@ def ingest_documents(
     known: dict[str, str],
     report: IngestReport,
     progress: Progress | None = None,
-    moves: vaults.Moves | FileMoves | None = None,
+    moves: vaults.Moves | FileMoves | RepositoryMoves | None = None,
 ) -> set[str]:
     """Write every changed document; record failures. Returns the uris seen (stored or failed; a
     moved source's old uri too: it has not gone)."""
@@ -130,7 +131,7 @@ def _ingest_one(
     known: dict[str, str],
     report: IngestReport,
     seen: set[str],
-    moves: vaults.Moves | FileMoves | None = None,
+    moves: vaults.Moves | FileMoves | RepositoryMoves | None = None,
 ) -> None:
     if isinstance(item, Skipped):  # not seen: a note emptied since it was stored leaves the memory
         report.empty += 1
@@ -259,7 +260,7 @@ def ingest_notes(
             report.notices.append(f"{root} is inside the vault {vault}: its notes are read as part of that vault")
         folder_links: list[Path] = []
         items = _read_vault(root, include, exclude, confine, vault, folder_links)
-        seen = ingest_documents(store, items, known, report, progress, vaults.Moves(store, root))
+        seen = ingest_documents(store, items, known, report, progress, vaults.Moves(store))
         if folder_links:
             report.notices.append(
                 f"{root}: {counted(len(folder_links), 'linked folder')} not followed (e.g. {folder_links[0]}; "
@@ -489,7 +490,7 @@ def ingest_git(
             commits = git.read_commits(root, max_commits, author, include, exclude, name, left_out)
             before = report.read
             noted = _noting_gaps(commits, known, oversized, shallow, selecting)
-            seen = ingest_documents(store, noted, known, report, progress)
+            seen = ingest_documents(store, noted, known, report, progress, RepositoryMoves(store))
             if left_out and not selecting and any(uri in known for uri in left_out):
                 # a mistyped pattern, not every change to go: as ingest-notes refuses one selecting no note
                 patterns = [f"--include {p!r}" for p in include or []] + [f"--exclude {p!r}" for p in exclude or []]

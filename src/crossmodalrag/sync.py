@@ -15,6 +15,7 @@ from crossmodalrag import ingest, versioning
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError, MissingExtraError
 from crossmodalrag.ingest import IngestReport
+from crossmodalrag.left_behind import left_behind_notices
 from crossmodalrag.store import Store
 
 CONNECTORS = ("notes", "git", "pdf", "image", "chat")
@@ -171,6 +172,7 @@ def sync_connector(
     result = ConnectorSync(connector, paths)
     try:
         result.report = run_ingest(store, settings, connector, paths, max_commits, progress, allow_mass_delete)
+        result.report.notices += left_behind_notices(store, connector, paths)
     except MissingExtraError as error:
         result.skipped = str(error)
         result.report.notices.append(f"{connector} skipped: {error}")

@@ -17,13 +17,15 @@ FILTERED_OUT = "filtered out by the include/exclude rules"
 
 
 class Moves:
-    """Stored notes of a vault whose file may have been renamed or moved: a new note whose title and
-    text are those of a stored one that vanished from disk is that note, moved (store/documents.py move_document).
+    """Stored notes whose file may have been renamed or moved: a new note whose title and text are
+    those of a stored one that vanished from disk is that note, moved (store/documents.py move_document).
     Read as a deletion and an addition, moving a folder of most of a vault tripped the mass-delete
-    guard, and kept the old copies beside the new ones until the next run with --allow-mass-delete."""
+    guard, and kept the old copies beside the new ones until the next run with --allow-mass-delete.
+    The stored note may come from any vault, as a PDF may come from any folder (file_moves.py): a vault
+    moved and configured under its new path left every note stored twice, the old copies cited."""
 
-    def __init__(self, store: Store, root: Path) -> None:
-        self.store, self.root = store, root
+    def __init__(self, store: Store) -> None:
+        self.store = store
         self.by_title: dict[str, list[tuple[str, str, str]]] | None = None  # title → [(uri, locator, fingerprint)]
 
     def _stored(self) -> dict[str, list[tuple[str, str, str]]]:
@@ -32,8 +34,7 @@ class Moves:
             self.by_title = {}
             rows = self.store.conn.execute(
                 "SELECT uri, title, fingerprint, json_extract(metadata, '$.path') FROM sources"
-                " WHERE uri >= ? AND uri < ? AND source_type = 'note'",
-                (f"{self.root}/", f"{self.root}/\U0010ffff"),
+                " WHERE source_type = 'note'"
             )
             for uri, title, digest, locator in rows:
                 if locator is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -156,6 +157,22 @@ def test_unchanged_files_are_not_read_again(tmp_path, store, monkeypatch):
     write_pdf(first, ["Alpha page, rewritten with more words."])
     report = ingest_pdfs(store, [folder])
     assert report.updated == 1 and reads == ["a.pdf"]
+
+
+def test_of_two_identical_pdfs_the_renamed_one_keeps_its_id_when_the_other_is_deleted(tmp_path, store):
+    """Both gone from their stored paths with the same bytes: the rename is the one of the same mtime."""
+    papers = tmp_path / "papers"
+    original = write_pdf(papers / "a.pdf", ["Budget 2027: the heron fund gets 40k euros."])
+    copy = papers / "copy.pdf"
+    copy.write_bytes(original.read_bytes())
+    os.utime(copy, ns=(original.stat().st_atime_ns, original.stat().st_mtime_ns + 10**9))  # copied a second later
+    ingest_pdfs(store, [papers])
+    ids = dict(store.conn.execute("SELECT uri, id FROM sources").fetchall())
+    original.unlink()
+    final = copy.rename(papers / "final.pdf")
+    report = ingest_pdfs(store, [papers])
+    assert (report.moved, report.removed) == (1, 1)
+    assert [tuple(row) for row in store.conn.execute("SELECT uri, id FROM sources")] == [(str(final), ids[str(copy)])]
 
 
 def test_a_moved_or_renamed_pdf_keeps_its_source_id(tmp_path, store):

@@ -74,7 +74,9 @@ def show_history(args: argparse.Namespace) -> int:
     for change in changes:
         row = change.to_dict()
         digest = (change.content_hash or "-")[:12]
-        print(f"{change.seq:>7}  {row['at']}  {change.op:<8} {change.actor:<10} {digest}  {change.reason}".rstrip())
+        path = f"(at {change.target})" if change.target != changes[0].target else ""  # before a move
+        notes = "  ".join(part for part in (change.reason, path) if part)
+        print(f"{change.seq:>7}  {row['at']}  {change.op:<8} {change.actor:<10} {digest}  {notes}".rstrip())
     return 0
 
 

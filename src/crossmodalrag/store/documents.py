@@ -41,27 +41,30 @@ def known_fingerprints(store: Store, uri_prefix: str, source_type: str | None = 
 
 
 def write_document(
-    batch: WriteBatch, doc: Document, digest: str, unless_stored: bool = False
+    batch: WriteBatch, doc: Document, digest: str, unless_stored: bool = False, moved_from: str | None = None
 ) -> tuple[bool | None, int]:
-    """Store one source and its chunks as one all-or-nothing unit; returns (was it new, chunk count).
+    """Store one source and its chunks as one all-or-nothing unit; returns (was it new, chunks written).
     `unless_stored`: nothing is written, and (None, 0) returned, when the source as stored has this
-    fingerprint already (two syncs at once: the one that waited for the other's write finds it done)."""
+    fingerprint already (two syncs at once: the one that waited for the other's write finds it done).
+    `moved_from`: the source was just given this uri (move_document): its chunks whose text is unchanged
+    are kept, with their vectors, and the log says where it came from."""
     chunks = chunk_document(doc)
     metadata = stored_metadata(doc)
     batch.writes(doc.uri)
     with batch.unit() as conn:
-        row = conn.execute("SELECT id, fingerprint FROM sources WHERE uri = ?", (doc.uri,)).fetchone()
+        row = conn.execute("SELECT id, fingerprint, title FROM sources WHERE uri = ?", (doc.uri,)).fetchone()
         if row and unless_stored and row[1] == digest:
             return None, 0
         if row:
             source_id = row[0]
             versioning.before_change(conn, "source", doc.uri)
-            conn.execute("DELETE FROM chunks WHERE source_id = ?", (source_id,))
             conn.execute(
                 "UPDATE sources SET source_type = ?, fingerprint = ?, timestamp = ?, title = ?, metadata = ?,"
                 " ingested_at = ? WHERE id = ?",
                 (doc.source_type, digest, doc.timestamp, doc.title, metadata, time.time(), source_id),
             )
+            keep_same = moved_from is not None and row[2] == doc.title  # the title is in every chunk's index row
+            written, count = _replace_chunks(batch, conn, source_id, doc, chunks, keep_same)
         else:
             source_id = new_source_id(conn)
             inserted = conn.execute(
@@ -70,26 +73,30 @@ def write_document(
                 (source_id, doc.source_type, doc.uri, digest, doc.timestamp, doc.title, metadata, time.time()),
             )
             source_id = source_id or inserted.lastrowid
-        written = _insert_chunks(batch, conn, source_id, doc, chunks, 0)
+            written, count = _insert_chunks(batch, conn, source_id, doc, chunks, 0), len(chunks)
         if versioning.enabled(conn):  # the state just written: the log need not read it back
             state = source_state(doc.uri, doc.source_type, doc.title, doc.timestamp, metadata, digest, written)
-            versioning.changed(conn, "source", doc.uri, state=state, new=row is None)
-    return row is None, len(chunks)
+            reason = f"{versioning.MOVED_FROM}{moved_from}" if moved_from else ""
+            versioning.changed(conn, "source", doc.uri, state=state, new=row is None, reason=reason)
+    return row is None, count
 
 
 def move_document(batch: WriteBatch, old_uri: str, doc: Document, digest: str) -> int | None:
     """Give the stored source at `old_uri` the uri of the file it was renamed to, then rewrite it there
-    (its chunks carry the new locator), in one unit; returns the chunk count, or None when there was
-    nothing to move (the old one is gone or the new uri is taken: the caller writes it as new). The
-    source keeps its id, so a mem://source/<id> citation and the events read from it stay valid."""
+    (its chunks carry the new locator), in one unit; returns the count of chunks written (those whose
+    text changed: the others keep their rows and vectors, a renamed file is not embedded again), or
+    None when there was nothing to move (the old one is gone or the new uri is taken: the caller
+    writes it as new). The source keeps its id, so a mem://source/<id> citation and the events read
+    from it stay valid."""
     batch.writes(old_uri)
     with batch.unit() as conn:
         rows = conn.execute("SELECT uri FROM sources WHERE uri IN (?, ?)", (old_uri, doc.uri)).fetchall()
         if [row[0] for row in rows] != [old_uri]:
             return None
-        with versioning.changing(conn, "source", old_uri):  # the log: deleted there, inserted here
+        # the log: deleted there, inserted here, each record naming the other path (mem history follows it)
+        with versioning.changing(conn, "source", old_uri, reason=f"{versioning.MOVED_TO}{doc.uri}"):
             conn.execute("UPDATE sources SET uri = ? WHERE uri = ?", (doc.uri, old_uri))
-        return write_document(batch, doc, digest)[1]
+        return write_document(batch, doc, digest, moved_from=old_uri)[1]
 
 
 def extend_document(batch: WriteBatch, source_id: int, doc: Document, digest: str, keep: int, chunks: list) -> int:
@@ -117,12 +124,41 @@ def _insert_chunks(
     batch: WriteBatch, conn: sqlite3.Connection, source_id: int, doc: Document, chunks: list, first_index: int
 ) -> list[tuple]:
     """Insert the chunks and defer their index rows; returns their values in CHUNK_COLUMNS order."""
+    values = _chunk_values(doc, chunks, first_index)
+    _insert_values(batch, conn, source_id, doc.title, values)
+    return [value[1:-1] for value in values]  # said_at is derived from the metadata: not in the state
+
+
+def _replace_chunks(
+    batch: WriteBatch, conn: sqlite3.Connection, source_id: int, doc: Document, chunks: list, keep_same: bool
+) -> tuple[list[tuple], int]:
+    """Replace a source's chunks by `chunks`; with `keep_same`, a stored chunk of the same index, text and
+    span keeps its row (its id, vector and index row), only its locator and metadata updated. Returns
+    the values in CHUNK_COLUMNS order and how many chunks were written anew."""
+    values = _chunk_values(doc, chunks, 0)
+    stored = conn.execute(
+        "SELECT id, chunk_index, text, char_start, char_end, modality FROM chunks WHERE source_id = ?", (source_id,)
+    ).fetchall()
+    wanted = {value[0]: (value[1], value[3], value[4], value[6]) for value in values} if keep_same else {}
+    kept = {index: chunk_id for chunk_id, index, *same in stored if wanted.get(index) == tuple(same)}
+    dropped = [(row[0],) for row in stored if row[1] not in kept]
+    if dropped:
+        conn.executemany("DELETE FROM chunks WHERE id = ?", dropped)
+    if kept:
+        conn.executemany(
+            "UPDATE chunks SET locator = ?, metadata = ?, byte_start = ?, byte_end = ?, said_at = ? WHERE id = ?",
+            [(v[2], v[5], v[7], v[8], v[9], kept[v[0]]) for v in values if v[0] in kept],
+        )
+    fresh = [value for value in values if value[0] not in kept]
+    _insert_values(batch, conn, source_id, doc.title, fresh)
+    return [value[1:-1] for value in values], len(fresh)
+
+
+def _chunk_values(doc: Document, chunks: list, first_index: int) -> list[tuple]:
+    """Each chunk's (chunk_index, CHUNK_COLUMNS..., said_at)."""
     spans = utf8_offsets(doc.text, [offset for c in chunks for offset in (c.char_start, c.char_end)])
-    ids = new_chunk_ids(conn, len(chunks))
-    values = [
+    return [
         (
-            ids[i],
-            source_id,
             first_index + i,
             c.text,
             c.locator,
@@ -136,13 +172,21 @@ def _insert_chunks(
         )
         for i, c in enumerate(chunks)
     ]
+
+
+def _insert_values(
+    batch: WriteBatch, conn: sqlite3.Connection, source_id: int, title: str, values: list[tuple]
+) -> None:
+    """Insert chunk rows (as _chunk_values gives them) under new ids and defer their index rows."""
+    if not values:
+        return
+    ids = new_chunk_ids(conn, len(values))
     conn.executemany(
         "INSERT INTO chunks (id, source_id, chunk_index, text, locator, char_start, char_end, metadata, modality,"
         " byte_start, byte_end, said_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        values,
+        [(ids[i], source_id, *value) for i, value in enumerate(values)],
     )
-    batch.collect(index_chunks, [(ids[i], doc.title, c.text) for i, c in enumerate(chunks)])
-    return [value[3:-1] for value in values]  # said_at is derived from the metadata: not in the state
+    batch.collect(index_chunks, [(ids[i], title, value[1]) for i, value in enumerate(values)])
 
 
 def said_at(metadata: dict) -> float | None:

@@ -10,6 +10,8 @@ import importlib
 
 from crossmodalrag.versioning.log import (
     KINDS,
+    MOVED_FROM,
+    MOVED_TO,
     Kind,
     acting,
     before_change,
@@ -36,6 +38,8 @@ from crossmodalrag.versioning.sources import changing_source  # noqa: E402  (reg
 
 __all__ = [
     "KINDS",
+    "MOVED_FROM",
+    "MOVED_TO",
     "Kind",
     "acting",
     "before_change",

@@ -18,7 +18,7 @@ from typing import Any
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import Store
 from crossmodalrag.store.writers import lock_chain, retried_transaction
-from crossmodalrag.versioning.log import KINDS, append, changing, enabled, head, load_state
+from crossmodalrag.versioning.log import KINDS, MOVED_FROM, append, changing, enabled, head, load_state
 
 RECORD_COLUMNS = "seq, at, op, kind, target, actor, content_hash, reason"
 GONE_OPS = ("delete", "forget")
@@ -139,15 +139,29 @@ def _like_escaped(text: str) -> str:
 def source_history(conn: sqlite3.Connection, uri_or_id: str) -> list[Change]:
     """Every recorded version of one source, newest first. Raises CMRAGError if the log never saw it."""
     uri = resolve_source(conn, uri_or_id)
-    rows = conn.execute(
-        f"SELECT {RECORD_COLUMNS} FROM change_log WHERE kind = 'source' AND target = ? ORDER BY seq DESC", (uri,)
-    ).fetchall()
-    if not rows:
+    changes = {change.seq: change for change in _versions_across_moves(conn, uri, None)}
+    if not changes:
         raise CMRAGError(
             f"no recorded history for {uri_or_id!r}",
             "give a source's uri, path or id (see `mem sources`); a commit is <repo>@<sha>, or a unique sha prefix",
         )
-    return [Change(*row) for row in rows]
+    return [changes[seq] for seq in sorted(changes, reverse=True)]
+
+
+def _versions_across_moves(conn: sqlite3.Connection, uri: str, before: int | None) -> list[Change]:
+    """The records of `uri` (those before seq `before`, when given) and, from each move into it (a
+    record saying where it came from), those of its earlier path before the move: a renamed note's
+    history started at the rename. Each step back is to an earlier seq, so a note moved back and
+    forth is followed to its start and no further."""
+    rows = conn.execute(
+        f"SELECT {RECORD_COLUMNS} FROM change_log WHERE kind = 'source' AND target = ? AND seq < ? ORDER BY seq DESC",
+        (uri, before if before is not None else 2**63 - 1),
+    ).fetchall()
+    changes = [Change(*row) for row in rows]
+    for change in list(changes):
+        if change.reason.startswith(MOVED_FROM):
+            changes += _versions_across_moves(conn, change.reason.removeprefix(MOVED_FROM), change.seq)
+    return changes
 
 
 MAX_NAME = 100

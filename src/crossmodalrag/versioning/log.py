@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from crossmodalrag.store.batch import WriteBatch
 
 GENESIS_HASH = "0" * 64
+# The reasons of a move's two records (store/documents.py move_document): `mem history` follows them back.
+MOVED_FROM, MOVED_TO = "moved from ", "moved to "
 GENESIS_BATCH = 10_000  # records written per executemany by the upgrade (bounded memory)
 State = dict[str, Any]
 
