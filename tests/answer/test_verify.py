@@ -258,7 +258,7 @@ def test_a_hedge_denying_what_the_short_answer_answers_is_left_out(retriever, se
 def test_a_hedge_naming_a_longer_form_of_the_questions_words_is_left_out():
     """ "No excerpt directly states the monthly cost of Helios." after "Answer: 29 euros per month [E1]"
     stayed: of the question's words it named only helios and cost, not "month" in "monthly"."""
-    from crossmodalrag.answer.verify import named_in
+    from crossmodalrag.answer.hedges import named_in
 
     asked = content_words("How much does Helios cost per month?")
     hedge = content_words("No excerpt directly states the monthly cost of Helios.")
@@ -963,3 +963,20 @@ def test_chinese_and_japanese_sentences_end_at_full_width_marks() -> None:
     ]
     assert short_answer(answer) == "位于底特律希腊城梦露街441号"
     assert sentences("会議は三時です。[E1][E2]次は四時。") == ["会議は三時です。[E1][E2]", "次は四時。"]
+
+
+def test_a_hedge_denying_the_short_answer_in_other_words_is_left_out(store, settings: Settings, tmp_path):
+    """mem ask "Which database does Helios use?" with qwen2.5-coder-1.5b ended its passed answer with
+    "No excerpt directly states that Helios uses PostgreSQL 16.", shown unchecked: the old rule
+    matched "uses" to "use" by no prefix (a 3-letter word) and kept it."""
+    notes = {"helios-db.md": "# Helios database choice\n\nWe chose PostgreSQL 16 for Helios.\n"}
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "Which database does Helios use?"
+    for hedge in (
+        "No excerpt directly states that Helios uses PostgreSQL 16.",
+        "No excerpt states that Helios uses it.",
+    ):
+        text = f"Answer: PostgreSQL 16 [E1]\nWe chose PostgreSQL 16 for Helios. [E1] {hedge}"
+        answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0, 2.0]))
+        assert answer.text == "Answer: PostgreSQL 16 [E1]\nWe chose PostgreSQL 16 for Helios. [E1]"
+        assert answer.to_dict()["verification"]["claims"][-1]["reason"] == "hedge"
