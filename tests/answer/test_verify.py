@@ -980,3 +980,49 @@ def test_a_hedge_denying_the_short_answer_in_other_words_is_left_out(store, sett
         answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0, 2.0]))
         assert answer.text == "Answer: PostgreSQL 16 [E1]\nWe chose PostgreSQL 16 for Helios. [E1]"
         assert answer.to_dict()["verification"]["claims"][-1]["reason"] == "hedge"
+
+
+def test_a_second_look_adds_only_excerpts_holding_the_sentences_numbers(store, settings: Settings, tmp_path):
+    """mem ask "Wie viel kostet die Miete ...?" with qwen2.5-coder-1.5b: "Answer: 1,850 warm [E1]"
+    failed against the lease's first page, passed beside the three excerpts holding a word of it the
+    page lacks, and cited all three: "1" was that word in "Budget cap €1,700" and "EUR 1,540"."""
+    notes = {
+        "lease.md": "# Lease Altona\n\nResidential lease for the flat in Altona between Hanseatic Homes and me.\n",
+        "moving.md": "# Moving\n\nSigned the lease for the flat in Altona. Rent is €1,850 warm.\n",
+        "search.md": "# Apartment search\n\nLooking at flats in Altona. Budget cap €1,700.\n",
+        "rent.md": "# Lease rent\n\nThe monthly base rent for the flat in Altona is EUR 1,540.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "How much is the rent for the flat in Altona?"
+    ids = evidence_ids(retriever, question)
+    assert len(ids) == 4
+    llm = ScriptedLLM(f"Answer: 1,850 warm [{ids['Lease Altona']}]", margins=[2.0, -3.0, 1.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    claim = answer.to_dict()["verification"]["claims"][0]
+    assert claim["added_citations"] == [ids["Moving"]]
+    assert answer.text == f"Answer: 1,850 warm [{ids['Lease Altona']}][{ids['Moving']}]"
+
+
+def test_a_sentence_attributed_to_one_excerpt_also_cites_those_holding_its_other_numbers_and_names(
+    store, settings: Settings, tmp_path
+):
+    """mem ask "What happened in July 2025?": one sentence named a car sale, an outage and a lease,
+    and was attributed to (and cited only) the outage note."""
+    notes = {
+        "car.md": "---\ndate: 2025-08-01\n---\n# Car\n\nSold the VW Polo in August 2025 for €6,200.\n",
+        "incident.md": "---\ndate: 2025-07-22\n---\n# Incident\n\n"
+        "Outage of 47 minutes on 22 July 2025 caused by a full disk on the Hetzner box.\n",
+        "moving.md": "---\ndate: 2025-07-01\n---\n# Moving\n\nSigned the lease for the flat in Hamburg in July 2025.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "What happened in July 2025?"
+    ids = evidence_ids(retriever, question)
+    text = (
+        "Answer: July 2025 saw an outage of 47 minutes on 22 July 2025 caused by a full disk on the Hetzner box, "
+        "and the sale of the VW Polo."
+    )
+    answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0]))
+    claim = answer.to_dict()["verification"]["claims"][0]
+    assert claim["attributed_to"] == ids["Incident"]
+    assert sorted(claim["judged"]) == sorted([ids["Incident"], ids["Car"]])
+    assert f"[{ids['Car']}]" in answer.text and f"[{ids['Moving']}]" not in answer.text

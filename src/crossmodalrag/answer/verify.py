@@ -21,6 +21,7 @@ from crossmodalrag.answer.attribution import (
     closest_excerpt,
     content_words,
     document_source,
+    excerpts_holding_missing_specifics,
     excerpts_holding_missing_words,
     word_source,
 )
@@ -191,6 +192,14 @@ class Verification:
                     verdict.supported, verdict.reason = False, HEDGE
 
 
+def with_specifics_of(claim: str, question: str, source: Evidence, pool: list[Evidence]) -> list[Evidence]:
+    """The excerpt a claim's words come from and, in prompt order, those holding a number or name of
+    it that one lacks: "What happened in July 2025?" was answered with a car sale, an outage and a
+    lease in one sentence, attributed to (and citing only) the outage note."""
+    extra = excerpts_holding_missing_specifics(claim, question, [source], pool) or []
+    return [item for item in pool if item is source or item in extra]
+
+
 def judge(llm: LLM, prompts: list[list[Message]]) -> list[float]:
     """Yes-minus-no margins, one per prompt: logits where the backend has them, else one word."""
     margins = getattr(llm, "support_margins", None)
@@ -294,8 +303,8 @@ def verify_answer(
         source = word_source(claim, claimed, pool) if judged else None
         if not judged and (names or dated):
             source = document_source(claim, short, claimed_all, pool)
-        if source is not None:
-            verdict.attributed, judged = source.id, [source]
+        if source is not None:  # and the excerpts holding the numbers and names its source lacks
+            verdict.attributed, judged = source.id, with_specifics_of(claim, question, source, pool)
         elif judged and not cited and not short:
             judged = [closest_excerpt(claim, judged)]  # not "any of them": a made-up sentence passed that way
         if not judged:
