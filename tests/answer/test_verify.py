@@ -1026,3 +1026,14 @@ def test_a_sentence_attributed_to_one_excerpt_also_cites_those_holding_its_other
     assert claim["attributed_to"] == ids["Incident"]
     assert sorted(claim["judged"]) == sorted([ids["Incident"], ids["Car"]])
     assert f"[{ids['Car']}]" in answer.text and f"[{ids['Moving']}]" not in answer.text
+
+
+def test_a_copied_evidence_header_without_its_kind_is_no_sentence_of_the_answer(store, settings: Settings, tmp_path):
+    """mem ask with qwen2.5-coder-1.5b: "[E2] (Helios pricing · projects/helios/2025-01-20-helios-pricing.md
+    · 20 January 2025)" was judged as a support sentence, and passed."""
+    notes = {"helios-pricing.md": "---\ndate: 2025-01-20\n---\n# Helios pricing\n\nTeam plan: $30 per seat.\n"}
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    text = "Answer: $30 per seat [E1]\n[E1] (Helios pricing · helios-pricing.md · 20 January 2025)"
+    answer = ask_with_llm(retriever, "What is the Helios team plan price?", settings, llm=ScriptedLLM(text))
+    assert answer.text == "Answer: $30 per seat [E1]"
+    assert len(answer.to_dict()["verification"]["claims"]) == 1  # the short answer alone was judged
