@@ -1037,3 +1037,18 @@ def test_a_copied_evidence_header_without_its_kind_is_no_sentence_of_the_answer(
     answer = ask_with_llm(retriever, "What is the Helios team plan price?", settings, llm=ScriptedLLM(text))
     assert answer.text == "Answer: $30 per seat [E1]"
     assert len(answer.to_dict()["verification"]["claims"]) == 1  # the short answer alone was judged
+
+
+def test_a_full_name_is_one_person_in_the_withheld_message(store, settings: Settings, tmp_path):
+    """mem ask "Did John Millar replace my boiler?" was withheld as "not about John or Millar"."""
+    notes = {
+        "john-millar.md": "# John Millar\n\nJohn Millar is my accountant.\n",
+        "jon-miller.md": "# Jon Miller\n\nJon Miller is the plumber who replaced the boiler.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "Did John Millar replace my boiler?"
+    plumber = evidence_ids(retriever, question)["Jon Miller"]
+    llm = ScriptedLLM(f"Answer: Yes [{plumber}]\nJon Miller replaced the boiler [{plumber}].", margins=[3.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    assert answer.abstained and answer.abstention_reason == "unsupported"
+    assert "is not about John Millar, as the question asks" in answer.text
