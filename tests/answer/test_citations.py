@@ -135,6 +135,27 @@ def test_evidence_headers_copied_into_the_answer_are_removed() -> None:
 
 
 @pytest.mark.parametrize(
+    ("copied", "expected"),
+    [
+        # mem ask with qwen2.5-coder-1.5b: headers copied without their kind, judged and passed as sentences
+        (
+            "Answer: $30 per seat [E2][E3]\n[E2] (Helios pricing · projects/helios/2025-01-20-helios-pricing.md"
+            " · 20 January 2025) [E3] (Switching Helios · projects/helios/db-switch.md · 18 March 2025) Team plan.",
+            "Answer: $30 per seat [E2][E3]\n[E2] [E3] Team plan.",
+        ),
+        ("Rent is due [E1] (lease-altona.pdf · p.2).", "Rent is due [E1]."),
+        ("It was decided. (Helios pricing · 20 January 2025)", "It was decided."),
+        (
+            "The plan [E1] (team · solo · enterprise) costs more.",
+            "The plan [E1] (team · solo · enterprise) costs more.",
+        ),
+    ],
+)
+def test_evidence_headers_copied_without_their_kind_are_removed(copied, expected) -> None:
+    assert validate(copied, evidence()).text == expected
+
+
+@pytest.mark.parametrize(
     ("text", "expected"),
     [
         (

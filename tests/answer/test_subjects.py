@@ -7,6 +7,7 @@ import pytest
 from crossmodalrag.answer.subjects import (
     another_subject,
     excerpts_about,
+    full_names,
     mentions_any,
     named_subjects,
     speaker,
@@ -46,6 +47,19 @@ def turn(body: str, previous: str = "") -> Evidence:
 )
 def test_named_subjects(question, names):
     assert named_subjects(question) == names
+
+
+@pytest.mark.parametrize(
+    "question, names",
+    [
+        ("Did John Millar replace my boiler?", ["john millar"]),
+        ("Did Caroline and Melanie meet in May?", ["caroline", "melanie"]),
+        ("Did Jon Miller's quote beat John Millar's?", ["jon miller", "john millar"]),
+        ("What did I do on Friday?", []),
+    ],
+)
+def test_full_names_keep_a_run_of_names_as_one_person(question, names):
+    assert full_names(question) == names
 
 
 def test_mentions_any_reads_title_and_text_as_word_starts_without_accents():

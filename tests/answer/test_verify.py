@@ -258,7 +258,7 @@ def test_a_hedge_denying_what_the_short_answer_answers_is_left_out(retriever, se
 def test_a_hedge_naming_a_longer_form_of_the_questions_words_is_left_out():
     """ "No excerpt directly states the monthly cost of Helios." after "Answer: 29 euros per month [E1]"
     stayed: of the question's words it named only helios and cost, not "month" in "monthly"."""
-    from crossmodalrag.answer.verify import named_in
+    from crossmodalrag.answer.hedges import named_in
 
     asked = content_words("How much does Helios cost per month?")
     hedge = content_words("No excerpt directly states the monthly cost of Helios.")
@@ -963,3 +963,92 @@ def test_chinese_and_japanese_sentences_end_at_full_width_marks() -> None:
     ]
     assert short_answer(answer) == "位于底特律希腊城梦露街441号"
     assert sentences("会議は三時です。[E1][E2]次は四時。") == ["会議は三時です。[E1][E2]", "次は四時。"]
+
+
+def test_a_hedge_denying_the_short_answer_in_other_words_is_left_out(store, settings: Settings, tmp_path):
+    """mem ask "Which database does Helios use?" with qwen2.5-coder-1.5b ended its passed answer with
+    "No excerpt directly states that Helios uses PostgreSQL 16.", shown unchecked: the old rule
+    matched "uses" to "use" by no prefix (a 3-letter word) and kept it."""
+    notes = {"helios-db.md": "# Helios database choice\n\nWe chose PostgreSQL 16 for Helios.\n"}
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "Which database does Helios use?"
+    for hedge in (
+        "No excerpt directly states that Helios uses PostgreSQL 16.",
+        "No excerpt states that Helios uses it.",
+    ):
+        text = f"Answer: PostgreSQL 16 [E1]\nWe chose PostgreSQL 16 for Helios. [E1] {hedge}"
+        answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0, 2.0]))
+        assert answer.text == "Answer: PostgreSQL 16 [E1]\nWe chose PostgreSQL 16 for Helios. [E1]"
+        assert answer.to_dict()["verification"]["claims"][-1]["reason"] == "hedge"
+
+
+def test_a_second_look_adds_only_excerpts_holding_the_sentences_numbers(store, settings: Settings, tmp_path):
+    """mem ask "Wie viel kostet die Miete ...?" with qwen2.5-coder-1.5b: "Answer: 1,850 warm [E1]"
+    failed against the lease's first page, passed beside the three excerpts holding a word of it the
+    page lacks, and cited all three: "1" was that word in "Budget cap €1,700" and "EUR 1,540"."""
+    notes = {
+        "lease.md": "# Lease Altona\n\nResidential lease for the flat in Altona between Hanseatic Homes and me.\n",
+        "moving.md": "# Moving\n\nSigned the lease for the flat in Altona. Rent is €1,850 warm.\n",
+        "search.md": "# Apartment search\n\nLooking at flats in Altona. Budget cap €1,700.\n",
+        "rent.md": "# Lease rent\n\nThe monthly base rent for the flat in Altona is EUR 1,540.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "How much is the rent for the flat in Altona?"
+    ids = evidence_ids(retriever, question)
+    assert len(ids) == 4
+    llm = ScriptedLLM(f"Answer: 1,850 warm [{ids['Lease Altona']}]", margins=[2.0, -3.0, 1.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    claim = answer.to_dict()["verification"]["claims"][0]
+    assert claim["added_citations"] == [ids["Moving"]]
+    assert answer.text == f"Answer: 1,850 warm [{ids['Lease Altona']}][{ids['Moving']}]"
+
+
+def test_a_sentence_attributed_to_one_excerpt_also_cites_those_holding_its_other_numbers_and_names(
+    store, settings: Settings, tmp_path
+):
+    """mem ask "What happened in July 2025?": one sentence named a car sale, an outage and a lease,
+    and was attributed to (and cited only) the outage note."""
+    notes = {
+        "car.md": "---\ndate: 2025-08-01\n---\n# Car\n\nSold the VW Polo in August 2025 for €6,200.\n",
+        "incident.md": "---\ndate: 2025-07-22\n---\n# Incident\n\n"
+        "Outage of 47 minutes on 22 July 2025 caused by a full disk on the Hetzner box.\n",
+        "moving.md": "---\ndate: 2025-07-01\n---\n# Moving\n\nSigned the lease for the flat in Hamburg in July 2025.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "What happened in July 2025?"
+    ids = evidence_ids(retriever, question)
+    text = (
+        "Answer: July 2025 saw an outage of 47 minutes on 22 July 2025 caused by a full disk on the Hetzner box, "
+        "and the sale of the VW Polo."
+    )
+    answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0]))
+    claim = answer.to_dict()["verification"]["claims"][0]
+    assert claim["attributed_to"] == ids["Incident"]
+    assert sorted(claim["judged"]) == sorted([ids["Incident"], ids["Car"]])
+    assert f"[{ids['Car']}]" in answer.text and f"[{ids['Moving']}]" not in answer.text
+
+
+def test_a_copied_evidence_header_without_its_kind_is_no_sentence_of_the_answer(store, settings: Settings, tmp_path):
+    """mem ask with qwen2.5-coder-1.5b: "[E2] (Helios pricing · projects/helios/2025-01-20-helios-pricing.md
+    · 20 January 2025)" was judged as a support sentence, and passed."""
+    notes = {"helios-pricing.md": "---\ndate: 2025-01-20\n---\n# Helios pricing\n\nTeam plan: $30 per seat.\n"}
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    text = "Answer: $30 per seat [E1]\n[E1] (Helios pricing · helios-pricing.md · 20 January 2025)"
+    answer = ask_with_llm(retriever, "What is the Helios team plan price?", settings, llm=ScriptedLLM(text))
+    assert answer.text == "Answer: $30 per seat [E1]"
+    assert len(answer.to_dict()["verification"]["claims"]) == 1  # the short answer alone was judged
+
+
+def test_a_full_name_is_one_person_in_the_withheld_message(store, settings: Settings, tmp_path):
+    """mem ask "Did John Millar replace my boiler?" was withheld as "not about John or Millar"."""
+    notes = {
+        "john-millar.md": "# John Millar\n\nJohn Millar is my accountant.\n",
+        "jon-miller.md": "# Jon Miller\n\nJon Miller is the plumber who replaced the boiler.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "Did John Millar replace my boiler?"
+    plumber = evidence_ids(retriever, question)["Jon Miller"]
+    llm = ScriptedLLM(f"Answer: Yes [{plumber}]\nJon Miller replaced the boiler [{plumber}].", margins=[3.0])
+    answer = ask_with_llm(retriever, question, settings, llm=llm)
+    assert answer.abstained and answer.abstention_reason == "unsupported"
+    assert "is not about John Millar, as the question asks" in answer.text

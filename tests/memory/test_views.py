@@ -15,7 +15,7 @@ from crossmodalrag.memory import usage
 from crossmodalrag.memory.distill import distill_view, stand_ins
 from crossmodalrag.memory.drift import concept_drift, sparkline
 from crossmodalrag.memory.forgetting import forgetting
-from crossmodalrag.memory.recall import recall_cards
+from crossmodalrag.memory.recall import llm_card, recall_cards
 from crossmodalrag.memory.retrieve import LevelRetriever, at_level, with_nodes
 from crossmodalrag.memory_views import MemoryNotBuilt
 from crossmodalrag.types import Document
@@ -182,6 +182,39 @@ def test_recall_cards_are_cached_per_node_and_cite_real_text(memory) -> None:
     unsupported = ScriptedExtractor({"question": "What improved?", "answer": "Performance and errors.", "evidence": 1})
     unsupported.margins = [-3.0, -3.0]  # the excerpt does not say it: the template card stands
     assert recall_cards(memory, "event", top=2, llm=unsupported, regenerate=True) == cards
+
+
+HIKE = 'Went hiking near the lake; started reading "Designing Data-Intensive Applications". #reading'
+
+
+def test_a_model_card_answer_loses_the_punctuation_it_opens_with() -> None:
+    """qwen2.5-coder-1.5b's card answered ", went hiking near the lake; started reading ..."."""
+    card = {"question": "What did I do near the lake?", "answer": ", went hiking near the lake.", "evidence": 1}
+    made = llm_card(ScriptedExtractor(card), {"evidence": [{"excerpt": HIKE}]})
+    assert made is not None and made["answer"] == "went hiking near the lake."
+
+
+@pytest.mark.parametrize(
+    "excerpt, question, answer",
+    [
+        # nothing beyond the question's words
+        (
+            "Docs: README — 日本語",
+            "What does the README file for the project say?",
+            "It is a README file for the project.",
+        ),
+        # words of no excerpt: the turn says the request was interrupted
+        (
+            "user: [Request interrupted by user for tool use]",
+            "What error did you encounter while running the server?",
+            "The error occurred while running the server.",
+        ),
+    ],
+)
+def test_a_model_card_whose_answer_says_nothing_of_its_excerpt_is_not_kept(excerpt, question, answer) -> None:
+    """The judge passed these cards of qwen2.5-coder-1.5b; the template card stands instead."""
+    model = ScriptedExtractor({"question": question, "answer": answer, "evidence": 1})
+    assert llm_card(model, {"evidence": [{"excerpt": excerpt}]}) is None
 
 
 def test_drift_windows_flag_relearning_and_draw_a_sparkline() -> None:

@@ -21,6 +21,8 @@ MISCITED_SHARE = 0.3
 SOURCE_SHARE = 0.6
 _WORD = re.compile(r"\w{3,}")
 _ANY_WORD = re.compile(r"\w+")
+_INNER_WORD = re.compile(r"(?<=[^\s.!?:;\[(\-])\s+([^\W\d_]+)\b")  # a word after another word, not at a sentence start
+_NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*")  # "€1,850" is 1,850; "E1" holds no number
 
 
 def excerpts_holding_missing_words(
@@ -29,10 +31,36 @@ def excerpts_holding_missing_words(
     """The excerpts of `pool` beyond `judged` that hold a content word of `claim` none of `judged`
     holds, the question's own words aside: retrieval found every excerpt by them, so holding one says
     nothing of where the claim comes from ("Fly.io is the hosting platform used for Helios." was
-    judged beside, and cited, every note naming Helios, an office move among them)."""
+    judged beside, and cited, every note naming Helios, an office move among them). When what is
+    missing includes a number or a name (`specific_words`), only excerpts holding one of those: the
+    topic words of a claim are in many excerpts, its figures in the one it comes from ("1,850 warm"
+    was judged beside, and cited, "Budget cap €1,700" and "base rent EUR 1,540", which hold "1")."""
+    specific = excerpts_holding_missing_specifics(claim, question, judged, pool)
+    if specific is not None:
+        return specific
     held = set().union(*(content_words(body_of(item)) for item in judged))
     missing = content_words(claim) - held - content_words(question)
     return [item for item in pool if item not in judged and missing & content_words(body_of(item))] if missing else []
+
+
+def excerpts_holding_missing_specifics(
+    claim: str, question: str, judged: list[Evidence], pool: list[Evidence]
+) -> list[Evidence] | None:
+    """The excerpts of `pool` beyond `judged` that hold a number or name of `claim` that none of
+    `judged` nor the question holds; None when there is no such number or name."""
+    held = set().union(*(specific_words(body_of(item)) for item in judged))
+    missing = specific_words(claim) - held - specific_words(question) - content_words(question)
+    if not missing:
+        return None
+    return [item for item in pool if item not in judged and missing & specific_words(body_of(item))]
+
+
+def specific_words(text: str) -> set[str]:
+    """The numbers ("1,850" whole, not "1" and "850") and the words capitalised inside a sentence
+    (not opening it, where any word is), lowercase, function words aside: what a claim names,
+    beside what it is about."""
+    names = {match.group(1).lower() for match in _INNER_WORD.finditer(text) if match.group(1)[0].isupper()}
+    return set(_NUMBER.findall(text)) | (names - stopwords_for(sorted(names)))
 
 
 def word_source(claim: str, claimed: list[Evidence], pool: list[Evidence]) -> Evidence | None:

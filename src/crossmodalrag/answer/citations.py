@@ -209,6 +209,11 @@ def states_absence(sentence: str) -> bool:
     return bool(_REFUSAL.search(sentence))
 
 
+def without_absence(sentence: str) -> str:
+    """The sentence without the words saying the evidence lacks something: what it says is missing."""
+    return _REFUSAL.sub(" ", sentence)
+
+
 def strip_marker(text: str) -> str:
     """The answer without a stray marker (a model may append it to a partial answer)."""
     return _MARKER.sub("", text).replace(INSUFFICIENT, "").strip()

@@ -101,8 +101,20 @@ def answer_header(item: Evidence, english: bool = True) -> str:
 
 # An evidence header the model copied into its answer ("(conversation · Caroline & Melanie · session 18
 # (6:55 pm on 20 October, 2023) · D18:1)"). The [E#] before it stays: it may be the answer's only
-# citation, and without one the short answer would be judged against every excerpt.
-HEADER_COPY = re.compile(r"\((?:note|commit|pdf|image|conversation|memory) · (?:[^()\n]|\([^()\n]*\))*\)[ \t]*")
+# citation, and without one the short answer would be judged against every excerpt. The model also
+# drops the kind ("[E2] (Helios pricing · projects/helios/2025-01-20-helios-pricing.md · 20 January
+# 2025)", judged and passed as a sentence): without it, a header is parts after a citation, one of
+# them a path or page, or parts ending in a header's date; "(in the vault · not a header)" is neither.
+_PART = r"(?:[^()\n·]|\([^()\n]*\))+"
+_LOCATOR = r"[^)\n]*(?:/|\w\.[a-z]{1,5}\b|\bp\.\s?\d)"  # a path, a file name, a page
+_HEADER_DATE = (
+    r"\d{1,2} (?:January|February|March|April|May|June|July|August|September|October|November|December) \d{4}"
+)
+HEADER_COPY = re.compile(
+    r"\((?:note|commit|pdf|image|conversation|memory) · (?:[^()\n]|\([^()\n]*\))*\)[ \t]*"
+    rf"|(?<=\])[ \t]*\((?={_LOCATOR}){_PART}(?: · {_PART})+\)"
+    rf"|\({_PART}(?: · {_PART})* · (?:written )?{_HEADER_DATE}\)[ \t]*"
+)
 
 
 def human_date(timestamp: float) -> str:

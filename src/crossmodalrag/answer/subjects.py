@@ -37,18 +37,32 @@ MIN_REPEATED_WORDS = 2
 def named_subjects(question: str) -> list[str]:
     """Capitalised words inside the question that look like names (lowercased), first one skipped
     since any sentence starts with a capital. Empty for German, which capitalises every noun."""
+    return list(dict.fromkeys(match.group(1).lower() for match in _name_matches(question)))
+
+
+def full_names(question: str) -> list[str]:
+    """The names of `named_subjects` with the names right after them, each run one person ("john
+    millar"): what a message names, where "John or Millar" would be two people."""
+    runs: list[list[re.Match[str]]] = []
+    for match in _name_matches(question):
+        if runs and not question[runs[-1][-1].end() : match.start()].strip():
+            runs[-1].append(match)
+        else:
+            runs.append([match])
+    return list(dict.fromkeys(" ".join(m.group(1).lower() for m in run) for run in runs))
+
+
+def _name_matches(question: str) -> Iterable[re.Match[str]]:
     words = [w.lower() for w in _WORD.findall(question)]
     if guess_language(words) == "de":
-        return []
-    names = []
+        return
     for match in _CAPITALISED.finditer(question):
         before = question[: match.start()].rstrip()
         if not before or before[-1] in ".!?:;\"'(":
             continue  # the first word of a sentence
         name = match.group(1).lower()
         if name not in ANY_LANGUAGE and name not in CALENDAR:
-            names.append(name)
-    return list(dict.fromkeys(names))
+            yield match
 
 
 def excerpts_about(items: list[Evidence], names: list[str], evidence: list[Evidence]) -> list[Evidence]:

@@ -16,7 +16,7 @@ from crossmodalrag.answer.forms import UNDECIDED, is_statement
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.parts import dated_text, short_answer, split_answer
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, echoes_instructions
-from crossmodalrag.answer.subjects import named_subjects, subject_share
+from crossmodalrag.answer.subjects import full_names, named_subjects, subject_share
 from crossmodalrag.answer.verify import (
     MAX_CHECKS,
     NOT_ABOUT,
@@ -306,7 +306,7 @@ def _unsupported_text(verification: Verification, question: str) -> str:
         )
     names = named_subjects(question)
     if names and verification.dropped and all(v.reason in NOT_ABOUT for v in verification.dropped):
-        named = " or ".join(name.title() for name in names)
+        named = " or ".join(name.title() for name in full_names(question))  # "John Millar", not "John or Millar"
         return (
             f"No answer: the evidence the language model's answer rests on is not about {named}, as the "
             "question asks (another person's words, or about something else), so it is withheld."

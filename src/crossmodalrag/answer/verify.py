@@ -21,12 +21,14 @@ from crossmodalrag.answer.attribution import (
     closest_excerpt,
     content_words,
     document_source,
+    excerpts_holding_missing_specifics,
     excerpts_holding_missing_words,
     word_source,
 )
 from crossmodalrag.answer.citations import CITATION, states_absence
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.forms import query_form
+from crossmodalrag.answer.hedges import about_the_question, names_the_answer
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, has_tags, split_answer
 from crossmodalrag.answer.premise import in_conversations, presupposes, unmentioned_words
@@ -46,8 +48,7 @@ REPLY_MARGIN = 10.0
 MAX_CHECKS = 5  # an answer is a short answer and at most three support sentences
 REPEATED = "repeated"  # a Verdict.reason: said already by an earlier sentence of the answer
 UNCITED = "uncited"  # a Verdict.reason: passed, but nothing it could cite (Verification.leave_out_uncited)
-HEDGE = "hedge"  # a Verdict.reason: it says the evidence lacks what the question asks, after a short answer that passed
-HEDGE_SHARE = 0.5  # ... naming at least this share of the question's content words
+HEDGE = "hedge"  # a Verdict.reason: it says the evidence lacks what the question asks or the answer, which passed
 LEFT_OUT = (REPEATED, UNCITED, HEDGE)  # left out of the answer, not failed
 RESTATES = "restates_question"  # a Verdict.reason: a short answer of nothing but the question's words
 PREMISE = "premise_missing"  # a Verdict.reason: its excerpts never speak of a word the question takes as given
@@ -174,23 +175,29 @@ class Verification:
                     verdict.supported, verdict.reason, kept = False, UNCITED, kept - 1
 
     def leave_out_hedges(self, question: str) -> None:
-        """Leave out a support sentence saying the evidence lacks what the question asks once the short
-        answer passed: "Answer: 7 May 2023 [E1]" went on "No excerpt directly states when Caroline went
-        to the support group." (13 of 100 LoCoMo answers hedged so), contradicting the answer before it.
-        One saying what else is missing ("it does not say when", to a question why) stays."""
-        asked = content_words(question)
-        if not asked or not any(v.short and v.supported for v in self.verdicts):
+        """Leave out a support sentence saying the evidence lacks what the question asks, or the short
+        answer itself, once the short answer passed (answer/hedges.py): "Answer: 7 May 2023 [E1]" went
+        on "No excerpt directly states when Caroline went to the support group." (13 of 100 LoCoMo
+        answers hedged so), "Answer: PostgreSQL 16 [E1]" on "No excerpt directly states that Helios
+        uses PostgreSQL 16.", contradicting the answer before them. One saying what else is missing
+        ("it does not say when", to a question why) stays."""
+        short = next((v for v in self.verdicts if v.short and v.supported), None)
+        if short is None:
             return
+        short_claim = CITATION.sub("", ANSWER_LINE.sub("", short.sentence))
         for verdict in self.verdicts:
             if not verdict.short and verdict.supported and states_absence(verdict.sentence):
-                if len(named_in(asked, content_words(verdict.sentence))) >= HEDGE_SHARE * len(asked):
+                hedge = verdict.sentence
+                if about_the_question(hedge, question) or names_the_answer(hedge, short_claim):
                     verdict.supported, verdict.reason = False, HEDGE
 
 
-def named_in(asked: set[str], words: set[str]) -> set[str]:
-    """The question's words a sentence names, a longer form of one included ("monthly" names "month"
-    of "How much does Helios cost per month?"): exact words alone left that hedge in the answer."""
-    return {word for word in asked if word in words or (len(word) >= 4 and any(w.startswith(word) for w in words))}
+def with_specifics_of(claim: str, question: str, source: Evidence, pool: list[Evidence]) -> list[Evidence]:
+    """The excerpt a claim's words come from and, in prompt order, those holding a number or name of
+    it that one lacks: "What happened in July 2025?" was answered with a car sale, an outage and a
+    lease in one sentence, attributed to (and citing only) the outage note."""
+    extra = excerpts_holding_missing_specifics(claim, question, [source], pool) or []
+    return [item for item in pool if item is source or item in extra]
 
 
 def judge(llm: LLM, prompts: list[list[Message]]) -> list[float]:
@@ -296,8 +303,8 @@ def verify_answer(
         source = word_source(claim, claimed, pool) if judged else None
         if not judged and (names or dated):
             source = document_source(claim, short, claimed_all, pool)
-        if source is not None:
-            verdict.attributed, judged = source.id, [source]
+        if source is not None:  # and the excerpts holding the numbers and names its source lacks
+            verdict.attributed, judged = source.id, with_specifics_of(claim, question, source, pool)
         elif judged and not cited and not short:
             judged = [closest_excerpt(claim, judged)]  # not "any of them": a made-up sentence passed that way
         if not judged:

@@ -3,8 +3,8 @@
 Cards are made for the nodes most at risk of being forgotten, cached per node fingerprint (a card
 is made again only when its node changed, or with --regenerate; a regenerate without a model keeps
 a model's card of an unchanged node: a template card would only be worse). The model writes them when one
-answers and cites a real excerpt; otherwise a template card asks about the node and answers with
-the first sentence of its best evidence: real text, never a paraphrase.
+answers and cites a real excerpt that holds words of its answer (`draws_on`); otherwise a template card
+asks about the node and answers with the first sentence of its best evidence: real text, never a paraphrase.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ EXCERPTS = 3
 SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 LIST_NUMBER = re.compile(r"(?:^|\s)\d{1,3}\.$")  # "1." opening a list item, not the end of a sentence
 PARAGRAPH = re.compile(r"\n\s*\n")
+ANSWER_LEAD = re.compile(r"^[\s,;:.!?)\]}\-\u2013\u2014]+")  # what no answer opens with
 SHARED_WORDS = 0.6  # a template question naming this share of its answer's words gives the answer away
 CARD_SCHEMA = {
     "type": "object",
@@ -90,7 +91,10 @@ def llm_card(llm: "LLM", node: dict[str, Any], min_margin: float = Settings.veri
         question, answer = " ".join(str(data["question"]).split()), " ".join(str(data["answer"]).split())
     except (LLMError, ValueError, KeyError, IndexError, TypeError):
         return None
+    answer = ANSWER_LEAD.sub("", answer)  # ", went hiking near the lake; ..." began mid-sentence
     if not (8 <= len(question) <= 160 and 3 <= len(answer) <= 220) or int(data["evidence"]) < 1:
+        return None
+    if not draws_on(cited["excerpt"], answer, question):
         return None
     try:
         claim = support_messages(f"[E1] {cited['excerpt']}", f'The answer to "{question}" is: {answer}')
@@ -99,6 +103,19 @@ def llm_card(llm: "LLM", node: dict[str, Any], min_margin: float = Settings.veri
     except LLMError:
         return None
     return {"question": question, "answer": answer, "cited": [cited], "generator": f"{llm.provider}/{llm.model}"}
+
+
+def draws_on(excerpt: str, answer: str, question: str) -> bool:
+    """Whether the answer says something beyond its question that the excerpt says: some of its own
+    words (by stem, as the index matches them) are the excerpt's. The model's cards answered "What
+    does the README file say?" with "It is a README file ...", and with words of no excerpt ("The
+    error occurred while ..." to a turn saying "[Request interrupted by user for tool use]")."""
+    from crossmodalrag.answer.attribution import content_words
+    from crossmodalrag.answer.hedges import named_in
+
+    said = content_words(answer)
+    own = said - named_in(said, content_words(question))
+    return bool(named_in(own, content_words(excerpt)))
 
 
 def recall_cards(
