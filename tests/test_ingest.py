@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -199,6 +200,44 @@ def test_a_copied_note_is_added_and_its_original_kept(store: Store, vault: Path)
     write_note(vault, "copy.md", NOTES["alpha.md"])
     report = ingest_notes(store, [vault])
     assert (report.added, report.moved, report.removed) == (1, 0, 0)
+
+
+def settle(note: Path, ns: int | None = None) -> None:
+    """Date the note's last write an hour ago (or at `ns`): written moments ago, its stamp is unsettled."""
+    ns = ns if ns is not None else time.time_ns() - 3600 * 10**9
+    os.utime(note, ns=(ns, ns))
+
+
+def test_an_unchanged_note_file_is_not_read_again(store: Store, vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save under `mem sync --watch` re-synced the vault, re-parsing every note of it."""
+    for note in vault.rglob("*.md"):
+        settle(note)
+    reads: list[str] = []
+    real_read = notes_module.read_note
+    monkeypatch.setattr(notes_module, "read_note", lambda root, path: reads.append(path.name) or real_read(root, path))
+    ingest_notes(store, [vault])
+    reads.clear()
+    assert ingest_notes(store, [vault]).unchanged == 3 and reads == []
+    write_note(vault, "alpha.md", "# Alpha\n\nThe zebrafish swims upstream.\n")
+    report = ingest_notes(store, [vault])
+    assert (report.updated, report.unchanged, reads) == (1, 2, ["alpha.md"])
+    assert searched_uris(store, "zebrafish") == {uri(vault, "alpha.md")}
+
+
+def test_a_note_rewritten_within_its_stamps_granularity_is_read_again(
+    store: Store, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same size, same mtime (one tick of a coarse clock, a FAT or network share): only the bytes differ."""
+    monkeypatch.setattr("crossmodalrag.ingest.UNSETTLED_SECONDS", 10**9)  # every write counts as moments ago
+    alpha = write_note(vault, "alpha.md", "# Alpha\n\nThe aardvark eats ants.\n")
+    written = alpha.stat().st_mtime_ns
+    ingest_notes(store, [vault])
+    write_note(vault, "alpha.md", "# Alpha\n\nThe anteater eats ants.\n")
+    settle(alpha, written)
+    assert alpha.stat().st_size == len("# Alpha\n\nThe aardvark eats ants.\n")
+    report = ingest_notes(store, [vault])
+    assert (report.updated, report.unchanged) == (1, 2)
+    assert searched_uris(store, "anteater") == {uri(vault, "alpha.md")}
 
 
 def test_an_editors_atomic_save_is_an_update(store: Store, vault: Path) -> None:

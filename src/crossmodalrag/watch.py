@@ -2,8 +2,9 @@
 
 Filesystem events (watchdog) only mark a root as changed; the loop applies a root's changes once
 its events have been quiet for `debounce` seconds, so an editor's burst of writes is one re-sync.
-Notes and git repositories re-sync their whole root (fingerprints make that cheap); PDFs and
-images re-read only the changed files, because reading them again means OCR. A root that
+Notes and git repositories re-sync their whole root (file stamps and fingerprints make that cheap:
+an unchanged note is not read again); PDFs and images re-read only the changed files, because
+reading them again means OCR. A root that
 disappears is reported once and its memory kept; it is re-armed and re-synced when it returns.
 """
 
@@ -385,7 +386,8 @@ class Watcher:
                 add_report(
                     report, run_ingest(self.store, self.settings, target.connector, [target.root], self.max_commits)
                 )
-                self._follow_links(target)  # a link added or removed since
+                if _links_may_have_changed(paths):
+                    self._follow_links(target)  # a link added or removed since
         except CMRAGError as error:
             report.failures.append(str(error))
         except sqlite3.OperationalError as error:
@@ -402,6 +404,12 @@ class Watcher:
             add_report(report, run_ingest(self.store, self.settings, target.connector, present))
         stale = [uri for path in paths if not path.exists() for uri in _stored_at_or_under(self.store, path)]
         report.removed += ingest.remove_sources(self.store, stale) if stale else 0
+
+
+def _links_may_have_changed(paths: set[Path]) -> bool:
+    """Could these changes alter where the vault's symbolic links lead? Only a link, a folder or a
+    path gone can: a plain save, the common case, need not walk the whole vault again for its links."""
+    return any(path.is_symlink() or not path.is_file() for path in paths)
 
 
 _POLLING_NOTE = (
