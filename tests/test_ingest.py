@@ -299,12 +299,21 @@ def test_a_note_of_only_a_date_line_is_empty_and_with_frontmatter_its_frontmatte
     assert rows[0] == 1
 
 
-def test_a_note_emptied_after_it_was_stored_leaves_the_memory(store: Store, vault: Path) -> None:
+def test_a_note_emptied_after_it_was_stored_keeps_its_stored_version_and_id(store: Store, vault: Path) -> None:
+    """An editor truncates, then writes: a sync in between removed the note, which came back under a new id."""
     ingest_notes(store, [vault])
+    before = sources(store)
     write_note(vault, "alpha.md", "")
     report = ingest_notes(store, [vault])
-    assert (report.empty, report.removed, report.failures) == (1, 1, [])
-    assert uri(vault, "alpha.md") not in sources(store)
+    assert (report.empty, report.removed, report.failures) == (1, 0, [])
+    assert report.notices == [
+        f"{uri(vault, 'alpha.md')}: empty now: kept as stored (hint: delete the file to remove it)"
+    ]
+    assert searched_uris(store, "aardvark") == {uri(vault, "alpha.md")}
+    write_note(vault, "alpha.md", NOTES["alpha.md"])
+    assert ingest_notes(store, [vault]).unchanged == 3 and sources(store) == before
+    (vault / "alpha.md").unlink()
+    assert ingest_notes(store, [vault]).removed == 1
 
 
 def test_an_emptied_vault_is_not_read_as_every_note_deleted(store: Store, vault: Path) -> None:
@@ -329,11 +338,10 @@ def test_the_mass_delete_refusal_names_why_the_notes_would_go(store: Store, tmp_
     (failure,) = ingest_notes(store, [root], include=["a/**"]).failures
     assert "3 of its 4 stored sources are filtered out by the include/exclude rules" in failure
     assert "gone from disk" not in failure and "the patterns select less than you meant" in failure
-    write_note(root, "b/n0.md", "")
-    write_note(root, "b/n1.md", "  \n")
+    (root / "b" / "n1.md").unlink()
     (root / "b" / "n2.md").unlink()
-    (failure,) = ingest_notes(store, [root]).failures
-    assert "3 of its 4 stored sources would leave the memory (2 now empty, 1 gone from disk)" in failure
+    (failure,) = ingest_notes(store, [root], exclude=["b/n0.md"]).failures
+    assert "would leave the memory (1 filtered out by the include/exclude rules, 2 gone from disk)" in failure
     assert "unmounted drive" in failure and "--allow-mass-delete" in failure
 
 

@@ -40,7 +40,7 @@ class IngestReport:
     unchanged: int = 0
     removed: int = 0
     moved: int = 0  # stored sources whose file was renamed or moved: they kept their id (see Moves)
-    empty: int = 0  # skipped, having nothing to store (an empty note): neither stored nor a failure
+    empty: int = 0  # skipped, having nothing to store (an empty note): not a failure; one stored before is kept
     chunks: int = 0
     failures: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # stored, but something is worth knowing
@@ -90,7 +90,9 @@ class Failure:
 
 @dataclass
 class Skipped:
-    """A file with nothing to remember (an empty note): counted, not a failure, and not kept."""
+    """A file with nothing to remember (an empty note): counted, not a failure, and not stored. A note
+    stored before keeps its stored version, as one that fails to read does: caught between an
+    editor's truncate and write, it was removed and came back under a new source id."""
 
     uri: str
 
@@ -135,8 +137,11 @@ def _ingest_one(
     seen: set[str],
     moves: vaults.Moves | FileMoves | None = None,
 ) -> None:
-    if isinstance(item, Skipped):  # not seen: a note emptied since it was stored leaves the memory
+    if isinstance(item, Skipped):
         report.empty += 1
+        if item.uri in known:  # seen, so kept: an editor truncates a note before writing it out again
+            seen.add(item.uri)
+            report.notices.append(f"{item.uri}: empty now: kept as stored (hint: delete the file to remove it)")
         return
     seen.add(item.uri)
     if isinstance(item, Failure):
