@@ -286,12 +286,15 @@ class Watcher:
         self._apply_all(self.pending.take(0, 0))
 
     def _apply_all(self, taken: dict[Target, set[Path]]) -> None:
-        """Apply each target's changes; on Ctrl-C, those not applied go back to pending first."""
+        """Apply each target's changes; on Ctrl-C, those not applied go back to pending first (those
+        stored are applied, though a Ctrl-C during the notice, embedding their chunks, stops that)."""
         remaining = dict(taken)
         try:
             for target, paths in taken.items():
-                self._apply(target, paths)
+                event = self._apply(target, paths)
                 del remaining[target]
+                if event is not None:
+                    self.notify(event)
         except KeyboardInterrupt:
             for target, paths in remaining.items():
                 self.pending.add(target, list(paths))
@@ -374,10 +377,11 @@ class Watcher:
                 if self._arm(target):
                     self.pending.add(target, [target.root])  # changes on the replaced folder went unseen
 
-    def _apply(self, target: Target, paths: set[Path]) -> None:
+    def _apply(self, target: Target, paths: set[Path]) -> WatchEvent | None:
+        """Apply target's changes; returns the event to notify, or None if the root is gone."""
         if not target.present():
             self._lost(target)
-            return
+            return None
         report = IngestReport()
         try:
             if target.connector in ("pdf", "image"):
@@ -395,7 +399,7 @@ class Watcher:
                 raise
             report.failures.append(f"the database stayed locked: {error} (hint: will retry shortly)")
             self.pending.add(target, list(paths))
-        self.notify(WatchEvent("synced", target.connector, target.root, report))
+        return WatchEvent("synced", target.connector, target.root, report)
 
     def _apply_files(self, target: Target, paths: set[Path], report: IngestReport) -> None:
         """Re-read the changed files (and folders) that exist; forget those that are gone."""
