@@ -323,6 +323,7 @@ def test_a_second_ctrl_c_while_embedding_says_the_changes_are_stored_not_that_th
 
     monkeypatch.setattr(watch_module.Watcher, "run", saved_then_interrupted)
     monkeypatch.setattr(sync_cli.WatchLines, "embed", embedding_interrupted)
+    monkeypatch.setattr(watch_module.Watcher, "_arm", lambda self, target: True)  # no observer re-adding late.md
     monkeypatch.setattr("crossmodalrag.index.embeddings.has_unembedded", lambda store: True)
     monkeypatch.setenv("OBSIDIAN_VAULT_PATH_1", str(vault))
     assert main(["sync", "--watch"]) == 0
