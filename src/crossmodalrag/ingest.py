@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Callable, Iterable, Iterator
 
 from crossmodalrag import vaults, versioning
@@ -450,10 +451,13 @@ def _read_changed(
 
 
 def _stat(path: Path) -> os.stat_result | None:
+    """The file's stat if it is a regular file: hashing a FIFO named `.md` would block forever, and a
+    device would never end (the reader refuses both, with an error)."""
     try:
-        return path.stat()
+        stat = path.stat()
     except OSError:  # reading it says why
         return None
+    return stat if S_ISREG(stat.st_mode) else None
 
 
 def _unsettled(stat: os.stat_result) -> bool:
