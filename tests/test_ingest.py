@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -267,6 +268,44 @@ def test_a_copied_note_is_added_and_its_original_kept(store: Store, vault: Path)
     assert (report.added, report.moved, report.removed) == (1, 0, 0)
 
 
+def settle(note: Path, ns: int | None = None) -> None:
+    """Date the note's last write an hour ago (or at `ns`): written moments ago, its stamp is unsettled."""
+    ns = ns if ns is not None else time.time_ns() - 3600 * 10**9
+    os.utime(note, ns=(ns, ns))
+
+
+def test_an_unchanged_note_file_is_not_read_again(store: Store, vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save under `mem sync --watch` re-synced the vault, re-parsing every note of it."""
+    for note in vault.rglob("*.md"):
+        settle(note)
+    reads: list[str] = []
+    real_read = notes_module.read_note
+    monkeypatch.setattr(notes_module, "read_note", lambda root, path: reads.append(path.name) or real_read(root, path))
+    ingest_notes(store, [vault])
+    reads.clear()
+    assert ingest_notes(store, [vault]).unchanged == 3 and reads == []
+    write_note(vault, "alpha.md", "# Alpha\n\nThe zebrafish swims upstream.\n")
+    report = ingest_notes(store, [vault])
+    assert (report.updated, report.unchanged, reads) == (1, 2, ["alpha.md"])
+    assert searched_uris(store, "zebrafish") == {uri(vault, "alpha.md")}
+
+
+def test_a_note_rewritten_within_its_stamps_granularity_is_read_again(
+    store: Store, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same size, same mtime (one tick of a coarse clock, a FAT or network share): only the bytes differ."""
+    monkeypatch.setattr("crossmodalrag.ingest.UNSETTLED_SECONDS", 10**9)  # every write counts as moments ago
+    alpha = write_note(vault, "alpha.md", "# Alpha\n\nThe aardvark eats ants.\n")
+    written = alpha.stat().st_mtime_ns
+    ingest_notes(store, [vault])
+    write_note(vault, "alpha.md", "# Alpha\n\nThe anteater eats ants.\n")
+    settle(alpha, written)
+    assert alpha.stat().st_size == len("# Alpha\n\nThe aardvark eats ants.\n")
+    report = ingest_notes(store, [vault])
+    assert (report.updated, report.unchanged) == (1, 2)
+    assert searched_uris(store, "anteater") == {uri(vault, "alpha.md")}
+
+
 def test_an_editors_atomic_save_is_an_update(store: Store, vault: Path) -> None:
     """Editors write a hidden temp file and rename it over the note: same source, no orphan."""
     ingest_notes(store, [vault])
@@ -326,12 +365,21 @@ def test_a_note_of_only_a_date_line_is_empty_and_with_frontmatter_its_frontmatte
     assert rows[0] == 1
 
 
-def test_a_note_emptied_after_it_was_stored_leaves_the_memory(store: Store, vault: Path) -> None:
+def test_a_note_emptied_after_it_was_stored_keeps_its_stored_version_and_id(store: Store, vault: Path) -> None:
+    """An editor truncates, then writes: a sync in between removed the note, which came back under a new id."""
     ingest_notes(store, [vault])
+    before = sources(store)
     write_note(vault, "alpha.md", "")
     report = ingest_notes(store, [vault])
-    assert (report.empty, report.removed, report.failures) == (1, 1, [])
-    assert uri(vault, "alpha.md") not in sources(store)
+    assert (report.empty, report.removed, report.failures) == (1, 0, [])
+    assert report.notices == [
+        f"{uri(vault, 'alpha.md')}: empty now: kept as stored (hint: delete the file to remove it)"
+    ]
+    assert searched_uris(store, "aardvark") == {uri(vault, "alpha.md")}
+    write_note(vault, "alpha.md", NOTES["alpha.md"])
+    assert ingest_notes(store, [vault]).unchanged == 3 and sources(store) == before
+    (vault / "alpha.md").unlink()
+    assert ingest_notes(store, [vault]).removed == 1
 
 
 def test_an_emptied_vault_is_not_read_as_every_note_deleted(store: Store, vault: Path) -> None:
@@ -356,11 +404,10 @@ def test_the_mass_delete_refusal_names_why_the_notes_would_go(store: Store, tmp_
     (failure,) = ingest_notes(store, [root], include=["a/**"]).failures
     assert "3 of its 4 stored sources are filtered out by the include/exclude rules" in failure
     assert "gone from disk" not in failure and "the patterns select less than you meant" in failure
-    write_note(root, "b/n0.md", "")
-    write_note(root, "b/n1.md", "  \n")
+    (root / "b" / "n1.md").unlink()
     (root / "b" / "n2.md").unlink()
-    (failure,) = ingest_notes(store, [root]).failures
-    assert "3 of its 4 stored sources would leave the memory (2 now empty, 1 gone from disk)" in failure
+    (failure,) = ingest_notes(store, [root], exclude=["b/n0.md"]).failures
+    assert "would leave the memory (1 filtered out by the include/exclude rules, 2 gone from disk)" in failure
     assert "unmounted drive" in failure and "--allow-mass-delete" in failure
 
 

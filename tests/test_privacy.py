@@ -142,13 +142,15 @@ def test_the_secret_is_nowhere_in_the_database_files(tmp_path: Path, db_path: Pa
 def test_a_note_stored_before_privacy_is_rewritten_and_can_be_scrubbed(
     tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    """Its fingerprint changes with its text, so no CHUNKER_VERSION bump is needed to re-ingest it;
-    `mem forget --vacuum` then wipes the old text's freed bytes."""
+    """Its fingerprint changes with its text, so no CHUNKER_VERSION bump is needed to re-ingest it (the
+    notes reader's version, in its file stamp, has it read again); `mem forget --vacuum` then wipes the
+    old text's freed bytes."""
     vault = tmp_path / "vault"
     write_note(vault, "a.md", f"# Alpha\nalpha words <private>{SECRET}</private>\n")
     write_note(vault, "b.md", "# Beta\nbeta words\n")
     with monkeypatch.context() as patch:
         patch.setattr(notes_module, "strip_private", lambda text: text)  # an older version of mem
+        patch.setattr(notes_module, "READER_VERSION", "0")
         with open_store(db_path) as store:
             ingest_notes(store, [vault])
             assert search(store, SECRET, SearchOptions()).hits

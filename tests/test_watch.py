@@ -301,6 +301,38 @@ def test_a_second_ctrl_c_skips_the_pending_changes_and_says_how_many(capsys, mon
     assert "2 changes not applied; the next `mem sync` picks them up" in err and "stopped watching" in err
 
 
+def test_a_second_ctrl_c_while_embedding_says_the_changes_are_stored_not_that_they_were_skipped(
+    capsys, monkeypatch, tmp_path, db_path
+):
+    from crossmodalrag import watch as watch_module
+    from crossmodalrag.cli import sync as sync_cli
+
+    vault = tmp_path / "vault"
+    write_note(vault, "a.md", "# A\nText.\n")
+    embeds: list[int] = []
+
+    def saved_then_interrupted(self, stop):
+        self.pending.add(self.targets[0], [write_note(vault, "late.md", "# Late\nLate text.\n")])
+        raise KeyboardInterrupt
+
+    def embedding_interrupted(self):  # the first sync's embedding runs; the one while stopping is cut short
+        embeds.append(1)
+        if len(embeds) > 1:
+            raise KeyboardInterrupt
+        return 0
+
+    monkeypatch.setattr(watch_module.Watcher, "run", saved_then_interrupted)
+    monkeypatch.setattr(sync_cli.WatchLines, "embed", embedding_interrupted)
+    monkeypatch.setattr(watch_module.Watcher, "_arm", lambda self, target: True)  # no observer re-adding late.md
+    monkeypatch.setattr("crossmodalrag.index.embeddings.has_unembedded", lambda store: True)
+    monkeypatch.setenv("OBSIDIAN_VAULT_PATH_1", str(vault))
+    assert main(["sync", "--watch"]) == 0
+    err = capsys.readouterr().err
+    assert len(embeds) == 2 and "not applied" not in err
+    assert "changes stored but not embedded yet; the next `mem sync` (or `mem reindex-embeddings`) embeds them" in err
+    assert str(vault.resolve() / "late.md") in source_uris(db_path)
+
+
 def test_watch_with_nothing_configured_is_an_error(capsys):
     assert main(["sync", "--watch"]) == 1
     assert capsys.readouterr().err.startswith("error: nothing to sync")

@@ -4,7 +4,8 @@ A session read again is compared turn by turn (each chunk records its turn's dig
 that are unchanged keep their chunks and vectors, and only what follows them is written. A
 transcript that grows (an agent session being appended to) thus costs only its new turns; one
 that lost its last turns (a cut-off copy) keeps them. Sessions that left a file (a conversation
-deleted from an export) leave the memory with it.
+deleted from an export) leave the memory with it; those of a file deleted from disk stay, said in a
+notice (tools delete old transcripts; `mem forget --path FILE` erases them).
 
 A session is one source whatever file it is read from. While two files holding it are both on disk
 (the same export downloaded twice), the copy with more turns is kept. When the file it was stored
@@ -15,6 +16,7 @@ were deleted by the user, so they leave too.
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from pathlib import Path
 
@@ -69,7 +71,25 @@ def ingest_conversations(
                     report.notices.append(f"skipped {error.message}")
                 continue
             _ingest_file(store, chat, report, progress, elsewhere)
+        if gone := _session_files_gone(store, root):
+            report.notices.append(
+                f"{root}: {counted(len(gone), 'session file')} gone from disk, kept in memory (e.g. {gone[0]}; "
+                "hint: `mem forget --path FILE` erases the sessions stored from one)"
+            )
     return report
+
+
+def _session_files_gone(store: Store, root: Path) -> list[str]:
+    """The files under root that stored sessions were read from and that are gone from disk. Their
+    sessions stay (Claude Code and Codex delete old transcripts; what was said stays remembered):
+    said, since a folder's other kinds of files gone leave the memory."""
+    prefix = f"{root}/" if root.is_dir() else f"{root}@"
+    rows = store.conn.execute(
+        "SELECT uri, json_extract(metadata, '$.session') FROM sources WHERE uri >= ? AND uri < ? AND source_type = ?",
+        (prefix, prefix + "\U0010ffff", SOURCE_TYPE),
+    )
+    files = {uri[: -len(str(key)) - 1] for uri, key in rows if key is not None and uri.endswith(f"@{key}")}
+    return sorted(file for file in files if not os.path.lexists(file))
 
 
 def stored_sessions(store: Store) -> dict[tuple[str, str], tuple[str, int]]:

@@ -8,9 +8,12 @@ and no half-written one. Notes that left a vault are removed on the next ingest 
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Callable, Iterable, Iterator
 
 from crossmodalrag import vaults, versioning
@@ -19,7 +22,7 @@ from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.file_moves import FileMoves, StoredFile, file_sha256, known_files
 from crossmodalrag.repository_moves import RepositoryMoves
-from crossmodalrag.store import Store
+from crossmodalrag.store import Store, documents
 from crossmodalrag.store.batch import WriteBatch
 from crossmodalrag.store.documents import fingerprint, known_fingerprints, move_document, write_document
 from crossmodalrag.store.writers import lock_source, retrying
@@ -27,6 +30,7 @@ from crossmodalrag.types import Document
 from crossmodalrag.wording import counted
 
 MASS_DELETE_MIN_SOURCES = 3
+UNSETTLED_SECONDS = 3.0  # a note's stamp is trusted once it was taken this long after the note's last write
 
 
 @dataclass
@@ -38,7 +42,7 @@ class IngestReport:
     unchanged: int = 0
     removed: int = 0
     moved: int = 0  # stored sources whose file was renamed or moved: they kept their id (see Moves)
-    empty: int = 0  # skipped, having nothing to store (an empty note): neither stored nor a failure
+    empty: int = 0  # skipped, having nothing to store (an empty note): not a failure; one stored before is kept
     chunks: int = 0
     failures: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # stored, but something is worth knowing
@@ -88,7 +92,9 @@ class Failure:
 
 @dataclass
 class Skipped:
-    """A file with nothing to remember (an empty note): counted, not a failure, and not kept."""
+    """A file with nothing to remember (an empty note): counted, not a failure, and not stored. A note
+    stored before keeps its stored version, as one that fails to read does: caught between an
+    editor's truncate and write, it was removed and came back under a new source id."""
 
     uri: str
 
@@ -133,8 +139,11 @@ def _ingest_one(
     seen: set[str],
     moves: vaults.Moves | FileMoves | RepositoryMoves | None = None,
 ) -> None:
-    if isinstance(item, Skipped):  # not seen: a note emptied since it was stored leaves the memory
+    if isinstance(item, Skipped):
         report.empty += 1
+        if item.uri in known:  # seen, so kept: an editor truncates a note before writing it out again
+            seen.add(item.uri)
+            report.notices.append(f"{item.uri}: empty now: kept as stored (hint: delete the file to remove it)")
         return
     seen.add(item.uri)
     if isinstance(item, Failure):
@@ -259,7 +268,8 @@ def ingest_notes(
         if vault != root:
             report.notices.append(f"{root} is inside the vault {vault}: its notes are read as part of that vault")
         folder_links: list[Path] = []
-        items = _read_vault(root, include, exclude, confine, vault, folder_links)
+        stamped = known_files(store, f"{root}/", "note")
+        items = _read_vault(root, include, exclude, confine, vault, folder_links, stamped)
         seen = ingest_documents(store, items, known, report, progress, vaults.Moves(store))
         if folder_links:
             report.notices.append(
@@ -410,24 +420,28 @@ def _remove_dropped_commits(
 
 
 def _read_changed(
-    paths: Iterable[Path], read: Callable[[Path], Document], stored: dict[str, StoredFile], extractor: str
-) -> Iterable[Document | Failure | Unchanged]:
+    paths: Iterable[Path],
+    read: Callable[[Path], Document],
+    stored: dict[str, StoredFile],
+    extractor: str,
+    notes_mode: bool = False,
+) -> Iterable[Document | Failure | Unchanged | Skipped]:
     """Read only files whose stamp differs from the stored one and whose bytes too (a touched file is
     only restamped); the stamp and hash are taken before reading, so a file written during the read
-    is simply read again next time."""
+    is simply read again next time. `notes_mode`: symbolic links get no stamp (a confined read must
+    refuse a link out of its folder each time), and a note written moments ago an unsettled one."""
     for path in paths:
-        try:
-            stat = path.stat()
-        except OSError:
-            stat = None
+        stat = None if notes_mode and path.is_symlink() else _stat(path)
         stamp = f"{stat.st_size}:{stat.st_mtime_ns}:{extractor}" if stat else None
         known = stored.get(str(path))
         if stamp and known and known.stamp == stamp:
             yield Unchanged(str(path))
             continue
         sha256 = file_sha256(path) if stamp else None
+        if stat and notes_mode and _unsettled(stat):
+            stamp = f"{stat.st_size}:unsettled:{extractor}"
         if sha256 and known and known.sha256 == sha256 and known.stamp.endswith(f":{extractor}"):
-            yield Unchanged(str(path), file_stamp=stamp, file_sha256=sha256)
+            yield Unchanged(str(path), file_stamp=stamp if stamp != known.stamp else None, file_sha256=sha256)
             continue
         for item in _read_each([path], read):
             if stamp and isinstance(item, Document):
@@ -435,6 +449,23 @@ def _read_changed(
                 if sha256:
                     item.metadata["file_sha256"] = sha256
             yield item
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """The file's stat if it is a regular file: hashing a FIFO named `.md` would block forever, and a
+    device would never end (the reader refuses both, with an error)."""
+    try:
+        stat = path.stat()
+    except OSError:  # reading it says why
+        return None
+    return stat if S_ISREG(stat.st_mode) else None
+
+
+def _unsettled(stat: os.stat_result) -> bool:
+    """Was the file written so lately that it could change again under the same stamp? Within the
+    mtime's granularity (2 s on FAT, 1 s on ext3 and some network shares) a same-size save keeps
+    the stamp: such a stamp never matches, the bytes' hash decides instead (git's "racy" files)."""
+    return time.time() - stat.st_mtime < UNSETTLED_SECONDS
 
 
 def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Iterable[Document | Failure | Skipped]:
@@ -455,12 +486,22 @@ def _read_vault(
     confine: bool = False,
     vault: Path | None = None,
     folder_links: list[Path] | None = None,
-) -> Iterable[Document | Failure]:
+    stamped: dict[str, StoredFile] | None = None,
+) -> Iterable[Document | Failure | Unchanged | Skipped]:
     """The notes under root, each read as a note of `vault` (root itself unless it lies inside one);
-    symlinked folders skipped are added to `folder_links`."""
-    read = partial(notes.read_note, vault or root)
+    symlinked folders skipped are added to `folder_links`. Notes whose file stamp matches the one
+    `stamped` holds are not read again: a save under `mem sync --watch` re-parsed the whole vault."""
+    vault = vault or root
+    read = partial(notes.read_note, vault)
     found = notes.find_notes(root, include or [], exclude or [], folder_links)
-    return _read_each(found, confined(read, root) if confine else read)
+    reader = confined(read, root) if confine else read
+    return _read_changed(found, reader, stamped or {}, _note_extractor(vault), notes_mode=True)
+
+
+def _note_extractor(vault: Path) -> str:
+    """What besides a note's bytes decides what is stored of it, for its file stamp: the reader, the
+    chunker the fingerprint names, and the vault it is read in (its locator is relative to that)."""
+    return f"note-reader {notes.READER_VERSION} chunker {documents.CHUNKER_VERSION} vault {vault}"
 
 
 def ingest_git(

@@ -2,8 +2,9 @@
 
 Filesystem events (watchdog) only mark a root as changed; the loop applies a root's changes once
 its events have been quiet for `debounce` seconds, so an editor's burst of writes is one re-sync.
-Notes and git repositories re-sync their whole root (fingerprints make that cheap); PDFs and
-images re-read only the changed files, because reading them again means OCR. A root that
+Notes and git repositories re-sync their whole root (file stamps and fingerprints make that cheap:
+an unchanged note is not read again); PDFs and images re-read only the changed files, because
+reading them again means OCR. A root that
 disappears is reported once and its memory kept; it is re-armed and re-synced when it returns.
 """
 
@@ -285,12 +286,15 @@ class Watcher:
         self._apply_all(self.pending.take(0, 0))
 
     def _apply_all(self, taken: dict[Target, set[Path]]) -> None:
-        """Apply each target's changes; on Ctrl-C, those not applied go back to pending first."""
+        """Apply each target's changes; on Ctrl-C, those not applied go back to pending first (those
+        stored are applied, though a Ctrl-C during the notice, embedding their chunks, stops that)."""
         remaining = dict(taken)
         try:
             for target, paths in taken.items():
-                self._apply(target, paths)
+                event = self._apply(target, paths)
                 del remaining[target]
+                if event is not None:
+                    self.notify(event)
         except KeyboardInterrupt:
             for target, paths in remaining.items():
                 self.pending.add(target, list(paths))
@@ -373,10 +377,11 @@ class Watcher:
                 if self._arm(target):
                     self.pending.add(target, [target.root])  # changes on the replaced folder went unseen
 
-    def _apply(self, target: Target, paths: set[Path]) -> None:
+    def _apply(self, target: Target, paths: set[Path]) -> WatchEvent | None:
+        """Apply target's changes; returns the event to notify, or None if the root is gone."""
         if not target.present():
             self._lost(target)
-            return
+            return None
         report = IngestReport()
         try:
             if target.connector in ("pdf", "image"):
@@ -385,7 +390,8 @@ class Watcher:
                 add_report(
                     report, run_ingest(self.store, self.settings, target.connector, [target.root], self.max_commits)
                 )
-                self._follow_links(target)  # a link added or removed since
+                if _links_may_have_changed(paths):
+                    self._follow_links(target)  # a link added or removed since
         except CMRAGError as error:
             report.failures.append(str(error))
         except sqlite3.OperationalError as error:
@@ -393,7 +399,7 @@ class Watcher:
                 raise
             report.failures.append(f"the database stayed locked: {error} (hint: will retry shortly)")
             self.pending.add(target, list(paths))
-        self.notify(WatchEvent("synced", target.connector, target.root, report))
+        return WatchEvent("synced", target.connector, target.root, report)
 
     def _apply_files(self, target: Target, paths: set[Path], report: IngestReport) -> None:
         """Re-read the changed files (and folders) that exist; forget those that are gone."""
@@ -402,6 +408,12 @@ class Watcher:
             add_report(report, run_ingest(self.store, self.settings, target.connector, present))
         stale = [uri for path in paths if not path.exists() for uri in _stored_at_or_under(self.store, path)]
         report.removed += ingest.remove_sources(self.store, stale) if stale else 0
+
+
+def _links_may_have_changed(paths: set[Path]) -> bool:
+    """Could these changes alter where the vault's symbolic links lead? Only a link, a folder or a
+    path gone can: a plain save, the common case, need not walk the whole vault again for its links."""
+    return any(path.is_symlink() or not path.is_file() for path in paths)
 
 
 _POLLING_NOTE = (

@@ -344,3 +344,22 @@ def test_watch_sees_chat_files():
     from crossmodalrag.watch import _suffixes
 
     assert _suffixes("chat") == (".jsonl", ".json")
+
+
+def test_a_deleted_session_file_is_kept_in_memory_and_the_ingest_says_so(store, tmp_path):
+    """Claude Code deletes old transcripts: their sessions stay, but silently that read as a bug."""
+    folder = tmp_path / "chats"
+    folder.mkdir()
+    kept = write_jsonl(folder / "kept.jsonl", [claude_record("u1", None, "user", "fix the cache")])
+    deleted = write_jsonl(
+        folder / "deleted.jsonl", [claude_record("u2", None, "user", "tune the index", sessionId="s-2")]
+    )
+    assert ingest_conversations(store, [folder]).notices == []
+    deleted.unlink()
+    report = ingest_conversations(store, [folder])
+    assert (report.removed, report.unchanged) == (0, 1)
+    assert report.notices == [
+        f"{folder.resolve()}: 1 session file gone from disk, kept in memory (e.g. {deleted.resolve()}; "
+        "hint: `mem forget --path FILE` erases the sessions stored from one)"
+    ]
+    assert store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 2 and kept.exists()

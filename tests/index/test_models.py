@@ -89,3 +89,26 @@ def test_without_the_extra_the_error_names_the_install(tmp_path, monkeypatch):
     with pytest.raises(ModelUnavailable, match="embeddings extra") as info:
         embed_module.FastEmbedder(ModelSpec("x", tmp_path), "")
     assert 'pip install -e ".[embeddings]"' in info.value.hint
+
+
+def test_an_import_of_the_extra_cut_short_by_ctrl_c_is_a_ctrl_c_not_a_missing_extra():
+    """numpy turns a Ctrl-C during its import into an ImportError: a second Ctrl-C while `mem sync
+    --watch` stopped said "the embeddings extra is not installed"."""
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ImportError("cannot load module more than once per process") from None
+    except ImportError as error:
+        with pytest.raises(KeyboardInterrupt):
+            embed_module.extra_import_failed(error, ("pytest",))
+
+
+def test_an_installed_extra_that_fails_to_import_is_not_called_missing():
+    broken = embed_module.extra_import_failed(ImportError("\n\nIMPORTANT: numpy C-extensions failed\n"), ("pytest",))
+    assert (
+        broken.message
+        == "the embeddings extra is installed but failed to import (IMPORTANT: numpy C-extensions failed)"
+    )
+    missing = embed_module.extra_import_failed(ImportError("No module"), ("pytest", "no_such_module_here"))
+    assert missing.message == "the embeddings extra is not installed" and "pip install" in missing.hint

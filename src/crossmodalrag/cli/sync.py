@@ -125,14 +125,17 @@ def _watch(args: argparse.Namespace, settings: Settings, store: Store, only: tup
                 watcher.run(stop)
             except KeyboardInterrupt:
                 pass  # Ctrl-C is how a watch is meant to end
-            _apply_pending(watcher)
+            _apply_pending(watcher, store)
     notice("stopped watching; everything applied so far is kept")
     return 0
 
 
-def _apply_pending(watcher: "Watcher") -> None:
+def _apply_pending(watcher: "Watcher", store: Store) -> None:
     """Apply the changes still waiting out the debounce before stopping; a second Ctrl-C skips them
-    and says how many the next sync will pick up."""
+    and says how many the next sync will pick up (or, landing while their chunks were embedded,
+    that the next sync embeds those)."""
+    from crossmodalrag.index.embeddings import has_unembedded
+
     waiting = watcher.pending.count()
     if not waiting:
         return
@@ -140,8 +143,10 @@ def _apply_pending(watcher: "Watcher") -> None:
     try:
         watcher.finish()
     except KeyboardInterrupt:
-        left = watcher.pending.count()
-        notice(f"{counted(left, 'change')} not applied; the next `mem sync` picks them up")
+        if left := watcher.pending.count():
+            notice(f"{counted(left, 'change')} not applied; the next `mem sync` picks them up")
+        if has_unembedded(store):
+            notice("changes stored but not embedded yet; the next `mem sync` (or `mem reindex-embeddings`) embeds them")
 
 
 class WatchLines:

@@ -33,6 +33,9 @@ SETEXT_H1 = re.compile(r"^( {0,3}[^\s#>|<`~*+=-][^\n]*)\n {0,3}={2,}[ \t]*$", re
 # No `[` inside a link: otherwise every `[[` of a `[[[[…` line scans to the end of the line.
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 DATE_KEYS = ("date", "created")  # frontmatter that dates a note
+# Part of every note's file stamp: an unchanged note file is not read again (ingest._read_changed), so
+# bump this whenever read_note would make another Document of the same bytes (title, text, locator).
+READER_VERSION = "1"
 
 
 def _has_body(text: str, body_start: int) -> bool:

@@ -24,6 +24,33 @@ if TYPE_CHECKING:
 INSTALL_HINT = 'pip install -e ".[embeddings]" (or pip install "crossmodalrag[embeddings]")'
 
 
+def extra_import_failed(error: ImportError, modules: tuple[str, ...]) -> ModelUnavailable:
+    """Why importing the embeddings extra (`modules`) failed. Raises KeyboardInterrupt when a Ctrl-C
+    landing inside the import caused it: numpy and onnxruntime turn one into an ImportError, which
+    was reported as "the extra is not installed" (a second Ctrl-C while `mem sync --watch` stopped)."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, KeyboardInterrupt):
+            raise KeyboardInterrupt from error
+        cause = cause.__cause__ or cause.__context__
+    if any(not _findable(module) for module in modules):
+        return ModelUnavailable("the embeddings extra is not installed", INSTALL_HINT)
+    reason = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+    return ModelUnavailable(
+        f"the embeddings extra is installed but failed to import ({reason})",
+        f"run the command again (an interrupted import fails this way); if it persists, reinstall: {INSTALL_HINT}",
+    )
+
+
+def _findable(module: str) -> bool:
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(module) is not None
+    except (ImportError, ValueError):  # a half-imported module in sys.modules: it is installed
+        return True
+
+
 @dataclass(frozen=True)
 class ModelIdentity:
     """What vectors are tagged with: vectors of different identities are never compared."""
@@ -103,7 +130,7 @@ class FastEmbedder(TokenWindow):
             from fastembed import TextEmbedding
             from loguru import logger
         except ImportError as exc:
-            raise ModelUnavailable("the embeddings extra is not installed", INSTALL_HINT) from exc
+            raise extra_import_failed(exc, ("numpy", "fastembed", "loguru")) from exc
         logger.disable("fastembed")  # its cache misses are logged as ERRORs; we report in one line
         if spec.is_local:
             sha = verify(spec)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from crossmodalrag.index.embed import INSTALL_HINT, ModelIdentity, TokenWindow, normalized
+from crossmodalrag.index.embed import ModelIdentity, TokenWindow, extra_import_failed, normalized
 from crossmodalrag.index.models import ModelSpec, ModelUnavailable, verify
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class OnnxEmbedder(TokenWindow):
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise ModelUnavailable("the embeddings extra is not installed", INSTALL_HINT) from exc
+            raise extra_import_failed(exc, ("numpy", "onnxruntime", "tokenizers")) from exc
         assert spec.path is not None
         sha = verify(spec)
         config = json.loads((spec.path / "tokenizer_config.json").read_text(encoding="utf-8"))
