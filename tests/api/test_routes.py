@@ -7,6 +7,7 @@ import io
 import pytest
 
 from tests.api.helpers import cli_json, without_timing
+from tests.pdfs import write_pdf_streams
 
 QUESTION = "Why did I change the parser?"
 
@@ -380,26 +381,7 @@ def _pdf_drawn_piece_by_piece(path, lines: list[str]):
         for word in line.split():
             shown.append(f"BT /F1 12 Tf {x} {720 - 16 * row} Td ({word}) Tj ET")
             x += 6 * len(word) + 6  # about its width in Helvetica 12, and a space
-    content = " ".join(shown).encode("latin-1")
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
-        b" /Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(bytes(out))
-    return path
+    return write_pdf_streams(path, [" ".join(shown).encode("latin-1")])
 
 
 def test_the_cited_text_on_a_pdf_page_is_marked_line_by_line_not_piece_by_piece(tmp_path, monkeypatch) -> None:

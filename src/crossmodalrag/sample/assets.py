@@ -40,15 +40,22 @@ def _wrap(text: str, width: int = 80) -> list[str]:
 
 def write_pdf(path: Path, pages: list[str], title: str | None = None, created: str | None = None) -> Path:
     """A small valid PDF, written byte by byte: page n shows pages[n] in Helvetica ('' = no text)."""
-    count = len(pages)
+    streams = []
+    for text in pages:
+        shown = " ".join(f"({_escape(line)}) Tj 0 -16 Td" for line in _wrap(text))
+        streams.append(f"BT /F1 12 Tf 72 720 Td {shown} ET".encode("latin-1") if text else b"")
+    return write_pdf_streams(path, streams, title, created)
+
+
+def write_pdf_streams(path: Path, streams: list[bytes], title: str | None = None, created: str | None = None) -> Path:
+    """A valid PDF whose page n draws streams[n] (PDF content operators; font /F1 is Helvetica)."""
+    count = len(streams)
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         f"<< /Type /Pages /Kids [{' '.join(f'{3 + 2 * i} 0 R' for i in range(count))}] /Count {count} >>".encode(),
     ]
     font_id = 3 + 2 * count
-    for i, text in enumerate(pages):
-        shown = " ".join(f"({_escape(line)}) Tj 0 -16 Td" for line in _wrap(text))
-        content = f"BT /F1 12 Tf 72 720 Td {shown} ET".encode("latin-1") if text else b""
+    for i, content in enumerate(streams):
         objects.append(
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
             f"/Resources << /Font << /F1 {font_id} 0 R >> >> >>".encode()
