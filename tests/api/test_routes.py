@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from contextlib import contextmanager
 
 import pytest
 
@@ -216,12 +217,10 @@ def test_console_sources_filter_with_all_kinds(client) -> None:
     assert client.get("/ui/sources", params={"kind": "nonsense"}).status_code == 422
 
 
-def test_a_pdf_or_image_changed_on_disk_is_a_404_with_a_hint_not_a_500(tmp_path, monkeypatch) -> None:
-    """Corrupted since ingest, or an image grown past Pillow's decompression-bomb limit."""
-    from PIL import Image
-
+@contextmanager
+def _a_pdf_and_an_image(tmp_path):
+    """A memory holding one ingested PDF and one image: (store, the PDF, the image, kind -> source id)."""
     from crossmodalrag.ingest import ingest_images, ingest_pdfs
-    from crossmodalrag.sources import SourceNotFound, image_png, pdf_page_png
     from crossmodalrag.store import open_store
     from tests.images import write_text_image
     from tests.pdfs import write_pdf
@@ -231,7 +230,16 @@ def test_a_pdf_or_image_changed_on_disk_is_a_404_with_a_hint_not_a_500(tmp_path,
     with open_store(tmp_path / "m.db") as store:
         ingest_pdfs(store, [pdf.parent])
         ingest_images(store, [picture.parent])
-        ids = dict(store.conn.execute("SELECT source_type, id FROM sources").fetchall())
+        yield store, pdf, picture, dict(store.conn.execute("SELECT source_type, id FROM sources").fetchall())
+
+
+def test_a_pdf_or_image_changed_on_disk_is_a_404_with_a_hint_not_a_500(tmp_path, monkeypatch) -> None:
+    """Corrupted since ingest, or an image grown past Pillow's decompression-bomb limit."""
+    from PIL import Image
+
+    from crossmodalrag.sources import SourceNotFound, image_png, pdf_page_png
+
+    with _a_pdf_and_an_image(tmp_path) as (store, pdf, picture, ids):
         pdf.write_bytes(pdf.read_bytes()[:200])
         with pytest.raises(SourceNotFound, match="changed since it was ingested"):
             pdf_page_png(store, ids["pdf"], 1)
@@ -246,18 +254,11 @@ def test_a_pdf_or_image_replaced_on_disk_is_not_shown_as_the_ingested_one(tmp_pa
     import os
 
     from crossmodalrag import sources
-    from crossmodalrag.ingest import ingest_images, ingest_pdfs
     from crossmodalrag.sources import SourceNotFound, image_png, pdf_page_png
-    from crossmodalrag.store import open_store
     from tests.images import write_text_image
     from tests.pdfs import write_pdf
 
-    pdf = write_pdf(tmp_path / "docs" / "spec.pdf", ["The plugin API has three hooks."])
-    picture = write_text_image(tmp_path / "shots" / "board.png", ["Ship it"], size=(300, 100))
-    with open_store(tmp_path / "m.db") as store:
-        ingest_pdfs(store, [pdf.parent])
-        ingest_images(store, [picture.parent])
-        ids = dict(store.conn.execute("SELECT source_type, id FROM sources").fetchall())
+    with _a_pdf_and_an_image(tmp_path) as (store, pdf, picture, ids):
         with monkeypatch.context() as patch:
             patch.setattr(
                 sources, "file_sha256", lambda path: pytest.fail(f"{path} hashed though unchanged"), raising=False
