@@ -198,7 +198,9 @@ class Settings:
     llm_verify: bool = True  # CMRAG_LLM_VERIFY=off: no gate margin, no claim checks
     embed_model: str | None = None  # None: the offline MiniLM if installed, else BAAI/bge-small-en-v1.5
     embed_model_path: str | None = None
-    embed_batch_size: int = 32
+    # 8, not 32: 895 chunks of 300 notes in one `mem ingest-notes` (MiniLM, 2 cores) peaked at 0.62 GB
+    # of RSS against 1.62 GB at 32 (0.99 GB at 16), and took 61-62 CPU s against 72-74 (session 31).
+    embed_batch_size: int = 8
     embed_threads: int = 0  # 0 = the cores no other process keeps busy when the model loads (cpu.py)
     ann_min_vectors: int = 500_000  # below this, exact numpy search is fast enough (9 ms at 100k)
     fusion: str = "weighted"

@@ -187,7 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=commands.evaluate_generation)
 
     p = sub.add_parser("reindex-embeddings", parents=[common, as_json], help="embed chunks that have no vector yet")
-    p.add_argument("--batch-size", type=positive, help="chunks per batch (default 32)")
+    p.add_argument(
+        "--batch-size", type=positive, help="chunks per batch (default: the embeddings batch_size setting, 8)"
+    )
     p.add_argument("--model", help="embed with this model instead of the configured one")
     p.set_defaults(run=commands.reindex_embeddings)
 
