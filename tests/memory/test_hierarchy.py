@@ -339,3 +339,33 @@ def test_a_conversations_episodes_are_labelled_and_found_by_its_title(store, db_
     (episode,) = timeline(store)
     assert episode["title"].startswith(f"{title}: ") and episode["project"] != title  # grouped by session id
     assert [e["id"] for e in timeline(store, project=title)] == [episode["id"]]
+
+
+def test_a_timeline_episode_lists_its_first_events_and_best_chunks_and_counts_them_all(
+    store, db_path, monkeypatch
+) -> None:
+    from crossmodalrag.memory import episodes
+
+    _memory(store, db_path, [_doc(f"/work/a/n{i}.md", i * 0.25) for i in range(3)])
+    (whole,) = timeline(store)
+    monkeypatch.setattr(episodes, "EVENTS_SHOWN", 2)
+    monkeypatch.setattr(episodes, "EVIDENCE_SHOWN", 1)
+    (episode,) = timeline(store)
+    assert episode["events"] == whole["events"][:2] and episode["events_total"] == len(whole["events"]) == 3
+    assert episode["evidence"] == whole["evidence"][:1] and episode["evidence_total"] == len(whole["evidence"]) == 3
+
+
+def test_the_timeline_tool_keeps_the_episodes_its_window_overlaps_up_to_its_limit(store, db_path) -> None:
+    from crossmodalrag.agent.tools import timeline_view
+
+    # day 0 is 2025-01-01: /work/a spans its first half-day, /work/b is on 2025-01-11, /work/c on 2025-01-21
+    docs = [_doc("/work/a/n1.md", 0), _doc("/work/a/n2.md", 0.5), _doc("/work/b/n.md", 10), _doc("/work/c/n.md", 20)]
+    _memory(store, db_path, docs)
+
+    def projects(**window) -> list[str]:
+        return [e["project"] for e in timeline_view(store, **window)["episodes"]]
+
+    assert projects() == ["/work/a", "/work/b", "/work/c"] and projects(limit=1) == ["/work/c"]
+    assert projects(after="2025-01-01T06:00", before="2025-01-05") == ["/work/a"]  # begun before the window
+    assert projects(after="2025-01-15") == ["/work/c"] and projects(before="2025-01-12") == ["/work/a", "/work/b"]
+    assert projects(after="2030-01-01") == []

@@ -238,7 +238,7 @@ def _recent_sessions(store: Store, limit: int) -> list[dict[str, Any]]:
 
 def timeline_view(store: Store, after: str | None = None, before: str | None = None, limit: int = 50) -> dict:
     """Sources by their own dates, newest first, grouped by day; episodes too once the hierarchy is
-    built (`mem build-memory`)."""
+    built (`mem build-memory`): the latest `limit` overlapping the window, oldest first."""
     start, end = parse_window(after, before)
     rows = store.conn.execute(
         "SELECT id, source_type, title, timestamp FROM sources WHERE timestamp IS NOT NULL"
@@ -248,15 +248,16 @@ def timeline_view(store: Store, after: str | None = None, before: str | None = N
     days: dict[str, list] = {}
     for source_id, kind, title, when in rows:
         days.setdefault(iso_time(when)[:10], []).append({"id": source_id, "type": kind, "title": title})
-    return {"days": [{"date": day, "sources": items} for day, items in days.items()], "episodes": _episodes(store)}
+    episodes = _episodes(store, start, end, min(limit, 500))
+    return {"days": [{"date": day, "sources": items} for day, items in days.items()], "episodes": episodes}
 
 
-def _episodes(store: Store) -> list[dict[str, Any]]:
+def _episodes(store: Store, start: float | None, end: float | None, limit: int) -> list[dict[str, Any]]:
     try:
         from crossmodalrag.memory.episodes import timeline
     except ImportError:
         return []
-    return timeline(store, limit=50)
+    return timeline(store, limit, start=start, end=end)
 
 
 def changes_since(store: Store, since: str) -> dict[str, Any]:

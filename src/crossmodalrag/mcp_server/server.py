@@ -234,7 +234,8 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         after: Day | None = None, before: Day | None = None, limit: Annotated[int, Field(ge=1, le=500)] = 50
     ) -> dict[str, Any]:
         """Sources by their own dates (sessions, notes, commits, memories), grouped by day; episodes too
-        once the memory hierarchy is built."""
+        once the memory hierarchy is built: the latest `limit` overlapping after/before, each with its
+        first 50 event ids and best 10 chunks (events_total and evidence_total count them all)."""
         return await run(lambda: tools.timeline_view(service.store(), after, before, limit))
 
     @server.tool()

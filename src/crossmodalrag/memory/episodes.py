@@ -163,21 +163,50 @@ def member_links(members: list[EventRow]) -> list[Link]:
     return [Link(chunk, "member", score) for chunk, score in sorted(chunks.items())]
 
 
-def timeline(store: Store, limit: int = 50, project: str | None = None) -> list[dict[str, Any]]:
-    """The latest `limit` episodes, oldest first, each with its events' ids and its supporting chunks
-    (for `mem timeline`, the console and the MCP tool memory_timeline): a limit keeps the recent end
-    of a long timeline, not its first weeks. `project` matches the folder/repo path or its name, or
-    the label an episode's title starts with (a conversation's title)."""
-    where, params = "level = 'episode'", ()
-    if project:
-        where += " AND (project = ? OR project LIKE ? OR substr(title, 1, ?) = ?)"
-        params = (project, f"%/{project}", len(project) + 2, f"{project}: ")
+# An episode of a repository committed to daily for years has thousands of events and chunks; a
+# view lists the first of each and counts them all (a whole one was megabytes per MCP call).
+EVENTS_SHOWN = 50
+EVIDENCE_SHOWN = 10
+
+
+def timeline(
+    store: Store,
+    limit: int = 50,
+    project: str | None = None,
+    start: float | None = None,
+    end: float | None = None,
+) -> list[dict[str, Any]]:
+    """The latest `limit` episodes, oldest first, each with its first events' ids and its best
+    supporting chunks, and how many of each it has (for `mem timeline`, the console and the MCP tool
+    memory_timeline): a limit keeps the recent end of a long timeline, not its first weeks. `project`
+    matches the folder/repo path or its name, or the label an episode's title starts with (a
+    conversation's title). `start`/`end` keep the dated episodes overlapping [start, end)."""
+    where, params = _episode_filter(project, start, end)
     found = rows(store.conn, where, params, "first_time IS NULL, first_time DESC, id DESC", limit)[::-1]
     out = with_evidence(store.conn, found, ("member",))
     members = members_of(store.conn, [row["id"] for row in found], "in_episode")
     for item in out:
-        item["events"] = members.get(item["id"], [])
+        events = members.get(item["id"], [])
+        item["events"], item["events_total"] = events[:EVENTS_SHOWN], len(events)
+        item["evidence_total"] = len(item["evidence"])
+        del item["evidence"][EVIDENCE_SHOWN:]
     return out
+
+
+def _episode_filter(project: str | None, start: float | None, end: float | None) -> tuple[str, tuple]:
+    where, params = "level = 'episode'", ()
+    if project:
+        where += " AND (project = ? OR project LIKE ? OR substr(title, 1, ?) = ?)"
+        params = (project, f"%/{project}", len(project) + 2, f"{project}: ")
+    # An episode spanning the window's edge belongs to it: years of daily commits are one episode
+    # that a window inside those years must still show.
+    if start is not None:
+        where += " AND COALESCE(last_time, first_time) >= ?"
+        params += (start,)
+    if end is not None:
+        where += " AND first_time < ?"
+        params += (end,)
+    return where, params
 
 
 def members_of(conn: sqlite3.Connection, parents: list[str], kind: str) -> dict[str, list[str]]:
