@@ -261,6 +261,39 @@ def test_a_note_moved_to_another_vault_keeps_its_id_but_a_copy_in_another_vault_
     assert_consistent(store)
 
 
+def test_notes_and_pdfs_moved_both_ways_between_folders_read_in_one_run_keep_their_ids(
+    store: Store, tmp_path: Path
+) -> None:
+    """QA: of two notes swapping configured vaults, the one leaving the vault read first lost its id:
+    that vault's removals ran before the second vault was read, where the move would have been seen."""
+    from crossmodalrag.ingest import ingest_pdfs
+    from tests.pdfs import write_pdf
+
+    a, b = tmp_path / "A", tmp_path / "B"
+    write_note(a, "proj/alpha.md", "# Alpha\n\nAlpha plan: ship the otter release on Friday.\n")
+    write_note(b, "beta.md", "# Beta\n\nBeta plan: the badger migration.\n")
+    report_pdf = write_pdf(tmp_path / "pdf1" / "report.pdf", ["Page one: the narwhal budget is 12k."])
+    other_pdf = write_pdf(tmp_path / "pdf2" / "other.pdf", ["Other: the ibis budget is 3k."])
+    ingest_notes(store, [a, b])
+    ingest_pdfs(store, [report_pdf.parent, other_pdf.parent])
+    before = sources(store)
+    os.renames(a / "proj" / "alpha.md", b / "alpha.md")
+    os.renames(b / "beta.md", a / "beta.md")
+    report = ingest_notes(store, [a, b])
+    assert (report.added, report.moved, report.removed) == (0, 2, 0)
+    os.replace(report_pdf, other_pdf.parent / "report.pdf")
+    os.replace(other_pdf, report_pdf.parent / "other.pdf")
+    report = ingest_pdfs(store, [report_pdf.parent, other_pdf.parent])
+    assert (report.added, report.moved, report.removed) == (0, 2, 0)
+    after = sources(store)
+    assert after[uri(b, "alpha.md")] == before[uri(a, "proj/alpha.md")]
+    assert after[uri(a, "beta.md")] == before[uri(b, "beta.md")]
+    assert after[uri(other_pdf.parent, "report.pdf")] == before[uri(report_pdf.parent, "report.pdf")]
+    assert after[uri(report_pdf.parent, "other.pdf")] == before[uri(other_pdf.parent, "other.pdf")]
+    assert len(after) == 4
+    assert_consistent(store)
+
+
 def test_a_copied_note_is_added_and_its_original_kept(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
     write_note(vault, "copy.md", NOTES["alpha.md"])

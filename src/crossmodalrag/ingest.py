@@ -257,6 +257,7 @@ def ingest_notes(
     unless more than half of a vault would go (see remove_gone). `confine`: a note that links to a
     file outside its vault fails instead of being read (connectors/files.py `confined`)."""
     report = IngestReport()
+    leaving: list[tuple[Path, list[str], int]] = []  # (vault, its notes gone, how many it held)
     for root in _outermost(roots, report):
         if not root.is_dir():
             what = "a file, not a vault folder" if root.exists() else "no such folder"
@@ -286,10 +287,21 @@ def ingest_notes(
             continue
         # A folder that could not be listed fails as a whole: the notes under it are not gone.
         gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
-        refused = len(gone) * 2 > len(known)  # remove_gone's rule: only then is the cause said
+        leaving.append((root, gone, len(known)))
+    for root, gone, stored in leaving:
+        gone = _still_stored(store, f"{root}/", "note", gone)
+        refused = len(gone) * 2 > stored  # remove_gone's rule: only then is the cause said
         causes = vaults.why_notes_left(root, gone, include or [], exclude or []) if refused else None
-        remove_gone(store, root, gone, len(known), report, allow_mass_delete, causes)
+        remove_gone(store, root, gone, stored, report, allow_mass_delete, causes)
     return report
+
+
+def _still_stored(store: Store, prefix: str, kind: str, gone: list[str]) -> list[str]:
+    """The sources gone from a folder that are still stored under their old uri once every folder of
+    the run was read: one moved to a folder read after its own is met there as a move (it keeps its id)
+    only if its own folder's removals wait until then."""
+    stored = known_fingerprints(store, prefix, kind) if gone else {}
+    return [uri for uri in gone if uri in stored]
 
 
 def _outermost(roots: list[Path], report: IngestReport) -> list[Path]:
@@ -359,6 +371,7 @@ def _ingest_files(
     """Files or folders of one kind (a source type); files of that kind gone from an ingested folder
     leave the memory."""
     report = IngestReport()
+    leaving: list[tuple[Path, str, list[str], int]] = []  # (folder, its uri prefix, files gone, how many it held)
     for path in paths:
         path = Path(path).expanduser().resolve()
         if not path.exists():
@@ -377,7 +390,9 @@ def _ingest_files(
         # A file the walk skips but still on disk was ingested by its own path (a hidden file, another
         # extension): it has not gone.
         gone = [uri for uri in known if uri not in seen and not Path(uri).is_file()]
-        remove_gone(store, path, gone, len(known), report, allow_mass_delete)
+        leaving.append((path, prefix, gone, len(known)))
+    for path, prefix, gone, stored in leaving:  # once every folder was read (_still_stored)
+        remove_gone(store, path, _still_stored(store, prefix, kind, gone), stored, report, allow_mass_delete)
     return report
 
 
