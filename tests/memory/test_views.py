@@ -194,6 +194,15 @@ def test_a_model_card_answer_loses_the_punctuation_it_opens_with() -> None:
     assert made is not None and made["answer"] == "went hiking near the lake."
 
 
+@pytest.mark.parametrize("answer", ["-18 °C at night", ".NET 8 for the backend"])
+def test_a_model_card_answer_keeps_a_sign_or_dot_that_belongs_to_it(answer) -> None:
+    """Opening punctuation goes, a minus sign or a name's leading dot stays."""
+    excerpt = "Camp notes: it dropped to -18 °C at night. The backend runs on .NET 8 for the backend."
+    card = {"question": "What did the notes say about it?", "answer": answer, "evidence": 1}
+    made = llm_card(ScriptedExtractor(card), {"evidence": [{"excerpt": excerpt}]})
+    assert made is not None and made["answer"] == answer
+
+
 @pytest.mark.parametrize(
     "excerpt, question, answer",
     [

@@ -27,7 +27,8 @@ EXCERPTS = 3
 SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 LIST_NUMBER = re.compile(r"(?:^|\s)\d{1,3}\.$")  # "1." opening a list item, not the end of a sentence
 PARAGRAPH = re.compile(r"\n\s*\n")
-ANSWER_LEAD = re.compile(r"^[\s,;:.!?)\]}\-\u2013\u2014]+")  # what no answer opens with
+# What no answer opens with; a dot or hyphen only when no word follows it ("-18 °C", ".NET 8" are answers).
+ANSWER_LEAD = re.compile(r"^(?:[\s,;:!?)\]}\u2013\u2014]|[.\-](?!\w))+")
 SHARED_WORDS = 0.6  # a template question naming this share of its answer's words gives the answer away
 CARD_SCHEMA = {
     "type": "object",
