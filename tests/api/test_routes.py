@@ -417,3 +417,16 @@ def test_line_boxes_keep_columns_and_lines_apart() -> None:
         (200.0, 100.0, 206.0, 110.0),
         (10.0, 86.0, 16.0, 96.0),
     ]
+
+
+def test_a_citation_whose_chunk_the_source_no_longer_has_says_so(client, sample_db) -> None:
+    """Cited before the source was re-read: the page showed its new text as though it were cited."""
+    import sqlite3
+
+    with sqlite3.connect(sample_db) as conn:
+        source_id, chunk_id = conn.execute("SELECT source_id, id FROM chunks ORDER BY id LIMIT 1").fetchone()
+    notice = "The cited excerpt is no longer in this source"
+    assert notice not in client.get(f"/ui/sources/{source_id}", params={"chunk": chunk_id}).text
+    assert notice not in client.get(f"/ui/sources/{source_id}").text
+    page = client.get(f"/ui/sources/{source_id}", params={"chunk": 2**40})
+    assert page.status_code == 200 and notice in page.text

@@ -97,7 +97,11 @@ def source_view(
 ) -> HTMLResponse:
     detail = source_detail(store, source_id)
     cited = chunk if any(c["id"] == chunk for c in detail["chunks"]) else None
-    return page(request, "source.html", active="sources", source=detail, cited=cited, sections=_sections(detail))
+    # A citation from before the source was re-read names a chunk it no longer has: say so, rather
+    # than show the source's new text as though it were what was cited.
+    gone = chunk is not None and cited is None
+    context = {"source": detail, "cited": cited, "cited_gone": gone, "sections": _sections(detail)}
+    return page(request, "source.html", active="sources", **context)
 
 
 def _sections(detail: dict[str, Any]) -> list[dict[str, Any]]:
