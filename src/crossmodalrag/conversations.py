@@ -7,6 +7,12 @@ that lost its last turns (a cut-off copy) keeps them. Sessions that left a file 
 deleted from an export) leave the memory with it; those of a file deleted from disk stay, said in a
 notice (tools delete old transcripts; `mem forget --path FILE` erases them).
 
+A file whose size and mtime (or, touched, bytes) are those of its last clean read is not read again:
+an unchanged 40 MB export took 20 s to parse and mask on every `mem sync`. Each session keeps the
+stamp of the file it was stored from, with the file's session count; a read that left a notice, or
+found some of its sessions stored from another file, stamps nothing: such a file is read (and its
+notices said) each time, as before.
+
 A session is one source whatever file it is read from. While two files holding it are both on disk
 (the same export downloaded twice), the copy with more turns is kept. When the file it was stored
 from is gone (a newer export unpacked into a new folder, the old one deleted), the session moves to
@@ -20,12 +26,21 @@ import os
 from functools import partial
 from pathlib import Path
 
-from crossmodalrag.chunking.turns import chunk_turns, turn_digest
-from crossmodalrag.connectors.chats import ChatRead, Session, find_chat_files, open_chat, session_document
+from crossmodalrag.chunking import CHUNKER_VERSION
+from crossmodalrag.chunking.turns import TURNS_VERSION, chunk_turns, turn_digest
+from crossmodalrag.connectors.chats import (
+    READER_VERSION,
+    ChatRead,
+    Session,
+    find_chat_files,
+    open_chat,
+    session_document,
+)
 from crossmodalrag.connectors.chats.jsonio import lost_nothing
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.ingest import IngestReport, Progress, remove_sources
+from crossmodalrag.file_moves import file_sha256, known_files
+from crossmodalrag.ingest import IngestReport, Progress, _stat, _unsettled, remove_sources
 from crossmodalrag.store import Store
 from crossmodalrag.store.batch import WriteBatch
 from crossmodalrag.store.documents import (
@@ -41,6 +56,8 @@ from crossmodalrag.wording import counted
 
 SOURCE_TYPE = "conversation"
 EXPORT_NAME = "conversations.json"  # what ChatGPT and Claude.ai name their exports
+# What besides a file's bytes decides what is stored of it, in its stamp.
+READ_BY = f"chat-reader {READER_VERSION} turns {TURNS_VERSION} chunker {CHUNKER_VERSION}"
 
 
 def ingest_conversations(
@@ -111,6 +128,18 @@ def _ingest_file(
     elsewhere: dict[tuple[str, str], tuple[str, int]],
 ) -> None:
     known = known_fingerprints(store, f"{chat.path}@", "conversation")
+    stat = _stat(chat.path)
+    stamp = f"{stat.st_size}:{stat.st_mtime_ns}:{READ_BY}" if stat else None
+    # Saved again within the mtime's granularity, a file may change under the same stamp: the one
+    # recorded then never matches, and the hash decides (as for notes, ingest.py `_unsettled`).
+    recorded = f"{stat.st_size}:unsettled:{READ_BY}" if stat and _unsettled(stat) else stamp
+    if stamp and known and _skipped_unchanged(store, chat.path, (stamp, recorded), len(known), report):
+        if progress:
+            progress(report)
+        return
+    # Taken before reading, as for PDFs: a file written during the read is read again next time.
+    sha256 = file_sha256(chat.path) if stamp else None
+    notices = len(report.notices)
     seen: set[str] = set()
     written = report.added + report.updated
     kept_elsewhere, superseded, vanished = 0, [], set()
@@ -147,6 +176,7 @@ def _ingest_file(
         report.added, report.updated = report.added - len(superseded), report.updated + len(superseded)
     if vanished and lost_nothing(chat.problems):
         report.removed += _retire(store, chat, vanished, seen, elsewhere)
+    clean = not (chat.problems or kept_elsewhere or len(report.notices) > notices)
     if kept_elsewhere:
         report.notices.append(f"{chat.path}: {kept_elsewhere} sessions already stored from another file, kept once")
     report.notices.extend(chat.problems)
@@ -155,6 +185,58 @@ def _ingest_file(
     gone = [uri for uri in known if uri not in seen]
     if gone and lost_nothing(chat.problems):  # a file that broke off early keeps the sessions stored from it
         report.removed += remove_sources(store, gone)
+    if clean:
+        retrying(partial(_stamp_sessions, store, chat.path, recorded, sha256))
+
+
+def _skipped_unchanged(store: Store, path: Path, stamps: tuple[str, str], stored: int, report: IngestReport) -> bool:
+    """Whether the file is as its last clean read found it, by size and mtime or, touched or copied
+    over, by its bytes; counted unchanged (and restamped, when touched) if so. All `stored` sessions
+    of its uri must carry that read's stamp, which counted as many, or it is read again: a session
+    written, moved or added since carries no stamp (a write replaces its metadata), one removed
+    changes the count, so an older stamp never stands for what is stored now.
+    `stamps`: the file's stamp now, and the one to record (see `_ingest_file`)."""
+    stamped = known_files(store, f"{path}@", SOURCE_TYPE)
+    kinds = set(stamped.values())
+    if len(stamped) != stored or len(kinds) != 1:
+        return False
+    (known,) = kinds
+    now, recorded = stamps
+    if known.stamp != _counted_stamp(now, stored):
+        same_size = _same_but_mtime(known.stamp, _counted_stamp(now, stored))
+        if not (known.sha256 and same_size and file_sha256(path) == known.sha256):
+            return False
+        retrying(partial(_stamp_sessions, store, path, recorded, known.sha256))
+    report.unchanged += stored
+    return True
+
+
+def _counted_stamp(stamp: str, sessions: int) -> str:
+    return f"{stamp} of {sessions} sessions"
+
+
+def _same_but_mtime(known: str, now: str) -> bool:
+    """Same size, reader and session count (`size:mtime_ns:reader of n sessions`): the bytes may be the same."""
+    old_size, _, old_rest = known.split(":", 2)
+    new_size, _, new_rest = now.split(":", 2)
+    return (old_size, old_rest) == (new_size, new_rest)
+
+
+def _stamp_sessions(store: Store, path: Path, stamp: str | None, sha256: str | None) -> None:
+    """Give every session stored from the file its stamp (None: no stamp, it is read again next time).
+    Bookkeeping, as for PDFs: versioning leaves both keys out of a source's state."""
+    prefix = f"{path}@"
+    where = "uri >= ? AND uri < ? AND source_type = ?"
+    bounds = (prefix, prefix + "\U0010ffff", SOURCE_TYPE)
+    with store.batched() as batch, batch.unit() as conn:
+        if stamp:
+            stamp = _counted_stamp(
+                stamp, conn.execute(f"SELECT COUNT(*) FROM sources WHERE {where}", bounds).fetchone()[0]
+            )
+        conn.execute(
+            f"UPDATE sources SET metadata = json_set(metadata, '$.file_stamp', ?, '$.file_sha256', ?) WHERE {where}",
+            (stamp, sha256, *bounds),
+        )
 
 
 EXPORT_FORMATS = ("chatgpt", "claude-ai")  # one file per account holding all its conversations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -404,6 +405,26 @@ def test_common_secret_shapes_are_masked(text):
 def test_secrets_in_longer_names_options_and_urls_are_masked(text, secret):
     masked, count = mask_secrets(text)
     assert count == 1 and secret not in masked and MASK in masked
+
+
+def test_secrets_beside_and_inside_long_dotted_and_dashed_runs_are_masked():
+    # Pasted payloads (base64url, uuid lists, minified names) are runs of name characters joined by
+    # '-' and '.'; the name and URL patterns once restarted at every segment of such a run and took
+    # minutes on this ~200 KB text. Only the real secrets around the runs may change.
+    rng = random.Random(7)
+    run = "".join(f"{rng.getrandbits(16):04x}{rng.choice('-.')}" for _ in range(20_000))
+    text = (
+        f"payload {run}\nexport db.password=hunter2prod\n"
+        f"{run}api_key: 'Zq9abcdef123'\n"
+        f"fetch postgres://admin:Sup3rS3cret@db.internal/{run}"
+    )
+    expected = (
+        f"payload {run}\nexport db.password={MASK}\n"
+        f"{run}api_key: '{MASK}'\n"
+        f"fetch postgres://admin:{MASK}@db.internal/{run}"
+    )
+    assert len(text) > 200_000
+    assert mask_secrets(text) == (expected, 3)
 
 
 def test_ordinary_prose_is_not_masked():

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import tracemalloc
 
 import pytest
 
 from crossmodalrag.chunking.turns import semantic_text
 from crossmodalrag.cli.main import main
-from crossmodalrag.connectors.chats import open_chat
+from crossmodalrag.connectors.chats import ChatRead, open_chat
 from crossmodalrag.conversations import ingest_conversations
 from crossmodalrag.index.embeddings import embed_missing
 from tests.agent.chats import SAMPLES, claude_record, needs_samples, write_jsonl
@@ -363,3 +364,65 @@ def test_a_deleted_session_file_is_kept_in_memory_and_the_ingest_says_so(store, 
         "hint: `mem forget --path FILE` erases the sessions stored from one)"
     ]
     assert store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 2 and kept.exists()
+
+
+def files_read(monkeypatch) -> list:
+    """The files whose sessions are parsed from here on (parsing and masking is what costs)."""
+    read, sessions = [], ChatRead.sessions
+
+    def recording(chat):
+        read.append(chat.path.name)
+        return sessions(chat)
+
+    monkeypatch.setattr(ChatRead, "sessions", recording)
+    return read
+
+
+def test_an_unchanged_export_is_not_read_again_and_a_changed_one_is(store, tmp_path, monkeypatch):
+    path = claude_ai_export(tmp_path / "conversations.json", [("c1", "Cache", ["drop it"]), ("c2", "Trip", ["go"])])
+    ingest_conversations(store, [tmp_path])
+    read = files_read(monkeypatch)
+    again = ingest_conversations(store, [tmp_path])
+    assert (again.unchanged, again.added, again.updated, read) == (2, 0, 0, [])
+    os.utime(path, ns=(1_700_000_000_000_000_000,) * 2)  # touched (copied over, restored): the same bytes
+    assert (ingest_conversations(store, [tmp_path]).unchanged, read) == (2, [])
+    claude_ai_export(path, [("c1", "Cache", ["drop it"])])  # a conversation deleted
+    report = ingest_conversations(store, [tmp_path])
+    assert (report.removed, report.unchanged, read) == (1, 1, ["conversations.json"])
+    assert (ingest_conversations(store, [tmp_path]).unchanged, read) == (1, ["conversations.json"])
+
+
+def test_a_growing_session_file_is_read_when_it_grew_and_only_then(store, tmp_path, monkeypatch):
+    records = [claude_record("u1", None, "user", "How do we deploy?")]
+    path = write_jsonl(tmp_path / "s.jsonl", records)
+    ingest_conversations(store, [path])
+    read = files_read(monkeypatch)
+    write_jsonl(path, [*records, claude_record("a1", "u1", "assistant", "Through the VPN.")])
+    report = ingest_conversations(store, [path])
+    assert (report.updated, report.chunks, read) == (1, 1, ["s.jsonl"])  # only the new turn written
+    assert (ingest_conversations(store, [path]).unchanged, read) == (1, ["s.jsonl"])
+
+
+def test_a_file_read_with_a_problem_is_read_again_even_with_bytes_stamped_before(store, tmp_path, monkeypatch):
+    # A read that left a notice stamps nothing, and the session it rewrote lost its older stamp: back
+    # to the bytes of a clean read, the file must still be read, or the turn edited meanwhile would stay.
+    clean = [claude_record("u1", None, "user", "one"), claude_record("a1", "u1", "assistant", "two")]
+    path = write_jsonl(tmp_path / "s.jsonl", clean)
+    ingest_conversations(store, [path])
+    write_jsonl(path, [clean[0], claude_record("a1", "u1", "assistant", "TWO"), "{broken"])
+    read = files_read(monkeypatch)
+    first, second = (ingest_conversations(store, [path]) for _ in range(2))
+    assert "not valid JSON" in first.notices[0] and "not valid JSON" in second.notices[0]  # said each time
+    write_jsonl(path, clean)
+    ingest_conversations(store, [path])
+    assert read == ["s.jsonl"] * 3 and "assistant: two" in chunk_rows(store, "s.jsonl")[1][2]
+
+
+def test_a_file_some_of_whose_sessions_are_stored_from_another_is_read_each_time(store, tmp_path, monkeypatch):
+    jan = claude_ai_export(tmp_path / "jan" / "conversations.json", [("c1", "Cache", ["drop it", "and the queue"])])
+    feb = claude_ai_export(tmp_path / "feb" / "conversations.json", [("c1", "Cache", ["drop it"]), ("c2", "T", ["go"])])
+    ingest_conversations(store, [jan.parent, feb.parent])
+    read = files_read(monkeypatch)
+    report = ingest_conversations(store, [jan.parent, feb.parent])
+    assert (report.unchanged, read) == (3, ["conversations.json"])  # feb only: its c1 is stored from jan
+    assert "1 sessions already stored from another file" in report.notices[0]

@@ -26,6 +26,9 @@ from crossmodalrag.types import Document
 FORMATS = ("claude-code", "codex", "chatgpt", "claude-ai", "locomo", "empty")
 SUFFIXES = (".jsonl", ".json")
 SNIFF_BYTES = 64 * 1024
+# Part of every chat file's stamp (conversations.py): a file unchanged on disk is not read again, so
+# bump this when a reader, the secret patterns or the `<private>` stripping change what a file reads as.
+READER_VERSION = "1"
 
 
 @dataclass
