@@ -294,6 +294,25 @@ def test_notes_and_pdfs_moved_both_ways_between_folders_read_in_one_run_keep_the
     assert_consistent(store)
 
 
+def test_of_two_identical_notes_the_renamed_one_keeps_its_id_when_the_other_is_deleted(
+    store: Store, tmp_path: Path
+) -> None:
+    """Both gone from their stored paths with the same title and text: the rename is the one of the
+    same size and mtime (settled stamps: written an hour ago, a second apart)."""
+    vault = tmp_path / "twins"
+    twin1 = write_note(vault, "twin1.md", "# Twin\n\nThe same words in both.\n")
+    twin2 = write_note(vault, "twin2.md", "# Twin\n\nThe same words in both.\n")
+    settle(twin1)
+    settle(twin2, twin1.stat().st_mtime_ns + 10**9)
+    ingest_notes(store, [vault])
+    ids = sources(store)
+    twin1.unlink()
+    final = twin2.rename(vault / "twin-final.md")
+    report = ingest_notes(store, [vault])
+    assert (report.moved, report.removed) == (1, 1)
+    assert sources(store) == {uri(vault, final.name): ids[uri(vault, "twin2.md")]}
+
+
 def test_a_copied_note_is_added_and_its_original_kept(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
     write_note(vault, "copy.md", NOTES["alpha.md"])

@@ -67,14 +67,12 @@ class FileMoves:
             (self.source_type, sha256),
         ).fetchall()
         candidates = [row for row in rows if row[0] != doc.uri and row[0] not in seen and not os.path.lexists(row[0])]
-        size_and_mtime = _size_and_mtime(doc.metadata.get("file_stamp"))
-        candidates.sort(
-            key=lambda row: (_size_and_mtime(row[1]) != size_and_mtime, Path(row[0]).name != Path(doc.uri).name)
-        )
+        own = size_and_mtime(doc.metadata.get("file_stamp"))
+        candidates.sort(key=lambda row: (size_and_mtime(row[1]) != own, Path(row[0]).name != Path(doc.uri).name))
         return candidates[0][0] if candidates else None
 
 
-def _size_and_mtime(stamp: str | None) -> list[str] | None:
+def size_and_mtime(stamp: str | None) -> list[str] | None:
     """The stamp without its extractor (`size:mtime_ns:extractor`): a file moved is the same file
     whichever engine read it."""
     return stamp.split(":", 2)[:2] if stamp else None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from crossmodalrag.connectors import globs, notes
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.file_moves import size_and_mtime
 from crossmodalrag.store import Store
 from crossmodalrag.types import Document
 
@@ -26,31 +27,37 @@ class Moves:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.by_title: dict[str, list[tuple[str, str, str]]] | None = None  # title → [(uri, locator, fingerprint)]
+        # title → [(uri, locator, fingerprint, file stamp)]
+        self.by_title: dict[str, list[tuple[str, str, str, str | None]]] | None = None
 
-    def _stored(self) -> dict[str, list[tuple[str, str, str]]]:
+    def _stored(self) -> dict[str, list[tuple[str, str, str, str | None]]]:
         """Read once, when the first new note is met (most syncs meet none)."""
         if self.by_title is None:
             self.by_title = {}
             rows = self.store.conn.execute(
-                "SELECT uri, title, fingerprint, json_extract(metadata, '$.path') FROM sources"
-                " WHERE source_type = 'note'"
+                "SELECT uri, title, fingerprint, json_extract(metadata, '$.path'),"
+                " json_extract(metadata, '$.file_stamp') FROM sources WHERE source_type = 'note'"
             )
-            for uri, title, digest, locator in rows:
+            for uri, title, digest, locator, stamp in rows:
                 if locator is not None:
-                    self.by_title.setdefault(title, []).append((uri, locator, digest))
+                    self.by_title.setdefault(title, []).append((uri, locator, digest, stamp))
         return self.by_title
 
     def origin(self, doc: Document, seen: set[str]) -> str | None:
-        """The uri of the stored note `doc` was moved from, or None. Those of the same file name are
-        tried first: of two identical notes moved together, each keeps its own id."""
+        """The uri of the stored note `doc` was moved from, or None. One of the same size and mtime is
+        tried first (a rename keeps both, a copy gets a new mtime: of two identical notes, one deleted
+        and the other renamed, the renamed one keeps its id), then one of the same file name (of two
+        identical notes moved together, each keeps its own)."""
         from crossmodalrag.store.documents import fingerprint
 
         stored = self._stored().get(doc.title, [])
         candidates = [c for c in stored if c[0] not in seen and not os.path.lexists(c[0])]
-        candidates.sort(key=lambda candidate: Path(candidate[0]).name != Path(doc.uri).name)
+        own = size_and_mtime(doc.metadata.get("file_stamp"))
+        candidates.sort(
+            key=lambda c: (own is None or size_and_mtime(c[3]) != own, Path(c[0]).name != Path(doc.uri).name)
+        )
         for candidate in candidates:
-            old_uri, locator, digest = candidate
+            old_uri, locator, digest, _ = candidate
             if fingerprint(replace(doc, locator=locator)) == digest:  # the same note, read at its old path
                 stored.remove(candidate)
                 return old_uri
