@@ -346,7 +346,7 @@ def test_a_note_rewritten_within_its_stamps_granularity_is_read_again(
     store: Store, vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Same size, same mtime (one tick of a coarse clock, a FAT or network share): only the bytes differ."""
-    monkeypatch.setattr("crossmodalrag.ingest.UNSETTLED_SECONDS", 10**9)  # every write counts as moments ago
+    monkeypatch.setattr("crossmodalrag.file_moves.UNSETTLED_SECONDS", 10**9)  # every write counts as moments ago
     alpha = write_note(vault, "alpha.md", "# Alpha\n\nThe aardvark eats ants.\n")
     written = alpha.stat().st_mtime_ns
     ingest_notes(store, [vault])

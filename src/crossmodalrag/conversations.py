@@ -39,8 +39,8 @@ from crossmodalrag.connectors.chats import (
 from crossmodalrag.connectors.chats.jsonio import lost_nothing
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.file_moves import file_sha256, known_files
-from crossmodalrag.ingest import IngestReport, Progress, _stat, _unsettled, remove_sources
+from crossmodalrag.file_moves import file_sha256, known_files, regular_file_stat, unsettled
+from crossmodalrag.ingest import IngestReport, Progress, remove_sources
 from crossmodalrag.store import Store
 from crossmodalrag.store.batch import WriteBatch
 from crossmodalrag.store.documents import (
@@ -128,11 +128,11 @@ def _ingest_file(
     elsewhere: dict[tuple[str, str], tuple[str, int]],
 ) -> None:
     known = known_fingerprints(store, f"{chat.path}@", "conversation")
-    stat = _stat(chat.path)
+    stat = regular_file_stat(chat.path)
     stamp = f"{stat.st_size}:{stat.st_mtime_ns}:{READ_BY}" if stat else None
     # Saved again within the mtime's granularity, a file may change under the same stamp: the one
-    # recorded then never matches, and the hash decides (as for notes, ingest.py `_unsettled`).
-    recorded = f"{stat.st_size}:unsettled:{READ_BY}" if stat and _unsettled(stat) else stamp
+    # recorded then never matches, and the hash decides (as for notes, file_moves.py `unsettled`).
+    recorded = f"{stat.st_size}:unsettled:{READ_BY}" if stat and unsettled(stat) else stamp
     if stamp and known and _skipped_unchanged(store, chat.path, (stamp, recorded), len(known), report):
         if progress:
             progress(report)

@@ -1,4 +1,4 @@
-"""Files read whole (PDFs, images) known by their bytes as well as their stamp.
+"""Files known by their bytes as well as their stamp: PDFs, images and (since session 31) notes and chats.
 
 A stored file's metadata keeps `file_stamp` (size, mtime, extractor: compared without reading the
 file) and `file_sha256` (its bytes). A stamp that differs only because the file was touched or
@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
+from stat import S_ISREG
 from typing import NamedTuple
 
 from crossmodalrag.store import Store
 from crossmodalrag.types import Document
+
+UNSETTLED_SECONDS = 3.0  # a stamp is trusted once it was taken this long after the file's last write
 
 
 class StoredFile(NamedTuple):
@@ -76,3 +80,20 @@ def size_and_mtime(stamp: str | None) -> list[str] | None:
     """The stamp without its extractor (`size:mtime_ns:extractor`): a file moved is the same file
     whichever engine read it."""
     return stamp.split(":", 2)[:2] if stamp else None
+
+
+def regular_file_stat(path: Path) -> os.stat_result | None:
+    """The file's stat if it is a regular file: hashing a FIFO named `.md` would block forever, and a
+    device would never end (the reader refuses both, with an error)."""
+    try:
+        stat = path.stat()
+    except OSError:  # reading it says why
+        return None
+    return stat if S_ISREG(stat.st_mode) else None
+
+
+def unsettled(stat: os.stat_result) -> bool:
+    """Was the file written so lately that it could change again under the same stamp? Within the
+    mtime's granularity (2 s on FAT, 1 s on ext3 and some network shares) a same-size save keeps
+    the stamp: such a stamp never matches, the bytes' hash decides instead (git's "racy" files)."""
+    return time.time() - stat.st_mtime < UNSETTLED_SECONDS

@@ -8,19 +8,16 @@ and no half-written one. Notes that left a vault are removed on the next ingest 
 
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from stat import S_ISREG
 from typing import Any, Callable, Iterable, Iterator
 
 from crossmodalrag import vaults, versioning
 from crossmodalrag.connectors import git, notes
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.file_moves import FileMoves, StoredFile, file_sha256, known_files
+from crossmodalrag.file_moves import FileMoves, StoredFile, file_sha256, known_files, regular_file_stat, unsettled
 from crossmodalrag.repository_moves import RepositoryMoves
 from crossmodalrag.store import Store, documents
 from crossmodalrag.store.batch import WriteBatch
@@ -30,7 +27,6 @@ from crossmodalrag.types import Document
 from crossmodalrag.wording import counted
 
 MASS_DELETE_MIN_SOURCES = 3
-UNSETTLED_SECONDS = 3.0  # a note's stamp is trusted once it was taken this long after the note's last write
 
 
 @dataclass
@@ -446,14 +442,14 @@ def _read_changed(
     is simply read again next time. `notes_mode`: symbolic links get no stamp (a confined read must
     refuse a link out of its folder each time), and a note written moments ago an unsettled one."""
     for path in paths:
-        stat = None if notes_mode and path.is_symlink() else _stat(path)
+        stat = None if notes_mode and path.is_symlink() else regular_file_stat(path)
         stamp = f"{stat.st_size}:{stat.st_mtime_ns}:{extractor}" if stat else None
         known = stored.get(str(path))
         if stamp and known and known.stamp == stamp:
             yield Unchanged(str(path))
             continue
         sha256 = file_sha256(path) if stamp else None
-        if stat and notes_mode and _unsettled(stat):
+        if stat and notes_mode and unsettled(stat):
             stamp = f"{stat.st_size}:unsettled:{extractor}"
         if sha256 and known and known.sha256 == sha256 and known.stamp.endswith(f":{extractor}"):
             yield Unchanged(str(path), file_stamp=stamp if stamp != known.stamp else None, file_sha256=sha256)
@@ -464,23 +460,6 @@ def _read_changed(
                 if sha256:
                     item.metadata["file_sha256"] = sha256
             yield item
-
-
-def _stat(path: Path) -> os.stat_result | None:
-    """The file's stat if it is a regular file: hashing a FIFO named `.md` would block forever, and a
-    device would never end (the reader refuses both, with an error)."""
-    try:
-        stat = path.stat()
-    except OSError:  # reading it says why
-        return None
-    return stat if S_ISREG(stat.st_mode) else None
-
-
-def _unsettled(stat: os.stat_result) -> bool:
-    """Was the file written so lately that it could change again under the same stamp? Within the
-    mtime's granularity (2 s on FAT, 1 s on ext3 and some network shares) a same-size save keeps
-    the stamp: such a stamp never matches, the bytes' hash decides instead (git's "racy" files)."""
-    return time.time() - stat.st_mtime < UNSETTLED_SECONDS
 
 
 def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Iterable[Document | Failure | Skipped]:
