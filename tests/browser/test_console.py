@@ -57,6 +57,22 @@ def test_pdf_citation_shows_the_rendered_page(watched, console_url) -> None:
     assert "?chunk=" in image.get_attribute("src")  # the cited text is boxed on the page
 
 
+def test_a_page_image_the_server_refuses_shows_its_reason_not_a_broken_image(watched, console_url) -> None:
+    """A PDF changed on disk since it was ingested: the page image is a 404 with a reason and a hint."""
+    page = watched
+    page.goto(console_url + "/?" + httpx.QueryParams({"q": RATE_LIMIT, "no_llm": "true"}).__str__())
+    wait_final(page)
+    refused = {"error": "spec.pdf has changed since it was ingested", "hint": "run `mem sync`"}
+    page.route("**/page/*.png*", lambda route: route.fulfill(status=404, json=refused))
+    pdf_item = page.locator("#evidence li", has=page.locator(".kind", has_text="pdf")).first
+    pdf_item.locator("a.ev-open").click()
+    note = page.locator("#panel .error-state")
+    expect(note).to_contain_text("spec.pdf has changed since it was ingested")
+    expect(note).to_contain_text("hint: run `mem sync`")
+    expect(page.locator("#panel img.pdf-page")).to_have_count(0)
+    page.problems[:] = [problem for problem in page.problems if "Failed to load resource" not in problem]
+
+
 def test_keyboard_only(watched, console_url) -> None:
     page = watched
     page.goto(console_url + "/ui/stats")

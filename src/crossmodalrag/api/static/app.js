@@ -197,6 +197,24 @@
     panel.dataset.loaded = "unreachable"; // Escape clears it like any opened evidence
   }
 
+  // A page image or picture the server refuses (its file changed on disk or is gone since it was
+  // ingested) showed as a broken image: say what the server says instead, with its hint.
+  async function imageRefused(event) {
+    const image = event.target;
+    if (!(image instanceof HTMLImageElement) || !image.matches("img.pdf-page, .image-view img")) return;
+    let reply = {};
+    try {
+      const response = await fetch(image.src, { headers: { Accept: "application/json" } });
+      if (response.ok) return; // a failure of this load alone: the image itself is fine
+      reply = await response.json();
+    } catch (error) {
+      reply = { error: "the server could not be reached", hint: "is `mem serve` still running?" };
+    }
+    const note = el("p", { class: "error-state", role: "alert" }, reply.error || "the image could not be shown");
+    if (reply.hint) note.append(el("br"), document.createTextNode(`hint: ${reply.hint}`));
+    image.replaceWith(note);
+  }
+
   function scrollToCited(scope, cited = scope.querySelector(".chunk.cited")) {
     if (!cited) return;
     if (scope.id === "panel" && scope.scrollHeight > scope.clientHeight) {
@@ -283,6 +301,7 @@
   document.addEventListener("htmx:historyRestore", filterFromAddress);
   document.addEventListener("htmx:beforeSwap", panelErrorReply);
   document.addEventListener("htmx:sendError", panelUnreachable);
+  document.addEventListener("error", imageRefused, true); // a load error does not bubble: caught on its way down
   document.addEventListener("DOMContentLoaded", () => {
     const theme = $("#theme");
     if (theme) theme.addEventListener("click", toggleTheme);
