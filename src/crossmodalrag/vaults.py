@@ -7,8 +7,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from crossmodalrag.connectors import globs, notes
-from crossmodalrag.errors import CMRAGError
+from crossmodalrag.connectors import globs
 from crossmodalrag.file_moves import size_and_mtime
 from crossmodalrag.store import Store
 from crossmodalrag.types import Document
@@ -66,7 +65,8 @@ class Moves:
 
 def why_notes_left(root: Path, gone: list[str], include: list[str], exclude: list[str]) -> dict[str, int]:
     """cause → count of the stored notes this read of the vault did not find (for the mass-delete
-    refusal: a note filtered out or emptied is still on disk, and "gone from disk" misled)."""
+    refusal: a note filtered out is still on disk, and "gone from disk" misled). An emptied note is not
+    among them: it keeps its stored version (ingest._ingest_one)."""
     causes: dict[str, int] = {}
     for uri in gone:
         path = Path(uri)
@@ -74,22 +74,10 @@ def why_notes_left(root: Path, gone: list[str], include: list[str], exclude: lis
             cause = GONE_FROM_DISK
         elif not globs.selected(path.relative_to(root).as_posix(), include, exclude):
             cause = FILTERED_OUT
-        elif _empty_note(root, path):
-            cause = "now empty"
         else:
             cause = "no longer read (now hidden, or a link to another note of the vault)"
         causes[cause] = causes.get(cause, 0) + 1
     return causes
-
-
-def _empty_note(root: Path, path: Path) -> bool:
-    try:
-        notes.read_note(root, path)
-    except notes.EmptyNote:
-        return True
-    except CMRAGError:
-        return False
-    return False
 
 
 def stored_vault(store: Store, root: Path) -> Path:
