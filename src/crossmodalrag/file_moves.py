@@ -27,6 +27,12 @@ class StoredFile(NamedTuple):
     sha256: str | None  # None for a source stored before hashes were kept: it gets one when next read
 
 
+def stored_path(uri: str, source_type: str) -> str:
+    """The file (the repository, for a commit) a source was read from: commits and chat sessions are
+    `<path>@<sha or session key>`."""
+    return uri.rpartition("@")[0] if source_type in ("commit", "conversation") else uri
+
+
 def file_sha256(path: Path) -> str | None:
     """The hash of the file's bytes, read in blocks (a scanned PDF may be hundreds of MB); None when
     it cannot be read (the reader then says why)."""

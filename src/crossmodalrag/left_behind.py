@@ -13,6 +13,7 @@ import shlex
 from collections import Counter
 from pathlib import Path
 
+from crossmodalrag.file_moves import stored_path
 from crossmodalrag.store import Store
 from crossmodalrag.wording import counted
 
@@ -32,7 +33,7 @@ def left_behind_notices(store: Store, connector: str, configured: list[Path]) ->
         "SELECT uri, json_extract(metadata, '$.vault') FROM sources WHERE source_type = ?", (source_type,)
     )
     for uri, vault in rows:
-        path = _stored_path(uri, source_type)
+        path = Path(stored_path(uri, source_type))
         folder = _gone_folder(Path(vault) if vault else path if source_type == "commit" else path.parent, gone)
         if folder is not None and not any(path.is_relative_to(root) for root in configured):
             found[folder] += 1
@@ -42,12 +43,6 @@ def left_behind_notices(store: Store, connector: str, configured: list[Path]) ->
             f"{len(found) - SHOWN} more folders gone from disk still have sources stored (see `mem sources`)"
         )
     return notices
-
-
-def _stored_path(uri: str, source_type: str) -> Path:
-    """The file (the repository, for a commit) a source was read from: commits and chat sessions are
-    `<path>@<sha or session key>`."""
-    return Path(uri.rpartition("@")[0] if source_type in ("commit", "conversation") else uri)
 
 
 def _gone_folder(folder: Path, gone: dict[Path, Path | None]) -> Path | None:

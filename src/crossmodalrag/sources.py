@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 from crossmodalrag.connectors.pdf import capped_scale
 from crossmodalrag.errors import CMRAGError, MissingExtraError
-from crossmodalrag.file_moves import file_sha256
+from crossmodalrag.file_moves import file_sha256, stored_path
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
 
@@ -85,7 +85,7 @@ def _in_folder(wanted: str) -> Callable[[dict[str, Any]], bool]:
 
 
 def _lives_in(item: dict[str, Any], where: str) -> bool:
-    uri = item["uri"].rsplit("@", 1)[0] if item["source_type"] in ("commit", "conversation") else item["uri"]
+    uri = stored_path(item["uri"], item["source_type"])
     # a commit: its repository. dirname, not Path.parent: this runs for every source in memory, and
     # stored uris are already resolved paths, which Path would only parse again
     place = uri if item["source_type"] == "commit" else os.path.dirname(uri)
