@@ -307,6 +307,9 @@ def test_a_bad_parameter_is_named_as_in_the_address_not_as_pydantic_tried_it(cli
         ("/ask?q=parser&top_k=0", 422, "top_k: Input should be greater than or equal to 1"),
         ("/sources?kind=note&kind=pdf", 422, "kind: given more than once"),  # not PDFs only, silently
         ("/ask?q=parser&q=tokenizer&modality=text&modality=pdf", 422, "q: given more than once"),
+        ("/sources?knd=pdf", 422, "knd: not a parameter of this route (it takes: folder, kind, limit"),  # not all
+        ("/ask?q=parser&topk=3", 422, "topk: not a parameter of this route (it takes: after, before, level"),
+        ("/stats?verbose=1", 422, "verbose: not a parameter of this route (it takes: no parameters)"),
         ("/nope", 404, "nothing at /nope"),
         ("/static/nope.js", 404, "nothing at /static/nope.js"),
     ],

@@ -31,11 +31,35 @@ def one_value_each(request: Request) -> None:
     params = request.query_params
     for name in sorted(set(params.keys()) - REPEATABLE):
         if len(params.getlist(name)) > 1:
-            problem = {"loc": ("query", name), "msg": "given more than once: it takes one value", "type": "value_error"}
-            raise RequestValidationError([problem])
+            raise _bad_parameter(name, "given more than once: it takes one value")
 
 
-router = APIRouter(dependencies=[Depends(one_value_each)])
+def known_parameters_only(request: Request) -> None:
+    """FastAPI ignores a parameter its route does not take: `/sources?knd=pdf` would list every kind and
+    `/ask?q=x&topk=3` answer with the default evidence count. A program calling the API wants the typo
+    named, so an unknown parameter is refused with the ones the route takes."""
+    route = request.scope.get("route")
+    if route is None:
+        return
+    known = _query_names(route.dependant) | {"token"}  # `?token=` is the login link's, handled before routes
+    for name in sorted(set(request.query_params.keys()) - known):
+        takes = ", ".join(sorted(known - {"token"})) or "no parameters"
+        raise _bad_parameter(name, f"not a parameter of this route (it takes: {takes})")
+
+
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameter names a route reads, its dependencies' included."""
+    names = {parameter.alias for parameter in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def _bad_parameter(name: str, message: str) -> RequestValidationError:
+    return RequestValidationError([{"loc": ("query", name), "msg": message, "type": "value_error"}])
+
+
+router = APIRouter(dependencies=[Depends(one_value_each), Depends(known_parameters_only)])
 
 Modality = Literal["text", "code", "pdf", "image"]
 Profile = Literal[PROFILES]  # type: ignore[valid-type]
