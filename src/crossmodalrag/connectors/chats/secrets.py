@@ -55,10 +55,14 @@ ASSIGNED = [
 
 # Said in words, "my password is Tr0ub4dor&3", "secret wJalrXUtnFI/K7MDENG": masked only when the
 # value is no plain word (see `_no_plain_word`), so "the password is stored in the vault" keeps its words.
+# The value is the shortest run of 6+ characters followed only by closing punctuation: 6, or longer
+# and then ending in no punctuation (a shorter one would do otherwise). Said that way, each end tried
+# is a plain character and the punctuation after it is read once; a lazy `{6,}?` tried every end of a
+# long run of dots, reading the rest of the run each time (20 KB: 12 s).
 SAID = [
     re.compile(
-        r"(?i)(\b(?:password|passwd|passphrase|passcode)\s+(?:is|was|will be)\s+[\"']?)([^\s\"']{6,}?)"
-        r"(?=[\"'.,;:!?)]*(?:\s|\Z))"
+        r"(?i)(\b(?:password|passwd|passphrase|passcode)\s+(?:is|was|will be)\s+[\"']?)"
+        r"([^\s\"']{6}(?:[^\s\"']*?[^\s\"'.,;:!?)])??)(?=[\"'.,;:!?)]*(?:\s|\Z))"
     ),  # fmt: skip
     re.compile(r"(?i)(\b(?:secret|token|key)s?\W{1,3}(?:[\w-]+\W{1,3}){0,2}?)([A-Za-z0-9/+=_-]{20,})(?![\w/+=-])"),
 ]
