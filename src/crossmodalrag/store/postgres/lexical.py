@@ -3,7 +3,9 @@
 Each chunk's `chunk_terms.terms` tsvector holds the tokens of SQLite's own FTS5 tokenizer (porter,
 unicode61, diacritics removed), produced in an in-memory SQLite database: the stdlib always has
 FTS5, so the two backends index and query the very same tokens, and index/fts.py's query rules
-(identifier variants, CJK bigrams, exact forms, stopwords) apply unchanged. The tsvector is literal
+(identifier variants, CJK bigrams, exact forms, stopwords) apply unchanged; a memory indexed under
+an older FTS_VERSION is re-tokenized by a schema migration (schema.py RETOKENIZE, `reindex`), as
+SQLite's chunks_fts is. The tsvector is literal
 (`'token':3`), never parsed by a text-search configuration, and query tokens are quoted lexemes, so
 no user text becomes tsquery syntax.
 
@@ -97,21 +99,49 @@ def insert_rows(conn, rows: Iterable[tuple[int, str, str]]) -> None:
     """Index (chunk_id, title, text) rows, prepared as index/fts.py prepares them for FTS5: one
     statement per table (COPY is refused on tables under row-level security). Each column goes over
     as one string the server splits (psycopg's per-element quoting of Python lists cost more CPU
-    than the rest of writing a note): lexemes, tsvectors and numbers hold no newline."""
-    rows = list(rows)
+    than the rest of writing a note): lexemes, tsvectors and numbers hold no newline. The rows get
+    the writer's owner (the columns' default)."""
+    _write(conn, list(rows), owned_as_chunk=False)
+
+
+REINDEX_BATCH = 2000  # chunks read and written per round trip when the whole index is rebuilt
+
+
+def reindex(conn) -> int:
+    """Index every stored chunk anew with today's preparation, into emptied chunk_terms and
+    chunk_postings, inside the caller's transaction (schema.retokenize, which lets this role see
+    every owner's rows); returns the number of chunks indexed. Each row keeps its chunk's owner."""
+    done, after = 0, 0
+    while rows := conn.execute(
+        "SELECT c.id, s.title, c.text FROM chunks c JOIN sources s ON s.id = c.source_id "
+        "WHERE c.id > ? ORDER BY c.id LIMIT ?",
+        (after, REINDEX_BATCH),
+    ).fetchall():
+        _write(conn, [tuple(row) for row in rows], owned_as_chunk=True)
+        done, after = done + len(rows), rows[-1][0]
+    return done
+
+
+def _write(conn, rows: list[tuple[int, str, str]], owned_as_chunk: bool) -> None:
+    """Write the lexical index rows of (chunk_id, title, text); `owned_as_chunk`: each row's owner
+    is its chunk's (a rebuild by a role that writes every owner's rows), not the writer's."""
     if not rows:
         return
+    owner, chunks = ("", "") if not owned_as_chunk else (", owner", ", c.owner")
+    join = "" if not owned_as_chunk else " JOIN chunks c ON c.id = n.chunk_id"
     indexed = index_rows([(fts.index_title(title), fts.index_body(text)) for _, title, text in rows])
     ids = [chunk_id for chunk_id, _, _ in rows]
     conn.execute(  # regexp_split_to_array: one element per line even for a lone empty tsvector
-        "INSERT INTO chunk_terms (chunk_id, terms, length) SELECT * FROM unnest("
-        f"{_NUMBERS}::bigint[], regexp_split_to_array(?, E'\\n')::tsvector[], {_NUMBERS}::int[])",
+        f"INSERT INTO chunk_terms (chunk_id, terms, length{owner}) SELECT n.*{chunks} FROM unnest("
+        f"{_NUMBERS}::bigint[], regexp_split_to_array(?, E'\\n')::tsvector[], {_NUMBERS}::int[])"
+        f" AS n(chunk_id, terms, length){join}",
         (_joined(ids), "\n".join(i.terms for i in indexed), _joined(i.length for i in indexed)),
     )
     held = [(chunk_id, i) for chunk_id, i in zip(ids, indexed, strict=True) if i.postings]
     conn.execute(  # string_to_array: no element for '' (here: no postings at all)
-        "INSERT INTO chunk_postings (lexeme, chunk_id, body_tf, length) SELECT * FROM unnest("
-        f"string_to_array(?, E'\\n'), {_NUMBERS}::bigint[], {_NUMBERS}::int[], {_NUMBERS}::int[])",
+        f"INSERT INTO chunk_postings (lexeme, chunk_id, body_tf, length{owner}) SELECT n.*{chunks} FROM unnest("
+        f"string_to_array(?, E'\\n'), {_NUMBERS}::bigint[], {_NUMBERS}::int[], {_NUMBERS}::int[])"
+        f" AS n(lexeme, chunk_id, body_tf, length){join}",
         (
             "\n".join("\n".join(i.postings) for _, i in held),
             ",".join(",".join([str(chunk_id)] * len(i.postings)) for chunk_id, i in held),

@@ -16,7 +16,9 @@ plus what only a server has:
 The tables of the hierarchy and agent memory exist (search joins agent_memories); since version 3
 every table holding text or naming what a memory holds is under row-level security too (see
 FOLLOWERS). Left shared: embedding_models (model names) and schema_migrations. Version 4 is the
-change log (SQLite's 7), one hash chain per owner (CHANGE_LOG).
+change log (SQLite's 7), one hash chain per owner (CHANGE_LOG). The lexical index's tokens are
+index/fts.py's preparation of their day: when its FTS_VERSION changes, a migration re-tokenizes
+every owner's chunks (RETOKENIZE, version 10 for FTS_VERSION 5; INDEX_FTS_VERSION, tested).
 """
 
 from __future__ import annotations
@@ -376,6 +378,45 @@ CREATE INDEX chunks_said_at ON chunks(said_at, source_id) WHERE said_at IS NOT N
 CREATE INDEX chunks_source_said_at ON chunks(source_id, said_at);
 """
 
+# Version 10: the lexical index re-tokenized with today's preparation (index/fts.py FTS_VERSION 5;
+# SQLite's migrations 10 and 11). The tokens are written when a chunk is, so a memory made before
+# FTS_VERSION 4 and 5 kept the old ones: a folded Greek or Cyrillic query, a one-character CJK word at
+# the end of a run, full-width Latin were found on SQLite and not here. The index is emptied and
+# written again from the stored chunks (`retokenize`), every owner's, each row keeping its chunk's
+# owner: the migrating role owns the tables (or is a superuser), so NO FORCE lets it read and write
+# every owner's rows, as in version 6. TRUNCATE, not DELETE: no dead copy of the whole index left for
+# VACUUM, and the migration holds these tables' locks anyway (ALTER TABLE).
+RETOKENIZE = """
+ALTER TABLE sources NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE chunks NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE chunk_terms NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE chunk_postings NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE chunk_stats NO FORCE ROW LEVEL SECURITY;
+TRUNCATE chunk_terms, chunk_postings, chunk_stats;
+"""
+
+# The FTS_VERSION the lexical index holds once every migration has run. A new FTS_VERSION needs a new
+# migration `(N, RETOKENIZE, retokenize)` and this raised with it: tests/store/test_postgres_tokens.py
+# fails while the two differ.
+INDEX_FTS_VERSION = 5
+
+
+def retokenize(conn) -> None:
+    """Write the emptied lexical index again from every stored chunk (RETOKENIZE), then count each
+    owner's chunks and length once for BM25 (the insert trigger's per-batch deltas, folded) and put
+    row-level security back on the owner too."""
+    from crossmodalrag.store.postgres import lexical
+
+    lexical.reindex(conn)
+    conn.execute("DELETE FROM chunk_stats")
+    conn.execute(
+        "INSERT INTO chunk_stats (owner, chunks, length) SELECT owner, COUNT(*), SUM(length) FROM chunk_terms"
+        " GROUP BY owner"
+    )
+    for table in ("sources", "chunks", "chunk_terms", "chunk_postings", "chunk_stats"):
+        conn.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+
+
 # (version, SQL) or (version, SQL, a Python step run after the SQL in the same transaction).
 MIGRATIONS: list[tuple] = [
     (1, FUNCTIONS + TABLES + LATER_TABLES + _security()),
@@ -387,6 +428,7 @@ MIGRATIONS: list[tuple] = [
     (7, COVERING_POSTINGS),
     (8, SESSION_VISIBLE),
     (9, CHUNK_TIMES),
+    (10, RETOKENIZE, retokenize),  # FTS_VERSION 5 (INDEX_FTS_VERSION)
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
