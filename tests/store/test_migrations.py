@@ -3,8 +3,9 @@ import sqlite3
 import pytest
 
 from crossmodalrag.errors import StoreError
+from crossmodalrag.index import fts
 from crossmodalrag.store import open_store
-from crossmodalrag.store.migrations import LATEST_VERSION, migrate
+from crossmodalrag.store.migrations import INDEX_FTS_VERSION, LATEST_VERSION, migrate
 
 
 def test_new_database_is_wal_with_busy_timeout_and_latest_schema(db_path):
@@ -169,3 +170,10 @@ def _one_chunk_indexed_at(db_path, version: int, text: str) -> sqlite3.Connectio
     )
     conn.execute("INSERT INTO chunks_fts (rowid, title, body) VALUES (1, 'a', ?)", (text,))
     return conn
+
+
+def test_the_full_text_index_is_prepared_as_index_fts_prepares_it_today():
+    assert INDEX_FTS_VERSION == fts.FTS_VERSION, (
+        "index/fts.py's FTS_VERSION changed: add a migration with the `retokenize` step to "
+        "store/migrations.py and raise INDEX_FTS_VERSION with it"
+    )

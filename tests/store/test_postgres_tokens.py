@@ -54,10 +54,7 @@ def test_the_index_is_prepared_as_index_fts_prepares_it_today():
         "index/fts.py's FTS_VERSION changed: add a PostgreSQL migration (N, RETOKENIZE, retokenize) to "
         "store/postgres/schema.py MIGRATIONS and raise INDEX_FTS_VERSION with it"
     )
-    last = max(version for version, _, *step in schema.MIGRATIONS if schema.retokenize in step)
-    assert last == schema.LATEST_VERSION or all(
-        schema.retokenize not in step for version, _, *step in schema.MIGRATIONS if version > last
-    )
+    assert any(schema.retokenize in step for _, _, *step in schema.MIGRATIONS)
 
 
 @pytest.fixture
