@@ -183,6 +183,23 @@ def test_a_renamed_note_moves_to_the_new_path_keeping_its_id(store: Store, vault
     assert_consistent(store)
 
 
+def test_a_renamed_note_titled_by_its_file_name_keeps_its_id(store: Store, vault: Path) -> None:
+    """With no heading, a note is titled by its file name (as Obsidian shows it): renaming it changed
+    its title, so it was read as deleted and added, its id, history and vectors lost."""
+    write_note(vault, "grocery ideas.md", "oat milk, rye bread and aardwolf crackers\n")
+    write_note(vault, "other ideas.md", "oat milk, rye bread and aardwolf crackers\n")  # same text, another file
+    os.utime(vault / "other ideas.md", (1_700_000_000, 1_700_000_000))
+    ingest_notes(store, [vault])
+    old_id = sources(store)[uri(vault, "grocery ideas.md")]
+    os.rename(vault / "grocery ideas.md", vault / "shopping.md")
+    report = ingest_notes(store, [vault])
+    assert (report.added, report.moved, report.removed) == (0, 1, 0)
+    assert sources(store)[uri(vault, "shopping.md")] == old_id
+    title = store.conn.execute("SELECT title FROM sources WHERE id = ?", (old_id,)).fetchone()[0]
+    assert title == "shopping" and searched_uris(store, "shopping") == {uri(vault, "shopping.md")}
+    assert_consistent(store)
+
+
 def test_a_moved_note_keeps_its_chunks_and_their_vectors_when_its_text_is_unchanged(store: Store, vault: Path) -> None:
     """A rename rewrote and re-embedded every chunk; only the locator changes with the path."""
     write_note(vault, "projects/beta.md", NOTES["projects/beta.md"] + "\n## Budget\n" + "Birch planks. " * 200)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
+from crossmodalrag.chunking.markdown import clip
 from crossmodalrag.connectors import globs
 from crossmodalrag.file_moves import size_and_mtime
 from crossmodalrag.store import Store
@@ -22,14 +24,17 @@ class Moves:
     Read as a deletion and an addition, moving a folder of most of a vault tripped the mass-delete
     guard, and kept the old copies beside the new ones until the next run with --allow-mass-delete.
     The stored note may come from any vault, as a PDF may come from any folder (file_moves.py): a vault
-    moved and configured under its new path left every note stored twice, the old copies cited."""
+    moved and configured under its new path left every note stored twice, the old copies cited.
+    A note with no heading is titled by its file name (as Obsidian shows it), so renaming it changes
+    its title: such a note is also found by its file's size and mtime, which a rename keeps."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        # title → [(uri, locator, fingerprint, file stamp)]
-        self.by_title: dict[str, list[tuple[str, str, str, str | None]]] | None = None
+        # title → [Stored]; (size, mtime) → [Stored] of the notes titled by their file name
+        self.by_title: dict[str, list[Stored]] | None = None
+        self.named_by_file: dict[tuple[str, ...], list[Stored]] = {}
 
-    def _stored(self) -> dict[str, list[tuple[str, str, str, str | None]]]:
+    def _stored(self) -> dict[str, list[Stored]]:
         """Read once, when the first new note is met (most syncs meet none)."""
         if self.by_title is None:
             self.by_title = {}
@@ -38,29 +43,51 @@ class Moves:
                 " json_extract(metadata, '$.file_stamp') FROM sources WHERE source_type = 'note'"
             )
             for uri, title, digest, locator, stamp in rows:
-                if locator is not None:
-                    self.by_title.setdefault(title, []).append((uri, locator, digest, stamp))
+                if locator is None:
+                    continue
+                stored = Stored(uri, title, locator, digest, stamp)
+                self.by_title.setdefault(title, []).append(stored)
+                if (own := size_and_mtime(stamp)) and _titled_by_file_name(title, uri):
+                    self.named_by_file.setdefault(tuple(own), []).append(stored)
         return self.by_title
 
     def origin(self, doc: Document, seen: set[str]) -> str | None:
         """The uri of the stored note `doc` was moved from, or None. One of the same size and mtime is
         tried first (a rename keeps both, a copy gets a new mtime: of two identical notes, one deleted
         and the other renamed, the renamed one keeps its id), then one of the same file name (of two
-        identical notes moved together, each keeps its own)."""
+        identical notes moved together, each keeps its own). A note titled by its file name may also
+        come from one so titled, of the same size and mtime, under its old name."""
         from crossmodalrag.store.documents import fingerprint
 
-        stored = self._stored().get(doc.title, [])
-        candidates = [c for c in stored if c[0] not in seen and not os.path.lexists(c[0])]
         own = size_and_mtime(doc.metadata.get("file_stamp"))
+        stored = self._stored().get(doc.title, [])
+        renamed = self.named_by_file.get(tuple(own), []) if own and _titled_by_file_name(doc.title, doc.uri) else []
+        candidates = [c for c in stored + renamed if c.uri not in seen and not os.path.lexists(c.uri)]
         candidates.sort(
-            key=lambda c: (own is None or size_and_mtime(c[3]) != own, Path(c[0]).name != Path(doc.uri).name)
+            key=lambda c: (own is None or size_and_mtime(c.stamp) != own, Path(c.uri).name != Path(doc.uri).name)
         )
         for candidate in candidates:
-            old_uri, locator, digest, _ = candidate
-            if fingerprint(replace(doc, locator=locator)) == digest:  # the same note, read at its old path
-                stored.remove(candidate)
-                return old_uri
+            # the same note, read at its old path (under its old name)
+            if fingerprint(replace(doc, locator=candidate.locator, title=candidate.title)) == candidate.digest:
+                for found in (stored, renamed):
+                    if candidate in found:
+                        found.remove(candidate)
+                return candidate.uri
         return None
+
+
+class Stored(NamedTuple):
+    """A stored note, as far as telling whether a new one is it, moved."""
+
+    uri: str
+    title: str
+    locator: str
+    digest: str
+    stamp: str | None
+
+
+def _titled_by_file_name(title: str, uri: str) -> bool:
+    return title == clip(Path(uri).stem)
 
 
 def why_notes_left(root: Path, gone: list[str], include: list[str], exclude: list[str]) -> dict[str, int]:
