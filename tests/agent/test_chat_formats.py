@@ -162,6 +162,14 @@ def test_a_malformed_line_is_reported_with_its_number_and_the_rest_reads(tmp_pat
     assert chat.problems == [f"{path}:2: not valid JSON, skipped (a truncated or damaged line)"]
 
 
+def test_a_session_file_opening_with_a_byte_order_mark_keeps_its_first_record(tmp_path):
+    records = [claude_record("u1", None, "user", "first question"), claude_record("a1", "u1", "assistant", "an answer")]
+    path = write_jsonl(tmp_path / "s.jsonl", records)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # as some Windows editors save it
+    chat, (session,) = sessions(path)
+    assert [t.text for t in session.turns] == ["first question", "an answer"] and chat.problems == []
+
+
 def test_a_line_that_is_not_utf8_is_read_with_its_bytes_replaced_and_said_so(tmp_path):
     path = write_jsonl(tmp_path / "s.jsonl", [claude_record("u1", None, "user", "a café near the office")])
     raw = path.read_bytes()

@@ -32,6 +32,8 @@ def json_lines(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
             if len(raw) > MAX_LINE:
                 problems.append(f"{path}:{number}: a {len(raw) >> 20} MB line, skipped")
                 continue
+            if number == 1:  # a byte order mark some Windows editors write is not JSON
+                raw = raw.removeprefix(codecs.BOM_UTF8)
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:  # a line some tool wrote in Latin-1: kept, its odd bytes replaced
