@@ -165,6 +165,7 @@ async def exercise_every_tool(client, chats: Path) -> None:
     stats = await call(client, "memory_stats", {})
     assert stats["agent_memories"]["memories"] == 3 and stats["sources"]["conversation"] == 1
     diff = await call(client, "memory_diff", {"since": "2000-01-01"})
+    assert diff["changed_total"] == len(diff["changed"])
     assert {c["id"] for c in diff["changed"]} >= {newer["id"]} and diff["superseded"] == [
         {"id": first, "by": newer["id"]}
     ]

@@ -458,3 +458,17 @@ def test_what_changed_since_counts_a_memory_whose_attributes_changed(any_store):
     clock.sleep(1.1)
     update_memory(any_store, first, tags=["ops", "db"], importance=0.9)
     assert [c["id"] for c in changes_since(any_store, since)["changed"]] == [first]
+
+
+def test_what_changed_since_pages_and_counts_every_change(any_store):
+    """Listing the newest 200 alone, an agent took them for every change of a busy day."""
+    from crossmodalrag.agent.tools import changes_since
+
+    ids = [remember(any_store, f"Rack {n} holds the {word} shelf", [], 0.5).id for n, word in enumerate(WORDS)]
+    page = changes_since(any_store, "2000-01-01", limit=3)
+    assert page["changed_total"] == len(ids) and len(page["changed"]) == 3
+    rest = changes_since(any_store, "2000-01-01", limit=100, offset=3)["changed"]
+    assert sorted(c["id"] for c in page["changed"] + rest) == sorted(ids)
+
+
+WORDS = ["amber", "birch", "cedar", "dune", "ember", "fjord", "garnet"]

@@ -260,20 +260,27 @@ def _episodes(store: Store, start: float | None, end: float | None, limit: int) 
     return timeline(store, limit, start=start, end=end)
 
 
-def changes_since(store: Store, since: str) -> dict[str, Any]:
-    """Sources added or updated since a time, and memories superseded since then."""
+DIFF_LIMIT = 200  # changes listed by default; `changed_total` says how many there are
+
+
+def changes_since(store: Store, since: str, limit: int = DIFF_LIMIT, offset: int = 0) -> dict[str, Any]:
+    """Sources added or updated since a time (newest first, `limit` from `offset`, and how many in
+    all: an agent told 200 must know whether that is all), and memories superseded since then."""
     moment = parse_when(since, "since")
     if moment is None:
         raise InvalidArgument("since is required", "e.g. 2026-11-01 or 2026-11-30T09:00")
     # A memory whose tags or importance changed, or that a restatement merged into, was updated too
     # though its text (the source row) was not rewritten.
+    changed = (
+        " FROM sources s LEFT JOIN agent_memories m ON m.source_id = s.id WHERE s.ingested_at >= ? OR m.updated_at >= ?"
+    )
     rows = store.conn.execute(
         "SELECT s.id, s.source_type, s.title,"
-        " CASE WHEN m.updated_at > s.ingested_at THEN m.updated_at ELSE s.ingested_at END AS at FROM sources s"
-        " LEFT JOIN agent_memories m ON m.source_id = s.id WHERE s.ingested_at >= ? OR m.updated_at >= ?"
-        " ORDER BY at DESC LIMIT 200",
-        (moment, moment),
+        f" CASE WHEN m.updated_at > s.ingested_at THEN m.updated_at ELSE s.ingested_at END AS at{changed}"
+        " ORDER BY at DESC, s.id DESC LIMIT ? OFFSET ?",
+        (moment, moment, limit, offset),
     ).fetchall()
+    total = store.conn.execute(f"SELECT COUNT(*){changed}", (moment, moment)).fetchone()[0]
     superseded = store.conn.execute(
         "SELECT source_id, superseded_by FROM agent_memories WHERE superseded_by IS NOT NULL AND updated_at >= ?"
         " UNION SELECT m.source_id, m.superseded_by FROM agent_memories m JOIN sources s ON s.id = m.superseded_by"
@@ -283,6 +290,7 @@ def changes_since(store: Store, since: str) -> dict[str, Any]:
     return {
         "since": iso_time(moment),
         "changed": [{"id": i, "type": k, "title": t, "ingested": iso_time(at)} for i, k, t, at in rows],
+        "changed_total": total,
         "superseded": [{"id": old, "by": new} for old, new in superseded],
     }
 

@@ -265,9 +265,14 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         return await run(lambda: tools.stats_view(service.store()))
 
     @server.tool()
-    async def memory_diff(since: Day) -> dict[str, Any]:
-        """What changed since a time: sources added or updated, memories superseded."""
-        return await run(lambda: tools.changes_since(service.store(), since))
+    async def memory_diff(
+        since: Day,
+        limit: Annotated[int, Field(ge=1, le=1000)] = tools.DIFF_LIMIT,
+        offset: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0,  # SQLite's integer range
+    ) -> dict[str, Any]:
+        """What changed since a time: sources added or updated (newest first, `limit` of them from
+        `offset`; `changed_total` counts them all), memories superseded."""
+        return await run(lambda: tools.changes_since(service.store(), since, limit, offset))
 
     @server.tool()
     async def memory_job(job_id: Annotated[str, Field(min_length=1, max_length=64)]) -> dict[str, Any]:
