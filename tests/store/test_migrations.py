@@ -85,7 +85,7 @@ def test_deleting_a_chunk_removes_its_fts_row(store):
 
 def test_an_older_index_is_re_tokenized_in_place_with_progress(db_path):
     """A version-3 database indexed words only: Chinese was one token per clause. Opening it
-    re-tokenizes the stored chunks (no re-ingest) and reports progress."""
+    re-tokenizes the stored chunks (no re-ingest), once, and reports progress."""
     conn = sqlite3.connect(db_path, isolation_level=None)
     migrate(conn, target=3)
     conn.execute(
@@ -109,6 +109,7 @@ def test_an_older_index_is_re_tokenized_in_place_with_progress(db_path):
         columns = {r[1] for r in store.conn.execute("PRAGMA table_info(chunks)")}
     assert found == 5 and rows == 5
     assert calls and calls[-1] == (5, 5)
+    assert calls.count((5, 5)) == 1, "migrations 8, 10 and 11 each re-tokenize: the last pending one does it once"
     assert {"byte_start", "byte_end"} <= columns
 
 

@@ -312,6 +312,8 @@ MIGRATIONS: list[tuple] = [
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
+# Steps that rebuild from the stored rows alone: when several pending migrations carry one, the last does it.
+REBUILDS = (retokenize,)
 # The FTS_VERSION chunks_fts holds once every migration has run: a new FTS_VERSION needs a migration
 # with the `retokenize` step, and this raised with it (tests/store/test_migrations.py fails meanwhile).
 INDEX_FTS_VERSION = 5
@@ -328,6 +330,7 @@ def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION, progress: Pr
     """Apply pending migrations up to `target`, each in its own transaction; returns those applied.
     `progress` hears from data migrations that rewrite many rows (re-tokenizing the index)."""
     done = []
+    pending = [migration for migration in MIGRATIONS if applied_version(conn) < migration[0] <= target]
     for version, sql, *step in MIGRATIONS:
         if version > target or version <= applied_version(conn):
             continue
@@ -340,7 +343,8 @@ def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION, progress: Pr
             for statement in _statements(sql):
                 conn.execute(statement)
             for action in step:
-                action(conn, progress)
+                if not _redone_later(action, version, pending):
+                    action(conn, progress)
             conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))
             conn.execute("COMMIT")
         except BaseException:
@@ -349,6 +353,12 @@ def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION, progress: Pr
             raise
         done.append(version)
     return done
+
+
+def _redone_later(action: Callable, version: int, pending: list[tuple]) -> bool:
+    """Whether a pending migration after `version` rebuilds the same thing from scratch: an old memory
+    upgraded across three FTS_VERSIONs re-tokenized its whole index three times (3x the wait)."""
+    return action in REBUILDS and any(later[0] > version and action in later[2:] for later in pending)
 
 
 def _statements(sql: str) -> list[str]:
