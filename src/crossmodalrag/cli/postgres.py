@@ -90,12 +90,13 @@ def migrate(args: argparse.Namespace) -> int:
     target_file = None if is_postgres_url(args.to) else _sqlite_path(args.to)
     new_file = target_file if target_file is not None and not target_file.exists() else None
 
-    drawn = False
+    drawn, live = False, sys.stderr.isatty()  # a log gets the closing report, not a line per batch
 
     def progress(done: int, total: int) -> None:
         nonlocal drawn
-        drawn = True
-        sys.stderr.write(f"\rcopied {done}/{total} sources")
+        if live:
+            drawn = True
+            sys.stderr.write(f"\rcopied {done}/{total} sources")
 
     try:
         with source:
