@@ -774,6 +774,23 @@ def test_sentences_judged_supported_cite_what_they_were_judged_against_in_the_la
     assert "uncited_claim" not in [w["kind"] for w in answer.citation_warnings]
 
 
+def test_a_sentence_citing_nothing_that_the_judge_leaned_against_is_not_given_a_citation(retriever, settings: Settings):
+    """Passed by the claims' tolerance (-1.0) at -0.5 against its closest excerpt, a guess, it was
+    shown citing that excerpt, which never said it; left out instead, as one with nothing to cite."""
+    text = (
+        "Answer: The tokenizer was rewritten [E1][E2].\n"
+        "Tomasz estimates a week. The rewrite made the tests faster [E2]."
+    )
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0, -0.5, 2.0]))
+    claims = answer.verification["claims"]
+    assert [(c["sentence"], c["supported"], c["reason"]) for c in claims][1] == (
+        "Tomasz estimates a week.",
+        False,
+        "uncited",
+    )
+    assert "Tomasz" not in answer.text and answer.text.endswith("The rewrite made the tests faster [E2].")
+
+
 def test_an_invented_citation_is_still_reported_when_a_sentence_is_dropped(retriever, settings: Settings):
     text = "Answer: regexes backtracked [E1][E7].\nThe tests ran on a Tuesday [E2]."
     llm = ScriptedLLM(text, margins=[2.0, 2.0, -3.0])

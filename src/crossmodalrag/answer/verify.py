@@ -45,6 +45,7 @@ from crossmodalrag.types import Evidence
 
 # A backend that can only say yes or no gets this margin, beyond any fitted threshold either way.
 REPLY_MARGIN = 10.0
+GUESSED_CITATION_MIN_MARGIN = 0.0  # a support sentence citing nothing is given the excerpt it passed against from here
 MAX_CHECKS = 5  # an answer is a short answer and at most three support sentences
 REPEATED = "repeated"  # a Verdict.reason: said already by an earlier sentence of the answer
 UNCITED = "uncited"  # a Verdict.reason: passed, but nothing it could cite (Verification.leave_out_uncited)
@@ -156,7 +157,12 @@ class Verification:
 
     def _judged_refs(self, verdict: Verdict) -> list[str]:
         """What a sentence citing nothing cites from its check (`_cited`): the excerpts it was judged
-        against that the kept sentences cite, else that any sentence cites."""
+        against that the kept sentences cite, else that any sentence cites. A support sentence was
+        judged against its closest excerpt, a guess: none when the judge leaned against it there (a
+        margin below 0, passed only by the claims' tolerance). "Tomasz estimates a week." was judged
+        against a commit that never says it (-0.31) and shown citing it; the note saying it was cited too."""
+        if not verdict.short and verdict.margin is not None and verdict.margin < GUESSED_CITATION_MIN_MARGIN:
+            return []
         cited = [ref for v in self.verdicts for ref in v.cited]
         kept = [ref for v in self.verdicts if v.supported for ref in v.cited]
         return [ref for ref in verdict.judged if ref in kept] or [ref for ref in verdict.judged if ref in cited]
