@@ -426,3 +426,23 @@ def test_a_file_some_of_whose_sessions_are_stored_from_another_is_read_each_time
     report = ingest_conversations(store, [jan.parent, feb.parent])
     assert (report.unchanged, read) == (3, ["conversations.json"])  # feb only: its c1 is stored from jan
     assert "1 sessions already stored from another file" in report.notices[0]
+
+
+def test_an_ingest_job_reports_embedding_progress_and_embeds_what_an_earlier_job_left(
+    store, settings, tmp_path, monkeypatch
+):
+    """A job's progress froze while it embedded, and an agent's client that left mid-embed left chunks
+    without vectors that no later `memory_ingest` embedded (it embedded only when it stored chunks)."""
+    from crossmodalrag.agent import jobs, memories
+
+    embedder = HashingEmbedder(dim=64)
+    monkeypatch.setattr(memories, "load_memory_embedder", lambda settings: (embedder, None))
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    write_jsonl(chats / "s.jsonl", [claude_record(f"u{n}", None, "user", f"question {n} about otters") for n in (1,)])
+    ingest_conversations(store, [chats])  # stored, never embedded: as a job whose client left mid-embed
+    heard = []
+    result = jobs.ingest_work(settings, "chats", chats)(store, heard.append)
+    assert result["unchanged"] == 1 and result["embedded"] == 1
+    assert heard[-1]["embedded"] == 1 and heard[-1]["to_embed"] == 1
+    assert jobs.ingest_work(settings, "chats", chats)(store, heard.append)["embedded"] == 0

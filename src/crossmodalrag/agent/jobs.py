@@ -146,7 +146,11 @@ def ingest_work(settings: Settings, connector: str, path: Path) -> Work:
         if report.failed and not (report.added or report.updated or report.unchanged):
             more = f" (and {report.failed - 1} more)" if report.failed > 1 else ""
             raise CMRAGError(report.failures[0] + more)  # nothing ingested: the job failed, and says why
-        return {**report.to_dict(), "embedded": embed_new(store, settings) if report.chunks else 0}
+        ingested = report.to_dict()
+        # Always: chunks an earlier job stored but could not embed (its client left, the server was
+        # stopped) are embedded by the next ingest of the path, as nothing else would for an agent.
+        embedding = lambda done, to_embed: progress({**ingested, "embedded": done, "to_embed": to_embed})  # noqa: E731
+        return {**ingested, "embedded": embed_new(store, settings, embedding)}
 
     return work
 
@@ -166,8 +170,9 @@ def ask_work(
     return work
 
 
-def embed_new(store: Store, settings: Settings) -> int:
-    """Embed chunks without vectors when a model is available (0 otherwise)."""
+def embed_new(store: Store, settings: Settings, progress: Callable[[int, int], None] | None = None) -> int:
+    """Embed chunks without vectors when a model is available (0 otherwise); `progress` hears
+    (chunks embedded, chunks there were to embed) after each batch, as a job's progress."""
     from crossmodalrag.agent.memories import load_memory_embedder
 
     embedder, _ = load_memory_embedder(settings)
@@ -175,4 +180,5 @@ def embed_new(store: Store, settings: Settings) -> int:
         return 0
     from crossmodalrag.index.embeddings import embed_missing
 
-    return embed_missing(store, embedder, settings.embed_batch_size).chunks
+    heard = (lambda report, to_embed: progress(report.chunks, to_embed)) if progress else None
+    return embed_missing(store, embedder, settings.embed_batch_size, heard).chunks
