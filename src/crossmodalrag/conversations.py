@@ -32,6 +32,7 @@ from crossmodalrag.connectors.chats import (
     READER_VERSION,
     ChatRead,
     Session,
+    blank_file,
     find_chat_files,
     open_chat,
     session_document,
@@ -78,6 +79,8 @@ def ingest_conversations(
                 check_name(path)  # reported even in a folder: it may well be a chat
             except CMRAGError as error:
                 report.failures.append(str(error))
+                continue
+            if blank_file(path):  # a session opened and abandoned before its first line: nothing said yet
                 continue
             try:
                 chat = confined(open_chat, root)(path) if confine else open_chat(path)

@@ -405,6 +405,8 @@ def test_common_secret_shapes_are_masked(text):
         ("DATABASE_URL=postgres://admin:S3cretPw@db.example.com/x", "S3cretPw"),
         ("curl -u admin:S3cretPw3 https://example.com", "S3cretPw3"),
         ("psql --password S3cretPw2", "S3cretPw2"),
+        ("mysql -u root -pMyS3cretPass123 shop", "MyS3cretPass123"),
+        ("mysqldump -h db -P 3306 -u app -p'hunter22' --all-databases", "hunter22"),
         ('{"clientSecret": "0a1b2c3d4e"}', "0a1b2c3d4e"),
         ("my password is Tr0ub4dor&3horse, right?", "Tr0ub4dor&3horse"),
         ("AWS secret wJalrXUtnFI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFI"),
@@ -449,6 +451,7 @@ def test_ordinary_prose_is_not_masked():
         "The password policy says rotate monthly; the api key lives in the vault. sk-learn is a library. "
         "My secretary: Jennifer Lopez. See http://localhost:8080/docs and git@github.com:org/repo.git; max_tokens=512. "
         "The password is stored in the vault, the password is Secret to no one; secret commit "
-        "0123456789abcdef0123456789abcdef01234567, the key is under the mat."
+        "0123456789abcdef0123456789abcdef01234567, the key is under the mat. "
+        "mysql -u root -p shop asks for it; run mysql, then grep -pattern."
     )
     assert mask_secrets(text) == (text, 0)

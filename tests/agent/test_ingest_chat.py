@@ -446,3 +446,17 @@ def test_an_ingest_job_reports_embedding_progress_and_embeds_what_an_earlier_job
     assert result["unchanged"] == 1 and result["embedded"] == 1
     assert heard[-1]["embedded"] == 1 and heard[-1]["to_embed"] == 1
     assert jobs.ingest_work(settings, "chats", chats)(store, heard.append)["embedded"] == 0
+
+
+def test_a_blank_session_file_is_skipped_without_a_word(store, tmp_path):
+    """An agent's session opened and abandoned before its first line was "not a chat transcript this
+    version reads": a notice in a folder, a failure (a failed digest job) when given by name."""
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    write_jsonl(chats / "s.jsonl", [claude_record("u1", None, "user", "where do otters sleep")])
+    (chats / "abandoned.jsonl").write_bytes(b"")
+    (chats / "blank.jsonl").write_bytes(b"\xef\xbb\xbf\n\n")
+    report = ingest_conversations(store, [chats])
+    assert (report.added, report.failures, report.notices) == (1, [], [])
+    alone = ingest_conversations(store, [chats / "abandoned.jsonl"])
+    assert (alone.added, alone.failures, alone.notices) == (0, [], [])

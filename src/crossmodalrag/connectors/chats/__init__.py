@@ -8,9 +8,11 @@ becomes one Document (`session_document`); each turn keeps the format's own id f
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
@@ -114,6 +116,22 @@ def open_chat(path: Path) -> ChatRead:
             "give a Claude Code or Codex session (.jsonl), a ChatGPT or Claude.ai conversations.json, or LoCoMo JSON",
         )
     return ChatRead(path, chat_format)
+
+
+def blank_file(path: Path) -> bool:
+    """Whether a regular file holds nothing but white space (an agent's session file before its first
+    record). An unreadable file, or no regular file (a FIFO would block), is not blank: reading it says why."""
+    try:
+        found = path.stat()
+        if not stat.S_ISREG(found.st_mode) or found.st_size > BLANK_BYTES:
+            return False
+        head = path.read_bytes()
+    except OSError:
+        return False
+    return not head.removeprefix(codecs.BOM_UTF8).strip()
+
+
+BLANK_BYTES = 4096
 
 
 def detect_format(path: Path) -> str | None:

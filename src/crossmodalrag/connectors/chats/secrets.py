@@ -49,6 +49,8 @@ ASSIGNED = [
     re.compile(rf"(?i)({SECRET_NAME}[\"']?\s*[:=]\s*[\"']?)([^\s\"',;]{{6,}})"),
     re.compile(r"(?i)(--(?:password|passwd|token|api-key|secret)[=\s]+[\"']?)([^\s\"']{6,})"),  # psql --password X
     re.compile(r"(?i)((?:^|\s)(?:-u|--user)[=\s]+[\"']?[^\s:\"']+:)([^\s\"']+)"),  # curl -u name:password
+    # mysql -u root -pPASSWORD: the password joined to -p, after the command's other options and values
+    re.compile(r"(\bmysql(?:dump|admin|sh)?(?:\s+-(?!p)\S+(?:\s+[^\s-]\S*)?)*\s+-p[\"']?)([^\s\"']{4,})"),
     re.compile(rf"(?i)({URL_SCHEME}[^\s:/@]+:)([^\s/@]+)(?=@)"),  # scheme://name:password@host
 ]
 
