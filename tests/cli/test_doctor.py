@@ -182,3 +182,15 @@ def test_a_damaged_text_index_is_a_problem_that_init_db_rebuild_index_mends(caps
         with sqlite3.connect(db_path) as conn:  # pages that no longer match what they index
             conn.execute(damage)
         assert "the text index is damaged" in doctor_json(capsys)[1]["problems"][0]
+
+
+def test_an_ask_over_a_damaged_text_index_points_to_the_rebuild_that_loses_nothing(capsys, tmp_path, db_path):
+    """It said only "restore a backup", which loses every change since the backup."""
+    write_note(tmp_path / "vault", "a.md", "# A\nalpha beta")
+    assert main(["ingest-notes", str(tmp_path / "vault")]) == 0
+    with sqlite3.connect(db_path) as conn:  # the index's term pages gone, its structure record kept
+        conn.execute("DELETE FROM chunks_fts_data WHERE id > 10")
+    capsys.readouterr()
+    assert main(["ask", "alpha", "--no-llm"]) == 1
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith("error: the database is damaged") and "`mem init-db --rebuild-index`" in error

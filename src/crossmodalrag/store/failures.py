@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import sqlite3
 
-DAMAGED_HINT = "restore a backup (`mem restore`); `mem doctor` says what else it finds"
+# The search index is damaged far more often than the rest (it is rewritten most), and rebuilding it loses
+# nothing: doctor tells the two apart, and only a damaged file needs a backup.
+DAMAGED_HINT = (
+    "run `mem doctor`: if only the search index is damaged, `mem init-db --rebuild-index` rebuilds it and loses "
+    "nothing; else restore a backup (`mem restore`)"
+)
 READ_ONLY_HINT = "check the permissions of the database file and its folder, or copy it to a writable place"
 FULL_HINT = "free disk space, then rerun the command; everything committed so far is kept"
 CONFLICT_HINT = "another mem command changed the same data while this one ran; rerun the command"
