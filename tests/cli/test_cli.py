@@ -251,6 +251,7 @@ def test_a_count_below_one_names_the_bound_that_holds(capsys, value):
         (["sources", "--limit", "x"], "argument --limit: 'x' is not a whole number", "mem sources --help"),
         (["timeline", "--nope"], "unrecognized arguments: --nope", "mem timeline --help"),
         (["nope"], "argument COMMAND: invalid choice: 'nope'", "mem --help"),
+        (["--bogus", "ask"], "unrecognized option --bogus", "mem --help"),  # not "arguments are required: COMMAND"
     ],
 )
 def test_a_usage_error_is_one_line_with_a_hint_and_no_usage_dump(capsys, argv, message, hint):
@@ -259,6 +260,13 @@ def test_a_usage_error_is_one_line_with_a_hint_and_no_usage_dump(capsys, argv, m
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1 and "usage:" not in err
     assert err.startswith(f"error: {message}") and err.endswith(f" (hint: see `{hint}`)\n")
+
+
+def test_forget_with_nothing_named_is_a_one_line_usage_error(capsys, db_path):
+    assert main(["forget"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage:" not in err
+    assert err.startswith("error: name a SOURCE_URI or --path PATH (hint: ") and "mem forget --help" in err
 
 
 def test_an_argument_types_own_hint_is_not_doubled(capsys):

@@ -18,9 +18,9 @@ def forget(args: argparse.Namespace) -> int:
     from crossmodalrag.forget import ForgetReport, find_sources, forget_sources, still_in_memory, wipe_free_space
 
     if args.uri is None and args.path is None and not args.vacuum:
-        sys.stderr.write(
-            "usage: mem forget SOURCE_URI | --path PATH [--yes] [--vacuum] [--json]\n"
-            "mem forget: error: name a SOURCE_URI or --path PATH (or pass only --vacuum to wipe freed space)\n"
+        sys.stderr.write(  # a usage error, in the one-line shape the parser gives the others
+            "error: name a SOURCE_URI or --path PATH (hint: or pass only --vacuum to wipe freed space;"
+            " see `mem forget --help`)\n"
         )
         return 2
     settings = load_settings({"db_path": args.db_path})

@@ -51,6 +51,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE_ERROR, f"error: {message}{self._hint(message)}\n")
 
     def parse_args(self, args=None, namespace=None):
+        given = sys.argv[1:] if args is None else list(args)
+        if given and given[0].startswith("-") and given[0].split("=")[0] not in self._option_string_actions:
+            # `mem --bogus` was told "the following arguments are required: COMMAND"
+            self.exit(USAGE_ERROR, f"error: unrecognized option {given[0]} (hint: see `{self.prog} --help`)\n")
         # argparse refuses an unknown option only here, at the top: the hint names the command's help
         parsed, unknown = self.parse_known_args(args, namespace)
         if unknown:
