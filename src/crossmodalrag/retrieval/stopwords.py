@@ -30,6 +30,9 @@ in ist ja je jede jedem jeden jeder kann kein keine man mich mir mit muss nach n
 oder ohne sehr sein seine sich sie sind so über um und uns unter vom von vor war waren was weil
 wann warum welche welchem welchen welcher welches wenn wer werden weshalb wie wieso wieviel wieviele
 wird wo woher wohin worden wurde wurden zu zum zur
+mein meine meinem meinen meiner meines dein deine deinem deinen deiner deines unser unsere unserem
+unseren unserer unseres euer eure eurem euren eurer ihre ihrem ihren ihrer ihres seinem seinen seiner
+seines wir ihm ihn ihnen habe haben hast habt dies diese diesem diesen dieser dieses
 """.split()
 )
 SPANISH = frozenset(
@@ -38,6 +41,7 @@ a al algo como con cual cuales cuando cuanta cuantas cuanto cuantos cuál cuále
 cuántas cuánto cuántos cómo de del donde dónde el ella ellos en entre era es esa ese eso esta este
 esto fue fueron ha han hay la las le les lo los más me mi muy no nos o para pero por que quien
 quienes quién quiénes qué se sin sobre son su sus también un una unos y ya
+mis tu tus tú nuestro nuestra nuestros nuestras yo te ti mí he has hemos había
 """.split()
 )
 VIETNAMESE_ACCENTED = frozenset(
@@ -57,6 +61,7 @@ FRENCH = frozenset(
 au aux avec ce ces combien comment dans de des du elle en est et il ils la le les leur lui mais
 ne nous on ou où par pas pour pourquoi quand que quel quelle quelles quels qui sa se ses son sont
 sur un une vous
+je me mon ma mes ton ta tes notre nos votre vos leurs ai as avons avez ont tu te moi toi
 """.split()
 )
 BY_LANGUAGE = {"en": ENGLISH, "de": GERMAN, "es": SPANISH, "fr": FRENCH, "vi": VIETNAMESE}
