@@ -59,6 +59,72 @@ def test_a_folder_ingests_and_a_bad_file_fails_alone_keeping_what_is_stored(stor
     assert uris == {str((folder / "a.pdf").resolve()), str((folder / "deep" / "b.pdf").resolve())}
 
 
+def test_a_broken_link_or_a_fifo_named_pdf_fails_alone_with_one_error_line(capsys, tmp_path):
+    """pdfium raised FileNotFoundError for a link to a file that is gone, aborting the whole ingest."""
+    folder = tmp_path / "papers"
+    write_pdf(folder / "a.pdf", ["alpha page"])
+    (folder / "broken.pdf").symlink_to(folder / "gone.pdf")  # a link to a file on an unmounted drive
+    os.mkfifo(folder / "fifo.pdf")
+    assert main(["ingest-pdf", str(folder)]) == 1
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: {folder / 'broken.pdf'}: cannot read (No such file or directory)"
+        " (hint: a link to a file that is gone: fix or remove the link)",
+        f"error: {folder / 'fifo.pdf'}: not a regular file"
+        " (hint: only regular files are read: remove it or move it out of the folder)",
+    ]
+    assert "1 added" in captured.err and "Traceback" not in captured.err
+
+
+def test_a_folder_that_cannot_be_listed_is_named_and_keeps_its_stored_pdfs(store, tmp_path, monkeypatch):
+    folder = tmp_path / "papers"
+    write_pdf(folder / "a.pdf", ["alpha page"])
+    write_pdf(folder / "sub" / "b.pdf", ["bravo page"])
+    assert ingest_pdfs(store, [folder]).added == 2
+    write_pdf(folder / "new" / "c.pdf", ["charlie page"])
+    real_scandir = os.scandir
+
+    def failing_scandir(path):  # as for a folder made unreadable (tests run as root, whom chmod does not stop)
+        if os.path.basename(path) in ("sub", "new"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", failing_scandir)
+    report = ingest_pdfs(store, [folder])
+    assert (report.unchanged, report.removed) == (1, 0)
+    assert [failure.split(":")[0] for failure in report.failures] == [str(folder / "new"), str(folder / "sub")]
+    assert all("check the folder's permissions" in failure for failure in report.failures)
+    assert {str(folder / "a.pdf"), str(folder / "sub" / "b.pdf")} == {
+        uri for (uri,) in store.conn.execute("SELECT uri FROM sources")
+    }
+
+
+def test_a_stored_pdf_whose_folder_cannot_be_looked_in_is_kept(store, tmp_path, monkeypatch):
+    """Path.is_file raised PermissionError for a stored file under a folder made unreadable."""
+    from pathlib import Path
+
+    folder = tmp_path / "papers"
+    write_pdf(folder / "a.pdf", ["alpha page"])
+    write_pdf(folder / "sub" / "b.pdf", ["bravo page"])
+    ingest_pdfs(store, [folder])
+    (folder / "sub" / "b.pdf").rename(folder / "sub" / ".b.pdf")  # out of the walk: looked up by its path
+    real_stat = Path.stat
+
+    def denied_stat(path, **kwargs):
+        if path.parent.name == "sub":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", denied_stat)
+    report = ingest_pdfs(store, [folder])
+    assert (report.removed, report.failures) == (0, [])
+    assert ingest_pdfs(store, [folder / "sub" / "b.pdf"]).failures == [
+        f"{folder / 'sub' / 'b.pdf'}: cannot read (Permission denied)"
+        " (hint: check the permissions of the folders above it)"
+    ]
+
+
 def test_reingest_is_a_noop_and_deleted_pdfs_leave(store, tmp_path):
     folder = tmp_path / "papers"
     write_pdf(folder / "a.pdf", ["alpha"])

@@ -14,7 +14,7 @@ from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Iterator
 
-from crossmodalrag.connectors.files import find_files
+from crossmodalrag.connectors.files import check_regular, find_files, unreadable
 from crossmodalrag.errors import ConnectorError, MissingExtraError
 from crossmodalrag.types import Document
 
@@ -80,8 +80,11 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
     except ImportError as exc:
         raise MissingExtraError("PDF support is not installed", INSTALL_HINT) from exc
     version = extractor_version(ocr_engine)
+    check_regular(path)
     try:
         document = pypdfium2.PdfDocument(str(path))
+    except OSError as exc:  # gone or changed since the check
+        raise unreadable(path, exc) from exc
     except pypdfium2.PdfiumError as exc:
         hint = "remove the password and try again" if "password" in str(exc).lower() else "check the file"
         raise ConnectorError(f"{path}: cannot open as a PDF ({exc})", _what_it_is(path) or hint) from exc
