@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -43,6 +45,25 @@ def test_corrupt_or_truncated_pdfs_are_connector_errors(tmp_path, content):
     path.write_bytes(content)
     with pytest.raises(ConnectorError, match="cannot open as a PDF"):
         read_pdf(path)
+
+
+def test_a_pdf_without_pages_says_so(tmp_path):
+    """PDFium refuses it without an error code: the message said "(PDFium: Success)"."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 3\n0000000000 65535 f \n" + b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size 3 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    path = tmp_path / "zero.pdf"
+    path.write_bytes(bytes(out))
+    # In a process of its own: PDFium keeps the error code of the last file it failed to open.
+    script = "import sys; from crossmodalrag.connectors.pdf import read_pdf; from pathlib import Path; "
+    script += "read_pdf(Path(sys.argv[1]))"
+    result = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True)
+    assert "zero.pdf: cannot open as a PDF (it has no pages) (hint" in result.stderr.splitlines()[-1]
 
 
 def test_a_folder_ingests_and_a_bad_file_fails_alone_keeping_what_is_stored(store, tmp_path):
