@@ -370,8 +370,8 @@ def _ingest_files(
     leaving: list[tuple[Path, str, list[str], int]] = []  # (folder, its uri prefix, files gone, how many it held)
     for path in paths:
         path = Path(path).expanduser().resolve()
-        if not path.exists():
-            report.failures.append(f"{path}: no such file or folder (hint: check the path; nothing was removed)")
+        if missing := _not_there(path):
+            report.failures.append(missing)
             continue
         prefix = f"{path}/" if path.is_dir() else str(path)
         known = known_fingerprints(store, prefix, kind)
@@ -383,13 +383,33 @@ def _ingest_files(
             report.notices.append(f"{path}: no {kind} files in it")
         if not path.is_dir():
             known = {}  # a single file: nothing else under it can have gone
-        # A file the walk skips but still on disk was ingested by its own path (a hidden file, another
-        # extension): it has not gone.
-        gone = [uri for uri in known if uri not in seen and not Path(uri).is_file()]
+        gone = [uri for uri in known if uri not in seen and not _kept(uri, seen)]
         leaving.append((path, prefix, gone, len(known)))
     for path, prefix, gone, stored in leaving:  # once every folder was read (_still_stored)
         remove_gone(store, path, _still_stored(store, prefix, kind, gone), stored, report, allow_mass_delete)
     return report
+
+
+def _not_there(path: Path) -> str | None:
+    """Why a path given to ingest cannot be read at all (a failure's message), or None."""
+    try:
+        if path.exists():
+            return None
+    except OSError as exc:  # a folder above it unreadable
+        return f"{path}: cannot read ({exc.strerror}) (hint: check the permissions of the folders above it)"
+    return f"{path}: no such file or folder (hint: check the path; nothing was removed)"
+
+
+def _kept(uri: str, seen: set[str]) -> bool:
+    """Whether a stored file the walk did not read is still there: under a folder that could not be
+    listed (its failure is in `seen`), or on disk, ingested by its own path (a hidden file, another
+    extension). One that cannot be looked at (a folder above it unreadable) is kept: not gone."""
+    if any(str(parent) in seen for parent in Path(uri).parents):
+        return True
+    try:
+        return Path(uri).is_file()
+    except OSError:
+        return True
 
 
 def _noting_gaps(

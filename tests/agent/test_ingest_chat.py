@@ -255,6 +255,14 @@ def test_cli_reports_bad_lines_and_masked_secrets_and_forget_reaches_sessions(tm
     assert json.loads(capsys.readouterr().out)["sources"] == 1
 
 
+def test_a_fifo_named_as_a_session_is_skipped_instead_of_blocking_the_ingest(store, tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [claude_record("u1", None, "user", "plan the migration")])
+    os.mkfifo(tmp_path / "b.jsonl")  # reading its head waited for a writer forever
+    report = ingest_conversations(store, [tmp_path])
+    assert report.added == 1 and report.failed == 0
+    assert report.notices == [f"skipped {tmp_path / 'b.jsonl'}: not a regular file"]
+
+
 def test_in_a_folder_an_unreadable_export_is_named_and_other_json_is_not(store, tmp_path):
     (tmp_path / "conversations.json").write_text('[{"title": "Plans", "create_time": 1685016050.1, "upd')
     (tmp_path / "package.json").write_text('{"name": "not a chat"}')

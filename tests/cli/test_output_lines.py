@@ -30,3 +30,24 @@ def test_explain_at_a_memory_level_shows_the_score_it_ranked_by():
               components={"bm25": 2.0, "lexical": 1.0, "recency": 0.5, "level": 0.016})  # fmt: skip
     line = explain_line(hit, {"lexical": 0.85, "recency": 0.15})
     assert "score = level 0.0160 (ranked through the memory level's nodes) → 0.016" in line and "×lexical" not in line
+
+
+def test_control_characters_reach_the_terminal_escaped_and_json_as_they_are(tmp_path, capsys, monkeypatch):
+    """A file name's newline broke `mem sources` into two lines; an escape sequence in a note
+    (here: clear the screen) reached the terminal raw through `mem ask`."""
+    import json
+
+    from crossmodalrag.cli.main import main
+    from tests.conftest import write_note
+
+    monkeypatch.setenv("CMRAG_DB_PATH", str(tmp_path / "memory.db"))
+    write_note(tmp_path / "vault", "weekly\nplan.md", "# Plan\x1b[2J\n\nThe okapi plan, \x1b[31mred\x1b[0m.\n")
+    assert main(["ingest-notes", str(tmp_path / "vault")]) == 0
+    capsys.readouterr()
+    assert main(["sources"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("note    Plan\\x1b[2J  (weekly\\nplan.md)")
+    assert main(["ask", "okapi plan", "--no-llm"]) == 0
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown and "[E1] Plan\\x1b[2J — weekly\\nplan.md" in shown and "\\x1b[31mred" in shown
+    assert main(["ask", "okapi plan", "--no-llm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["evidence"][0]["title"] == "Plan\x1b[2J"

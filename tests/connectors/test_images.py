@@ -67,6 +67,20 @@ def test_a_broken_image_is_a_connector_error(tmp_path):
         read_image(path)
 
 
+def test_a_fifo_named_png_fails_alone_instead_of_blocking_the_ingest(store, tmp_path):
+    """Pillow opened it and waited for a writer forever."""
+    import os
+
+    write_text_image(tmp_path / "a.png", ["Ship it"], size=(140, 60))
+    os.mkfifo(tmp_path / "capture.png")
+    report = ingest_images(store, [tmp_path])
+    assert report.added == 1
+    assert report.failures == [
+        f"{tmp_path / 'capture.png'}: not a regular file"
+        " (hint: only regular files are read: remove it or move it out of the folder)"
+    ]
+
+
 def test_an_image_past_the_pixel_limit_is_one_error_and_the_rest_is_read(store, tmp_path, monkeypatch):
     from PIL import Image
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -45,6 +47,25 @@ def test_corrupt_or_truncated_pdfs_are_connector_errors(tmp_path, content):
         read_pdf(path)
 
 
+def test_a_pdf_without_pages_says_so(tmp_path):
+    """PDFium refuses it without an error code: the message said "(PDFium: Success)"."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 3\n0000000000 65535 f \n" + b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size 3 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    path = tmp_path / "zero.pdf"
+    path.write_bytes(bytes(out))
+    # In a process of its own: PDFium keeps the error code of the last file it failed to open.
+    script = "import sys; from crossmodalrag.connectors.pdf import read_pdf; from pathlib import Path; "
+    script += "read_pdf(Path(sys.argv[1]))"
+    result = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True)
+    assert "zero.pdf: cannot open as a PDF (it has no pages) (hint" in result.stderr.splitlines()[-1]
+
+
 def test_a_folder_ingests_and_a_bad_file_fails_alone_keeping_what_is_stored(store, tmp_path):
     folder = tmp_path / "papers"
     write_pdf(folder / "a.pdf", ["alpha page"])
@@ -57,6 +78,72 @@ def test_a_folder_ingests_and_a_bad_file_fails_alone_keeping_what_is_stored(stor
     assert second.failed == 2 and second.unchanged == 1 and second.removed == 0
     uris = {r[0] for r in store.conn.execute("SELECT uri FROM sources")}
     assert uris == {str((folder / "a.pdf").resolve()), str((folder / "deep" / "b.pdf").resolve())}
+
+
+def test_a_broken_link_or_a_fifo_named_pdf_fails_alone_with_one_error_line(capsys, tmp_path):
+    """pdfium raised FileNotFoundError for a link to a file that is gone, aborting the whole ingest."""
+    folder = tmp_path / "papers"
+    write_pdf(folder / "a.pdf", ["alpha page"])
+    (folder / "broken.pdf").symlink_to(folder / "gone.pdf")  # a link to a file on an unmounted drive
+    os.mkfifo(folder / "fifo.pdf")
+    assert main(["ingest-pdf", str(folder)]) == 1
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: {folder / 'broken.pdf'}: cannot read (No such file or directory)"
+        " (hint: a link to a file that is gone: fix or remove the link)",
+        f"error: {folder / 'fifo.pdf'}: not a regular file"
+        " (hint: only regular files are read: remove it or move it out of the folder)",
+    ]
+    assert "1 added" in captured.err and "Traceback" not in captured.err
+
+
+def test_a_folder_that_cannot_be_listed_is_named_and_keeps_its_stored_pdfs(store, tmp_path, monkeypatch):
+    folder = tmp_path / "papers"
+    write_pdf(folder / "a.pdf", ["alpha page"])
+    write_pdf(folder / "sub" / "b.pdf", ["bravo page"])
+    assert ingest_pdfs(store, [folder]).added == 2
+    write_pdf(folder / "new" / "c.pdf", ["charlie page"])
+    real_scandir = os.scandir
+
+    def failing_scandir(path):  # as for a folder made unreadable (tests run as root, whom chmod does not stop)
+        if os.path.basename(path) in ("sub", "new"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", failing_scandir)
+    report = ingest_pdfs(store, [folder])
+    assert (report.unchanged, report.removed) == (1, 0)
+    assert [failure.split(":")[0] for failure in report.failures] == [str(folder / "new"), str(folder / "sub")]
+    assert all("check the folder's permissions" in failure for failure in report.failures)
+    assert {str(folder / "a.pdf"), str(folder / "sub" / "b.pdf")} == {
+        uri for (uri,) in store.conn.execute("SELECT uri FROM sources")
+    }
+
+
+def test_a_stored_pdf_whose_folder_cannot_be_looked_in_is_kept(store, tmp_path, monkeypatch):
+    """Path.is_file raised PermissionError for a stored file under a folder made unreadable."""
+    from pathlib import Path
+
+    folder = tmp_path / "papers"
+    write_pdf(folder / "a.pdf", ["alpha page"])
+    write_pdf(folder / "sub" / "b.pdf", ["bravo page"])
+    ingest_pdfs(store, [folder])
+    (folder / "sub" / "b.pdf").rename(folder / "sub" / ".b.pdf")  # out of the walk: looked up by its path
+    real_stat = Path.stat
+
+    def denied_stat(path, **kwargs):
+        if path.parent.name == "sub":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", denied_stat)
+    report = ingest_pdfs(store, [folder])
+    assert (report.removed, report.failures) == (0, [])
+    assert ingest_pdfs(store, [folder / "sub" / "b.pdf"]).failures == [
+        f"{folder / 'sub' / 'b.pdf'}: cannot read (Permission denied)"
+        " (hint: check the permissions of the folders above it)"
+    ]
 
 
 def test_reingest_is_a_noop_and_deleted_pdfs_leave(store, tmp_path):

@@ -15,7 +15,7 @@ from crossmodalrag.retrieval.semantic import SemanticIndex, open_semantic
 from crossmodalrag.retrieval.snippets import focus_hits
 from crossmodalrag.store import Store
 from crossmodalrag.types import Answer, Evidence, Hit, excerpt, iso_time
-from crossmodalrag.wording import counted
+from crossmodalrag.wording import counted, one_line
 
 if TYPE_CHECKING:
     from crossmodalrag.agent.judge import SessionJudge
@@ -192,7 +192,7 @@ def source_line(item: Evidence) -> str:
     "Über" opens a file name macOS wrote decomposed."""
     cited, title = citation(item), item.hit.title
     opens = title and unicodedata.normalize("NFC", cited).startswith(unicodedata.normalize("NFC", title))
-    return cited if opens else f"{title} — {cited}"
+    return one_line(cited if opens else f"{title} — {cited}")  # a title's "\r\n" broke the numbered list
 
 
 def render_evidence_answer(

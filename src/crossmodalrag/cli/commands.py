@@ -28,6 +28,7 @@ from crossmodalrag.evals.queries import gold_warnings, list_queries, load_querie
 from crossmodalrag.memory.retrieve import after_answer, at_level
 from crossmodalrag.store import Store, open_configured_store
 from crossmodalrag.store.connection import DAMAGED_HINT, damage
+from crossmodalrag.wording import terminal_safe
 
 if TYPE_CHECKING:
     from crossmodalrag.ingest import IngestReport
@@ -268,14 +269,14 @@ def show_answer(
     if stream and stream.written and answer.mode == "llm" and not answer.abstained:
         dropped = sum(w["kind"] == "unsupported_claim" for w in answer.citation_warnings)
         if dropped:  # what streamed cannot be unprinted: the checked answer follows it, said once
-            print(f"\n{CHECKED.format(dropped, 's' if dropped > 1 else '')}\n{answer.text}")
-        print("\n" + render_footer(answer, explain, weights))  # the text itself is already on screen
+            print(f"\n{CHECKED.format(dropped, 's' if dropped > 1 else '')}\n{terminal_safe(answer.text)}")
+        print("\n" + terminal_safe(render_footer(answer, explain, weights)))  # the text itself is already on screen
     else:
         if stream and stream.written:
             print()  # the model failed or was withheld mid-answer: end its partial line first
             if answer.abstained or answer.verdict_withheld:  # what streamed cannot be unprinted: say it does not count
                 print(WITHDRAWN)
-        print(render_answer(answer, explain, weights))
+        print(terminal_safe(render_answer(answer, explain, weights)))  # excerpts of notes may hold escapes
     notice(status_line(answer))
 
 
@@ -291,7 +292,7 @@ class TextStream:
 
     def write(self, text: str) -> None:
         self.written = self.written or bool(text)
-        sys.stdout.write(text)
+        sys.stdout.write(terminal_safe(text))  # a model may repeat an escape sequence from a note
         sys.stdout.flush()
 
 

@@ -15,6 +15,7 @@ from crossmodalrag.config import Settings, load_settings, read_environment
 from crossmodalrag.errors import CMRAGError, ConfigError
 from crossmodalrag.sources import list_sources, source_detail, store_stats
 from crossmodalrag.store.readonly import open_configured_reader
+from crossmodalrag.wording import one_line, terminal_safe
 
 MIN_TOKEN_CHARS = 16
 TOKEN_HINT = "e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > ~/.config/mem/token; chmod 600 it"
@@ -40,7 +41,7 @@ def sources(args: argparse.Namespace) -> int:
         when = (item["timestamp"] or "")[:10] or "-"
         print(
             f"{item['id']:>6}  {when:<10}  {item['source_type']:<6}  "
-            f"{item['title'] or item['locator']}  ({item['locator']})"
+            f"{one_line(item['title'] or item['locator'])}  ({one_line(item['locator'])})"
         )
     shown = len(listing["sources"])
     notice(f"{shown} of {listing['total']} sources" + (" (page with --offset)" if shown < listing["total"] else ""))
@@ -55,10 +56,11 @@ def source(args: argparse.Namespace) -> int:
     if args.json:
         print_json(detail)
         return 0
-    print(f"{detail['title'] or detail['locator']}\n{detail['source_type']} · {detail['uri']} · {detail['timestamp']}")
+    print(one_line(detail["title"] or detail["locator"]))
+    print(f"{detail['source_type']} · {one_line(detail['uri'])} · {detail['timestamp']}")
     for chunk in detail["chunks"]:
-        print(f"\n--- chunk {chunk['id']}: {chunk['locator']}")
-        print(chunk["body"])
+        print(f"\n--- chunk {chunk['id']}: {one_line(chunk['locator'])}")
+        print(terminal_safe(chunk["body"]))
     return 0
 
 

@@ -14,7 +14,7 @@ from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Iterator
 
-from crossmodalrag.connectors.files import find_files
+from crossmodalrag.connectors.files import check_regular, find_files
 from crossmodalrag.connectors.svg import read_svg
 from crossmodalrag.connectors.tiles import TILE, Line, tiled_lines
 from crossmodalrag.errors import ConnectorError, MissingExtraError
@@ -197,6 +197,7 @@ def read_image(path: Path, engine: str = "rapidocr") -> Document:
     """OCR one image (an SVG's text is read instead). Raises ConnectorError for a file that is not
     a readable image."""
     version = extractor_version(engine)
+    check_regular(path)  # Pillow would wait forever on a FIFO
     if path.suffix.lower() == ".svg":
         return read_svg(path, version)
     if path.suffix.lower() in HEIC_SUFFIXES and not heic_readable():

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import stat
 import unicodedata
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 from crossmodalrag.chunking.markdown import DATE_LINE, clip, inline_tags, leading_date, split_frontmatter, without_code
-from crossmodalrag.connectors.files import check_name
+from crossmodalrag.connectors.files import check_name, opened_regular, unlisted_folders, unreadable
 from crossmodalrag.connectors.files import shown as _shown  # its locals are named `shown`
 from crossmodalrag.connectors.frontmatter import parse_frontmatter
 from crossmodalrag.connectors.globs import selected
@@ -58,7 +56,7 @@ def find_notes(
     """
     unlisted: list[OSError] = []
     for folder, dirs, files in os.walk(root, onerror=unlisted.append):
-        yield from _folders(unlisted)
+        yield from unlisted_folders(unlisted)
         dirs[:] = sorted(d for d in dirs if d not in NOISE_DIRS and not d.startswith("."))
         if folder_links is not None:
             folder_links.extend(Path(folder, d) for d in dirs if Path(folder, d).is_symlink())
@@ -68,7 +66,7 @@ def find_notes(
             path = Path(folder, name)
             if selected(path.relative_to(root).as_posix(), include, exclude) and not _links_within(path, root):
                 yield path
-    yield from _folders(unlisted)
+    yield from unlisted_folders(unlisted)
 
 
 def _links_within(path: Path, root: Path) -> bool:
@@ -80,14 +78,6 @@ def _links_within(path: Path, root: Path) -> bool:
         return path.resolve().is_relative_to(root.resolve())
     except (OSError, RuntimeError):  # a loop: reading it reports that
         return False
-
-
-def _folders(errors: list[OSError]) -> Iterator[Path]:
-    """The folders os.walk could not list so far (and forget them)."""
-    while errors:
-        failed = errors.pop(0)
-        if failed.filename is not None:
-            yield Path(os.fsdecode(failed.filename))
 
 
 class EmptyNote(ConnectorError):
@@ -170,41 +160,20 @@ def _date_line_unread(text: str, body_start: int) -> str | None:
     return None
 
 
-def _read_hint(error: OSError) -> str:
-    """What to do about a file that cannot be read, by why: permissions are one reason of several."""
-    return {
-        errno.ENOENT: "a link to a file that is gone: fix or remove the link",
-        errno.ELOOP: "a symbolic link that leads to itself: fix or remove it",
-        errno.EIO: "the disk or filesystem failed to read it: check the device",
-    }.get(error.errno, "check the file's permissions")
-
-
 def _read_bytes(path: Path) -> tuple[bytes, float]:
     """(contents, mtime) of a regular file of at most MAX_NOTE_BYTES. Raises ConnectorError.
 
-    Opened non-blocking and checked before reading: a FIFO named `.md` would block forever and a
-    device (`/dev/zero`) would never end. The size is checked again after reading because a file
-    can grow between the check and the read.
+    The size is checked again after reading because a file can grow between the check and the read.
     """
     shown, too_large = _shown(path), f"notes over {MAX_NOTE_BYTES // 2**20} MB are skipped; split or exclude it"
-    try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except OSError as exc:
-        raise ConnectorError(f"{shown}: cannot read ({exc.strerror})", _read_hint(exc)) from exc
-    try:
-        info = os.fstat(descriptor)
-        if stat.S_ISDIR(info.st_mode):
-            raise ConnectorError(f"{shown}: cannot list this folder", "check the folder's permissions")
-        if not stat.S_ISREG(info.st_mode):
-            raise ConnectorError(f"{shown}: not a regular file", "exclude it from the vault")
+    with opened_regular(path, "exclude it from the vault") as (descriptor, info):
         if info.st_size > MAX_NOTE_BYTES:
             raise ConnectorError(f"{shown}: note is {info.st_size // 2**20} MB", too_large)
-        with os.fdopen(descriptor, "rb", closefd=False) as handle:
-            raw = handle.read(MAX_NOTE_BYTES + 1)
-    except OSError as exc:
-        raise ConnectorError(f"{shown}: cannot read ({exc.strerror})", _read_hint(exc)) from exc
-    finally:
-        os.close(descriptor)
+        try:
+            with os.fdopen(descriptor, "rb", closefd=False) as handle:
+                raw = handle.read(MAX_NOTE_BYTES + 1)
+        except OSError as exc:
+            raise unreadable(path, exc) from exc
     if len(raw) > MAX_NOTE_BYTES:
         raise ConnectorError(f"{shown}: note grew past {MAX_NOTE_BYTES // 2**20} MB while being read", too_large)
     return raw, info.st_mtime

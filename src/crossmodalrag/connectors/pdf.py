@@ -14,7 +14,7 @@ from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Iterator
 
-from crossmodalrag.connectors.files import find_files
+from crossmodalrag.connectors.files import check_regular, find_files, unreadable
 from crossmodalrag.errors import ConnectorError, MissingExtraError
 from crossmodalrag.types import Document
 
@@ -52,6 +52,16 @@ def _what_it_is(path: Path) -> str | None:
     return f"it is a {kind} image: use `mem ingest-images`" if kind else None
 
 
+def _unopenable(path: Path, error: Exception) -> ConnectorError:
+    """Why PDFium would not open a file, in words: it fails with no error code (FPDF_ERR_SUCCESS,
+    "PDFium: Success") when it finds no page tree, or an empty one. (It sets no code then, so after
+    another file failed in the same process the code is that file's: the message gives its reason.)"""
+    if getattr(error, "err_code", None) == 0:
+        return ConnectorError(f"{path}: cannot open as a PDF (it has no pages)", "check the file")
+    hint = "remove the password and try again" if "password" in str(error).lower() else "check the file"
+    return ConnectorError(f"{path}: cannot open as a PDF ({error})", _what_it_is(path) or hint)
+
+
 def find_pdfs(path: Path) -> Iterator[Path]:
     """The PDF itself, or every PDF under a folder."""
     return find_files(path, (".pdf",))
@@ -80,11 +90,13 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
     except ImportError as exc:
         raise MissingExtraError("PDF support is not installed", INSTALL_HINT) from exc
     version = extractor_version(ocr_engine)
+    check_regular(path)
     try:
         document = pypdfium2.PdfDocument(str(path))
+    except OSError as exc:  # gone or changed since the check
+        raise unreadable(path, exc) from exc
     except pypdfium2.PdfiumError as exc:
-        hint = "remove the password and try again" if "password" in str(exc).lower() else "check the file"
-        raise ConnectorError(f"{path}: cannot open as a PDF ({exc})", _what_it_is(path) or hint) from exc
+        raise _unopenable(path, exc) from exc
     try:
         pages = [_page_text(document, index) for index in range(len(document))]
         ocr_pages = _read_scanned_pages(document, pages, ocr_engine)

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, Iterator
 from crossmodalrag.chunking.turns import TURNS_VERSION
 from crossmodalrag.connectors.chats.jsonio import MAX_LINE, clip
 from crossmodalrag.connectors.chats.secrets import mask_secrets
+from crossmodalrag.connectors.files import check_regular
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.privacy import strip_private
 from crossmodalrag.types import Document
@@ -109,6 +110,7 @@ def find_chat_files(path: Path) -> Iterator[Path]:
 
 def open_chat(path: Path) -> ChatRead:
     """The reader for a file. Raises ConnectorError when it is unreadable or no known chat format."""
+    check_regular(path)  # reading a FIFO would wait forever
     chat_format = detect_format(path)
     if chat_format is None:
         raise ConnectorError(
