@@ -98,11 +98,14 @@ def restore_source(conn: sqlite3.Connection, uri: str, state: State | None) -> N
             (*values, source_id),
         )
     else:
-        source_id = conn.execute(
-            "INSERT INTO sources (source_type, fingerprint, timestamp, title, metadata, ingested_at, uri)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (*values, uri),
-        ).lastrowid
+        from crossmodalrag.store.documents import new_source_id
+
+        source_id = new_source_id(conn)
+        conn.execute(
+            "INSERT INTO sources (source_type, fingerprint, timestamp, title, metadata, ingested_at, uri, id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (*values, uri, source_id),
+        )
     _insert_chunks(conn, source_id, state)
     if state["source_type"] == "memory":  # an agent's memory keeps its attributes in a row of its own too
         from crossmodalrag.agent.memories import restore_memory_row
