@@ -102,6 +102,31 @@ def test_a_rolled_back_deletion_never_comes_back_under_an_id_another_source_had(
         assert restored != memory.id
 
 
+def test_a_rolled_back_deletion_gets_its_own_id_back_and_a_forgotten_one_leaves_no_record(tmp_path, db_path) -> None:
+    """Its old citations open it again: no other source can have taken the id meanwhile."""
+    vault = tmp_path / "vault"
+    write_note(vault, "a.md", "# a\nFirst.\n")
+    write_note(vault, "b.md", "# b\nSecond.\n")
+    b = str(vault / "b.md")
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        point = str(versioning.head(store.conn)[0])
+        b_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (b,)).fetchone()[0]
+        (vault / "b.md").unlink()
+        ingest_notes(store, [vault])
+        remember(store, "A memory stored meanwhile", kind="fact")
+        rollback(store, point)
+        assert store.conn.execute("SELECT id FROM sources WHERE uri = ?", (b,)).fetchone()[0] == b_id
+        ingest_notes(store, [vault])  # b.md is not on disk: the rollback restored the memory only
+        assert [tuple(r) for r in store.conn.execute("SELECT id FROM deleted_source_ids WHERE uri = ?", (b,))] == [
+            (b_id,)
+        ]
+        forget(store, b)
+        assert (
+            store.conn.execute("SELECT COUNT(*) FROM deleted_source_ids").fetchone()[0] == 1
+        )  # the memory the rollback took out
+
+
 def test_forgetting_the_highest_id_then_reopening_still_skips_it(db_path) -> None:
     with open_store(db_path) as store:
         remember(store, "The first memory", kind="fact")

@@ -318,8 +318,12 @@ MIGRATIONS: list[tuple] = [
         -- kept here; store/documents.py takes new ids above both it and MAX(id). One row per table, so a
         -- delete pays one tiny update per row, never a scan.
         CREATE TABLE id_marks (name TEXT PRIMARY KEY, high INTEGER NOT NULL) WITHOUT ROWID;
+        -- A deleted source's last id by uri: a rollback that brings the source back gives it that id
+        -- again (no other row can have it), so its old citations work again. `mem forget` removes the row.
+        CREATE TABLE deleted_source_ids (uri TEXT PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TRIGGER sources_id_mark AFTER DELETE ON sources BEGIN
             UPDATE id_marks SET high = old.id WHERE name = 'sources' AND high < old.id;
+            INSERT OR REPLACE INTO deleted_source_ids VALUES (old.uri, old.id);
         END;
         CREATE TRIGGER chunks_id_mark AFTER DELETE ON chunks BEGIN
             UPDATE id_marks SET high = old.id WHERE name = 'chunks' AND high < old.id;
