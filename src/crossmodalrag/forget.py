@@ -230,6 +230,8 @@ def forget_sources(store: Store, sources: list[StoredSource], vacuum: bool = Fal
             keep_updates_linked(conn, [row[0] for row in live])
             conn.execute("DELETE FROM chunks WHERE source_id IN (SELECT id FROM temp.forget_ids)")  # FTS: trigger
             conn.execute("DELETE FROM sources WHERE id IN (SELECT id FROM temp.forget_ids)")
+            # a forgotten source never comes back by rollback: nothing needs to know its id by uri
+            conn.executemany("DELETE FROM deleted_source_ids WHERE uri = ?", [(s.uri,) for s in sources])
             report.memory_nodes, report.stranded_events = forget_derived(conn)
             conn.execute("DELETE FROM temp.forget_ids")
             _merge_fts(conn)

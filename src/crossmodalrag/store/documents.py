@@ -67,12 +67,11 @@ def write_document(
             written, count = _replace_chunks(batch, conn, source_id, doc, chunks, keep_same)
         else:
             source_id = new_source_id(conn)
-            inserted = conn.execute(
+            conn.execute(
                 "INSERT INTO sources (id, source_type, uri, fingerprint, timestamp, title, metadata, ingested_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (source_id, doc.source_type, doc.uri, digest, doc.timestamp, doc.title, metadata, time.time()),
             )
-            source_id = source_id or inserted.lastrowid
             written, count = _insert_chunks(batch, conn, source_id, doc, chunks, 0), len(chunks)
         if versioning.enabled(conn):  # the state just written: the log need not read it back
             state = source_state(doc.uri, doc.source_type, doc.title, doc.timestamp, metadata, digest, written)
@@ -202,19 +201,30 @@ def index_chunks(conn: sqlite3.Connection, units: list[list[tuple]]) -> None:
     fts.insert_rows(conn, [row for rows in units for row in rows])
 
 
-def new_source_id(conn: sqlite3.Connection) -> int | None:
-    """A new source's id on PostgreSQL, from the table's sequence (as new_chunk_ids: no wait for the
-    insert's reply); None on SQLite, whose insert picks it (a NULL INTEGER PRIMARY KEY)."""
-    return conn.new_ids("sources", 1)[0] if fts.on_postgres(conn) else None
+def new_source_id(conn: sqlite3.Connection) -> int:
+    """A new source's id (see new_ids)."""
+    return new_ids(conn, "sources", 1)[0]
 
 
 def new_chunk_ids(conn: sqlite3.Connection, count: int) -> list[int]:
-    """Ids for `count` new chunks, increasing. On SQLite we hold the write lock, so the ids after the
-    current maximum are ours; on PostgreSQL writers run side by side and row-level security hides
-    other owners' chunks from MAX(id), so the ids come from the table's sequence."""
+    """Ids for `count` new chunks, increasing (see new_ids)."""
+    return new_ids(conn, "chunks", count)
+
+
+def new_ids(conn: sqlite3.Connection, table: str, count: int) -> list[int]:
+    """`count` new ids for `table` (sources or chunks), increasing, none ever given before: a citation
+    or a chunk id an agent kept must not open other text once its row is gone. On SQLite we hold the
+    write lock, so the ids above both the current maximum and the highest deleted id (id_marks, kept
+    by a trigger: SQLite alone would give that one again) are ours; on PostgreSQL writers run side by
+    side and row-level security hides other owners' rows from MAX(id), so the ids come from the
+    table's sequence (no wait for an insert's reply either)."""
     if fts.on_postgres(conn):
-        return conn.new_ids("chunks", count)
-    first = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0]
+        return conn.new_ids(table, count)
+    first = conn.execute(
+        f"SELECT MAX(COALESCE((SELECT MAX(id) FROM {table}), 0),"
+        " COALESCE((SELECT high FROM id_marks WHERE name = ?), 0)) + 1",
+        (table,),
+    ).fetchone()[0]
     return list(range(first, first + count))
 
 

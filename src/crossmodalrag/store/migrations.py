@@ -309,6 +309,34 @@ MIGRATIONS: list[tuple] = [
         CREATE INDEX chunks_source_said_at ON chunks(source_id, said_at);
         """,
     ),
+    (
+        13,
+        """
+        -- Ids a user or an agent may have seen (mem://source/ID, a chunk id in feedback) are never handed
+        -- out again: SQLite gives a new row MAX(id) + 1, so forgetting the newest source gave its id to
+        -- the next one, and an old citation opened unrelated text. Each table's highest deleted id is
+        -- kept here; store/documents.py takes new ids above both it and MAX(id). One row per table, so a
+        -- delete pays one tiny update per row, never a scan.
+        CREATE TABLE id_marks (name TEXT PRIMARY KEY, high INTEGER NOT NULL) WITHOUT ROWID;
+        -- A deleted source's last id by uri: a rollback that brings the source back gives it that id
+        -- again (no other row can have it), so its old citations work again. `mem forget` removes the row.
+        CREATE TABLE deleted_source_ids (uri TEXT PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TRIGGER sources_id_mark AFTER DELETE ON sources BEGIN
+            UPDATE id_marks SET high = old.id WHERE name = 'sources' AND high < old.id;
+            INSERT OR REPLACE INTO deleted_source_ids VALUES (old.uri, old.id);
+        END;
+        CREATE TRIGGER chunks_id_mark AFTER DELETE ON chunks BEGIN
+            UPDATE id_marks SET high = old.id WHERE name = 'chunks' AND high < old.id;
+        END;
+        -- Seeds. Ids were handed out one above the highest then alive, so every id between today's
+        -- highest and the highest ever given was given and then deleted: the log's deletions of sources
+        -- bound how far above MAX(id) a forgotten one can have been (a generous bound: ids may skip).
+        -- Chunks are not logged one by one: their mark starts at MAX(id).
+        INSERT INTO id_marks VALUES ('sources', COALESCE((SELECT MAX(id) FROM sources), 0)
+            + (SELECT COUNT(*) FROM change_log WHERE kind = 'source' AND op IN ('delete', 'forget')));
+        INSERT INTO id_marks VALUES ('chunks', COALESCE((SELECT MAX(id) FROM chunks), 0));
+        """,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -183,20 +183,23 @@ def _batches(store: Store, sql: str) -> Iterator[list]:
 
 def _copy_sources(source: Store, target: Store, progress: Callable[[int, int], None] | None) -> None:
     """Sources with their chunks, BATCH sources per transaction; the index rows through the target's code."""
-    from crossmodalrag.store.documents import new_chunk_ids
+    from crossmodalrag.store.documents import new_chunk_ids, new_source_id
 
     total, done = source.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0], 0
     for rows in _batches(source, f"SELECT id, {SOURCE_COLUMNS} FROM sources WHERE id > ? ORDER BY id LIMIT ?"):
         with target.transaction() as conn:
             for old_id, *values in rows:
-                new_id = conn.execute(f"INSERT INTO sources ({SOURCE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", values)
+                new_id = new_source_id(conn)  # a target that held sources once never gives their ids again
+                conn.execute(
+                    f"INSERT INTO sources (id, {SOURCE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [new_id, *values]
+                )
                 chunks = source.conn.execute(
                     f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE source_id = ? ORDER BY chunk_index", (old_id,)
                 ).fetchall()
                 ids = new_chunk_ids(conn, len(chunks))
                 conn.executemany(
                     f"INSERT INTO chunks (id, source_id, {CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(chunk_id, new_id.lastrowid, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)],
+                    [(chunk_id, new_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)],
                 )
                 fts.insert_rows(
                     conn, [(chunk_id, values[4], chunk[1]) for chunk_id, chunk in zip(ids, chunks, strict=True)]

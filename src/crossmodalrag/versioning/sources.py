@@ -73,7 +73,8 @@ def read_all_sources(conn: sqlite3.Connection) -> Iterator[tuple[str, State]]:
 
 
 def restore_source(conn: sqlite3.Connection, uri: str, state: State | None) -> None:
-    """Make the stored source equal to `state` (None removes it), keeping its id when it exists."""
+    """Make the stored source equal to `state` (None removes it), keeping its id when it exists, and
+    giving it back the id it had when it was deleted."""
     row = conn.execute(f"SELECT id FROM sources WHERE uri = ?{own_rows(conn, 'AND')}", (uri,)).fetchone()
     if state is None:
         if row:
@@ -98,16 +99,34 @@ def restore_source(conn: sqlite3.Connection, uri: str, state: State | None) -> N
             (*values, source_id),
         )
     else:
-        source_id = conn.execute(
-            "INSERT INTO sources (source_type, fingerprint, timestamp, title, metadata, ingested_at, uri)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (*values, uri),
-        ).lastrowid
+        source_id = _former_id(conn, uri)
+        conn.execute(
+            "INSERT INTO sources (source_type, fingerprint, timestamp, title, metadata, ingested_at, uri, id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (*values, uri, source_id),
+        )
     _insert_chunks(conn, source_id, state)
     if state["source_type"] == "memory":  # an agent's memory keeps its attributes in a row of its own too
         from crossmodalrag.agent.memories import restore_memory_row
 
         restore_memory_row(conn, source_id, state)
+
+
+def _former_id(conn: sqlite3.Connection, uri: str) -> int:
+    """The id a source deleted from `uri` had, when no row holds it (on SQLite none can: ids are never
+    handed out twice), so that its citations open it again; else a new one. PostgreSQL's ids come from
+    sequences and keep no such record: a new one there."""
+    from crossmodalrag.store.documents import new_source_id
+
+    if not fts.on_postgres(conn):
+        row = conn.execute(
+            "SELECT id FROM deleted_source_ids d WHERE uri = ? AND NOT EXISTS (SELECT 1 FROM sources WHERE id = d.id)",
+            (uri,),
+        ).fetchone()
+        if row:
+            conn.execute("DELETE FROM deleted_source_ids WHERE uri = ?", (uri,))
+            return row[0]
+    return new_source_id(conn)
 
 
 def _insert_chunks(conn: sqlite3.Connection, source_id: int, state: State) -> None:

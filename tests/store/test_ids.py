@@ -1,0 +1,189 @@
+"""Source and chunk ids are never handed out twice on SQLite: a citation (mem://source/ID), a chunk id
+given to memory_feedback or kept by an agent must not open other text once its row is gone. SQLite
+alone gives a new row MAX(id) + 1, which after deleting the newest row is that row's id."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from crossmodalrag import versioning
+from crossmodalrag.agent.memories import remember
+from crossmodalrag.forget import find_sources, forget_sources
+from crossmodalrag.ingest import ingest_notes
+from crossmodalrag.store import open_store
+from crossmodalrag.store.migrations import migrate
+from crossmodalrag.store.transfer import copy_memory
+from crossmodalrag.versioning.history import rollback
+from tests.conftest import write_note
+
+
+def ids(conn, table: str) -> set[int]:
+    return {row[0] for row in conn.execute(f"SELECT id FROM {table}")}
+
+
+def forget(store, uri: str) -> None:
+    forget_sources(store, find_sources(store, uri))
+
+
+def test_a_memory_stored_after_forgetting_the_newest_gets_a_new_id(db_path) -> None:
+    """The repro: 'Bluebird' memories 1 and 2, forget 2, a dentist memory must not become source 2."""
+    with open_store(db_path) as store:
+        remember(store, "The launch code name is Bluebird", kind="fact")
+        second = remember(store, "The Bluebird launch moved to March", kind="fact")
+        seen_sources, seen_chunks = ids(store.conn, "sources"), ids(store.conn, "chunks")
+        forget(store, f"mem://source/{second.id}")
+        dentist = remember(store, "My dentist appointment is on Friday", kind="task")
+        assert dentist.id not in seen_sources
+        new_chunks = ids(store.conn, "chunks") - seen_chunks
+        assert new_chunks and min(new_chunks) > max(seen_chunks)
+
+
+def test_forgetting_many_notes_then_adding_notes_and_a_pdf_gives_ids_never_seen(tmp_path, db_path) -> None:
+    vault = tmp_path / "vault"
+    for name in "abc":
+        write_note(vault, f"{name}.md", f"# {name}\nNote {name}.\n\n## More\nSecond part of {name}.\n")
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        seen_sources, seen_chunks = ids(store.conn, "sources"), ids(store.conn, "chunks")
+        forget_sources(store, find_sources(store, path=vault))  # every source at once, the newest too
+        assert ids(store.conn, "sources") == set()
+        later = write_note(tmp_path / "later", "d.md", "# d\nA later note.\n")
+        ingest_notes(store, [later.parent])
+        added_sources, added_chunks = ids(store.conn, "sources"), ids(store.conn, "chunks")
+        assert min(added_sources) > max(seen_sources) and min(added_chunks) > max(seen_chunks)
+
+        pytest.importorskip("pypdfium2")
+        from crossmodalrag.ingest import ingest_pdfs
+        from tests.pdfs import write_pdf
+
+        forget(store, str(later))
+        pdf = write_pdf(tmp_path / "papers" / "paper.pdf", ["A page about quokkas"])
+        ingest_pdfs(store, [pdf.parent])
+        assert min(ids(store.conn, "sources")) > max(added_sources)
+        assert min(ids(store.conn, "chunks")) > max(added_chunks)
+
+
+def test_a_note_removed_by_an_ingest_leaves_its_ids_behind(tmp_path, db_path) -> None:
+    """`mem sync` removals: the newest note gone from its folder is deleted, and its ids stay retired."""
+    vault = tmp_path / "vault"
+    write_note(vault, "a.md", "# a\nFirst.\n")
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        write_note(vault, "b.md", "# b\nSecond.\n")
+        ingest_notes(store, [vault])
+        seen_sources, seen_chunks = ids(store.conn, "sources"), ids(store.conn, "chunks")
+        (vault / "b.md").unlink()
+        ingest_notes(store, [vault])
+        write_note(vault, "c.md", "# c\nThird.\n")
+        ingest_notes(store, [vault])
+        new_sources = ids(store.conn, "sources") - seen_sources
+        assert len(ids(store.conn, "sources")) == 2 and min(new_sources) > max(seen_sources)
+        assert min(ids(store.conn, "chunks") - seen_chunks) > max(seen_chunks)
+
+
+def test_a_rolled_back_deletion_never_comes_back_under_an_id_another_source_had(tmp_path, db_path) -> None:
+    """b (the newest) is removed, a memory is stored and forgotten, and a rollback brings b back: b must
+    not come back under the memory's id, which an agent may have kept."""
+    vault = tmp_path / "vault"
+    write_note(vault, "a.md", "# a\nFirst.\n")
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        write_note(vault, "b.md", "# b\nSecond.\n")
+        ingest_notes(store, [vault])
+        point = str(versioning.head(store.conn)[0])
+        (vault / "b.md").unlink()
+        ingest_notes(store, [vault])
+        memory = remember(store, "A memory stored meanwhile", kind="fact")
+        forget(store, f"mem://source/{memory.id}")
+        rollback(store, point)
+        restored = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(vault / "b.md"),)).fetchone()[0]
+        assert restored != memory.id
+
+
+def test_a_rolled_back_deletion_gets_its_own_id_back_and_a_forgotten_one_leaves_no_record(tmp_path, db_path) -> None:
+    """Its old citations open it again: no other source can have taken the id meanwhile."""
+    vault = tmp_path / "vault"
+    write_note(vault, "a.md", "# a\nFirst.\n")
+    write_note(vault, "b.md", "# b\nSecond.\n")
+    b = str(vault / "b.md")
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        point = str(versioning.head(store.conn)[0])
+        b_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (b,)).fetchone()[0]
+        (vault / "b.md").unlink()
+        ingest_notes(store, [vault])
+        remember(store, "A memory stored meanwhile", kind="fact")
+        rollback(store, point)
+        assert store.conn.execute("SELECT id FROM sources WHERE uri = ?", (b,)).fetchone()[0] == b_id
+        ingest_notes(store, [vault])  # b.md is not on disk: the rollback restored the memory only
+        assert [tuple(r) for r in store.conn.execute("SELECT id FROM deleted_source_ids WHERE uri = ?", (b,))] == [
+            (b_id,)
+        ]
+        forget(store, b)
+        assert (
+            store.conn.execute("SELECT COUNT(*) FROM deleted_source_ids").fetchone()[0] == 1
+        )  # the memory the rollback took out
+
+
+def test_forgetting_the_highest_id_then_reopening_still_skips_it(db_path) -> None:
+    with open_store(db_path) as store:
+        remember(store, "The first memory", kind="fact")
+        newest = remember(store, "The newest memory", kind="fact")
+        newest_chunks = ids(store.conn, "chunks")
+        forget(store, f"mem://source/{newest.id}")
+    with open_store(db_path) as store:
+        later = remember(store, "A memory stored after reopening", kind="fact")
+        assert later.id > newest.id
+        assert min(ids(store.conn, "chunks") - newest_chunks) > max(newest_chunks)
+
+
+def test_a_copy_into_an_empty_memory_that_held_sources_once_gives_new_ids(tmp_path, db_path) -> None:
+    """`mem migrate` into an emptied SQLite memory: ids it handed out before stay retired."""
+    target_path = tmp_path / "target.db"
+    with open_store(target_path) as target:
+        remember(target, "Once held here", kind="fact")
+        retired = ids(target.conn, "sources")
+        forget(target, f"mem://source/{min(retired)}")
+        with open_store(db_path) as source:
+            remember(source, "Copied over", kind="fact")
+            assert copy_memory(source, target).identical
+        assert min(ids(target.conn, "sources")) > max(retired)
+
+
+def test_a_memory_at_schema_12_gets_its_marks_seeded(db_path) -> None:
+    """Source 3 was deleted before the upgrade (the log says so) and source 2 is the highest left: the
+    mark lies above 3. Chunk 2 is the highest left: chunks continue above it."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    migrate(conn, target=12)
+    conn.execute(
+        "INSERT INTO sources (id, source_type, uri, fingerprint, title, ingested_at) VALUES "
+        "(1, 'note', '/v/a.md', 'f', 'a', 0), (2, 'note', '/v/b.md', 'g', 'b', 0)"
+    )
+    conn.execute(
+        "INSERT INTO chunks (id, source_id, chunk_index, text, char_start, char_end) VALUES "
+        "(1, 1, 0, 'a', 0, 1), (2, 2, 0, 'b', 0, 1)"
+    )
+    conn.execute(
+        "INSERT INTO change_log (seq, at, op, kind, target, actor, content_hash, hash) VALUES "
+        "(1, 0, 'insert', 'source', '/v/c.md', 'cli', 'h', 'x'),"
+        " (2, 0, 'delete', 'source', '/v/c.md', 'cli', NULL, 'y')"
+    )
+    conn.close()
+    with open_store(db_path) as store:
+        marks = dict(store.conn.execute("SELECT name, high FROM id_marks"))
+        assert marks == {"sources": 3, "chunks": 2}
+        memory = remember(store, "Stored after the upgrade", kind="fact")
+        assert memory.id == 4 and min(ids(store.conn, "chunks") - {1, 2}) == 3
+
+
+def test_the_marks_travel_with_a_backup(tmp_path, db_path) -> None:
+    from crossmodalrag.store.backup import backup_database
+
+    with open_store(db_path) as store:
+        newest = remember(store, "The newest memory", kind="fact")
+        forget(store, f"mem://source/{newest.id}")
+    copy = backup_database(db_path, tmp_path / "copy.db").path
+    with open_store(copy) as restored:
+        assert remember(restored, "Stored in the copy", kind="fact").id > newest.id
