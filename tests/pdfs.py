@@ -1,5 +1,45 @@
 """Tiny real PDF files for tests (the same writer the sample uses)."""
 
+from io import BytesIO
+from pathlib import Path
+
 from crossmodalrag.sample.assets import write_pdf, write_pdf_streams
 
-__all__ = ["write_pdf", "write_pdf_streams"]
+__all__ = ["write_pdf", "write_pdf_streams", "write_image_page_pdf"]
+
+
+def write_image_page_pdf(path: Path, image: Path, box: tuple[int, int, int, int], text: str = "") -> Path:
+    """A one-page PDF (612 x 792 points) drawing `image` into `box` (left, bottom, width, height),
+    plus `text` as a small text layer at the foot of the page (a Bates stamp, a caption)."""
+    from PIL import Image
+
+    picture = Image.open(image).convert("RGB")
+    jpeg = BytesIO()
+    picture.save(jpeg, "JPEG", quality=90)
+    left, bottom, width, height = box
+    content = f"q {width} 0 0 {height} {left} {bottom} cm /Im0 Do Q".encode()
+    if text:
+        content += f"\nBT /F1 8 Tf 250 20 Td ({text}) Tj ET".encode("latin-1")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> /XObject << /Im0 6 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceRGB "
+        b"/BitsPerComponent 8 /Filter /DCTDecode /Length %d >>\nstream\n"
+        % (*picture.size, jpeg.tell())
+        + jpeg.getvalue()
+        + b"\nendstream",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(bytes(out))
+    return path

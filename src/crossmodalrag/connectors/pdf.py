@@ -87,7 +87,8 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
         raise ConnectorError(f"{path}: cannot open as a PDF ({exc})", _what_it_is(path) or hint) from exc
     try:
         pages = [_page_text(document, index) for index in range(len(document))]
-        ocr_pages = _read_scanned_pages(document, pages, ocr_engine)
+        scanned = _scanned_page_indexes(document, pages)
+        ocr_pages = _read_scanned_pages(document, pages, scanned, ocr_engine)
         info = document.get_metadata_dict()
         title = (info.get("Title") or "").strip() or path.stem
     except pypdfium2.PdfiumError as exc:
@@ -115,43 +116,76 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
             "empty_pages": [n for n, text in enumerate(pages, 1) if not text.strip()],
             "ocr_pages": ocr_pages,
             "extractor": version,
-            **({"notice": notice} if (notice := _scan_notice(path, pages, ocr_pages, ocr_engine)) else {}),
+            **({"notice": notice} if (notice := _scan_notice(path, scanned, ocr_engine)) else {}),
         },
     )
 
 
-def _read_scanned_pages(document, pages: list[str], engine: str) -> dict[str, float]:
-    """OCR the pages that have no text layer, in place; returns {page number: confidence}."""
+SPARSE_TEXT_CHARS = 200  # fewer than a typed page holds: a Bates stamp, a footer, a scanner's watermark
+SCAN_COVERAGE = 0.5  # images cover at least half the page: a scan, not a page with a logo
+
+
+def _scanned_page_indexes(document, pages: list[str]) -> list[int]:
+    """Pages that are scans: no text layer, or a sparse one stamped over an image that covers most of
+    the page. Only sparse pages have their objects inspected, so an ordinary text PDF costs the same."""
+    return [
+        index
+        for index, text in enumerate(pages)
+        if not text.strip() or (len(text.strip()) < SPARSE_TEXT_CHARS and _mostly_image(document, index))
+    ]
+
+
+def _mostly_image(document, index: int) -> bool:
+    import pypdfium2.raw as pdfium_c
+
+    page = document[index]
+    try:
+        left, bottom, right, top = page.get_bbox()
+        covered = 0.0
+        for image in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE]):
+            x0, y0, x1, y1 = image.get_bounds()
+            covered += max(0.0, min(x1, right) - max(x0, left)) * max(0.0, min(y1, top) - max(y0, bottom))
+    finally:
+        page.close()
+    return covered >= SCAN_COVERAGE * max(1.0, (right - left) * (top - bottom))
+
+
+def _read_scanned_pages(document, pages: list[str], scanned: list[int], engine: str) -> dict[str, float]:
+    """OCR the scanned pages, in place; returns {page number: confidence}. A text layer a scan carries
+    is kept, followed by the OCR lines it does not already hold (OCR reads a stamped footer too)."""
     from crossmodalrag.connectors import images
 
-    empty = [index for index, text in enumerate(pages) if not text.strip()]
-    if not empty or not images.ocr_available(engine):
+    if not scanned or not images.ocr_available(engine):
         return {}
     import numpy as np
 
     confidences = {}
-    for index in empty:
+    for index in scanned:
         page = document[index]
         try:
             pixels = np.asarray(page.render(scale=capped_scale(page, RENDER_SCALE)).to_pil().convert("RGB"))
         finally:
             page.close()
-        lines = images.recognize(pixels, engine)
+        layer = " ".join(pages[index].split())
+        lines = [line for line in images.recognize(pixels, engine) if " ".join(line[0].split()) not in layer]
         if lines:
-            pages[index] = "\n".join(text for text, _, _ in lines)
+            read = "\n".join(text for text, _, _ in lines)
+            pages[index] = f"{pages[index].rstrip()}\n{read}" if layer else read
             confidences[str(index + 1)] = sum(score for _, score, _ in lines) / len(lines)
     return confidences
 
 
-def _scan_notice(path: Path, pages: list[str], ocr_pages: dict[str, float], engine: str) -> str | None:
-    """What to say of pages left without text: without OCR, how to read them; with it, nothing (a
-    blank page, or a picture without words: OCR found none)."""
+def _scan_notice(path: Path, scanned: list[int], engine: str) -> str | None:
+    """What to say of scanned pages: without OCR, how to read them; with it, nothing (a blank page,
+    or a picture without words: OCR found none)."""
     from crossmodalrag.connectors import images
 
-    unread = [n for n, text in enumerate(pages, 1) if not text.strip()]
-    if not unread or images.ocr_available(engine):
+    if not scanned or images.ocr_available(engine):
         return None
-    return f"{path.name}: {len(unread)} page(s) have no text layer; {INSTALL_HINT.replace('pdf', 'ocr')} reads them"
+    return (
+        f"{path.name}: {len(scanned)} page(s) are scans with no text layer (or only a stamp); "
+        f"{INSTALL_HINT.replace('pdf', 'ocr')} reads them"
+    )
 
 
 def _creation_time(value: str) -> float | None:
