@@ -248,9 +248,19 @@ def test_malformed_yaml_frontmatter_does_not_raise(vault: Path) -> None:
     assert doc.metadata["tags"] == []
 
 
-def test_non_mapping_frontmatter_is_ignored(vault: Path) -> None:
-    doc = read(vault, "list.md", "---\n- a\n- b\n---\nbody\n")
-    assert doc.title == "list" and "frontmatter" not in doc.metadata
+@pytest.mark.parametrize(
+    "opening, words",
+    [
+        ("Meeting with Bob about the giraffe budget", "giraffe budget"),
+        ("- call the hyena vet\n- buy milk", "hyena vet"),
+    ],
+)
+def test_prose_or_a_list_between_opening_rules_is_the_notes_text_not_frontmatter(
+    vault: Path, opening: str, words: str
+) -> None:
+    doc = read(vault, "n.md", f"---\n{opening}\n---\nFollow-up items below.\n")
+    assert "frontmatter" not in doc.metadata and "notice" not in doc.metadata
+    assert any(words in chunk.text for chunk in chunk_document(doc))
 
 
 # --- finding notes --------------------------------------------------------------------------
