@@ -5,7 +5,7 @@ from pathlib import Path
 
 from crossmodalrag.sample.assets import write_pdf, write_pdf_streams
 
-__all__ = ["write_pdf", "write_pdf_streams", "write_image_page_pdf"]
+__all__ = ["add_page_labels", "write_pdf", "write_pdf_streams", "write_image_page_pdf"]
 
 
 def write_image_page_pdf(path: Path, image: Path, box: tuple[int, int, int, int], text: str = "") -> Path:
@@ -42,4 +42,20 @@ def write_image_page_pdf(path: Path, image: Path, box: tuple[int, int, int, int]
     out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
     path.write_bytes(bytes(out))
+    return path
+
+
+def add_page_labels(path: Path, numbering: str) -> Path:
+    """Give a PDF written by write_pdf page labels (`numbering`: the /Nums array's items, e.g.
+    `0 << /S /r >> 3 << /S /D >>`), as an incremental update replacing its catalog (object 1)."""
+    data = path.read_bytes()
+    trailer = data[data.rindex(b"trailer") : data.rindex(b"startxref")]
+    previous = int(data[data.rindex(b"startxref") :].split()[1])
+    catalog = f"<< /Type /Catalog /Pages 2 0 R /PageLabels << /Nums [{numbering}] >> >>".encode()
+    update = b"1 0 obj\n" + catalog + b"\nendobj\n"
+    xref = len(data) + len(update)
+    entries = trailer.replace(b"trailer", b"").strip().removesuffix(b">>")
+    update += b"xref\n1 1\n%010d 00000 n \n" % len(data)
+    update += b"trailer\n" + entries + b" /Prev %d >>\nstartxref\n%d\n%%%%EOF\n" % (previous, xref)
+    path.write_bytes(data + update)
     return path
