@@ -5,7 +5,7 @@ from pathlib import Path
 
 from crossmodalrag.sample.assets import write_pdf, write_pdf_streams
 
-__all__ = ["add_page_labels", "write_pdf", "write_pdf_streams", "write_image_page_pdf"]
+__all__ = ["add_page_labels", "write_form_pdf", "write_image_page_pdf", "write_pdf", "write_pdf_streams"]
 
 
 def write_image_page_pdf(path: Path, image: Path, box: tuple[int, int, int, int], text: str = "") -> Path:
@@ -58,4 +58,42 @@ def add_page_labels(path: Path, numbering: str) -> Path:
     update += b"xref\n1 1\n%010d 00000 n \n" % len(data)
     update += b"trailer\n" + entries + b" /Prev %d >>\nstartxref\n%d\n%%%%EOF\n" % (previous, xref)
     path.write_bytes(data + update)
+    return path
+
+
+def write_form_pdf(path: Path, text: str, fields: list[tuple[str, str, str]]) -> Path:
+    """A one-page PDF showing `text`, with form fields (name, field type `Tx`/`Btn`, value) drawn
+    below it, each value shown by its appearance stream as a viewer draws it."""
+    content = f"BT /F1 12 Tf 72 700 Td ({text}) Tj ET".encode()
+    count = len(fields)
+    widgets = " ".join(f"{6 + 2 * i} 0 R" for i in range(count))
+    objects = [
+        f"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [{widgets}] /DA (/F1 10 Tf 0 g) "
+        "/DR << /Font << /F1 3 0 R >> >> >> >>".encode(),
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R "
+        f"/Resources << /Font << /F1 3 0 R >> >> /Annots [{widgets}] >>".encode(),
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+    ]
+    for i, (name, kind, value) in enumerate(fields):
+        top = 640 - 40 * i
+        shown = f"/Tx BMC BT /F1 10 Tf 2 4 Td ({value}) Tj ET EMC".encode()
+        objects.append(
+            f"<< /Type /Annot /Subtype /Widget /FT /{kind} /T ({name}) /V ({value}) /Rect [72 {top - 20} 400 {top}] "
+            f"/DA (/F1 10 Tf 0 g) /AP << /N {7 + 2 * i} 0 R >> /F 4 >>".encode()
+        )
+        objects.append(
+            b"<< /Type /XObject /Subtype /Form /BBox [0 0 328 20] /Resources << /Font << /F1 3 0 R >> >> "
+            b"/Length %d >>\nstream\n" % len(shown) + shown + b"\nendstream"
+        )
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(bytes(out))
     return path

@@ -13,7 +13,7 @@ from crossmodalrag.connectors.pdf import read_pdf
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.ingest import ingest_pdfs
 from tests.conftest import write_note
-from tests.pdfs import add_page_labels, write_pdf
+from tests.pdfs import add_page_labels, write_form_pdf, write_pdf
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("pypdfium2")
@@ -101,6 +101,18 @@ def test_a_labelled_page_is_cited_by_its_label_and_json_keeps_the_physical_page(
     assert main(["source", "1", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)["chunks"][4]
     assert (listed["locator"], listed["page"], listed["page_label"]) == ("book.pdf p.2 (page 5 of 7)", 5, "2")
+
+
+def test_filled_in_form_fields_are_read_with_their_names_on_their_page(tmp_path):
+    fields = [
+        ("applicant", "Tx", "Bartholomew Quibble"),
+        ("form1[0].page1[0].reason[0]", "Tx", "renewal of the serval permit"),
+        ("urgent", "Btn", "Yes"),  # a check box: nothing searchable
+        ("notes", "Tx", ""),
+    ]
+    doc = read_pdf(write_form_pdf(tmp_path / "form.pdf", "Permit application form", fields))
+    assert doc.text == "Permit application form\napplicant: Bartholomew Quibble\nreason: renewal of the serval permit"
+    assert [chunk.metadata["page"] for chunk in chunk_document(doc)] == [1]
 
 
 def test_a_missing_path_is_one_error_line(capsys, tmp_path):

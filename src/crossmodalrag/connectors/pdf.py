@@ -8,7 +8,9 @@ it, the page is listed in the metadata and the ingest says how to read it.
 
 from __future__ import annotations
 
+import ctypes
 import math
+import re
 from datetime import datetime, timezone
 from importlib import metadata as package_metadata
 from pathlib import Path
@@ -86,7 +88,10 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
         hint = "remove the password and try again" if "password" in str(exc).lower() else "check the file"
         raise ConnectorError(f"{path}: cannot open as a PDF ({exc})", _what_it_is(path) or hint) from exc
     try:
+        has_form = _init_form(document)
         pages = [_page_text(document, index) for index in range(len(document))]
+        if has_form:
+            _add_form_values(document, pages)
         scanned = _scanned_page_indexes(document, pages)
         ocr_pages = _read_scanned_pages(document, pages, scanned, ocr_engine)
         labels = _page_labels(document)
@@ -214,6 +219,65 @@ def _creation_time(value: str) -> float | None:
     except ValueError:
         return None
     return moment.replace(tzinfo=timezone.utc).timestamp()
+
+
+FORM_TEXT_FIELDS = ("FPDF_FORMFIELD_TEXTFIELD", "FPDF_FORMFIELD_COMBOBOX", "FPDF_FORMFIELD_LISTBOX")
+
+
+def _init_form(document) -> bool:
+    """Load the form of a PDF that has one, for its fields' values; pdfium needs that done before
+    any page is loaded. A PDF without a form (nearly all) costs one call."""
+    import pypdfium2.raw as pdfium_c
+
+    if document.get_formtype() == pdfium_c.FORMTYPE_NONE:
+        return False
+    document.init_forms()
+    return True
+
+
+def _add_form_values(document, pages: list[str]) -> None:
+    """Append `field: value` lines of filled-in form fields to the page each stands on: a viewer shows
+    them on the page, yet they are no part of its text layer."""
+    for index in range(len(pages)):
+        layer = " ".join(pages[index].split())
+        lines = [f"{name}: {value}" for name, value in _field_values(document, index) if value not in layer]
+        if lines:
+            pages[index] = "\n".join([pages[index].rstrip(), *lines]).lstrip("\n")
+
+
+def _field_values(document, index: int) -> list[tuple[str, str]]:
+    """(name, value) of the text, combo and list fields on a page that hold a value; check boxes
+    (`Yes`/`Off`) say nothing searchable."""
+    import pypdfium2.raw as pdfium_c
+
+    kinds = {getattr(pdfium_c, kind) for kind in FORM_TEXT_FIELDS}
+    page, found = document[index], []
+    try:
+        for number in range(pdfium_c.FPDFPage_GetAnnotCount(page)):
+            annot = pdfium_c.FPDFPage_GetAnnot(page, number)
+            try:
+                if pdfium_c.FPDFAnnot_GetFormFieldType(document.formenv, annot) in kinds:
+                    value = " ".join(_annot_string(pdfium_c.FPDFAnnot_GetFormFieldValue, document, annot).split())
+                    name = _annot_string(pdfium_c.FPDFAnnot_GetFormFieldName, document, annot)
+                    # A designer's `form1[0].page1[0].reason[0]` is shown as `reason`.
+                    name = " ".join(re.sub(r"\[\d+\]", "", name).rsplit(".", 1)[-1].split())
+                    if value:
+                        found.append((name or "field", value))
+            finally:
+                pdfium_c.FPDFPage_CloseAnnot(annot)
+    finally:
+        page.close()
+    return found
+
+
+def _annot_string(function, document, annot) -> str:
+    """A UTF-16 string a pdfium form function writes: asked for its size first, then for it."""
+    size = function(document.formenv, annot, None, 0)
+    if size <= 2:
+        return ""
+    buffer = (ctypes.c_ushort * (size // 2))()
+    function(document.formenv, annot, buffer, size)
+    return bytes(buffer).decode("utf-16-le", errors="replace").rstrip("\x00")
 
 
 def _page_text(document, index: int) -> str:
