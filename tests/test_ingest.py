@@ -502,10 +502,19 @@ def test_a_missing_vault_is_a_failure_and_removes_nothing(store: Store, vault: P
     assert chunk_ids(store) == before
 
 
+def test_a_first_ingest_whose_include_selects_none_of_the_notes_says_so(store: Store, tmp_path: Path) -> None:
+    write_note(tmp_path / "gv", "work/a.md", "# A\nThe a note.\n")
+    report = ingest_notes(store, [tmp_path / "gv"], include=["work"])  # `work/**` was meant
+    assert report.notices == [] and report.failures == [
+        f"{tmp_path / 'gv'}: --include 'work' selects none of its notes (hint: check the pattern; nothing was removed)"
+    ]
+
+
 def test_a_folder_or_repository_with_nothing_to_read_says_so(store: Store, tmp_path: Path, repo: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     assert ingest_notes(store, [empty]).notices == [f"{empty}: no notes (.md, .markdown) in it"]
+    assert ingest_notes(store, [empty], include=["work"]).notices == [f"{empty}: no notes (.md, .markdown) in it"]
     write_note(empty, "blank.md", "")  # a note, empty: counted as such, not "no notes"
     assert ingest_notes(store, [empty]).notices == []
     assert ingest_git(store, [repo]).notices == [f"{repo}: no commits to read"]

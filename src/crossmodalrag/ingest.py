@@ -273,14 +273,16 @@ def ingest_notes(
                 f"{root}: {counted(len(folder_links), 'linked folder')} not followed (e.g. {folder_links[0]}; "
                 "symbolic links to folders are skipped: ingest the folder itself as a vault)"
             )
-        if report.read == before and not known:
-            report.notices.append(f"{root}: no notes (.md, .markdown) in it")
-        if include and known and not seen:  # a mistyped pattern, not every note deleted
+        nothing_in_it = report.read == before and not known
+        # A mistyped pattern, not every note deleted; on a first ingest, not a vault without notes.
+        if include and not seen and (known or (nothing_in_it and _holds_notes(root))):
             shown = " ".join(f"--include {pattern!r}" for pattern in include)
             report.failures.append(
                 f"{root}: {shown} selects none of its notes (hint: check the pattern; nothing was removed)"
             )
             continue
+        if nothing_in_it:
+            report.notices.append(f"{root}: no notes (.md, .markdown) in it")
         # A folder that could not be listed fails as a whole: the notes under it are not gone.
         gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
         leaving.append((root, gone, len(known)))
@@ -491,6 +493,11 @@ def _read_each(paths: Iterable[Path], read: Callable[[Path], Document]) -> Itera
             yield Skipped(str(path))
         except CMRAGError as error:
             yield Failure(str(path), error)
+
+
+def _holds_notes(root: Path) -> bool:
+    """Does the folder hold any note, whatever --include and --exclude select? Stops at the first."""
+    return next(notes.find_notes(root, [], []), None) is not None
 
 
 def _read_vault(

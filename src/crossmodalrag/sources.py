@@ -214,7 +214,11 @@ def source_detail(store: Store, source_id: int) -> dict[str, Any]:
                 "modality": chunk["modality"],
                 "breadcrumb": breadcrumb,
                 "body": body,
-                **{k: extra[k] for k in ("headings", "path", "page", "ocr_confidence") if extra.get(k) is not None},
+                **{
+                    k: extra[k]
+                    for k in ("headings", "path", "page", "page_label", "ocr_confidence")
+                    if extra.get(k) is not None
+                },
             }
         )
     return {

@@ -51,6 +51,7 @@ class Hit:
     components: dict[str, float] = field(default_factory=dict)
     sub_query: str | None = None  # for comparative questions: which side's pass found it
     page: int | None = None  # 1-based, for PDF evidence
+    page_label: str | None = None  # the number printed on that page (`2`, `iv`), when not `page`
     ocr_confidence: float | None = None  # for text recognized in an image
     # Where the chunk's body sits in the source text: characters, and UTF-8 bytes (None for chunks
     # stored before byte offsets were recorded).
@@ -110,6 +111,7 @@ class Evidence:
             "locator": hit.locator,
             "title": hit.title,
             **({"page": hit.page} if hit.page is not None else {}),
+            **({"page_label": hit.page_label} if hit.page_label is not None else {}),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,6 +131,7 @@ class Evidence:
             "components": {k: round(v, 6) for k, v in hit.components.items()},
             "sub_query": hit.sub_query,
             **({"page": hit.page} if hit.page is not None else {}),
+            **({"page_label": hit.page_label} if hit.page_label is not None else {}),
             **({"ocr_confidence": round(hit.ocr_confidence, 4)} if hit.ocr_confidence is not None else {}),
             "char_start": hit.char_start,
             "char_end": hit.char_end,

@@ -13,6 +13,7 @@ from crossmodalrag.ingest import ingest_images, ingest_pdfs
 from crossmodalrag.retrieval.scoring import ocr_factor
 from tests.conftest import write_note
 from tests.images import write_text_image
+from tests.pdfs import write_image_page_pdf
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("rapidocr")
@@ -155,6 +156,35 @@ def test_a_scanned_pdf_page_is_read_by_ocr_and_tagged(store, tmp_path):
     ingest_pdfs(store, [tmp_path / "scanned.pdf"])
     text, metadata = store.conn.execute("SELECT text, metadata FROM chunks").fetchone()
     assert text.startswith("scanned.pdf > p.1 (OCR)") and json.loads(metadata)["ocr_confidence"] > 0.8
+
+
+def test_a_scan_with_a_stamped_text_layer_is_read_by_ocr_too_and_keeps_the_stamp(tmp_path, monkeypatch):
+    pytest.importorskip("pypdfium2")
+    from crossmodalrag.connectors import images
+    from crossmodalrag.connectors.pdf import read_pdf
+
+    scan = write_text_image(
+        tmp_path / "scan.png", ["Lease for the flat", "The tenant keeps a porcupine"], size=(850, 1100)
+    )
+    write_image_page_pdf(tmp_path / "lease.pdf", scan, (0, 0, 612, 792), text="ACME-0001 Page 1 of 1")
+    doc = read_pdf(tmp_path / "lease.pdf")
+    assert doc.text.startswith("ACME-0001 Page 1 of 1\n") and "porcupine" in doc.text
+    assert doc.text.count("ACME-0001") == 1  # OCR reads the stamp too: it is not repeated
+    assert 0.8 < doc.metadata["ocr_pages"]["1"] <= 1.0
+    monkeypatch.setattr(images, "ocr_available", lambda engine="rapidocr": False)
+    assert "1 page(s) are scans" in read_pdf(tmp_path / "lease.pdf").metadata["notice"]
+
+
+def test_a_page_with_a_little_text_and_a_logo_is_not_ocr_read(tmp_path, monkeypatch):
+    pytest.importorskip("pypdfium2")
+    from crossmodalrag.connectors import images
+    from crossmodalrag.connectors.pdf import read_pdf
+
+    logo = write_text_image(tmp_path / "logo.png", ["ACME"], size=(200, 100))
+    write_image_page_pdf(tmp_path / "letter.pdf", logo, (40, 680, 120, 60), text="Thank you for your order")
+    monkeypatch.setattr(images, "recognize", lambda pixels, engine: pytest.fail("a text page was rendered for OCR"))
+    doc = read_pdf(tmp_path / "letter.pdf")
+    assert doc.text.strip() == "Thank you for your order" and doc.metadata["ocr_pages"] == {}
 
 
 def test_a_huge_blank_page_is_rendered_within_the_pixel_budget_and_needs_no_notice(tmp_path, monkeypatch):

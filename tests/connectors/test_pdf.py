@@ -15,7 +15,7 @@ from crossmodalrag.connectors.pdf import read_pdf
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.ingest import ingest_pdfs
 from tests.conftest import write_note
-from tests.pdfs import write_pdf
+from tests.pdfs import add_page_labels, write_form_pdf, write_pdf
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("pypdfium2")
@@ -171,6 +171,35 @@ def test_cli_cites_pages_and_filters_by_modality(capsys, tmp_path):
     assert kinds == {"pdf", "text"}
     assert main(["ask", "gateway rate limits", "--no-llm"]) == 0
     assert "spec.pdf p.2 (pdf" in capsys.readouterr().out
+
+
+def test_a_labelled_page_is_cited_by_its_label_and_json_keeps_the_physical_page(capsys, tmp_path):
+    pages = ["Preface.", "Contents.", "Thanks.", "Chapter one.", "The hartebeest migrates.", "More.", "End."]
+    add_page_labels(write_pdf(tmp_path / "book.pdf", pages), "0 << /S /r >> 3 << /S /D >>")  # i-iii, then 1-4
+    doc = read_pdf(tmp_path / "book.pdf")
+    assert doc.metadata["page_labels"] == {"1": "i", "2": "ii", "3": "iii", "4": "1", "5": "2", "6": "3", "7": "4"}
+    assert chunk_document(doc)[4].text.startswith("book.pdf > p.2 (page 5 of 7)\n")
+    assert "page_labels" not in read_pdf(write_pdf(tmp_path / "plain.pdf", pages)).metadata  # labels = numbers
+    assert main(["ingest-pdf", str(tmp_path / "book.pdf")]) == 0
+    capsys.readouterr()
+    assert main(["ask", "hartebeest", "--no-llm", "--json"]) == 0
+    (citation,) = json.loads(capsys.readouterr().out)["citations"]
+    assert (citation["locator"], citation["page"], citation["page_label"]) == ("book.pdf p.2 (page 5 of 7)", 5, "2")
+    assert main(["source", "1", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["chunks"][4]
+    assert (listed["locator"], listed["page"], listed["page_label"]) == ("book.pdf p.2 (page 5 of 7)", 5, "2")
+
+
+def test_filled_in_form_fields_are_read_with_their_names_on_their_page(tmp_path):
+    fields = [
+        ("applicant", "Tx", "Bartholomew Quibble"),
+        ("form1[0].page1[0].reason[0]", "Tx", "renewal of the serval permit"),
+        ("urgent", "Btn", "Yes"),  # a check box: nothing searchable
+        ("notes", "Tx", ""),
+    ]
+    doc = read_pdf(write_form_pdf(tmp_path / "form.pdf", "Permit application form", fields))
+    assert doc.text == "Permit application form\napplicant: Bartholomew Quibble\nreason: renewal of the serval permit"
+    assert [chunk.metadata["page"] for chunk in chunk_document(doc)] == [1]
 
 
 def test_a_missing_path_is_one_error_line(capsys, tmp_path):

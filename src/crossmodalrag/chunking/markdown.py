@@ -42,7 +42,24 @@ TAG_START = re.compile(r"(?<![\w&#/])#(?=[^\W\d_])")
 def split_frontmatter(text: str) -> tuple[str | None, int]:
     """(frontmatter YAML or None, offset where the body starts)."""
     match = FRONTMATTER.match(text)
-    return (match.group(1), match.end()) if match else (None, 0)
+    if not match or not _opens_a_mapping(match.group(1)):
+        return None, 0
+    return match.group(1), match.end()
+
+
+def _opens_a_mapping(block: str) -> bool:
+    """Does a block between `---` lines open as YAML's key-value mapping, as frontmatter does? A line
+    of prose (Markdown: a rule, then a setext heading) or a `- item` list is the note's text, and
+    dropping it as frontmatter lost it from memory. Judged by the first line, as a rule a typo later
+    in real frontmatter does not turn it into text; an empty block is (empty) frontmatter."""
+    for line in block.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.startswith(("- ", "[")) or stripped == "-":
+            return False
+        return stripped.startswith(("{", "? ")) or ": " in stripped or ":\t" in stripped or stripped.endswith(":")
+    return True
 
 
 def leading_date(text: str, body_start: int) -> tuple[str | None, int]:

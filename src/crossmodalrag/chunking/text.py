@@ -86,18 +86,23 @@ def chunk_pages(doc: Document) -> list[Chunk]:
     """
     chunks, start = [], 0
     name = doc.locator if doc.title == Path(doc.locator).stem else f"{doc.locator} · {doc.title}"
-    ocr_pages = doc.metadata.get("ocr_pages", {})
-    for number, page in enumerate(doc.text.split("\f"), 1):
-        confidence = ocr_pages.get(str(number))
-        ocr = {"ocr_confidence": confidence} if confidence is not None else {}
+    ocr_pages, labels = doc.metadata.get("ocr_pages", {}), doc.metadata.get("page_labels", {})
+    pages = doc.text.split("\f")
+    for number, page in enumerate(pages, 1):
+        confidence, label = ocr_pages.get(str(number)), labels.get(str(number))
+        extras = ({"ocr_confidence": confidence} if confidence is not None else {}) | (
+            {"page_label": label} if label else {}
+        )
+        # A labelled page is cited by the number printed on it, as a PDF viewer shows it.
+        shown = f"p.{label} (page {number} of {len(pages)})" if label else f"p.{number}"
         for s, e in split_span(doc.text, start, start + len(page)):
             chunks.append(
                 Chunk(
-                    text=f"{name} > p.{number}{' (OCR)' if ocr else ''}\n{doc.text[s:e]}",
-                    locator=f"{doc.locator} p.{number}",
+                    text=f"{name} > {shown}{' (OCR)' if confidence is not None else ''}\n{doc.text[s:e]}",
+                    locator=f"{doc.locator} {shown}",
                     char_start=s,
                     char_end=e,
-                    metadata={"page": number, **ocr},
+                    metadata={"page": number, **extras},
                 )
             )
         start += len(page) + 1

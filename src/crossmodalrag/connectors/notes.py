@@ -31,6 +31,7 @@ SETEXT_H1 = re.compile(r"^( {0,3}[^\s#>|<`~*+=-][^\n]*)\n {0,3}={2,}[ \t]*$", re
 # No `[` inside a link: otherwise every `[[` of a `[[[[…` line scans to the end of the line.
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 DATE_KEYS = ("date", "created")  # frontmatter that dates a note
+ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")  # the form notices ask for: one unread is no real day
 # Part of every note's file stamp: an unchanged note file is not read again (ingest._read_changed), so
 # bump this whenever read_note would make another Document of the same bytes (title, text, locator).
 READER_VERSION = "1"
@@ -146,7 +147,7 @@ def _frontmatter_unread(raw: str | None, meta: dict[str, Any]) -> str | None:
         return "its frontmatter is not valid YAML and was left out (tags, date, title)"
     for key in DATE_KEYS:
         if meta.get(key) is not None and parse_date(meta[key]) is None:
-            return f"`{key}: {meta[key]}` is not a date mem reads (write YYYY-MM-DD), so another date is used"
+            return f"{_not_a_date(f'{key}: {meta[key]}', str(meta[key]))}, so another date is used"
     return None
 
 
@@ -156,8 +157,15 @@ def _date_line_unread(text: str, body_start: int) -> str | None:
     match = DATE_LINE.match(text[body_start:])
     written = match.group(1).strip() if match else ""
     if any(c.isdigit() for c in written) and parse_date(written) is None:
-        return f"`Date: {written[:40]}` is not a date mem reads (write YYYY-MM-DD), so another date is used"
+        return f"{_not_a_date(f'Date: {written[:40]}', written)}, so another date is used"
     return None
+
+
+def _not_a_date(line: str, written: str) -> str:
+    """Why a written date was not read: `2023-02-30` is in the form asked for, a day that never was."""
+    if ISO_DAY.fullmatch(written.strip()):
+        return f"`{line}` is a day that does not exist (check the month and day)"
+    return f"`{line}` is not a date mem reads (write YYYY-MM-DD)"
 
 
 def _read_bytes(path: Path) -> tuple[bytes, float]:

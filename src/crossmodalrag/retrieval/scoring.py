@@ -133,6 +133,7 @@ def score_pool(
                 score,
                 components,
                 page=extras.get("page"),
+                page_label=extras.get("page_label"),
                 ocr_confidence=extras.get("ocr_confidence"),
                 source_id=row["source_id"],
                 char_start=row["char_start"],
@@ -158,11 +159,11 @@ def ocr_factor(confidence: float | None) -> float:
 
 
 def _chunk_extras(row: sqlite3.Row) -> dict:
-    """Page (PDF) and OCR confidence (images) from chunk metadata; text and code have none."""
+    """Page and its label (PDF) and OCR confidence (images) from chunk metadata; text and code have none."""
     if row["modality"] not in ("pdf", "image"):
         return {}
     metadata = json.loads(row["metadata"])
-    return {k: metadata[k] for k in ("page", "ocr_confidence") if metadata.get(k) is not None}
+    return {k: metadata[k] for k in ("page", "page_label", "ocr_confidence") if metadata.get(k) is not None}
 
 
 def _rrf(lexical: dict[int, float], cosines: dict[int, float]) -> dict[int, float]:
