@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
 import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +61,47 @@ def test_a_memory_on_read_only_media_is_read_and_a_write_says_it_is_read_only(re
     assert main(["forget", "--path", str(read_only_folder.parent.parent / "vault"), "--yes", *db]) == 1
     error = capsys.readouterr().err
     assert "read-only" in error and "restore a backup" not in error and "init-db" not in error
+
+
+@pytest.fixture
+def folder_the_user_may_not_write(tmp_path):
+    """A memory (WAL) in a folder of mode 555, and a way to run `mem` as a user who may not write it: the
+    test's own user, or `nobody` when the tests run as root (whom no mode bit stops). The folder lives in
+    the shared temp dir, since `nobody` cannot reach into root's private pytest folder."""
+    from crossmodalrag.cli.main import main
+
+    place = Path(tempfile.mkdtemp(prefix="cmrag-ro-"))
+    try:
+        os.chmod(place, 0o755)
+        folder, home = place / "media", place / "home"
+        folder.mkdir()
+        home.mkdir(mode=0o777)
+        os.chmod(home, 0o777)
+        (tmp_path / "vault").mkdir()
+        (tmp_path / "vault" / "note.md").write_text("# Parser\n\nThe parser cache is warm.\n")
+        db = folder / "memory.db"
+        assert main(["ingest-notes", str(tmp_path / "vault"), "--db-path", str(db)]) == 0
+        os.chmod(db, 0o644)
+        os.chmod(folder, 0o555)
+
+        def mem(*args: str) -> subprocess.CompletedProcess:
+            user = "nobody" if os.geteuid() == 0 else None
+            env = {**os.environ, "HOME": str(home), "PYTHONPATH": os.pathsep.join(sys.path)}
+            command = [sys.executable, "-m", "crossmodalrag", *args, "--db-path", str(db)]
+            return subprocess.run(command, capture_output=True, text=True, env=env, user=user, cwd=home)
+
+        yield mem
+    finally:
+        os.chmod(place / "media", 0o755)
+        shutil.rmtree(place)
+
+
+def test_a_memory_in_a_folder_the_user_may_not_write_is_read(folder_the_user_may_not_write):
+    mem = folder_the_user_may_not_write
+    stats = mem("stats")
+    assert stats.returncode == 0 and "sources: note 1" in stats.stdout, stats.stderr
+    found = mem("ask", "parser cache", "--no-llm")
+    assert found.returncode == 0 and "parser cache" in found.stdout, found.stderr
 
 
 def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(tmp_path):
