@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -102,6 +103,39 @@ def test_a_memory_in_a_folder_the_user_may_not_write_is_read(folder_the_user_may
     assert stats.returncode == 0 and "sources: note 1" in stats.stdout, stats.stderr
     found = mem("ask", "parser cache", "--no-llm")
     assert found.returncode == 0 and "parser cache" in found.stdout, found.stderr
+    assert_doctor_finds_it_healthy_and_read_only(json.loads(mem("doctor", "--json").stdout))
+
+
+def assert_doctor_finds_it_healthy_and_read_only(report: dict) -> None:
+    assert report["database"]["integrity"] == "ok" and report["database"]["chunks"] == 1
+    assert not any("database" in problem or "index" in problem for problem in report["problems"])
+    assert any(line.startswith("the database is read-only") for line in report["explanations"])
+
+
+def test_doctor_finds_a_memory_on_read_only_media_healthy(read_only_folder, capsys):
+    from crossmodalrag.cli.main import main
+
+    main(["doctor", "--json", "--db-path", str(read_only_folder)])
+    assert_doctor_finds_it_healthy_and_read_only(json.loads(capsys.readouterr().out))
+
+
+def test_doctor_checks_the_text_index_of_a_read_only_file_without_writing(tmp_path, capsys):
+    """The FTS5 integrity check is an INSERT: on a file that cannot be written it failed, and doctor
+    called a healthy index damaged. `chattr +i` makes the file read-only for root too."""
+    from crossmodalrag.cli.main import main
+
+    db = tmp_path / "memory.db"
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "note.md").write_text("# Parser\n\nThe parser cache is warm.\n")
+    assert main(["ingest-notes", str(tmp_path / "vault"), "--db-path", str(db)]) == 0
+    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+        pytest.skip("needs chattr +i (root on a filesystem with the immutable attribute)")
+    try:
+        capsys.readouterr()
+        main(["doctor", "--json", "--db-path", str(db)])
+        assert_doctor_finds_it_healthy_and_read_only(json.loads(capsys.readouterr().out))
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
 
 
 def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(tmp_path):

@@ -33,9 +33,11 @@ def connect_read_only(path: Path, **options) -> sqlite3.Connection:
     try:
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # opening is lazy: read to know
         return conn
-    except sqlite3.OperationalError as error:
+    except sqlite3.DatabaseError as error:
         conn.close()
-        if not _folder_refused_side_files(error) or Path(f"{path}-wal").exists():
+        if not isinstance(error, sqlite3.OperationalError) or not _folder_refused_side_files(error):
+            raise
+        if Path(f"{path}-wal").exists():
             raise
     return sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True, **options)
 
