@@ -200,6 +200,15 @@ def test_restore_refuses_to_replace_a_database_without_force(db_path, backup_fil
     assert sha256(db_path) == before and leftovers(db_path.parent) == []
 
 
+def test_restore_onto_another_applications_database_says_whose_it_is(db_path, backup_file):
+    with sqlite3.connect(db_path) as browser:
+        browser.execute("CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url TEXT)")
+    with pytest.raises(StoreError, match="another application's SQLite database") as caught:
+        restore_database(backup_file, db_path)
+    assert "already exists" not in caught.value.message and "new file" in caught.value.hint
+    assert sqlite3.connect(db_path).execute("SELECT name FROM sqlite_master").fetchall() == [("moz_places",)]
+
+
 def test_restore_onto_a_database_path_that_is_a_folder_says_so(tmp_path, backup_file):
     folder = tmp_path / "a-folder"
     folder.mkdir()
