@@ -138,6 +138,15 @@ def test_doctor_checks_the_text_index_of_a_read_only_file_without_writing(tmp_pa
         subprocess.run(["chattr", "-i", str(db)], check=True)
 
 
+def test_a_memory_on_read_only_media_is_backed_up(read_only_folder, tmp_path):
+    """Copying a memory off a read-only snapshot: the backup's plain connection wanted to create a -shm there."""
+    from crossmodalrag.store.backup import backup_database
+
+    report = backup_database(read_only_folder, tmp_path / "copies" / "memory.db")
+    with sqlite3.connect(report.path) as copy:
+        assert copy.execute("SELECT COUNT(*) FROM sources").fetchone() == (1,)
+
+
 def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(tmp_path):
     places = tmp_path / "places.sqlite"
     with sqlite3.connect(places) as browser:
