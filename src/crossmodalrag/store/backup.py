@@ -90,7 +90,13 @@ def backup_database(db_path: Path, dest: str | Path | None = None) -> BackupRepo
         write_checksum(target, digest)
         sync_dir(target.parent)
     except sqlite3.DatabaseError as exc:
-        if isinstance(exc, sqlite3.OperationalError) and not is_writable(db_path) and not is_disk_full(exc):
+        if is_disk_full(exc):  # the source is only read: the copy is what filled its disk
+            raise StoreError(
+                f"cannot write the backup {target}: its disk is full ({exc})",
+                f"free space on the disk of {target.parent} or back up to another place; "
+                "the unfinished copy was removed and the database is as it was",
+            ) from exc
+        if isinstance(exc, sqlite3.OperationalError) and not is_writable(db_path):
             raise read_only_failure(db_path, exc) from exc
         raise _sqlite_failure(exc, f"cannot back up {db_path}") from exc
     except OSError as exc:
