@@ -149,7 +149,7 @@ def _database(settings: Settings, report: Report) -> None:
     elif version is not None and version < LATEST_VERSION and read_only:
         report.problems.append(
             f"schema version {version} is older than this program's {LATEST_VERSION} and the file is read-only: "
-            f"every command refuses it; {READ_ONLY_HINT}, then run `mem init-db` to upgrade the copy"
+            f"the commands that read a memory refuse it; {READ_ONLY_HINT}, then run `mem init-db` to upgrade the copy"
         )
     elif version is not None and version < LATEST_VERSION:
         report.explanations.append(

@@ -138,6 +138,25 @@ def test_doctor_checks_the_text_index_of_a_read_only_file_without_writing(tmp_pa
         subprocess.run(["chattr", "-i", str(db)], check=True)
 
 
+def test_doctor_says_an_older_read_only_memory_cannot_be_upgraded_in_place(tmp_path, capsys):
+    from crossmodalrag.cli.main import main
+    from crossmodalrag.store.migrations import LATEST_VERSION, migrate
+
+    db = tmp_path / "memory.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate(conn, target=LATEST_VERSION - 1)
+    conn.close()
+    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+        pytest.skip("needs chattr +i (root on a filesystem with the immutable attribute)")
+    try:
+        assert main(["doctor", "--json", "--db-path", str(db)]) == 1
+        report = json.loads(capsys.readouterr().out)
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+    assert any("older than this program's" in p and "upgrade the copy" in p for p in report["problems"])
+    assert not any("next command that writes" in line for line in report["explanations"])
+
+
 def test_a_memory_on_read_only_media_is_backed_up(read_only_folder, tmp_path):
     """Copying a memory off a read-only snapshot: the backup's plain connection wanted to create a -shm there."""
     from crossmodalrag.store.backup import backup_database
