@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
@@ -12,7 +13,9 @@ from crossmodalrag.config import Settings
 from crossmodalrag.errors import UPGRADE_HINT, CMRAGError, StoreError
 from crossmodalrag.index import fts
 from crossmodalrag.store import open_configured_store
-from crossmodalrag.store.connection import refuse_folder
+from crossmodalrag.store.access import READ_ONLY_HINT, connect_read_only, is_writable, read_only_failure
+from crossmodalrag.store.connection import refuse_folder, refuse_foreign
+from crossmodalrag.store.failures import DAMAGED_HINT, explain
 from crossmodalrag.store.migrations import LATEST_VERSION
 
 EXTRAS = {
@@ -106,38 +109,90 @@ def _database(settings: Settings, report: Report) -> None:
         report.problems.append(f"{error.message}: {error.hint}")
         return
     facts["size_mb"] = round(sum(os.path.getsize(p) for p in path.parent.glob(path.name + "*")) / 2**20, 2)
-    import sqlite3
-
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    read_only = not is_writable(path)
     try:
-        version = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
-        facts["schema_version"] = version
+        conn = connect_read_only(path)  # immutable on read-only media, as the read commands open it
+    except sqlite3.DatabaseError as error:
+        report.problems.append(_unreadable(path, error, read_only, facts))
+        return
+    try:
+        if not _is_a_memory(conn, path, report):
+            return
+        version = facts["schema_version"] = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
         facts["integrity"] = conn.execute("PRAGMA integrity_check").fetchone()[0]
         facts["sources"] = dict(
             conn.execute("SELECT source_type, COUNT(*) FROM sources GROUP BY source_type").fetchall()
         )
         facts["chunks"] = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        index = _index_problem(conn, path, read_only) if facts["integrity"] == "ok" and version is not None else None
     except sqlite3.DatabaseError as error:
-        facts["integrity"] = "damaged"
-        report.problems.append(f"the database is damaged: {error}; restore a backup (`mem restore`)")
+        report.problems.append(_unreadable(path, error, read_only, facts))
         return
     finally:
         conn.close()
     if facts["integrity"] != "ok":
         report.problems.append(f"integrity check failed: {facts['integrity']}; restore a backup")
-    elif version is not None and (problem := fts.index_problem(path)):
+    elif index:
         facts["integrity"] = "text index damaged"
-        report.problems.append(f"{problem}; `mem init-db --rebuild-index` builds it again from the stored chunks")
+        report.problems.append(f"{index}; `mem init-db --rebuild-index` builds it again from the stored chunks")
+    if read_only:
+        report.explanations.append(
+            "the database is read-only (the file or its folder cannot be written): the read commands "
+            "(`stats`, `ask`, `verify`, `backup`) read it as it is, the ones that write refuse it, and doctor "
+            "skipped the text index's own check (FTS5 runs it as a write); to change it, " + READ_ONLY_HINT
+        )
     if version is not None and version > LATEST_VERSION:
         report.problems.append(
             f"schema version {version} is newer than this program's {LATEST_VERSION}: every command refuses it;"
             f" {UPGRADE_HINT}"
+        )
+    elif version is not None and version < LATEST_VERSION and read_only:
+        report.problems.append(
+            f"schema version {version} is older than this program's {LATEST_VERSION} and the file is read-only: "
+            f"the commands that read a memory refuse it; {READ_ONLY_HINT}, then run `mem init-db` to upgrade the copy"
         )
     elif version is not None and version < LATEST_VERSION:
         report.explanations.append(
             f"schema version {version} is upgraded to {LATEST_VERSION} by the next command that writes"
             " (`mem init-db`); until then the read-only ones (`stats`, `sources`, `serve`) refuse it"
         )
+
+
+def _is_a_memory(conn: sqlite3.Connection, path: Path, report: Report) -> bool:
+    """False, with the problem said, for an empty file or another application's SQLite database: both
+    intact, neither damaged (the other commands fill the first and leave the second alone)."""
+    try:
+        refuse_foreign(conn, path)
+    except StoreError as error:
+        report.problems.append(f"{error.message}: {error.hint}")
+        return False
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'").fetchone():
+        return True
+    report.problems.append(f"{path} is empty, no memory yet: run `mem init-db` or `mem seed-sample`")
+    return False
+
+
+def _index_problem(conn: sqlite3.Connection, path: Path, read_only: bool) -> str | None:
+    """What is wrong with the text index; on a read-only file only what a read can find."""
+    if not read_only:
+        return fts.index_problem(path)
+    try:
+        return fts.unindexed_problem(conn)
+    except sqlite3.DatabaseError as error:
+        return f"the text index is damaged ({error})"
+
+
+def _unreadable(path: Path, error: sqlite3.DatabaseError, read_only: bool, facts: dict[str, Any]) -> str:
+    """The problem with a file SQLite could not read: "damaged" (and a restore) only when SQLite says
+    so, never for a file that is merely read-only, locked or out of reach."""
+    _, hint = explain(error)
+    if hint == DAMAGED_HINT:
+        facts["integrity"] = "damaged"
+        return f"the database is damaged: {error}; restore a backup (`mem restore`)"
+    if read_only and isinstance(error, sqlite3.OperationalError):
+        failure = read_only_failure(path, error)
+        return f"{failure.message}: {failure.hint}"
+    return f"cannot read {path}: {error} (hint: {hint})"
 
 
 def _embeddings(settings: Settings, report: Report) -> None:

@@ -72,6 +72,22 @@ def test_a_folder_at_the_database_path_is_named_as_one(capsys, db_path):
         assert f"{db_path} is a folder, not a database file" in out + err, command
 
 
+def test_another_applications_file_and_an_empty_file_are_named_as_such_not_damaged(capsys, db_path):
+    with sqlite3.connect(db_path) as browser:
+        browser.execute("CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url TEXT)")
+    code, report = doctor_json(capsys)
+    assert code == 1 and "another application's SQLite database" in report["problems"][0]
+    assert "integrity" not in report["database"] and "restore" not in report["problems"][0]
+    db_path.unlink()
+    db_path.touch()
+    code, report = doctor_json(capsys)
+    assert (
+        code == 1
+        and report["problems"][0] == f"{db_path} is empty, no memory yet: run `mem init-db` or `mem seed-sample`"
+    )
+    assert db_path.stat().st_size == 0  # doctor writes nothing
+
+
 def test_without_the_extra_doctor_names_the_install(monkeypatch, db_path):
     from crossmodalrag import doctor
     from crossmodalrag.config import Settings

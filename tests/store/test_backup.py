@@ -106,6 +106,26 @@ def test_staging_files_of_a_killed_backup_are_removed_by_the_next(db_path, tmp_p
     assert not left.exists() and not Path(f"{left}-journal").exists() and running.exists()
 
 
+def test_a_full_destination_disk_is_named_as_the_backups_not_the_databases(db_path, tmp_path, monkeypatch):
+    make_db(db_path, ["/v/a.md"])
+    stick, connect = tmp_path / "stick", sqlite3.connect
+
+    def onto_a_full_disk(path, *args, **kwargs):  # SQLITE_FULL as a full disk gives it, on the copy only
+        conn = connect(path, *args, **kwargs)
+        if Path(path).parent == stick:
+            conn.execute("PRAGMA max_page_count = 1")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", onto_a_full_disk)
+    with pytest.raises(StoreError) as caught:
+        backup_database(db_path, f"{stick}/")
+    assert (
+        caught.value.message.startswith(f"cannot write the backup {stick}/") and "disk is full" in caught.value.message
+    )
+    assert "committed so far" not in caught.value.hint and str(stick) in caught.value.hint
+    assert list(stick.iterdir()) == []
+
+
 def test_backup_defaults_to_a_timestamped_file_in_backups_and_never_overwrites(db_path, tmp_path):
     make_db(db_path, ["/v/a.md"])
     first = backup_database(db_path).path
@@ -198,6 +218,15 @@ def test_restore_refuses_to_replace_a_database_without_force(db_path, backup_fil
         restore_database(backup_file, db_path)
     assert "--force" in caught.value.hint and "valid backup" in caught.value.message
     assert sha256(db_path) == before and leftovers(db_path.parent) == []
+
+
+def test_restore_onto_another_applications_database_says_whose_it_is(db_path, backup_file):
+    with sqlite3.connect(db_path) as browser:
+        browser.execute("CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url TEXT)")
+    with pytest.raises(StoreError, match="another application's SQLite database") as caught:
+        restore_database(backup_file, db_path)
+    assert "already exists" not in caught.value.message and "new file" in caught.value.hint
+    assert sqlite3.connect(db_path).execute("SELECT name FROM sqlite_master").fetchall() == [("moz_places",)]
 
 
 def test_restore_onto_a_database_path_that_is_a_folder_says_so(tmp_path, backup_file):

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import sqlite3
 import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +62,108 @@ def test_a_memory_on_read_only_media_is_read_and_a_write_says_it_is_read_only(re
     assert main(["forget", "--path", str(read_only_folder.parent.parent / "vault"), "--yes", *db]) == 1
     error = capsys.readouterr().err
     assert "read-only" in error and "restore a backup" not in error and "init-db" not in error
+
+
+@pytest.fixture
+def folder_the_user_may_not_write(tmp_path):
+    """A memory (WAL) in a folder of mode 555, and a way to run `mem` as a user who may not write it: the
+    test's own user, or `nobody` when the tests run as root (whom no mode bit stops). The folder lives in
+    the shared temp dir, since `nobody` cannot reach into root's private pytest folder."""
+    from crossmodalrag.cli.main import main
+
+    place = Path(tempfile.mkdtemp(prefix="cmrag-ro-"))
+    try:
+        os.chmod(place, 0o755)
+        folder, home = place / "media", place / "home"
+        folder.mkdir()
+        home.mkdir(mode=0o777)
+        os.chmod(home, 0o777)
+        (tmp_path / "vault").mkdir()
+        (tmp_path / "vault" / "note.md").write_text("# Parser\n\nThe parser cache is warm.\n")
+        db = folder / "memory.db"
+        assert main(["ingest-notes", str(tmp_path / "vault"), "--db-path", str(db)]) == 0
+        os.chmod(db, 0o644)
+        os.chmod(folder, 0o555)
+
+        def mem(*args: str) -> subprocess.CompletedProcess:
+            user = "nobody" if os.geteuid() == 0 else None
+            env = {**os.environ, "HOME": str(home), "PYTHONPATH": os.pathsep.join(sys.path)}
+            command = [sys.executable, "-m", "crossmodalrag", *args, "--db-path", str(db)]
+            return subprocess.run(command, capture_output=True, text=True, env=env, user=user, cwd=home)
+
+        yield mem
+    finally:
+        os.chmod(place / "media", 0o755)
+        shutil.rmtree(place)
+
+
+def test_a_memory_in_a_folder_the_user_may_not_write_is_read(folder_the_user_may_not_write):
+    mem = folder_the_user_may_not_write
+    stats = mem("stats")
+    assert stats.returncode == 0 and "sources: note 1" in stats.stdout, stats.stderr
+    found = mem("ask", "parser cache", "--no-llm")
+    assert found.returncode == 0 and "parser cache" in found.stdout, found.stderr
+    assert_doctor_finds_it_healthy_and_read_only(json.loads(mem("doctor", "--json").stdout))
+
+
+def assert_doctor_finds_it_healthy_and_read_only(report: dict) -> None:
+    assert report["database"]["integrity"] == "ok" and report["database"]["chunks"] == 1
+    assert not any("database" in problem or "index" in problem for problem in report["problems"])
+    assert any(line.startswith("the database is read-only") for line in report["explanations"])
+
+
+def test_doctor_finds_a_memory_on_read_only_media_healthy(read_only_folder, capsys):
+    from crossmodalrag.cli.main import main
+
+    main(["doctor", "--json", "--db-path", str(read_only_folder)])
+    assert_doctor_finds_it_healthy_and_read_only(json.loads(capsys.readouterr().out))
+
+
+def test_doctor_checks_the_text_index_of_a_read_only_file_without_writing(tmp_path, capsys):
+    """The FTS5 integrity check is an INSERT: on a file that cannot be written it failed, and doctor
+    called a healthy index damaged. `chattr +i` makes the file read-only for root too."""
+    from crossmodalrag.cli.main import main
+
+    db = tmp_path / "memory.db"
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "note.md").write_text("# Parser\n\nThe parser cache is warm.\n")
+    assert main(["ingest-notes", str(tmp_path / "vault"), "--db-path", str(db)]) == 0
+    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+        pytest.skip("needs chattr +i (root on a filesystem with the immutable attribute)")
+    try:
+        capsys.readouterr()
+        main(["doctor", "--json", "--db-path", str(db)])
+        assert_doctor_finds_it_healthy_and_read_only(json.loads(capsys.readouterr().out))
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+
+
+def test_doctor_says_an_older_read_only_memory_cannot_be_upgraded_in_place(tmp_path, capsys):
+    from crossmodalrag.cli.main import main
+    from crossmodalrag.store.migrations import LATEST_VERSION, migrate
+
+    db = tmp_path / "memory.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate(conn, target=LATEST_VERSION - 1)
+    conn.close()
+    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+        pytest.skip("needs chattr +i (root on a filesystem with the immutable attribute)")
+    try:
+        assert main(["doctor", "--json", "--db-path", str(db)]) == 1
+        report = json.loads(capsys.readouterr().out)
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+    assert any("older than this program's" in p and "upgrade the copy" in p for p in report["problems"])
+    assert not any("next command that writes" in line for line in report["explanations"])
+
+
+def test_a_memory_on_read_only_media_is_backed_up(read_only_folder, tmp_path):
+    """Copying a memory off a read-only snapshot: the backup's plain connection wanted to create a -shm there."""
+    from crossmodalrag.store.backup import backup_database
+
+    report = backup_database(read_only_folder, tmp_path / "copies" / "memory.db")
+    with sqlite3.connect(report.path) as copy:
+        assert copy.execute("SELECT COUNT(*) FROM sources").fetchone() == (1,)
 
 
 def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(tmp_path):

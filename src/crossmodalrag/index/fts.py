@@ -153,14 +153,12 @@ def rebuild(conn: sqlite3.Connection, progress: "Callable[[int, int], None] | No
 def index_problem(path) -> str | None:
     """What is wrong with the text index of the database at `path`, or None: chunks it lacks (a
     chunk missing there is never found by words) or index pages that do not match their content
-    (FTS5's own integrity check). Read-only, though FTS5 runs its check as an INSERT."""
+    (FTS5's own integrity check). Read-only, though FTS5 runs its check as an INSERT: a file that
+    cannot be written gets `unindexed_problem` alone."""
     conn = sqlite3.connect(path, timeout=2.0)
     try:
-        missing = conn.execute(
-            "SELECT COUNT(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM chunks_fts f WHERE f.rowid = c.id)"
-        ).fetchone()[0]
-        if missing:
-            return f"{missing:,} chunks are missing from the text index (words never find them)"
+        if problem := unindexed_problem(conn):
+            return problem
         conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
         return None
     except sqlite3.OperationalError as error:
@@ -172,6 +170,15 @@ def index_problem(path) -> str | None:
     finally:
         conn.rollback()
         conn.close()
+
+
+def unindexed_problem(conn: sqlite3.Connection) -> str | None:
+    """How many chunks the text index lacks, if any: a check that reads only (a read-only file allows it).
+    Raises sqlite3.DatabaseError if the index cannot be read."""
+    missing = conn.execute(
+        "SELECT COUNT(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM chunks_fts f WHERE f.rowid = c.id)"
+    ).fetchone()[0]
+    return f"{missing:,} chunks are missing from the text index (words never find them)" if missing else None
 
 
 def recreate(conn: sqlite3.Connection, progress: "Callable[[int, int], None] | None" = None) -> int:

@@ -1,10 +1,12 @@
 """Reading a memory that cannot be written: a backup on read-only media, a snapshot, a file without write permission.
 
 SQLite opens such a file read-only (`mode=ro`), but a WAL database still wants to create its `-shm`
-beside it, which a read-only folder refuses ("unable to open database file"). Only then, and only with
-no `-wal` beside it (nothing beyond the main file to read), is it opened `immutable=1` (no locks, no side
-files): on read-only media nobody can change it. Not before: a reader that assumes a file immutable while
-another user's writer changes it can read torn pages, and plain `mode=ro` takes the locks that prevent it.
+beside it, which a read-only folder refuses: "unable to open database file" on read-only media, "attempt
+to write a readonly database" (SQLITE_READONLY_DIRECTORY) in a folder the user may not write. Only then,
+and only with no `-wal` beside it (nothing beyond the main file to read), is it opened `immutable=1` (no
+locks, no side files): a writer would need those side files too, which the folder refuses it as well. Not
+before: a reader that assumes a file immutable while another user's writer changes it can read torn pages,
+and plain `mode=ro` takes the locks that prevent it.
 """
 
 from __future__ import annotations
@@ -31,12 +33,19 @@ def connect_read_only(path: Path, **options) -> sqlite3.Connection:
     try:
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # opening is lazy: read to know
         return conn
-    except sqlite3.OperationalError as error:
+    except sqlite3.DatabaseError as error:
         conn.close()
-        cannot_open = (getattr(error, "sqlite_errorname", "") or "").startswith("SQLITE_CANTOPEN")
-        if not cannot_open or Path(f"{path}-wal").exists():
+        if not isinstance(error, sqlite3.OperationalError) or not _folder_refused_side_files(error):
+            raise
+        if Path(f"{path}-wal").exists():
             raise
     return sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True, **options)
+
+
+def _folder_refused_side_files(error: sqlite3.OperationalError) -> bool:
+    """Did SQLite fail to read because it could not create a side file beside the database?"""
+    name = getattr(error, "sqlite_errorname", "") or ""
+    return name.startswith("SQLITE_CANTOPEN") or name == "SQLITE_READONLY_DIRECTORY"
 
 
 def read_only_failure(path: Path, error: Exception) -> StoreError:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crossmodalrag.errors import StoreError
+from crossmodalrag.store.access import connect_read_only, is_writable, read_only_failure
 from crossmodalrag.store.backup_places import remember_backup
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS
 from crossmodalrag.store.copies import (
@@ -30,7 +31,7 @@ from crossmodalrag.store.copies import (
     sync_dir,
     write_checksum,
 )
-from crossmodalrag.store.failures import explain
+from crossmodalrag.store.failures import explain, is_disk_full
 
 
 @dataclass
@@ -69,7 +70,7 @@ def backup_database(db_path: Path, dest: str | Path | None = None) -> BackupRepo
         remember_backup(db_path, target.absolute())
     staging = staging_file(target.parent, target.name)
     try:
-        source = sqlite3.connect(db_path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+        source = _open_source(db_path)
         try:
             version = schema_version(source, db_path)
             copy = sqlite3.connect(staging, isolation_level=None)
@@ -89,6 +90,14 @@ def backup_database(db_path: Path, dest: str | Path | None = None) -> BackupRepo
         write_checksum(target, digest)
         sync_dir(target.parent)
     except sqlite3.DatabaseError as exc:
+        if is_disk_full(exc):  # the source is only read: the copy is what filled its disk
+            raise StoreError(
+                f"cannot write the backup {target}: its disk is full ({exc})",
+                f"free space on the disk of {target.parent} or back up to another place; "
+                "the unfinished copy was removed and the database is as it was",
+            ) from exc
+        if isinstance(exc, sqlite3.OperationalError) and not is_writable(db_path):
+            raise read_only_failure(db_path, exc) from exc
         raise _sqlite_failure(exc, f"cannot back up {db_path}") from exc
     except OSError as exc:
         raise StoreError(
@@ -97,6 +106,15 @@ def backup_database(db_path: Path, dest: str | Path | None = None) -> BackupRepo
     finally:
         remove(staging)
     return BackupReport(target, digest, size, version)
+
+
+def _open_source(db_path: Path) -> sqlite3.Connection:
+    """The database to copy. One that cannot be written (a snapshot, read-only media) is read as the read
+    commands read it: a plain connection would have to create its -shm beside it, which the folder refuses.
+    A writable one keeps a read-write connection, which tidies the -wal and -shm if it closes last."""
+    if is_writable(db_path):
+        return sqlite3.connect(db_path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+    return connect_read_only(db_path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
 
 
 def names_a_folder(dest: str | Path | None, chosen: Path) -> bool:

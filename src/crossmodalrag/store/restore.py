@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
+from crossmodalrag.store.access import connect_read_only
 from crossmodalrag.store.backup import backups_dir
-from crossmodalrag.store.connection import is_busy, open_store, refuse_folder
+from crossmodalrag.store.connection import is_busy, open_store, refuse_folder, refuse_foreign
 from crossmodalrag.store.copies import (
     SIDECARS,
     blocks,
@@ -92,11 +93,7 @@ def restore_database(source: Path, db_path: Path, force: bool = False, unverifie
         check_checksum(source, digest)
         version, sources = _verify_copy(staging, source)
         if db_path.exists() and not force:
-            raise StoreError(
-                f"a memory database already exists at {db_path} ({source} is a valid backup: "
-                f"schema version {version}, {sources} sources)",
-                "pass --force to replace it; the replaced database is kept in backups/",
-            )
+            raise _occupied(db_path, f"{source} is a valid backup: schema version {version}, {sources} sources")
         with open_store(staging, create=False) as store:  # migrates an older backup, on the copy
             version = store.schema_version()
             verified = verify(store.conn).to_dict()  # the change log came along: prove it still matches
@@ -116,6 +113,29 @@ def restore_database(source: Path, db_path: Path, force: bool = False, unverifie
     for path in {given, db_path}:  # the vector index beside the link or the file: either is stale now
         shutil.rmtree(path.with_name(path.name + ".vectors"), ignore_errors=True)
     return RestoreReport(db_path, source, digest, size, version, sources, replaced, verified, forgotten)
+
+
+def _occupied(db_path: Path, valid: str) -> StoreError:
+    """The refusal to replace the file at the database path without --force, naming what it holds:
+    another application's database is no memory to be told "already exists" about."""
+    try:
+        conn = connect_read_only(db_path)
+        try:
+            refuse_foreign(conn, db_path)
+        finally:
+            conn.close()
+    except StoreError as foreign:
+        return StoreError(
+            f"{foreign.message}; {valid}",
+            "point CMRAG_DB_PATH (or --db-path) at a new file for the memory; "
+            "--force replaces it (it is kept in backups/)",
+        )
+    except sqlite3.Error:
+        pass  # unreadable: what it is stays unknown, the refusal below holds all the same
+    return StoreError(
+        f"a memory database already exists at {db_path} ({valid})",
+        "pass --force to replace it; the replaced database is kept in backups/",
+    )
 
 
 def _forgotten_since(current: Path, restored: sqlite3.Connection) -> list[str]:
