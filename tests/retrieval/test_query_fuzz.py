@@ -53,6 +53,14 @@ def test_match_expression_shapes():
     assert [(t.word, t.prefix) for t in german] == [("gebäude", True), ("gebaut", False)]  # 7+ letters, German
 
 
+def test_a_tags_words_are_never_function_words_nor_tell_the_language():
+    """README's own tag `#über` was dropped as a German function word, so the tag was never searched."""
+    assert [t.word for t in query_terms("#über")] == ["über"]
+    tagged = query_terms("notes tagged #über")
+    assert [t.word for t in tagged] == ["notes", "tagged", "über"] and not tagged[0].stem  # read as English
+    assert [t.word for t in query_terms("Notizen über Reisen")] == ["notizen", "reisen"]  # a plain über still goes
+
+
 def test_cjk_queries_become_bigrams_and_accented_words_carry_their_exact_form():
     terms = query_terms("解析器为什么 quy trình bàn giao 猫")
     assert [t.word for t in terms] == ["解析", "析器", "器为", "为什", "什么", "quy", "trình", "bàn", "giao", "猫"]

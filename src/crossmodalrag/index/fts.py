@@ -23,6 +23,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from crossmodalrag.chunking.markdown import inline_tags
 from crossmodalrag.index.scripts import (
     CJK_RUN,
     compatibility_forms,
@@ -246,8 +247,11 @@ def query_terms(query: str) -> list[QueryTerm]:
     query = compatible_query(query)
     # One-character Han words (猫 of 猫在哪里) join the run's bigrams, matched as prefixes (below).
     tokens = WORD.findall(segment_cjk(query)) + lone_characters(query)
-    language = guess_language([t.lower() for t in tokens])
-    stopwords = BY_LANGUAGE[language]
+    # A `#tag`'s words are the tag's, whatever they mean in a language: `#über` was a German function
+    # word, dropped, and made the query look German.
+    tagged = {word for tag in inline_tags(query) for word in WORD.findall(tag.lower())}
+    language = guess_language([t.lower() for t in tokens if t.lower() not in tagged])
+    stopwords = BY_LANGUAGE[language] - tagged
     compounding = language == "de" or bool(GERMAN_LETTERS.search(query))
     terms: dict[str, QueryTerm] = {}
     for token in tokens:
