@@ -72,6 +72,25 @@ def test_a_near_duplicate_with_another_number_date_or_time_is_kept(store):
     assert remember(store, "The offset is -5").status == remember(store, "The offset is 5").status == "stored"
 
 
+def test_a_near_duplicate_saying_another_thing_is_kept(store):
+    # A bag of words reads swapped words as one vector (cosine 1.0), as MiniLM nearly does (0.98-0.99).
+    embedder = HashingEmbedder(dim=256, synonyms={"beta": "alpha", "after": "before"})
+    pairs = [
+        ("I prefer tabs over spaces", "I prefer spaces over tabs"),
+        ("We chose PostgreSQL over MySQL for billing", "We chose MySQL over PostgreSQL for billing"),
+        ("Ana is the owner and Ben is the reviewer", "Ben is the owner and Ana is the reviewer"),
+        ("alpha private fact about the ibis queue", "beta private fact about the ibis queue"),
+        ("Deploy the hotfix before the freeze", "Deploy the hotfix after the freeze"),
+    ]
+    for old, new in pairs:
+        remember(store, old, embedder=embedder)
+        assert remember(store, new, embedder=embedder).status == "stored", new
+    assert len(list_memories(store, limit=50)) == 2 * len(pairs)
+    # without an embedding model (word overlap: Jaccard 1.0) too
+    remember(store, "Redis is faster than Memcached")
+    assert remember(store, "Memcached is faster than Redis").status == "stored"
+
+
 def test_agents_storing_the_same_memory_at_once_store_it_once(any_store, db_path, request, embedder):
     """Each agent has its own connection (its own `mem mcp`); they store the same texts at the same moment."""
     import threading

@@ -149,6 +149,41 @@ def split_label(text: str) -> tuple[str, str]:
     return (match.group(1).lower(), text[match.end() :]) if match else ("", text)
 
 
+# Stop words that decide what a statement says ("deploy before the freeze" / "after the freeze", "over
+# budget" / "under budget"): a near duplicate must have the same ones.
+RELATIONS = frozenset("before after above below over under up down on off in out into from to than against".split())
+SET_OFF = re.compile(r"[,;:!?\n]|[.](?!\S)|\s[-\u2013\u2014]\s")  # a comma, colon, dash, sentence end
+
+
+def says_the_same(old: str, new: str) -> bool:
+    """Does `new` say what `old` says, in other words? The same words in the same order, up to case,
+    punctuation, inflection and stop words that carry no relation (RELATIONS). One word set off by
+    punctuation ("Always: the build runs on 3.11", "the build runs on 3.11, always") may stand
+    elsewhere. Anything else is another statement, however close its embedding: a word of one missing
+    from the other (a name, a value: "alpha private fact 12" and "beta private fact 12") or words
+    swapped ("tabs over spaces", "spaces over tabs"; "Ana is the owner and Ben the reviewer")."""
+    old_words, new_words = _statement_words(old), _statement_words(new)
+    if old_words == new_words:
+        return True
+    if sorted(old_words) != sorted(new_words):
+        return False
+    movable = _set_off_words(old) | _set_off_words(new)
+    return any(len(rest := _without(old_words, word)) >= 2 and rest == _without(new_words, word) for word in movable)
+
+
+def _statement_words(text: str) -> list[str]:
+    return [stem(w) for w in WORDS.findall(text.lower()) if w.replace("'", "") not in STOP - RELATIONS]
+
+
+def _set_off_words(text: str) -> set[str]:
+    """Words that stand alone between punctuation marks: a sentence adverb ("Always:", ", nightly.")."""
+    return {words[0] for part in SET_OFF.split(text) if len(words := _statement_words(part)) == 1}
+
+
+def _without(words: list[str], word: str) -> list[str]:
+    return [w for w in words if w != word]
+
+
 def restates_with_new_value(old: str, new: str) -> bool:
     """Is `new` an update of a fact stated in `old` (same subject, changed value)?"""
     (old_label, old), (new_label, new) = split_label(old), split_label(new)
