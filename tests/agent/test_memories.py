@@ -242,6 +242,19 @@ def test_an_update_that_would_copy_another_memory_is_refused(store, embedder):
     assert update_memory(store, vpn.id, content="Deploys need the VPN.", embedder=embedder)["id"] == vpn.id
 
 
+def test_an_update_that_changes_nothing_writes_nothing(store, embedder):
+    from crossmodalrag.agent.tools import InvalidArgument
+
+    memory = remember(store, "The cache listens on port 7379", ["ops"], 0.5, "fact", embedder=embedder)
+    before = list_memories(store)
+    with pytest.raises(InvalidArgument, match="nothing to change"):
+        update_memory(store, memory.id)
+    # the values it already has: not even its `updated` time moves, so no change is reported
+    update_memory(store, memory.id, content="The cache listens on port 7379", tags=["ops"], importance=0.5, kind="fact")
+    assert list_memories(store) == before
+    assert store.conn.execute("SELECT COUNT(*) FROM change_states").fetchone()[0] == 0
+
+
 def test_secrets_are_masked_in_a_memory_and_its_context(store):
     result = remember(
         store, "Deploy token: ghp_abcdefghijklmnopqrstuvwxyz0123456789", context="password=hunter2hunter2 ok?"
