@@ -169,6 +169,7 @@ def split_label(text: str) -> tuple[str, str]:
 # Stop words that decide what a statement says ("deploy before the freeze" / "after the freeze", "over
 # budget" / "under budget"): a near duplicate must have the same ones.
 RELATIONS = frozenset("before after above below over under up down on off in out into from to than against".split())
+STATEMENT_STOP = STOP - RELATIONS
 SET_OFF = re.compile(r"[,;:!?\n]|[.](?!\S)|\s[-\u2013\u2014]\s")  # a comma, colon, dash, sentence end
 
 
@@ -189,7 +190,7 @@ def says_the_same(old: str, new: str) -> bool:
 
 
 def _statement_words(text: str) -> list[str]:
-    return [stem(w) for w in WORDS.findall(text.lower()) if w.replace("'", "") not in STOP - RELATIONS]
+    return [stem(w) for w in WORDS.findall(text.lower()) if w.replace("'", "") not in STATEMENT_STOP]
 
 
 def _set_off_words(text: str) -> set[str]:
