@@ -112,6 +112,28 @@ PAIRS = [
         "chat",
     ),
     ("Jordan: Good luck with the interview tomorrow!", "Jordan: Good luck with the exam, you've got this.", "chat"),
+    # Session 32: short facts (one word besides the value) and swapped words, from a QA sweep's misses,
+    # with near misses of the same shape written beside them; run on the rule before and after its
+    # short-fact and swap cases.
+    ("Our office is in Berlin", "Our office is in Munich", "update"),
+    ("I live in Paris", "I live in London", "update"),
+    ("My manager is Alice", "My manager is Bob", "update"),
+    ("My manager is Alice Smith", "My manager is Bob Jones", "update"),
+    ("We use Jenkins for CI", "We use GitHub Actions for CI", "update"),
+    ("I prefer tabs over spaces", "I prefer spaces over tabs", "update"),
+    ("Our biggest customer is Acme", "Our biggest customer is Globex", "update"),
+    ("The current release is 2.3", "The current release is 2.4", "update"),
+    ("Redis is faster than Memcached for us", "Memcached is faster than Redis for us", "update"),
+    ("I live in Paris", "I visited Paris", "unrelated"),
+    ("My manager is Alice", "My dentist is Alice", "other-subject"),
+    ("Alice reports to Bob", "Bob reports to Alice", "other-subject"),
+    ("My sister lives in Boston", "My brother lives in Boston", "other-subject"),
+    ("I like hiking", "I like swimming", "addition"),
+    ("I love Paris", "I love London", "addition"),
+    ("Our office is in Berlin", "Our office is in Berlin and Lisbon", "addition"),
+    ("We met Alice at the conference", "We met Bob at the conference", "addition"),
+    ("Mel: Thanks, Caroline.", "Mel: Thanks, Caro.", "chat"),
+    ("Jordan: I'm reading Dune", "Jordan: I'm reading Emma", "chat"),
 ]
 
 

@@ -72,6 +72,25 @@ def test_a_near_duplicate_with_another_number_date_or_time_is_kept(store):
     assert remember(store, "The offset is -5").status == remember(store, "The offset is 5").status == "stored"
 
 
+def test_a_near_duplicate_saying_another_thing_is_kept(store):
+    # A bag of words reads swapped words as one vector (cosine 1.0), as MiniLM nearly does (0.98-0.99).
+    embedder = HashingEmbedder(dim=256, synonyms={"beta": "alpha", "after": "before"})
+    pairs = [
+        ("I prefer tabs over spaces", "I prefer spaces over tabs"),
+        ("We chose PostgreSQL over MySQL for billing", "We chose MySQL over PostgreSQL for billing"),
+        ("Ana is the owner and Ben is the reviewer", "Ben is the owner and Ana is the reviewer"),
+        ("alpha private fact about the ibis queue", "beta private fact about the ibis queue"),
+        ("Deploy the hotfix before the freeze", "Deploy the hotfix after the freeze"),
+    ]
+    for old, new in pairs:
+        remember(store, old, embedder=embedder)
+        assert remember(store, new, embedder=embedder).status == "stored", new
+    assert len(list_memories(store, limit=50, history=True)) == 2 * len(pairs)  # a reversal may supersede
+    # without an embedding model (word overlap: Jaccard 1.0) too
+    remember(store, "Redis is faster than Memcached")
+    assert remember(store, "Memcached is faster than Redis").status == "stored"
+
+
 def test_agents_storing_the_same_memory_at_once_store_it_once(any_store, db_path, request, embedder):
     """Each agent has its own connection (its own `mem mcp`); they store the same texts at the same moment."""
     import threading
@@ -140,6 +159,14 @@ def test_a_restated_fact_supersedes_the_older_memory(store, embedder):
     result = search(store, "staging key rotates", SearchOptions(top_k=2))
     assert [h.source_id for h in result.hits] == [new.id, old.id]
     assert result.hits[1].components["superseded"] == 1.0
+
+
+def test_a_short_fact_with_a_new_value_supersedes_the_older_memory(store, embedder):
+    old = remember(store, "Our office is in Berlin", embedder=embedder)
+    assert remember(store, "I visited Berlin", embedder=embedder).supersedes == []
+    new = remember(store, "Our office is in Munich", embedder=embedder)
+    assert new.supersedes == [old.id]
+    assert [m["text"] for m in list_memories(store)] == ["Our office is in Munich", "I visited Berlin"]
 
 
 def test_a_new_value_close_enough_to_merge_still_supersedes(store):
@@ -213,6 +240,19 @@ def test_an_update_that_would_copy_another_memory_is_refused(store, embedder):
     with pytest.raises(InvalidArgument, match=f"memory {vpn.id} already says this"):
         update_memory(store, lunch.id, content="deploys need the VPN!", embedder=embedder)
     assert update_memory(store, vpn.id, content="Deploys need the VPN.", embedder=embedder)["id"] == vpn.id
+
+
+def test_an_update_that_changes_nothing_writes_nothing(store, embedder):
+    from crossmodalrag.agent.tools import InvalidArgument
+
+    memory = remember(store, "The cache listens on port 7379", ["ops"], 0.5, "fact", embedder=embedder)
+    before = list_memories(store)
+    with pytest.raises(InvalidArgument, match="nothing to change"):
+        update_memory(store, memory.id)
+    # the values it already has: not even its `updated` time moves, so no change is reported
+    update_memory(store, memory.id, content="The cache listens on port 7379", tags=["ops"], importance=0.5, kind="fact")
+    assert list_memories(store) == before
+    assert store.conn.execute("SELECT COUNT(*) FROM change_states").fetchone()[0] == 0
 
 
 def test_secrets_are_masked_in_a_memory_and_its_context(store):
@@ -337,6 +377,19 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
         ("We have moved the standup to Monday", "We have moved the standup to Tuesday", False),
         ("The team meeting moved to Thursdays", "The team meeting is on Fridays", True),  # a state now
         ("The cluster has three replicas", "The cluster has five replicas", True),  # "has": a state
+        # a short fact: one word besides the value, a name or number, where the words before it hold one value
+        ("Our office is in Berlin", "Our office is in Munich", True),
+        ("I live in Paris", "I live in London", True),
+        ("My manager is Alice Smith", "My manager is Bob Jones", True),
+        ("I live in Paris", "I visited Paris", False),
+        ("My manager is Alice", "My dentist is Alice", False),
+        ("I love Paris", "I love London", False),  # one loves both
+        ("I like hiking", "I like swimming", False),
+        ("Mel: Thanks, Caroline.", "Mel: Thanks, Caro.", False),  # no verb: nothing stated
+        ("Our office is in Berlin", "Our office is in Berlin and Lisbon", False),
+        # two words swapped after the subject: the preference turned
+        ("I prefer tabs over spaces", "I prefer spaces over tabs", True),
+        ("Alice reports to Bob", "Bob reports to Alice", False),  # the subject changed
         # the new memory is mostly something else: one sentence in it shaped like an old one is no update
         (
             "Mel: Thanks, Caroline.",

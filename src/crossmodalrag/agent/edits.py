@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from crossmodalrag import versioning
-from crossmodalrag.agent.browse import memory_record
+from crossmodalrag.agent.browse import memory_record, memory_texts
 from crossmodalrag.agent.memories import (
     check_attributes,
     clean_content,
@@ -41,7 +41,12 @@ def update_memory(
     kind: str | None = None,
     embedder: "Embedder | None" = None,
 ) -> dict[str, Any]:
-    """Change a memory in place (same id). Raises InvalidArgument / InvalidMemory."""
+    """Change a memory in place (same id); values it already has change nothing, not even its `updated`
+    time. Raises InvalidArgument (no such memory, no field given) / InvalidMemory."""
+    if content is None and tags is None and importance is None and kind is None:
+        raise InvalidArgument(
+            "nothing to change: no field was given", "memory_update takes content, tags, importance or kind"
+        )
     record = memory_record(store.conn, source_id)
     if record is None:
         raise InvalidArgument(
@@ -52,9 +57,13 @@ def update_memory(
         record["importance"] if importance is None else importance,
         record["kind"] if kind is None else kind,
     )
+    text = None if content is None else clean_content(content)[0]
+    if text == memory_texts(store, [source_id]).get(source_id):
+        text = None  # the same text: nothing to rewrite or embed again
+    if text is None and (tags, importance, kind) == (record["tags"], record["importance"], record["kind"]):
+        return record  # a write would only say it changed: `memory_diff` and `mem changes` would list it
     now = time.time()
-    if content is not None:
-        text = clean_content(content)[0]
+    if text is not None:
         _refuse_a_copy(store, source_id, text, record.get("context") or "")
         _rewrite(store, source_id, text, embedder)
     with store.transaction() as conn, versioning.changing_source(conn, source_id, reason="memory_update"):

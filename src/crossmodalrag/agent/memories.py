@@ -3,11 +3,12 @@ like any other source, with kind, importance, tags and session/agent attribution
 
 Storing one: `<private>` spans are stripped and secrets masked; an exact duplicate (the same text up to
 case, spacing and the punctuation around words, in the same context) returns the stored memory (current
-again if it had been superseded); `memory_update` refuses to make one. A near
-duplicate in the same context (cosine >= 0.95) is merged into it (tags unioned, importance max, both
-times kept): "Yes, ship it" replying to two different questions is two memories. Otherwise the new memory
-is linked to its closest ones (cosine >= 0.75, at most 5), and an older memory whose fact it restates
-with another value is marked superseded (kept, listed with --history, ranked lower by search).
+again if it had been superseded); `memory_update` refuses to make one. A near duplicate in the same
+context (cosine >= 0.95, with the same words in the same order: a swapped or changed name says another
+thing) is merged into it (tags unioned, importance max, both times kept): "Yes, ship it" replying to
+two different questions is two memories. Otherwise the new memory is linked to its closest ones
+(cosine >= 0.75, at most 5), and an older memory whose fact it restates with another value is marked
+superseded (kept, listed with --history, ranked lower by search).
 Without an embedding model the similarity is the word-set Jaccard of the two texts, with the same
 thresholds.
 """
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from crossmodalrag import versioning
 from crossmodalrag.agent.browse import memory_record, memory_texts  # noqa: F401 (memory_record lived here)
 from crossmodalrag.agent.supersession import reinstate, supersede
-from crossmodalrag.agent.updates import restates_with_new_value
+from crossmodalrag.agent.updates import restates_with_new_value, says_the_same
 from crossmodalrag.chunking.turns import CONTEXT_CHARS, CONTEXT_MARK, clip, semantic_text
 from crossmodalrag.connectors.chats.secrets import mask_secrets
 from crossmodalrag.errors import CMRAGError
@@ -297,17 +298,19 @@ def _near_duplicate(
     store: Store, text: str, similar: dict[int, float], context: str, updated: list[int]
 ) -> tuple[int, float] | None:
     """(id, similarity) of the memory the new text says again in other words, if one is close enough
-    in the same context and gives the same numbers, dates, times and identifiers: an embedding barely
-    sees those ("booked for 14:00 on 2026-12-08" and "... 10:00 on 2026-12-09" scored 0.987, "gym on
-    Monday" and "on Tuesday" 0.987), and merging would lose the new one. A restated fact with another
-    value ("the timeout is 60 s" after "30 s") is an update, not a duplicate, however close."""
+    in the same context and has the same words in the same order (updates.says_the_same) and the same
+    numbers, dates, times and identifiers: an embedding barely sees those ("booked for 14:00 on
+    2026-12-08" and "... 10:00 on 2026-12-09" scored 0.987, "gym on Monday" and "on Tuesday" 0.987)
+    nor word order ("I prefer spaces over tabs" after "tabs over spaces" scored 0.982), and merging
+    would lose the new one. A restated fact with another value ("the timeout is 60 s" after "30 s") is
+    an update, not a duplicate, however close."""
     close = [i for i, score in similar.items() if score >= MERGE_SIMILARITY and i not in updated]
     close = _in_context(store.conn, close, context)
     if not close:
         return None
     values = value_words(text)
     texts = memory_texts(store, sorted(close))
-    same = [i for i in close if value_words(texts.get(i, "")) == values]
+    same = [i for i in close if value_words(texts.get(i, "")) == values and says_the_same(texts.get(i, ""), text)]
     return max(((i, similar[i]) for i in same), key=lambda item: item[1], default=None)
 
 

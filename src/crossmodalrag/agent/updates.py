@@ -7,7 +7,10 @@ attribute), the same end S, and one contiguous run replaced (A -> B, one to thre
 old and the new value), with P and S together at least two words and at least half of either
 clause. A clause that only adds words ("... rotates monthly, at noon") is an addition, not an
 update; a clause that differs only by a negation ("does not support") is one. Two words swapped in
-different places are a different sentence, not a changed value.
+different places are a different sentence, not a changed value, except two that changed places after
+the subject: "I prefer spaces over tabs" turns "I prefer tabs over spaces" around. A short fact shares
+fewer than two words ("our office is in Berlin" -> "Munich"): it is an update when its value is a name
+or number at its end and the words before it hold one value at a time (see _short_fact_update).
 
 Only a state has a value to replace. The changed run must lie after the clause's verb: before it, it
 names another subject ("Ticket 4521 is assigned to Ada" and "Ticket 4522 ...", "the log level in
@@ -36,6 +39,7 @@ STOP = ENGLISH - NEGATIONS | {"now", "currently", "instead", "actually", "anymor
 SENTENCES = re.compile(r"(?:[^.;!?\n]|[.](?=\S))+[.;!?]*")  # "3.10" stays whole
 CLAUSES = re.compile(r",\s+(?:and|but|so)\s+|\s+but\s+")
 WORDS = re.compile(r"[a-z0-9][a-z0-9_'-]*")
+CASED_WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_'-]*")  # WORDS before lowercasing
 SUFFIXES = ("ingly", "edly", "ing", "ly", "ed", "es", "s")
 MAX_CHANGED = 3
 LABEL = re.compile(r"\s*([A-Z][\w'-]*(?: [A-Z][\w'-]*)?):\s+")
@@ -62,16 +66,19 @@ PARTICIPLES = IRREGULAR_PAST | frozenset("gone done seen taken given eaten writt
 NOT_PAST = frozenset("need speed feed seed bed red shed bred hundred sacred naked wicked".split())
 VERB_ENDING = re.compile(r"[a-z]{2,}(?:[^su']s|ed)$")
 MAX_GUESSED_SUBJECT = 4  # words before a verb guessed from its ending
+SINGLE_VALUED = frozenset("live reside prefer".split())  # stems: one lives in one place at a time
 
 
 @dataclass(frozen=True)
 class Clause:
     """A statement's content words, how many of the first ones are its subject (0: no verb found, the
-    subject unknown), and whether it tells of the past (an event, not a current state)."""
+    subject unknown, or a pronoun), and whether it tells of the past (an event, not a current state)."""
 
     words: list[str]
     subject: int = 0
     past: bool = False
+    verb: bool = False  # a verb was found: the clause states something of its subject
+    named: frozenset[str] = frozenset()  # its names and numbers (capitalised after its first word, digits)
 
 
 def stem(word: str) -> str:
@@ -103,7 +110,17 @@ def read_clause(text: str) -> Clause:
     tokens = WORDS.findall(text.lower())
     verb = verb_position(tokens)
     subject = 0 if verb is None else len(content_words(" ".join(tokens[:verb])))
-    return Clause(content_words(text), subject, tells_of_the_past(tokens))
+    return Clause(content_words(text), subject, tells_of_the_past(tokens), verb is not None, named_words(text))
+
+
+def named_words(text: str) -> frozenset[str]:
+    """The clause's words that name something (capitalised, after its first word) or give a number, stemmed."""
+    words = CASED_WORDS.findall(text)
+    return frozenset(
+        stem(word.lower())
+        for i, word in enumerate(words)
+        if (i and word[0].isupper()) or any(c.isdigit() for c in word)
+    )
 
 
 def verb_position(tokens: list[str]) -> int | None:
@@ -149,6 +166,42 @@ def split_label(text: str) -> tuple[str, str]:
     return (match.group(1).lower(), text[match.end() :]) if match else ("", text)
 
 
+# Stop words that decide what a statement says ("deploy before the freeze" / "after the freeze", "over
+# budget" / "under budget"): a near duplicate must have the same ones.
+RELATIONS = frozenset("before after above below over under up down on off in out into from to than against".split())
+STATEMENT_STOP = STOP - RELATIONS
+SET_OFF = re.compile(r"[,;:!?\n]|[.](?!\S)|\s[-\u2013\u2014]\s")  # a comma, colon, dash, sentence end
+
+
+def says_the_same(old: str, new: str) -> bool:
+    """Does `new` say what `old` says, in other words? The same words in the same order, up to case,
+    punctuation, inflection and stop words that carry no relation (RELATIONS). One word set off by
+    punctuation ("Always: the build runs on 3.11", "the build runs on 3.11, always") may stand
+    elsewhere. Anything else is another statement, however close its embedding: a word of one missing
+    from the other (a name, a value: "alpha private fact 12" and "beta private fact 12") or words
+    swapped ("tabs over spaces", "spaces over tabs"; "Ana is the owner and Ben the reviewer")."""
+    old_words, new_words = _statement_words(old), _statement_words(new)
+    if old_words == new_words:
+        return True
+    if sorted(old_words) != sorted(new_words):
+        return False
+    movable = _set_off_words(old) | _set_off_words(new)
+    return any(len(rest := _without(old_words, word)) >= 2 and rest == _without(new_words, word) for word in movable)
+
+
+def _statement_words(text: str) -> list[str]:
+    return [stem(w) for w in WORDS.findall(text.lower()) if w.replace("'", "") not in STATEMENT_STOP]
+
+
+def _set_off_words(text: str) -> set[str]:
+    """Words that stand alone between punctuation marks: a sentence adverb ("Always:", ", nightly.")."""
+    return {words[0] for part in SET_OFF.split(text) if len(words := _statement_words(part)) == 1}
+
+
+def _without(words: list[str], word: str) -> list[str]:
+    return [w for w in words if w != word]
+
+
 def restates_with_new_value(old: str, new: str) -> bool:
     """Is `new` an update of a fact stated in `old` (same subject, changed value)?"""
     (old_label, old), (new_label, new) = split_label(old), split_label(new)
@@ -167,6 +220,8 @@ def _clause_update(old_clause: Clause, new_clause: Clause) -> bool:
         return False  # another subject: "Alice prefers tea" is no update of "Bob prefers tea"
     if old_clause.past and new_clause.past:
         return False  # two events, both true: "went to the gym on Monday", "... on Tuesday"
+    if _swapped(old_clause, new_clause):
+        return True  # "prefer spaces over tabs" after "prefer tabs over spaces": the preference turned
     changes = [op for op in SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if op[0] != "equal"]
     if len(changes) != 1:
         return False  # the same, or changed in more than one place
@@ -176,7 +231,37 @@ def _clause_update(old_clause: Clause, new_clause: Clause) -> bool:
     gone, added = old[old_start:old_end], new[new_start:new_end]
     shared = len(old) - len(gone)
     if shared < 2 or shared < 0.5 * max(len(old), len(new)):
-        return False
+        return _short_fact_update(old_clause, new_clause, changes[0])
     if set(gone) ^ set(added) and set(gone) ^ set(added) <= NEGATIONS:
         return True  # "supports" -> "does not support"
     return 1 <= len(gone) <= MAX_CHANGED and 1 <= len(added) <= MAX_CHANGED
+
+
+def _swapped(old_clause: Clause, new_clause: Clause) -> bool:
+    """Are the clauses the same but for two words after the subject that changed places?"""
+    old, new = old_clause.words, new_clause.words
+    if len(old) != len(new):
+        return False
+    moved = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+    if len(moved) != 2 or moved[0] < max(1, old_clause.subject, new_clause.subject):
+        return False
+    first, second = moved
+    return old[first] == new[second] and old[second] == new[first]
+
+
+def _short_fact_update(old_clause: Clause, new_clause: Clause, change: tuple[str, int, int, int, int]) -> bool:
+    """A short fact shares too few words for the rule above: "our office is in Berlin" and "... in
+    Munich" share one. It is an update when the change is the clause's last words, a name or number
+    each side, and the words before it hold one value at a time: a subject and "is" ("my manager is
+    Alice" -> "Bob") or a verb of one place or choice (SINGLE_VALUED: "I live in Paris" -> "London").
+    Not "I visited Paris" (another verb), "my dentist is Alice" (another subject), "I love Paris" ->
+    "London" (one loves both), nor "I like hiking" -> "swimming" (no name)."""
+    _, old_start, old_end, new_start, new_end = change
+    old, new = old_clause.words, new_clause.words
+    if not (old_clause.verb and new_clause.verb and old_end == len(old) and new_end == len(new)):
+        return False
+    if not (1 <= old_end - old_start <= MAX_CHANGED and 1 <= new_end - new_start <= MAX_CHANGED):
+        return False
+    before = old[:old_start]  # == new[:new_start]: the one change runs to both ends
+    one_value = old_start == old_clause.subject == new_clause.subject or before[-1] in SINGLE_VALUED
+    return one_value and set(old[old_start:]) <= old_clause.named and set(new[new_start:]) <= new_clause.named
