@@ -236,14 +236,57 @@ def test_an_edited_source_without_a_model_keeps_only_the_events_its_text_still_s
     add_docs(store, note("parser", "# Parser\n\nWe decided to replace the regex parser with a tokenizer, fast.\n"))
     report = build(store, db_path, levels=("event",))
     assert report.levels["event"]["rechecked"] == 1 and report.levels["event"]["waiting"] == 1
-    assert report.levels["event"]["unsupported"] == 1 == memory_stats(store)["integrity"]["unsupported_events"]
+    assert report.levels["event"]["events_waiting"] == 1 == memory_stats(store)["integrity"]["events_waiting_for_model"]
     found = {e["statement"]: e for e in list_events(store)}
     assert found[kept]["supported"] and found[kept]["evidence"]
-    assert not found[dropped]["supported"]  # kept, shown, out of retrieval
+    assert not found[dropped]["supported"] and found[dropped]["waiting"]  # kept, shown, out of retrieval
     assert build(store, db_path, levels=("event",)).levels["event"]["rechecked"] == 0, "checked once"
     again = ScriptedExtractor(events_output(event(kept, [1])))
     assert build(store, db_path, llm=again, levels=("event",)).levels["event"]["extracted"] == 1
     assert [e["statement"] for e in list_events(store)] == [kept]
+
+
+RENDER_CACHE = (
+    "# Render cache notes\n\nProblem: cache invalidation bugs, fonts changed but pages stayed stale (reported by"
+    " Priya on 24 Sep).\n\n## Decision\n\n{}\n"
+)
+DROPPED = "On 2026-10-01 we dropped the render cache. Rendering is now fast enough (0.8 s per 100 pages)."
+REVERTED = "Update 2026-10-03: we reverted the removal and kept the render cache after all; 40 s renders without it."
+
+
+def test_an_edit_without_a_model_holds_back_the_events_of_a_changed_chunk_unless_its_text_says_them(
+    store, db_path
+) -> None:
+    """Closeness by embedding is no test that an edited text still says an event: a reversed decision
+    is on the same topic (MiniLM 0.64 for the dropped cache against "we kept the render cache")."""
+    add_docs(store, note("render", RENDER_CACHE.format(DROPPED)))
+    dropped, fast = "The team dropped the render cache on 2026-10-01.", "Rendering takes 0.8 s per 100 pages."
+    unchanged = "Priya reported stale pages after fonts changed."  # rests on the first chunk, left as it was
+    llm = ScriptedExtractor(events_output(event(dropped, [2]), event(fast, [2], "fact"), event(unchanged, [1], "fix")))
+    build(store, db_path, llm=llm, levels=("event",))
+    assert all(e["supported"] for e in list_events(store))
+    add_docs(store, note("render", RENDER_CACHE.format(REVERTED)))
+    report = build(store, db_path, levels=("event",)).levels["event"]
+    found = {e["statement"]: e for e in list_events(store)}
+    assert [found[s]["waiting"] for s in (dropped, fast, unchanged)] == [True, True, False]
+    assert not found[dropped]["supported"] and not found[fast]["supported"] and found[unchanged]["supported"]
+    assert "cited" in {e["role"] for e in found[unchanged]["evidence"]}  # its own chunk, found unchanged
+    assert report["events_waiting"] == 2 and report["unsupported"] == 0
+    stats = memory_stats(store)["integrity"]
+    assert stats["events_waiting_for_model"] == 2 and stats["unsupported_events"] == 0
+    add_docs(store, note("render", RENDER_CACHE.format(DROPPED)))  # edited back: what it rested on is there again
+    build(store, db_path, levels=("event",))
+    assert all(e["supported"] and not e["waiting"] for e in list_events(store))
+
+
+def test_an_edited_line_that_still_holds_an_events_words_keeps_it() -> None:
+    from crossmodalrag.memory.provenance import says_verbatim
+
+    edited = "Problem: fonts changed but pages stayed stale in the cache (reported by Priya).\n\n" + REVERTED
+    assert says_verbatim("Priya reported stale pages in the cache.", edited)
+    assert not says_verbatim("The team dropped the render cache on 2026-10-01.", edited)
+    assert not says_verbatim("Renders take 0.8 s without the cache.", edited)  # 40 s, not 0.8 s
+    assert not says_verbatim("We dropped the cache.", "We did not drop the cache.")
 
 
 @pytest.mark.parametrize(

@@ -287,6 +287,15 @@ def test_an_answer_at_a_level_says_how_many_sources_have_no_events_yet(db_path, 
     main(["ask", "regex parser tokenizer", "--level", "event", "--no-llm", "--json", "--db-path", str(db_path)])
     notices = json.loads(capsys.readouterr().out)["notices"]
     assert "1 of 2 sources have no events yet, so --level event cannot see them" in " ".join(notices)
+    write_note(vault, "parser.md", "# Parser\nWe kept the regex parser after all.\n")  # edited: no model since
+    assert main(["ingest-notes", str(vault), "--db-path", str(db_path)]) == 0
+    with open_store(db_path) as opened:
+        build(opened, db_path, levels=("event",))
+    capsys.readouterr()
+    main(["ask", "regex parser tokenizer", "--level", "event", "--no-llm", "--json", "--db-path", str(db_path)])
+    notices = " ".join(json.loads(capsys.readouterr().out)["notices"])
+    assert "1 of 2 sources have no events yet" in notices  # the edited one has its event: waiting, not missing
+    assert "1 events of sources edited since they were drawn wait for a model to read them again" in notices
 
 
 class Unreachable(ScriptedExtractor):

@@ -153,7 +153,7 @@ def events(args: argparse.Namespace) -> int:
         narrowed = args.source or args.type
         notice("no events match --source/--type" if narrowed else "no events yet: run `mem build-memory`")
     for event in found:
-        flag = "" if event["supported"] else "  [unsupported]"
+        flag = "" if event["supported"] else "  [waiting for a model]" if event["waiting"] else "  [unsupported]"
         print(f"{(event['first_time'] or '')[:10]}  {event['type']:<8} {event['statement']}{flag}")
         print(f"    {event['id']}  {_locators(event['evidence'])}")
     return 0

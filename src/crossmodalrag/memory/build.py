@@ -112,6 +112,11 @@ def _waiting_notice(events, why: str) -> str:
     )
     return (
         f"{events.waiting} sources wait for a language model ({why})"
+        + (
+            f"; {events.events_waiting} events of edited ones are out of retrieval until it reads them again"
+            if events.events_waiting
+            else ""
+        )
         + ("; git commits became events without one" if events.from_git else "")
         + f" (hint: {hint})"
     )

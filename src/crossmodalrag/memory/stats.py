@@ -28,7 +28,10 @@ def memory_stats(store: Store) -> dict[str, Any]:
         "edges": edges,
         "evidence_links": scalar("SELECT COUNT(*) FROM memory_evidence"),
         "integrity": {
-            "unsupported_events": scalar("SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND supported=0"),
+            "unsupported_events": scalar(
+                f"SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND supported=0 AND NOT {WAITING_EVENT}"
+            ),
+            "events_waiting_for_model": events_waiting(conn),
             "nodes_without_evidence": scalar(
                 "SELECT COUNT(*) FROM memory_nodes n WHERE NOT EXISTS"
                 " (SELECT 1 FROM memory_evidence e WHERE e.node_id = n.id)"
@@ -54,6 +57,24 @@ def memory_stats(store: Store) -> dict[str, Any]:
         "recall_cards": scalar("SELECT COUNT(*) FROM memory_cards"),
         "usage_events": scalar("SELECT COUNT(*) FROM memory_usage"),
     }
+
+
+WAITING_EVENT = "json_type(metadata, '$.waiting') IS NOT NULL"  # events.WAITING: set by a recheck without a model
+
+
+def events_waiting(conn) -> int:
+    """Events of sources edited while no model was configured that only a model can tell are still
+    said (the chunk they rested on changed): out of retrieval until one reads the source again."""
+    return conn.execute(f"SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND {WAITING_EVENT}").fetchone()[0]
+
+
+def without_events(conn) -> int:
+    """Sources whose current text no extraction has read, even in part: a source edited while no model
+    was configured keeps the events its new text still says (a recheck), so it is not one of them."""
+    return conn.execute(
+        "SELECT COUNT(*) FROM sources s WHERE NOT EXISTS (SELECT 1 FROM memory_extractions x"
+        " WHERE x.source_id = s.id AND x.status IN ('done', 'rechecked') AND x.source_fingerprint = s.fingerprint)"
+    ).fetchone()[0]
 
 
 def events_with_source_gone(conn: sqlite3.Connection) -> int:
