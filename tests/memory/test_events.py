@@ -554,6 +554,25 @@ def test_reported_questions_and_shared_photos_are_dropped_and_a_corrected_subjec
     assert sorted(filter(None, written)) == ["Maria and John adopted a puppy named Coco."]
 
 
+@pytest.mark.parametrize(
+    ("statement", "reported"),
+    [
+        ("user asked if mix phx.server does not start.", True),
+        ("user asks if mix phx.server doesn't seem to start.", True),
+        ("Ann asks Ben whether he moved.", True),
+        ("Ann is asking Ben about the venue.", True),
+        ("Ben wondered if the build was cached.", True),
+        ("Ann asked Bob to review the parser PR.", False),  # a task: nothing asked about
+        ("Ann will ask the landlord about the lease.", False),  # a plan
+        ("Ben asked for a raise and got it.", False),
+    ],
+)
+def test_a_question_reported_in_any_tense_is_no_event(statement: str, reported: bool) -> None:
+    from crossmodalrag.memory.extract import no_event
+
+    assert no_event(statement) is reported
+
+
 def test_a_source_a_little_over_one_window_is_cut_in_two_halves() -> None:
     from crossmodalrag.memory.sources import ChunkRow, windows
 
