@@ -511,6 +511,14 @@ def test_a_line_inside_a_turn_such_as_note_is_no_speaker() -> None:
     assert speakers(["Ann: a\nNote: x\nNote: y", "Ben: b"])["Note"] == 2  # a name on two lines still counts
 
 
+def test_tool_output_in_a_coding_session_is_no_speaker() -> None:
+    from crossmodalrag.memory.extract import speakers
+
+    window = ["user: start the server", "tool: $ mix phx.server\n[info] Running", "assistant: it runs", "tool: ok"]
+    assert speakers(window) == {"user": 1, "assistant": 1}
+    assert speakers(["tool: $ ls", "tool: README.md"]) == {}  # only output: one flat list, no person
+
+
 def test_a_talkative_speaker_must_give_more_events_within_the_cap() -> None:
     two = event_schema(20, {"Ann": 10, "Ben": 9})["properties"]
     assert (two["Ann"]["minItems"], two["Ben"]["minItems"]) == (3, 3)  # one per three turns, at most 3

@@ -33,6 +33,9 @@ MAX_TOKENS = 560  # 8 events of at most ~60 tokens each, plus the JSON around th
 # ("Mary-Ann O'Neil"); anything else would need escaping in the grammar.
 NAME = re.compile(r"[^\W\d_]+(?:[ '-][^\W\d_]+){0,3}")
 TURN = re.compile("^" + SPEAKER.pattern, re.M)  # a turn's speaker, as the provenance check reads it
+# The chat connectors' speaker for what a command printed or a tool returned: no person. Listed as one,
+# the schema made the model write events for it ("tool uses the command mix phx.server", people ['tool']).
+NOT_PEOPLE = frozenset({"tool"})
 COPIED = ("WordPress", "Hugo", "team wiki", "Berlin")  # the example's own words (see SYSTEM)
 PLACEHOLDERS = ("<one sentence", "<type>", "<E numbers>")  # answer_shape's
 # "Ann asked Ben if/how/what ...": a question reported, which the prompt says is no event; the grammar's
@@ -95,13 +98,13 @@ def speakers(excerpts: list[str]) -> dict[str, int]:
     """The speakers of a conversation window ("Ann: ..." lines) and their turns, most turns first
     (at most MAX_SPEAKERS), or none when one has a name the grammar cannot carry. A name counts when
     it starts an excerpt (a turn) or at least two lines: a line inside a turn such as "Note: bring
-    snacks" names no speaker."""
+    snacks" names no speaker. Tool output ("tool: ...") is no speaker either."""
     counts: dict[str, int] = {}
     for text in excerpts:
         for name in TURN.findall(text):
             counts[name.strip()] = counts.get(name.strip(), 0) + 1
     openers = {match.group(1).strip() for match in map(SPEAKER.match, excerpts) if match}
-    counts = {name: n for name, n in counts.items() if n > 1 or name in openers}
+    counts = {name: n for name, n in counts.items() if (n > 1 or name in openers) and name not in NOT_PEOPLE}
     if not counts or len(counts) > MAX_SPEAKERS or not all(NAME.fullmatch(n) for n in counts):
         return {}
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
