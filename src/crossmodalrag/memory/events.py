@@ -47,6 +47,7 @@ class EventsReport:
     unsupported: int = 0
     events_waiting: int = 0  # events of sources rechecked this run that wait for a model to re-read them
     waiting: int = 0  # sources that need a model none is configured for
+    waiting_sources: list[dict[str, Any]] = field(default_factory=list)  # which: {"source_id", "uri"}
     pending: int = 0  # left for the next run (--limit / --max-minutes)
     failed: list[dict[str, Any]] = field(default_factory=list)
     removed_orphans: list[dict[str, Any]] = field(default_factory=list)
@@ -155,6 +156,7 @@ def _needs_work(source: SourceRow, state: tuple | None, how: Extraction, report:
             report.unchanged += 1  # extracted by another model and unchanged since: kept, not waiting
             return False
         report.waiting += 1
+        report.waiting_sources.append({"source_id": source.id, "uri": source.uri})
         return bool(state) and state[0] != source.fingerprint and state[4] in ("done", RECHECKED)  # its events
     return True
 

@@ -48,6 +48,7 @@ def memory_stats(store: Store) -> dict[str, Any]:
             # for a model, or a later run) apart from those it tried and failed on
             "not_extracted": not_done - len(failed),
             "failed": [{"source_id": r[0], "uri": r[1], "reason": r[2]} for r in failed],
+            "not_extracted_sources": not_extracted_sources(conn),
             "pending": not_done,  # the old key (not_extracted + failed), kept for scripts that read it
         },
         "drift_concepts": scalar(
@@ -117,6 +118,26 @@ def _members_of(conn: sqlite3.Connection, parents: set[str]) -> set[str]:
             )
         }
     return members
+
+
+def not_extracted_sources(conn) -> list[dict[str, Any]]:
+    """The sources counted as not extracted yet (failed ones apart), each with why: what `mem ask
+    --level`'s note sends a user here to find out."""
+    found = conn.execute(
+        "SELECT s.id, s.uri, x.status, x.reason FROM sources s LEFT JOIN memory_extractions x ON x.source_id = s.id"
+        " WHERE x.source_id IS NULL OR (x.status <> 'failed'"
+        " AND (x.status <> 'done' OR x.source_fingerprint <> s.fingerprint))"
+        " ORDER BY s.uri"
+    ).fetchall()
+    return [{"source_id": r[0], "uri": r[1], "reason": _why_not_extracted(r[2], r[3])} for r in found]
+
+
+def _why_not_extracted(status: str | None, reason: str | None) -> str:
+    if status is None:
+        return "no events drawn from it yet"
+    if status == "rechecked" and reason:
+        return reason
+    return "changed since its events were drawn"
 
 
 def not_extracted(conn) -> int:
