@@ -158,8 +158,8 @@ def test_max_minutes_stops_between_the_windows_of_a_long_source_and_stores_none_
 
 
 def test_past_the_budget_concepts_are_named_without_the_model(store, db_path) -> None:
-    """Events of two notes, then a third note whose one 0.4 s call spends the 0.25 s budget: the concept
-    they form is named by its words, with no model call."""
+    """Events of two notes, then a third note whose one 0.4 s call runs past the 0.25 s budget (stopped,
+    the note left for the next run): the concept the two form is named by its words, with no model call."""
     from crossmodalrag.config import Settings
     from crossmodalrag.memory.build import build_memory
 
@@ -169,7 +169,7 @@ def test_past_the_budget_concepts_are_named_without_the_model(store, db_path) ->
     build_memory(store, settings, ("event",), llm=llm, semantic=semantic)
     add_docs(store, note("c", "# C\n\nWe shipped the release.", days=4))
     report = build_memory(store, settings, max_minutes=0.25 / 60, llm=llm, semantic=semantic_for(store, db_path))
-    assert report.levels["event"]["extracted"] == 1 and report.levels["concept"]["concepts"] == 1
+    assert report.levels["event"]["pending"] == 1 and report.levels["concept"]["concepts"] == 1
     assert report.levels["concept"]["llm_calls"] == 0
     assert any("time budget is spent" in notice for notice in report.notices)
 
@@ -361,6 +361,38 @@ def test_a_model_error_fails_that_source_and_the_run_goes_on(store, db_path) -> 
     report = build(store, db_path, llm=llm, levels=("event",))
     assert len(report.levels["event"]["failed"]) == 2
     assert all("timeout" in f["reason"].lower() for f in report.levels["event"]["failed"])
+    assert report.levels["event"]["llm_calls"] == 2 and report.levels["event"]["prompt_chars"] > 1000  # kept
+    calls, tokens = store.conn.execute("SELECT SUM(llm_calls), SUM(prompt_tokens) FROM memory_extractions").fetchone()
+    assert calls == 2 and tokens > 250
+
+
+class PastTheBudget(ScriptedExtractor):
+    """Sends its first piece, then runs past the call's deadline before the rest: a server, or any
+    backend that cannot stop mid-computation itself."""
+
+    def stream(self, messages, generation):
+        pieces = super().stream(messages, generation)
+        yield next(pieces)
+        while generation.deadline is not None and time.monotonic() <= generation.deadline:
+            time.sleep(0.01)
+        yield from pieces
+
+
+def test_a_model_call_running_past_max_minutes_is_stopped_and_its_source_left_for_the_next_run(store, db_path) -> None:
+    """--max-minutes 0.6 took 2 minutes on one 7.7 KB note (one call), then failed it on the timeout."""
+    from crossmodalrag.answer.llm.base import LLMOutOfTime
+
+    add_docs(store, PARSER)
+    llm = PastTheBudget(events_output(event("We decided to replace the regex parser with a tokenizer.")))
+    cut = build_events(store, Extraction(llm, None), max_minutes=0.25 / 60)
+    assert (cut.extracted, cut.pending, cut.failed, cut.llm_calls) == (0, 1, [], 1) and cut.prompt_chars > 0
+    assert not store.conn.execute("SELECT COUNT(*) FROM memory_extractions").fetchone()[0]  # not failed: untried
+    stopping = ScriptedExtractor("{}")
+    stopping.fail = LLMOutOfTime("the model call was stopped at the time budget")
+    itself = build_events(store, Extraction(stopping, None), max_minutes=0.25 / 60)  # llama.cpp stops itself
+    assert (itself.pending, itself.failed, itself.llm_calls) == (1, [], 1)
+    whole = build_events(store, Extraction(llm, None))  # no budget: no deadline on the call
+    assert (whole.extracted, whole.pending) == (1, 0) and list_events(store)
 
 
 def test_an_event_drawn_from_one_line_of_a_list_is_supported_by_that_line(store, db_path) -> None:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from crossmodalrag.answer.llm.base import LLMError, LLMUnavailable
+from crossmodalrag.answer.llm.base import LLMUnavailable
 from crossmodalrag.memory.extract import PROMPT_VERSION, extract_window, spoken
 from crossmodalrag.memory.nodes import Link, Node, delete_nodes, rows, stable_id, with_evidence, write_nodes
 from crossmodalrag.memory.provenance import check_provenance, says_verbatim
@@ -162,7 +162,7 @@ def _needs_work(source: SourceRow, state: tuple | None, how: Extraction, report:
 
 
 class OutOfTime(Exception):
-    """The time budget ran out between two windows of a source; `cost` is what its calls spent."""
+    """The time budget ran out between two windows of a source or during a call; `cost` is what its calls spent."""
 
     def __init__(self, cost: dict) -> None:
         super().__init__("the time budget ran out")
@@ -197,15 +197,10 @@ def _process(
     report.extracted += 1
     try:
         nodes, error, cost = _extract(source, chunks, how, deadline)
-    except LLMUnavailable:
-        raise
-    except OutOfTime as stopped:
+    except OutOfTime as stopped:  # left as it was: the next run extracts it whole
         report.extracted -= 1
         _add_cost(report, stopped.cost)
         return False
-    except LLMError as failure:  # a timeout or a refused prompt: this source fails, the run goes on
-        nodes, cost = [], {"calls": 1, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
-        error = f"the model failed: {failure.message}"
     _add_cost(report, cost)
     if error:
         _fail(store, source, digest, how.model_id, error, cost)
@@ -226,7 +221,8 @@ def _extract(
     source: SourceRow, chunks: list[ChunkRow], how: Extraction, deadline: float | None = None
 ) -> tuple[list[Node], str, dict]:
     """The source's events, window by window. Raises OutOfTime when the deadline passes between two
-    windows: a long source (hundreds of windows) would otherwise overshoot --max-minutes by minutes."""
+    windows (a long source of hundreds would otherwise overshoot --max-minutes by minutes) or during
+    a model call, which is stopped there."""
     cost = {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
     nodes: dict[str, Node] = {}
     when = (iso_time(source.timestamp) or "")[:10]
@@ -235,10 +231,14 @@ def _extract(
         if number and deadline is not None and time.monotonic() > deadline:
             raise OutOfTime(cost)
         excerpts = [spoken(c.body)[: how.window_chars] for c in group]
-        result = extract_window(how.llm, source.title, when, excerpts, how.constrained, conversation)
+        result = extract_window(how.llm, source.title, when, excerpts, how.constrained, conversation, deadline)
         cost["calls"] += result.calls
         cost["prompt_chars"] += result.prompt_chars * result.calls
         cost["completion_tokens"] += result.completion_tokens
+        if result.out_of_time:
+            raise OutOfTime(cost)
+        if result.failure:  # a timeout or a refused prompt: this source fails, the run goes on
+            return [], f"the model failed: {result.failure}", cost
         if result.error:
             return [], f"invalid model output after a retry: {result.error}", cost
         for event in result.events:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Collection
 
-from crossmodalrag.answer.llm import LLM, Generation
+from crossmodalrag.answer.llm import LLM, Generation, LLMError, LLMUnavailable
+from crossmodalrag.answer.llm.base import LLMOutOfTime
 from crossmodalrag.memory.provenance import SPEAKER
 
 PROMPT_VERSION = "events-v8"
@@ -184,6 +186,8 @@ class CallResult:
     calls: int = 0
     completion_tokens: int = 0
     prompt_chars: int = 0
+    failure: str = ""  # why the model call failed (a timeout, a refused prompt): counted as a call all the same
+    out_of_time: bool = False  # the call was stopped at the deadline: nothing drawn, the source left for later
 
 
 def build_messages(title: str, when: str, excerpts: list[str], people: dict[str, int] | None = None) -> list[dict]:
@@ -198,20 +202,38 @@ def build_messages(title: str, when: str, excerpts: list[str], people: dict[str,
 
 
 def extract_window(
-    llm: LLM, title: str, when: str, excerpts: list[str], constrained: bool = True, conversation: bool = False
+    llm: LLM,
+    title: str,
+    when: str,
+    excerpts: list[str],
+    constrained: bool = True,
+    conversation: bool = False,
+    deadline: float | None = None,
 ) -> CallResult:
     """Events of one window: one call, and one retry if the output does not validate.
     `conversation`: list the events by speaker. `constrained=False` leaves decoding free (repair and
-    validation only): the benchmark's baseline."""
+    validation only): the benchmark's baseline. A call past `deadline` (time.monotonic()) is stopped
+    (`out_of_time`); one that fails is reported in `failure`, counted. Raises LLMUnavailable when the
+    model cannot be reached."""
     people = speakers(excerpts) if conversation else {}
     messages = build_messages(title, when, excerpts, people)
     schema = event_schema(len(excerpts), people) if constrained else None
-    generation = Generation(MAX_TOKENS, 0.0, json_schema=schema)
+    generation = Generation(MAX_TOKENS, 0.0, json_schema=schema, deadline=deadline)
     result = CallResult(prompt_chars=sum(len(m["content"]) for m in messages))
     for _ in range(2):
-        raw = "".join(llm.stream(messages, generation))
         result.calls += 1
-        result.completion_tokens += int(getattr(llm, "usage", {}).get("completion_tokens", 0))
+        try:
+            raw = read_answer(llm, messages, generation)
+        except LLMUnavailable:
+            raise
+        except LLMOutOfTime:
+            result.out_of_time = True
+            return result
+        except LLMError as failure:
+            result.failure = failure.message
+            return result
+        finally:
+            result.completion_tokens += int(getattr(llm, "usage", {}).get("completion_tokens", 0))
         try:
             events = [attributed(e, people) for e in parse_events(raw, len(excerpts), people)]
             kept = [e for e in events if not (copied(e.statement, excerpts) or no_event(e.statement))]
@@ -221,6 +243,21 @@ def extract_window(
         except ValueError as error:
             result.error = str(error)
     return result
+
+
+def read_answer(llm: LLM, messages: list[dict], generation: Generation) -> str:
+    """The streamed answer, stopped between two pieces once the generation's deadline passes: a
+    backend that cannot stop mid-computation itself is stopped as soon as it sends something."""
+    stream = llm.stream(messages, generation)
+    pieces = []
+    try:
+        for piece in stream:
+            pieces.append(piece)
+            if generation.deadline is not None and time.monotonic() > generation.deadline:
+                raise LLMOutOfTime("the model call was stopped at the time budget", "raise --max-minutes")
+    finally:
+        getattr(stream, "close", lambda: None)()  # a generator left early: its backend's cleanup runs now
+    return "".join(pieces)
 
 
 def attributed(event: Extracted, people: Collection[str]) -> Extracted:
