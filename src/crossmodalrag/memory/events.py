@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from crossmodalrag.answer.llm.base import LLMUnavailable
 from crossmodalrag.memory.extract import PROMPT_VERSION, extract_window, spoken
 from crossmodalrag.memory.nodes import Link, Node, delete_nodes, rows, stable_id, with_evidence, write_nodes
-from crossmodalrag.memory.provenance import check_provenance, says_verbatim
+from crossmodalrag.memory.provenance import WAITING, check_provenance, relink_edited
 from crossmodalrag.memory.sources import ChunkRow, SourceRow, all_sources, chunk_digest, chunks_of, text_hash, windows
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 GIT_MODEL, GIT_PROMPT = "git", "commit-subject-v1"
 RECHECKED = "rechecked"  # an extraction state: events of an earlier text, checked against the new one
-WAITING = "waiting"  # an event's metadata key: its source changed and only a model can tell if it still says it
 Progress = Callable[[int, int, str], None]  # (done, total, what is being done)
 
 
@@ -344,34 +343,13 @@ def _recheck(store: Store, source: SourceRow, digest: str, model: str, chunks: l
     vectors = dict(store.conn.execute("SELECT id, vector FROM memory_nodes WHERE source_id = ?", (source.id,)))
     for node in nodes:
         node.vector = vectors.get(node.id)
-        _link_again(node, chunks, how.min_cosine)
+        relink_edited(node, chunks, how.min_cosine)
     cost = {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
     with store.transaction() as conn:
         write_nodes(conn, nodes)
         reason = "edited since its events were drawn: waiting for a model"
         _save_state(conn, source, digest, (model, PROMPT_VERSION), RECHECKED, reason, len(nodes), cost)
     return sum(WAITING in node.metadata for node in nodes)
-
-
-def _link_again(node: Node, chunks: list[ChunkRow], min_cosine: float) -> None:
-    """Link an event of an edited source to the new chunks that still say it, or mark it waiting."""
-    was = node.metadata.get("anchor_texts", {})
-    node.links = [Link(c.id, *was[chunk_digest(c)]) for c in chunks if chunk_digest(c) in was]
-    resting = max((link.score or 0.0 for link in node.links), default=0.0)
-    if resting < min_cosine:  # what it rested on changed: does the new text still hold its words?
-        node.links = [Link(c.id, "nearest", 1.0) for c in chunks if says_verbatim(node.statement, c.body)][:3]
-    node.metadata.pop(WAITING, None)
-    if node.links:
-        node.confidence = max(link.score or 0.0 for link in node.links)
-        node.supported = node.confidence >= min_cosine
-    else:
-        node.supported, node.confidence = False, 0.0
-        node.metadata[WAITING] = "its source was edited: waiting for a model to read it again"
-    node.metadata["anchors"] = {str(c.id): [c.char_start, c.char_end] for c in chunks if c.id in _ids(node)}
-
-
-def _ids(node: Node) -> set[int]:
-    return {link.chunk_id for link in node.links}
 
 
 def _stored_event(row, source: SourceRow) -> Node:

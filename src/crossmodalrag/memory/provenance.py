@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from crossmodalrag.retrieval.semantic import SemanticIndex
 
 MAX_LINKS = 3
+WAITING = "waiting"  # an event's metadata key: its source changed and only a model can tell if it still says it
 NEAREST_LINKS = 2  # chunks nearest to an event added to the ones it cites (then the MAX_LINKS best kept)
 CANDIDATES = 8  # chunks per event scored sentence by sentence: the nearest by whole-chunk vector, plus cited
 REPEAT_COSINE = 0.9  # two events of one source this close (MiniLM) say the same thing
@@ -193,3 +194,21 @@ def _content_stems(text: str) -> set[str]:
     english = snowball("english")
     words = TOKEN.findall(text.lower().replace("n't", "nt"))
     return {w if w in NEGATIONS else english.stemWord(w) for w in words if w not in STOPWORDS or w in NEGATIONS}
+
+
+def relink_edited(node: Node, chunks: list[ChunkRow], min_cosine: float) -> None:
+    """Link an event of an edited source to the new chunks that still say it, or mark it waiting."""
+    was = node.metadata.get("anchor_texts", {})
+    node.links = [Link(c.id, *was[chunk_digest(c)]) for c in chunks if chunk_digest(c) in was]
+    resting = max((link.score or 0.0 for link in node.links), default=0.0)
+    if resting < min_cosine:  # what it rested on changed: does the new text still hold its words?
+        node.links = [Link(c.id, "nearest", 1.0) for c in chunks if says_verbatim(node.statement, c.body)][:MAX_LINKS]
+    node.metadata.pop(WAITING, None)
+    if node.links:
+        node.confidence = max(link.score or 0.0 for link in node.links)
+        node.supported = node.confidence >= min_cosine
+    else:
+        node.supported, node.confidence = False, 0.0
+        node.metadata[WAITING] = "its source was edited: waiting for a model to read it again"
+    linked = {link.chunk_id for link in node.links}
+    node.metadata["anchors"] = {str(c.id): _span(c) for c in chunks if c.id in linked}

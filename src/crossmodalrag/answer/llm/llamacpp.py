@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 from crossmodalrag.answer.llm.base import Generation, LLMError, LLMOutOfTime, LLMUnavailable, Message
+from crossmodalrag.answer.llm.interrupt import stopped_at
 from crossmodalrag.cpu import auto_threads
 from crossmodalrag.errors import MissingExtraError
 
@@ -65,31 +66,6 @@ def gguf_problem(path: Path) -> str:
     if magic != b"GGUF":
         return "it is not a GGUF file (it does not start with the GGUF header)"
     return "it starts like a GGUF model but is incomplete or damaged, e.g. a download cut short"
-
-
-@contextmanager
-def _stopped_at(llama, deadline: float | None) -> Iterator[None]:
-    """While inside, llama.cpp abandons a computation once `deadline` passes: reading a long prompt
-    is one blocking call, and it alone ran minutes past build-memory's --max-minutes (a 7.7 KB note,
-    0.6 minutes asked, 2 taken). It asks the abort callback between the nodes of its compute graph;
-    the aborted decode leaves the KV cache usable (answer/llm/interrupt.py) and surfaces as an error."""
-    if deadline is None:
-        yield
-        return
-    import logging
-
-    import llama_cpp
-
-    callback = llama_cpp.ggml_abort_callback(lambda _data: time.monotonic() > deadline)  # kept while in use
-    llama_cpp.llama_set_abort_callback(llama._ctx.ctx, callback, None)
-    log = logging.getLogger("llama-cpp-python")  # an aborted decode logs an error line; it was asked for
-    level = log.level
-    log.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        llama_cpp.llama_set_abort_callback(llama._ctx.ctx, llama_cpp.ggml_abort_callback(0), None)
-        log.setLevel(level)
 
 
 class LlamaCppLLM:
@@ -190,7 +166,7 @@ class LlamaCppLLM:
         deadline = min(time.monotonic() + self.timeout, generation.deadline or math.inf)
         self.usage = {}
         try:
-            with _stopped_at(llama, generation.deadline):
+            with stopped_at(llama, generation.deadline):
                 if generation.json_schema and generation.temperature == 0 and not generation.stop:
                     yield from self._stream_json(llama, messages, generation, deadline)
                 else:
