@@ -295,7 +295,7 @@ def test_an_answer_at_a_level_says_how_many_sources_have_no_events_yet(db_path, 
     main(["ask", "regex parser tokenizer", "--level", "event", "--no-llm", "--json", "--db-path", str(db_path)])
     notices = " ".join(json.loads(capsys.readouterr().out)["notices"])
     assert "1 of 2 sources have no events yet" in notices  # the edited one has its event: waiting, not missing
-    assert "1 events of sources edited since they were drawn wait for a model to read them again" in notices
+    assert "1 event of sources edited since they were drawn waits for a model to read them again" in notices
 
 
 class Unreachable(ScriptedExtractor):

@@ -15,6 +15,7 @@ from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError, MissingExtraError
 from crossmodalrag.memory.events import Extraction, Progress, build_events
 from crossmodalrag.store import Store
+from crossmodalrag.wording import counted
 
 LEVELS = ("event", "episode", "concept", "graph", "drift", "distill")
 
@@ -113,7 +114,7 @@ def _waiting_notice(events, why: str) -> str:
     return (
         f"{events.waiting} sources wait for a language model ({why})"
         + (
-            f"; {events.events_waiting} events of edited ones are out of retrieval until it reads them again"
+            f"; {counted(events.events_waiting, 'event')} of edited ones out of retrieval until it reads them again"
             if events.events_waiting
             else ""
         )

@@ -405,9 +405,12 @@ def _note_unextracted(retriever: Retriever, level: str) -> None:
             " (run `mem build-memory`; `mem memory-stats` says why)"
         )
     if waiting:
+        from crossmodalrag.wording import counted
+
         retriever.notices.append(
-            f"{waiting} events of sources edited since they were drawn wait for a model to read them again,"
-            f" so --level {level} cannot see them (run `mem build-memory` with a model)"
+            f"{counted(waiting, 'event')} of sources edited since they were drawn"
+            f" {'waits' if waiting == 1 else 'wait'} for a model to read them again,"
+            f" so --level {level} cannot see {'it' if waiting == 1 else 'them'} (run `mem build-memory` with a model)"
         )
 
 
