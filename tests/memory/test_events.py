@@ -158,8 +158,8 @@ def test_max_minutes_stops_between_the_windows_of_a_long_source_and_stores_none_
 
 
 def test_past_the_budget_concepts_are_named_without_the_model(store, db_path) -> None:
-    """Events of two notes, then a third note whose one 0.4 s call spends the 0.25 s budget: the concept
-    they form is named by its words, with no model call."""
+    """Events of two notes, then a third note whose one 0.4 s call runs past the 0.25 s budget (stopped,
+    the note left for the next run): the concept the two form is named by its words, with no model call."""
     from crossmodalrag.config import Settings
     from crossmodalrag.memory.build import build_memory
 
@@ -169,7 +169,7 @@ def test_past_the_budget_concepts_are_named_without_the_model(store, db_path) ->
     build_memory(store, settings, ("event",), llm=llm, semantic=semantic)
     add_docs(store, note("c", "# C\n\nWe shipped the release.", days=4))
     report = build_memory(store, settings, max_minutes=0.25 / 60, llm=llm, semantic=semantic_for(store, db_path))
-    assert report.levels["event"]["extracted"] == 1 and report.levels["concept"]["concepts"] == 1
+    assert report.levels["event"]["pending"] == 1 and report.levels["concept"]["concepts"] == 1
     assert report.levels["concept"]["llm_calls"] == 0
     assert any("time budget is spent" in notice for notice in report.notices)
 
@@ -236,14 +236,57 @@ def test_an_edited_source_without_a_model_keeps_only_the_events_its_text_still_s
     add_docs(store, note("parser", "# Parser\n\nWe decided to replace the regex parser with a tokenizer, fast.\n"))
     report = build(store, db_path, levels=("event",))
     assert report.levels["event"]["rechecked"] == 1 and report.levels["event"]["waiting"] == 1
-    assert report.levels["event"]["unsupported"] == 1 == memory_stats(store)["integrity"]["unsupported_events"]
+    assert report.levels["event"]["events_waiting"] == 1 == memory_stats(store)["integrity"]["events_waiting_for_model"]
     found = {e["statement"]: e for e in list_events(store)}
     assert found[kept]["supported"] and found[kept]["evidence"]
-    assert not found[dropped]["supported"]  # kept, shown, out of retrieval
+    assert not found[dropped]["supported"] and found[dropped]["waiting"]  # kept, shown, out of retrieval
     assert build(store, db_path, levels=("event",)).levels["event"]["rechecked"] == 0, "checked once"
     again = ScriptedExtractor(events_output(event(kept, [1])))
     assert build(store, db_path, llm=again, levels=("event",)).levels["event"]["extracted"] == 1
     assert [e["statement"] for e in list_events(store)] == [kept]
+
+
+RENDER_CACHE = (
+    "# Render cache notes\n\nProblem: cache invalidation bugs, fonts changed but pages stayed stale (reported by"
+    " Priya on 24 Sep).\n\n## Decision\n\n{}\n"
+)
+DROPPED = "On 2026-10-01 we dropped the render cache. Rendering is now fast enough (0.8 s per 100 pages)."
+REVERTED = "Update 2026-10-03: we reverted the removal and kept the render cache after all; 40 s renders without it."
+
+
+def test_an_edit_without_a_model_holds_back_the_events_of_a_changed_chunk_unless_its_text_says_them(
+    store, db_path
+) -> None:
+    """Closeness by embedding is no test that an edited text still says an event: a reversed decision
+    is on the same topic (MiniLM 0.64 for the dropped cache against "we kept the render cache")."""
+    add_docs(store, note("render", RENDER_CACHE.format(DROPPED)))
+    dropped, fast = "The team dropped the render cache on 2026-10-01.", "Rendering takes 0.8 s per 100 pages."
+    unchanged = "Priya reported stale pages after fonts changed."  # rests on the first chunk, left as it was
+    llm = ScriptedExtractor(events_output(event(dropped, [2]), event(fast, [2], "fact"), event(unchanged, [1], "fix")))
+    build(store, db_path, llm=llm, levels=("event",))
+    assert all(e["supported"] for e in list_events(store))
+    add_docs(store, note("render", RENDER_CACHE.format(REVERTED)))
+    report = build(store, db_path, levels=("event",)).levels["event"]
+    found = {e["statement"]: e for e in list_events(store)}
+    assert [found[s]["waiting"] for s in (dropped, fast, unchanged)] == [True, True, False]
+    assert not found[dropped]["supported"] and not found[fast]["supported"] and found[unchanged]["supported"]
+    assert "cited" in {e["role"] for e in found[unchanged]["evidence"]}  # its own chunk, found unchanged
+    assert report["events_waiting"] == 2 and report["unsupported"] == 0
+    stats = memory_stats(store)["integrity"]
+    assert stats["events_waiting_for_model"] == 2 and stats["unsupported_events"] == 0
+    add_docs(store, note("render", RENDER_CACHE.format(DROPPED)))  # edited back: what it rested on is there again
+    build(store, db_path, levels=("event",))
+    assert all(e["supported"] and not e["waiting"] for e in list_events(store))
+
+
+def test_an_edited_line_that_still_holds_an_events_words_keeps_it() -> None:
+    from crossmodalrag.memory.provenance import says_verbatim
+
+    edited = "Problem: fonts changed but pages stayed stale in the cache (reported by Priya).\n\n" + REVERTED
+    assert says_verbatim("Priya reported stale pages in the cache.", edited)
+    assert not says_verbatim("The team dropped the render cache on 2026-10-01.", edited)
+    assert not says_verbatim("Renders take 0.8 s without the cache.", edited)  # 40 s, not 0.8 s
+    assert not says_verbatim("We dropped the cache.", "We did not drop the cache.")
 
 
 @pytest.mark.parametrize(
@@ -318,6 +361,38 @@ def test_a_model_error_fails_that_source_and_the_run_goes_on(store, db_path) -> 
     report = build(store, db_path, llm=llm, levels=("event",))
     assert len(report.levels["event"]["failed"]) == 2
     assert all("timeout" in f["reason"].lower() for f in report.levels["event"]["failed"])
+    assert report.levels["event"]["llm_calls"] == 2 and report.levels["event"]["prompt_chars"] > 1000  # kept
+    calls, tokens = store.conn.execute("SELECT SUM(llm_calls), SUM(prompt_tokens) FROM memory_extractions").fetchone()
+    assert calls == 2 and tokens > 250
+
+
+class PastTheBudget(ScriptedExtractor):
+    """Sends its first piece, then runs past the call's deadline before the rest: a server, or any
+    backend that cannot stop mid-computation itself."""
+
+    def stream(self, messages, generation):
+        pieces = super().stream(messages, generation)
+        yield next(pieces)
+        while generation.deadline is not None and time.monotonic() <= generation.deadline:
+            time.sleep(0.01)
+        yield from pieces
+
+
+def test_a_model_call_running_past_max_minutes_is_stopped_and_its_source_left_for_the_next_run(store, db_path) -> None:
+    """--max-minutes 0.6 took 2 minutes on one 7.7 KB note (one call), then failed it on the timeout."""
+    from crossmodalrag.answer.llm.base import LLMOutOfTime
+
+    add_docs(store, PARSER)
+    llm = PastTheBudget(events_output(event("We decided to replace the regex parser with a tokenizer.")))
+    cut = build_events(store, Extraction(llm, None), max_minutes=0.25 / 60)
+    assert (cut.extracted, cut.pending, cut.failed, cut.llm_calls) == (0, 1, [], 1) and cut.prompt_chars > 0
+    assert not store.conn.execute("SELECT COUNT(*) FROM memory_extractions").fetchone()[0]  # not failed: untried
+    stopping = ScriptedExtractor("{}")
+    stopping.fail = LLMOutOfTime("the model call was stopped at the time budget")
+    itself = build_events(store, Extraction(stopping, None), max_minutes=0.25 / 60)  # llama.cpp stops itself
+    assert (itself.pending, itself.failed, itself.llm_calls) == (1, [], 1)
+    whole = build_events(store, Extraction(llm, None))  # no budget: no deadline on the call
+    assert (whole.extracted, whole.pending) == (1, 0) and list_events(store)
 
 
 def test_an_event_drawn_from_one_line_of_a_list_is_supported_by_that_line(store, db_path) -> None:
@@ -468,6 +543,14 @@ def test_a_line_inside_a_turn_such_as_note_is_no_speaker() -> None:
     assert speakers(["Ann: a\nNote: x\nNote: y", "Ben: b"])["Note"] == 2  # a name on two lines still counts
 
 
+def test_tool_output_in_a_coding_session_is_no_speaker() -> None:
+    from crossmodalrag.memory.extract import speakers
+
+    window = ["user: start the server", "tool: $ mix phx.server\n[info] Running", "assistant: it runs", "tool: ok"]
+    assert speakers(window) == {"user": 1, "assistant": 1}
+    assert speakers(["tool: $ ls", "tool: README.md"]) == {}  # only output: one flat list, no person
+
+
 def test_a_talkative_speaker_must_give_more_events_within_the_cap() -> None:
     two = event_schema(20, {"Ann": 10, "Ben": 9})["properties"]
     assert (two["Ann"]["minItems"], two["Ben"]["minItems"]) == (3, 3)  # one per three turns, at most 3
@@ -509,6 +592,25 @@ def test_reported_questions_and_shared_photos_are_dropped_and_a_corrected_subjec
     }
     written = [json.loads(row[0]).get("written") for row in store.conn.execute("SELECT metadata FROM memory_nodes")]
     assert sorted(filter(None, written)) == ["Maria and John adopted a puppy named Coco."]
+
+
+@pytest.mark.parametrize(
+    ("statement", "reported"),
+    [
+        ("user asked if mix phx.server does not start.", True),
+        ("user asks if mix phx.server doesn't seem to start.", True),
+        ("Ann asks Ben whether he moved.", True),
+        ("Ann is asking Ben about the venue.", True),
+        ("Ben wondered if the build was cached.", True),
+        ("Ann asked Bob to review the parser PR.", False),  # a task: nothing asked about
+        ("Ann will ask the landlord about the lease.", False),  # a plan
+        ("Ben asked for a raise and got it.", False),
+    ],
+)
+def test_a_question_reported_in_any_tense_is_no_event(statement: str, reported: bool) -> None:
+    from crossmodalrag.memory.extract import no_event
+
+    assert no_event(statement) is reported
 
 
 def test_a_source_a_little_over_one_window_is_cut_in_two_halves() -> None:

@@ -287,6 +287,15 @@ def test_an_answer_at_a_level_says_how_many_sources_have_no_events_yet(db_path, 
     main(["ask", "regex parser tokenizer", "--level", "event", "--no-llm", "--json", "--db-path", str(db_path)])
     notices = json.loads(capsys.readouterr().out)["notices"]
     assert "1 of 2 sources have no events yet, so --level event cannot see them" in " ".join(notices)
+    write_note(vault, "parser.md", "# Parser\nWe kept the regex parser after all.\n")  # edited: no model since
+    assert main(["ingest-notes", str(vault), "--db-path", str(db_path)]) == 0
+    with open_store(db_path) as opened:
+        build(opened, db_path, levels=("event",))
+    capsys.readouterr()
+    main(["ask", "regex parser tokenizer", "--level", "event", "--no-llm", "--json", "--db-path", str(db_path)])
+    notices = " ".join(json.loads(capsys.readouterr().out)["notices"])
+    assert "1 of 2 sources have no events yet" in notices  # the edited one has its event: waiting, not missing
+    assert "1 event of sources edited since they were drawn waits for a model to read them again" in notices
 
 
 class Unreachable(ScriptedExtractor):
@@ -324,6 +333,27 @@ def test_memory_stats_counts_add_up_to_the_sources(store, db_path, capsys) -> No
     store.close()
     assert main(["memory-stats", "--db-path", str(db_path)]) == 0
     assert "sources: 3: 1 extracted, 1 not extracted yet, 1 failed" in capsys.readouterr().out
+
+
+def test_the_sources_waiting_for_a_model_are_named_by_the_build_and_memory_stats(store, db_path, capsys) -> None:
+    """`mem ask --level` says `mem memory-stats` tells why sources have no events: it names them."""
+    add_docs(store, *[_doc(f"/work/p/n{i}.md", i) for i in range(7)], _doc("/work/repo/c1", 9, kind="commit"))
+    report = build(store, db_path, levels=("event",)).levels["event"]
+    assert report["waiting"] == 7 and [w["uri"] for w in report["waiting_sources"]][:2] == [
+        "/work/p/n6.md",
+        "/work/p/n5.md",
+    ]
+    waiting = memory_stats(store)["sources"]["not_extracted_sources"]
+    assert [w["uri"] for w in waiting] == [f"/work/p/n{i}.md" for i in range(7)]  # not the commit: it has its event
+    assert waiting[0]["reason"] == "no events drawn from it yet" and waiting[0]["source_id"]
+    store.close()
+    assert main(["memory-stats", "--db-path", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert "  not extracted: /work/p/n0.md (source " in out and "/work/p/n5.md" not in out
+    assert "  not extracted: and 2 more (`mem memory-stats --json` lists them all)" in out
+    assert main(["build-memory", "--level", "event", "--db-path", str(db_path)]) == 0
+    err = capsys.readouterr().err
+    assert "waiting: /work/p/n6.md (source " in err and "waiting: and 2 more" in err
 
 
 def test_a_conversations_episodes_are_labelled_and_found_by_its_title(store, db_path) -> None:

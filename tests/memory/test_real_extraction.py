@@ -44,6 +44,18 @@ def test_the_grammar_keeps_a_tiny_model_inside_the_schema(llm) -> None:
         assert "WordPress" not in event.statement
 
 
+def test_llama_cpp_stops_reading_a_prompt_at_the_calls_deadline_and_stays_usable(llm) -> None:
+    """--max-minutes bounds a call: reading a long prompt is one blocking llama.cpp call, which the
+    abort callback stops (the deadline here has passed already, so its first graph node does)."""
+    import time
+
+    excerpts = [TEXT] * 6
+    stopped = extract_window(llm, "Parser rewrite", "2025-03-01", excerpts, deadline=time.monotonic())
+    assert stopped.out_of_time and stopped.calls == 1 and stopped.failure == ""
+    again = extract_window(llm, "Parser rewrite", "2025-03-01", excerpts)  # the KV cache is still sound
+    assert not again.out_of_time and again.failure == ""
+
+
 def test_build_memory_with_llama_cpp_and_minilm(store, db_path, llm) -> None:
     settings = Settings(db_path=db_path, llm_provider="none")
     install_offline(settings)

@@ -108,7 +108,21 @@ def build_memory(args: argparse.Namespace) -> int:
             notice(f"{level}: {_summary(result)}")
         for failure in report.levels.get("event", {}).get("failed", []):
             notice(f"failed: {failure['uri']} (source {failure['source_id']}): {failure['reason']}")
+        waiting = report.levels.get("event", {}).get("waiting_sources", [])
+        _list_some("waiting", waiting, "mem build-memory --json", notice, indent="")
     return 0 if report.ran else 1
+
+
+SOME = 5  # sources listed on a terminal; --json lists them all
+
+
+def _list_some(label: str, sources: list[dict], full: str, show, indent: str = "  ") -> None:
+    """The first few sources of a list, one a line, then how many more and where they all are."""
+    for item in sources[:SOME]:
+        why = f": {item['reason']}" if item.get("reason") else ""
+        show(f"{indent}{label}: {item['uri']} (source {item['source_id']}){why}")
+    if len(sources) > SOME:
+        show(f"{indent}{label}: and {len(sources) - SOME} more (`{full}` lists them all)")
 
 
 def _summary(result: dict) -> str:
@@ -153,7 +167,7 @@ def events(args: argparse.Namespace) -> int:
         narrowed = args.source or args.type
         notice("no events match --source/--type" if narrowed else "no events yet: run `mem build-memory`")
     for event in found:
-        flag = "" if event["supported"] else "  [unsupported]"
+        flag = "" if event["supported"] else "  [waiting for a model]" if event["waiting"] else "  [unsupported]"
         print(f"{(event['first_time'] or '')[:10]}  {event['type']:<8} {event['statement']}{flag}")
         print(f"    {event['id']}  {_locators(event['evidence'])}")
     return 0
@@ -193,6 +207,7 @@ def memory_stats(args: argparse.Namespace) -> int:
     )
     for failure in sources["failed"]:
         print(f"  failed: {failure['uri']}: {failure['reason']}")
+    _list_some("not extracted", sources["not_extracted_sources"], "mem memory-stats --json", print)
     print(
         f"drift concepts {report['drift_concepts']}, distilled nodes {report['distilled_nodes']},"
         f" recall cards {report['recall_cards']}, usage events {report['usage_events']}"

@@ -15,6 +15,7 @@ from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError, MissingExtraError
 from crossmodalrag.memory.events import Extraction, Progress, build_events
 from crossmodalrag.store import Store
+from crossmodalrag.wording import counted
 
 LEVELS = ("event", "episode", "concept", "graph", "drift", "distill")
 
@@ -112,6 +113,11 @@ def _waiting_notice(events, why: str) -> str:
     )
     return (
         f"{events.waiting} sources wait for a language model ({why})"
+        + (
+            f"; {counted(events.events_waiting, 'event')} of edited ones out of retrieval until it reads them again"
+            if events.events_waiting
+            else ""
+        )
         + ("; git commits became events without one" if events.from_git else "")
         + f" (hint: {hint})"
     )

@@ -5,8 +5,8 @@ Incremental and resumable: a source's extraction is keyed on its fingerprint, th
 prompt version, and each source is committed on its own, so a killed build loses at most the source
 in flight. A source whose chunks changed but whose text did not (a re-chunk) keeps its events,
 re-anchored to the new chunk ids by character span. A source whose text changed while no model is
-configured keeps its events only as far as the new text still says them (the provenance check of a
-new event); the rest are flagged unsupported, out of retrieval, until a model draws them again.
+configured keeps the events resting on a chunk it left unchanged, or whose words a line of the new
+text still holds; the rest wait for a model to read it again, out of retrieval until then.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from crossmodalrag.answer.llm.base import LLMError, LLMUnavailable
+from crossmodalrag.answer.llm.base import LLMUnavailable
 from crossmodalrag.memory.extract import PROMPT_VERSION, extract_window, spoken
 from crossmodalrag.memory.nodes import Link, Node, delete_nodes, rows, stable_id, with_evidence, write_nodes
-from crossmodalrag.memory.provenance import check_provenance
-from crossmodalrag.memory.sources import ChunkRow, SourceRow, all_sources, chunks_of, text_hash, windows
+from crossmodalrag.memory.provenance import WAITING, check_provenance, relink_edited
+from crossmodalrag.memory.sources import ChunkRow, SourceRow, all_sources, chunk_digest, chunks_of, text_hash, windows
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
 
@@ -44,7 +44,9 @@ class EventsReport:
     events: int = 0  # events written this run
     embedded: int = 0  # events given the vector they lacked (git commits, events made before embeddings)
     unsupported: int = 0
+    events_waiting: int = 0  # events of sources rechecked this run that wait for a model to re-read them
     waiting: int = 0  # sources that need a model none is configured for
+    waiting_sources: list[dict[str, Any]] = field(default_factory=list)  # which: {"source_id", "uri"}
     pending: int = 0  # left for the next run (--limit / --max-minutes)
     failed: list[dict[str, Any]] = field(default_factory=list)
     removed_orphans: list[dict[str, Any]] = field(default_factory=list)
@@ -153,12 +155,13 @@ def _needs_work(source: SourceRow, state: tuple | None, how: Extraction, report:
             report.unchanged += 1  # extracted by another model and unchanged since: kept, not waiting
             return False
         report.waiting += 1
+        report.waiting_sources.append({"source_id": source.id, "uri": source.uri})
         return bool(state) and state[0] != source.fingerprint and state[4] in ("done", RECHECKED)  # its events
     return True
 
 
 class OutOfTime(Exception):
-    """The time budget ran out between two windows of a source; `cost` is what its calls spent."""
+    """The time budget ran out between two windows of a source or during a call; `cost` is what its calls spent."""
 
     def __init__(self, cost: dict) -> None:
         super().__init__("the time budget ran out")
@@ -187,21 +190,16 @@ def _process(
         report.reanchored += 1
         return True
     if how.llm is None:
-        report.unsupported += _recheck(store, source, digest, state[2] if state else "", chunks, how)
+        report.events_waiting += _recheck(store, source, digest, state[2] if state else "", chunks, how)
         report.rechecked += 1
         return True
     report.extracted += 1
     try:
         nodes, error, cost = _extract(source, chunks, how, deadline)
-    except LLMUnavailable:
-        raise
-    except OutOfTime as stopped:
+    except OutOfTime as stopped:  # left as it was: the next run extracts it whole
         report.extracted -= 1
         _add_cost(report, stopped.cost)
         return False
-    except LLMError as failure:  # a timeout or a refused prompt: this source fails, the run goes on
-        nodes, cost = [], {"calls": 1, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
-        error = f"the model failed: {failure.message}"
     _add_cost(report, cost)
     if error:
         _fail(store, source, digest, how.model_id, error, cost)
@@ -222,7 +220,8 @@ def _extract(
     source: SourceRow, chunks: list[ChunkRow], how: Extraction, deadline: float | None = None
 ) -> tuple[list[Node], str, dict]:
     """The source's events, window by window. Raises OutOfTime when the deadline passes between two
-    windows: a long source (hundreds of windows) would otherwise overshoot --max-minutes by minutes."""
+    windows (a long source of hundreds would otherwise overshoot --max-minutes by minutes) or during
+    a model call, which is stopped there."""
     cost = {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
     nodes: dict[str, Node] = {}
     when = (iso_time(source.timestamp) or "")[:10]
@@ -231,10 +230,14 @@ def _extract(
         if number and deadline is not None and time.monotonic() > deadline:
             raise OutOfTime(cost)
         excerpts = [spoken(c.body)[: how.window_chars] for c in group]
-        result = extract_window(how.llm, source.title, when, excerpts, how.constrained, conversation)
+        result = extract_window(how.llm, source.title, when, excerpts, how.constrained, conversation, deadline)
         cost["calls"] += result.calls
         cost["prompt_chars"] += result.prompt_chars * result.calls
         cost["completion_tokens"] += result.completion_tokens
+        if result.out_of_time:
+            raise OutOfTime(cost)
+        if result.failure:  # a timeout or a refused prompt: this source fails, the run goes on
+            return [], f"the model failed: {result.failure}", cost
         if result.error:
             return [], f"invalid model output after a retry: {result.error}", cost
         for event in result.events:
@@ -310,11 +313,13 @@ def _save_state(conn, source: SourceRow, digest: str, key, status: str, reason: 
 def _reanchor(store: Store, source: SourceRow, chunks: list[ChunkRow]) -> None:
     """Move each event's links onto the new chunks covering the spans its old chunks covered."""
     with store.transaction() as conn:
-        for row in conn.execute("SELECT id, metadata FROM memory_nodes WHERE source_id = ?", (source.id,)).fetchall():
+        query = "SELECT id, metadata, confidence FROM memory_nodes WHERE source_id = ?"
+        for row in conn.execute(query, (source.id,)).fetchall():
             metadata = json.loads(row[1])
             spans = list(metadata.get("anchors", {}).values())
             covering = {c.id: c for c in chunks for s, e in spans if c.char_start < e and s < c.char_end}
             metadata["anchors"] = {str(c.id): [c.char_start, c.char_end] for c in covering.values()}
+            metadata["anchor_texts"] = {chunk_digest(c): ["cited", row[2]] for c in covering.values()}
             conn.execute("DELETE FROM memory_evidence WHERE node_id = ?", (row[0],))
             conn.executemany(
                 "INSERT OR IGNORE INTO memory_evidence (node_id, chunk_id, role) VALUES (?, ?, 'cited')",
@@ -328,23 +333,23 @@ def _reanchor(store: Store, source: SourceRow, chunks: list[ChunkRow]) -> None:
 
 
 def _recheck(store: Store, source: SourceRow, digest: str, model: str, chunks: list[ChunkRow], how: Extraction) -> int:
-    """The source's text changed and no model can draw its events again: each event is checked against
-    the new text as a new event is (check_provenance). One the text still says is linked to it again;
-    the rest are flagged unsupported (out of retrieval, shown by `mem events`) until a model re-extracts
-    them, which the state's status asks for. Returns how many are unsupported."""
+    """The source's text changed and no model can draw its events again. Closeness by embedding cannot
+    tell whether the new text still says an event (a reversed decision is on the same topic), so an
+    event stays only when a chunk it rested on is still there unchanged, or one line or sentence of the
+    new text holds its words (provenance.says_verbatim). The rest wait for a model to re-read the
+    source: out of retrieval, counted, and drawn again (or not) by the next build that has one, which
+    the state's status asks for. Returns how many wait."""
     nodes = [_stored_event(row, source) for row in rows(store.conn, "level = 'event' AND source_id = ?", (source.id,))]
-    kept = {node.id for node in check_provenance(nodes, chunks, how.semantic, how.min_cosine)}
-    spans = {c.id: [c.char_start, c.char_end] for c in chunks}
+    vectors = dict(store.conn.execute("SELECT id, vector FROM memory_nodes WHERE source_id = ?", (source.id,)))
     for node in nodes:
-        if node.id not in kept:  # says what another event of the source says
-            node.links, node.supported, node.confidence = [], False, 0.0
-        node.metadata["anchors"] = {str(link.chunk_id): spans[link.chunk_id] for link in node.links}
+        node.vector = vectors.get(node.id)
+        relink_edited(node, chunks, how.min_cosine)
     cost = {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
     with store.transaction() as conn:
         write_nodes(conn, nodes)
         reason = "edited since its events were drawn: waiting for a model"
         _save_state(conn, source, digest, (model, PROMPT_VERSION), RECHECKED, reason, len(nodes), cost)
-    return sum(not node.supported for node in nodes)
+    return sum(WAITING in node.metadata for node in nodes)
 
 
 def _stored_event(row, source: SourceRow) -> Node:
@@ -380,4 +385,7 @@ def list_events(store: Store, source: str | None = None, kind: str | None = None
         where.append("kind = ?")
         params.append(kind)
     found = rows(store.conn, " AND ".join(where), tuple(params), "first_time IS NULL, first_time DESC, id", limit)
-    return with_evidence(store.conn, found)
+    listed = with_evidence(store.conn, found)
+    for item, row in zip(listed, found, strict=True):
+        item["waiting"] = WAITING in json.loads(row["metadata"])  # not judged unsupported: not judged yet
+    return listed

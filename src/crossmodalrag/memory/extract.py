@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Collection
 
-from crossmodalrag.answer.llm import LLM, Generation
+from crossmodalrag.answer.llm import LLM, Generation, LLMError, LLMUnavailable
+from crossmodalrag.answer.llm.base import LLMOutOfTime
 from crossmodalrag.memory.provenance import SPEAKER
 
 PROMPT_VERSION = "events-v8"
@@ -33,12 +35,21 @@ MAX_TOKENS = 560  # 8 events of at most ~60 tokens each, plus the JSON around th
 # ("Mary-Ann O'Neil"); anything else would need escaping in the grammar.
 NAME = re.compile(r"[^\W\d_]+(?:[ '-][^\W\d_]+){0,3}")
 TURN = re.compile("^" + SPEAKER.pattern, re.M)  # a turn's speaker, as the provenance check reads it
+# The chat connectors' speaker for what a command printed or a tool returned: no person. Listed as one,
+# the schema made the model write events for it ("tool uses the command mix phx.server", people ['tool']).
+NOT_PEOPLE = frozenset({"tool"})
 COPIED = ("WordPress", "Hugo", "team wiki", "Berlin")  # the example's own words (see SYSTEM)
 PLACEHOLDERS = ("<one sentence", "<type>", "<E numbers>")  # answer_shape's
 # "Ann asked Ben if/how/what ...": a question reported, which the prompt says is no event; the grammar's
 # floor of events per speaker has the model fill up with them (events-v5: 8 of 141 benchmark events, 7 of 45
-# on 14 other LoCoMo sessions, none matching a gold event).
-ASKED = re.compile(r"\basked\b(?: \w+){0,3} (?:if|whether|about|how|what|why|when|where|who|which)\b")
+# on 14 other LoCoMo sessions, none matching a gold event). Reported in the present too ("user asks if
+# mix phx.server doesn't seem to start", from a Claude Code session). Not the bare "ask": "Ann will ask
+# the landlord about the lease" is a plan; nor "asked Bob to review the PR", a task (no question word).
+ASKED = re.compile(
+    r"\b(?:ask(?:s|ed|ing)|inquir(?:es|ed|ing)|wonder(?:s|ed|ing))\b(?: \w+){0,3}"
+    r" (?:if|whether|about|how|what|why|when|where|who|which)\b",
+    re.I,
+)
 AGREEMENT = {"were": "was", "are": "is", "have": "has"}  # "Ann and Ben were ..." -> "Ann was ..."
 # "Ann shared a photo of her dog": `mem ingest-chat` appends a shared photo's caption to its turn
 # ("[shares a photo: ...]"); the model made the sharing an event (three of eight on one LoCoMo session).
@@ -89,13 +100,13 @@ def speakers(excerpts: list[str]) -> dict[str, int]:
     """The speakers of a conversation window ("Ann: ..." lines) and their turns, most turns first
     (at most MAX_SPEAKERS), or none when one has a name the grammar cannot carry. A name counts when
     it starts an excerpt (a turn) or at least two lines: a line inside a turn such as "Note: bring
-    snacks" names no speaker."""
+    snacks" names no speaker. Tool output ("tool: ...") is no speaker either."""
     counts: dict[str, int] = {}
     for text in excerpts:
         for name in TURN.findall(text):
             counts[name.strip()] = counts.get(name.strip(), 0) + 1
     openers = {match.group(1).strip() for match in map(SPEAKER.match, excerpts) if match}
-    counts = {name: n for name, n in counts.items() if n > 1 or name in openers}
+    counts = {name: n for name, n in counts.items() if (n > 1 or name in openers) and name not in NOT_PEOPLE}
     if not counts or len(counts) > MAX_SPEAKERS or not all(NAME.fullmatch(n) for n in counts):
         return {}
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
@@ -175,6 +186,8 @@ class CallResult:
     calls: int = 0
     completion_tokens: int = 0
     prompt_chars: int = 0
+    failure: str = ""  # why the model call failed (a timeout, a refused prompt): counted as a call all the same
+    out_of_time: bool = False  # the call was stopped at the deadline: nothing drawn, the source left for later
 
 
 def build_messages(title: str, when: str, excerpts: list[str], people: dict[str, int] | None = None) -> list[dict]:
@@ -189,20 +202,38 @@ def build_messages(title: str, when: str, excerpts: list[str], people: dict[str,
 
 
 def extract_window(
-    llm: LLM, title: str, when: str, excerpts: list[str], constrained: bool = True, conversation: bool = False
+    llm: LLM,
+    title: str,
+    when: str,
+    excerpts: list[str],
+    constrained: bool = True,
+    conversation: bool = False,
+    deadline: float | None = None,
 ) -> CallResult:
     """Events of one window: one call, and one retry if the output does not validate.
     `conversation`: list the events by speaker. `constrained=False` leaves decoding free (repair and
-    validation only): the benchmark's baseline."""
+    validation only): the benchmark's baseline. A call past `deadline` (time.monotonic()) is stopped
+    (`out_of_time`); one that fails is reported in `failure`, counted. Raises LLMUnavailable when the
+    model cannot be reached."""
     people = speakers(excerpts) if conversation else {}
     messages = build_messages(title, when, excerpts, people)
     schema = event_schema(len(excerpts), people) if constrained else None
-    generation = Generation(MAX_TOKENS, 0.0, json_schema=schema)
+    generation = Generation(MAX_TOKENS, 0.0, json_schema=schema, deadline=deadline)
     result = CallResult(prompt_chars=sum(len(m["content"]) for m in messages))
     for _ in range(2):
-        raw = "".join(llm.stream(messages, generation))
         result.calls += 1
-        result.completion_tokens += int(getattr(llm, "usage", {}).get("completion_tokens", 0))
+        try:
+            raw = read_answer(llm, messages, generation)
+        except LLMUnavailable:
+            raise
+        except LLMOutOfTime:
+            result.out_of_time = True
+            return result
+        except LLMError as failure:
+            result.failure = failure.message
+            return result
+        finally:
+            result.completion_tokens += int(getattr(llm, "usage", {}).get("completion_tokens", 0))
         try:
             events = [attributed(e, people) for e in parse_events(raw, len(excerpts), people)]
             kept = [e for e in events if not (copied(e.statement, excerpts) or no_event(e.statement))]
@@ -212,6 +243,21 @@ def extract_window(
         except ValueError as error:
             result.error = str(error)
     return result
+
+
+def read_answer(llm: LLM, messages: list[dict], generation: Generation) -> str:
+    """The streamed answer, stopped between two pieces once the generation's deadline passes: a
+    backend that cannot stop mid-computation itself is stopped as soon as it sends something."""
+    stream = llm.stream(messages, generation)
+    pieces = []
+    try:
+        for piece in stream:
+            pieces.append(piece)
+            if generation.deadline is not None and time.monotonic() > generation.deadline:
+                raise LLMOutOfTime("the model call was stopped at the time budget", "raise --max-minutes")
+    finally:
+        getattr(stream, "close", lambda: None)()  # a generator left early: its backend's cleanup runs now
+    return "".join(pieces)
 
 
 def attributed(event: Extracted, people: Collection[str]) -> Extracted:

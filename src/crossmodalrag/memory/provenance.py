@@ -9,17 +9,20 @@ import re
 from typing import TYPE_CHECKING
 
 from crossmodalrag.memory.nodes import Link, Node
-from crossmodalrag.memory.sources import ChunkRow
+from crossmodalrag.memory.sources import ChunkRow, chunk_digest
 
 if TYPE_CHECKING:
     from crossmodalrag.retrieval.semantic import SemanticIndex
 
 MAX_LINKS = 3
+WAITING = "waiting"  # an event's metadata key: its source changed and only a model can tell if it still says it
 NEAREST_LINKS = 2  # chunks nearest to an event added to the ones it cites (then the MAX_LINKS best kept)
 CANDIDATES = 8  # chunks per event scored sentence by sentence: the nearest by whole-chunk vector, plus cited
 REPEAT_COSINE = 0.9  # two events of one source this close (MiniLM) say the same thing
 MAX_PIECES = 64  # lines and sentences of one chunk embedded for sentence-level support (bounds the cost)
 WORD = re.compile(r"[^\W_]{4,}")
+TOKEN = re.compile(r"\d+(?:[.,:]\d+)*|[^\W\d_]+")  # a number whole ("0.8", "2026"), else a word
+NEGATIONS = frozenset({"no", "not", "never", "nor", "didnt", "doesnt", "dont", "isnt", "wasnt", "arent", "wont"})
 SPEAKER = re.compile(r"([^:\n]{1,40}):\s")  # "Caroline: " starting a turn (the name is group 1)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 LIST_MARK = re.compile(r"^(?:[-*#>\s]|\d+[.)](?=\s))+")  # "- ", "## ", "> ", "2. " (not "2023 was")
@@ -148,6 +151,15 @@ def _link_nearest(node: Node, scores: dict[int, float], by_id: dict[int, ChunkRo
             node.links.append(Link(nearest, "nearest", scores[nearest]))
     node.links = sorted(node.links, key=lambda link: (-(link.score or 0.0), link.chunk_id))[:MAX_LINKS]
     node.metadata["anchors"] = {str(link.chunk_id): _span(by_id[link.chunk_id]) for link in node.links}
+    remember_texts(node, by_id)
+
+
+def remember_texts(node: Node, by_id: dict[int, ChunkRow]) -> None:
+    """Keep a digest of each linked chunk's text with its role and score: an edit of the source made
+    while no model can read it again keeps the events resting on a chunk it left as it was."""
+    node.metadata["anchor_texts"] = {
+        chunk_digest(by_id[link.chunk_id]): [link.role, link.score] for link in node.links if link.chunk_id in by_id
+    }
 
 
 def _span(chunk: ChunkRow) -> list[int]:
@@ -158,3 +170,45 @@ def _word_support(statement: str, body: str) -> float:
     words = {w.lower() for w in WORD.findall(statement)}
     found = {w.lower() for w in WORD.findall(body)}
     return len(words & found) / len(words) if words else 0.0
+
+
+def says_verbatim(statement: str, body: str) -> bool:
+    """Whether one line or sentence of the text holds every content word (by stem) and number of the
+    statement, and denies nothing the statement does not ("did not drop" is no "dropped"): no model
+    and no embedding needed to tell that the text still says it. Closeness by embedding cannot tell:
+    "we dropped the render cache" scored 0.64 (MiniLM) against "we reverted the removal and kept the
+    render cache" (the same topic, the opposite decision)."""
+    wanted = _content_stems(statement)
+    pieces = text_pieces(body)
+    return bool(wanted) and any(_holds(wanted, _content_stems(piece)) for piece in pieces[1:] or pieces)
+
+
+def _holds(wanted: set[str], found: set[str]) -> bool:
+    return wanted <= found and found & NEGATIONS <= wanted
+
+
+def _content_stems(text: str) -> set[str]:
+    from crossmodalrag.index.stems import snowball
+    from crossmodalrag.retrieval.stopwords import STOPWORDS
+
+    english = snowball("english")
+    words = TOKEN.findall(text.lower().replace("n't", "nt"))
+    return {w if w in NEGATIONS else english.stemWord(w) for w in words if w not in STOPWORDS or w in NEGATIONS}
+
+
+def relink_edited(node: Node, chunks: list[ChunkRow], min_cosine: float) -> None:
+    """Link an event of an edited source to the new chunks that still say it, or mark it waiting."""
+    was = node.metadata.get("anchor_texts", {})
+    node.links = [Link(c.id, *was[chunk_digest(c)]) for c in chunks if chunk_digest(c) in was]
+    resting = max((link.score or 0.0 for link in node.links), default=0.0)
+    if resting < min_cosine:  # what it rested on changed: does the new text still hold its words?
+        node.links = [Link(c.id, "nearest", 1.0) for c in chunks if says_verbatim(node.statement, c.body)][:MAX_LINKS]
+    node.metadata.pop(WAITING, None)
+    if node.links:
+        node.confidence = max(link.score or 0.0 for link in node.links)
+        node.supported = node.confidence >= min_cosine
+    else:
+        node.supported, node.confidence = False, 0.0
+        node.metadata[WAITING] = "its source was edited: waiting for a model to read it again"
+    linked = {link.chunk_id for link in node.links}
+    node.metadata["anchors"] = {str(c.id): _span(c) for c in chunks if c.id in linked}

@@ -394,14 +394,23 @@ def at_level(retriever: Retriever, level: str, settings) -> Retriever | LevelRet
 def _note_unextracted(retriever: Retriever, level: str) -> None:
     """Say how much of memory a level cannot see yet: with most notes waiting for a model, an answer
     at --level episode came from the two commits that had events, and nothing said so."""
-    from crossmodalrag.memory.stats import not_extracted
+    from crossmodalrag.memory.stats import events_waiting, without_events
 
-    waiting = not_extracted(retriever.store.conn)
-    if waiting:
-        total = retriever.store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
+    conn = retriever.store.conn
+    missing, waiting = without_events(conn), events_waiting(conn)
+    if missing:
+        total = conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
         retriever.notices.append(
-            f"{waiting} of {total} sources have no events yet, so --level {level} cannot see them"
+            f"{missing} of {total} sources have no events yet, so --level {level} cannot see them"
             " (run `mem build-memory`; `mem memory-stats` says why)"
+        )
+    if waiting:
+        from crossmodalrag.wording import counted
+
+        retriever.notices.append(
+            f"{counted(waiting, 'event')} of sources edited since they were drawn"
+            f" {'waits' if waiting == 1 else 'wait'} for a model to read them again,"
+            f" so --level {level} cannot see {'it' if waiting == 1 else 'them'} (run `mem build-memory` with a model)"
         )
 
 

@@ -82,6 +82,12 @@ def text_hash(chunks: list[ChunkRow]) -> str:
     return digest.hexdigest()[:32]
 
 
+def chunk_digest(chunk: ChunkRow) -> str:
+    """What tells whether a chunk an event rests on is still there after an edit: an edit writes every
+    chunk anew (new ids), so its text is all that can be compared."""
+    return hashlib.sha256(chunk.text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
 def windows(chunks: list[ChunkRow], max_chars: int) -> list[list[ChunkRow]]:
     """Consecutive chunks grouped up to max_chars of body each (one extraction call per group), in
     as few groups as fit and of about equal size: a chunk goes to the share of the source its middle

@@ -28,7 +28,10 @@ def memory_stats(store: Store) -> dict[str, Any]:
         "edges": edges,
         "evidence_links": scalar("SELECT COUNT(*) FROM memory_evidence"),
         "integrity": {
-            "unsupported_events": scalar("SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND supported=0"),
+            "unsupported_events": scalar(
+                f"SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND supported=0 AND NOT {WAITING_EVENT}"
+            ),
+            "events_waiting_for_model": events_waiting(conn),
             "nodes_without_evidence": scalar(
                 "SELECT COUNT(*) FROM memory_nodes n WHERE NOT EXISTS"
                 " (SELECT 1 FROM memory_evidence e WHERE e.node_id = n.id)"
@@ -45,6 +48,7 @@ def memory_stats(store: Store) -> dict[str, Any]:
             # for a model, or a later run) apart from those it tried and failed on
             "not_extracted": not_done - len(failed),
             "failed": [{"source_id": r[0], "uri": r[1], "reason": r[2]} for r in failed],
+            "not_extracted_sources": not_extracted_sources(conn),
             "pending": not_done,  # the old key (not_extracted + failed), kept for scripts that read it
         },
         "drift_concepts": scalar(
@@ -54,6 +58,24 @@ def memory_stats(store: Store) -> dict[str, Any]:
         "recall_cards": scalar("SELECT COUNT(*) FROM memory_cards"),
         "usage_events": scalar("SELECT COUNT(*) FROM memory_usage"),
     }
+
+
+WAITING_EVENT = "json_type(metadata, '$.waiting') IS NOT NULL"  # events.WAITING: set by a recheck without a model
+
+
+def events_waiting(conn) -> int:
+    """Events of sources edited while no model was configured that only a model can tell are still
+    said (the chunk they rested on changed): out of retrieval until one reads the source again."""
+    return conn.execute(f"SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND {WAITING_EVENT}").fetchone()[0]
+
+
+def without_events(conn) -> int:
+    """Sources whose current text no extraction has read, even in part: a source edited while no model
+    was configured keeps the events its new text still says (a recheck), so it is not one of them."""
+    return conn.execute(
+        "SELECT COUNT(*) FROM sources s WHERE NOT EXISTS (SELECT 1 FROM memory_extractions x"
+        " WHERE x.source_id = s.id AND x.status IN ('done', 'rechecked') AND x.source_fingerprint = s.fingerprint)"
+    ).fetchone()[0]
 
 
 def events_with_source_gone(conn: sqlite3.Connection) -> int:
@@ -96,6 +118,26 @@ def _members_of(conn: sqlite3.Connection, parents: set[str]) -> set[str]:
             )
         }
     return members
+
+
+def not_extracted_sources(conn) -> list[dict[str, Any]]:
+    """The sources counted as not extracted yet (failed ones apart), each with why: what `mem ask
+    --level`'s note sends a user here to find out."""
+    found = conn.execute(
+        "SELECT s.id, s.uri, x.status, x.reason FROM sources s LEFT JOIN memory_extractions x ON x.source_id = s.id"
+        " WHERE x.source_id IS NULL OR (x.status <> 'failed'"
+        " AND (x.status <> 'done' OR x.source_fingerprint <> s.fingerprint))"
+        " ORDER BY s.uri"
+    ).fetchall()
+    return [{"source_id": r[0], "uri": r[1], "reason": _why_not_extracted(r[2], r[3])} for r in found]
+
+
+def _why_not_extracted(status: str | None, reason: str | None) -> str:
+    if status is None:
+        return "no events drawn from it yet"
+    if status == "rechecked" and reason:
+        return reason
+    return "changed since its events were drawn"
 
 
 def not_extracted(conn) -> int:

@@ -18,6 +18,10 @@ class LLMUnavailable(LLMError):
     """No model could be reached or loaded: callers fall back to the evidence answer."""
 
 
+class LLMOutOfTime(LLMError):
+    """The call was stopped at its caller's deadline (Generation.deadline): no fault of the model."""
+
+
 @dataclass
 class Generation:
     """Knobs of one completion."""
@@ -28,6 +32,9 @@ class Generation:
     # A JSON schema the output must follow: enforced by a grammar where the backend has one
     # (llama.cpp, Ollama's `format`, OpenAI-compatible `response_format`); callers still validate.
     json_schema: dict | None = None
+    # time.monotonic() by which the call must end (build-memory's --max-minutes), else LLMOutOfTime:
+    # llama.cpp in process stops mid-computation; a reader of any stream stops between its pieces.
+    deadline: float | None = None
 
 
 class LLM(Protocol):

@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from crossmodalrag.answer.llm.base import Generation, LLMError, LLMUnavailable, Message
+from crossmodalrag.answer.llm.base import Generation, LLMError, LLMOutOfTime, LLMUnavailable, Message
+from crossmodalrag.answer.llm.interrupt import stopped_at
 from crossmodalrag.cpu import auto_threads
 from crossmodalrag.errors import MissingExtraError
 
@@ -162,13 +163,18 @@ class LlamaCppLLM:
 
     def stream(self, messages: list[Message], generation: Generation) -> Iterator[str]:
         llama = self._ready(messages)
-        deadline = time.monotonic() + self.timeout
+        deadline = min(time.monotonic() + self.timeout, generation.deadline or math.inf)
         self.usage = {}
         try:
-            if generation.json_schema and generation.temperature == 0 and not generation.stop:
-                yield from self._stream_json(llama, messages, generation, deadline)
-            else:
-                yield from self._stream_chat(llama, messages, generation)
+            with stopped_at(llama, generation.deadline):
+                if generation.json_schema and generation.temperature == 0 and not generation.stop:
+                    yield from self._stream_json(llama, messages, generation, deadline)
+                else:
+                    yield from self._stream_chat(llama, messages, generation)
+        except (LLMError, RuntimeError):
+            if generation.deadline is not None and time.monotonic() > generation.deadline:
+                raise LLMOutOfTime("the model call was stopped at the time budget", "raise --max-minutes") from None
+            raise
         finally:
             self._keep(llama)  # also when the reader stops early: the KV cache holds what was evaluated
 
