@@ -163,6 +163,14 @@ def test_a_commit_message_with_unicode_and_a_multiline_body(repo: Path) -> None:
     assert doc.text.startswith("Résumé: naïve café ☕\n\nLine two.\nLine three.")
 
 
+@pytest.mark.parametrize("encoding", ["ISO-8859-1", "cp932"])
+def test_a_log_output_encoding_setting_does_not_garble_messages_or_names(repo: Path, encoding: str) -> None:
+    commit_files(repo, {"a.txt": "x\n"}, "Fix the café menu", author="José Núñez <j@example.com>")
+    git(repo, "config", "i18n.logOutputEncoding", encoding)  # a Windows user's ~/.gitconfig often sets cp932
+    [doc] = commits(repo)
+    assert (doc.title, doc.metadata["author"]) == ("Fix the café menu", "José Núñez")
+
+
 # --- private spans (a vault kept in git) -------------------------------------------------------
 
 

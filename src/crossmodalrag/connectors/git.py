@@ -99,6 +99,9 @@ def read_commits(
         "--no-color",
         "--no-ext-diff",
         "--find-renames",
+        # the output is decoded as UTF-8: a user's i18n.logOutputEncoding (latin1, cp932) would turn every
+        # message and name into mojibake; git re-encodes each message from the encoding it was written in
+        "--encoding=UTF-8",
         "--src-prefix=a/",  # whatever diff.noprefix or diff.mnemonicPrefix say: _diff_paths reads these
         "--dst-prefix=b/",
         f"--format={LOG_FORMAT}",
