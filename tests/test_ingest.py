@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import replace
@@ -809,6 +810,44 @@ def test_a_shallow_clones_oldest_commit_keeps_its_message_and_the_ingest_says_wh
     again = ingest_git(store, [clone])
     assert (again.added, again.updated, again.notices) == (2, 1, [])
     assert len(searched_uris(store, "featuremarker")) == 1
+
+
+def shallow_clone(origin: Path, to: Path) -> None:
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{origin}", str(to)], check=True)
+
+
+@pytest.mark.integration
+def test_a_repository_recloned_shallow_keeps_its_stored_commits_and_diffs(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    commit_files(repo, {"a.txt": "first\n"}, "first")
+    commit_files(repo, {"a.txt": "second\n"}, "second")
+    commit_files(repo, {"b.txt": "newestmarker\n"}, "third")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", f"file://{repo}", str(clone)], check=True)
+    ingest_git(store, [clone])
+    before = sources(store)
+    shutil.rmtree(clone)
+    shallow_clone(repo, clone)  # the same history, fetched with --depth 1
+    report = ingest_git(store, [clone])
+    assert (report.removed, report.updated, sources(store)) == (0, 0, before)
+    [notice] = report.notices
+    assert "2 stored commits past its oldest kept" in notice and "git fetch --unshallow" in notice
+    assert len(searched_uris(store, "newestmarker")) == 1, "the newest commit keeps its stored diff"
+
+
+@pytest.mark.integration
+def test_a_commit_amended_in_a_shallow_clone_still_leaves_the_memory(store: Store, repo: Path, tmp_path: Path) -> None:
+    commit_files(repo, {"a.txt": "a\n"}, "first")
+    commit_files(repo, {"a.txt": "b\n"}, "second")
+    clone = tmp_path / "shallow"
+    shallow_clone(repo, clone)
+    commit_files(clone, {"secret.txt": "leakedtoken\n"}, "oops")
+    ingest_git(store, [clone])
+    git(clone, "reset", "-q", "--hard", "HEAD~1")  # git still holds the commit: history no longer has it
+    report = ingest_git(store, [clone])
+    assert (report.removed, report.notices) == (1, [])
+    assert not searched_uris(store, "leakedtoken")
 
 
 @pytest.mark.integration

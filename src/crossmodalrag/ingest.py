@@ -393,12 +393,19 @@ def _ingest_files(
 
 
 def _noting_gaps(
-    commits: Iterable[Document], known: dict, oversized: list[str], shallow: list[str], selecting: list[str]
-) -> Iterator[Document]:
+    commits: Iterable[Document | Unchanged],
+    known: dict,
+    oversized: list[str],
+    shallow: list[str],
+    selecting: list[str],
+) -> Iterator[Document | Unchanged]:
     """The commits as they come, noting the files of new ones whose diffs were too large to store,
     the shallow clone's oldest commits, whose diffs git cannot tell, and those that changed a file
     the globs select (`selecting`)."""
     for commit in commits:
+        if isinstance(commit, Unchanged):
+            yield commit
+            continue
         if commit.metadata.get("files"):
             selecting.append(commit.uri)
         if commit.uri not in known:
@@ -417,6 +424,22 @@ def _shallow_notice(root: Path, shallow: list[str]) -> str:
     )
 
 
+def _past_boundary_notice(root: Path, count: int) -> str:
+    return (
+        f"{root}: a shallow clone: {counted(count, 'stored commit')} past its oldest kept as stored, git not "
+        "holding them here to tell whether history still has them (hint: run `git fetch --unshallow` in "
+        "the repository, then ingest it again)"
+    )
+
+
+def _keeping_stored_boundaries(commits: Iterable[Document], known: dict) -> Iterator[Document | Unchanged]:
+    """The commits, but a shallow clone's oldest ones stored before stay as stored: git diffs them
+    against nothing, and a re-clone with `--depth` must not cost a stored commit its diff."""
+    for commit in commits:
+        boundary = commit.metadata.get("_shallow_boundary")
+        yield Unchanged(commit.uri) if boundary and commit.uri in known else commit
+
+
 def _remove_dropped_commits(
     store: Store, root: Path, known: dict[str, str], seen: set[str], left_out: list[str], report: IngestReport
 ) -> None:
@@ -425,7 +448,12 @@ def _remove_dropped_commits(
     is still the repository's history, and a linked work tree's branch adds its commits under the same name."""
     filtered = [uri for uri in left_out if uri in known]
     unseen = {uri.rpartition("@")[2]: uri for uri in known if uri not in seen and uri not in filtered}
-    gone = [unseen[sha] for sha in git.unreachable(root, list(unseen))]
+    unreachable = git.unreachable(root, list(unseen))
+    # a shallow clone's `rev-list --all` stops at its boundary: what lies past it was not taken away
+    unknown = set(git.past_shallow_boundary(root, unreachable))
+    if unknown:
+        report.notices.append(_past_boundary_notice(root, len(unknown)))
+    gone = [unseen[sha] for sha in unreachable if sha not in unknown]
     if filtered or gone:
         report.removed += remove_sources(store, filtered + gone)
 
@@ -524,7 +552,7 @@ def ingest_git(
             selecting: list[str] = []
             commits = git.read_commits(root, max_commits, author, include, exclude, name, left_out)
             before = report.read
-            noted = _noting_gaps(commits, known, oversized, shallow, selecting)
+            noted = _noting_gaps(_keeping_stored_boundaries(commits, known), known, oversized, shallow, selecting)
             seen = ingest_documents(store, noted, known, report, progress, RepositoryMoves(store))
             if left_out and not selecting and any(uri in known for uri in left_out):
                 # a mistyped pattern, not every change to go: as ingest-notes refuses one selecting no note

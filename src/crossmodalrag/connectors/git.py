@@ -149,6 +149,24 @@ def unreachable(root: Path, shas: list[str]) -> list[str]:
     return [sha for sha in shas if sha not in reachable]
 
 
+def past_shallow_boundary(root: Path, shas: list[str]) -> list[str]:
+    """Those of the commits that a shallow clone (`git clone --depth`) does not hold: history past its
+    boundary is not known here, and cannot be told from history rewritten away. None in a full clone,
+    whose `rev-list --all` is the whole history."""
+    if not shas or not _shallow_boundary(root):
+        return []
+    result = subprocess.run(
+        ["git", "-C", str(root), "cat-file", "--batch-check"],
+        input="\n".join(shas).encode("ascii") + b"\n",
+        capture_output=True,
+        check=False,
+    )
+    answers = result.stdout.decode("utf-8", "replace").splitlines()
+    if result.returncode != 0 or len(answers) != len(shas):
+        return list(shas)  # cannot tell: keep them all
+    return [sha for sha, answer in zip(shas, answers, strict=True) if answer.endswith(" missing")]
+
+
 def _shallow_boundary(root: Path) -> set[str]:
     """The commits a shallow clone (`git clone --depth`) holds without their parents. git diffs such a
     commit against nothing, as if it added the whole tree: stored so, a search for any line of any file
