@@ -15,6 +15,7 @@ import pytest
 import crossmodalrag.connectors.notes as notes_module
 from crossmodalrag.chunking import chunk_document
 from crossmodalrag.connectors import git as git_connector
+from crossmodalrag.connectors import git_log
 from crossmodalrag.connectors.notes import read_note
 from crossmodalrag.index.embeddings import embed_missing
 from crossmodalrag.index.fts import analyze
@@ -812,6 +813,24 @@ def test_a_shallow_clones_oldest_commit_keeps_its_message_and_the_ingest_says_wh
     assert len(searched_uris(store, "featuremarker")) == 1
 
 
+@pytest.mark.integration
+def test_an_ingest_asks_git_for_the_patches_of_new_commits_only(
+    store: Store, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = commit_files(repo, {"a.txt": "one\n"}, "first")
+    ingest_git(store, [repo])
+    asked: list[list[str]] = []
+    read = git_log.log_records
+    monkeypatch.setattr(git_log, "log_records", lambda root, shas: asked.append(shas) or read(root, shas))
+    assert ingest_git(store, [repo]).unchanged == 1 and asked == [[]]
+    second = commit_files(repo, {"b.txt": "two\n"}, "second")
+    report = ingest_git(store, [repo])
+    assert (report.added, report.unchanged, asked[-1]) == (1, 1, [second])
+    # other globs store other diffs: what was stored under the old ones is read again
+    report = ingest_git(store, [repo], include=["a.txt"])
+    assert (report.updated, report.removed, asked[-1]) == (0, 1, [second, first])
+
+
 def shallow_clone(origin: Path, to: Path) -> None:
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{origin}", str(to)], check=True)
 
@@ -854,11 +873,15 @@ def test_a_commit_amended_in_a_shallow_clone_still_leaves_the_memory(store: Stor
 def test_a_commit_stored_with_its_committer_date_is_redated_by_its_author_date(store: Store, repo: Path) -> None:
     git(repo, "commit", "-q", "--allow-empty", "-m", "rebased later", "--date=2020-01-01T00:00:00+00:00")
     ingest_git(store, [repo])
-    # as an earlier version stored it: dated when it was committed, fingerprinted without an extractor
+    # as an earlier version stored it: dated when it was committed, fingerprinted without an extractor,
+    # with no stamp of what it was derived by
     [doc] = git_connector.read_commits(repo.resolve())
     doc.extractor, committed = "", datetime.fromisoformat("2025-01-01T12:00:00+00:00").timestamp()
     with store.transaction() as conn:
-        conn.execute("UPDATE sources SET timestamp = ?, fingerprint = ?", (committed, fingerprint(doc)))
+        conn.execute(
+            "UPDATE sources SET timestamp = ?, fingerprint = ?, metadata = json_set(metadata, '$.file_stamp', ?)",
+            (committed, fingerprint(doc), None),
+        )
     assert ingest_git(store, [repo]).updated == 1
     [stamp] = [row[0] for row in store.conn.execute("SELECT timestamp FROM sources")]
     assert stamp == datetime.fromisoformat("2020-01-01T00:00:00+00:00").timestamp()

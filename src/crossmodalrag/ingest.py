@@ -8,6 +8,8 @@ and no half-written one. Notes that left a vault are removed on the next ingest 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -403,7 +405,8 @@ def _noting_gaps(
     the shallow clone's oldest commits, whose diffs git cannot tell, and those that changed a file
     the globs select (`selecting`)."""
     for commit in commits:
-        if isinstance(commit, Unchanged):
+        if isinstance(commit, Unchanged):  # stored under these very globs: they are no typo
+            selecting.append(commit.uri)
             yield commit
             continue
         if commit.metadata.get("files"):
@@ -432,12 +435,40 @@ def _past_boundary_notice(root: Path, count: int) -> str:
     )
 
 
-def _keeping_stored_boundaries(commits: Iterable[Document], known: dict) -> Iterator[Document | Unchanged]:
-    """The commits, but a shallow clone's oldest ones stored before stay as stored: git diffs them
-    against nothing, and a re-clone with `--depth` must not cost a stored commit its diff."""
-    for commit in commits:
-        boundary = commit.metadata.get("_shallow_boundary")
-        yield Unchanged(commit.uri) if boundary and commit.uri in known else commit
+def _read_repository(
+    store: Store,
+    root: Path,
+    name: Path,
+    known: dict[str, str],
+    select: tuple[int | None, str | None, list[str] | None, list[str] | None],
+    left_out: list[str],
+) -> Iterator[Document | Unchanged]:
+    """The commits `select` (max commits, author, include, exclude) names: those stored as they would be
+    derived now as Unchanged, without asking git for their patches (a no-op sync of a repository with a
+    50 MB file read 50 MB of diff each time), the others read and stamped."""
+    max_commits, author, include, exclude = select
+    ids = git.commit_ids(root, max_commits, author)
+    stamp = _commit_stamp(include, exclude)
+    stamps = {uri: stored.stamp for uri, stored in known_files(store, f"{name}@", "commit").items()}
+    boundary = git.shallow_boundary(root)
+    # A shallow clone's oldest commit stored at all stays as stored: git diffs it against nothing, and a
+    # re-clone with `--depth` must not cost it its stored diff.
+    current = {
+        sha for sha in ids if stamps.get(f"{name}@{sha}") == stamp or (sha in boundary and f"{name}@{sha}" in known)
+    }
+    yield from (Unchanged(f"{name}@{sha}") for sha in ids if sha in current)
+    unread = [sha for sha in ids if sha not in current]
+    for commit in git.read_commits(root, None, None, include, exclude, name, left_out, only=unread):
+        # stored while on the boundary (message only), it is read again once the clone is unshallowed
+        commit.metadata["file_stamp"] = stamp + (" shallow" if commit.metadata["_shallow_boundary"] else "")
+        yield commit
+
+
+def _commit_stamp(include: list[str] | None, exclude: list[str] | None) -> str:
+    """What besides its id decides what is stored of a commit, kept as its `file_stamp`: the reader (bump
+    git.EXTRACTOR when what it derives changes), the chunker, the diff cap and the globs."""
+    globs = hashlib.sha256(json.dumps([include or [], exclude or []]).encode()).hexdigest()[:16]
+    return f"{git.EXTRACTOR} chunker {documents.CHUNKER_VERSION} cap {git.MAX_FILE_DIFF_CHARS} globs {globs}"
 
 
 def _remove_dropped_commits(
@@ -550,9 +581,9 @@ def ingest_git(
             shallow: list[str] = []
             left_out: list[str] = []
             selecting: list[str] = []
-            commits = git.read_commits(root, max_commits, author, include, exclude, name, left_out)
+            commits = _read_repository(store, root, name, known, (max_commits, author, include, exclude), left_out)
             before = report.read
-            noted = _noting_gaps(_keeping_stored_boundaries(commits, known), known, oversized, shallow, selecting)
+            noted = _noting_gaps(commits, known, oversized, shallow, selecting)
             seen = ingest_documents(store, noted, known, report, progress, RepositoryMoves(store))
             if left_out and not selecting and any(uri in known for uri in left_out):
                 # a mistyped pattern, not every change to go: as ingest-notes refuses one selecting no note

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from crossmodalrag.chunking import chunk_document
+from crossmodalrag.connectors import git_log
 from crossmodalrag.connectors.git import read_commits, repository_root
 from crossmodalrag.errors import ConnectorError
 from tests.conftest import commit_files, git
@@ -154,6 +156,36 @@ def test_non_utf8_bytes_in_a_diff_do_not_crash(repo: Path) -> None:
     assert doc.title == "latin-1 file"
     assert "caf\ufffd cr\ufffdme" in doc.text
     assert any("latin1.txt" in c.locator for c in chunk_document(doc))
+
+
+def test_a_file_holding_the_record_separator_is_read_as_one_commit(repo: Path) -> None:
+    commit_files(repo, {"fields.txt": "a\x1eb\x1fc\n"}, "ASCII separators in a data file")
+    commit_files(repo, {"fields.txt": "d\x1ee\n"}, "again")
+    assert [doc.title for doc in commits(repo)] == ["again", "ASCII separators in a data file"]
+
+
+def test_gits_output_is_read_a_block_at_a_time_whatever_the_blocks_cut(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commit_files(repo, {"a.txt": "one\n", "b.md": "# B\n"}, "first")
+    commit_files(repo, {"a.txt": "two\n", "c.txt": "é\x1e\n" * 50}, "second\n\nwith a body")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "empty")
+    whole = [(doc.uri, doc.text, doc.metadata) for doc in commits(repo)]
+    for block in (1, 2, 11, 12, 13, 100):  # around the length of "\ndiff --git "
+        monkeypatch.setattr(git_log, "LOG_BLOCK", block)
+        assert [(doc.uri, doc.text, doc.metadata) for doc in commits(repo)] == whole
+
+
+def test_an_oversized_file_diff_is_cut_as_it_is_read_and_left_out(repo: Path) -> None:
+    huge = "".join(f"line {n} {'x' * 60}\n" for n in range(20_000))  # 1.4 MB
+    commit_files(repo, {"huge.txt": huge, "small.txt": "kept\n"}, "add generated data")
+    output = subprocess.run(
+        ["git", "-C", str(repo), *git_log.LOG_ARGS], input=b"HEAD\n", capture_output=True, check=True
+    ).stdout
+    [record] = list(git_log._records(io.BytesIO(output)))
+    assert len(record) < git_log.MAX_FILE_DIFF_BYTES + 1_000 < len(output)
+    [doc] = commits(repo)
+    assert doc.metadata["skipped_files"] == ["huge.txt"] and "+kept" in doc.text
 
 
 def test_a_commit_message_with_unicode_and_a_multiline_body(repo: Path) -> None:
