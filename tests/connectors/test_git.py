@@ -310,3 +310,38 @@ def test_an_empty_commit_and_a_mode_change_are_read(repo: Path) -> None:
     mode, empty, _ = commits(repo)
     assert empty.title == "nothing changed" and empty.metadata["files"] == [] and chunk_document(empty)
     assert mode.metadata["files"] == ["run.sh"] and chunk_paths(mode) == ["run.sh"]
+
+
+def merge_with_a_conflict(repo: Path, path: str, base: str, ours: str, theirs: str, resolved: str) -> None:
+    commit_files(repo, {path: base}, "base")
+    git(repo, "checkout", "-q", "-b", "side")
+    commit_files(repo, {path: theirs}, "side change")
+    git(repo, "checkout", "-q", "-")
+    commit_files(repo, {path: ours}, "main change")
+    subprocess.run(["git", "-C", str(repo), "merge", "-q", "side"], capture_output=True, check=False)
+    commit_files(repo, {path: resolved}, "Merge branch side")
+
+
+def test_a_merges_conflict_resolution_is_stored_and_a_clean_merge_is_its_message(repo: Path) -> None:
+    merge_with_a_conflict(repo, "conf.txt", "base\n", "retry once\n", "retry thrice\n", "retry twice, backoff\n")
+    merge = commits(repo)[0]
+    assert merge.metadata["files"] == ["conf.txt"]
+    assert "++retry twice, backoff" in merge.text
+    [chunk] = [c for c in chunk_document(merge) if c.locator.endswith("conf.txt")]
+    assert "@@@ -1,1 -1,1 +1,1 @@@" in chunk.text and "++retry twice, backoff" in chunk.text
+    git(repo, "checkout", "-q", "-b", "clean")
+    commit_files(repo, {"other.txt": "x\n"}, "clean side")
+    git(repo, "checkout", "-q", "-")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge clean", "clean")
+    clean = commits(repo)[0]
+    assert (clean.title, clean.text, clean.metadata["files"]) == ("Merge clean", "Merge clean", [])
+
+
+def test_a_merges_resolution_inside_a_private_span_stays_out(repo: Path) -> None:
+    note = "# Note\n<private>\nline one\n{}\nline three\n</private>\npublic\n"
+    merge_with_a_conflict(
+        repo, "n.md", note.format("base"), note.format("ours"), note.format("theirs"), note.format("resolvedsecret")
+    )
+    merge = commits(repo)[0]
+    assert merge.metadata["files"] == ["n.md"] and "@@@" in merge.text
+    assert "resolvedsecret" not in merge.text and "ours" not in merge.text and "theirs" not in merge.text

@@ -26,6 +26,7 @@ from crossmodalrag.types import Document
 # date re-derive with their author date on the next ingest.
 EXTRACTOR = "git log, author date"
 HUNK_START = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+COMBINED_HUNK_START = re.compile(r"^(@@@+) (?:-\d+(?:,\d+)? )+\+(\d+)(?:,\d+)? \1")
 NOTE_SUFFIXES = (".md", ".markdown")
 BLOB_BATCH = 256  # commits whose notes are read back in one `git cat-file --batch`
 
@@ -280,7 +281,7 @@ def _without_private(commit: Document, blobs: dict[str, list[str] | None]) -> tu
     for old_path, new_path, piece in file_diffs(diff):
         if _needs_files(new_path, piece):
             old, new = (blobs.get(spec) for spec in _blob_specs(commit.metadata["sha"], old_path, new_path))
-            piece = _strip_hunks(piece, old, new)
+            piece = _strip_combined(piece, new) if piece.startswith("diff --cc ") else _strip_hunks(piece, old, new)
         pieces.append(piece)
     return message, "".join(pieces)
 
@@ -306,6 +307,29 @@ def _strip_hunks(piece: str, old: list[str] | None, new: list[str] | None) -> st
             out.append(line if not has_private(line) else marker + strip_private(line[1:]))
         old_line += marker != "+"
         new_line += marker != "-"
+    return strip_private("\n".join(out)) if has_private("\n".join(out)) else "\n".join(out)
+
+
+def _strip_combined(piece: str, merged: list[str] | None) -> str:
+    """A merge's combined diff (`@@@ -a -b +c @@@`, a column of +/- per parent) without private spans:
+    the lines the merge kept, rewritten from its stripped file; a parent's line it dropped is left
+    out, as that parent's file is not read (the resolution is what the merge wrote)."""
+    out, line_number, parents = [], 0, 0
+    for line in piece.split("\n"):
+        hunk = COMBINED_HUNK_START.match(line)
+        if hunk:
+            line_number, parents = int(hunk.group(2)), len(hunk.group(1)) - 1
+            out.append(hunk.group(0))
+            continue
+        marks = line[:parents]
+        if not parents or len(marks) < parents or marks.strip(" +-"):
+            out.append(line)  # headers before the first hunk, "\ No newline at end of file"
+            continue
+        if "-" in marks:
+            continue
+        kept = merged[line_number - 1] if merged is not None and 0 < line_number <= len(merged) else None
+        out.append(marks + (kept if kept is not None else strip_private(line[parents:])))
+        line_number += 1
     return strip_private("\n".join(out)) if has_private("\n".join(out)) else "\n".join(out)
 
 

@@ -20,7 +20,7 @@ MAX_FILE_DIFF_CHARS = 100_000  # generated files and lockfiles would drown the r
 # it is not read into memory (a 50 MB generated file held 377 MB on every ingest).
 MAX_FILE_DIFF_BYTES = 4 * MAX_FILE_DIFF_CHARS + 1
 # A record starts a line: a file holding the separator byte is not cut into records of its own
-LOG_MARKS = re.compile(rb"\n\x1e|\ndiff --git ")
+LOG_MARKS = re.compile(rb"\n\x1e|\ndiff --(?:git|cc) ")
 LOG_BLOCK = 1 << 20
 
 
@@ -41,6 +41,9 @@ LOG_ARGS = (
     "--no-color",
     "--no-ext-diff",
     "--find-renames",
+    # a merge as its combined diff: only what the merge itself wrote (a conflict's resolution); a clean
+    # merge shows nothing, as without it
+    "--cc",
     # the output is decoded as UTF-8: a user's i18n.logOutputEncoding (latin1, cp932) would turn every
     # message and name into mojibake; git re-encodes each message from the encoding it was written in
     "--encoding=UTF-8",
