@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import replace
@@ -14,6 +15,7 @@ import pytest
 import crossmodalrag.connectors.notes as notes_module
 from crossmodalrag.chunking import chunk_document
 from crossmodalrag.connectors import git as git_connector
+from crossmodalrag.connectors import git_log
 from crossmodalrag.connectors.notes import read_note
 from crossmodalrag.index.embeddings import embed_missing
 from crossmodalrag.index.fts import analyze
@@ -821,14 +823,74 @@ def test_a_shallow_clones_oldest_commit_keeps_its_message_and_the_ingest_says_wh
 
 
 @pytest.mark.integration
+def test_an_ingest_asks_git_for_the_patches_of_new_commits_only(
+    store: Store, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = commit_files(repo, {"a.txt": "one\n"}, "first")
+    ingest_git(store, [repo])
+    asked: list[list[str]] = []
+    read = git_log.log_records
+    monkeypatch.setattr(git_log, "log_records", lambda root, shas: asked.append(shas) or read(root, shas))
+    assert ingest_git(store, [repo]).unchanged == 1 and asked == [[]]
+    second = commit_files(repo, {"b.txt": "two\n"}, "second")
+    report = ingest_git(store, [repo])
+    assert (report.added, report.unchanged, asked[-1]) == (1, 1, [second])
+    # other globs store other diffs: what was stored under the old ones is read again
+    report = ingest_git(store, [repo], include=["a.txt"])
+    assert (report.updated, report.removed, asked[-1]) == (0, 1, [second, first])
+
+
+def shallow_clone(origin: Path, to: Path) -> None:
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{origin}", str(to)], check=True)
+
+
+@pytest.mark.integration
+def test_a_repository_recloned_shallow_keeps_its_stored_commits_and_diffs(
+    store: Store, repo: Path, tmp_path: Path
+) -> None:
+    commit_files(repo, {"a.txt": "first\n"}, "first")
+    commit_files(repo, {"a.txt": "second\n"}, "second")
+    commit_files(repo, {"b.txt": "newestmarker\n"}, "third")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", f"file://{repo}", str(clone)], check=True)
+    ingest_git(store, [clone])
+    before = sources(store)
+    shutil.rmtree(clone)
+    shallow_clone(repo, clone)  # the same history, fetched with --depth 1
+    report = ingest_git(store, [clone])
+    assert (report.removed, report.updated, sources(store)) == (0, 0, before)
+    [notice] = report.notices
+    assert "2 stored commits past its oldest kept" in notice and "git fetch --unshallow" in notice
+    assert len(searched_uris(store, "newestmarker")) == 1, "the newest commit keeps its stored diff"
+
+
+@pytest.mark.integration
+def test_a_commit_amended_in_a_shallow_clone_still_leaves_the_memory(store: Store, repo: Path, tmp_path: Path) -> None:
+    commit_files(repo, {"a.txt": "a\n"}, "first")
+    commit_files(repo, {"a.txt": "b\n"}, "second")
+    clone = tmp_path / "shallow"
+    shallow_clone(repo, clone)
+    commit_files(clone, {"secret.txt": "leakedtoken\n"}, "oops")
+    ingest_git(store, [clone])
+    git(clone, "reset", "-q", "--hard", "HEAD~1")  # git still holds the commit: history no longer has it
+    report = ingest_git(store, [clone])
+    assert (report.removed, report.notices) == (1, [])
+    assert not searched_uris(store, "leakedtoken")
+
+
+@pytest.mark.integration
 def test_a_commit_stored_with_its_committer_date_is_redated_by_its_author_date(store: Store, repo: Path) -> None:
     git(repo, "commit", "-q", "--allow-empty", "-m", "rebased later", "--date=2020-01-01T00:00:00+00:00")
     ingest_git(store, [repo])
-    # as an earlier version stored it: dated when it was committed, fingerprinted without an extractor
+    # as an earlier version stored it: dated when it was committed, fingerprinted without an extractor,
+    # with no stamp of what it was derived by
     [doc] = git_connector.read_commits(repo.resolve())
     doc.extractor, committed = "", datetime.fromisoformat("2025-01-01T12:00:00+00:00").timestamp()
     with store.transaction() as conn:
-        conn.execute("UPDATE sources SET timestamp = ?, fingerprint = ?", (committed, fingerprint(doc)))
+        conn.execute(
+            "UPDATE sources SET timestamp = ?, fingerprint = ?, metadata = json_set(metadata, '$.file_stamp', ?)",
+            (committed, fingerprint(doc), None),
+        )
     assert ingest_git(store, [repo]).updated == 1
     [stamp] = [row[0] for row in store.conn.execute("SELECT timestamp FROM sources")]
     assert stamp == datetime.fromisoformat("2020-01-01T00:00:00+00:00").timestamp()

@@ -138,3 +138,27 @@ def test_a_newline_in_a_file_name_stays_inside_the_chunks_first_line() -> None:
     assert chunk.locator == f"{LOCATOR} new\\nline.txt"
     first, second = chunk.text.splitlines()[:2]
     assert (first, second) == (f"{LOCATOR}: add it (new\\nline.txt)", "new file mode 100644")
+
+
+def test_a_diff_chunks_body_ends_with_its_span_as_the_json_contract_says() -> None:
+    """docs/json-contract.md: a diff chunk's body is its file's header lines (and, for a later piece of
+    a split hunk, the `@@` line) then its span; a file with no hunk spans its whole part of the diff."""
+    added = [f"+generated line {n} with several words in it" for n in range(150)]
+    binary = (
+        "diff --git a/img.png b/img.png\nnew file mode 100644\nindex 0..2\nBinary files /dev/null and b/img.png differ"
+    )
+    doc = commit(
+        "Add files\n\nwith a body",
+        file_diff("new.txt", ["@@ -0,0 +1 @@\n+hello"], new=True),
+        file_diff("table.txt", ["@@ -0,0 +1,150 @@\n" + "\n".join(added)], new=True),
+        binary,
+    )
+    message, *hunks, image = chunk_diff(doc)
+    assert message.text.partition("\n")[2] == doc.text[message.char_start : message.char_end]
+    assert len(hunks) > 2
+    for chunk in hunks:
+        body, span = chunk.text.partition("\n")[2], doc.text[chunk.char_start : chunk.char_end]
+        assert span.startswith(("@@", "+generated")) and body.endswith("\n" + span)
+        assert body.startswith("new file mode 100644\n--- /dev/null\n+++ b/")
+    assert doc.text[image.char_start : image.char_end].strip() == binary
+    assert image.text.partition("\n")[2] == "new file mode 100644\nBinary files /dev/null and b/img.png differ"

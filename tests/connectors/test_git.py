@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from crossmodalrag.chunking import chunk_document
+from crossmodalrag.connectors import git_log
 from crossmodalrag.connectors.git import read_commits, repository_root
 from crossmodalrag.errors import ConnectorError
 from tests.conftest import commit_files, git
@@ -156,11 +158,49 @@ def test_non_utf8_bytes_in_a_diff_do_not_crash(repo: Path) -> None:
     assert any("latin1.txt" in c.locator for c in chunk_document(doc))
 
 
+def test_a_file_holding_the_record_separator_is_read_as_one_commit(repo: Path) -> None:
+    commit_files(repo, {"fields.txt": "a\x1eb\x1fc\n"}, "ASCII separators in a data file")
+    commit_files(repo, {"fields.txt": "d\x1ee\n"}, "again")
+    assert [doc.title for doc in commits(repo)] == ["again", "ASCII separators in a data file"]
+
+
+def test_gits_output_is_read_a_block_at_a_time_whatever_the_blocks_cut(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commit_files(repo, {"a.txt": "one\n", "b.md": "# B\n"}, "first")
+    commit_files(repo, {"a.txt": "two\n", "c.txt": "é\x1e\n" * 50}, "second\n\nwith a body")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "empty")
+    whole = [(doc.uri, doc.text, doc.metadata) for doc in commits(repo)]
+    for block in (1, 2, 11, 12, 13, 100):  # around the length of "\ndiff --git "
+        monkeypatch.setattr(git_log, "LOG_BLOCK", block)
+        assert [(doc.uri, doc.text, doc.metadata) for doc in commits(repo)] == whole
+
+
+def test_an_oversized_file_diff_is_cut_as_it_is_read_and_left_out(repo: Path) -> None:
+    huge = "".join(f"line {n} {'x' * 60}\n" for n in range(20_000))  # 1.4 MB
+    commit_files(repo, {"huge.txt": huge, "small.txt": "kept\n"}, "add generated data")
+    output = subprocess.run(
+        ["git", "-C", str(repo), *git_log.LOG_ARGS], input=b"HEAD\n", capture_output=True, check=True
+    ).stdout
+    [record] = list(git_log._records(io.BytesIO(output)))
+    assert len(record) < git_log.MAX_FILE_DIFF_BYTES + 1_000 < len(output)
+    [doc] = commits(repo)
+    assert doc.metadata["skipped_files"] == ["huge.txt"] and "+kept" in doc.text
+
+
 def test_a_commit_message_with_unicode_and_a_multiline_body(repo: Path) -> None:
     commit_files(repo, {"a.txt": "x\n"}, "Résumé: naïve café ☕\n\nLine two.\nLine three.")
     [doc] = commits(repo)
     assert doc.title == "Résumé: naïve café ☕"
     assert doc.text.startswith("Résumé: naïve café ☕\n\nLine two.\nLine three.")
+
+
+@pytest.mark.parametrize("encoding", ["ISO-8859-1", "cp932"])
+def test_a_log_output_encoding_setting_does_not_garble_messages_or_names(repo: Path, encoding: str) -> None:
+    commit_files(repo, {"a.txt": "x\n"}, "Fix the café menu", author="José Núñez <j@example.com>")
+    git(repo, "config", "i18n.logOutputEncoding", encoding)  # a Windows user's ~/.gitconfig often sets cp932
+    [doc] = commits(repo)
+    assert (doc.title, doc.metadata["author"]) == ("Fix the café menu", "José Núñez")
 
 
 # --- private spans (a vault kept in git) -------------------------------------------------------
@@ -270,3 +310,38 @@ def test_an_empty_commit_and_a_mode_change_are_read(repo: Path) -> None:
     mode, empty, _ = commits(repo)
     assert empty.title == "nothing changed" and empty.metadata["files"] == [] and chunk_document(empty)
     assert mode.metadata["files"] == ["run.sh"] and chunk_paths(mode) == ["run.sh"]
+
+
+def merge_with_a_conflict(repo: Path, path: str, base: str, ours: str, theirs: str, resolved: str) -> None:
+    commit_files(repo, {path: base}, "base")
+    git(repo, "checkout", "-q", "-b", "side")
+    commit_files(repo, {path: theirs}, "side change")
+    git(repo, "checkout", "-q", "-")
+    commit_files(repo, {path: ours}, "main change")
+    subprocess.run(["git", "-C", str(repo), "merge", "-q", "side"], capture_output=True, check=False)
+    commit_files(repo, {path: resolved}, "Merge branch side")
+
+
+def test_a_merges_conflict_resolution_is_stored_and_a_clean_merge_is_its_message(repo: Path) -> None:
+    merge_with_a_conflict(repo, "conf.txt", "base\n", "retry once\n", "retry thrice\n", "retry twice, backoff\n")
+    merge = commits(repo)[0]
+    assert merge.metadata["files"] == ["conf.txt"]
+    assert "++retry twice, backoff" in merge.text
+    [chunk] = [c for c in chunk_document(merge) if c.locator.endswith("conf.txt")]
+    assert "@@@ -1,1 -1,1 +1,1 @@@" in chunk.text and "++retry twice, backoff" in chunk.text
+    git(repo, "checkout", "-q", "-b", "clean")
+    commit_files(repo, {"other.txt": "x\n"}, "clean side")
+    git(repo, "checkout", "-q", "-")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge clean", "clean")
+    clean = commits(repo)[0]
+    assert (clean.title, clean.text, clean.metadata["files"]) == ("Merge clean", "Merge clean", [])
+
+
+def test_a_merges_resolution_inside_a_private_span_stays_out(repo: Path) -> None:
+    note = "# Note\n<private>\nline one\n{}\nline three\n</private>\npublic\n"
+    merge_with_a_conflict(
+        repo, "n.md", note.format("base"), note.format("ours"), note.format("theirs"), note.format("resolvedsecret")
+    )
+    merge = commits(repo)[0]
+    assert merge.metadata["files"] == ["n.md"] and "@@@" in merge.text
+    assert "resolvedsecret" not in merge.text and "ours" not in merge.text and "theirs" not in merge.text

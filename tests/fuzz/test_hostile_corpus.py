@@ -175,7 +175,8 @@ def test_a_corrupt_repository_fails_alone_and_keeps_its_stored_commits(tmp_path:
     loose = damaged / ".git/objects" / blob[:2] / blob[2:]
     loose.chmod(0o644)
     loose.write_bytes(b"not a zlib stream")
-    commit_files(damaged, {"b.txt": "third\n"}, "third")
+    # the new commit's diff needs the damaged blob (stored commits' diffs are not read again)
+    commit_files(damaged, {"a.txt": "third version\n"}, "third")
     (broken_ref / ".git/refs/heads/main").write_text("garbage\n")
 
     result = mem("ingest-git", str(damaged), str(healthy), str(broken_ref))

@@ -11,7 +11,7 @@ import re
 from crossmodalrag.chunking.text import LINE_BOUNDARIES, MAX_CHUNK_CHARS, split_span
 from crossmodalrag.types import Chunk, Document
 
-FILE_START = re.compile(r"^diff --git ", re.M)
+FILE_START = re.compile(r"^diff --(?:git|cc) ", re.M)  # --cc: a merge's combined diff (what the merge itself wrote)
 HUNK_START = re.compile(r"^@@[^\n]*@@.*$", re.M)
 
 
@@ -23,9 +23,10 @@ def chunk_diff(doc: Document) -> list[Chunk]:
         Chunk(text=f"{crumb}\n{doc.text[s:e]}", locator=doc.locator, char_start=s, char_end=e)
         for s, e in split_span(doc.text, 0, message_end)
     ]
-    start = doc.text.find("diff --git ", message_end)
-    if start < 0:
+    first_file = FILE_START.search(doc.text, message_end)
+    if first_file is None:
         return chunks
+    start = first_file.start()
     for _, path, piece in file_diffs(doc.text[start:]):
         chunks.extend(_file_chunks(doc, crumb, path, start, start + len(piece)))
         start += len(piece)
@@ -67,6 +68,8 @@ def _diff_paths(piece: str) -> tuple[str, str]:
             if line.startswith(prefix) and side not in found:
                 path = _unquote(line[4:].rstrip("\t"))
                 found[side] = path[2:] if path[:2] in ("a/", "b/") else path
+    if not found and header.startswith("diff --cc "):
+        found = {"new": _unquote(header[len("diff --cc ") :])}  # a combined diff names the merge's path alone
     if not found:
         found = dict(zip(("old", "new"), _header_paths(header[len("diff --git ") :]), strict=True))
     old = found.get("old") or found["new"]

@@ -1,4 +1,5 @@
-"""Git history: one `git log -p` subprocess, parsed into one Document per commit.
+"""Git history: the commit ids of `git log`, then one streamed `git log -p` of those to read (those
+not stored yet; see git_log), parsed into one Document per commit.
 
 A single streamed `git log` reads ~1,000 commits with diffs in 0.08 s here; driving git through a
 library object per commit (GitPython) took 5.6 s for the same work.
@@ -9,25 +10,24 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from itertools import islice
 from pathlib import Path
 from typing import Iterator
 
 from crossmodalrag.chunking.diff import FILE_START, file_diffs
+from crossmodalrag.connectors import git_log
+from crossmodalrag.connectors.git_log import FIELD, MAX_FILE_DIFF_CHARS, log_failed
 from crossmodalrag.connectors.globs import selected
 from crossmodalrag.errors import ConnectorError
 from crossmodalrag.privacy import has_private, strip_private
 from crossmodalrag.types import Document
 
-RECORD, FIELD = "\x1e", "\x1f"
-# %at, the author date: when the work was written, what `git log` shows; the committer date is when
-# it was last rebased, amended or cherry-picked, which would date rewritten history to the rewrite.
-LOG_FORMAT = f"{RECORD}%H{FIELD}%an{FIELD}%ae{FIELD}%at{FIELD}%B{FIELD}"
 # In each commit's fingerprint (Document.extractor): commits stored when they were dated by committer
 # date re-derive with their author date on the next ingest.
 EXTRACTOR = "git log, author date"
 HUNK_START = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+COMBINED_HUNK_START = re.compile(r"^(@@@+) (?:-\d+(?:,\d+)? )+\+(\d+)(?:,\d+)? \1")
 NOTE_SUFFIXES = (".md", ".markdown")
-MAX_FILE_DIFF_CHARS = 100_000  # generated files and lockfiles would drown the real changes
 BLOB_BATCH = 256  # commits whose notes are read back in one `git cat-file --batch`
 
 
@@ -81,48 +81,23 @@ def read_commits(
     exclude: list[str] | None = None,
     name: Path | None = None,
     left_out: list[str] | None = None,
+    only: list[str] | None = None,
 ) -> Iterator[Document]:
     """Commits of HEAD's history in `git log` order (newest committed first), as Documents of message
-    plus diff hunks, stored under name (default root; see stored_name).
+    plus diff hunks, stored under name (default root; see stored_name). With `only`, those commits
+    (from commit_ids) in that order: git is asked for no other commit's patch.
 
     With include/exclude globs, a commit none of whose changed files is selected is left out, its uri
     appended to left_out: a stored copy of it must go, as a first ingest with those globs never stores it.
-    The oldest commits of a shallow clone keep their message only (see _shallow_boundary).
+    The oldest commits of a shallow clone keep their message only (see shallow_boundary).
+    Raises ConnectorError if git log fails.
     """
-    if not _has_commits(root):
-        return  # no commits yet: nothing to remember
-    args = [
-        "-c",
-        "core.quotepath=off",
-        "log",
-        "-p",
-        "--no-color",
-        "--no-ext-diff",
-        "--find-renames",
-        "--src-prefix=a/",  # whatever diff.noprefix or diff.mnemonicPrefix say: _diff_paths reads these
-        "--dst-prefix=b/",
-        f"--format={LOG_FORMAT}",
-    ]
-    if max_commits:
-        args.append(f"--max-count={max_commits}")
-    if author:
-        args.append(f"--author={author}")
-    result = _git(root, *args)
-    if result.returncode != 0:
-        message = result.stderr.decode("utf-8", "replace").strip()
-        raise ConnectorError(
-            f"{root}: git log failed: {message.splitlines()[-1] if message else result.returncode}",
-            ("check the --author pattern (a regular expression), then " if author else "")
-            + "run `git fsck` in the repository",
-        )
-    output = result.stdout.decode("utf-8", "replace")
-    records = output.split(RECORD)[1:]
-    boundary = _shallow_boundary(root)
-    for start in range(0, len(records), BLOB_BATCH):
-        batch = [
-            _commit(name or root, record, include or [], exclude or [], boundary)
-            for record in records[start : start + BLOB_BATCH]
-        ]
+    shas = commit_ids(root, max_commits, author) if only is None else only
+    boundary = shallow_boundary(root)
+    records = git_log.log_records(root, shas)
+    while batch := [
+        _commit(name or root, record, include or [], exclude or [], boundary) for record in islice(records, BLOB_BATCH)
+    ]:
         blobs = _read_blobs(root, [spec for commit in batch for spec in _private_specs(commit)])
         for commit in batch:
             if commit.metadata.pop("_filtered_out"):
@@ -132,6 +107,23 @@ def read_commits(
             message, diff = _without_private(commit, blobs)
             commit.text, commit.metadata["_message_chars"] = f"{message}\n\n{diff}" if diff else message, len(message)
             yield commit
+
+
+def commit_ids(root: Path, max_commits: int | None = None, author: str | None = None) -> list[str]:
+    """The ids of HEAD's history in `git log` order, the newest max_commits, by author when given: a
+    list without patches, so a stored commit's patch need not be read again. Raises ConnectorError if
+    git log fails (a bad --author pattern)."""
+    if not _has_commits(root):
+        return []  # no commits yet: nothing to remember
+    args = ["log", "--format=%H"]
+    if max_commits:
+        args.append(f"--max-count={max_commits}")
+    if author:
+        args.append(f"--author={author}")
+    result = _git(root, *args)
+    if result.returncode != 0:
+        raise log_failed(root, result.stderr, result.returncode, author)
+    return result.stdout.decode("ascii", "replace").split()
 
 
 def unreachable(root: Path, shas: list[str]) -> list[str]:
@@ -146,7 +138,25 @@ def unreachable(root: Path, shas: list[str]) -> list[str]:
     return [sha for sha in shas if sha not in reachable]
 
 
-def _shallow_boundary(root: Path) -> set[str]:
+def past_shallow_boundary(root: Path, shas: list[str]) -> list[str]:
+    """Those of the commits that a shallow clone (`git clone --depth`) does not hold: history past its
+    boundary is not known here, and cannot be told from history rewritten away. None in a full clone,
+    whose `rev-list --all` is the whole history."""
+    if not shas or not shallow_boundary(root):
+        return []
+    result = subprocess.run(
+        ["git", "-C", str(root), "cat-file", "--batch-check"],
+        input="\n".join(shas).encode("ascii") + b"\n",
+        capture_output=True,
+        check=False,
+    )
+    answers = result.stdout.decode("utf-8", "replace").splitlines()
+    if result.returncode != 0 or len(answers) != len(shas):
+        return list(shas)  # cannot tell: keep them all
+    return [sha for sha, answer in zip(shas, answers, strict=True) if answer.endswith(" missing")]
+
+
+def shallow_boundary(root: Path) -> set[str]:
     """The commits a shallow clone (`git clone --depth`) holds without their parents. git diffs such a
     commit against nothing, as if it added the whole tree: stored so, a search for any line of any file
     would cite it."""
@@ -271,7 +281,7 @@ def _without_private(commit: Document, blobs: dict[str, list[str] | None]) -> tu
     for old_path, new_path, piece in file_diffs(diff):
         if _needs_files(new_path, piece):
             old, new = (blobs.get(spec) for spec in _blob_specs(commit.metadata["sha"], old_path, new_path))
-            piece = _strip_hunks(piece, old, new)
+            piece = _strip_combined(piece, new) if piece.startswith("diff --cc ") else _strip_hunks(piece, old, new)
         pieces.append(piece)
     return message, "".join(pieces)
 
@@ -297,6 +307,29 @@ def _strip_hunks(piece: str, old: list[str] | None, new: list[str] | None) -> st
             out.append(line if not has_private(line) else marker + strip_private(line[1:]))
         old_line += marker != "+"
         new_line += marker != "-"
+    return strip_private("\n".join(out)) if has_private("\n".join(out)) else "\n".join(out)
+
+
+def _strip_combined(piece: str, merged: list[str] | None) -> str:
+    """A merge's combined diff (`@@@ -a -b +c @@@`, a column of +/- per parent) without private spans:
+    the lines the merge kept, rewritten from its stripped file; a parent's line it dropped is left
+    out, as that parent's file is not read (the resolution is what the merge wrote)."""
+    out, line_number, parents = [], 0, 0
+    for line in piece.split("\n"):
+        hunk = COMBINED_HUNK_START.match(line)
+        if hunk:
+            line_number, parents = int(hunk.group(2)), len(hunk.group(1)) - 1
+            out.append(hunk.group(0))
+            continue
+        marks = line[:parents]
+        if not parents or len(marks) < parents or marks.strip(" +-"):
+            out.append(line)  # headers before the first hunk, "\ No newline at end of file"
+            continue
+        if "-" in marks:
+            continue
+        kept = merged[line_number - 1] if merged is not None and 0 < line_number <= len(merged) else None
+        out.append(marks + (kept if kept is not None else strip_private(line[parents:])))
+        line_number += 1
     return strip_private("\n".join(out)) if has_private("\n".join(out)) else "\n".join(out)
 
 
