@@ -360,3 +360,29 @@ def test_vectors_of_the_offline_model_not_beside_the_database_name_it(memory, db
         assert "bge-small-en-v1.5 is not cached" in notice
     else:
         assert f"made by {OFFLINE_NAME}" in notice and "mem models install --offline" in notice
+
+
+@pytest.mark.parametrize("active", ["unavailable", "another"])
+def test_vectors_of_an_installed_model_not_selected_name_the_setting_that_selects_it(
+    memory, db_path, monkeypatch, active
+):
+    """multilingual-e5-small installed and embedded with, then CMRAG_EMBED_MODEL unset: the notice said
+    to install the offline model or to embed every chunk again, not how to use the vectors stored."""
+    from types import SimpleNamespace
+
+    from crossmodalrag.index import models
+    from crossmodalrag.index.models import ModelUnavailable
+
+    memory.conn.execute("UPDATE embedding_models SET name = 'multilingual-e5-small'")
+    monkeypatch.setattr(models, "installed_models", lambda settings: [SimpleNamespace(name="multilingual-e5-small")])
+    monkeypatch.setattr(semantic_module, "embeddings_installed", lambda: True)
+
+    def load(settings):
+        if active == "unavailable":
+            raise ModelUnavailable("embedding model BAAI/bge-small-en-v1.5 is not cached and the hub is unreachable")
+        return HashingEmbedder(name="fake/other-model")
+
+    monkeypatch.setattr(embed_module, "load_embedder", load)
+    notice = semantic_module.open_semantic(memory, Settings(db_path=db_path)).notice
+    assert "made by multilingual-e5-small" in notice and "set CMRAG_EMBED_MODEL=multilingual-e5-small" in notice
+    assert "reindex-embeddings" not in notice

@@ -124,17 +124,34 @@ def embeddings_installed() -> bool:
     return find_spec("fastembed") is not None and find_spec("numpy") is not None
 
 
-def _made_by(store: Store, settings: Settings) -> str | None:
-    """Why no model reads the stored vectors, when the offline model made them and is not beside this
-    database (a copy of it moved elsewhere): the default model's "not cached, hub unreachable" named a
-    model the memory never used."""
-    from crossmodalrag.index.models import OFFLINE_NAME
-
+def _vectors_model(store: Store) -> str | None:
+    """The name of the model that made the latest stored vectors."""
     row = store.conn.execute(
         "SELECT m.name FROM embedding_models m WHERE EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.model_id = m.id)"
         " ORDER BY m.id DESC LIMIT 1"
     ).fetchone()
-    if row is None or row[0] != OFFLINE_NAME:
+    return None if row is None else row[0]
+
+
+def _made_by(store: Store, settings: Settings, active: str | None = None) -> str | None:
+    """Why no model reads the stored vectors, when the model that made them is not the one in use:
+    the offline model not beside this database (a copy of it moved elsewhere), or another model
+    installed here but not selected (`multilingual-e5-small` installed and embedded with, then
+    CMRAG_EMBED_MODEL unset). The default model's "not cached, hub unreachable", or "run `mem
+    reindex-embeddings`" (every chunk embedded again), named a model the memory never used."""
+    from crossmodalrag.index.models import OFFLINE_NAME, installed_models
+
+    made_by = _vectors_model(store)
+    if made_by is None or made_by == active:
+        return None
+    if made_by != OFFLINE_NAME:
+        if any(model.name == made_by for model in installed_models(settings)):
+            return (
+                f"the stored vectors were made by {made_by}, installed in {settings.models_dir} but not selected"
+                f" (hint: set CMRAG_EMBED_MODEL={made_by} to use it)"
+            )
+        return None
+    if any(model.name == OFFLINE_NAME for model in installed_models(settings)):
         return None
     return (
         f"the stored vectors were made by {OFFLINE_NAME}, the offline model, which is not in"
@@ -168,6 +185,8 @@ def open_semantic(store: Store, settings: Settings) -> SemanticStatus:
     if status["embedded"] == 0:
         if status["chunks"] == 0:
             return SemanticStatus(None)
+        if status["other_model_vectors"] and (selectable := _made_by(store, settings, embedder.identity.name)):
+            return SemanticStatus(None, f"lexical retrieval only: {selectable}")
         why = "vectors were made by another model" if status["other_model_vectors"] else "no vectors yet"
         return SemanticStatus(
             None,
