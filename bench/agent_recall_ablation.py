@@ -62,7 +62,7 @@ JUDGED_SESSIONS = 8
 METRICS = ("turn_recall@10", "session_recall@5", "session_hit@5")
 
 
-def session_sum(hits, limit, head=None, sessions=None, second=0.2):
+def session_sum(hits, limit, head=None, sessions=None, cosine_floor=None, second=0.2):
     """Sessions ordered by best + second x second-best turn score; each shows its best turn first."""
     turns: dict = {}
     for hit in hits:

@@ -57,9 +57,9 @@ def traced(db: Path, question: str) -> tuple[dict, dict]:
         ]
         return fuse(lists)
 
-    def diversify_seen(hits, limit, head=None, sessions=None):
+    def diversify_seen(hits, limit, head=None, sessions=None, cosine_floor=None):
         seen["ranked"] = [(h.chunk_id, h.score) for h in hits]
-        return diversify(hits, limit, head, sessions)
+        return diversify(hits, limit, head, sessions, cosine_floor)
 
     with (
         mock.patch.object(recall, "fuse", fuse_seen),

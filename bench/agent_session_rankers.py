@@ -94,7 +94,7 @@ def with_session_ranking(score_sessions):
     """The head's sessions by RRF of the fused session order and SESSION_WEIGHT x `score_sessions`."""
     state: dict = {}
 
-    def diversify(hits, limit, head=None, sessions=None):
+    def diversify(hits, limit, head=None, sessions=None, cosine_floor=None):
         order = list(dict.fromkeys(h.source_id for h in hits))
         scores = score_sessions(state["retriever"], state["question"], order) if order else {}
         other = sorted((s for s in order if scores.get(s, 0.0) > 0), key=lambda s: -scores[s])
@@ -114,7 +114,7 @@ def with_content_mmr():
     """The session MMR's head, less MMR_PENALTY x a pick's best cosine to the turns already chosen."""
     state: dict = {}
 
-    def diversify(hits, limit, head=None, sessions=None):
+    def diversify(hits, limit, head=None, sessions=None, cosine_floor=None):
         vectors = state["retriever"].semantic.representative_vectors([h.chunk_id for h in hits])
         top = hits[0].score if hits else 1.0
         remaining, chosen, counts = list(hits), [], Counter()

@@ -99,6 +99,26 @@ def test_session_diversity_spreads_the_head_and_keeps_the_tail():
     assert [h.chunk_id for h in diversify_by_session(ranked, 3, head=0)] == [1, 2, 3]
 
 
+def test_session_diversity_never_promotes_a_turn_unrelated_to_the_question():
+    # The QA repro's shape: the logo session holds every good hit; other sessions' turns share no word
+    # with the question and are far from it in meaning, yet their fused RRF scores lie close by.
+    def turn(chunk, source, score, bm25, cosine):
+        return hit(chunk, source, score, {"bm25": bm25, "cosine": cosine})
+
+    ranked = [
+        turn(1, 1, 0.036, 18.7, 0.79),  # the question itself
+        turn(2, 1, 0.0355, 17.8, 0.48),  # the answer
+        turn(3, 1, 0.0347, 10.4, 0.53),
+        turn(4, 2, 0.0263, 0.0, 0.18),  # "[REDACTED_TEXT len=647 sha=...]"
+        turn(5, 3, 0.0255, 0.0, 0.17),
+        turn(6, 4, 0.025, 3.2, 0.13),  # "bd create --title=... Code Quality"
+        turn(7, 5, 0.024, 0.0, 0.45),  # no shared word, close in meaning: still spreads the head
+    ]
+    picked = [h.chunk_id for h in diversify_by_session(ranked, 5, cosine_floor=0.37)]
+    assert picked == [1, 7, 2, 3, 4]
+    assert [h.chunk_id for h in diversify_by_session(ranked, 7, cosine_floor=0.37)][5:] == [5, 6]  # fused order
+
+
 @pytest.fixture
 def memory(store, tmp_path):
     sessions = [

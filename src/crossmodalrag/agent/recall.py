@@ -103,9 +103,14 @@ def recall(retriever: "Retriever", question: str, strategy: str = "direct", answ
     if not answering:
         lifted = favour_stated_time(favour_named_speaker(retriever.store, fused, question), question)
     cosines = model_cosines(base, direct.embed_model) if direct.similarity is not None else None
-    ranked = with_neighbour_support(retriever.store, lifted, cosines.floor if cosines else None)
+    floor = cosines.floor if cosines else None
+    ranked = with_neighbour_support(retriever.store, lifted, floor)
     sessions = agent_sessions(retriever.store, ranked)
-    hits = ranked[: base.top_k] if answering else diversify_by_session(ranked, base.top_k, sessions=sessions)
+    hits = (
+        ranked[: base.top_k]
+        if answering
+        else diversify_by_session(ranked, base.top_k, sessions=sessions, cosine_floor=floor)
+    )
     if retriever.judge is not None:
         # It reorders the evidence found, never changes which: a session it pulled in from further
         # down pushed other turns out of the top 10 (bench/agent_recall_ablation.py --judge).
@@ -295,21 +300,33 @@ def agent_sessions(store: "Store", hits: list["Hit"]) -> dict[int, tuple[str, st
 
 
 def diversify_by_session(
-    hits: list["Hit"], limit: int, head: int | None = None, sessions: dict[int, Any] | None = None
+    hits: list["Hit"],
+    limit: int,
+    head: int | None = None,
+    sessions: dict[int, Any] | None = None,
+    cosine_floor: float | None = None,
 ) -> list["Hit"]:
     """Greedy MMR by session for the first `head` picks (default DIVERSE_HEAD): a session already
     chosen n times multiplies a hit's score by SESSION_DECAY**n; the rest follow in fused order, so
     the top of the list spans sessions and the tail still holds a session's further turns. A hit's
-    session is its source (a transcript's session), or `sessions[source_id]` where given."""
+    session is its source (a transcript's session), or `sessions[source_id]` where given.
+    A hit not about the question itself (`about_the_question`) is never lifted over one ranked above
+    it: it is picked only once it leads the rest. Fused RRF scores lie close together (0.026 vs
+    0.036), so once the best session's turns were decayed, turns of other sessions that share no word
+    with the question and are far from it in meaning ("[REDACTED_TEXT ...]", cosine 0.17) came
+    before the session's turn holding the answer."""
     head = DIVERSE_HEAD if head is None else head
     sessions = sessions or {}
+    best_bm25 = max((h.components.get("bm25", 0.0) for h in hits), default=0.0)
+    related = {h.chunk_id for h in hits if about_the_question(h, best_bm25, cosine_floor)}
     remaining, chosen, counts = list(hits), [], {}
 
     def session(hit: "Hit") -> Any:
         return sessions.get(hit.source_id, hit.source_id)
 
     while remaining and len(chosen) < min(limit, head):
-        best = max(remaining, key=lambda h: h.score * SESSION_DECAY ** counts.get(session(h), 0))
+        eligible = [h for i, h in enumerate(remaining) if i == 0 or h.chunk_id in related]
+        best = max(eligible, key=lambda h: h.score * SESSION_DECAY ** counts.get(session(h), 0))
         remaining.remove(best)
         chosen.append(best)
         counts[session(best)] = counts.get(session(best), 0) + 1
