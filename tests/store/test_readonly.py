@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+import crossmodalrag
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store import open_store
 from crossmodalrag.store.readonly import open_reader
+
+IGNORED = shutil.ignore_patterns("__pycache__")
 
 
 def test_a_database_another_process_holds_exclusively_is_locked_not_foreign(tmp_path):
@@ -85,9 +88,16 @@ def folder_the_user_may_not_write(tmp_path):
         os.chmod(db, 0o644)
         os.chmod(folder, 0o555)
 
+        # `nobody` may not reach this checkout either (CI clones into a private temp dir): a copy of
+        # the package beside the folder is imported instead.
+        copy = place / "package"
+        shutil.copytree(Path(crossmodalrag.__file__).parent, copy / "crossmodalrag", ignore=IGNORED)
+        for folder_path, _, _ in os.walk(copy):
+            os.chmod(folder_path, 0o755)
+
         def mem(*args: str) -> subprocess.CompletedProcess:
             user = "nobody" if os.geteuid() == 0 else None
-            env = {**os.environ, "HOME": str(home), "PYTHONPATH": os.pathsep.join(sys.path)}
+            env = {**os.environ, "HOME": str(home), "PYTHONPATH": os.pathsep.join([str(copy), *sys.path])}
             command = [sys.executable, "-m", "crossmodalrag", *args, "--db-path", str(db)]
             return subprocess.run(command, capture_output=True, text=True, env=env, user=user, cwd=home)
 
