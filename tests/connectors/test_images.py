@@ -60,6 +60,20 @@ def test_small_text_in_a_large_image_is_read_at_its_own_scale(tmp_path):
     ]
 
 
+def test_the_detector_neither_blows_up_a_small_image_nor_shrinks_a_tile(tmp_path):
+    import numpy as np
+
+    from crossmodalrag.connectors import images
+    from crossmodalrag.connectors.tiles import TILE
+
+    # rapidocr's default scaled a 320x80 strip to 2944x736 (ten times the work, the same words)
+    detector = images._rapidocr()._load_det_model().get_preprocess()
+    assert detector.resize(np.zeros((80, 320, 3), np.uint8)).shape[:2] == (64, 320)  # multiples of 32
+    assert all(abs(side - TILE) <= 16 for side in detector.resize(np.zeros((TILE, TILE, 3), np.uint8)).shape[:2])
+    strip = write_text_image(tmp_path / "strip.png", ["ticket ZX0042 parcel"], size=(480, 90))
+    assert read_image(strip).text == "ticket ZX0042 parcel"
+
+
 def test_a_broken_image_is_a_connector_error(tmp_path):
     path = tmp_path / "broken.png"
     path.write_bytes(b"\x89PNG\r\n\x1a\n not really")
