@@ -74,6 +74,31 @@ def test_the_detector_neither_blows_up_a_small_image_nor_shrinks_a_tile(tmp_path
     assert read_image(strip).text == "ticket ZX0042 parcel"
 
 
+def test_isolated_small_labels_in_a_large_blank_image_are_each_read(tmp_path):
+    from PIL import Image, ImageDraw, ImageFont
+
+    # 2000 px tiles lost lines like these: the detector saw nothing on a mostly blank tile that size
+    image = Image.new("RGB", (4200, 3000), "white")
+    draw, font = ImageDraw.Draw(image), ImageFont.load_default(size=22)
+    labels = {(1000, 1000): "Status: compiling nebulizer module", (3500, 2700): "Corner label zucchini"}
+    for spot, label in labels.items():
+        draw.text(spot, label, fill="black", font=font)
+    image.save(tmp_path / "screen.png")
+    assert read_image(tmp_path / "screen.png").text.splitlines() == list(labels.values())
+
+
+def test_blank_tiles_are_not_read():
+    import numpy as np
+
+    from crossmodalrag.connectors.tiles import TILE, tiled_lines
+
+    pixels = np.full((3 * TILE, 3 * TILE, 3), 255, np.uint8)
+    pixels[10:30, 10:200] = 0  # something in the first tile only
+    read = []
+    tiled_lines(pixels, lambda tile: read.append(tile.shape) or [])
+    assert len(read) == 1
+
+
 def test_a_broken_image_is_a_connector_error(tmp_path):
     path = tmp_path / "broken.png"
     path.write_bytes(b"\x89PNG\r\n\x1a\n not really")
