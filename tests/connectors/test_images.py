@@ -308,3 +308,11 @@ def test_heic_given_is_an_error_with_a_hint_and_in_a_folder_a_notice(store, tmp_
         f"2 HEIC photos (e.g. {photo}) are not read: HEIC is not supported (hint: convert to JPEG or PNG)"
     ]
     assert "HEIC is not supported" in ingest_images(store, [photo]).failures[0]
+
+
+def test_a_pdf_named_as_an_image_is_called_a_pdf_and_pointed_to_ingest_pdf(tmp_path):
+    path = tmp_path / "scan.png"
+    path.write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n")
+    with pytest.raises(ConnectorError, match="a PDF, not an image") as info:
+        read_image(path)
+    assert "mem ingest-pdf" in info.value.hint

@@ -137,6 +137,15 @@ def image_pixels(path: Path):
         return np.asarray(image.convert("RGB"))
 
 
+def _is_pdf(path: Path) -> bool:
+    """Whether the file starts as a PDF does (a PDF renamed .png is read as what it is)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(5) == b"%PDF-"
+    except OSError:
+        return False
+
+
 EXIF_IFD, DATE_TIME, DATE_TIME_ORIGINAL, OFFSET_TIME_ORIGINAL = 0x8769, 0x0132, 0x9003, 0x9011
 
 
@@ -220,6 +229,8 @@ def read_image(path: Path, engine: str = "rapidocr") -> Document:
             "shrink the image or cut it into parts",
         ) from exc
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+        if _is_pdf(path):
+            raise ConnectorError(f"{path}: a PDF, not an image", f"read it with mem ingest-pdf {path}") from exc
         raise ConnectorError(f"{path}: not a readable image ({exc})", "check or re-export the file") from exc
     try:
         lines = recognize(image_pixels(path), engine)
