@@ -316,3 +316,31 @@ def test_a_pdf_named_as_an_image_is_called_a_pdf_and_pointed_to_ingest_pdf(tmp_p
     with pytest.raises(ConnectorError, match="a PDF, not an image") as info:
         read_image(path)
     assert "mem ingest-pdf" in info.value.hint
+
+
+DEJAVU = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+@pytest.mark.skipif(not __import__("os").path.exists(DEJAVU), reason="needs a font with Cyrillic letters")
+def test_a_line_in_a_script_the_ocr_does_not_read_is_weak_evidence_with_a_notice(tmp_path):
+    from PIL import Image, ImageDraw, ImageFont
+
+    image = Image.new("RGB", (900, 120), "white")
+    ImageDraw.Draw(image).text(
+        (20, 40), "Счёт за электричество: 3450 рублей", fill="black", font=ImageFont.truetype(DEJAVU, 28)
+    )
+    image.save(tmp_path / "bill.png")
+    doc = read_image(tmp_path / "bill.png")
+    # the recogniser kept ": 3450" and was sure of it (0.90): the line's width says most is missing
+    assert "3450" in doc.text and doc.metadata["ocr_confidence"] < 0.5
+    assert "bill.png" in doc.metadata["notice"] and "1 line here looks read in part" in doc.metadata["notice"]
+
+
+def test_a_line_filling_its_box_is_whole_and_a_short_or_upright_box_is_not_judged():
+    from crossmodalrag.connectors.images import read_in_part
+
+    assert not read_in_part(("Quarterly invoice number INV-77213", 0.99, (0, 0, 34, 518)))
+    assert read_in_part((": 3450", 0.9, (0, 0, 46, 553)))
+    assert not read_in_part(("try:", 0.9, (0, 0, 34, 67)))  # too short to estimate
+    assert not read_in_part(("会议记录：星期二交付项目", 0.99, (0, 0, 40, 440)))  # square characters count double
+    assert not read_in_part(("Rotated scan", 0.99, (0, 0, 717, 39)))
