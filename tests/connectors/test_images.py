@@ -61,6 +61,45 @@ def test_small_text_in_a_large_image_is_read_at_its_own_scale(tmp_path):
     ]
 
 
+def test_the_detector_neither_blows_up_a_small_image_nor_shrinks_a_tile(tmp_path):
+    import numpy as np
+
+    from crossmodalrag.connectors import images
+    from crossmodalrag.connectors.tiles import TILE
+
+    # rapidocr's default scaled a 320x80 strip to 2944x736 (ten times the work, the same words)
+    detector = images._rapidocr()._load_det_model().get_preprocess()
+    assert detector.resize(np.zeros((80, 320, 3), np.uint8)).shape[:2] == (64, 320)  # multiples of 32
+    assert all(abs(side - TILE) <= 16 for side in detector.resize(np.zeros((TILE, TILE, 3), np.uint8)).shape[:2])
+    strip = write_text_image(tmp_path / "strip.png", ["ticket ZX0042 parcel"], size=(480, 90))
+    assert read_image(strip).text == "ticket ZX0042 parcel"
+
+
+def test_isolated_small_labels_in_a_large_blank_image_are_each_read(tmp_path):
+    from PIL import Image, ImageDraw, ImageFont
+
+    # 2000 px tiles lost lines like these: the detector saw nothing on a mostly blank tile that size
+    image = Image.new("RGB", (4200, 3000), "white")
+    draw, font = ImageDraw.Draw(image), ImageFont.load_default(size=22)
+    labels = {(1000, 1000): "Status: compiling nebulizer module", (3500, 2700): "Corner label zucchini"}
+    for spot, label in labels.items():
+        draw.text(spot, label, fill="black", font=font)
+    image.save(tmp_path / "screen.png")
+    assert read_image(tmp_path / "screen.png").text.splitlines() == list(labels.values())
+
+
+def test_blank_tiles_are_not_read():
+    import numpy as np
+
+    from crossmodalrag.connectors.tiles import TILE, tiled_lines
+
+    pixels = np.full((3 * TILE, 3 * TILE, 3), 255, np.uint8)
+    pixels[10:30, 10:200] = 0  # something in the first tile only
+    read = []
+    tiled_lines(pixels, lambda tile: read.append(tile.shape) or [])
+    assert len(read) == 1
+
+
 def test_a_broken_image_is_a_connector_error(tmp_path):
     path = tmp_path / "broken.png"
     path.write_bytes(b"\x89PNG\r\n\x1a\n not really")
@@ -313,3 +352,39 @@ def test_heic_given_is_an_error_with_a_hint_and_in_a_folder_a_notice(store, tmp_
         f"2 HEIC photos (e.g. {photo}) are not read: HEIC is not supported (hint: convert to JPEG or PNG)"
     ]
     assert "HEIC is not supported" in ingest_images(store, [photo]).failures[0]
+
+
+def test_a_pdf_named_as_an_image_is_called_a_pdf_and_pointed_to_ingest_pdf(tmp_path):
+    path = tmp_path / "scan.png"
+    path.write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n")
+    with pytest.raises(ConnectorError, match="a PDF, not an image") as info:
+        read_image(path)
+    assert "mem ingest-pdf" in info.value.hint
+
+
+DEJAVU = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+@pytest.mark.skipif(not __import__("os").path.exists(DEJAVU), reason="needs a font with Cyrillic letters")
+def test_a_line_in_a_script_the_ocr_does_not_read_is_weak_evidence_with_a_notice(tmp_path):
+    from PIL import Image, ImageDraw, ImageFont
+
+    image = Image.new("RGB", (900, 120), "white")
+    ImageDraw.Draw(image).text(
+        (20, 40), "Счёт за электричество: 3450 рублей", fill="black", font=ImageFont.truetype(DEJAVU, 28)
+    )
+    image.save(tmp_path / "bill.png")
+    doc = read_image(tmp_path / "bill.png")
+    # the recogniser kept ": 3450" and was sure of it (0.90): the line's width says most is missing
+    assert "3450" in doc.text and doc.metadata["ocr_confidence"] < 0.5
+    assert "bill.png" in doc.metadata["notice"] and "1 line here looks read in part" in doc.metadata["notice"]
+
+
+def test_a_line_filling_its_box_is_whole_and_a_short_or_upright_box_is_not_judged():
+    from crossmodalrag.connectors.images import read_in_part
+
+    assert not read_in_part(("Quarterly invoice number INV-77213", 0.99, (0, 0, 34, 518)))
+    assert read_in_part((": 3450", 0.9, (0, 0, 46, 553)))
+    assert not read_in_part(("try:", 0.9, (0, 0, 34, 67)))  # too short to estimate
+    assert not read_in_part(("会议记录：星期二交付项目", 0.99, (0, 0, 40, 440)))  # square characters count double
+    assert not read_in_part(("Rotated scan", 0.99, (0, 0, 717, 39)))

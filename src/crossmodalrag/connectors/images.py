@@ -23,6 +23,10 @@ from crossmodalrag.types import Document
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".svg")
 INSTALL_HINT = 'pip install -e ".[ocr]"'
 _ENGINE = None
+# rapidocr's detector by default scales an image until its SHORT side is 736 px: a 320x80 strip was
+# blown up to 2944x736 and cost 2 CPU-s instead of 0.2, reading the same words. "max" only ever
+# shrinks, and never a tile (TILE is its limit), so text is detected at the size it was drawn.
+DETECTOR_PARAMS = {"Det.limit_type": "max", "Det.limit_side_len": TILE}
 
 
 HEIC_SUFFIXES = (".heic", ".heif")  # an iPhone's photos: Pillow reads them only with pillow-heif
@@ -98,7 +102,7 @@ def _rapidocr():
         # It logs every model file at INFO and every blank image at WARNING; we report in one line.
         # A filter, not a level: RapidOCR() resets its logger's level to INFO while it starts.
         logging.getLogger("RapidOCR").addFilter(lambda record: record.levelno >= logging.ERROR)
-        _ENGINE = RapidOCR()
+        _ENGINE = RapidOCR(params=DETECTOR_PARAMS)
     return _ENGINE
 
 
@@ -131,6 +135,15 @@ def image_pixels(path: Path):
         if image.mode in ("RGBA", "LA", "PA", "P") or "transparency" in image.info:
             image = Image.alpha_composite(Image.new("RGBA", image.size, "white"), image.convert("RGBA"))
         return np.asarray(image.convert("RGB"))
+
+
+def _is_pdf(path: Path) -> bool:
+    """Whether the file starts as a PDF does (a PDF renamed .png is read as what it is)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(5) == b"%PDF-"
+    except OSError:
+        return False
 
 
 EXIF_IFD, DATE_TIME, DATE_TIME_ORIGINAL, OFFSET_TIME_ORIGINAL = 0x8769, 0x0132, 0x9003, 0x9011
@@ -184,13 +197,62 @@ def _tesseract_lines(source) -> list[Line]:
 def recognize(source, engine: str = "rapidocr") -> list[tuple[str, float, tuple[float, float]]]:
     """(text, confidence, (top, left)) per recognized line of an image file or pixel array,
     in reading order."""
+    return [(text, score, (box[0], box[1])) for text, score, box in recognized_lines(source, engine)]
+
+
+def recognized_lines(source, engine: str = "rapidocr") -> list[Line]:
+    """The recognized lines with their boxes, in reading order; with rapidocr, a line read in part
+    has its confidence cut."""
     lines = _tesseract_lines(source) if engine == "tesseract" else _rapidocr_lines(source)
     if not lines:
         return []
+    if engine != "tesseract":
+        lines = [_discounted(line) if read_in_part(line) else line for line in lines]
     # Rows first (lines whose tops are within ~half a line height share a row), then left to right.
     height = max(1.0, sum(box[2] for _, _, box in lines) / len(lines))
-    ordered = sorted(lines, key=lambda line: (round(line[2][0] / (height / 2)), line[2][1]))
-    return [(text, score, (box[0], box[1])) for text, score, box in ordered]
+    return sorted(lines, key=lambda line: (round(line[2][0] / (height / 2)), line[2][1]))
+
+
+# rapidocr's recogniser knows Chinese and Latin letters only: it skips what else it sees and is sure
+# of the rest ("Счёт за электричество: 3450 рублей" came out ": 3450" at 0.90). The detector boxes
+# the whole line, so the text's width against the box's tells: characters x box height / box width
+# was 1.8-2.5 for Latin lines read whole (code, invoices, accents, diagrams), 0.4 for that Russian
+# line, 1.2 for Greek and 1.4 for Vietnamese read without their hooked letters.
+FULL_DENSITY = 1.8  # at or above: read whole
+PARTIAL_DENSITY = 1.5  # below: a line read in part
+CHECKED_SHAPE = 6  # box width / height from which the estimate holds (the box's margins widen a short
+# label's: "Ship it" came out at 1.4)
+
+
+def _density(text: str, box) -> float:
+    """Characters per line height of the box's width (a Chinese character counts as two, being
+    square), or FULL_DENSITY for a box too short or upright to judge."""
+    _, left, tall, right = box
+    if tall <= 0 or right - left < CHECKED_SHAPE * tall:
+        return FULL_DENSITY
+    characters = sum(
+        2 if "\u2e80" <= char <= "\u9fff" or "\uac00" <= char <= "\ud7af" else 1 for char in text if not char.isspace()
+    )
+    return characters * tall / (right - left)
+
+
+def _discounted(line: Line) -> Line:
+    """Weak evidence: the confidence times the share of the box the text fills."""
+    text, score, box = line
+    return text, float(score * _density(text, box) / FULL_DENSITY), box
+
+
+def read_in_part(line: Line) -> bool:
+    text, _, box = line
+    return _density(text, box) < PARTIAL_DENSITY
+
+
+def partial_notice(path: Path, partial: int) -> str:
+    what = "1 line here looks" if partial == 1 else f"{partial} lines here look"
+    return (
+        f"{path}: the bundled OCR reads Latin and Chinese script; {what} read in part "
+        "(hint: see the README on OCR for other scripts)"
+    )
 
 
 def read_image(path: Path, engine: str = "rapidocr") -> Document:
@@ -217,12 +279,15 @@ def read_image(path: Path, engine: str = "rapidocr") -> Document:
             "shrink the image or cut it into parts",
         ) from exc
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+        if _is_pdf(path):
+            raise ConnectorError(f"{path}: a PDF, not an image", f"read it with mem ingest-pdf {path}") from exc
         raise ConnectorError(f"{path}: not a readable image ({exc})", "check or re-export the file") from exc
     try:
-        lines = recognize(image_pixels(path), engine)
+        lines = recognized_lines(image_pixels(path), engine)
     except Exception as exc:  # noqa: BLE001 - the OCR runtime raises assorted errors on odd images
         raise ConnectorError(f"{path}: OCR failed ({exc})", "re-export the image as PNG") from exc
     confidence = sum(score for _, score, _ in lines) / len(lines) if lines else None
+    partial = sum(read_in_part(line) for line in lines) if engine != "tesseract" else 0
     return Document(
         uri=str(path),
         source_type="image",
@@ -233,5 +298,11 @@ def read_image(path: Path, engine: str = "rapidocr") -> Document:
         timestamp=taken_at(path) or path.stat().st_mtime,
         locator=path.name,
         extractor=version,
-        metadata={"path": str(path), "ocr_engine": version, "ocr_confidence": confidence, "lines": len(lines)},
+        metadata={
+            "path": str(path),
+            "ocr_engine": version,
+            "ocr_confidence": confidence,
+            "lines": len(lines),
+            **({"notice": partial_notice(path, partial)} if partial else {}),
+        },
     )
