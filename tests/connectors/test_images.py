@@ -91,13 +91,27 @@ def test_isolated_small_labels_in_a_large_blank_image_are_each_read(tmp_path):
 def test_blank_tiles_are_not_read():
     import numpy as np
 
-    from crossmodalrag.connectors.tiles import TILE, tiled_lines
+    from crossmodalrag.connectors.tiles import SPARSE_TILE, TILE, tiled_lines
 
     pixels = np.full((3 * TILE, 3 * TILE, 3), 255, np.uint8)
     pixels[10:30, 10:200] = 0  # something in the first tile only
     read = []
-    tiled_lines(pixels, lambda tile: read.append(tile.shape) or [])
-    assert len(read) == 1
+    tiled_lines(pixels, lambda tile: read.append(tile.shape[:2]) or [])
+    # the first tile, then (nothing found there) the one smaller tile of it that is not blank
+    assert read == [(TILE, TILE), (SPARSE_TILE, SPARSE_TILE)]
+
+
+def test_a_tile_with_many_lines_is_not_read_again_in_smaller_tiles():
+    import numpy as np
+
+    from crossmodalrag.connectors.tiles import SPARSE_LINES, TILE, tiled_lines
+
+    pixels = np.zeros((TILE + 500, TILE, 3), np.uint8)
+    pixels[::2] = 255  # no blank tile
+    read = []
+    lines = [(f"line {n}", 0.9, (40.0 * n, 10.0, 20.0, 300.0)) for n in range(SPARSE_LINES)]
+    tiled_lines(pixels, lambda tile: read.append(tile.shape[:2]) or lines)
+    assert read == [(TILE, TILE), (TILE, TILE)]  # a dense page is read in the big tiles alone
 
 
 def test_a_broken_image_is_a_connector_error(tmp_path):

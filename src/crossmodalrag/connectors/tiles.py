@@ -1,11 +1,12 @@
 """A large image read in overlapping tiles, and the lines the tiles' edges cut put back together.
 
-rapidocr shrinks a larger image whole to 2000 pixels a side, and its small text past reading
-(a 5K screenshot's menus, a poster's captions): such an image is read in tiles of TILE pixels
-instead, at its own scale. Not 2000: its detector found no 22 px line alone on a blank 2000x2000
-tile (anywhere on it) that it read on a 1000 px one; a blank tile is not read at all. A line
-crossing a tile's edge comes out of each tile as a fragment; a line crossing both edges of the
-overlap is whole in no tile, so the fragments of one row are joined by their boxes.
+rapidocr shrinks a larger image whole to about TILE pixels a side, and its small text past reading
+(a 5K screenshot's menus, a poster's captions): such an image is read in tiles of this size instead,
+at its own scale. A tile where the detector found little is read again in smaller tiles: on a blank
+2000x2000 tile it found no lone 22 px label (anywhere on it) that it read on a 1000 px one, while
+dense tiles (a scanned page, a slide) read as well or better whole, and cheaper. A blank tile is
+not read at all. A line crossing a tile's edge comes out of each tile as a fragment; a line crossing
+both edges of the overlap is whole in no tile, so the fragments of one row are joined by their boxes.
 """
 
 from __future__ import annotations
@@ -14,24 +15,42 @@ from typing import Callable
 
 Line = tuple[str, float, tuple[float, float, float, float]]  # text, confidence, (top, left, height, right)
 Word = tuple[str, float, float]  # text, left, right (estimated from the line's box)
-TILE = 1000
+TILE = 2000
+OVERLAP = 200  # the same words seen by both neighbours: where their fragments are lined up
+# A tile that gave fewer lines than this is read again in SPARSE_TILE tiles, kept if they find more.
+# Their overlap is wider: a 90 px title's word is 350 px wide, and at 200 on 1000 px tiles none was
+# whole in both ("Pelican" came out "Pelic elican").
+SPARSE_LINES = 6
+SPARSE_TILE, SPARSE_OVERLAP = 1000, 400
 BLANK_SPREAD = 16  # grey levels: text is drawn in more contrast than that
-OVERLAP = 400  # the same words seen by both neighbours: where their fragments are lined up (a 90 px
-# title's word is 350 px wide: at 200 none was whole in both tiles, and "Pelican" came out "Pelic elican")
 
 
 def tiled_lines(pixels, read_tile: Callable[[object], list[Line]]) -> list[Line]:
     """The lines of a pixel array read tile by tile, each line whole and once."""
+    return joined_fragments(_tiles_read(pixels, read_tile, TILE, OVERLAP))
+
+
+def _tiles_read(pixels, read_tile: Callable[[object], list[Line]], size: int, overlap: int) -> list[Line]:
+    """The fragments of every tile of `size`, in the array's coordinates."""
     fragments: list[Line] = []
     height, width = pixels.shape[:2]
-    for top in tile_starts(height):
-        for left in tile_starts(width):
-            tile = pixels[top : top + TILE, left : left + TILE]
-            if is_blank(tile):
-                continue
-            for text, score, (y, x, tall, right) in read_tile(tile):
+    for top in tile_starts(height, size, overlap):
+        for left in tile_starts(width, size, overlap):
+            tile = pixels[top : top + size, left : left + size]
+            for text, score, (y, x, tall, right) in _tile_lines(tile, read_tile, size):
                 fragments.append((text, score, (y + top, x + left, tall, right + left)))
-    return joined_fragments(fragments)
+    return fragments
+
+
+def _tile_lines(tile, read_tile: Callable[[object], list[Line]], size: int) -> list[Line]:
+    """One tile's lines; a sparse one's from smaller tiles when they find more."""
+    if is_blank(tile):
+        return []
+    lines = read_tile(tile)
+    if len(lines) >= SPARSE_LINES or size <= SPARSE_TILE or max(tile.shape[:2]) <= SPARSE_TILE:
+        return lines
+    closer = _tiles_read(tile, read_tile, SPARSE_TILE, SPARSE_OVERLAP)
+    return closer if len(joined_fragments(list(closer))) > len(lines) else lines
 
 
 def is_blank(tile) -> bool:
@@ -39,9 +58,9 @@ def is_blank(tile) -> bool:
     return int(tile.max()) - int(tile.min()) < BLANK_SPREAD
 
 
-def tile_starts(size: int) -> list[int]:
-    starts = list(range(0, max(size - TILE, 0) + 1, TILE - OVERLAP))
-    return starts if starts[-1] + TILE >= size else [*starts, size - TILE]
+def tile_starts(size: int, tile: int = TILE, overlap: int = OVERLAP) -> list[int]:
+    starts = list(range(0, max(size - tile, 0) + 1, tile - overlap))
+    return starts if starts[-1] + tile >= size else [*starts, size - tile]
 
 
 def joined_fragments(fragments: list[Line]) -> list[Line]:
