@@ -307,3 +307,19 @@ def test_half_width_katakana_and_full_width_katakana_find_each_other(widths, que
 def test_a_full_width_phrase_finds_the_note_as_typed(widths):
     result = search(widths, "データベースを ＰｏｓｔｇｒｅＳＱＬ", SearchOptions(match="phrase"))
     assert uris(result) == ["ja-wide"]
+
+
+@pytest.mark.parametrize(
+    ("written", "typed"),
+    [
+        ("ذَهَبَ الطَّالِبُ إِلَى الْمَدْرَسَةِ مُبَكِّرًا.", "المدرسة"),  # vocalised Arabic typed without harakat
+        ("ذهب الطالب إلى المدرسة مبكرا.", "الْمَدْرَسَةِ"),  # and written without them
+        ("הפגישה עם דָּנִי נדחתה ליום רביעי.", "דני"),  # Hebrew with niqqud typed without
+        ("הפגישה עם דני נדחתה ליום רביעי.", "דָּנִי"),
+    ],
+)
+def test_arabic_and_hebrew_find_the_note_typed_with_or_without_marks(store, written, typed):
+    # FTS5 and Python's \w both split a word at each haraka or niqqud mark: only its folded form is whole.
+    add_docs(store, note("marked", f"# Notes\n{written}"), note("other", "# Notes\nThe meeting was in Paris."))
+    result = search(store, typed, SearchOptions())
+    assert uris(result) == ["marked"] and not is_weak(result, SearchOptions())

@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 
 from crossmodalrag.index.scripts import (
     CJK_RUN,
+    MARKED_WORD,
     compatibility_forms,
     exact_token,
     exact_tokens,
@@ -33,6 +34,7 @@ from crossmodalrag.index.scripts import (
     is_cjk,
     lone_characters,
     segment_cjk,
+    split_by_marks,
     syllable_pairs,
     vietnamese_pairs,
 )
@@ -55,8 +57,8 @@ GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")
 # 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems; 4: folded
 # Greek, Cyrillic, Hebrew and Arabic words; 5: a CJK run's last character alone, Russian stems, NFKC
-# forms of full-width and half-width words
-FTS_VERSION = 5
+# forms of full-width and half-width words; 6: vocalised Arabic and Hebrew words folded whole
+FTS_VERSION = 6
 
 
 def _word_at(text: str, index: int) -> str:
@@ -218,8 +220,11 @@ class QueryTerm:
 
 def _candidates(token: str) -> list[str]:
     """The lowercase searchable spellings of one query token (identifier parts too)."""
-    # Lowercasing can add a non-word character: "İ" becomes "i" plus a combining dot.
-    lowered = "".join(WORD.findall(token.lower()))
+    # Lowercasing can add a combining mark no note's token has: "İ" becomes "i" plus a dot above.
+    lowered = "".join(MARKED_WORD.findall(token.lower().replace("i\u0307", "i")))
+    if split_by_marks(lowered):
+        # FTS5 splits a vocalised Arabic or Hebrew word at each mark: the index holds it whole folded.
+        lowered = folded_form(lowered) or lowered
     candidates = [lowered.replace("_", "")] if "_" in lowered else [lowered]
     if LOWER_UPPER.search(token):
         candidates += [part.lower() for part in CAMEL_PARTS.findall(token)]
@@ -245,7 +250,8 @@ def query_terms(query: str) -> list[QueryTerm]:
     German words also as prefixes."""
     query = compatible_query(query)
     # One-character Han words (猫 of 猫在哪里) join the run's bigrams, matched as prefixes (below).
-    tokens = WORD.findall(segment_cjk(query)) + lone_characters(query)
+    # Words with their marks: WORD alone would cut दिल्ली or a vocalised الطَّالِبُ into letters.
+    tokens = MARKED_WORD.findall(segment_cjk(query)) + lone_characters(query)
     language = guess_language([t.lower() for t in tokens])
     stopwords = BY_LANGUAGE[language]
     compounding = language == "de" or bool(GERMAN_LETTERS.search(query))
