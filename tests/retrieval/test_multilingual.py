@@ -323,3 +323,17 @@ def test_arabic_and_hebrew_find_the_note_typed_with_or_without_marks(store, writ
     add_docs(store, note("marked", f"# Notes\n{written}"), note("other", "# Notes\nThe meeting was in Paris."))
     result = search(store, typed, SearchOptions())
     assert uris(result) == ["marked"] and not is_weak(result, SearchOptions())
+
+
+@pytest.mark.parametrize(
+    ("written", "typed"),
+    [
+        ("Die Wohnung liegt an der Bahnhofstraße 12.", "Bahnhofstrasse"),  # Swiss German always writes ss
+        ("Die Straßenbahn fährt alle sieben Minuten.", "Strassenbahn"),
+        ("Die Strassenbahn fährt alle sieben Minuten.", "Straßenbahn"),  # and the other way round
+    ],
+)
+def test_sharp_s_and_ss_find_each_other(store, written, typed):
+    add_docs(store, note("de", f"# Umzug\n{written}"), note("other", "# Notes\nThe meeting was in Paris."))
+    result = search(store, typed, SearchOptions())
+    assert uris(result) == ["de"] and not is_weak(result, SearchOptions())

@@ -57,7 +57,7 @@ GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")
 # 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems; 4: folded
 # Greek, Cyrillic, Hebrew and Arabic words; 5: a CJK run's last character alone, Russian stems, NFKC
-# forms of full-width and half-width words; 6: vocalised Arabic and Hebrew words folded whole
+# forms of full-width and half-width words; 6: vocalised Arabic and Hebrew words folded whole, ß as ss
 FTS_VERSION = 6
 
 

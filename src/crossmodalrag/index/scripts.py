@@ -24,6 +24,10 @@ matching its words as typed until it is re-tokenized. Harakat and niqqud are mar
 composed into a letter, and FTS5 splits a word at each: a vocalised Arabic or Hebrew word is whole in
 the index only folded, so a query word typed with them is read folded (MARKED_WORD keeps a word whole).
 
+unicode61 keeps ß as it is, and Swiss German always writes ss: `Strassenbahn` did not find `Straßenbahn`.
+A word with ß is therefore also indexed with ss, and a query word with ß asks for its ss form too, as
+folded forms are (a German question already met the ss form through its Snowball stem, a lone word not).
+
 A Vietnamese word is often several syllables, each written apart (quy trình, bàn giao), so a query's
 syllables match everywhere one by one. Vietnamese text is therefore also indexed as "syllable pair"
 tokens, one per two adjacent syllables (folded, đ as d), and a Vietnamese query asks for its own
@@ -160,13 +164,18 @@ def fold(word: str) -> str:
 # Greek (with its extended block), Cyrillic, Hebrew, Arabic.
 MARKED_SCRIPT = re.compile("[\u0370-\u03ff\u1f00-\u1fff\u0400-\u04ff\u0590-\u05ff\u0600-\u06ff]")
 KEPT_MARKS = frozenset("\u0306")  # the breve: й and ў are letters, not и and у with a mark
+FOLDABLE = re.compile(f"{MARKED_SCRIPT.pattern}|[ßẞ]")  # what folded_form may change
 
 
 def folded_form(word: str) -> str | None:
     """The lowercased word without its marks when it is written in a script unicode61 does not fold
-    and has any (None otherwise)."""
+    and has any, or with ß as ss (None otherwise)."""
     lowered = unicodedata.normalize("NFC", word.lower())
-    if lowered.isascii() or not MARKED_SCRIPT.search(lowered):
+    if lowered.isascii():
+        return None
+    if "ß" in lowered:  # Swiss German always writes ss (Strasse): either spelling finds the other
+        return lowered.replace("ß", "ss")
+    if not MARKED_SCRIPT.search(lowered):
         return None
     kept = (c for c in unicodedata.normalize("NFD", lowered) if not unicodedata.combining(c) or c in KEPT_MARKS)
     folded = unicodedata.normalize("NFC", "".join(kept))
@@ -174,9 +183,10 @@ def folded_form(word: str) -> str | None:
 
 
 def folded_forms(text: str) -> list[str]:
-    """The folded forms of a text's marked Greek, Cyrillic, Hebrew and Arabic words, each once.
+    """The folded forms of a text's marked Greek, Cyrillic, Hebrew and Arabic words and its words
+    with ß, each once.
     Words are read with their marks: \\w alone splits a vocalised Arabic or Hebrew word at each mark."""
-    if text.isascii() or not MARKED_SCRIPT.search(text):
+    if text.isascii() or not FOLDABLE.search(text):
         return []
     found = (folded_form(word) for word in MARKED_WORD.findall(unicodedata.normalize("NFC", text)))
     return list(dict.fromkeys(form for form in found if form))
