@@ -337,3 +337,39 @@ def test_sharp_s_and_ss_find_each_other(store, written, typed):
     add_docs(store, note("de", f"# Umzug\n{written}"), note("other", "# Notes\nThe meeting was in Paris."))
     result = search(store, typed, SearchOptions())
     assert uris(result) == ["de"] and not is_weak(result, SearchOptions())
+
+
+@pytest.fixture
+def thai_and_hindi(store):
+    add_docs(
+        store,
+        note(
+            "th",
+            "# แผนการเดินทาง\nเราจะไปเชียงใหม่ในเดือนธันวาคม จองโรงแรมใกล้ประตูท่าแพแล้ว อยากไปดอยสุเทพและตลาดวโรรส",
+        ),
+        note("hi", "# बैठक के नोट्स\nअगले सप्ताह दिल्ली में परियोजना की समीक्षा होगी। राहुल बजट की रिपोर्ट तैयार करेगा।"),
+        note("hi-lentils", "# खाना\nदाल"),
+        note("hi-heart", "# कविता\nआज मेरा दिल बहुत खुश है और मैं गाना गा रहा हूँ।"),
+        note("en", "# Trip\nWe booked a hotel near the old town gate."),
+    )
+    return store
+
+
+@pytest.mark.parametrize("query", ["ดอยสุเทพ", "โรงแรม", "ตลาดวโรรส", "เชียงใหม่"])
+def test_a_thai_word_inside_a_sentence_is_found(thai_and_hindi, query):
+    # Thai has no spaces and FTS5 splits at its vowel signs and tone marks: runs are letter bigrams.
+    result = search(thai_and_hindi, query, SearchOptions())
+    assert uris(result) == ["th"] and result.coverage == 1.0
+    assert uris(search(thai_and_hindi, query, SearchOptions(match="phrase"))) == ["th"]
+
+
+@pytest.mark.parametrize("query", ["दिल्ली", "राहुल", "बजट की रिपोर्ट"])
+def test_a_hindi_word_inside_a_sentence_is_found(thai_and_hindi, query):
+    # FTS5 splits a Devanagari word at each vowel sign and virama (दिल्ली → द ल ल); \w did too.
+    result = search(thai_and_hindi, query, SearchOptions())
+    assert uris(result)[0] == "hi" and not is_weak(result, SearchOptions())
+
+
+def test_a_hindi_word_ranks_the_note_with_its_own_vowels_first(thai_and_hindi):
+    # दिल "heart" and दाल "lentils" are both द ल to FTS5: only the whole-word token tells them apart.
+    assert uris(search(thai_and_hindi, "दिल", SearchOptions()))[0] == "hi-heart"

@@ -37,6 +37,8 @@ from crossmodalrag.index.scripts import (
     split_by_marks,
     syllable_pairs,
     vietnamese_pairs,
+    whole_word_token,
+    whole_word_tokens,
 )
 from crossmodalrag.index.stems import stem_token, stem_tokens
 from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, ENGLISH, guess_language
@@ -57,7 +59,8 @@ GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")
 # 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems; 4: folded
 # Greek, Cyrillic, Hebrew and Arabic words; 5: a CJK run's last character alone, Russian stems, NFKC
-# forms of full-width and half-width words; 6: vocalised Arabic and Hebrew words folded whole, ß as ss
+# forms of full-width and half-width words; 6: vocalised Arabic and Hebrew words folded whole, ß as ss,
+# Thai and Lao as bigrams, Indic words with marks also whole
 FTS_VERSION = 6
 
 
@@ -102,6 +105,7 @@ def index_body(text: str) -> str:
         + stem_tokens(text)
         + folded_forms(text)
         + compatibility_forms(text)
+        + whole_word_tokens(text)
     )
     body = segment_cjk(text, last_alone=True)
     return f"{body}\n{' '.join(extra)}" if extra else body
@@ -110,7 +114,7 @@ def index_body(text: str) -> str:
 def index_title(title: str) -> str:
     """The text FTS5 indexes for a chunk's title: CJK as bigrams, marked words also folded,
     full-width and half-width words also in NFKC."""
-    extra = folded_forms(title) + compatibility_forms(title)
+    extra = folded_forms(title) + compatibility_forms(title) + whole_word_tokens(title)
     return segment_cjk(title, last_alone=True) + (f"\n{' '.join(extra)}" if extra else "")
 
 
@@ -264,7 +268,9 @@ def query_terms(query: str) -> list[QueryTerm]:
             # A lone CJK character (a one-character run) is found inside the bigrams that start with it.
             prefix = len(word) == 1 if cjk else compounding and word.isalpha() and len(word) >= PREFIX_MIN_LETTERS
             # Exact forms exist only in Vietnamese notes, stems only in Spanish, German and Cyrillic ones.
-            exact, stem = (None, None) if cjk else (exact_token(word), stem_token(word, language))
+            # An Indic word is whole in the index only as its whole-word token (index/scripts.py).
+            exact = None if cjk else exact_token(word) or whole_word_token(word)
+            stem = None if cjk else stem_token(word, language)
             terms[word] = QueryTerm(word, prefix, exact, stem, None if cjk else folded_form(word))
         if len(terms) >= MAX_QUERY_TERMS:
             break

@@ -28,6 +28,14 @@ unicode61 keeps ß as it is, and Swiss German always writes ss: `Strassenbahn` d
 A word with ß is therefore also indexed with ss, and a query word with ß asks for its ss form too, as
 folded forms are (a German question already met the ss form through its Snowball stem, a lone word not).
 
+Thai (and Lao) have no spaces either, and unicode61 splits at their vowel signs and tone marks above and
+below a letter: `ดอยสุเทพ` inside a sentence was found by no query. Their runs are therefore read as
+bigrams of their letters, the marks dropped, at index and query time alike (segment_spaceless). The
+Indic scripts have spaces, but unicode61 splits a word at each vowel sign and virama (दिल्ली → द ल ल),
+where दिल "heart" and दाल "lentils" are both द ल: a query word is kept whole with its marks (its
+fragments still match as a phrase), and such a word is also indexed whole as an unfoldable token,
+which a query word asks for too, so the note with the word's own vowels ranks first.
+
 A Vietnamese word is often several syllables, each written apart (quy trình, bàn giao), so a query's
 syllables match everywhere one by one. Vietnamese text is therefore also indexed as "syllable pair"
 tokens, one per two adjacent syllables (folded, đ as d), and a Vietnamese query asks for its own
@@ -59,12 +67,13 @@ HAN_CHAR = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003
 WORD = re.compile(r"\w+")
 
 
-def _mark_ranges(blocks: tuple[tuple[int, int], ...]) -> str:
-    """A regex class body of the combining marks (Mn, Mc, Me) in these blocks, as ranges."""
+def _class_of(blocks: tuple[tuple[int, int], ...], categories: tuple[str, ...] = ("M",)) -> str:
+    """A regex class body of the characters in these blocks whose Unicode category starts with one of
+    `categories` (combining marks: Mn, Mc, Me), as ranges."""
     ranges: list[list[int]] = []
     for first, last in blocks:
         for code in range(first, last + 1):
-            if not unicodedata.category(chr(code)).startswith("M"):
+            if not unicodedata.category(chr(code)).startswith(categories):
                 continue
             if ranges and ranges[-1][1] == code - 1:
                 ranges[-1][1] = code
@@ -77,10 +86,19 @@ def _mark_ranges(blocks: tuple[tuple[int, int], ...]) -> str:
 # Hebrew presentation forms, variation selectors): harakat, niqqud, Indic vowel signs and viramas,
 # Thai vowels and tone marks. Python's \w does not match them, so WORD splits `الطَّالِبُ` at every mark.
 # Read from unicodedata over these blocks only: the whole plane costs 50 ms at every start.
-MARKS = _mark_ranges(((0x0300, 0x1DFF), (0x20D0, 0x20FF), (0xA670, 0xABFF), (0xFB1E, 0xFB1E), (0xFE00, 0xFE2F)))
+MARKS = _class_of(((0x0300, 0x1DFF), (0x20D0, 0x20FF), (0xA670, 0xABFF), (0xFB1E, 0xFB1E), (0xFE00, 0xFE2F)))
 # A word with its combining marks, as a reader sees it (الطَّالِبُ, दिल्ली, דָּנִי); a stray mark before any
 # letter is no word.
 MARKED_WORD = re.compile(f"\\w[\\w{MARKS}]*")
+# Thai and Lao: no spaces between words, and FTS5 splits a word at each vowel sign and tone mark
+# written above or below a letter. Their letters' runs are read as bigrams, like CJK, the marks dropped.
+SPACELESS_BLOCK = ((0x0E00, 0x0EFF),)
+SPACELESS_RUN = re.compile(f"[{_class_of(SPACELESS_BLOCK, ('Lo', 'Lm'))}]+")
+SPACELESS_MARK = re.compile(f"[{_class_of(SPACELESS_BLOCK)}]")
+# The Indic scripts (Devanagari to Sinhala): spaces between words, and FTS5 splits a word at each
+# vowel sign and virama, which tell words apart (कम "less", काम "work"): such a word is also
+# indexed whole, as an unfoldable token.
+INDIC_CHAR = re.compile("[\u0900-\u0dff]")
 SENTENCE_END = re.compile(r"[.!?;:\n]")
 VIETNAMESE_LETTER = re.compile("[\u1ea0-\u1ef9ăđơưĂĐƠƯ]")
 # Letters that no Porter rule rewrites (no vowels, no s, l or y) and that unicode61 keeps as they are.
@@ -105,13 +123,26 @@ def _spaced_bigrams_and_last(match: re.Match) -> str:
 
 
 def segment_cjk(text: str, last_alone: bool = False) -> str:
-    """The text with every CJK run replaced by its space-separated bigrams (other text unchanged).
+    """The text with every CJK run replaced by its space-separated bigrams (Thai and Lao runs too:
+    segment_spaceless; other text unchanged).
     With `last_alone` (what is indexed), a run's last character is also a token of its own: every
     other character starts a bigram, so a one-character word searched as a prefix (猫*) finds it
     anywhere, also at the end of a run (看了猫). Not in queries, where it would break phrases."""
-    if text.isascii() or not CJK_CHAR.search(text):
+    if text.isascii():
+        return text
+    text = segment_spaceless(text)
+    if not CJK_CHAR.search(text):
         return text
     return CJK_RUN.sub(_spaced_bigrams_and_last if last_alone else _spaced_bigrams, text)
+
+
+def segment_spaceless(text: str) -> str:
+    """The text with every Thai or Lao run replaced by the space-separated bigrams of its letters,
+    without the vowel signs and tone marks that FTS5 would split it at (ดอยสุเทพ → ดอ อย ยส สเ เท ทพ).
+    No lone last letter, as CJK has: a one-letter word is rare, and dropped from queries."""
+    if not SPACELESS_RUN.search(text):
+        return text
+    return SPACELESS_RUN.sub(_spaced_bigrams, SPACELESS_MARK.sub("", text))
 
 
 def lone_characters(text: str) -> list[str]:
@@ -203,8 +234,30 @@ def exact_token(word: str) -> str | None:
     lowered = unicodedata.normalize("NFC", word.lower())
     if lowered.isascii() or CJK_CHAR.search(lowered) or fold(lowered) == lowered:
         return None
-    letters = [EXACT_ALPHABET[b >> 4] + EXACT_ALPHABET[b & 15] for b in lowered.encode("utf-8")]
+    return _unfoldable(lowered)
+
+
+def _unfoldable(word: str) -> str:
+    """The word's UTF-8 bytes written in letters FTS5 neither folds, stems nor splits."""
+    letters = [EXACT_ALPHABET[b >> 4] + EXACT_ALPHABET[b & 15] for b in word.encode("utf-8")]
     return EXACT_MARK + "".join(letters)
+
+
+def whole_word_token(word: str) -> str | None:
+    """The unfoldable token of an Indic word with a vowel sign or virama, which FTS5 splits at each
+    (दिल्ली → द ल ल); None for any other word. The same token as exact_token where both give one."""
+    lowered = unicodedata.normalize("NFC", word.lower())
+    if lowered.isascii() or not INDIC_CHAR.search(lowered):
+        return None
+    return _unfoldable(lowered) if any(unicodedata.category(c).startswith("M") for c in lowered) else None
+
+
+def whole_word_tokens(text: str) -> list[str]:
+    """The whole-word tokens of a text's Indic words with marks, each once, in order."""
+    if text.isascii() or not INDIC_CHAR.search(text):
+        return []
+    found = (whole_word_token(word) for word in MARKED_WORD.findall(text))
+    return list(dict.fromkeys(token for token in found if token))
 
 
 def has_vietnamese(text: str) -> bool:

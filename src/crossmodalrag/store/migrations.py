@@ -341,8 +341,8 @@ MIGRATIONS: list[tuple] = [
         14,
         """
         -- FTS_VERSION 6: vocalised Arabic and Hebrew words are also indexed folded whole (FTS5 splits them
-        -- at each mark), German words with ß also with ss (index/scripts.py); chunks_fts is rebuilt from
-        -- the stored chunks.
+        -- at each mark), German words with ß also with ss, Thai and Lao runs as letter bigrams, Indic
+        -- words with vowel signs also whole (index/scripts.py); chunks_fts is rebuilt from the stored chunks.
         """,
         retokenize,
     ),

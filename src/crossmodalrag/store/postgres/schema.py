@@ -386,8 +386,8 @@ CREATE INDEX chunks_source_said_at ON chunks(source_id, said_at);
 # owner: the migrating role owns the tables (or is a superuser), so NO FORCE lets it read and write
 # every owner's rows, as in version 6. TRUNCATE, not DELETE: no dead copy of the whole index left for
 # VACUUM, and the migration holds these tables' locks anyway (ALTER TABLE). Version 11 does it again
-# for FTS_VERSION 6 (SQLite's 14: vocalised Arabic and Hebrew, ß as ss); a memory that has both pending
-# does it once.
+# for FTS_VERSION 6 (SQLite's 14: vocalised Arabic and Hebrew, ß as ss, Thai bigrams, whole Indic words);
+# a memory that has both pending does it once.
 RETOKENIZE = """
 ALTER TABLE sources NO FORCE ROW LEVEL SECURITY;
 ALTER TABLE chunks NO FORCE ROW LEVEL SECURITY;
