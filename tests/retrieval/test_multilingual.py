@@ -373,3 +373,17 @@ def test_a_hindi_word_inside_a_sentence_is_found(thai_and_hindi, query):
 def test_a_hindi_word_ranks_the_note_with_its_own_vowels_first(thai_and_hindi):
     # दिल "heart" and दाल "lentils" are both द ल to FTS5: only the whole-word token tells them apart.
     assert uris(search(thai_and_hindi, "दिल", SearchOptions()))[0] == "hi-heart"
+
+
+def test_a_lone_long_word_no_note_holds_matches_as_a_prefix(store):
+    add_docs(
+        store,
+        note("de", "# Umzug\nDie Heizungsanlage ist neu."),
+        note("en", "# Storage\nThe database runs nightly backups."),
+        note("en-other", "# Pool\nThe databaseconnection pool is full."),
+    )
+    # A bare German noun has no function words to say German; the note has it inside a compound.
+    result = search(store, "Heizung", SearchOptions())
+    assert uris(result) == ["de"] and not is_weak(result, SearchOptions())
+    # A word some note holds as it is matches exactly, as before: no identifier variants pulled in.
+    assert uris(search(store, "database", SearchOptions())) == ["en"]

@@ -277,6 +277,24 @@ def query_terms(query: str) -> list[QueryTerm]:
     return list(terms.values())[:MAX_QUERY_TERMS]
 
 
+def unmatched_word_as_prefix(conn: sqlite3.Connection, terms: list[QueryTerm]) -> list[QueryTerm]:
+    """The terms, where a query of one long word that no chunk holds as it is (nor its stem or folded
+    form) also matches that word as a prefix: a bare German noun (`Heizung`) has no function words
+    to say German, and the note may hold it only inside a compound (Heizungsanlage). A word that
+    some chunk holds keeps matching exactly, so an English identifier query finds what it did."""
+    if len(terms) != 1 or terms[0].prefix or not _may_be_prefix(terms[0].word):
+        return terms
+    term = terms[0]
+    tokens = sorted(set().union(*analyze(conn, [term.word, *term.alternatives])))
+    if not tokens or any(document_frequencies(conn, tokens)[1].values()):
+        return terms
+    return [QueryTerm(term.word, True, term.exact, term.stem, term.folded)]
+
+
+def _may_be_prefix(word: str) -> bool:
+    return word.isalpha() and len(word) >= PREFIX_MIN_LETTERS and not is_cjk(word)
+
+
 def query_pairs(query: str) -> list[str]:
     """The syllable pair tokens (index/scripts.py) of a query that looks Vietnamese or has no
     function words to tell (`quy trinh ban giao` typed without accents), distinct."""
