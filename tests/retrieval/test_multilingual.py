@@ -307,3 +307,83 @@ def test_half_width_katakana_and_full_width_katakana_find_each_other(widths, que
 def test_a_full_width_phrase_finds_the_note_as_typed(widths):
     result = search(widths, "データベースを ＰｏｓｔｇｒｅＳＱＬ", SearchOptions(match="phrase"))
     assert uris(result) == ["ja-wide"]
+
+
+@pytest.mark.parametrize(
+    ("written", "typed"),
+    [
+        ("ذَهَبَ الطَّالِبُ إِلَى الْمَدْرَسَةِ مُبَكِّرًا.", "المدرسة"),  # vocalised Arabic typed without harakat
+        ("ذهب الطالب إلى المدرسة مبكرا.", "الْمَدْرَسَةِ"),  # and written without them
+        ("הפגישה עם דָּנִי נדחתה ליום רביעי.", "דני"),  # Hebrew with niqqud typed without
+        ("הפגישה עם דני נדחתה ליום רביעי.", "דָּנִי"),
+    ],
+)
+def test_arabic_and_hebrew_find_the_note_typed_with_or_without_marks(store, written, typed):
+    # FTS5 and Python's \w both split a word at each haraka or niqqud mark: only its folded form is whole.
+    add_docs(store, note("marked", f"# Notes\n{written}"), note("other", "# Notes\nThe meeting was in Paris."))
+    result = search(store, typed, SearchOptions())
+    assert uris(result) == ["marked"] and not is_weak(result, SearchOptions())
+
+
+@pytest.mark.parametrize(
+    ("written", "typed"),
+    [
+        ("Die Wohnung liegt an der Bahnhofstraße 12.", "Bahnhofstrasse"),  # Swiss German always writes ss
+        ("Die Straßenbahn fährt alle sieben Minuten.", "Strassenbahn"),
+        ("Die Strassenbahn fährt alle sieben Minuten.", "Straßenbahn"),  # and the other way round
+    ],
+)
+def test_sharp_s_and_ss_find_each_other(store, written, typed):
+    add_docs(store, note("de", f"# Umzug\n{written}"), note("other", "# Notes\nThe meeting was in Paris."))
+    result = search(store, typed, SearchOptions())
+    assert uris(result) == ["de"] and not is_weak(result, SearchOptions())
+
+
+@pytest.fixture
+def thai_and_hindi(store):
+    add_docs(
+        store,
+        note(
+            "th",
+            "# แผนการเดินทาง\nเราจะไปเชียงใหม่ในเดือนธันวาคม จองโรงแรมใกล้ประตูท่าแพแล้ว อยากไปดอยสุเทพและตลาดวโรรส",
+        ),
+        note("hi", "# बैठक के नोट्स\nअगले सप्ताह दिल्ली में परियोजना की समीक्षा होगी। राहुल बजट की रिपोर्ट तैयार करेगा।"),
+        note("hi-lentils", "# खाना\nदाल"),
+        note("hi-heart", "# कविता\nआज मेरा दिल बहुत खुश है और मैं गाना गा रहा हूँ।"),
+        note("en", "# Trip\nWe booked a hotel near the old town gate."),
+    )
+    return store
+
+
+@pytest.mark.parametrize("query", ["ดอยสุเทพ", "โรงแรม", "ตลาดวโรรส", "เชียงใหม่"])
+def test_a_thai_word_inside_a_sentence_is_found(thai_and_hindi, query):
+    # Thai has no spaces and FTS5 splits at its vowel signs and tone marks: runs are letter bigrams.
+    result = search(thai_and_hindi, query, SearchOptions())
+    assert uris(result) == ["th"] and result.coverage == 1.0
+    assert uris(search(thai_and_hindi, query, SearchOptions(match="phrase"))) == ["th"]
+
+
+@pytest.mark.parametrize("query", ["दिल्ली", "राहुल", "बजट की रिपोर्ट"])
+def test_a_hindi_word_inside_a_sentence_is_found(thai_and_hindi, query):
+    # FTS5 splits a Devanagari word at each vowel sign and virama (दिल्ली → द ल ल); \w did too.
+    result = search(thai_and_hindi, query, SearchOptions())
+    assert uris(result)[0] == "hi" and not is_weak(result, SearchOptions())
+
+
+def test_a_hindi_word_ranks_the_note_with_its_own_vowels_first(thai_and_hindi):
+    # दिल "heart" and दाल "lentils" are both द ल to FTS5: only the whole-word token tells them apart.
+    assert uris(search(thai_and_hindi, "दिल", SearchOptions()))[0] == "hi-heart"
+
+
+def test_a_lone_long_word_no_note_holds_matches_as_a_prefix(store):
+    add_docs(
+        store,
+        note("de", "# Umzug\nDie Heizungsanlage ist neu."),
+        note("en", "# Storage\nThe database runs nightly backups."),
+        note("en-other", "# Pool\nThe databaseconnection pool is full."),
+    )
+    # A bare German noun has no function words to say German; the note has it inside a compound.
+    result = search(store, "Heizung", SearchOptions())
+    assert uris(result) == ["de"] and not is_weak(result, SearchOptions())
+    # A word some note holds as it is matches exactly, as before: no identifier variants pulled in.
+    assert uris(search(store, "database", SearchOptions())) == ["en"]

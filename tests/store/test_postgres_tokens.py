@@ -129,3 +129,16 @@ def test_re_tokenizing_keeps_every_rows_owner_and_each_owners_statistics(old_mem
     assert sorted(stats) == sorted(scan) and len(scan) == 2
     assert {role.split("_")[0] for role in roles} == set(NOTES)  # the users', not the migrating role's
     assert len(forced) == 5
+
+
+def test_several_pending_re_tokenizes_run_once(old_memory, monkeypatch):
+    from crossmodalrag.store.postgres import lexical
+
+    calls = []
+    reindex = lexical.reindex
+    monkeypatch.setattr(lexical, "reindex", lambda conn: calls.append(1) or reindex(conn))
+    with open_postgres_store(old_memory["admin"]) as store:  # from schema 9: versions 10 and 11 re-tokenize
+        assert store.schema_version() == schema.LATEST_VERSION
+    assert len(calls) == 1
+    with open_postgres_store(old_memory["alice"]) as store:  # and the index is whole
+        assert search(store, "Αθηνα", SearchOptions()).hits

@@ -26,6 +26,7 @@ from typing import Callable, Iterable
 from crossmodalrag.chunking.markdown import inline_tags
 from crossmodalrag.index.scripts import (
     CJK_RUN,
+    MARKED_WORD,
     compatibility_forms,
     exact_token,
     exact_tokens,
@@ -34,8 +35,11 @@ from crossmodalrag.index.scripts import (
     is_cjk,
     lone_characters,
     segment_cjk,
+    split_by_marks,
     syllable_pairs,
     vietnamese_pairs,
+    whole_word_token,
+    whole_word_tokens,
 )
 from crossmodalrag.index.stems import stem_token, stem_tokens
 from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, ENGLISH, guess_language
@@ -56,8 +60,9 @@ GERMAN_LETTERS = re.compile("[äöüßÄÖÜ]")
 MATCH_MODES = ("any", "all", "phrase")
 # 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems; 4: folded
 # Greek, Cyrillic, Hebrew and Arabic words; 5: a CJK run's last character alone, Russian stems, NFKC
-# forms of full-width and half-width words
-FTS_VERSION = 5
+# forms of full-width and half-width words; 6: vocalised Arabic and Hebrew words folded whole, ß as ss,
+# Thai and Lao as bigrams, Indic words with marks also whole
+FTS_VERSION = 6
 
 
 def _word_at(text: str, index: int) -> str:
@@ -101,6 +106,7 @@ def index_body(text: str) -> str:
         + stem_tokens(text)
         + folded_forms(text)
         + compatibility_forms(text)
+        + whole_word_tokens(text)
     )
     body = segment_cjk(text, last_alone=True)
     return f"{body}\n{' '.join(extra)}" if extra else body
@@ -109,7 +115,7 @@ def index_body(text: str) -> str:
 def index_title(title: str) -> str:
     """The text FTS5 indexes for a chunk's title: CJK as bigrams, marked words also folded,
     full-width and half-width words also in NFKC."""
-    extra = folded_forms(title) + compatibility_forms(title)
+    extra = folded_forms(title) + compatibility_forms(title) + whole_word_tokens(title)
     return segment_cjk(title, last_alone=True) + (f"\n{' '.join(extra)}" if extra else "")
 
 
@@ -219,8 +225,14 @@ class QueryTerm:
 
 def _candidates(token: str) -> list[str]:
     """The lowercase searchable spellings of one query token (identifier parts too)."""
-    # Lowercasing can add a non-word character: "İ" becomes "i" plus a combining dot.
-    lowered = "".join(WORD.findall(token.lower()))
+    # Lowercasing can add a combining mark no note's token has: "İ" becomes "i" plus a dot above.
+    lowered = "".join(MARKED_WORD.findall(token.lower().replace("i\u0307", "i")))
+    if split_by_marks(lowered):
+        # FTS5 splits a vocalised Arabic or Hebrew word at each mark: the index holds it whole folded.
+        lowered = folded_form(lowered) or lowered
+    # A word with ß is read with ss, which every note holds for it (index/scripts.py folded_forms):
+    # asking for both counted a ß word twice, which cost MLQA de 0.003 nDCG@10.
+    lowered = lowered.replace("ß", "ss")
     candidates = [lowered.replace("_", "")] if "_" in lowered else [lowered]
     if LOWER_UPPER.search(token):
         candidates += [part.lower() for part in CAMEL_PARTS.findall(token)]
@@ -246,10 +258,11 @@ def query_terms(query: str) -> list[QueryTerm]:
     German words also as prefixes."""
     query = compatible_query(query)
     # One-character Han words (猫 of 猫在哪里) join the run's bigrams, matched as prefixes (below).
-    tokens = WORD.findall(segment_cjk(query)) + lone_characters(query)
+    # Words with their marks: WORD alone would cut दिल्ली or a vocalised الطَّالِبُ into letters.
+    tokens = MARKED_WORD.findall(segment_cjk(query)) + lone_characters(query)
     # A `#tag`'s words are the tag's, whatever they mean in a language: `#über` was a German function
     # word, dropped, and made the query look German.
-    tagged = {word for tag in inline_tags(query) for word in WORD.findall(tag.lower())}
+    tagged = {word for tag in inline_tags(query) for word in MARKED_WORD.findall(tag.lower())}
     language = guess_language([t.lower() for t in tokens if t.lower() not in tagged])
     stopwords = BY_LANGUAGE[language] - tagged
     compounding = language == "de" or bool(GERMAN_LETTERS.search(query))
@@ -262,11 +275,31 @@ def query_terms(query: str) -> list[QueryTerm]:
             # A lone CJK character (a one-character run) is found inside the bigrams that start with it.
             prefix = len(word) == 1 if cjk else compounding and word.isalpha() and len(word) >= PREFIX_MIN_LETTERS
             # Exact forms exist only in Vietnamese notes, stems only in Spanish, German and Cyrillic ones.
-            exact, stem = (None, None) if cjk else (exact_token(word), stem_token(word, language))
+            # An Indic word is whole in the index only as its whole-word token (index/scripts.py).
+            exact = None if cjk else exact_token(word) or whole_word_token(word)
+            stem = None if cjk else stem_token(word, language)
             terms[word] = QueryTerm(word, prefix, exact, stem, None if cjk else folded_form(word))
         if len(terms) >= MAX_QUERY_TERMS:
             break
     return list(terms.values())[:MAX_QUERY_TERMS]
+
+
+def unmatched_word_as_prefix(conn: sqlite3.Connection, terms: list[QueryTerm]) -> list[QueryTerm]:
+    """The terms, where a query of one long word that no chunk holds as it is (nor its stem or folded
+    form) also matches that word as a prefix: a bare German noun (`Heizung`) has no function words
+    to say German, and the note may hold it only inside a compound (Heizungsanlage). A word that
+    some chunk holds keeps matching exactly, so an English identifier query finds what it did."""
+    if len(terms) != 1 or terms[0].prefix or not _may_be_prefix(terms[0].word):
+        return terms
+    term = terms[0]
+    tokens = sorted(set().union(*analyze(conn, [term.word, *term.alternatives])))
+    if not tokens or any(document_frequencies(conn, tokens)[1].values()):
+        return terms
+    return [QueryTerm(term.word, True, term.exact, term.stem, term.folded)]
+
+
+def _may_be_prefix(word: str) -> bool:
+    return word.isalpha() and len(word) >= PREFIX_MIN_LETTERS and not is_cjk(word)
 
 
 def query_pairs(query: str) -> list[str]:

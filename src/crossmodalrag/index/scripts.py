@@ -20,7 +20,22 @@ Cyrillic, Hebrew and Arabic each word whose marks (tonos, ё's diaeresis, niqqud
 is therefore indexed a second time folded, and a query word with marks asks for its folded form too:
 typed with or without them, a word finds the note written either way. The Cyrillic breve stays (й and
 ў are letters of their own). Beside the original, not instead of it: a memory indexed before keeps
-matching its words as typed until it is re-tokenized.
+matching its words as typed until it is re-tokenized. Harakat and niqqud are marks of their own, never
+composed into a letter, and FTS5 splits a word at each: a vocalised Arabic or Hebrew word is whole in
+the index only folded, so a query word typed with them is read folded (MARKED_WORD keeps a word whole).
+
+unicode61 keeps ß as it is, and Swiss German always writes ss: `Strassenbahn` did not find `Straßenbahn`.
+A word with ß is therefore also indexed with ss, and a query word with ß is read with ss (index/fts.py;
+asking for both spellings counted the word twice: MLQA de nDCG@10 0.7052, read with ss 0.7086, before
+0.7078). A German question already met the ss form through its Snowball stem, a lone word not.
+
+Thai (and Lao) have no spaces either, and unicode61 splits at their vowel signs and tone marks above and
+below a letter: `ดอยสุเทพ` inside a sentence was found by no query. Their runs are therefore read as
+bigrams of their letters, the marks dropped, at index and query time alike (segment_spaceless). The
+Indic scripts have spaces, but unicode61 splits a word at each vowel sign and virama (दिल्ली → द ल ल),
+where दिल "heart" and दाल "lentils" are both द ल: a query word is kept whole with its marks (its
+fragments still match as a phrase), and such a word is also indexed whole as an unfoldable token,
+which a query word asks for too, so the note with the word's own vowels ranks first.
 
 A Vietnamese word is often several syllables, each written apart (quy trình, bàn giao), so a query's
 syllables match everywhere one by one. Vietnamese text is therefore also indexed as "syllable pair"
@@ -51,6 +66,40 @@ CJK_CHAR = re.compile(f"[{CJK_CLASS}]")
 HIRAGANA_ONLY = re.compile("[\u3040-\u309f]+")
 HAN_CHAR = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
 WORD = re.compile(r"\w+")
+
+
+def _class_of(blocks: tuple[tuple[int, int], ...], categories: tuple[str, ...] = ("M",)) -> str:
+    """A regex class body of the characters in these blocks whose Unicode category starts with one of
+    `categories` (combining marks: Mn, Mc, Me), as ranges."""
+    ranges: list[list[int]] = []
+    for first, last in blocks:
+        for code in range(first, last + 1):
+            if not unicodedata.category(chr(code)).startswith(categories):
+                continue
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
+
+
+# Combining marks of the alphabets and abugidas (Latin to Mongolian, the extended combining blocks,
+# Hebrew presentation forms, variation selectors): harakat, niqqud, Indic vowel signs and viramas,
+# Thai vowels and tone marks. Python's \w does not match them, so WORD splits `الطَّالِبُ` at every mark.
+# Read from unicodedata over these blocks only: the whole plane costs 50 ms at every start.
+MARKS = _class_of(((0x0300, 0x1DFF), (0x20D0, 0x20FF), (0xA670, 0xABFF), (0xFB1E, 0xFB1E), (0xFE00, 0xFE2F)))
+# A word with its combining marks, as a reader sees it (الطَّالِبُ, दिल्ली, דָּנִי); a stray mark before any
+# letter is no word.
+MARKED_WORD = re.compile(f"\\w[\\w{MARKS}]*")
+# Thai and Lao: no spaces between words, and FTS5 splits a word at each vowel sign and tone mark
+# written above or below a letter. Their letters' runs are read as bigrams, like CJK, the marks dropped.
+SPACELESS_BLOCK = ((0x0E00, 0x0EFF),)
+SPACELESS_RUN = re.compile(f"[{_class_of(SPACELESS_BLOCK, ('Lo', 'Lm'))}]+")
+SPACELESS_MARK = re.compile(f"[{_class_of(SPACELESS_BLOCK)}]")
+# The Indic scripts (Devanagari to Sinhala): spaces between words, and FTS5 splits a word at each
+# vowel sign and virama, which tell words apart (कम "less", काम "work"): such a word is also
+# indexed whole, as an unfoldable token.
+INDIC_CHAR = re.compile("[\u0900-\u0dff]")
 SENTENCE_END = re.compile(r"[.!?;:\n]")
 VIETNAMESE_LETTER = re.compile("[\u1ea0-\u1ef9ăđơưĂĐƠƯ]")
 # Letters that no Porter rule rewrites (no vowels, no s, l or y) and that unicode61 keeps as they are.
@@ -75,13 +124,26 @@ def _spaced_bigrams_and_last(match: re.Match) -> str:
 
 
 def segment_cjk(text: str, last_alone: bool = False) -> str:
-    """The text with every CJK run replaced by its space-separated bigrams (other text unchanged).
+    """The text with every CJK run replaced by its space-separated bigrams (Thai and Lao runs too:
+    segment_spaceless; other text unchanged).
     With `last_alone` (what is indexed), a run's last character is also a token of its own: every
     other character starts a bigram, so a one-character word searched as a prefix (猫*) finds it
     anywhere, also at the end of a run (看了猫). Not in queries, where it would break phrases."""
-    if text.isascii() or not CJK_CHAR.search(text):
+    if text.isascii():
+        return text
+    text = segment_spaceless(text)
+    if not CJK_CHAR.search(text):
         return text
     return CJK_RUN.sub(_spaced_bigrams_and_last if last_alone else _spaced_bigrams, text)
+
+
+def segment_spaceless(text: str) -> str:
+    """The text with every Thai or Lao run replaced by the space-separated bigrams of its letters,
+    without the vowel signs and tone marks that FTS5 would split it at (ดอยสุเทพ → ดอ อย ยส สเ เท ทพ).
+    No lone last letter, as CJK has: a one-letter word is rare, and dropped from queries."""
+    if not SPACELESS_RUN.search(text):
+        return text
+    return SPACELESS_RUN.sub(_spaced_bigrams, SPACELESS_MARK.sub("", text))
 
 
 def lone_characters(text: str) -> list[str]:
@@ -134,13 +196,18 @@ def fold(word: str) -> str:
 # Greek (with its extended block), Cyrillic, Hebrew, Arabic.
 MARKED_SCRIPT = re.compile("[\u0370-\u03ff\u1f00-\u1fff\u0400-\u04ff\u0590-\u05ff\u0600-\u06ff]")
 KEPT_MARKS = frozenset("\u0306")  # the breve: й and ў are letters, not и and у with a mark
+FOLDABLE = re.compile(f"{MARKED_SCRIPT.pattern}|[ßẞ]")  # what folded_form may change
 
 
 def folded_form(word: str) -> str | None:
     """The lowercased word without its marks when it is written in a script unicode61 does not fold
-    and has any (None otherwise)."""
+    and has any, or with ß as ss (None otherwise)."""
     lowered = unicodedata.normalize("NFC", word.lower())
-    if lowered.isascii() or not MARKED_SCRIPT.search(lowered):
+    if lowered.isascii():
+        return None
+    if "ß" in lowered:  # Swiss German always writes ss (Strasse): either spelling finds the other
+        return lowered.replace("ß", "ss")
+    if not MARKED_SCRIPT.search(lowered):
         return None
     kept = (c for c in unicodedata.normalize("NFD", lowered) if not unicodedata.combining(c) or c in KEPT_MARKS)
     folded = unicodedata.normalize("NFC", "".join(kept))
@@ -148,11 +215,19 @@ def folded_form(word: str) -> str | None:
 
 
 def folded_forms(text: str) -> list[str]:
-    """The folded forms of a text's marked Greek, Cyrillic, Hebrew and Arabic words, each once."""
-    if text.isascii() or not MARKED_SCRIPT.search(text):
+    """The folded forms of a text's marked Greek, Cyrillic, Hebrew and Arabic words and its words
+    with ß, each once.
+    Words are read with their marks: \\w alone splits a vocalised Arabic or Hebrew word at each mark."""
+    if text.isascii() or not FOLDABLE.search(text):
         return []
-    found = (folded_form(word) for word in WORD.findall(unicodedata.normalize("NFC", text)))
+    found = (folded_form(word) for word in MARKED_WORD.findall(unicodedata.normalize("NFC", text)))
     return list(dict.fromkeys(form for form in found if form))
+
+
+def split_by_marks(word: str) -> bool:
+    """Does FTS5 (unicode61) split this word at a mark it holds, as in vocalised Arabic and Hebrew?
+    Such a word as typed matches only its fragments; the index holds it whole only folded."""
+    return bool(MARKED_SCRIPT.search(word)) and any(unicodedata.category(c) == "Mn" for c in word)
 
 
 def exact_token(word: str) -> str | None:
@@ -160,8 +235,30 @@ def exact_token(word: str) -> str | None:
     lowered = unicodedata.normalize("NFC", word.lower())
     if lowered.isascii() or CJK_CHAR.search(lowered) or fold(lowered) == lowered:
         return None
-    letters = [EXACT_ALPHABET[b >> 4] + EXACT_ALPHABET[b & 15] for b in lowered.encode("utf-8")]
+    return _unfoldable(lowered)
+
+
+def _unfoldable(word: str) -> str:
+    """The word's UTF-8 bytes written in letters FTS5 neither folds, stems nor splits."""
+    letters = [EXACT_ALPHABET[b >> 4] + EXACT_ALPHABET[b & 15] for b in word.encode("utf-8")]
     return EXACT_MARK + "".join(letters)
+
+
+def whole_word_token(word: str) -> str | None:
+    """The unfoldable token of an Indic word with a vowel sign or virama, which FTS5 splits at each
+    (दिल्ली → द ल ल); None for any other word. The same token as exact_token where both give one."""
+    lowered = unicodedata.normalize("NFC", word.lower())
+    if lowered.isascii() or not INDIC_CHAR.search(lowered):
+        return None
+    return _unfoldable(lowered) if any(unicodedata.category(c).startswith("M") for c in lowered) else None
+
+
+def whole_word_tokens(text: str) -> list[str]:
+    """The whole-word tokens of a text's Indic words with marks, each once, in order."""
+    if text.isascii() or not INDIC_CHAR.search(text):
+        return []
+    found = (whole_word_token(word) for word in MARKED_WORD.findall(text))
+    return list(dict.fromkeys(token for token in found if token))
 
 
 def has_vietnamese(text: str) -> bool:
