@@ -473,3 +473,20 @@ def test_cli_backup_and_restore(capsys, db_path, tmp_path):
     assert main(["restore", str(tmp_path / "nope.db")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: no backup file") and err.count("\n") == 1
+
+
+def test_a_failed_integrity_check_is_one_line(tmp_path):
+    """SQLite's report runs over lines ("*** in database main ***", "Page 50: …"): the error did too."""
+    from crossmodalrag.store.copies import check_integrity
+
+    class Damaged:
+        def execute(self, sql):
+            return [
+                ("*** in database main ***\nPage 50: btreeInitPage() returns error code 11\nPage 261 is never used",)
+            ]
+
+    with pytest.raises(StoreError) as raised:
+        check_integrity(Damaged(), tmp_path / "old.db")
+    assert "\n" not in str(raised.value) and "fails SQLite's integrity check: Page 50: btreeInitPage()" in str(
+        raised.value
+    )

@@ -94,7 +94,9 @@ def schema_version(conn: sqlite3.Connection, path: Path) -> int:
 def check_integrity(conn: sqlite3.Connection, path: Path) -> None:
     problems = [row[0] for row in conn.execute("PRAGMA integrity_check(5)")]
     if problems != ["ok"]:
-        raise StoreError(f"{path} fails SQLite's integrity check: {problems[0]}", "use another backup")
+        # SQLite's report runs over several lines ("*** in database main ***\nPage 50: …"): one line here
+        first = " ".join(problems[0].replace("*** in database main ***", "").split())
+        raise StoreError(f"{path} fails SQLite's integrity check: {first}", "use another backup")
 
 
 def blocks(handle) -> Iterator[bytes]:
