@@ -3,7 +3,7 @@
 from io import BytesIO
 from pathlib import Path
 
-from crossmodalrag.sample.assets import write_pdf, write_pdf_streams
+from crossmodalrag.sample.assets import pdf_file, write_pdf, write_pdf_streams
 
 __all__ = ["add_page_labels", "write_form_pdf", "write_image_page_pdf", "write_pdf", "write_pdf_streams"]
 
@@ -33,15 +33,7 @@ def write_image_page_pdf(path: Path, image: Path, box: tuple[int, int, int, int]
         + jpeg.getvalue()
         + b"\nendstream",
     ]
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    path.write_bytes(bytes(out))
+    path.write_bytes(pdf_file(objects))
     return path
 
 
@@ -87,13 +79,5 @@ def write_form_pdf(path: Path, text: str, fields: list[tuple[str, str, str]]) ->
             b"<< /Type /XObject /Subtype /Form /BBox [0 0 328 20] /Resources << /Font << /F1 3 0 R >> >> "
             b"/Length %d >>\nstream\n" % len(shown) + shown + b"\nendstream"
         )
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    path.write_bytes(bytes(out))
+    path.write_bytes(pdf_file(objects))
     return path

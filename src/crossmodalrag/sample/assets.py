@@ -23,6 +23,21 @@ WHITEBOARD_LINES = [
 DIAGRAM_BOXES = [("Tokenizer", "black"), ("Renderer", "black"), ("LRU cache", "red")]
 
 
+def pdf_file(objects: list[bytes], info: int | None = None) -> bytes:
+    """A PDF of these objects (numbered from 1, the catalog first) with its cross-reference table;
+    `info`: the number of the document information object, if any."""
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    described = b" /Info %d 0 R" % info if info else b""
+    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, described, xref)
+    return bytes(out)
+
+
 def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
@@ -64,20 +79,8 @@ def write_pdf_streams(path: Path, streams: list[bytes], title: str | None = None
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     info = ([f"/Title ({_escape(title)})"] if title else []) + ([f"/CreationDate ({created})"] if created else [])
     objects.append(f"<< {' '.join(info)} >>".encode())
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R /Info %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        len(objects),
-        xref,
-    )
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(bytes(out))
+    path.write_bytes(pdf_file(objects, info=len(objects)))
     return path
 
 
