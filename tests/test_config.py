@@ -288,6 +288,17 @@ def test_a_dotenv_that_is_not_utf8_is_a_config_error_naming_it(isolated_env):
         load_settings()
 
 
+def test_a_dotenv_line_that_is_no_setting_is_a_config_error_naming_the_file_and_line(isolated_env, capsys):
+    """python-dotenv logged "could not parse statement starting at line 2" in its own words and went on
+    without the setting the user meant."""
+    (isolated_env / ".env").write_text("CMRAG_TOP_K=3\nthis is not a setting\nCMRAG_TITLE_BOOST_WEIGHT=0.3\n")
+    with pytest.raises(ConfigError, match=r"cannot read .*\.env: line 2 is not NAME=value"):
+        load_settings()
+    assert "python-dotenv" not in capsys.readouterr().err
+    (isolated_env / ".env").write_text("# a comment\nCMRAG_TOP_K=3  # the default is 5\n\n")
+    assert load_settings().top_k == 3
+
+
 def test_a_byte_order_mark_is_accepted_in_the_toml_file_and_dotenv(isolated_env):
     (isolated_env / "crossmodalrag.toml").write_bytes(b"\xef\xbb\xbf[retrieval]\ntop_k = 3\n")
     assert load_settings().top_k == 3

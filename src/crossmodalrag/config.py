@@ -7,6 +7,7 @@ against the file's own folder, so a config keeps working from any working direct
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
 import tomllib
@@ -274,13 +275,43 @@ def read_environment(cwd: Path) -> dict[str, str]:
     if env_file.is_file():
         from dotenv import dotenv_values
 
+        unparsed = _DotenvComplaints()
         try:  # utf-8-sig: a byte-order mark, as some Windows editors write, is not part of the first name
-            values = dotenv_values(env_file, encoding="utf-8-sig")
+            with unparsed:
+                values = dotenv_values(env_file, encoding="utf-8-sig")
         except UnicodeDecodeError as exc:
             raise ConfigError(f"cannot read {env_file}: {_not_utf8(exc)}", "save it as UTF-8 text") from exc
+        if unparsed.lines:  # python-dotenv logs "could not parse …" and goes on without the setting
+            where = ", ".join(unparsed.lines)
+            raise ConfigError(
+                f"cannot read {env_file}: line {where} is not NAME=value",
+                "fix or remove it; a value with spaces or # goes in quotes",
+            )
         merged.update({k: v for k, v in values.items() if v is not None})
     merged.update(os.environ)
     return merged
+
+
+class _DotenvComplaints(logging.Handler):
+    """The line numbers python-dotenv could not parse, caught instead of logged in its own words."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self.logger = logging.getLogger("dotenv.main")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "could not parse" in record.getMessage():
+            self.lines.append(str(record.args[0] if record.args else "?"))
+
+    def __enter__(self) -> "_DotenvComplaints":
+        self.logger.addHandler(self)
+        self.propagate, self.logger.propagate = self.logger.propagate, False
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.logger.removeHandler(self)
+        self.logger.propagate = self.propagate
 
 
 def _not_utf8(exc: UnicodeDecodeError) -> str:
