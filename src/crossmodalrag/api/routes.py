@@ -41,10 +41,19 @@ def known_parameters_only(request: Request) -> None:
     route = request.scope.get("route")
     if route is None:
         return
-    known = _query_names(route.dependant) | {"token"}  # `?token=` is the login link's, handled before routes
+    known = _route_parameters(route)
     for name in sorted(set(request.query_params.keys()) - known):
         takes = ", ".join(sorted(known - {"token"})) or "no parameters"
         raise _bad_parameter(name, f"not a parameter of this route (it takes: {takes})")
+
+
+def _route_parameters(route: Any) -> frozenset[str]:
+    """The query parameter names a route takes, and `token` (the login link's, handled before routes):
+    read once per route, kept on it (routes are unhashable), not per request."""
+    known = getattr(route, "query_parameters", None)
+    if known is None:
+        known = route.query_parameters = frozenset(_query_names(route.dependant) | {"token"})
+    return known
 
 
 def _query_names(dependant: Any) -> set[str]:

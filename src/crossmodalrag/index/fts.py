@@ -284,6 +284,12 @@ def query_terms(query: str) -> list[QueryTerm]:
     return list(terms.values())[:MAX_QUERY_TERMS]
 
 
+def search_terms(conn: sqlite3.Connection, query: str) -> list[QueryTerm]:
+    """The query's terms as a search over this memory matches them (`query_terms`, then
+    `unmatched_word_as_prefix`)."""
+    return unmatched_word_as_prefix(conn, query_terms(query))
+
+
 def unmatched_word_as_prefix(conn: sqlite3.Connection, terms: list[QueryTerm]) -> list[QueryTerm]:
     """The terms, where a query of one long word that no chunk holds as it is (nor its stem or folded
     form) also matches that word as a prefix: a bare German noun (`Heizung`) has no function words

@@ -138,7 +138,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     if window is not None:
         options = replace(options, after=window[0], before=window[1])
     conn = store.conn
-    terms = fts.unmatched_word_as_prefix(conn, fts.query_terms(query))
+    terms = fts.search_terms(conn, query)
     analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
     weights = term_weights(conn, analyzed)
     limit = max(options.min_candidates, options.top_k * 3)
@@ -292,7 +292,7 @@ def _coverage(conn, terms, analyzed, weights, hits: list[Hit]) -> tuple[float, i
 
 def coverage_of(store: Store, query: str, hits: list[Hit]) -> tuple[float, int]:
     """`_coverage` of a query over hits chosen elsewhere (`mem ask --as-of` keeps some of a search's)."""
-    terms = fts.unmatched_word_as_prefix(store.conn, fts.query_terms(query))
+    terms = fts.search_terms(store.conn, query)
     analyzed = [sorted(s) for s in fts.analyze(store.conn, [t.word for t in terms])] if terms else []
     return _coverage(store.conn, terms, analyzed, term_weights(store.conn, analyzed), hits)
 
@@ -431,7 +431,7 @@ def matching_chunks(conn: sqlite3.Connection, query: str, options: SearchOptions
     chunk is ruled out by its words."""
     if options.match == "any":
         return None
-    terms = fts.unmatched_word_as_prefix(conn, fts.query_terms(query))
+    terms = fts.search_terms(conn, query)
     analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
     _, every_match, _ = _lexical_candidates(conn, query, terms, analyzed, options, 0)
     return set(every_match)

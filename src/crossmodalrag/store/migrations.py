@@ -367,7 +367,6 @@ def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION, progress: Pr
     """Apply pending migrations up to `target`, each in its own transaction; returns those applied.
     `progress` hears from data migrations that rewrite many rows (re-tokenizing the index)."""
     done = []
-    pending = [migration for migration in MIGRATIONS if applied_version(conn) < migration[0] <= target]
     for version, sql, *step in MIGRATIONS:
         if version > target or version <= applied_version(conn):
             continue
@@ -380,7 +379,7 @@ def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION, progress: Pr
             for statement in _statements(sql):
                 conn.execute(statement)
             for action in step:
-                if not _redone_later(action, version, pending):
+                if not (action in REBUILDS and redone_later(MIGRATIONS, action, version, target)):
                     action(conn, progress)
             conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))
             conn.execute("COMMIT")
@@ -392,10 +391,11 @@ def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION, progress: Pr
     return done
 
 
-def _redone_later(action: Callable, version: int, pending: list[tuple]) -> bool:
-    """Whether a pending migration after `version` rebuilds the same thing from scratch: an old memory
-    upgraded across three FTS_VERSIONs re-tokenized its whole index three times (3x the wait)."""
-    return action in REBUILDS and any(later[0] > version and action in later[2:] for later in pending)
+def redone_later(migrations: list[tuple], step: Callable, version: int, target: int) -> bool:
+    """Whether a migration after `version`, up to `target`, runs `step` again (both backends): a step
+    that rebuilds from the stored rows is then left to the last of them. An old memory upgraded across
+    three FTS_VERSIONs re-tokenized its whole index three times (3x the wait)."""
+    return any(step in later[2:] for later in migrations if version < later[0] <= target)
 
 
 def _statements(sql: str) -> list[str]:

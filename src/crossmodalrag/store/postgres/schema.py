@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import time
 
+from crossmodalrag.store.migrations import redone_later
+
 OWNED_TABLES = ("sources", "chunks", "chunk_terms", "chunk_vectors")
 OWNER = "owner TEXT NOT NULL DEFAULT cmrag_owner()"
 VISIBLE = "owner IN (SELECT cmrag_visible_owners())"  # a subquery: the roles are read once per query
@@ -459,7 +461,9 @@ def migrate(conn, target: int = LATEST_VERSION) -> list[int]:
             conn.lock_schema()
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at FLOAT8)")
             if version > applied_version(conn):
-                if not _redone_later(version, target):
+                # a re-tokenize a later migration does again is only recorded; its SQL goes too:
+                # RETOKENIZE only empties the index for the step to write
+                if not (retokenize in step and redone_later(MIGRATIONS, retokenize, version, target)):
                     with translated_errors():  # a role without the privileges: one line saying who must act
                         conn.raw.execute(sql)
                     for action in step:
@@ -471,11 +475,3 @@ def migrate(conn, target: int = LATEST_VERSION) -> list[int]:
             conn.execute("ROLLBACK")
             raise
     return done
-
-
-def _redone_later(version: int, target: int) -> bool:
-    """Is this a re-tokenize that a later migration up to `target` does again? Then it is only recorded:
-    a memory upgraded across two FTS_VERSIONs would re-tokenize its whole index twice (2x the wait).
-    Its SQL goes too: RETOKENIZE only empties the index for the step to write."""
-    steps = {v: step for v, _, *step in MIGRATIONS}
-    return retokenize in steps[version] and any(retokenize in steps[v] for v in steps if version < v <= target)
