@@ -364,3 +364,23 @@ def test_a_setting_given_in_code_no_longer_names_the_file(tmp_path, monkeypatch)
     monkeypatch.setenv("CMRAG_CONFIG", str(config))
     assert load_settings().origin("llm_provider") == f"[llm] provider in {config}"
     assert load_settings({"llm_provider": "none"}).origin("llm_provider") == "CMRAG_LLM_PROVIDER"
+
+
+def test_a_bad_value_from_dotenv_is_named_with_the_file_and_in_words(isolated_env):
+    (isolated_env / ".env").write_text("CMRAG_TOP_K=zero\n")
+    with pytest.raises(ConfigError, match=r"invalid CMRAG_TOP_K in .*\.env: 'zero' is not a whole number"):
+        load_settings()
+
+
+def test_a_misspelt_variable_or_an_unnumbered_folder_is_warned_about(isolated_env, monkeypatch, capsys):
+    """CMRAG_LLM_MODEL_PAHT and OBSIDIAN_VAULT_PATH_WORK left their setting unset without a word."""
+    from crossmodalrag.cli.main import main
+
+    monkeypatch.setenv("CMRAG_LLM_MODEL_PAHT", "model.gguf")
+    monkeypatch.setenv("OBSIDIAN_VAULT_PATH_WORK", str(isolated_env))
+    monkeypatch.setenv("OBSIDIAN_VAULT_PATH_2", str(isolated_env))
+    assert main(["init-db"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: CMRAG_LLM_MODEL_PAHT is not a setting mem reads (did you mean CMRAG_LLM_MODEL_PATH?)" in err
+    assert "warning: OBSIDIAN_VAULT_PATH_WORK is not read: folders are numbered" in err
+    assert "OBSIDIAN_VAULT_PATH_2 " not in err and "CMRAG_DB_PATH" not in err

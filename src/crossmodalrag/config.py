@@ -379,6 +379,34 @@ def _where_it_belongs(name: str, section: str | None, known: dict[str, set[str]]
     return "see crossmodalrag.toml.example for the sections and keys"
 
 
+# CMRAG_ variables read beside the SCALARS: where the database and config are, the console's token and
+# log level, tracebacks.
+OTHER_VARIABLES = {
+    "CMRAG_DB_PATH",
+    "CMRAG_HOME",
+    "CMRAG_CONFIG",
+    "CMRAG_SERVE_TOKEN",
+    "CMRAG_SERVE_LOG_LEVEL",
+    "CMRAG_DEBUG",
+}
+
+
+def unread_variables(env: dict[str, str]) -> list[str]:
+    """Warnings for variables that look like settings but none reads: a misspelt CMRAG_LLM_MODEL_PAHT
+    or an OBSIDIAN_VAULT_PATH_WORK (the suffix must be a number) left the setting unset without a word."""
+    known = {f"CMRAG_{name.upper()}" for name in SCALARS} | OTHER_VARIABLES
+    warnings = []
+    for variable in sorted(env):
+        if variable.startswith("CMRAG_") and variable not in known:
+            close = difflib.get_close_matches(variable, known, n=1)
+            hint = f"did you mean {close[0]}?" if close else "see crossmodalrag.toml.example for the settings"
+            warnings.append(f"{variable} is not a setting mem reads ({hint})")
+        for prefix, _ in PATH_LISTS.values():
+            if variable.startswith(f"{prefix}_") and not variable[len(prefix) + 1 :].isdigit():
+                warnings.append(f"{variable} is not read: folders are numbered, {prefix}_1, {prefix}_2, ...")
+    return warnings
+
+
 def _config_file(env: dict[str, str], cwd: Path) -> Path | None:
     if env.get("CMRAG_CONFIG"):
         path = Path(env["CMRAG_CONFIG"]).expanduser()
@@ -412,6 +440,8 @@ def load_settings(overrides: dict[str, Any] | None = None, cwd: Path | None = No
     for name, setting in SCALARS.items():
         section, key, variable = setting.section, setting.key or name, f"CMRAG_{name.upper()}"
         raw, origin = env.get(variable), variable
+        if raw is not None and variable not in os.environ:  # read from ./.env: a bad value is fixed there
+            origin = f"{variable} in {cwd / '.env'}"
         if raw is None and key in toml.get(section, {}):
             raw, origin = toml[section][key], f"[{section}] {key} in {config_path}"
         if raw is None:

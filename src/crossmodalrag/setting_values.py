@@ -26,7 +26,10 @@ def one_of(*choices: str) -> Callable[[str], str]:
 def finite(value: str) -> float:
     """A real number: nan and inf parse as floats, but compare false or win every comparison downstream
     (a nan half-life made every score nan, and the JSON output invalid)."""
-    number = float(value)
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a number") from None
     if not math.isfinite(number):
         raise ValueError(f"{value} is not a finite number")
     return number
@@ -76,15 +79,23 @@ def margin_or_off(value: str) -> float | None:
     return None if value.strip().lower() == "off" else finite(value)
 
 
+def whole_number(value: str) -> int:
+    """int(), refusing in words a user reads beside the setting's name (not "invalid literal for int()")."""
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a whole number") from None
+
+
 def count(value: str) -> int:
-    number = int(value)
+    number = whole_number(value)
     if number < 0:
         raise ValueError(f"{value} is negative")
     return number
 
 
 def at_least_one(value: str) -> int:
-    number = int(value)
+    number = whole_number(value)
     if number < 1:
         raise ValueError(f"{value} is below 1")
     return number
@@ -94,7 +105,7 @@ def at_least(minimum: float, whole: bool = False) -> Callable[[str], float]:
     """A finite number no smaller than `minimum` (nan passes no comparison, so it is refused by name)."""
 
     def parse(value: str) -> float:
-        number = int(value) if whole else finite(value)
+        number = whole_number(value) if whole else finite(value)
         if number < minimum:
             raise ValueError(f"{value} is below {minimum:g}")
         return number

@@ -25,7 +25,7 @@ from crossmodalrag.cli.arguments import at_most, given_path, listing_day, non_ne
 from crossmodalrag.cli.chat import chat as chat_command
 from crossmodalrag.cli.forget import forget as forget_command
 from crossmodalrag.cli.postgres import refuse_unported
-from crossmodalrag.config import PROFILES, Settings
+from crossmodalrag.config import PROFILES, Settings, read_environment, unread_variables
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.sources import SOURCE_KINDS
 from crossmodalrag.store.failures import explain
@@ -310,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     # The connection pool logs a dropped server connection itself; the command says it in one line.
     logging.getLogger("psycopg").setLevel(logging.CRITICAL)
     try:
+        for warning in unread_variables(read_environment(Path.cwd())):
+            sys.stderr.write(f"warning: {warning}\n")
         refuse_unported(args.command, vars(args))  # CMRAG_DB_URL set: only what PostgreSQL runs so far
         return args.run(args)
     except CMRAGError as error:
