@@ -347,6 +347,11 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
         ("The API timeout is 30 seconds.", "The API timeout is 60 seconds.", True),
         ("Python for the service is 3.10", "Python for the service is 3.12", True),  # a version is one word
         ("The API supports pagination", "The API does not support pagination", True),
+        # a rule reversed: the negation may open the clause, before the word its subject starts with
+        ("Do not deploy on Fridays.", "Do deploy on Fridays.", True),
+        ("Never deploy on Fridays.", "Deploy on Fridays now.", True),
+        ("We deploy on Fridays.", "We do not deploy on Fridays.", True),
+        ("Never use tabs.", "Use spaces.", False),
         ("Caroline: Hey Mel! Good to see you!", "Caroline: Totally agree, Mel!", False),  # no statement
         ("Is the cache on Redis?", "Is the cache on Postgres?", False),
         ("Alice prefers tea", "Bob prefers tea", False),

@@ -216,7 +216,7 @@ def restates_with_new_value(old: str, new: str) -> bool:
 
 def _clause_update(old_clause: Clause, new_clause: Clause) -> bool:
     old, new = old_clause.words, new_clause.words
-    if old[0] != new[0]:
+    if _head(old) != _head(new):
         return False  # another subject: "Alice prefers tea" is no update of "Bob prefers tea"
     if old_clause.past and new_clause.past:
         return False  # two events, both true: "went to the gym on Monday", "... on Tuesday"
@@ -235,6 +235,12 @@ def _clause_update(old_clause: Clause, new_clause: Clause) -> bool:
     if set(gone) ^ set(added) and set(gone) ^ set(added) <= NEGATIONS:
         return True  # "supports" -> "does not support"
     return 1 <= len(gone) <= MAX_CHANGED and 1 <= len(added) <= MAX_CHANGED
+
+
+def _head(words: list[str]) -> str:
+    """The clause's first content word, past a leading negation: "Do not deploy on Fridays" and "Do
+    deploy on Fridays" (or "We deploy ..." and "We do not deploy ...") start alike."""
+    return words[1] if words[0] in NEGATIONS and len(words) > 1 else words[0]
 
 
 def _swapped(old_clause: Clause, new_clause: Clause) -> bool:
