@@ -326,11 +326,12 @@ def ingest_pdfs(
 ) -> IngestReport:
     """Ingest PDF files or folders of them (`confine` as for notes). Raises MissingExtraError without
     the pdf extra."""
-    from crossmodalrag.connectors import pdf
+    from crossmodalrag.connectors import images, pdf
 
     version = pdf.extractor_version_or_raise(ocr_engine)
+    read_by = _file_extractor(f"pdf-reader {pdf.READER_VERSION} ocr-reader {images.READER_VERSION}", version)
     read = partial(pdf.read_pdf, ocr_engine=ocr_engine)
-    return _ingest_files(store, paths, "pdf", pdf.find_pdfs, read, progress, version, allow_mass_delete, confine)
+    return _ingest_files(store, paths, "pdf", pdf.find_pdfs, read, progress, read_by, allow_mass_delete, confine)
 
 
 def ingest_images(
@@ -345,14 +346,21 @@ def ingest_images(
     chosen engine."""
     from crossmodalrag.connectors import images
 
-    version = images.extractor_version(engine)
+    read_by = _file_extractor(f"ocr-reader {images.READER_VERSION}", images.extractor_version(engine))
     read = partial(images.read_image, engine=engine)
     heic: list[Path] = []
     find = partial(images.find_images, unsupported=heic)
-    report = _ingest_files(store, paths, "image", find, read, progress, version, allow_mass_delete, confine)
+    report = _ingest_files(store, paths, "image", find, read, progress, read_by, allow_mass_delete, confine)
     if heic:
         report.notices.append(images.heic_notice(heic))
     return report
+
+
+def _file_extractor(readers: str, version: str) -> str:
+    """What besides a file's bytes decides what is stored of it, for its stamp: our readers' versions,
+    the libraries' (`version`, in the fingerprint too) and the chunker. Without the first and the last,
+    an upgraded reader or chunker never re-read an unchanged PDF or image."""
+    return f"{readers} {version} chunker {documents.CHUNKER_VERSION}"
 
 
 def _ingest_files(

@@ -163,6 +163,20 @@ def test_an_image_without_text_registers_with_no_chunks(store, tmp_path):
     assert ingest_images(store, [tmp_path / "pics"]).unchanged == 2
 
 
+def test_an_unchanged_image_is_read_again_once_the_ocr_reader_changes(store, tmp_path, monkeypatch):
+    """The file stamp named only the OCR engine's version: tiles and detector settings that read more
+    never reached an image stored before them."""
+    from crossmodalrag.connectors import images
+
+    write_text_image(tmp_path / "pics" / "board.png", ["Quarterly planning board"], size=(600, 120))
+    ingest_images(store, [tmp_path / "pics"])
+    reads, read_image = [], images.read_image
+    monkeypatch.setattr(images, "read_image", lambda path, **options: reads.append(path) or read_image(path, **options))
+    assert ingest_images(store, [tmp_path / "pics"]).unchanged == 1 and reads == []
+    monkeypatch.setattr(images, "READER_VERSION", "next")
+    assert ingest_images(store, [tmp_path / "pics"]).unchanged == 1 and len(reads) == 1
+
+
 def test_low_confidence_ocr_ranks_below_equal_clean_text():
     assert ocr_factor(None) == 1.0 and ocr_factor(1.0) == 1.0
     assert ocr_factor(0.6) == pytest.approx(0.8) and ocr_factor(0.0) == 0.5

@@ -80,6 +80,26 @@ def test_a_folder_ingests_and_a_bad_file_fails_alone_keeping_what_is_stored(stor
     assert uris == {str((folder / "a.pdf").resolve()), str((folder / "deep" / "b.pdf").resolve())}
 
 
+def test_an_unchanged_pdf_is_read_again_once_its_reader_or_the_chunker_changes(store, tmp_path, monkeypatch):
+    """The file stamp named only pypdfium2's version: an upgraded reader (page labels, form fields) or
+    chunker never re-read a PDF whose bytes stayed. Read again to the same text, nothing is rewritten."""
+    from crossmodalrag.connectors import pdf
+
+    folder = tmp_path / "papers"
+    write_pdf(folder / "a.pdf", ["alpha page"])
+    ingest_pdfs(store, [folder])
+    chunk_ids = store.conn.execute("SELECT id FROM chunks").fetchall()
+    reads, read_pdf = [], pdf.read_pdf
+    monkeypatch.setattr(pdf, "read_pdf", lambda path, **options: reads.append(path) or read_pdf(path, **options))
+    assert ingest_pdfs(store, [folder]).unchanged == 1 and reads == []
+    monkeypatch.setattr(pdf, "READER_VERSION", "next")
+    assert ingest_pdfs(store, [folder]).unchanged == 1 and len(reads) == 1
+    assert store.conn.execute("SELECT id FROM chunks").fetchall() == chunk_ids
+    assert ingest_pdfs(store, [folder]).unchanged == 1 and len(reads) == 1  # restamped: not read a third time
+    monkeypatch.setattr("crossmodalrag.store.documents.CHUNKER_VERSION", "chunker-test-next")
+    assert ingest_pdfs(store, [folder]).updated == 1 and len(reads) == 2
+
+
 def test_a_broken_link_or_a_fifo_named_pdf_fails_alone_with_one_error_line(capsys, tmp_path):
     """pdfium raised FileNotFoundError for a link to a file that is gone, aborting the whole ingest."""
     folder = tmp_path / "papers"

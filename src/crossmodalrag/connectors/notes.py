@@ -34,7 +34,7 @@ DATE_KEYS = ("date", "created")  # frontmatter that dates a note
 ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")  # the form notices ask for: one unread is no real day
 # Part of every note's file stamp: an unchanged note file is not read again (ingest._read_changed), so
 # bump this whenever read_note would make another Document of the same bytes (title, text, locator).
-READER_VERSION = "1"
+READER_VERSION = "2"  # 2: prose between opening --- lines is text, not frontmatter
 
 
 def _has_body(text: str, body_start: int) -> bool:
