@@ -277,3 +277,20 @@ def test_chunk_document_dispatches_on_format() -> None:
     doc.format = "unknown"
     with pytest.raises(KeyError):
         chunk_document(doc)
+
+
+def test_a_section_under_a_dated_heading_carries_that_day():
+    """A journal kept in one note: each entry's chunks are dated by the innermost heading naming a day
+    (their said_at), other sections by the note; "2025 goals" or "v2.0.1" name no day."""
+    text = (
+        "# Journal\n\n## 2024-03-05 Tuesday\nMet Ana.\n\n### Lunch\nPizza with Ben.\n\n"
+        "## 5. März 2024\nKickoff.\n\n## 2025 goals\nShip it.\n\n## v2.0.1\nReleased.\n"
+    )
+    times = {crumb_of(c): c.metadata.get("time") for c in chunk_markdown(note(text, title="Journal"))}
+    assert times == {
+        "Journal > 2024-03-05 Tuesday": 1_709_596_800.0,
+        "Journal > 2024-03-05 Tuesday > Lunch": 1_709_596_800.0,
+        "Journal > 5. März 2024": 1_709_596_800.0,
+        "Journal > 2025 goals": None,
+        "Journal > v2.0.1": None,
+    }

@@ -694,3 +694,29 @@ def test_no_second_call_when_every_speaker_kept_an_event(store, db_path) -> None
         }
     )
     assert build(store, db_path, llm=llm, levels=("event",)).levels["event"]["llm_calls"] == 1
+
+
+def test_a_journal_notes_events_are_dated_by_their_entrys_heading_not_the_file(store, db_path) -> None:
+    """One note kept as a journal (## 2024-03-05, ## March 7, 2024): every event was dated by the file,
+    so a month of entries fell on one day in the timeline and in `mem events`."""
+    journal = note(
+        "journal",
+        "# Journal\n\n## 2024-03-05\nWe decided to move the billing job to Tuesdays.\n\n"
+        "## March 7, 2024\nAna fixed the flaky login test.\n",
+    )
+    add_docs(store, journal)
+    said = [row[0] for row in store.conn.execute("SELECT said_at FROM chunks ORDER BY chunk_index")]
+    assert said == [1_709_596_800.0, 1_709_769_600.0]  # 2024-03-05 and 2024-03-07, UTC midnight
+    llm = ScriptedExtractor(
+        events_output(
+            event("We decided to move the billing job to Tuesdays.", [1]),
+            event("Ana fixed the flaky login test.", [2], kind="change"),
+        )
+    )
+    build(store, db_path, llm=llm, levels=("event",))
+    times = dict(store.conn.execute("SELECT statement, first_time FROM memory_nodes WHERE level = 'event'"))
+    assert times == {
+        "We decided to move the billing job to Tuesdays.": 1_709_596_800.0,
+        "Ana fixed the flaky login test.": 1_709_769_600.0,
+    }
+    assert "(2024-03-05)" in llm.calls[0][0]["content"] + llm.calls[0][-1]["content"]  # the window's own day

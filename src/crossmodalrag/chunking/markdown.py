@@ -225,6 +225,9 @@ def chunk_markdown(doc: Document) -> list[Chunk]:
             # A heading with nothing under it (a list of headings, a stub) is still searchable;
             # one that only introduces subsections is carried by their breadcrumbs instead.
             spans = split_span(doc.text, section.heading_start, section.start)
+        metadata = {"headings": section.headings} if section.headings else {}
+        if (day := section_day(section.headings)) is not None:
+            metadata["time"] = day  # the chunk's own time (its said_at), as a chat turn's
         for start, end in spans:
             chunks.append(
                 Chunk(
@@ -232,10 +235,19 @@ def chunk_markdown(doc: Document) -> list[Chunk]:
                     locator=locator,
                     char_start=start,
                     char_end=end,
-                    metadata={"headings": section.headings} if section.headings else {},
+                    metadata=dict(metadata),
                 )
             )
     return chunks or _frontmatter_chunks(doc)
+
+
+def section_day(headings: list[str]) -> float | None:
+    """The day the innermost dated heading names ("## 2024-03-05", "## March 5, 2024", "## 5. März
+    2024"): a journal kept in one note dates each entry by its heading, not all of them by the file."""
+    for heading in reversed(headings):
+        if (day := parse_date(heading)) is not None:
+            return day
+    return None
 
 
 def _frontmatter_chunks(doc: Document) -> list[Chunk]:

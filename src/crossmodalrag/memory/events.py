@@ -224,11 +224,11 @@ def _extract(
     a model call, which is stopped there."""
     cost = {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
     nodes: dict[str, Node] = {}
-    when = (iso_time(source.timestamp) or "")[:10]
     conversation = source.source_type == "conversation"
     for number, group in enumerate(windows(chunks, how.window_chars)):
         if number and deadline is not None and time.monotonic() > deadline:
             raise OutOfTime(cost)
+        when = (iso_time(_times(source, group)[0]) or "")[:10]  # the window's day: a journal's entries differ
         excerpts = [spoken(c.body)[: how.window_chars] for c in group]
         result = extract_window(how.llm, source.title, when, excerpts, how.constrained, conversation, deadline)
         cost["calls"] += result.calls
@@ -249,7 +249,13 @@ def _extract(
     return check_provenance(list(nodes.values()), chunks, how.semantic, how.min_cosine), "", cost
 
 
+def _times(source: SourceRow, chunks: list[ChunkRow]) -> list[float | None]:
+    """When each chunk was written or said: its own time, else its source's."""
+    return [source.timestamp if c.said_at is None else c.said_at for c in chunks] or [source.timestamp]
+
+
 def _event_node(source: SourceRow, statement: str, kind: str, cited: list[ChunkRow]) -> Node:
+    times = [t for t in _times(source, cited) if t is not None]
     return Node(
         id=stable_id("event", source.uri, statement.lower()),
         level="event",
@@ -257,8 +263,8 @@ def _event_node(source: SourceRow, statement: str, kind: str, cited: list[ChunkR
         statement=statement,
         kind=kind,
         project=source.project,
-        first_time=source.timestamp,
-        last_time=source.timestamp,
+        first_time=min(times, default=None),  # the cited entries' days: a journal's, a chat continued later
+        last_time=max(times, default=None),
         source_id=source.id,
         source_uri=source.uri,
         links=[Link(c.id, "cited") for c in cited],

@@ -31,6 +31,7 @@ class ChunkRow:
     text: str
     char_start: int
     char_end: int
+    said_at: float | None = None  # its own time, when not its source's: a chat turn's, a dated journal entry's
 
     @property
     def body(self) -> str:
@@ -63,7 +64,8 @@ def all_sources(conn: sqlite3.Connection) -> list[SourceRow]:
 
 def chunks_of(conn: sqlite3.Connection, source_id: int) -> list[ChunkRow]:
     rows = conn.execute(
-        "SELECT id, text, char_start, char_end FROM chunks WHERE source_id = ? ORDER BY chunk_index", (source_id,)
+        "SELECT id, text, char_start, char_end, said_at FROM chunks WHERE source_id = ? ORDER BY chunk_index",
+        (source_id,),
     )
     return [ChunkRow(*row) for row in rows]
 
