@@ -32,6 +32,16 @@ from crossmodalrag.connectors.globs import matches, selected
         ("/top.md", "top.md", True),
         ("a+b(1).md", "a+b(1).md", True),
         ("a+b(1).md", "aab1.md", False),
+        # sets and ranges, as in .gitignore: `[12]` matched only a literal "[12]" and selected nothing
+        ("daily/2019-0[12]*", "daily/2019-02-05.md", True),
+        ("daily/2019-0[12]*", "daily/2019-03-05.md", False),
+        ("[!_]*.md", "a/_draft.md", False),
+        ("[!_]*.md", "a/draft.md", True),
+        ("a[/]b.md", "a/b.md", False),  # a set never crosses a folder
+        ("[]]x.md", "]x.md", True),
+        ("[z-a].md", "[z-a].md", True),  # no class can be backwards: the characters themselves
+        ("[projects", "[projects", True),  # a `[` without its `]` too
+        ("[projects", "projects/a.md", False),
     ],
 )
 def test_matches(pattern: str, path: str, expected: bool) -> None:

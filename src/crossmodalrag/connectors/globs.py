@@ -1,8 +1,9 @@
 """Include/exclude globs over source-relative POSIX paths.
 
-`*` and `?` stay inside one folder, `**` spans folders (`work/**`, `**/draft-*.md`), a pattern
-without a slash matches the file name at any depth, as in .gitignore (`*.tmp.md`), and one ending
-in a slash means everything inside that folder (`private/`).
+`*` and `?` stay inside one folder, `**` spans folders (`work/**`, `**/draft-*.md`), `[...]` is one
+character of a set or range (`daily/2019-0[1-3]*`, `[!_]*`), a pattern without a slash matches the
+file name at any depth, as in .gitignore (`*.tmp.md`), and one ending in a slash means everything
+inside that folder (`private/`). A `[` without its `]` is the character itself.
 
 Both sides are compared in NFC: macOS and many sync tools write file names decomposed (NFD: `e` plus a
 combining accent) while a typed glob is composed, and the two forms of `Privé/**` must exclude the
@@ -32,10 +33,36 @@ def _compile(pattern: str) -> re.Pattern[str]:
         elif pattern[i] == "?":
             out.append("[^/]")
             i += 1
+        elif (
+            pattern[i] == "[" and (end := _set_end(pattern, i)) > 0 and (chars := _character_set(pattern[i + 1 : end]))
+        ):
+            out.append(chars)
+            i = end + 1
         else:
             out.append(re.escape(pattern[i]))
             i += 1
     return re.compile("".join(out) + r"\Z")
+
+
+def _set_end(pattern: str, start: int) -> int:
+    """Where the `]` closing the set opened at `start` is (a `]` first in the set is one of its
+    characters, as in fnmatch), or -1."""
+    first = start + 1 + (pattern[start + 1 : start + 2] in ("!", "^"))
+    return pattern.find("]", first + 1)
+
+
+def _character_set(body: str) -> str | None:
+    """A regex class for a glob set's body (`!` or `^` first negates it; it never matches `/`), or
+    None for one no class can be (a range backwards, `[z-a]`): its `[` is then the character."""
+    negated = body[:1] in ("!", "^")
+    members = body[1:] if negated else body
+    escaped = "".join("\\" + c if c in "\\^[]" else c for c in members)
+    regex = f"[^/{escaped}]" if negated else f"(?!/)[{escaped}]"
+    try:
+        re.compile(regex)
+    except re.error:
+        return None
+    return regex
 
 
 def matches(path: str, pattern: str) -> bool:
