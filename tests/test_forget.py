@@ -237,6 +237,21 @@ def test_the_cli_says_a_file_still_on_disk_comes_back(capsys, vault, db_path) ->
     assert code == 0 and "still on disk" not in err
 
 
+def test_a_forgotten_chat_session_whose_file_is_still_on_disk_is_named(capsys, tmp_path, db_path) -> None:
+    """Its uri is `FILE@session`: the file, not the uri, is what the next sync reads again."""
+    from crossmodalrag.conversations import ingest_conversations
+    from tests.agent.chats import claude_record, write_jsonl
+
+    (tmp_path / "chats").mkdir()
+    chat = write_jsonl(tmp_path / "chats" / "s.jsonl", [claude_record("u1", None, "user", f"the {MARKER} plan")])
+    with open_store(db_path) as store:
+        ingest_conversations(store, [chat.parent])
+    code, out, err = run(capsys, "forget", "--path", str(chat), "--yes", "--json")
+    assert code == 0 and json.loads(out)["still_on_disk"] == [str(chat)]
+    assert f"the next ingest-chat or sync of its folder reads it again: {chat}; delete it" in err
+    assert "--exclude" not in err
+
+
 def test_eval_gold_is_kept_and_counted(capsys, vault, db_path) -> None:
     ingest(vault, db_path)
     gone = str(vault / "secret/gone.md")

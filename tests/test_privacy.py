@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sqlite3
 from pathlib import Path
 
@@ -112,6 +114,22 @@ def test_a_wholly_private_note_is_stored_without_text(tmp_path: Path, store) -> 
     assert not search(store, SECRET, SearchOptions()).hits
     assert store.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == 0
     assert read_note(vault, path).text == ""
+
+
+def test_no_hash_of_a_note_with_a_private_span_is_stored(tmp_path: Path, db_path: Path, store) -> None:
+    """With the rest of the note stored, the hash of its bytes confirms a guessed PIN in milliseconds."""
+    vault = tmp_path / "vault"
+    bank = write_note(vault, "bank.md", "# Bank\nCard ending 1234.\n<private>PIN 4821</private>\n")
+    write_note(vault, "plain.md", "# Plain\nnothing hidden\n")
+    ingest_notes(store, [vault])
+    os.utime(bank, ns=(1_700_000_000_000_000_000,) * 2)  # touched: read again, and restamped
+    assert ingest_notes(store, [vault]).unchanged == 2
+    rows = store.conn.execute(
+        "SELECT json_extract(metadata, '$.path'), json_extract(metadata, '$.file_sha256') IS NOT NULL,"
+        " json_extract(metadata, '$.file_stamp') LIKE '%:1700000000000000000:%' FROM sources ORDER BY uri"
+    ).fetchall()
+    assert [tuple(row) for row in rows] == [("bank.md", 0, 1), ("plain.md", 1, 0)]
+    assert hashlib.sha256(bank.read_bytes()).hexdigest().encode() not in database_bytes(db_path)
 
 
 # --- end to end -----------------------------------------------------------------------------

@@ -11,7 +11,8 @@ A file whose size and mtime (or, touched, bytes) are those of its last clean rea
 an unchanged 40 MB export took 20 s to parse and mask on every `mem sync`. Each session keeps the
 stamp of the file it was stored from, with the file's session count; a read that left a notice, or
 found some of its sessions stored from another file, stamps nothing: such a file is read (and its
-notices said) each time, as before.
+notices said) each time, as before. A file with a secret masked or a `<private>` span cut keeps no
+hash of its bytes (file_moves.py `hash_to_keep`): touched, it is read again.
 
 A session is one source whatever file it is read from. While two files holding it are both on disk
 (the same export downloaded twice), the copy with more turns is kept. When the file it was stored
@@ -40,7 +41,7 @@ from crossmodalrag.connectors.chats import (
 from crossmodalrag.connectors.chats.jsonio import lost_nothing
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.file_moves import file_sha256, known_files, regular_file_stat, unsettled
+from crossmodalrag.file_moves import file_sha256, hash_to_keep, known_files, regular_file_stat, unsettled
 from crossmodalrag.ingest import IngestReport, Progress, remove_sources
 from crossmodalrag.store import Store
 from crossmodalrag.store.batch import WriteBatch
@@ -189,6 +190,7 @@ def _ingest_file(
     if gone and lost_nothing(chat.problems):  # a file that broke off early keeps the sessions stored from it
         report.removed += remove_sources(store, gone)
     if clean:
+        sha256 = hash_to_keep(chat.path, sha256, chat.withheld_text)
         retrying(partial(_stamp_sessions, store, chat.path, recorded, sha256))
 
 

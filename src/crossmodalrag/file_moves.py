@@ -5,6 +5,7 @@ file) and `file_sha256` (its bytes). A stamp that differs only because the file 
 copied over with the same bytes is caught by the hash, so a 10-page scan is not OCR'd again to find
 it unchanged; and a new path whose bytes are those of a stored file gone from disk is that file,
 moved, so it keeps its source id (mem://source/<id> citations stay valid), as a moved note does.
+A note or chat file a reader cut text out of keeps no hash (`hash_to_keep`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,18 @@ def file_sha256(path: Path) -> str | None:
     except OSError:
         return None
     return digest.hexdigest()
+
+
+def hash_to_keep(path: Path, before: str | None, withheld_text: bool) -> str | None:
+    """The hash to store with what a read kept of a file that a reader may cut text out of (a note's
+    `<private>` spans, a chat's masked secrets), or None. Never when it cut something: with the rest
+    of the file stored, the hash of its raw bytes confirms a guessed PIN or password in milliseconds.
+    Such a file keeps only its stamp, so it is read again whenever touched (a cheap read for a note).
+    Nor when its bytes changed during the read (`before` was taken before it): those hashed may have
+    held text that the bytes read no longer did."""
+    if before is None or withheld_text:
+        return None
+    return before if file_sha256(path) == before else None
 
 
 def known_files(store: Store, uri_prefix: str, source_type: str) -> dict[str, StoredFile]:

@@ -30,6 +30,7 @@ from typing import Any
 from crossmodalrag import versioning
 from crossmodalrag.agent.supersession import keep_updates_linked
 from crossmodalrag.errors import CMRAGError, StoreError
+from crossmodalrag.file_moves import stored_path
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
 from crossmodalrag.store.params import in_batches
@@ -352,6 +353,7 @@ def unfinished_copies(store: Store) -> list[str]:
 
 
 def still_on_disk(sources: list[StoredSource]) -> list[str]:
-    """Files, and repositories of commits, that still exist: the next ingest or sync reads them again."""
-    paths = [s.uri.rsplit("@", 1)[0] if s.source_type == "commit" else s.uri for s in sources]
+    """Files (a chat session's too), and repositories of commits, that still exist: the next ingest or
+    sync reads them again."""
+    paths = [stored_path(s.uri, s.source_type) for s in sources]
     return [path for path in dict.fromkeys(paths) if os.path.lexists(path)]

@@ -17,7 +17,15 @@ from crossmodalrag import vaults, versioning
 from crossmodalrag.connectors import git, notes
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.file_moves import FileMoves, StoredFile, file_sha256, known_files, regular_file_stat, unsettled
+from crossmodalrag.file_moves import (
+    FileMoves,
+    StoredFile,
+    file_sha256,
+    hash_to_keep,
+    known_files,
+    regular_file_stat,
+    unsettled,
+)
 from crossmodalrag.repository_moves import RepositoryMoves
 from crossmodalrag.store import Store, documents
 from crossmodalrag.store.batch import WriteBatch
@@ -449,6 +457,8 @@ def _read_changed(
         for item in _read_each([path], read):
             if stamp and isinstance(item, Document):
                 item.metadata["file_stamp"] = stamp
+                if notes_mode:  # PDFs and images have no private marker: nothing is cut from them
+                    sha256 = hash_to_keep(path, sha256, item.withheld_text)
                 if sha256:
                     item.metadata["file_sha256"] = sha256
             yield item

@@ -22,6 +22,8 @@ class Document:
     locator: str = ""  # how to cite the whole source: a vault-relative path, repo@sha7
     metadata: dict[str, Any] = field(default_factory=dict)
     extractor: str = ""  # e.g. "pypdfium2 5.15.2": part of the fingerprint, so upgrades re-derive
+    # The reader cut text out of the file (a `<private>` span): no hash of its raw bytes may be stored.
+    withheld_text: bool = False
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tracemalloc
@@ -398,6 +399,28 @@ def test_an_unchanged_export_is_not_read_again_and_a_changed_one_is(store, tmp_p
     report = ingest_conversations(store, [tmp_path])
     assert (report.removed, report.unchanged, read) == (1, 1, ["conversations.json"])
     assert (ingest_conversations(store, [tmp_path]).unchanged, read) == (1, ["conversations.json"])
+
+
+@pytest.mark.parametrize("said", ["my password is hunter2hunter", "my pin is <private>4821</private>"])
+def test_no_hash_of_a_chat_file_with_a_masked_secret_or_private_span_is_stored(
+    store, db_path, tmp_path, monkeypatch, said
+):
+    """The hash of the raw file would confirm a guessed password; so it is read again when touched."""
+    path = write_jsonl(tmp_path / "s.jsonl", [claude_record("u1", None, "user", said)])
+    os.utime(path, ns=(1_600_000_000_000_000_000,) * 2)  # settled: its stamp alone can tell it unchanged
+    ingest_conversations(store, [path])
+    stored = store.conn.execute("SELECT json_extract(metadata, '$.file_sha256') FROM sources").fetchall()
+    assert [tuple(row) for row in stored] == [(None,)] and hashlib.sha256(
+        path.read_bytes()
+    ).hexdigest().encode() not in db_bytes(db_path)
+    read = files_read(monkeypatch)
+    assert (ingest_conversations(store, [path]).unchanged, read) == (1, [])  # by its stamp, as before
+    os.utime(path, ns=(1_700_000_000_000_000_000,) * 2)
+    assert (ingest_conversations(store, [path]).unchanged, read) == (1, ["s.jsonl"])
+
+
+def db_bytes(db_path) -> bytes:
+    return b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*") if p.is_file())
 
 
 def test_a_growing_session_file_is_read_when_it_grew_and_only_then(store, tmp_path, monkeypatch):

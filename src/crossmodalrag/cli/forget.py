@@ -12,6 +12,9 @@ from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import open_configured_store
 
 SHOWN_IN_PROMPT = 10
+# How each kind of source still on disk comes back, and so which note says what takes it out of reach
+# (a kind not named: a note's, read by its path).
+COMES_BACK_AS = {"conversation": "chat", "pdf": "whole file", "image": "whole file", "commit": "commit"}
 
 
 def forget(args: argparse.Namespace) -> int:
@@ -94,27 +97,7 @@ def _render(args: argparse.Namespace, report) -> None:
             "the forgotten text, which went with it; run `mem build-memory` to re-derive them (until then they "
             "are in no timeline)\n"
         )
-    repositories = {s.uri.rsplit("@", 1)[0] for s in report.sources if s.source_type == "commit"}
-    files = [path for path in report.still_on_disk if path not in repositories]
-    read_whole = {s.uri for s in report.sources if s.source_type in ("pdf", "image")}
-    texts = [path for path in files if path not in read_whole]
-    if texts:
-        note(
-            f"note: still on disk, so the next ingest or sync reads it again: {_shown(texts)}; delete or --exclude it, "
-            "or wrap what must never be stored in <private>…</private>\n"
-        )
-    if len(texts) < len(files):  # ingest-pdf and ingest-images take no --exclude, and a PDF holds no <private>
-        note(
-            "note: still on disk, so the next ingest or sync of its folder reads it again: "
-            f"{_shown([path for path in files if path in read_whole])}; delete it or move it out of that folder\n"
-        )
-    if len(files) < len(report.still_on_disk):  # a commit: neither deleting a file nor <private> takes it out
-        note(
-            f"note: the commits are still in the history of {_shown(sorted(set(report.still_on_disk) - set(files)))},"
-            " so the next ingest-git or sync of it stores them again (unless they are older than the newest"
-            " git_max_commits, or git_exclude excludes every file they change): rewrite that history so no branch"
-            " or tag reaches them (they then leave the repository too), or take the repository out of the connectors\n"
-        )
+    _say_still_on_disk(report, note)
     if report.backups:
         note(
             f"note: {_count(len(report.backups), 'backup')} in {_shown(_folders(report.backups))} made before now may "
@@ -130,6 +113,40 @@ def _render(args: argparse.Namespace, report) -> None:
             f"note: {_count(report.eval_queries, 'eval query')} {'names' if report.eval_queries == 1 else 'name'} "
             "a forgotten source as expected evidence; "
             "your labels are kept (`mem eval` warns about them)\n"
+        )
+
+
+def _say_still_on_disk(report, note) -> None:
+    """What the next ingest or sync reads again, with what takes each kind out of its reach."""
+    from crossmodalrag.file_moves import stored_path
+
+    kinds = {stored_path(s.uri, s.source_type): s.source_type for s in report.sources}
+    on_disk: dict[str, list[str]] = {}
+    for path in report.still_on_disk:
+        on_disk.setdefault(COMES_BACK_AS.get(kinds.get(path, ""), "text"), []).append(path)
+    if texts := on_disk.get("text"):
+        note(
+            f"note: still on disk, so the next ingest or sync reads it again: {_shown(texts)}; delete or --exclude it, "
+            "or wrap what must never be stored in <private>…</private>\n"
+        )
+    if chats := on_disk.get("chat"):  # ingest-chat takes no --exclude; a session file may hold other sessions
+        note(
+            f"note: still on disk, so the next ingest-chat or sync of its folder reads it again: {_shown(chats)}; "
+            "delete it or move it out of that folder (any other session stored from it stays in memory), "
+            "or wrap what must never be stored in <private>…</private>\n"
+        )
+    # ingest-pdf and ingest-images take no --exclude, and a PDF holds no <private>
+    if files := on_disk.get("whole file"):
+        note(
+            f"note: still on disk, so the next ingest or sync of its folder reads it again: {_shown(files)}; "
+            "delete it or move it out of that folder\n"
+        )
+    if repositories := on_disk.get("commit"):  # neither deleting a file nor <private> takes a commit out
+        note(
+            f"note: the commits are still in the history of {_shown(sorted(repositories))},"
+            " so the next ingest-git or sync of it stores them again (unless they are older than the newest"
+            " git_max_commits, or git_exclude excludes every file they change): rewrite that history so no branch"
+            " or tag reaches them (they then leave the repository too), or take the repository out of the connectors\n"
         )
 
 

@@ -15,7 +15,7 @@ from crossmodalrag.connectors.files import shown as _shown  # its locals are nam
 from crossmodalrag.connectors.frontmatter import parse_frontmatter
 from crossmodalrag.connectors.globs import selected
 from crossmodalrag.errors import ConnectorError
-from crossmodalrag.privacy import strip_private
+from crossmodalrag.privacy import has_private, strip_private
 from crossmodalrag.types import Document
 from crossmodalrag.written_dates import parse_date
 
@@ -107,6 +107,7 @@ def read_note(root: Path, path: Path) -> Document:
     frontmatter_text, body_start = split_frontmatter(text)
     if not _has_body(text, body_start) and not _worth_keeping(parse_frontmatter(frontmatter_text)):
         raise EmptyNote(f"{_shown(path)}: note is empty", "nothing to remember in it")
+    withheld = has_private(text)
     text = strip_private(text)
     frontmatter_text, body_start = split_frontmatter(text)
     meta = parse_frontmatter(frontmatter_text)
@@ -129,6 +130,7 @@ def read_note(root: Path, path: Path) -> Document:
             **({"frontmatter": _jsonable(meta)} if meta else {}),
             **({"notice": f"{_shown(path)}: {unread}"} if unread else {}),
         },
+        withheld_text=withheld,
     )
 
 

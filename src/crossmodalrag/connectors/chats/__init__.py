@@ -22,7 +22,7 @@ from crossmodalrag.connectors.chats.jsonio import MAX_LINE, clip
 from crossmodalrag.connectors.chats.secrets import mask_secrets
 from crossmodalrag.connectors.files import check_regular
 from crossmodalrag.errors import ConnectorError
-from crossmodalrag.privacy import strip_private
+from crossmodalrag.privacy import has_private, strip_private
 from crossmodalrag.types import Document
 
 # "empty": an export whose conversations were all deleted (`[]`), read so the sessions stored from it leave.
@@ -69,6 +69,7 @@ class ChatRead:
     format: str
     problems: list[str] = field(default_factory=list)
     secrets_masked: int = 0
+    withheld_text: bool = False  # a `<private>` span or a secret was cut out: no hash of the file is stored
 
     def sessions(self) -> Iterator[Session]:
         from crossmodalrag.connectors.chats import claude_code, codex, exports
@@ -86,14 +87,19 @@ class ChatRead:
             session.turns = [turn for turn in session.turns if turn.text]
             # A title the format names (a summary, an export's conversation name) is cleaned as the turns
             # are (not counted again): a pasted key or a private span would be every chunk's breadcrumb.
-            session.title = mask_secrets(strip_private(session.title).strip())[0] or session.key
+            session.title = self._withheld(session.title)[0] or session.key
             yield session
 
     def _clean(self, turn: Turn) -> Turn:
-        text, masked = mask_secrets(strip_private(turn.text).strip())
+        turn.text, masked = self._withheld(turn.text)
         self.secrets_masked += masked
-        turn.text = text
         return turn
+
+    def _withheld(self, text: str) -> tuple[str, int]:
+        """The text without its private spans and secrets, and how many secrets were masked."""
+        cleaned, masked = mask_secrets(strip_private(text).strip())
+        self.withheld_text = self.withheld_text or bool(masked) or has_private(text)
+        return cleaned, masked
 
 
 def find_chat_files(path: Path) -> Iterator[Path]:
