@@ -17,7 +17,15 @@ from crossmodalrag import vaults, versioning
 from crossmodalrag.connectors import git, notes
 from crossmodalrag.connectors.files import check_name, confined
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.file_moves import FileMoves, StoredFile, file_sha256, known_files, regular_file_stat, unsettled
+from crossmodalrag.file_moves import (
+    FileMoves,
+    StoredFile,
+    file_sha256,
+    known_files,
+    regular_file_stat,
+    unsettled,
+    unsettled_stamp,
+)
 from crossmodalrag.repository_moves import RepositoryMoves
 from crossmodalrag.store import Store, documents
 from crossmodalrag.store.batch import WriteBatch
@@ -442,7 +450,7 @@ def _read_changed(
             continue
         sha256 = file_sha256(path) if stamp else None
         if stat and notes_mode and unsettled(stat):
-            stamp = f"{stat.st_size}:unsettled:{extractor}"
+            stamp = unsettled_stamp(stat, extractor)
         if sha256 and known and known.sha256 == sha256 and known.stamp.endswith(f":{extractor}"):
             yield Unchanged(str(path), file_stamp=stamp if stamp != known.stamp else None, file_sha256=sha256)
             continue
