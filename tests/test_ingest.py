@@ -202,6 +202,26 @@ def test_a_renamed_note_titled_by_its_file_name_keeps_its_id(store: Store, vault
     assert_consistent(store)
 
 
+def test_a_note_titled_by_its_file_name_synced_as_it_was_saved_keeps_its_id_when_renamed_later(
+    store: Store, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mem sync --watch` stores a save within a second of the write: its stamp unsettled, which kept no
+    mtime, so a rename once the write had settled was read as a deletion and an addition."""
+    ingest_notes(store, [vault])
+    monkeypatch.setattr("crossmodalrag.file_moves.UNSETTLED_SECONDS", 10**9)  # the save: moments ago
+    write_note(vault, "Todo.md", "Call the plumber about the leak.\n")
+    ingest_notes(store, [vault])
+    old_id = sources(store)[uri(vault, "Todo.md")]
+    stamp = store.conn.execute("SELECT json_extract(metadata, '$.file_stamp') FROM sources WHERE id = ?", (old_id,))
+    assert "unsettled" in stamp.fetchone()[0]
+    monkeypatch.setattr("crossmodalrag.file_moves.UNSETTLED_SECONDS", 0)  # the rename: long after it
+    os.rename(vault / "Todo.md", vault / "Household todo.md")
+    report = ingest_notes(store, [vault])
+    assert (report.added, report.moved, report.removed) == (0, 1, 0)
+    assert sources(store)[uri(vault, "Household todo.md")] == old_id
+    assert_consistent(store)
+
+
 def test_a_moved_note_keeps_its_chunks_and_their_vectors_when_its_text_is_unchanged(store: Store, vault: Path) -> None:
     """A rename rewrote and re-embedded every chunk; only the locator changes with the path."""
     write_note(vault, "projects/beta.md", NOTES["projects/beta.md"] + "\n## Budget\n" + "Birch planks. " * 200)

@@ -333,6 +333,36 @@ def test_a_second_ctrl_c_while_embedding_says_the_changes_are_stored_not_that_th
     assert str(vault.resolve() / "late.md") in source_uris(db_path)
 
 
+def test_an_unreadable_note_the_first_sync_reported_is_not_repeated_by_the_next_batch(capsys, monkeypatch, tmp_path):
+    """Each save of another note said again every unreadable file of the vault the first sync had named."""
+    from crossmodalrag import watch as watch_module
+
+    vault = tmp_path / "vault"
+    write_note(vault, "a.md", "# A\nText.\n")
+    write_note(vault, "bad.md", b"# Bad\ncaf\xe9\n")
+
+    def saved(self, stop):
+        self.pending.add(self.targets[0], [write_note(vault, "a.md", "# A\nText, edited.\n")])
+
+    monkeypatch.setattr(watch_module.Watcher, "run", saved)
+    monkeypatch.setattr(watch_module.Watcher, "_arm", lambda self, target: True)  # no observer adding a.md again
+    monkeypatch.setenv("OBSIDIAN_VAULT_PATH_1", str(vault))
+    assert main(["sync", "--watch"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("bad.md: not valid UTF-8") == 1 and "0 added, 1 updated" in err
+
+
+def test_watch_json_events_carry_the_keys_docs_json_contract_lists(tmp_path):
+    from crossmodalrag.ingest import IngestReport
+
+    counts = {"added", "updated", "unchanged", "removed", "moved", "empty", "failed", "chunks", "failures", "notices"}
+    synced = WatchEvent("synced", "notes", tmp_path, IngestReport(updated=1)).to_dict()
+    assert set(synced) == {"event", "connector", "root", "message"} | counts
+    assert set(WatchEvent("missing", "pdf", tmp_path, message="not found").to_dict()) == {
+        "event", "connector", "root", "message"
+    }  # fmt: skip
+
+
 def test_watch_with_nothing_configured_is_an_error(capsys):
     assert main(["sync", "--watch"]) == 1
     assert capsys.readouterr().err.startswith("error: nothing to sync")

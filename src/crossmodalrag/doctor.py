@@ -17,6 +17,7 @@ from crossmodalrag.store.access import READ_ONLY_HINT, connect_read_only, is_wri
 from crossmodalrag.store.connection import refuse_folder, refuse_foreign
 from crossmodalrag.store.failures import DAMAGED_HINT, explain
 from crossmodalrag.store.migrations import LATEST_VERSION
+from crossmodalrag.store.readonly import remove_idle_side_files
 
 EXTRAS = {
     "embeddings": ("fastembed", "onnxruntime", "tokenizers", "numpy"),
@@ -130,6 +131,9 @@ def _database(settings: Settings, report: Report) -> None:
         return
     finally:
         conn.close()
+        # Both connections made an empty -wal and -shm; neither closed last with write access, so a
+        # backup examined by doctor was left looking in use (`mem restore` refused it), unlike `mem stats`.
+        remove_idle_side_files(path)
     if facts["integrity"] != "ok":
         report.problems.append(f"integrity check failed: {facts['integrity']}; restore a backup")
     elif index:

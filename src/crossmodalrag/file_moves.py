@@ -21,6 +21,7 @@ from crossmodalrag.store import Store
 from crossmodalrag.types import Document
 
 UNSETTLED_SECONDS = 3.0  # a stamp is trusted once it was taken this long after the file's last write
+UNSETTLED_MARK = "unsettled "  # before the mtime of a stamp taken sooner (unsettled_stamp)
 
 
 class StoredFile(NamedTuple):
@@ -97,8 +98,20 @@ class FileMoves:
 
 def size_and_mtime(stamp: str | None) -> list[str] | None:
     """The stamp without its extractor (`size:mtime_ns:extractor`): a file moved is the same file
-    whichever engine read it."""
-    return stamp.split(":", 2)[:2] if stamp else None
+    whichever engine read it. An unsettled stamp gives its mtime too: a note saved under `mem sync
+    --watch` is stored unsettled, and renamed later it must still be found (its text decides whether
+    it is the same note); one stored before unsettled stamps kept the mtime gives None."""
+    if not stamp:
+        return None
+    size, mtime = stamp.split(":", 2)[:2]
+    mtime = mtime.removeprefix(UNSETTLED_MARK)
+    return None if mtime == "unsettled" else [size, mtime]
+
+
+def unsettled_stamp(stat: os.stat_result, extractor: str) -> str:
+    """The stamp of a file written moments ago (`unsettled`): never equal to a stamp taken later, so it
+    never vouches for the file, but it keeps the mtime a rename keeps."""
+    return f"{stat.st_size}:{UNSETTLED_MARK}{stat.st_mtime_ns}:{extractor}"
 
 
 def regular_file_stat(path: Path) -> os.stat_result | None:

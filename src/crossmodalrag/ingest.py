@@ -25,6 +25,7 @@ from crossmodalrag.file_moves import (
     known_files,
     regular_file_stat,
     unsettled,
+    unsettled_stamp,
 )
 from crossmodalrag.repository_moves import RepositoryMoves
 from crossmodalrag.store import Store, documents
@@ -450,7 +451,7 @@ def _read_changed(
             continue
         sha256 = file_sha256(path) if stamp else None
         if stat and notes_mode and unsettled(stat):
-            stamp = f"{stat.st_size}:unsettled:{extractor}"
+            stamp = unsettled_stamp(stat, extractor)
         if sha256 and known and known.sha256 == sha256 and known.stamp.endswith(f":{extractor}"):
             yield Unchanged(str(path), file_stamp=stamp if stamp != known.stamp else None, file_sha256=sha256)
             continue

@@ -64,6 +64,21 @@ def test_a_damaged_file_is_named_by_doctor_and_refused_by_init_db_and_verify(cap
         assert not any(line.startswith("error: unexpected") for line in said), command
 
 
+def test_a_backup_examined_by_doctor_is_left_with_nothing_beside_it(capsys, monkeypatch, tmp_path):
+    """As `mem stats` leaves it: an empty -wal and -shm left behind made `mem restore` take it for a file in use."""
+    write_note(tmp_path / "vault", "a.md", "# A\nalpha beta")
+    assert main(["ingest-notes", str(tmp_path / "vault")]) == 0
+    assert main(["backup", str(tmp_path / "copies" / "memory.db")]) == 0
+    backup = tmp_path / "copies" / "memory.db"
+    before = backup.read_bytes()
+    monkeypatch.setenv("CMRAG_DB_PATH", str(backup))
+    capsys.readouterr()
+    code, report = doctor_json(capsys)
+    assert code == 0 and report["database"]["integrity"] == "ok"
+    assert sorted(p.name for p in backup.parent.iterdir()) == ["memory.db", "memory.db.sha256"]
+    assert backup.read_bytes() == before
+
+
 def test_a_folder_at_the_database_path_is_named_as_one(capsys, db_path):
     db_path.mkdir()
     for command in (["doctor"], ["init-db"], ["stats"], ["ask", "x", "--no-llm"]):

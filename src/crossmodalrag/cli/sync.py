@@ -114,6 +114,7 @@ def _watch(args: argparse.Namespace, settings: Settings, store: Store, only: tup
     debounce = DEBOUNCE_SECONDS if args.debounce is None else args.debounce
     with Watcher(store, settings, only, args.max_commits, lines, debounce) as watcher:
         report, embedded = _sync_once(args, settings, store, only, lines.embed)
+        lines.shown_by_first_sync(report, watcher)
         if args.json:
             lines.emit({"event": "initial", **report.to_dict(), "embedded": embedded})
         if not watcher.targets:
@@ -162,6 +163,14 @@ class WatchLines:
         self.as_json = as_json
         self.embedding = True  # off once a model turns out to be unavailable: one note, not one per batch
         self.shown: dict[tuple[str, Path], set[str]] = {}
+
+    def shown_by_first_sync(self, report: "SyncReport", watcher: "Watcher") -> None:
+        """The first sync's failures and notes are on screen already: a root's first batch (a save of
+        another note) repeated every unreadable file of its connector. Each root is given all of its
+        connector's, whose messages name their files."""
+        said = {part.connector: {*part.report.failures, *part.report.notices} for part in report.connectors}
+        for target in watcher.targets:
+            self.shown[(target.connector, target.root)] = set(said.get(target.connector, ()))
 
     def emit(self, data: dict) -> None:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
