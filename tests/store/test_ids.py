@@ -127,6 +127,27 @@ def test_a_rolled_back_deletion_gets_its_own_id_back_and_a_forgotten_one_leaves_
         )  # the memory the rollback took out
 
 
+def test_a_rollback_across_a_move_brings_the_note_back_to_its_old_path_under_its_id(tmp_path, db_path) -> None:
+    """The repro: plans.md (a citation names its id) renamed to renamed.md, then a rollback to before the
+    rename. The log holds the move as a delete and an insert; the source must go back to plans.md still
+    under its id, not under a new one with its old id gone for good."""
+    vault = tmp_path / "vault"
+    write_note(vault, "plans.md", "# Plans\nWe chose the walrus parser.\n")
+    write_note(vault, "other.md", "# Other\nother note\n")
+    plans, renamed = str(vault / "plans.md"), str(vault / "renamed.md")
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        plans_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (plans,)).fetchone()[0]
+        point = str(versioning.head(store.conn)[0])
+        (vault / "plans.md").rename(vault / "renamed.md")
+        assert ingest_notes(store, [vault]).moved == 1
+        rollback(store, point)
+        uris = dict(store.conn.execute("SELECT uri, id FROM sources"))
+        assert uris.get(plans) == plans_id and renamed not in uris
+        assert ingest_notes(store, [vault]).moved == 1  # renamed.md is still on disk: moved again, same id
+        assert store.conn.execute("SELECT id FROM sources WHERE uri = ?", (renamed,)).fetchone()[0] == plans_id
+
+
 def test_forgetting_the_highest_id_then_reopening_still_skips_it(db_path) -> None:
     with open_store(db_path) as store:
         remember(store, "The first memory", kind="fact")
