@@ -208,3 +208,22 @@ def test_the_marks_travel_with_a_backup(tmp_path, db_path) -> None:
     copy = backup_database(db_path, tmp_path / "copy.db").path
     with open_store(copy) as restored:
         assert remember(restored, "Stored in the copy", kind="fact").id > newest.id
+
+
+def test_restoring_an_older_backup_never_hands_out_an_id_the_replaced_memory_gave(tmp_path, db_path) -> None:
+    """The repro: a backup, then a note b (a citation names its id), then `mem restore` of the backup
+    (b is not in it) and a new note c: c must not open under b's id."""
+    from crossmodalrag.store.backup import backup_database
+    from crossmodalrag.store.restore import restore_database
+
+    with open_store(db_path) as store:
+        remember(store, "The alpha note", kind="fact")
+    copy = backup_database(db_path, tmp_path / "copy.db").path
+    with open_store(db_path) as store:
+        remember(store, "The deploy key lives in vault slot 7", kind="fact")
+        seen_sources, seen_chunks = ids(store.conn, "sources"), ids(store.conn, "chunks")
+    restore_database(copy, db_path, force=True)
+    with open_store(db_path) as store:
+        later = remember(store, "An unrelated grocery list", kind="fact")
+        assert later.id > max(seen_sources)
+        assert min(ids(store.conn, "chunks") - seen_chunks) > max(seen_chunks)
