@@ -553,6 +553,24 @@ def test_cli_log_history_checkpoint_diff_rollback_json(capsys, store: Store, vau
     assert code == 1 and err.startswith("error:") and "Traceback" not in err
 
 
+def test_rollback_says_a_restored_note_whose_file_is_gone_leaves_again_at_the_next_ingest(
+    capsys, store: Store, vault: Path
+) -> None:
+    """The notice said the next sync undoes a rollback "for every file that still exists": it removes a
+    note whose file is gone again too, and the user must hear that and how to keep it."""
+    assert main(["ingest-notes", str(vault)]) == 0
+    run(capsys, "checkpoint", "cp")
+    (vault / "beta.md").unlink()
+    main(["ingest-notes", str(vault)])
+    code, _, err = run(capsys, "rollback", "cp")
+    assert code == 0 and "still exists" not in err
+    assert f"the file of 1 restored source is gone ({vault / 'beta.md'})" in err and "put the file back" in err
+    main(["ingest-notes", str(vault)])  # what the notice says happens
+    assert (
+        store.conn.execute("SELECT COUNT(*) FROM sources WHERE uri = ?", (str(vault / "beta.md"),)).fetchone()[0] == 0
+    )
+
+
 # --- backup and restore ---------------------------------------------------------------------
 
 

@@ -127,6 +127,27 @@ def test_a_rolled_back_deletion_gets_its_own_id_back_and_a_forgotten_one_leaves_
         )  # the memory the rollback took out
 
 
+def test_a_rollback_across_a_move_brings_the_note_back_to_its_old_path_under_its_id(tmp_path, db_path) -> None:
+    """The repro: plans.md (a citation names its id) renamed to renamed.md, then a rollback to before the
+    rename. The log holds the move as a delete and an insert; the source must go back to plans.md still
+    under its id, not under a new one with its old id gone for good."""
+    vault = tmp_path / "vault"
+    write_note(vault, "plans.md", "# Plans\nWe chose the walrus parser.\n")
+    write_note(vault, "other.md", "# Other\nother note\n")
+    plans, renamed = str(vault / "plans.md"), str(vault / "renamed.md")
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        plans_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (plans,)).fetchone()[0]
+        point = str(versioning.head(store.conn)[0])
+        (vault / "plans.md").rename(vault / "renamed.md")
+        assert ingest_notes(store, [vault]).moved == 1
+        rollback(store, point)
+        uris = dict(store.conn.execute("SELECT uri, id FROM sources"))
+        assert uris.get(plans) == plans_id and renamed not in uris
+        assert ingest_notes(store, [vault]).moved == 1  # renamed.md is still on disk: moved again, same id
+        assert store.conn.execute("SELECT id FROM sources WHERE uri = ?", (renamed,)).fetchone()[0] == plans_id
+
+
 def test_forgetting_the_highest_id_then_reopening_still_skips_it(db_path) -> None:
     with open_store(db_path) as store:
         remember(store, "The first memory", kind="fact")
@@ -187,3 +208,22 @@ def test_the_marks_travel_with_a_backup(tmp_path, db_path) -> None:
     copy = backup_database(db_path, tmp_path / "copy.db").path
     with open_store(copy) as restored:
         assert remember(restored, "Stored in the copy", kind="fact").id > newest.id
+
+
+def test_restoring_an_older_backup_never_hands_out_an_id_the_replaced_memory_gave(tmp_path, db_path) -> None:
+    """The repro: a backup, then a note b (a citation names its id), then `mem restore` of the backup
+    (b is not in it) and a new note c: c must not open under b's id."""
+    from crossmodalrag.store.backup import backup_database
+    from crossmodalrag.store.restore import restore_database
+
+    with open_store(db_path) as store:
+        remember(store, "The alpha note", kind="fact")
+    copy = backup_database(db_path, tmp_path / "copy.db").path
+    with open_store(db_path) as store:
+        remember(store, "The deploy key lives in vault slot 7", kind="fact")
+        seen_sources, seen_chunks = ids(store.conn, "sources"), ids(store.conn, "chunks")
+    restore_database(copy, db_path, force=True)
+    with open_store(db_path) as store:
+        later = remember(store, "An unrelated grocery list", kind="fact")
+        assert later.id > max(seen_sources)
+        assert min(ids(store.conn, "chunks") - seen_chunks) > max(seen_chunks)

@@ -59,6 +59,29 @@ def test_pg_dump_backup_restores_the_memory_whole(postgres_url, monkeypatch, tmp
     assert code == 0 and not answer["abstained"]  # the lexical index came back with the rows
 
 
+def test_a_restored_backup_never_hands_out_an_id_the_replaced_memory_gave(
+    postgres_url, monkeypatch, tmp_path, capsys, client_tools
+):
+    """pg_restore sets the sequences back to the backup's day: the ids handed out since stay retired."""
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, *NOTES[:2])
+    assert _run(capsys, "backup", str(tmp_path / "memory.dump"))[0] == 0
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, note("later", "# Later\nthe deploy key lives in vault slot 7"))
+        seen = {table: _highest(store, table) for table in ("sources", "chunks")}
+    assert _run(capsys, "restore", str(tmp_path / "memory.dump"), "--force")[0] == 0
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, note("grocery", "# Grocery\nan unrelated grocery list"))
+        new_source = store.conn.execute("SELECT id FROM sources WHERE uri = '/vault/grocery.md'").fetchone()[0]
+        new_chunk = store.conn.execute("SELECT MIN(id) FROM chunks WHERE source_id = ?", (new_source,)).fetchone()[0]
+    assert new_source > seen["sources"] and new_chunk > seen["chunks"]
+
+
+def _highest(store, table: str) -> int:
+    return store.conn.execute(f"SELECT MAX(id) FROM {table}").fetchone()[0]
+
+
 def test_a_damaged_backup_is_refused_and_the_memory_kept(postgres_url, monkeypatch, tmp_path, capsys, client_tools):
     monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
     with open_postgres_store(postgres_url) as store:

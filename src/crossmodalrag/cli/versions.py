@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from crossmodalrag.cli.arguments import positive
 from crossmodalrag.cli.commands import _open, _settings, embed_new_chunks, notice
@@ -100,6 +101,7 @@ def do_rollback(args: argparse.Namespace) -> int:
         plan = rollback(store, args.point, args.dry_run)
         # Restored chunks are new rows: embed them as an ingest would, when a model is at hand.
         embedded = embed_new_chunks(store, settings) if plan.restore and not plan.dry_run else None
+        fileless = [] if plan.dry_run else _restored_without_file(store, plan.restore)
     if args.json:
         print_json({**plan.to_dict(), "embedded": embedded.chunks if embedded else 0})
         return 0
@@ -118,9 +120,39 @@ def do_rollback(args: argparse.Namespace) -> int:
     if (plan.restore or plan.remove) and not plan.dry_run:
         notice(
             "the files on disk are as they were: the next `mem sync` or ingest of their folders reads them again "
-            "and undoes this for every file that still exists (leave those folders out, or change the files)"
+            "and undoes this (leave those folders out, or change the files)"
         )
+    if fileless:
+        notice(_files_gone_notice(fileless))
     return 0
+
+
+def _files_gone_notice(paths: list[str]) -> str:
+    shown = ", ".join(paths[:3]) + (", …" if len(paths) > 3 else "")
+    if len(paths) == 1:
+        return (
+            f"the file of 1 restored source is gone ({shown}): the next `mem sync` or ingest of its folder removes it "
+            "again; put the file back to keep it"
+        )
+    return (
+        f"the files of {len(paths):,} restored sources are gone ({shown}): the next `mem sync` or ingest of their "
+        "folders removes them again; put the files back to keep them"
+    )
+
+
+# Sources read each from one file of their own: with the file gone, a sync of its folder removes them.
+FILE_SOURCE_TYPES = ("note", "pdf", "image")
+
+
+def _restored_without_file(store, restored: list[tuple[str, str]]) -> list[str]:
+    """The paths of restored file sources whose file is no longer on disk."""
+    missing = [target for kind, target in restored if kind == "source" and not Path(target).exists()]
+    return [
+        uri
+        for uri in missing
+        if (row := store.conn.execute("SELECT source_type FROM sources WHERE uri = ?", (uri,)).fetchone())
+        and row[0] in FILE_SOURCE_TYPES
+    ]
 
 
 def show_diff(args: argparse.Namespace) -> int:

@@ -89,13 +89,23 @@ def move_document(batch: WriteBatch, old_uri: str, doc: Document, digest: str) -
     from it stay valid."""
     batch.writes(old_uri)
     with batch.unit() as conn:
-        rows = conn.execute("SELECT uri FROM sources WHERE uri IN (?, ?)", (old_uri, doc.uri)).fetchall()
+        rows = conn.execute("SELECT uri, id FROM sources WHERE uri IN (?, ?)", (old_uri, doc.uri)).fetchall()
         if [row[0] for row in rows] != [old_uri]:
             return None
         # the log: deleted there, inserted here, each record naming the other path (mem history follows it)
         with versioning.changing(conn, "source", old_uri, reason=f"{versioning.MOVED_TO}{doc.uri}"):
             conn.execute("UPDATE sources SET uri = ? WHERE uri = ?", (doc.uri, old_uri))
+        remember_former_id(conn, old_uri, rows[0][1])
         return write_document(batch, doc, digest, moved_from=old_uri)[1]
+
+
+def remember_former_id(conn: sqlite3.Connection, uri: str, source_id: int) -> None:
+    """Record the id of a source that left `uri` by a move, as the delete trigger records a deleted
+    one's: the log holds the move as a delete there, so a rollback to before it brings the source back
+    at `uri`, and it must come back with this id (versioning/sources.py `_former_id`). On PostgreSQL a
+    restored source gets a new id: nothing to record."""
+    if not fts.on_postgres(conn):
+        conn.execute("INSERT OR REPLACE INTO deleted_source_ids (uri, id) VALUES (?, ?)", (uri, source_id))
 
 
 def extend_document(batch: WriteBatch, source_id: int, doc: Document, digest: str, keep: int, chunks: list) -> int:

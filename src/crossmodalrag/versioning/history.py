@@ -304,12 +304,14 @@ def _roll_back(conn: sqlite3.Connection, point: str) -> RollbackPlan:
     lock_chain(conn)  # PostgreSQL, where writers run side by side: none appends to this chain now
     plan = _plan(conn, point, dry_run=False)
     then = states_at(conn, plan.seq)
-    for kind, target in plan.restore:
-        with changing(conn, kind, target, reason=f"rollback to {point}"):
-            _restorer(kind)(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
+    # Removals first: a source moved since `point` is removed at its new path and restored at its old
+    # one, and it can take its id back there only once the removal has freed it.
     for kind, target in plan.remove:
         with changing(conn, kind, target, reason=f"rollback to {point}"):
             _restorer(kind)(conn, target, None)  # type: ignore[misc]
+    for kind, target in plan.restore:
+        with changing(conn, kind, target, reason=f"rollback to {point}"):
+            _restorer(kind)(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
     return plan
 
 

@@ -113,9 +113,9 @@ def restore_source(conn: sqlite3.Connection, uri: str, state: State | None) -> N
 
 
 def _former_id(conn: sqlite3.Connection, uri: str) -> int:
-    """The id a source deleted from `uri` had, when no row holds it (on SQLite none can: ids are never
-    handed out twice), so that its citations open it again; else a new one. PostgreSQL's ids come from
-    sequences and keep no such record: a new one there."""
+    """The id a source deleted from `uri` (or moved away from it) had, when no row holds it (on SQLite
+    none can: ids are never handed out twice), so that its citations open it again; else a new one.
+    PostgreSQL's ids come from sequences and keep no such record: a new one there."""
     from crossmodalrag.store.documents import new_source_id
 
     if not fts.on_postgres(conn):

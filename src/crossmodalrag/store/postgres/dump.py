@@ -75,6 +75,7 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
         archive = handle.read(len(ARCHIVE_MAGIC)) == ARCHIVE_MAGIC
     with _open(settings, create=True) as store:
         held = store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
+        given = _ids_given(store)
         if held and (not force or not archive):
             raise StoreError(
                 f"{store.location} already holds a memory ({held} sources)",
@@ -98,12 +99,36 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
             settings.db_url,
         )
     with _open(settings) as store:
+        _keep_ids_given(store, given)
         sources = store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
         version = store.schema_version()
         verified = verify(store.conn).to_dict()  # the owner's change log came along: prove it still matches
     method = "pg_restore" if archive else "import"
     return {"source": str(source), "target": store.location, "method": method, "sha256": digest,
             "bytes": size, "schema_version": version, "sources": sources, "verify": verified}  # fmt: skip
+
+
+ID_TABLES = ("sources", "chunks")
+
+
+def _ids_given(store: PgStore) -> dict[str, int]:
+    """The highest id each table's sequence has handed out (0: none yet)."""
+    return {
+        table: store.conn.execute(
+            "SELECT COALESCE(pg_sequence_last_value(pg_get_serial_sequence(?, 'id')::regclass), 0)", (table,)
+        ).fetchone()[0]
+        for table in ID_TABLES
+    }
+
+
+def _keep_ids_given(store: PgStore, given: dict[str, int]) -> None:
+    """Move the restored sequences past the ids the replaced memory handed out: pg_restore sets them
+    back to the backup's day, and an id handed out since (a citation, a chunk id an agent kept) must
+    not open other text."""
+    restored = _ids_given(store)
+    for table in ID_TABLES:
+        if given[table] > restored[table]:
+            store.conn.execute("SELECT setval(pg_get_serial_sequence(?, 'id'), ?)", (table, given[table]))
 
 
 def _target(settings: Settings, dest: str | Path | None, suffix: str) -> Path:
