@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from crossmodalrag.agent.memories import remember
 from crossmodalrag.cli.main import main
 from crossmodalrag.store.postgres import open_postgres_store, schema
 from crossmodalrag.store.transfer import CANONICAL, checksum
@@ -57,6 +58,23 @@ def test_pg_dump_backup_restores_the_memory_whole(postgres_url, monkeypatch, tmp
         assert forced[0] and store.schema_version() == schema.LATEST_VERSION
     code, answer = _run(capsys, "ask", "which note is about kestrels?", "--no-llm")
     assert code == 0 and not answer["abstained"]  # the lexical index came back with the rows
+
+
+def test_a_restore_never_hands_out_an_id_again(postgres_url, monkeypatch, tmp_path, capsys, client_tools):
+    """The repro: source 2 stored after the backup, the backup restored; the next one must not be 2."""
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    with open_postgres_store(postgres_url) as store:
+        remember(store, "first memory", kind="fact")
+    code, report = _run(capsys, "backup", str(tmp_path / "memory.dump"))
+    assert code == 0
+    with open_postgres_store(postgres_url) as store:
+        kept = remember(store, "the staging key is in the red drawer", kind="fact")  # an agent keeps its id
+        chunks = {row[0] for row in store.conn.execute("SELECT id FROM chunks")}
+    code, restored = _run(capsys, "restore", report["path"], "--force")
+    assert code == 0 and restored["sources"] == 1
+    with open_postgres_store(postgres_url) as store:
+        assert remember(store, "lunch order: two pizzas", kind="fact").id > kept.id
+        assert min({row[0] for row in store.conn.execute("SELECT id FROM chunks")} - chunks) > max(chunks)
 
 
 def test_a_damaged_backup_is_refused_and_the_memory_kept(postgres_url, monkeypatch, tmp_path, capsys, client_tools):

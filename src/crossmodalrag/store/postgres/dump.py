@@ -30,6 +30,7 @@ from crossmodalrag.store.copies import (
     sync_and_hash,
     write_checksum,
 )
+from crossmodalrag.store.id_marks import highest_ids, raise_marks
 from crossmodalrag.store.postgres import PgStore, open_postgres_store
 from crossmodalrag.versioning.verify import verify
 
@@ -65,7 +66,8 @@ def backup_postgres(settings: Settings, dest: str | Path | None, export: bool = 
 def restore_postgres(settings: Settings, source: Path, force: bool = False) -> dict:
     """Make the backup `source` the configured PostgreSQL memory; {source, method, sha256, bytes,
     schema_version, sources, verify}. Raises StoreError (a damaged file, a non-empty database without
-    `force`, an export into a non-empty database, a failed pg_restore: the database is then unchanged)."""
+    `force`, an export into a non-empty database, a failed pg_restore: the database is then unchanged).
+    The id sequences never go back: an id handed out after the backup is not handed out again."""
     source = Path(source).expanduser().absolute()
     if not source.is_file():
         raise StoreError(f"no backup at {source}", "give a file written by `mem backup`")
@@ -84,6 +86,8 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
             )
         if not archive:
             _import(source, store)
+        # pg_restore sets the sequences back to the backup's: ids given since would be given again
+        handed_out = highest_ids(store.conn)
     if archive:
         pg_restore = shutil.which("pg_restore") or _missing("pg_restore")
         _run(
@@ -98,6 +102,8 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
             settings.db_url,
         )
     with _open(settings) as store:
+        with store.transaction() as conn:
+            raise_marks(conn, handed_out)
         sources = store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
         version = store.schema_version()
         verified = verify(store.conn).to_dict()  # the owner's change log came along: prove it still matches
