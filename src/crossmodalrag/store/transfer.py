@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator
 from crossmodalrag.errors import StoreError
 from crossmodalrag.index import fts
 from crossmodalrag.store.connection import Store, open_store
-from crossmodalrag.store.copies import remove, staging_file, sync_dir
+from crossmodalrag.store.copies import make_folder, remove, staging_file, sync_dir
 from crossmodalrag.store.id_marks import highest_ids, raise_marks, reset_marks
 
 BATCH = 500
@@ -160,6 +160,7 @@ def copy_into_new_file(source: Store, path: Path, progress: Callable[[int, int],
     """copy_memory into a SQLite file that does not exist yet: written beside it under a temporary
     name and renamed into place only when every table's checksum matches. A copy that failed midway
     left a file that looked whole (rows without their change log) and refused the next try."""
+    make_folder(path.parent)  # as `mem backup` makes its folder
     staging = staging_file(path.parent, path.name)
     try:
         remove(staging)  # copy_memory makes a new SQLite memory there
