@@ -107,8 +107,9 @@ class TransferReport:
 
 
 def copy_memory(source: Store, target: Store, progress: Callable[[int, int], None] | None = None) -> TransferReport:
-    """Copy `source` into the empty `target` and compare checksums. Raises StoreError if the target
-    already holds sources (a copy never merges into, or overwrites, a memory)."""
+    """Copy `source` into the empty `target`, under the same ids unless the target handed out ids before,
+    and compare checksums. Raises StoreError if the target already holds sources (a copy never merges
+    into, or overwrites, a memory)."""
     if target.conn.execute("SELECT 1 FROM sources LIMIT 1").fetchone():
         raise StoreError(f"{target.location} already holds a memory", "migrate into an empty database or a new file")
     started = time.perf_counter()
@@ -143,8 +144,8 @@ def copy_memory(source: Store, target: Store, progress: Callable[[int, int], Non
 
 def _undo_sources(target: Store, claimed: dict[str, int] | None) -> None:
     """After a failed copy, take its sources (and with them their chunks, vectors and memories) out of
-        the target, which held none before: a retry found it "already holds a memory", and what was left
-        looked whole without its change log. `claimed`: the target had handed out no id and the copy kept
+    the target, which held none before: a retry found it "already holds a memory", and what was left
+    looked whole without its change log. `claimed`: the target had handed out no id and the copy kept
     its source's: its marks go back to none, so a retry keeps them again. Best effort: the error that
     stopped the copy is the one raised."""
     try:
