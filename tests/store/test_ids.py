@@ -169,8 +169,72 @@ def test_a_copy_into_an_empty_memory_that_held_sources_once_gives_new_ids(tmp_pa
         forget(target, f"mem://source/{min(retired)}")
         with open_store(db_path) as source:
             remember(source, "Copied over", kind="fact")
-            assert copy_memory(source, target).identical
+            report = copy_memory(source, target)
+            assert report.identical and not report.ids_kept
+            copied_from = max(ids(source.conn, "sources"))
         assert min(ids(target.conn, "sources")) > max(retired)
+        assert min(ids(target.conn, "sources")) > copied_from  # a citation kept from the source finds nothing here
+
+
+def _notes_with_one_forgotten(store, folder) -> None:
+    """The repro: notes a-d (sources 1-4), a forgotten (1 and its chunk retired), a memory (source 5)."""
+    for name in "abcd":
+        write_note(folder, f"{name}.md", f"# Note {name}\n\nText of note {name}.")
+    ingest_notes(store, [folder])
+    forget(store, str(folder / "a.md"))
+    remember(store, "The deploy key is in the blue safe", kind="fact")
+
+
+def test_a_copy_keeps_every_id_and_never_hands_out_a_forgotten_one(tmp_path, db_path) -> None:
+    """`mem migrate`: a kept citation opens the same text in the copy, one of a forgotten source nothing."""
+    with open_store(db_path) as source:
+        _notes_with_one_forgotten(source, tmp_path / "vault")
+        rows = {
+            table: source.conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
+            for table in ("sources", "chunks")
+        }
+        highest = {table: source.conn.execute(f"SELECT MAX(id) FROM {table}").fetchone()[0] for table in rows}
+        forgotten_chunks = set(range(1, highest["chunks"] + 1)) - ids(source.conn, "chunks")
+        assert min(ids(source.conn, "sources")) == 2 and forgotten_chunks
+        target_path = tmp_path / "copy.db"
+        with open_store(target_path) as target:
+            report = copy_memory(source, target)
+            assert report.identical and report.ids_kept
+    with open_store(target_path) as copy:
+        for table, before in rows.items():
+            assert copy.conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall() == before
+        later = remember(copy, "Stored in the copy", kind="fact")
+        assert later.id > highest["sources"] and min(ids(copy.conn, "chunks") - ids_of(rows["chunks"])) > max(
+            forgotten_chunks | ids_of(rows["chunks"])
+        )
+        forget(copy, f"mem://source/{later.id}")
+        forget(copy, "mem://source/5")  # the newest copied source: neither its id is handed out again
+        assert remember(copy, "Stored after forgetting", kind="fact").id > later.id
+
+
+def ids_of(rows: list[tuple]) -> set[int]:
+    return {row[0] for row in rows}
+
+
+def test_the_copy_checks_ids_too(tmp_path, db_path, monkeypatch) -> None:
+    """Equal content under other ids is not "identical" once the copy is meant to keep them."""
+    from crossmodalrag.store import transfer
+
+    with open_store(db_path) as source:
+        _notes_with_one_forgotten(source, tmp_path / "vault")
+        monkeypatch.setattr(transfer, "raise_marks", lambda conn, highs: True)  # claims to keep ids ...
+        monkeypatch.setattr(transfer, "_copy_sources", _renumbering(transfer._copy_sources))  # ... and does not
+        with open_store(tmp_path / "copy.db") as target:
+            report = copy_memory(source, target)
+    assert not report.identical
+    assert {name for name, t in report.tables.items() if t["source_checksum"] != t["target_checksum"]} == {
+        "sources",
+        "chunks",
+    }
+
+
+def _renumbering(copy_sources):
+    return lambda source, target, progress, keep_ids: copy_sources(source, target, progress, False)
 
 
 def test_a_memory_at_schema_12_gets_its_marks_seeded(db_path) -> None:

@@ -413,7 +413,8 @@ def test_migrate_copies_a_memory_both_ways_with_equal_checksums(postgres_url, mo
         remember(store, "The staging key rotates weekly", ["ops"], 0.9, "fact")  # supersedes the first
     assert main(["migrate", "--to", postgres_url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"source", "target", "identical", "tables", "left_behind", "seconds"}  # docs/json-contract.md
+    keys = {"source", "target", "identical", "ids_kept", "tables", "left_behind", "seconds"}
+    assert set(report) == keys  # docs/json-contract.md
     assert set(report["tables"]["sources"]) == {"source_rows", "target_rows", "source_checksum", "target_checksum"}
     assert report["identical"] and report["tables"]["chunk_vectors"]["target_rows"] > 0
     assert report["left_behind"] == {"change_log": len(NOTES) + 2}  # named, not lost
@@ -437,6 +438,66 @@ def test_migrate_copies_a_memory_both_ways_with_equal_checksums(postgres_url, mo
         for query in ("parser tokenizer", "brakes"):
             expected = [(h.source_uri, round(h.score, 9)) for h in search(original, query, SearchOptions()).hits]
             assert [(h.source_uri, round(h.score, 9)) for h in search(copy, query, SearchOptions()).hits] == expected
+
+
+def test_migrate_keeps_ids_both_ways_and_never_hands_out_a_forgotten_one(postgres_url, tmp_path, capsys, db_path):
+    """A citation kept from before the move opens the same text, one of a forgotten source nothing."""
+    with open_store(db_path) as store:
+        add_docs(store, *(note(name, f"# Note {name}\n\nText of note {name}.") for name in "abcd"))
+        forget_sources(store, find_sources(store, "/vault/a.md"))  # source 1 and its chunk are retired
+        remember(store, "The deploy key is in the blue safe", kind="fact")  # source 5
+        before = _ids(store)
+    assert main(["migrate", "--to", postgres_url, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["identical"] and report["ids_kept"]
+    with open_postgres_store(postgres_url) as copied:
+        assert _ids(copied) == before
+        later = remember(copied, "Stored on the server", kind="fact")
+        assert later.id > 5
+        forget_sources(copied, find_sources(copied, f"mem://source/{later.id}"))
+    back = tmp_path / "back.db"
+    assert main(["migrate", "--from", postgres_url, "--to", str(back), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ids_kept"]
+    with open_store(back) as copy:
+        assert _ids(copy) == before
+        assert remember(copy, "Stored in the copy", kind="fact").id > later.id  # forgotten there, retired here
+
+
+def test_a_failed_migrate_into_postgresql_leaves_the_ids_free_for_the_next_try(
+    postgres_url, monkeypatch, capsys, db_path
+):
+    from crossmodalrag.store import transfer
+
+    with open_store(db_path) as store:
+        add_docs(store, *(note(name, f"# Note {name}\n\nText of note {name}.") for name in "ab"))
+    with monkeypatch.context() as patched:
+        patched.setattr(transfer, "_copy_vectors", lambda source, target: (_ for _ in ()).throw(OSError("gone")))
+        assert main(["migrate", "--to", postgres_url]) == 1
+    capsys.readouterr()
+    assert main(["migrate", "--to", postgres_url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ids_kept"]
+
+
+def _ids(store) -> dict[str, list[tuple]]:
+    return {
+        "sources": [tuple(row) for row in store.conn.execute("SELECT id, uri FROM sources ORDER BY id")],
+        "chunks": [tuple(row) for row in store.conn.execute("SELECT id, source_id, text FROM chunks ORDER BY id")],
+    }
+
+
+def test_migrate_into_a_database_another_owner_wrote_gives_new_ids(postgres_url, capsys, db_path):
+    """Another owner's rows, invisible under row-level security, may hold the ids: the copy takes the
+    server's own, above every id the copied memory used."""
+    open_postgres_store(postgres_url).close()  # the schema, made by the database's owner
+    bob, alice = create_role(postgres_url, "bob_ids"), create_role(postgres_url, "alice_ids")
+    with open_postgres_store(bob) as other:
+        add_docs(other, note("bob", "# Bob\n\nBob's note."))
+    with open_store(db_path) as store:
+        add_docs(store, *(note(name, f"# Note {name}\n\nText of note {name}.") for name in "ab"))
+    assert main(["migrate", "--to", alice]) == 0
+    assert "ids: the target's own" in capsys.readouterr().out
+    with open_postgres_store(alice) as copied:
+        assert min(row[0] for row in copied.conn.execute("SELECT id FROM sources")) > 2
 
 
 @pytest.mark.integration

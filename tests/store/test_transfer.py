@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from crossmodalrag.cli.main import main
 from crossmodalrag.store import open_store, transfer
 from tests.retrieval.helpers import add_docs, note
@@ -46,4 +48,14 @@ def test_a_copy_into_an_existing_empty_memory_that_fails_leaves_it_empty(db_path
         assert copy.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 0
         assert copy.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == 0
     capsys.readouterr()
+    assert main(["migrate", "--to", str(target), "--json"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["ids_kept"]  # the undone try left no id handed out
+
+
+def test_a_copy_into_a_folder_that_does_not_exist_makes_it(db_path, tmp_path, capsys):
+    with open_store(db_path) as store:
+        add_docs(store, note("a", "# A\nalpha"))
+    target = tmp_path / "out" / "deeper" / "copy.db"
     assert main(["migrate", "--to", str(target)]) == 0, capsys.readouterr().err
+    with open_store(target) as copy:
+        assert [tuple(row) for row in copy.conn.execute("SELECT uri FROM sources")] == [("/vault/a.md",)]

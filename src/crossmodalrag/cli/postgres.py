@@ -118,6 +118,8 @@ def migrate(args: argparse.Namespace) -> int:
             print(f"  {name}: {rows}, sha256 {table['target_checksum'][:16]} {same}")
         for name, rows in report.left_behind.items():
             print(f"  {name}: {rows} rows not copied ({NOT_COPIED[name]})")
+        if not report.ids_kept:
+            print("  ids: the target's own (it had handed out ids before): `mem source ID` and mem://source/ID change")
     if not report.identical and new_file is not None:
         notice(f"the copy differs from the memory: {new_file} was not written")
     return 0 if report.identical else 1

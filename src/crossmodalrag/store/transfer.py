@@ -2,19 +2,24 @@
 
 What is copied: sources, chunks, the embedding models and every chunk vector, and the eval queries;
 the lexical index is rebuilt by the target's own code (FTS5 rows or tsvector + postings), so it is
-exactly what an ingest would have written. Row ids are the target's own (a PostgreSQL memory may
-hold other owners' rows); everything is matched by source uri and chunk index.
+exactly what an ingest would have written. Sources and chunks keep their ids, so a citation
+(mem://source/ID) or a chunk id kept from the source memory opens the same text in the copy, and the
+target is marked to hand out only ids above the highest the source ever did (store/id_marks.py), so
+one of a forgotten source finds nothing there either. A target that handed out ids before (a
+PostgreSQL database another owner writes, a SQLite memory emptied) may hold or have given those ids:
+the copy then gets the target's own ids (`ids_kept` false), still above all the source's.
 
 The proof: for each copied table a count and a SHA-256 over its rows in a canonical order, with ids
-replaced by those natural keys and vectors compared as float32 bytes, computed on both sides after
-the copy. Equal checksums mean the same content, whatever the engine.
+replaced by natural keys (source uri, chunk index; sources and chunks with their ids too when kept)
+and vectors compared as float32 bytes, computed on both sides after the copy. Equal checksums mean
+the same content, whatever the engine.
 
 Agent memories keep their attributes and links (source ids mapped by uri). Not copied (reported,
 with row counts and what to do, when not empty): the memory hierarchy (nodes, their evidence and
 edges, extraction states, recall cards: derived, `mem build-memory` rebuilds them), the usage log,
 and the change log with its stored versions and checkpoints (versioning). The target starts its
 change log with one genesis record per copied source, as a migrated database does (on PostgreSQL,
-the owner's chain). Ids are the target's own: `mem source ID` and `mem://source/ID` change.
+the owner's chain).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from typing import Any, Callable, Iterator
 from crossmodalrag.errors import StoreError
 from crossmodalrag.index import fts
 from crossmodalrag.store.connection import Store, open_store
-from crossmodalrag.store.copies import remove, staging_file, sync_dir
+from crossmodalrag.store.copies import make_folder, remove, staging_file, sync_dir
+from crossmodalrag.store.id_marks import highest_ids, raise_marks, reset_marks
 
 BATCH = 500
 SOURCE_COLUMNS = "uri, source_type, fingerprint, timestamp, title, metadata, ingested_at"
@@ -53,6 +59,11 @@ CANONICAL = {
     " LEFT JOIN sources newer ON newer.id = m.superseded_by ORDER BY s.uri",
     "agent_memory_links": "SELECT a.uri, b.uri, l.relation, l.similarity FROM agent_memory_links l"
     " JOIN sources a ON a.id = l.source_id JOIN sources b ON b.id = l.target_id ORDER BY a.uri, b.uri, l.relation",
+}
+# The same rows with their ids, when the copy kept them: a citation then opens the same text in both.
+WITH_IDS = {
+    "sources": CANONICAL["sources"].replace("SELECT ", "SELECT id, ", 1),
+    "chunks": CANONICAL["chunks"].replace("SELECT ", "SELECT c.id, c.source_id, ", 1),
 }
 MEMORY_COLUMNS = "kind, importance, tags, session_id, agent_id, content_hash, times, created_at, updated_at"
 # Every other table holding data (the FTS tables are rebuilt, schema_migrations is the target's own),
@@ -77,6 +88,7 @@ class TransferReport:
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> counts and checksums
     left_behind: dict[str, int] = field(default_factory=dict)  # tables not copied, with their rows (NOT_COPIED)
     seconds: float = 0.0
+    ids_kept: bool = True  # sources and chunks have their ids of the source memory
 
     @property
     def identical(self) -> bool:
@@ -87,6 +99,7 @@ class TransferReport:
             "source": self.source,
             "target": self.target,
             "identical": self.identical,
+            "ids_kept": self.ids_kept,
             "tables": self.tables,
             "left_behind": self.left_behind,
             "seconds": round(self.seconds, 2),
@@ -94,27 +107,31 @@ class TransferReport:
 
 
 def copy_memory(source: Store, target: Store, progress: Callable[[int, int], None] | None = None) -> TransferReport:
-    """Copy `source` into the empty `target` and compare checksums. Raises StoreError if the target
-    already holds sources (a copy never merges into, or overwrites, a memory)."""
+    """Copy `source` into the empty `target`, under the same ids unless the target handed out ids before,
+    and compare checksums. Raises StoreError if the target already holds sources (a copy never merges
+    into, or overwrites, a memory)."""
     if target.conn.execute("SELECT 1 FROM sources LIMIT 1").fetchone():
         raise StoreError(f"{target.location} already holds a memory", "migrate into an empty database or a new file")
     started = time.perf_counter()
+    highs = highest_ids(source.conn)
+    with target.transaction() as conn:  # first: a writer beside the copy gets ids above the copied ones
+        keep_ids = raise_marks(conn, highs)
     try:
-        _copy_sources(source, target, progress)
+        _copy_sources(source, target, progress, keep_ids)
         _copy_vectors(source, target)
         _copy_queries(source, target)
         _copy_agent_memories(source, target)
     except BaseException:
-        _undo_sources(target)
+        _undo_sources(target, highs if keep_ids else None)
         raise
     from crossmodalrag import versioning
 
     with target.transaction() as conn:
         if versioning.enabled(conn):
             versioning.genesis(conn)
-    report = TransferReport(source.location, target.location, seconds=time.perf_counter() - started)
+    report = TransferReport(source.location, target.location, seconds=time.perf_counter() - started, ids_kept=keep_ids)
     for table in CANONICAL:
-        (count, digest), (copied, copied_digest) = checksum(source, table), checksum(target, table)
+        (count, digest), (copied, copied_digest) = checksum(source, table, keep_ids), checksum(target, table, keep_ids)
         report.tables[table] = {
             "source_rows": count,
             "target_rows": copied,
@@ -125,13 +142,17 @@ def copy_memory(source: Store, target: Store, progress: Callable[[int, int], Non
     return report
 
 
-def _undo_sources(target: Store) -> None:
+def _undo_sources(target: Store, claimed: dict[str, int] | None) -> None:
     """After a failed copy, take its sources (and with them their chunks, vectors and memories) out of
     the target, which held none before: a retry found it "already holds a memory", and what was left
-    looked whole without its change log. Best effort: the error that stopped the copy is the one raised."""
+    looked whole without its change log. `claimed`: the target had handed out no id and the copy kept
+    its source's: its marks go back to none, so a retry keeps them again. Best effort: the error that
+    stopped the copy is the one raised."""
     try:
         with target.transaction() as conn:
             conn.execute("DELETE FROM sources")
+            if claimed:
+                reset_marks(conn, claimed)
     except Exception:  # noqa: BLE001 - e.g. the server went away: the copy's own error says more
         pass
 
@@ -140,6 +161,7 @@ def copy_into_new_file(source: Store, path: Path, progress: Callable[[int, int],
     """copy_memory into a SQLite file that does not exist yet: written beside it under a temporary
     name and renamed into place only when every table's checksum matches. A copy that failed midway
     left a file that looked whole (rows without their change log) and refused the next try."""
+    make_folder(path.parent)  # as `mem backup` makes its folder
     staging = staging_file(path.parent, path.name)
     try:
         remove(staging)  # copy_memory makes a new SQLite memory there
@@ -154,10 +176,10 @@ def copy_into_new_file(source: Store, path: Path, progress: Callable[[int, int],
         remove(staging)
 
 
-def checksum(store: Store, table: str) -> tuple[int, str]:
-    """(rows, sha256 of the canonical rows) of one copied table."""
+def checksum(store: Store, table: str, with_ids: bool = False) -> tuple[int, str]:
+    """(rows, sha256 of the canonical rows) of one copied table; `with_ids`: sources' and chunks' ids too."""
     digest, rows = hashlib.sha256(), 0
-    for row in store.conn.execute(CANONICAL[table]):
+    for row in store.conn.execute(WITH_IDS.get(table, CANONICAL[table]) if with_ids else CANONICAL[table]):
         values = list(row)
         if table == "chunk_vectors":
             values[-1] = store.decode_vector(values[-1]).tobytes().hex()
@@ -181,22 +203,24 @@ def _batches(store: Store, sql: str) -> Iterator[list]:
         after = rows[-1][0]
 
 
-def _copy_sources(source: Store, target: Store, progress: Callable[[int, int], None] | None) -> None:
-    """Sources with their chunks, BATCH sources per transaction; the index rows through the target's code."""
+def _copy_sources(source: Store, target: Store, progress: Callable[[int, int], None] | None, keep_ids: bool) -> None:
+    """Sources with their chunks, BATCH sources per transaction; the index rows through the target's code.
+    `keep_ids`: under their own ids, else under the target's new ones."""
     from crossmodalrag.store.documents import new_chunk_ids, new_source_id
 
     total, done = source.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0], 0
     for rows in _batches(source, f"SELECT id, {SOURCE_COLUMNS} FROM sources WHERE id > ? ORDER BY id LIMIT ?"):
         with target.transaction() as conn:
             for old_id, *values in rows:
-                new_id = new_source_id(conn)  # a target that held sources once never gives their ids again
+                new_id = old_id if keep_ids else new_source_id(conn)
                 conn.execute(
                     f"INSERT INTO sources (id, {SOURCE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [new_id, *values]
                 )
                 chunks = source.conn.execute(
-                    f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE source_id = ? ORDER BY chunk_index", (old_id,)
+                    f"SELECT id, {CHUNK_COLUMNS} FROM chunks WHERE source_id = ? ORDER BY chunk_index", (old_id,)
                 ).fetchall()
-                ids = new_chunk_ids(conn, len(chunks))
+                ids = [chunk[0] for chunk in chunks] if keep_ids else new_chunk_ids(conn, len(chunks))
+                chunks = [chunk[1:] for chunk in chunks]
                 conn.executemany(
                     f"INSERT INTO chunks (id, source_id, {CHUNK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [(chunk_id, new_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)],

@@ -30,6 +30,7 @@ from crossmodalrag.store.copies import (
     sync_and_hash,
     write_checksum,
 )
+from crossmodalrag.store.id_marks import highest_ids, raise_marks
 from crossmodalrag.store.postgres import PgStore, open_postgres_store
 from crossmodalrag.versioning.verify import verify
 
@@ -65,7 +66,8 @@ def backup_postgres(settings: Settings, dest: str | Path | None, export: bool = 
 def restore_postgres(settings: Settings, source: Path, force: bool = False) -> dict:
     """Make the backup `source` the configured PostgreSQL memory; {source, method, sha256, bytes,
     schema_version, sources, verify}. Raises StoreError (a damaged file, a non-empty database without
-    `force`, an export into a non-empty database, a failed pg_restore: the database is then unchanged)."""
+    `force`, an export into a non-empty database, a failed pg_restore: the database is then unchanged).
+    The id sequences never go back: an id handed out after the backup is not handed out again."""
     source = Path(source).expanduser().absolute()
     if not source.is_file():
         raise StoreError(f"no backup at {source}", "give a file written by `mem backup`")
@@ -75,7 +77,6 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
         archive = handle.read(len(ARCHIVE_MAGIC)) == ARCHIVE_MAGIC
     with _open(settings, create=True) as store:
         held = store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
-        given = _ids_given(store)
         if held and (not force or not archive):
             raise StoreError(
                 f"{store.location} already holds a memory ({held} sources)",
@@ -85,6 +86,8 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
             )
         if not archive:
             _import(source, store)
+        # pg_restore sets the sequences back to the backup's: ids given since would be given again
+        handed_out = highest_ids(store.conn)
     if archive:
         pg_restore = shutil.which("pg_restore") or _missing("pg_restore")
         _run(
@@ -99,7 +102,8 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
             settings.db_url,
         )
     with _open(settings) as store:
-        _keep_ids_given(store, given)
+        with store.transaction() as conn:
+            raise_marks(conn, handed_out)
         sources = store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
         version = store.schema_version()
         verified = verify(store.conn).to_dict()  # the owner's change log came along: prove it still matches
@@ -109,26 +113,6 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
 
 
 ID_TABLES = ("sources", "chunks")
-
-
-def _ids_given(store: PgStore) -> dict[str, int]:
-    """The highest id each table's sequence has handed out (0: none yet)."""
-    return {
-        table: store.conn.execute(
-            "SELECT COALESCE(pg_sequence_last_value(pg_get_serial_sequence(?, 'id')::regclass), 0)", (table,)
-        ).fetchone()[0]
-        for table in ID_TABLES
-    }
-
-
-def _keep_ids_given(store: PgStore, given: dict[str, int]) -> None:
-    """Move the restored sequences past the ids the replaced memory handed out: pg_restore sets them
-    back to the backup's day, and an id handed out since (a citation, a chunk id an agent kept) must
-    not open other text."""
-    restored = _ids_given(store)
-    for table in ID_TABLES:
-        if given[table] > restored[table]:
-            store.conn.execute("SELECT setval(pg_get_serial_sequence(?, 'id'), ?)", (table, given[table]))
 
 
 def _target(settings: Settings, dest: str | Path | None, suffix: str) -> Path:
