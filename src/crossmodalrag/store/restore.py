@@ -36,6 +36,7 @@ from crossmodalrag.store.copies import (
     sync_dir,
     unlink,
 )
+from crossmodalrag.store.id_marks import highest_ids, raise_marks
 from crossmodalrag.store.migrations import LATEST_VERSION
 from crossmodalrag.store.readonly import remove_idle_side_files
 from crossmodalrag.versioning.verify import Problem, verify, what_works
@@ -99,7 +100,8 @@ def restore_database(source: Path, db_path: Path, force: bool = False, unverifie
             verified = verify(store.conn).to_dict()  # the change log came along: prove it still matches
             forgotten = _forgotten_since(db_path, store.conn) if db_path.exists() else []
             if db_path.exists():
-                _retire_ids(store.conn, _highest_ids(db_path))
+                # the backup's marks are of its day: ids handed out since must not open other text
+                raise_marks(store.conn, _highest_ids(db_path))
         if not verified["ok"] and not unverified:
             raise _unverified(source, verified)
         if db_path.exists():
@@ -167,27 +169,11 @@ def _highest_ids(current: Path) -> dict[str, int]:
     try:
         conn = sqlite3.connect(f"file:{current}?mode=ro", uri=True)
         try:
-            return {table: _highest_id(conn, table) for table in ("sources", "chunks")}
+            return highest_ids(conn)
         finally:
             conn.close()
     except (sqlite3.Error, TypeError, ValueError):
         return {}
-
-
-def _highest_id(conn: sqlite3.Connection, table: str) -> int:
-    highest = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}").fetchone()[0]
-    try:
-        mark = conn.execute("SELECT high FROM id_marks WHERE name = ?", (table,)).fetchone()
-    except sqlite3.OperationalError:  # a memory from before migration 13 keeps no marks
-        mark = None
-    return max(int(highest), int(mark[0]) if mark else 0)
-
-
-def _retire_ids(restored: sqlite3.Connection, highest: dict[str, int]) -> None:
-    """Raise the restored memory's id marks to the replaced one's: the backup's marks are those of its
-    day, and the ids handed out since (a citation, a chunk id an agent kept) must not open other text."""
-    for table, high in highest.items():
-        restored.execute("UPDATE id_marks SET high = ? WHERE name = ? AND high < ?", (high, table, high))
 
 
 def _unverified(source: Path, verified: dict) -> StoreError:
