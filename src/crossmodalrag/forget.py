@@ -314,10 +314,19 @@ def existing_backups(store: Store, since: float = 0.0) -> list[str]:
     from crossmodalrag.store.backup import backups_dir
     from crossmodalrag.store.backup_places import remembered_backups
 
-    folder = backups_dir(store.path)
+    beside = backups_beside(store)
+    if beside is None:
+        return []
+    folder = backups_dir(beside)
     found = [p for p in folder.iterdir() if p.suffix != ".sha256" and p.name[0] != "."] if folder.is_dir() else []
-    found += remembered_backups(store.path)
+    found += remembered_backups(beside)
     return sorted({str(p) for p in found if p.is_file() and p.stat().st_mtime >= since})
+
+
+def backups_beside(store: Store) -> Path | None:
+    """The path `mem backup` keeps backups/ and its record of other places beside: the SQLite file, or
+    on PostgreSQL this client's CMRAG_DB_PATH (store/postgres/dump.py); None when unknown."""
+    return store.path if store.backend == "sqlite" else getattr(store, "local_path", None)
 
 
 def first_stored(store: Store, uris: list[str]) -> float:
@@ -327,7 +336,9 @@ def first_stored(store: Store, uris: list[str]) -> float:
     first = None
     for part in in_batches(uris):
         at, genesis, recorded = store.conn.execute(
-            "SELECT MIN(at), MAX(op = 'genesis'), COUNT(DISTINCT target) FROM change_log WHERE kind = 'source'"
+            # CASE, not MAX(op = 'genesis'): PostgreSQL has no MAX of a boolean
+            "SELECT MIN(at), MAX(CASE WHEN op = 'genesis' THEN 1 ELSE 0 END), COUNT(DISTINCT target) FROM change_log"
+            " WHERE kind = 'source'"
             f" AND target IN ({','.join('?' * len(part))})",
             part,
         ).fetchone()
@@ -346,8 +357,11 @@ def unfinished_copies(store: Store) -> list[str]:
     from crossmodalrag.store.backup_places import remembered_backups
     from crossmodalrag.store.copies import unfinished_copies as staging_copies
 
-    elsewhere = [path.parent for path in remembered_backups(store.path)]
-    folders = dict.fromkeys([backups_dir(store.path), store.path.parent, *elsewhere])
+    beside = backups_beside(store)
+    if beside is None:
+        return []
+    elsewhere = [path.parent for path in remembered_backups(beside)]
+    folders = dict.fromkeys([backups_dir(beside), beside.parent, *elsewhere])
     return [str(path) for folder in folders for path in staging_copies(folder)]
 
 

@@ -189,3 +189,22 @@ def test_an_export_reports_its_own_schema_version(postgres_url, monkeypatch, tmp
     with open_store(Path(report["path"]), create=False) as exported:
         assert exported.schema_version() == report["schema_version"]
     assert report["sources"] == len(NOTES) and report["only_rows_of"] is None  # the suite's superuser: every row
+
+
+def test_forget_names_the_backups_that_may_still_hold_the_text(
+    postgres_url, monkeypatch, tmp_path, capsys, client_tools
+):
+    """As on SQLite: the dumps in backups/ beside CMRAG_DB_PATH, and those written elsewhere (recorded
+    beside it), made after the text was stored."""
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, *NOTES)
+    code, kept = _run(capsys, "backup")
+    assert code == 0 and Path(kept["path"]).parent == tmp_path / "backups"
+    code, elsewhere = _run(capsys, "backup", str(tmp_path / "usb") + "/")
+    assert code == 0
+    assert (tmp_path / "memory.db.backups").read_text().strip() == json.dumps(elsewhere["path"])
+    code, report = _run(capsys, "forget", "/vault/n1.md", "--yes")
+    assert code == 0 and report["backup_paths"] == sorted([kept["path"], elsewhere["path"]])
+    assert main(["forget", "/vault/n2.md", "--yes"]) == 0
+    assert "2 backups in" in capsys.readouterr().err

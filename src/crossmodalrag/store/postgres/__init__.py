@@ -34,6 +34,9 @@ class PgStore(Store):
         self.path = Path(redact(url))  # an identifier for caches keyed by store; never a file here
         self.patience = patience
         self.turns = None  # the server queues writers (an advisory lock), no lock file
+        # CMRAG_DB_PATH on this client: backups/ and the record of backups written elsewhere are kept
+        # beside it (`mem backup`), where `mem forget` looks for them; None when not opened from settings
+        self.local_path: Path | None = None
 
     @property
     def location(self) -> str:

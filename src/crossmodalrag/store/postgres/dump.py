@@ -21,6 +21,7 @@ from pathlib import Path
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store.backup import BackupReport, backups_dir, names_a_folder
+from crossmodalrag.store.backup_places import remember_backup
 from crossmodalrag.store.connection import open_store
 from crossmodalrag.store.copies import (
     check_checksum,
@@ -48,6 +49,8 @@ def backup_postgres(settings: Settings, dest: str | Path | None, export: bool = 
     pg_dump = None if export else shutil.which("pg_dump")
     with _open(settings) as store:
         target = _target(settings, dest, ".dump" if pg_dump else ".db")
+        if target.parent.resolve() != backups_dir(settings.db_path).resolve():  # forget looks in backups/ anyway
+            remember_backup(settings.db_path, target.absolute())
         only_rows_of = _row_security_role(store)
         sources = store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
         staging = staging_file(target.parent, target.name)
