@@ -33,7 +33,7 @@ from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
 from crossmodalrag.store.params import in_batches
-from crossmodalrag.versioning.history import resolve_source
+from crossmodalrag.versioning.history import MEM_URI, resolve_source
 from crossmodalrag.versioning.lineage import earlier_paths, live_copies
 from crossmodalrag.versioning.log import has_log, load_state
 
@@ -106,11 +106,7 @@ def find_sources(store: Store, uri: str | None = None, path: Path | None = None)
         resolved = resolve_source(store.conn, uri)
         rows = _select(store, "s.uri = ?", (resolved,)) or _in_history(store, "target = ?", (resolved,))
         if not rows:
-            raise CMRAGError(
-                f"no stored source has the uri {uri!r}",
-                "give a uri, a source id or mem://source/ID (see `mem sources`); a commit is <repo>@<sha> or a unique"
-                " sha prefix of it; for a file or folder use --path",
-            )
+            raise _nothing_named(uri)
         return with_earlier_paths(store, rows)
     if path is None:
         raise CMRAGError("nothing to forget was named", "give a SOURCE_URI or --path PATH")
@@ -131,6 +127,22 @@ def find_sources(store: Store, uri: str | None = None, path: Path | None = None)
             "give the path as it was ingested (a note, PDF or image file, a folder, or a repository root)",
         )
     return with_earlier_paths(store, sorted(found.values(), key=lambda s: s.uri))
+
+
+def _nothing_named(given: str) -> CMRAGError:
+    """What forget says when `given` names no source: an id (`99999`, `mem://source/99999`) as an id,
+    not as a uri nobody would have stored."""
+    number = MEM_URI.fullmatch(given).group(1) if MEM_URI.fullmatch(given) else given
+    if number.isascii() and number.isdigit():
+        return CMRAGError(
+            f"no source with id {int(number)}",
+            "see `mem sources` for the ids; for a file or folder named so use --path",
+        )
+    return CMRAGError(
+        f"no stored source has the uri {given!r}",
+        "give a uri, a source id or mem://source/ID (see `mem sources`); a commit is <repo>@<sha> or a unique"
+        " sha prefix of it; for a file or folder use --path",
+    )
 
 
 def with_earlier_paths(store: Store, sources: list[StoredSource]) -> list[StoredSource]:
