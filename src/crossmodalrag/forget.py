@@ -136,7 +136,7 @@ def _nothing_named(given: str) -> CMRAGError:
     if number.isascii() and number.isdigit():
         return CMRAGError(
             f"no source with id {int(number)}",
-            "see `mem sources` for the ids; for a file or folder named so use --path",
+            "see `mem sources` for the ids (given as N or mem://source/ID); for a file or folder named so use --path",
         )
     return CMRAGError(
         f"no stored source has the uri {given!r}",
