@@ -40,7 +40,8 @@ def backup(args: argparse.Namespace) -> int:
         if report.only_rows_of:  # row-level security: the other owners' rows are not in it
             sys.stderr.write(
                 f"note: this backup holds only the rows {report.only_rows_of} can see: "
-                f"{counted(report.sources or 0, 'source')}; a backup of the whole shared memory is taken by a "
+                f"{counted(report.sources or 0, 'source')} (restore it into a database of its own: --force would "
+                "replace every owner's rows with these); a backup of the whole shared memory is taken by a "
                 "superuser or a role with BYPASSRLS (docs/scaling.md)\n"
             )
     return 0
