@@ -352,6 +352,9 @@ def test_nothing_matched_is_an_error_with_a_hint(capsys, vault, db_path) -> None
     assert code == 1 and "no stored source has the uri" in err and "use --path" in err
     code, _, err = run(capsys, "forget", "--path", str(vault / "nowhere"), "--yes")
     assert code == 1 and err.count("\n") == 1 and "nothing stored was read from" in err
+    for given in ("99999", "mem://source/99999"):  # an id is no uri anyone stored
+        code, _, err = run(capsys, "forget", given, "--yes")
+        assert code == 1 and err.startswith("error: no source with id 99999 (hint: see `mem sources`")
 
 
 def test_usage_errors_exit_2(capsys, vault, db_path) -> None:

@@ -34,7 +34,7 @@ from crossmodalrag.file_moves import stored_path
 from crossmodalrag.memory.stats import forget_derived
 from crossmodalrag.store import Store
 from crossmodalrag.store.params import in_batches
-from crossmodalrag.versioning.history import resolve_source
+from crossmodalrag.versioning.history import MEM_URI, resolve_source
 from crossmodalrag.versioning.lineage import earlier_paths, live_copies
 from crossmodalrag.versioning.log import has_log, load_state
 
@@ -107,11 +107,7 @@ def find_sources(store: Store, uri: str | None = None, path: Path | None = None)
         resolved = resolve_source(store.conn, uri)
         rows = _select(store, "s.uri = ?", (resolved,)) or _in_history(store, "target = ?", (resolved,))
         if not rows:
-            raise CMRAGError(
-                f"no stored source has the uri {uri!r}",
-                "give a uri, a source id or mem://source/ID (see `mem sources`); a commit is <repo>@<sha> or a unique"
-                " sha prefix of it; for a file or folder use --path",
-            )
+            raise _nothing_named(uri)
         return with_earlier_paths(store, rows)
     if path is None:
         raise CMRAGError("nothing to forget was named", "give a SOURCE_URI or --path PATH")
@@ -132,6 +128,22 @@ def find_sources(store: Store, uri: str | None = None, path: Path | None = None)
             "give the path as it was ingested (a note, PDF or image file, a folder, or a repository root)",
         )
     return with_earlier_paths(store, sorted(found.values(), key=lambda s: s.uri))
+
+
+def _nothing_named(given: str) -> CMRAGError:
+    """What forget says when `given` names no source: an id (`99999`, `mem://source/99999`) as an id,
+    not as a uri nobody would have stored."""
+    number = MEM_URI.fullmatch(given).group(1) if MEM_URI.fullmatch(given) else given
+    if number.isascii() and number.isdigit():
+        return CMRAGError(
+            f"no source with id {int(number)}",
+            "see `mem sources` for the ids (given as N or mem://source/ID); for a file or folder named so use --path",
+        )
+    return CMRAGError(
+        f"no stored source has the uri {given!r}",
+        "give a uri, a source id or mem://source/ID (see `mem sources`); a commit is <repo>@<sha> or a unique"
+        " sha prefix of it; for a file or folder use --path",
+    )
 
 
 def with_earlier_paths(store: Store, sources: list[StoredSource]) -> list[StoredSource]:
@@ -315,10 +327,19 @@ def existing_backups(store: Store, since: float = 0.0) -> list[str]:
     from crossmodalrag.store.backup import backups_dir
     from crossmodalrag.store.backup_places import remembered_backups
 
-    folder = backups_dir(store.path)
+    beside = backups_beside(store)
+    if beside is None:
+        return []
+    folder = backups_dir(beside)
     found = [p for p in folder.iterdir() if p.suffix != ".sha256" and p.name[0] != "."] if folder.is_dir() else []
-    found += remembered_backups(store.path)
+    found += remembered_backups(beside)
     return sorted({str(p) for p in found if p.is_file() and p.stat().st_mtime >= since})
+
+
+def backups_beside(store: Store) -> Path | None:
+    """The path `mem backup` keeps backups/ and its record of other places beside: the SQLite file, or
+    on PostgreSQL this client's CMRAG_DB_PATH (store/postgres/dump.py); None when unknown."""
+    return store.path if store.backend == "sqlite" else getattr(store, "local_path", None)
 
 
 def first_stored(store: Store, uris: list[str]) -> float:
@@ -328,7 +349,9 @@ def first_stored(store: Store, uris: list[str]) -> float:
     first = None
     for part in in_batches(uris):
         at, genesis, recorded = store.conn.execute(
-            "SELECT MIN(at), MAX(op = 'genesis'), COUNT(DISTINCT target) FROM change_log WHERE kind = 'source'"
+            # CASE, not MAX(op = 'genesis'): PostgreSQL has no MAX of a boolean
+            "SELECT MIN(at), MAX(CASE WHEN op = 'genesis' THEN 1 ELSE 0 END), COUNT(DISTINCT target) FROM change_log"
+            " WHERE kind = 'source'"
             f" AND target IN ({','.join('?' * len(part))})",
             part,
         ).fetchone()
@@ -347,8 +370,11 @@ def unfinished_copies(store: Store) -> list[str]:
     from crossmodalrag.store.backup_places import remembered_backups
     from crossmodalrag.store.copies import unfinished_copies as staging_copies
 
-    elsewhere = [path.parent for path in remembered_backups(store.path)]
-    folders = dict.fromkeys([backups_dir(store.path), store.path.parent, *elsewhere])
+    beside = backups_beside(store)
+    if beside is None:
+        return []
+    elsewhere = [path.parent for path in remembered_backups(beside)]
+    folders = dict.fromkeys([backups_dir(beside), beside.parent, *elsewhere])
     return [str(path) for folder in folders for path in staging_copies(folder)]
 
 

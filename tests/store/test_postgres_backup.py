@@ -131,3 +131,103 @@ def test_a_client_older_than_the_server_says_so_and_export_needs_no_client(postg
     assert code == 1 and "server's major version" in error and "--export" in error
     code, report = _run(capsys, "backup", str(tmp_path), "--export")
     assert code == 0 and report["path"].endswith(".db")
+
+
+@pytest.fixture
+def team(postgres_url, tmp_path):
+    """{name: url} of a memory made by the database's owner, a plain role (a managed server), at the
+    schema version before the policies' function named its table's schema, then upgraded by it."""
+    import psycopg
+
+    from crossmodalrag.store.postgres.connection import PgConnection, pool_for
+    from tests.postgres import create_role
+
+    suffix = tmp_path.name.replace("-", "_")[-12:]
+    database = psycopg.conninfo.conninfo_to_dict(postgres_url)["dbname"]
+    admin = create_role(postgres_url, f"admin_{suffix}")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f'ALTER DATABASE "{database}" OWNER TO "admin_{suffix}"')
+    pool = pool_for(admin, "", 30.0)
+    schema.migrate(PgConnection(conn := pool.getconn()), target=11)
+    pool.putconn(conn)
+    with open_postgres_store(admin):  # `mem init-db` of this version upgrades it
+        pass
+    bob = create_role(postgres_url, f"bob_{suffix}")
+    with open_postgres_store(bob) as store:
+        add_docs(store, note("vault", "# Vault\nthe vault combination is 4711"), note("plan", "# Plan\nkestrels"))
+    return {"admin": admin, "bob": bob, "bob_role": f"bob_{suffix}", "admin_role": f"admin_{suffix}"}
+
+
+def test_a_role_under_row_level_security_backs_up_what_it_sees_and_says_so(
+    team, monkeypatch, tmp_path, capsys, client_tools
+):
+    """pg_dump empties the search_path: the policies' function failed there on an unqualified table
+    name, so no role but a superuser could back up. The owner's backup holds none of bob's rows."""
+    import subprocess
+
+    monkeypatch.setenv("CMRAG_DB_URL", team["bob"])
+    code, report = _run(capsys, "backup", str(tmp_path / "bob.dump"))
+    assert code == 0, report
+    assert (report["sources"], report["only_rows_of"]) == (2, team["bob_role"])
+    dumped = subprocess.run(["pg_restore", "-f", "-", report["path"]], capture_output=True, text=True, check=True)
+    assert "the vault combination is 4711" in dumped.stdout
+    monkeypatch.setenv("CMRAG_DB_URL", team["admin"])
+    assert main(["backup", str(tmp_path / "admin.dump")]) == 0
+    said = capsys.readouterr().err
+    assert f"note: this backup holds only the rows {team['admin_role']} can see: 0 sources" in said
+    assert "BYPASSRLS" in said
+
+
+def test_a_failed_dump_names_the_servers_error(postgres_url, monkeypatch, tmp_path, capsys):
+    """pg_dump's first line only says a query failed; the server's reason is further down."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "pg_dump").write_text(
+        "#!/bin/sh\n"
+        "echo 'pg_dump: error: Dumping the contents of table \"agent_memories\" failed: PQgetResult() failed.' >&2\n"
+        "echo 'pg_dump: detail: Error message from server: ERROR:  relation \"sources\" does not exist' >&2\n"
+        "echo 'LINE 4: ...' >&2\nexit 1\n"
+    )
+    (tools / "pg_dump").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    open_postgres_store(postgres_url).close()
+    code, error = _run(capsys, "backup", str(tmp_path / "memory.dump"))
+    assert code == 1 and "\n" not in error.strip()
+    assert error.startswith('error: pg_dump failed: pg_dump: error: Dumping the contents of table "agent_memories"')
+    assert 'PQgetResult() failed: the server said: relation "sources" does not exist (hint: see the server log' in error
+
+
+def test_an_export_reports_its_own_schema_version(postgres_url, monkeypatch, tmp_path, capsys):
+    """The export is a SQLite memory: its version is SQLite's numbering (what `mem stats` on it says)."""
+    from crossmodalrag.store.connection import open_store
+    from crossmodalrag.store.migrations import LATEST_VERSION
+
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, *NOTES)
+    code, report = _run(capsys, "backup", str(tmp_path), "--export")
+    assert code == 0 and report["schema_version"] == LATEST_VERSION != schema.LATEST_VERSION
+    with open_store(Path(report["path"]), create=False) as exported:
+        assert exported.schema_version() == report["schema_version"]
+    assert report["sources"] == len(NOTES) and report["only_rows_of"] is None  # the suite's superuser: every row
+
+
+def test_forget_names_the_backups_that_may_still_hold_the_text(
+    postgres_url, monkeypatch, tmp_path, capsys, client_tools
+):
+    """As on SQLite: the dumps in backups/ beside CMRAG_DB_PATH, and those written elsewhere (recorded
+    beside it), made after the text was stored."""
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    with open_postgres_store(postgres_url) as store:
+        add_docs(store, *NOTES)
+    code, kept = _run(capsys, "backup")
+    assert code == 0 and Path(kept["path"]).parent == tmp_path / "backups"
+    code, elsewhere = _run(capsys, "backup", str(tmp_path / "usb") + "/")
+    assert code == 0
+    assert (tmp_path / "memory.db.backups").read_text().strip() == json.dumps(elsewhere["path"])
+    code, report = _run(capsys, "forget", "/vault/n1.md", "--yes")
+    assert code == 0 and report["backup_paths"] == sorted([kept["path"], elsewhere["path"]])
+    assert main(["forget", "/vault/n2.md", "--yes"]) == 0
+    assert "2 backups in" in capsys.readouterr().err

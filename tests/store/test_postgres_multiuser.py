@@ -253,3 +253,35 @@ def test_forget_vacuum_by_a_user_not_owning_the_tables_says_what_happened(two_us
     assert after.startswith("error: the forgotten rows are deleted, but their bytes stay in the table files")
     with open_postgres_store(two_users["alice"][0]) as store:
         assert store.conn.execute("SELECT COUNT(*) FROM sources WHERE uri = '/vault/secret.md'").fetchone()[0] == 0
+
+
+def test_a_member_on_a_memory_an_older_mem_made_is_told_who_upgrades_it(postgres_url, tmp_path, capsys, monkeypatch):
+    """Only the tables' owner may migrate them: a member's command said "permission denied for schema
+    public", and a reading one told the member to run `mem init-db` themselves."""
+    import psycopg
+
+    from crossmodalrag.cli.main import main
+    from crossmodalrag.store.postgres import schema
+    from crossmodalrag.store.postgres.connection import PgConnection, pool_for
+
+    suffix = tmp_path.name.replace("-", "_")[-12:]
+    database = psycopg.conninfo.conninfo_to_dict(postgres_url)["dbname"]
+    admin = create_role(postgres_url, f"admin_{suffix}")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f'ALTER DATABASE "{database}" OWNER TO "admin_{suffix}"')
+    pool = pool_for(admin, "", 30.0)
+    old = schema.LATEST_VERSION - 1
+    schema.migrate(PgConnection(raw := pool.getconn()), target=old)
+    pool.putconn(raw)
+    monkeypatch.setenv("CMRAG_DB_URL", create_role(postgres_url, f"bob_{suffix}"))
+    for command in (["remember", "bob was here"], ["ask", "zeppelin", "--no-llm"], ["stats"]):
+        assert main(command) == 1
+        error = capsys.readouterr().err.strip().splitlines()[-1]  # remember may note its embedder first
+        assert error.startswith("error: the memory schema of postgresql://") and "permission" not in error
+        assert f"(version {old}) is older than this mem's ({schema.LATEST_VERSION})" in error
+        assert "(hint: the database's owner runs `mem init-db` once to upgrade it" in error
+    monkeypatch.setenv("CMRAG_DB_URL", admin)
+    assert main(["init-db"]) == 0
+    monkeypatch.setenv("CMRAG_DB_URL", create_role(postgres_url, f"carol_{suffix}"))
+    assert main(["remember", "carol was here"]) == 0

@@ -37,6 +37,13 @@ def backup(args: argparse.Namespace) -> int:
             f"backup written to {report.path} ({human_size(report.bytes)}, schema version {report.schema_version})\n"
             f"checksum in {checksum_path(report.path)}; restore with: mem restore {report.path} --force\n"
         )
+        if report.only_rows_of:  # row-level security: the other owners' rows are not in it
+            sys.stderr.write(
+                f"note: this backup holds only the rows {report.only_rows_of} can see: "
+                f"{counted(report.sources or 0, 'source')} (restore it into a database of its own: --force would "
+                "replace every owner's rows with these); a backup of the whole shared memory is taken by a "
+                "superuser or a role with BYPASSRLS (docs/scaling.md)\n"
+            )
     return 0
 
 

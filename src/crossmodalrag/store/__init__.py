@@ -19,5 +19,7 @@ def open_configured_store(settings: "Settings", create: bool = True, progress: "
     if settings.db_url:
         from crossmodalrag.store.postgres import open_postgres_store
 
-        return open_postgres_store(settings.db_url, settings.db_owner, create, settings.db_statement_timeout)
+        store = open_postgres_store(settings.db_url, settings.db_owner, create, settings.db_statement_timeout)
+        store.local_path = settings.db_path
+        return store
     return open_store(settings.db_path, create=create, progress=progress)

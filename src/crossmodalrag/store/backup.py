@@ -42,14 +42,19 @@ class BackupReport:
     sha256: str
     bytes: int
     schema_version: int
+    sources: int | None = None  # PostgreSQL: the sources it holds (those its role could see)
+    only_rows_of: str | None = None  # PostgreSQL under row-level security: the role whose rows it holds
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        shown = {
             "path": str(self.path),
             "sha256": self.sha256,
             "bytes": self.bytes,
             "schema_version": self.schema_version,
         }
+        if self.sources is not None:
+            shown |= {"sources": self.sources, "only_rows_of": self.only_rows_of}
+        return shown
 
 
 def backups_dir(db_path: Path) -> Path:

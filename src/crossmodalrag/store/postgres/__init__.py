@@ -15,7 +15,7 @@ from crossmodalrag.store.batch import WriteBatch
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, Store
 from crossmodalrag.store.postgres import schema
 from crossmodalrag.store.postgres.batch import GroupBatch, UnitBatch
-from crossmodalrag.store.postgres.connection import PgConnection, pool_for, redact, translated_errors
+from crossmodalrag.store.postgres.connection import PgConnection, pool_for, psycopg_modules, redact, translated_errors
 
 
 def is_postgres_url(url: str | None) -> bool:
@@ -34,6 +34,9 @@ class PgStore(Store):
         self.path = Path(redact(url))  # an identifier for caches keyed by store; never a file here
         self.patience = patience
         self.turns = None  # the server queues writers (an advisory lock), no lock file
+        # CMRAG_DB_PATH on this client: backups/ and the record of backups written elsewhere are kept
+        # beside it (`mem backup`), where `mem forget` looks for them; None when not opened from settings
+        self.local_path: Path | None = None
 
     @property
     def location(self) -> str:
@@ -92,6 +95,8 @@ def open_postgres_store(
     store = PgStore(pool, conn, url, statement_timeout)
     try:
         version = schema.applied_version(conn)
+        if read_only and version and version < schema.LATEST_VERSION:
+            raise _older_schema(store, version, "a command that only reads never does")
         if read_only and version < schema.LATEST_VERSION:
             raise StoreError(
                 f"{store.location} has PostgreSQL schema version {version}, this program's is {schema.LATEST_VERSION}",
@@ -106,8 +111,28 @@ def open_postgres_store(
         if version < schema.LATEST_VERSION:
             if not create and version == 0:
                 raise StoreError(f"no memory schema in {store.location}", "run `mem init-db` first")
-            schema.migrate(conn)
+            _upgrade(store, version)
     except BaseException:
         store.close()
         raise
     return store
+
+
+def _upgrade(store: PgStore, version: int) -> None:
+    """Migrate the schema. A memory an older mem made, opened by a role that may not change its tables
+    (a team member: only the tables' owner may), is one line saying who upgrades it, not the server's
+    "permission denied for schema public". Raises StoreError."""
+    psycopg, _ = psycopg_modules()
+    try:
+        schema.migrate(store.conn)
+    except StoreError as error:
+        if version and isinstance(error.__cause__, psycopg.errors.InsufficientPrivilege):
+            raise _older_schema(store, version) from error
+        raise
+
+
+def _older_schema(store: PgStore, version: int, why: str = "") -> StoreError:
+    return StoreError(
+        f"the memory schema of {store.location} (version {version}) is older than this mem's ({schema.LATEST_VERSION})",
+        f"the database's owner runs `mem init-db` once to upgrade it{f'; {why}' if why else ''}",
+    )

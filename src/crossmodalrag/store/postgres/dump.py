@@ -2,9 +2,10 @@
 else a logical export (the memory copied into a SQLite file, as `mem migrate` copies it).
 
 A pg_dump archive restores with `pg_restore --clean --if-exists --single-transaction`: the database
-is replaced whole or left as it was. Run as an ordinary role, pg_dump dumps only the rows that role
-may see (`--enable-row-security`); the whole shared memory is a DBA's backup (a role that owns the
-tables or bypasses row-level security). An export holds the caller's rows too, restores into an empty
+is replaced whole or left as it was. Run as a role under row-level security (every role but a
+superuser or one with BYPASSRLS: it is forced on the tables' owner too), pg_dump dumps only the rows
+that role may see (`--enable-row-security`), and the report says whose; the whole shared memory is a
+DBA's backup. An export holds the caller's rows too, restores into an empty
 database (the rows then belong to the restoring role), and is also a working SQLite memory by itself.
 Both get a `.sha256` beside them, checked before anything is restored.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store.backup import BackupReport, backups_dir, names_a_folder
+from crossmodalrag.store.backup_places import remember_backup
 from crossmodalrag.store.connection import open_store
 from crossmodalrag.store.copies import (
     check_checksum,
@@ -47,20 +49,25 @@ def backup_postgres(settings: Settings, dest: str | Path | None, export: bool = 
     backups/ beside CMRAG_DB_PATH). `export` (or no pg_dump on PATH): a SQLite export. Raises StoreError."""
     pg_dump = None if export else shutil.which("pg_dump")
     with _open(settings) as store:
-        version = store.schema_version()
         target = _target(settings, dest, ".dump" if pg_dump else ".db")
+        if target.parent.resolve() != backups_dir(settings.db_path).resolve():  # forget looks in backups/ anyway
+            remember_backup(settings.db_path, target.absolute())
+        only_rows_of = _row_security_role(store)
+        sources = store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
         staging = staging_file(target.parent, target.name)
         try:
             if pg_dump:
-                _run([pg_dump, "--format=custom", "--file", str(staging), *_row_security(store)], settings.db_url)
+                version = store.schema_version()
+                seen = ["--enable-row-security"] if only_rows_of else []
+                _run([pg_dump, "--format=custom", "--file", str(staging), *seen], settings.db_url)
             else:
-                _export(store, staging)
+                version = _export(store, staging)
             digest, size = sync_and_hash(staging)
             os.replace(staging, target)
             write_checksum(target, digest)
         finally:
             remove(staging)
-    return BackupReport(target, digest, size, version)
+    return BackupReport(target, digest, size, version, sources, only_rows_of)
 
 
 def restore_postgres(settings: Settings, source: Path, force: bool = False) -> dict:
@@ -126,21 +133,28 @@ def _target(settings: Settings, dest: str | Path | None, suffix: str) -> Path:
     return chosen
 
 
-def _row_security(store: PgStore) -> list[str]:
-    """pg_dump refuses to dump tables under row-level security for a role it applies to, unless asked
-    to dump what that role sees."""
-    bypass = store.conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
-    return [] if bypass.fetchone()[0] else ["--enable-row-security"]
+def _row_security_role(store: PgStore) -> str | None:
+    """The role whose rows alone a backup holds, or None when it holds every owner's (a superuser or a
+    role with BYPASSRLS). Row-level security is forced on the tables' owner too, and pg_dump refuses
+    such tables unless asked to dump what the role sees."""
+    role, bypass = store.conn.execute(
+        "SELECT current_user, rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
+    ).fetchone()
+    return None if bypass else role
 
 
-def _export(store: PgStore, staging: Path) -> None:
+def _export(store: PgStore, staging: Path) -> int:
+    """Copy the memory into a new SQLite file at `staging`; its schema version (SQLite's numbering,
+    which `mem stats` on the file shows, not PostgreSQL's)."""
     from crossmodalrag.store.transfer import copy_memory
 
     remove(staging)  # copy_memory makes a new SQLite memory there
     with open_store(staging) as target:
         report = copy_memory(store, target)
+        version = target.schema_version()
     if not report.identical:
         raise StoreError("the export does not match the memory (checksums differ)", "run the backup again")
+    return version
 
 
 def _import(source: Path, store: PgStore) -> None:
@@ -164,11 +178,18 @@ def _run(command: list[str], url: str) -> None:
         parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", "@"))
     done = subprocess.run([*command, "--dbname", urlunsplit(parts)], capture_output=True, text=True, env=env)
     if done.returncode != 0:
-        lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
-        # An older client refuses a newer server: the tools, not the server, need fixing.
-        mismatch = "version mismatch" in lines[0] or "unsupported version" in lines[0]
-        hint = f"{TOOL_HINT}, or `mem backup --export` (a SQLite file)" if mismatch else "see the server log"
-        raise StoreError(f"{Path(command[0]).name} failed: {lines[0]}", f"{hint}; nothing was replaced")
+        raise _tool_failure(Path(command[0]).name, (done.stderr or done.stdout).strip().splitlines() or ["no output"])
+
+
+def _tool_failure(tool: str, lines: list[str]) -> StoreError:
+    """One line: the tool's first, then the server's own ERROR when the tool only reported that a query
+    failed ("PQgetResult() failed"), which alone tells nobody why."""
+    # An older client refuses a newer server: the tools, not the server, need fixing.
+    mismatch = "version mismatch" in lines[0] or "unsupported version" in lines[0]
+    hint = f"{TOOL_HINT}, or `mem backup --export` (a SQLite file)" if mismatch else "see the server log"
+    said = next((line.split("ERROR:", 1)[1].strip() for line in lines if "ERROR:" in line), "")
+    reason = lines[0] if not said or said in lines[0] else f"{lines[0].rstrip('.')}: the server said: {said}"
+    return StoreError(f"{tool} failed: {reason}", f"{hint}; nothing was replaced")
 
 
 def _missing(tool: str) -> str:

@@ -40,7 +40,14 @@ TEXT_TABLES = (
 def forget_sources(store, sources, vacuum: bool = False):
     """Delete the sources and everything derived from them in one transaction (only rows this client
     may see: row-level security applies to DELETE too). Raises StoreError if vacuum cannot run."""
-    from crossmodalrag.forget import ForgetReport, _eval_queries_naming, still_on_disk
+    from crossmodalrag.forget import (
+        ForgetReport,
+        _eval_queries_naming,
+        existing_backups,
+        first_stored,
+        still_on_disk,
+        unfinished_copies,
+    )
 
     report = ForgetReport(sources=list(sources))
     ids = [s.id for s in sources if s.id is not None]  # the rest live only in the change log
@@ -69,6 +76,8 @@ def forget_sources(store, sources, vacuum: bool = False):
     retrying(forget)  # a collision the server aborted (serializable, deadlock) is run again whole
     report.eval_queries = _eval_queries_naming(store, {s.uri for s in sources})
     report.still_on_disk = still_on_disk(sources)
+    report.backups = existing_backups(store, first_stored(store, [s.uri for s in sources]))
+    report.unfinished_copies = unfinished_copies(store)
     if vacuum:
         wipe_free_space(store, just_forgotten=True)
         report.vacuumed = True

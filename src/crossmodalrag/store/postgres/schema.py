@@ -399,6 +399,18 @@ ALTER TABLE chunk_stats NO FORCE ROW LEVEL SECURITY;
 TRUNCATE chunk_terms, chunk_postings, chunk_stats;
 """
 
+# Version 12: the policies' function names its table with its schema. pg_dump and pg_restore empty
+# the search_path, so an unqualified 'sources' was no relation there: every dump by a role under
+# row-level security (everyone but a superuser or a role with BYPASSRLS) failed on the first policy.
+QUALIFIED_VISIBLE = """
+CREATE OR REPLACE FUNCTION cmrag_visible_owners() RETURNS SETOF text LANGUAGE sql STABLE AS
+$$ SELECT rolname::text FROM pg_catalog.pg_roles
+   WHERE pg_catalog.pg_has_role(current_user, oid, 'MEMBER')
+      OR (pg_catalog.pg_has_role(session_user, oid, 'MEMBER')
+          AND current_user = (SELECT pg_catalog.pg_get_userbyid(relowner) FROM pg_catalog.pg_class
+                              WHERE oid = 'public.sources'::regclass)) $$;
+"""
+
 # The FTS_VERSION the lexical index holds once every migration has run. A new FTS_VERSION needs a new
 # migration `(N, RETOKENIZE, retokenize)` and this raised with it: tests/store/test_postgres_tokens.py
 # fails while the two differ.
@@ -434,6 +446,7 @@ MIGRATIONS: list[tuple] = [
     (9, CHUNK_TIMES),
     (10, RETOKENIZE, retokenize),  # FTS_VERSION 5
     (11, RETOKENIZE, retokenize),  # FTS_VERSION 6 (INDEX_FTS_VERSION)
+    (12, QUALIFIED_VISIBLE),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
