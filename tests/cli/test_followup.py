@@ -25,6 +25,7 @@ FIRST = "Which Postgres version did Helios start with?"
         ("Why did I change the parser?", []),  # a topic of its own
         ("How did the Postgres upgrade go?", []),  # "upgrade" is new: it stands alone
         ("What did I do in August 2024?", []),  # a time is a topic here (retrieval/dates.asked_window)
+        ("What did it do yesterday?", ["Postgres", "version", "Helios", "start"]),  # referring back: when, not what
     ],
 )
 def test_a_follow_up_carries_the_previous_topic_only_when_it_has_none_of_its_own(question, carried):

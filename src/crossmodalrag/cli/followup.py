@@ -4,7 +4,8 @@ for: its topic is the previous question's. Without it the search found whatever 
 
 The rule, narrow on purpose: a question is read as a follow-up when it has no topic words at all
 ("Why?", "And since when?"), or when it refers back with a pronoun (it, that, they, …) and its own
-topic words all come from the previous question. It is then asked with the previous question's other
+topic words all come from the previous question (a time it names aside: "What did she do
+yesterday?"). It is then asked with the previous question's other
 topic words added after a dash, before its question mark (which tells a question from a claim:
 answer/forms.py), and the answer says so in a notice. Not in brackets: a capitalised word after "("
 reads as a sentence's first word, not a name, and the answer's subject check (answer/subjects.py)
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from crossmodalrag.retrieval.dates import ASKING_WORDS
+from crossmodalrag.retrieval.dates import ASKING_WORDS, read_times
 from crossmodalrag.retrieval.stopwords import ENGLISH
 
 WORDS = re.compile(r"\w+")
@@ -30,7 +31,11 @@ def with_previous_topic(question: str, previous: str | None) -> tuple[str, list[
     own = {word for word in words if not _asks_only(word)}
     earlier = _topic_words(previous)
     carried = [word for word in earlier if word.lower() not in own]
-    follows = not own or (any(word in REFERS_BACK for word in words) and own <= {w.lower() for w in earlier})
+    # Referring back, a time it names narrows when, not what ("What did she do yesterday?"); alone, a
+    # time is the topic ("What did I do in August 2024?": what is dated then).
+    untimed = {word.lower() for word in WORDS.findall(read_times(question)[1]) if not _asks_only(word.lower())}
+    refers_back = any(word in REFERS_BACK for word in words) and untimed <= {w.lower() for w in earlier}
+    follows = not own or refers_back
     if not follows or not carried:
         return question, []
     body = question.rstrip().rstrip("?!.\uff1f")
