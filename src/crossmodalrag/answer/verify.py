@@ -40,6 +40,7 @@ from crossmodalrag.answer.prompt import (
     premise_messages,
 )
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
+from crossmodalrag.answer.when import header_date_guess
 from crossmodalrag.config import Settings
 from crossmodalrag.types import Evidence
 
@@ -180,17 +181,23 @@ class Verification:
                 if not self._judged_refs(verdict):
                     verdict.supported, verdict.reason, kept = False, UNCITED, kept - 1
 
-    def leave_out_hedges(self, question: str) -> None:
+    def leave_out_hedges(self, question: str, evidence: list[Evidence]) -> None:
         """Leave out a support sentence saying the evidence lacks what the question asks, or the short
         answer itself, once the short answer passed (answer/hedges.py): "Answer: 7 May 2023 [E1]" went
         on "No excerpt directly states when Caroline went to the support group." (13 of 100 LoCoMo
         answers hedged so), "Answer: PostgreSQL 16 [E1]" on "No excerpt directly states that Helios
         uses PostgreSQL 16.", contradicting the answer before them. One saying what else is missing
-        ("it does not say when", to a question why) stays."""
+        ("it does not say when", to a question why) stays, and so does every hedge after a short
+        answer that is only the date a cited message was written while the message names another
+        time (answer/when.py `header_date_guess`): "Answer: 20 April 2025 [E1]" to "When is Jonas
+        moving to Lisbon?", from "... moving to Lisbon in September", went on "No excerpt directly
+        states when Jonas is moving to Lisbon.", the model's own true doubt."""
         short = next((v for v in self.verdicts if v.short and v.supported), None)
         if short is None:
             return
         short_claim = CITATION.sub("", ANSWER_LINE.sub("", short.sentence))
+        if header_date_guess(short_claim, cited_excerpts(evidence, short.judged)):
+            return
         for verdict in self.verdicts:
             if not verdict.short and verdict.supported and states_absence(verdict.sentence):
                 hedge = verdict.sentence
@@ -335,7 +342,7 @@ def verify_answer(
     _second_look(llm, question, evidence, checked, claims, pool, min_margin)
     verification = Verification(verdicts)
     verification.leave_out_uncited()
-    verification.leave_out_hedges(question)
+    verification.leave_out_hedges(question, evidence)
     if ahead and not verification.unsupported:  # the short answer passed: does it rest on the premise?
         short = checked[0]
         if short.added:  # its second look judged it beside more excerpts
