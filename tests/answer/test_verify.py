@@ -830,6 +830,12 @@ def test_a_sentence_repeating_an_earlier_one_is_left_out_unchecked_and_not_repor
         ("a temp job", "What temporary job did Jon take to cover expenses?", True),  # said clipped
         ("the info desk", "What information did Gina get?", False),  # "desk" is new
         ("art", "What artistic hobby does Jon have?", False),  # too short to be a clipping
+        # mem ask with qwen2.5-coder-1.5b: a CJK run was one word, the answer's another
+        ("数据迁移方案", "和王磊讨论了什么数据迁移方案？", True),
+        ("双写迁移方案", "和王磊讨论了什么数据迁移方案？", False),  # 双写 is new
+        ("データ移行", "王さんとどのデータ移行方法を話した？", True),
+        ("Helios", "HeliosはどのDBを使っている？", True),
+        ("PostgreSQL", "HeliosはどのDBを使っている？", False),
     ],
 )
 def test_a_short_answer_restating_the_question_is_recognised(answer: str, question: str, restates: bool):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from crossmodalrag.answer.forms import is_statement, offers_alternatives
-from crossmodalrag.index.scripts import fold
+from crossmodalrag.index.scripts import fold, is_function_bigram, segment_cjk
 from crossmodalrag.index.stems import snowball
 from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, guess_language
 
@@ -85,16 +85,23 @@ def restates_question(answer: str, question: str) -> bool:
     if offers_alternatives(question) or is_statement(question):
         return False
     language, asked, stopwords = _asked(question)
-    kinds = {
-        _kind(match.group(0).lower(), language, asked, stopwords, clipped=True) for match in _WORD.finditer(answer)
-    }
+    kinds = {_kind(word.lower(), language, asked, stopwords, clipped=True) for word in _words(answer)}
     return "echo" in kinds and not kinds & {"new", "kept"}
 
 
+def _words(text: str) -> list[str]:
+    """The words of `text`, a Chinese or Japanese run as its character bigrams, as the index reads
+    it (index/scripts.py): `\\w+` takes 和王磊讨论了什么数据迁移方案 for one word, and the answer
+    数据迁移方案 for another."""
+    return _WORD.findall(segment_cjk(text))
+
+
 def _asked(question: str) -> tuple[str, set[str], frozenset[str]]:
-    """The question's language, its words stemmed, and that language's function words."""
-    language = guess_language([w.lower() for w in _WORD.findall(question)])
-    return language, {stem(word, language) for word in _WORD.findall(question)}, BY_LANGUAGE.get(language, frozenset())
+    """The question's language, its words stemmed (a CJK run whole and as its bigrams), and that
+    language's function words."""
+    words = list(dict.fromkeys(_WORD.findall(question) + _words(question)))
+    language = guess_language([w.lower() for w in words])
+    return language, {stem(word, language) for word in words}, BY_LANGUAGE.get(language, frozenset())
 
 
 def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str], clipped: bool = False) -> str:
@@ -102,7 +109,7 @@ def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str], 
     temporary job ...?": LoCoMo's answer is that the conversation never says which)."""
     if word in KEPT:
         return "kept"
-    if word in stopwords:
+    if word in stopwords or is_function_bigram(word):  # 什么, です: a CJK question's grammar
         return "function"
     short = stem(word, language)
     if short in asked:
