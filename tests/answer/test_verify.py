@@ -1005,6 +1005,25 @@ def test_a_hedge_denying_the_short_answer_in_other_words_is_left_out(store, sett
         assert answer.to_dict()["verification"]["claims"][-1]["reason"] == "hedge"
 
 
+def test_a_hedge_denying_what_the_cited_excerpt_names_is_left_out(store, settings: Settings, tmp_path):
+    """mem ask "Who migrated the Helios billing database to PostgreSQL 16, and when?" with
+    qwen2.5-coder-1.5b ended its passed answer with "No excerpt mentions Bob Ramirez or the timing of
+    the migration.", kept unchecked (it names few of the question's words) though E1 names him."""
+    notes = {
+        "migration.md": "# Helios migration\n\nAlice Chen and Bob Ramirez migrated the Helios billing database "
+        "to PostgreSQL 16 on 14 February 2025.\n"
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "Who migrated the Helios billing database to PostgreSQL 16, and when?"
+    short = "Answer: Alice Chen and Bob Ramirez, on 14 February 2025 [E1]"
+    for hedge, kept in (
+        ("No excerpt mentions Bob Ramirez or the timing of the migration.", False),
+        ("No excerpt says why they migrated.", True),
+    ):
+        answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(f"{short}\n{hedge}", margins=[2.0, 2.0]))
+        assert answer.text == (f"{short}\n{hedge}" if kept else short)
+
+
 def test_a_second_look_adds_only_excerpts_holding_the_sentences_numbers(store, settings: Settings, tmp_path):
     """mem ask "Wie viel kostet die Miete ...?" with qwen2.5-coder-1.5b: "Answer: 1,850 warm [E1]"
     failed against the lease's first page, passed beside the three excerpts holding a word of it the

@@ -28,7 +28,7 @@ from crossmodalrag.answer.attribution import (
 from crossmodalrag.answer.citations import CITATION, states_absence
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.forms import query_form
-from crossmodalrag.answer.hedges import about_the_question, names_the_answer
+from crossmodalrag.answer.hedges import about_the_question, denies_what_is_there, names_the_answer
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, has_tags, split_answer
 from crossmodalrag.answer.premise import in_conversations, presupposes, unmentioned_words
@@ -191,18 +191,26 @@ class Verification:
         answer that is only the date a cited message was written while the message names another
         time (answer/when.py `header_date_guess`): "Answer: 20 April 2025 [E1]" to "When is Jonas
         moving to Lisbon?", from "... moving to Lisbon in September", went on "No excerpt directly
-        states when Jonas is moving to Lisbon.", the model's own true doubt."""
+        states when Jonas is moving to Lisbon.", the model's own true doubt. A hedge saying the
+        excerpts the answer rests on lack what they name (answer/hedges.py `denies_what_is_there`)
+        is false: it goes too."""
         short = next((v for v in self.verdicts if v.short and v.supported), None)
         if short is None:
             return
         short_claim = CITATION.sub("", ANSWER_LINE.sub("", short.sentence))
-        if header_date_guess(short_claim, cited_excerpts(evidence, short.judged)):
-            return
+        doubted = header_date_guess(short_claim, [item for item in evidence if item.id in short.judged])
+        rests_on = [body_of(item) for item in evidence if item.id in self._rests_on()]
         for verdict in self.verdicts:
             if not verdict.short and verdict.supported and states_absence(verdict.sentence):
                 hedge = verdict.sentence
-                if about_the_question(hedge, question) or names_the_answer(hedge, short_claim):
+                about = about_the_question(hedge, question) or names_the_answer(hedge, short_claim)
+                if denies_what_is_there(hedge, rests_on) or about and not doubted:
                     verdict.supported, verdict.reason = False, HEDGE
+
+    def _rests_on(self) -> list[str]:
+        """The ids of the excerpts the kept, checked sentences cite or were judged against."""
+        kept = [v for v in self.verdicts if v.supported and v.margin is not None]
+        return list(dict.fromkeys(ref for v in kept for ref in v.cited + v.judged))
 
 
 def with_specifics_of(claim: str, question: str, source: Evidence, pool: list[Evidence]) -> list[Evidence]:
