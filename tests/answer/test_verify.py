@@ -116,6 +116,12 @@ def test_short_answer(text, expected):
         ("When did Nate go to the beach?", "Nate went to the beach yesterday", "yesterday"),
         ("Did Nate share the toy?", "Nate shared the toy", "Nate shared the toy"),  # nothing new: kept whole
         ("¿Cuándo publicaron el informe?", "Publicaron el informe en marzo de 2020", "en marzo de 2020"),
+        # mem ask on FinanceBench with qwen2.5-coder-1.5b: "of 2023" was cut as the question's "2023"
+        (
+            "Which segment of JnJ is a discontinued operation from August 30, 2023 onward?",
+            "Consumer Health results, including a gain in the third quarter of 2023",
+            "Consumer Health results, including a gain in the third quarter of 2023",
+        ),
     ],
 )
 def test_the_short_answer_drops_what_only_restates_the_question(question, line, expected):

@@ -34,6 +34,9 @@ MIN_CLIPPED = 4  # "temp", "info", "repo": shorter clippings ("art", "pro") are 
 # Words that place the answer in time ("his turtles to the beach in Tampa yesterday"): to a question
 # that does not ask when, they are no part of the answer, like a function word.
 WHEN_WORDS = frozenset("yesterday today tonight recently lately".split())
+# What opens a phrase belonging to the noun before it: cut as a restatement of the question ("in the
+# third quarter of 2023" to a question naming 2023), it leaves that noun a fragment.
+OF_PHRASE = frozenset("of de del du".split())
 _ASKS_WHEN = re.compile(r"\b(?:when|how long|what (?:time|year|month|day|date)|which (?:year|month|week|day))\b", re.I)
 
 
@@ -70,7 +73,7 @@ def without_echo(answer: str, question: str) -> str:
     if kinds and kinds[0] == "kept":
         return answer  # "No, she is not part of it": a yes or no with its reason is short already
     said = [stem(match.group(0), language) in asked for match in words]  # function words too
-    start, end = _opening(kinds, words, said), _closing(kinds)
+    start, end = _opening(kinds, words, said), _closing(kinds, words)
     kept = words[start:end]
     if not any(kind in ("new", "kept") for kind in kinds[start:end]) or not kept:
         return answer
@@ -140,14 +143,15 @@ def _opening(kinds: list[str], words: list[re.Match], said: list[bool]) -> int:
     return cut
 
 
-def _closing(kinds: list[str]) -> int:
+def _closing(kinds: list[str], words: list[re.Match]) -> int:
     """Where a trailing phrase repeating the question starts (a function word opening a run of
-    echoed and function words: "for cheer and joy"); the length of the answer when there is none."""
+    echoed and function words: "for cheer and joy"); the length of the answer when there is none,
+    or when that phrase completes the noun before it (OF_PHRASE)."""
     start = len(kinds)
     while start > 0 and kinds[start - 1] in ("echo", "function"):
         start -= 1
     while start < len(kinds) and kinds[start] == "echo":
         start += 1  # "fantasy stories" for "what kind of stories": the head noun stays
-    if start == len(kinds) or "echo" not in kinds[start:]:
+    if start == len(kinds) or "echo" not in kinds[start:] or words[start].group(0).lower() in OF_PHRASE:
         return len(kinds)
     return start
