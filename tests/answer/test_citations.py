@@ -137,6 +137,25 @@ def test_evidence_headers_copied_into_the_answer_are_removed() -> None:
 @pytest.mark.parametrize(
     ("copied", "expected"),
     [
+        # mem ask on FinanceBench with qwen2.5-coder-1.5b: its 200 tokens ran out inside a header, which
+        # was judged as a sentence and reported as an unsupported claim
+        (
+            "Answer: Consumer Health [E2]\n- It is discontinued. [E2]\n- [E5] (pdf · Form 8-K for Pepsico INC"
+            " filed 05/30/2023 · PEPSICO_2023_8K_dated-2023-05",
+            "Answer: Consumer Health [E2]\n- It is discontinued. [E2]",
+        ),
+        ("Answer: Consumer Health [E2] (pdf · Form 8-K for Johnson", "Answer: Consumer Health [E2]"),
+        ("Answer: Yes [E1] (conversation · C & M · session 18 (6:55 pm on 2", "Answer: Yes [E1]"),
+    ],
+)
+def test_an_evidence_header_cut_off_at_the_end_is_removed(copied, expected) -> None:
+    report = validate(copied, evidence(5))
+    assert report.text == expected and [item.id for item in report.cited] == ["E2" if "E2" in expected else "E1"]
+
+
+@pytest.mark.parametrize(
+    ("copied", "expected"),
+    [
         # mem ask with qwen2.5-coder-1.5b: headers copied without their kind, judged and passed as sentences
         (
             "Answer: $30 per seat [E2][E3]\n[E2] (Helios pricing · projects/helios/2025-01-20-helios-pricing.md"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crossmodalrag.answer.hedges import about_the_question, names_the_answer, question_words
+from crossmodalrag.answer.hedges import about_the_question, denies_what_is_there, names_the_answer, question_words
 
 
 @pytest.mark.parametrize(
@@ -55,3 +55,22 @@ def test_a_hedge_naming_the_short_answer_denies_it():
     assert names_the_answer("No excerpt directly states that Helios uses PostgreSQL 16.", "PostgreSQL 16")
     assert not names_the_answer("No excerpt directly states that Helios uses SQLite.", "PostgreSQL 16")
     assert not names_the_answer("No excerpt says when Kestrel moved.", "No"), "a bare no names nothing"
+
+
+MIGRATION = ["Alice Chen and Bob Ramirez migrated the Helios billing database to PostgreSQL 16 on 14 February 2025."]
+
+
+@pytest.mark.parametrize(
+    "hedge, false",
+    [
+        # mem ask with qwen2.5-coder-1.5b, after "Answer: Alice Chen ... on 14 February 2025 [E1]"
+        ("No excerpt mentions Bob Ramirez or the timing of the migration.", True),
+        ("The evidence mentions neither Bob Ramirez nor the cost.", True),
+        ("No excerpt mentions the timing of the migration.", False),  # "timing" is not there
+        ("The evidence does not say when Bob Ramirez left.", False),  # a kind of thing: no word shows it
+        ("No excerpt states whether Bob Ramirez was paid.", False),
+        ("No excerpt mentions Carol.", False),
+    ],
+)
+def test_a_hedge_saying_the_excerpts_lack_what_they_name_is_false(hedge, false):
+    assert denies_what_is_there(hedge, MIGRATION) is false

@@ -116,6 +116,12 @@ def test_short_answer(text, expected):
         ("When did Nate go to the beach?", "Nate went to the beach yesterday", "yesterday"),
         ("Did Nate share the toy?", "Nate shared the toy", "Nate shared the toy"),  # nothing new: kept whole
         ("¿Cuándo publicaron el informe?", "Publicaron el informe en marzo de 2020", "en marzo de 2020"),
+        # mem ask on FinanceBench with qwen2.5-coder-1.5b: "of 2023" was cut as the question's "2023"
+        (
+            "Which segment of JnJ is a discontinued operation from August 30, 2023 onward?",
+            "Consumer Health results, including a gain in the third quarter of 2023",
+            "Consumer Health results, including a gain in the third quarter of 2023",
+        ),
     ],
 )
 def test_the_short_answer_drops_what_only_restates_the_question(question, line, expected):
@@ -830,6 +836,12 @@ def test_a_sentence_repeating_an_earlier_one_is_left_out_unchecked_and_not_repor
         ("a temp job", "What temporary job did Jon take to cover expenses?", True),  # said clipped
         ("the info desk", "What information did Gina get?", False),  # "desk" is new
         ("art", "What artistic hobby does Jon have?", False),  # too short to be a clipping
+        # mem ask with qwen2.5-coder-1.5b: a CJK run was one word, the answer's another
+        ("数据迁移方案", "和王磊讨论了什么数据迁移方案？", True),
+        ("双写迁移方案", "和王磊讨论了什么数据迁移方案？", False),  # 双写 is new
+        ("データ移行", "王さんとどのデータ移行方法を話した？", True),
+        ("Helios", "HeliosはどのDBを使っている？", True),
+        ("PostgreSQL", "HeliosはどのDBを使っている？", False),
     ],
 )
 def test_a_short_answer_restating_the_question_is_recognised(answer: str, question: str, restates: bool):
@@ -997,6 +1009,25 @@ def test_a_hedge_denying_the_short_answer_in_other_words_is_left_out(store, sett
         answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0, 2.0]))
         assert answer.text == "Answer: PostgreSQL 16 [E1]\nWe chose PostgreSQL 16 for Helios. [E1]"
         assert answer.to_dict()["verification"]["claims"][-1]["reason"] == "hedge"
+
+
+def test_a_hedge_denying_what_the_cited_excerpt_names_is_left_out(store, settings: Settings, tmp_path):
+    """mem ask "Who migrated the Helios billing database to PostgreSQL 16, and when?" with
+    qwen2.5-coder-1.5b ended its passed answer with "No excerpt mentions Bob Ramirez or the timing of
+    the migration.", kept unchecked (it names few of the question's words) though E1 names him."""
+    notes = {
+        "migration.md": "# Helios migration\n\nAlice Chen and Bob Ramirez migrated the Helios billing database "
+        "to PostgreSQL 16 on 14 February 2025.\n"
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "Who migrated the Helios billing database to PostgreSQL 16, and when?"
+    short = "Answer: Alice Chen and Bob Ramirez, on 14 February 2025 [E1]"
+    for hedge, kept in (
+        ("No excerpt mentions Bob Ramirez or the timing of the migration.", False),
+        ("No excerpt says why they migrated.", True),
+    ):
+        answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(f"{short}\n{hedge}", margins=[2.0, 2.0]))
+        assert answer.text == (f"{short}\n{hedge}" if kept else short)
 
 
 def test_a_second_look_adds_only_excerpts_holding_the_sentences_numbers(store, settings: Settings, tmp_path):

@@ -36,6 +36,16 @@ def turn(text: str, day: str = "2023-05-08", ident: str = "E1") -> Evidence:
         ("Jon: We opened the studio today.", "2023-06-20", "20 June 2023"),  # the day itself
         ("Jon: Today I signed; yesterday I danced.", "2023-06-20", "20 June 2023"),  # two times: unchanged
         ("Jon: The studio is doing well.", "2023-06-20", "20 June 2023"),  # no time said: unchanged
+        # another time named besides the one relative phrase: "yesterday" may be about something else
+        (
+            "Jonas: I started Portuguese yesterday because we're moving to Lisbon in September.",
+            "2025-04-20",
+            "20 April 2025",
+        ),
+        ("Jon: Yesterday I signed the lease; we open on 6 July.", "2023-06-20", "20 June 2023"),
+        # a weekday or a vague word names no time of the calendar to compare (LoCoMo's own turns)
+        ("Tim: On Friday I got great news! Next month I'm off to Ireland.", "2023-12-07", "January 2024"),
+        ("Jon: Been hectic lately. Started hitting the gym last week.", "2023-06-20", "the week before 20 June 2023"),
     ],
 )
 def test_a_header_date_becomes_the_day_the_excerpt_speaks_of(said, day, expected):
@@ -63,3 +73,18 @@ def test_the_answer_shown_and_its_short_answer_name_the_day_the_cited_turn_speak
     assert answer.notices == [
         "date moved: the message it cites was written on 22 August 2021 and speaks of the week before 22 August 2021"
     ]
+
+
+def test_a_header_date_answer_keeps_the_models_doubt_when_the_message_names_another_time(store, settings, tmp_path):
+    """mem ask "When is Jonas moving to Lisbon?" with qwen2.5-coder-1.5b: "Answer: 20 April 2025 [E1]"
+    from "I started learning Portuguese yesterday because we're moving to Lisbon in September." was
+    moved to 19 April 2025 (its "yesterday" is about the lessons), and the model's own "No excerpt
+    directly states when ..." was left out as a hedge contradicting a passed answer."""
+    lines = [("Joanna", "I started learning Portuguese yesterday because we're moving to Lisbon in September.")]
+    lines.append(("Nate", "Wow, Lisbon! Exciting."))
+    retriever = chat_retriever(store, settings, tmp_path, lines, day="1:00 pm on 20 April, 202{}")
+    hedge = "No excerpt directly states when Joanna is moving to Lisbon."
+    llm = ScriptedLLM(f"Answer: 20 April 2021 [E1]\n{hedge}", margins=[3.0, 3.0])
+    answer = ask_with_llm(retriever, "When is Joanna moving to Lisbon?", settings, llm=llm)
+    assert answer.short_answer == "20 April 2021" and answer.notices == []
+    assert answer.text == f"Answer: 20 April 2021 [E1]\n{hedge}"

@@ -40,6 +40,15 @@ _ABBREVIATION = re.compile(r"Dr|Mrs?|Ms|Prof|Rev|St|Mt|Jr|Sr|Gen|Col|Capt|Lt|Inc
 # is no sentence end (cut there, "Answer: 12. Dezember 2023" gave the short answer "12").
 _MONTH_NEXT = re.compile(r"(?:Jan|Feb|M[aä]r|Apr|Ma[iy]|Jun|Jul|Aug|Sep|O[ck]t|Nov|De[cz])[a-zä]*\b")
 CLAIM_MIN_WORDS = 6
+# An evidence header the model was copying when its tokens ran out ("- [E5] (pdf · Form 8-K for Pepsico
+# INC filed 05/30/2023 · PEPSICO_2023_8K_dated-2023-05"): never closed, so no HEADER_COPY, it was
+# judged as a claim and reported as unsupported. The [E#] opening its line goes with it: it cites only
+# the header, and left alone it would cite the sentence before (parts.py `bare_line`).
+_CUT_HEADER = re.compile(
+    r"(?:^[ \t]*(?:[-*\u2022][ \t]*)?\[\s*[Ee]\s*\d+\s*\][ \t]*)?"
+    r"\((?:note|commit|pdf|image|conversation|memory) · [^\n]*\s*\Z",
+    re.MULTILINE,
+)
 # "E1, E2" or "(E3)" without square brackets: a small model sometimes drops them ("... release plan. E1, E2").
 # Not inside a word ("E2E") nor a bracketed citation.
 _BARE = re.compile(r"\(\s*E(\d{1,2})\s*\)|(?<![\w\[])E(\d{1,2})\b(?!\s*\])")
@@ -76,7 +85,7 @@ def cited_ids(bracket: str) -> list[str]:
 def validate(text: str, evidence: list[Evidence]) -> CitationReport:
     """Remove citations of evidence that does not exist and copied evidence headers, and flag claims
     that cite nothing."""
-    text = HEADER_COPY.sub("", text)
+    text = _CUT_HEADER.sub("", HEADER_COPY.sub("", text))
     by_id = {item.id: item for item in evidence}
     text = _bracketed(text, by_id)
     report = CitationReport(text="")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from crossmodalrag.answer.forms import is_statement, offers_alternatives
-from crossmodalrag.index.scripts import fold
+from crossmodalrag.index.scripts import fold, is_function_bigram, segment_cjk
 from crossmodalrag.index.stems import snowball
 from crossmodalrag.retrieval.stopwords import BY_LANGUAGE, guess_language
 
@@ -34,6 +34,9 @@ MIN_CLIPPED = 4  # "temp", "info", "repo": shorter clippings ("art", "pro") are 
 # Words that place the answer in time ("his turtles to the beach in Tampa yesterday"): to a question
 # that does not ask when, they are no part of the answer, like a function word.
 WHEN_WORDS = frozenset("yesterday today tonight recently lately".split())
+# What opens a phrase belonging to the noun before it: cut as a restatement of the question ("in the
+# third quarter of 2023" to a question naming 2023), it leaves that noun a fragment.
+OF_PHRASE = frozenset("of de del du".split())
 _ASKS_WHEN = re.compile(r"\b(?:when|how long|what (?:time|year|month|day|date)|which (?:year|month|week|day))\b", re.I)
 
 
@@ -70,7 +73,7 @@ def without_echo(answer: str, question: str) -> str:
     if kinds and kinds[0] == "kept":
         return answer  # "No, she is not part of it": a yes or no with its reason is short already
     said = [stem(match.group(0), language) in asked for match in words]  # function words too
-    start, end = _opening(kinds, words, said), _closing(kinds)
+    start, end = _opening(kinds, words, said), _closing(kinds, words)
     kept = words[start:end]
     if not any(kind in ("new", "kept") for kind in kinds[start:end]) or not kept:
         return answer
@@ -85,16 +88,23 @@ def restates_question(answer: str, question: str) -> bool:
     if offers_alternatives(question) or is_statement(question):
         return False
     language, asked, stopwords = _asked(question)
-    kinds = {
-        _kind(match.group(0).lower(), language, asked, stopwords, clipped=True) for match in _WORD.finditer(answer)
-    }
+    kinds = {_kind(word.lower(), language, asked, stopwords, clipped=True) for word in _words(answer)}
     return "echo" in kinds and not kinds & {"new", "kept"}
 
 
+def _words(text: str) -> list[str]:
+    """The words of `text`, a Chinese or Japanese run as its character bigrams, as the index reads
+    it (index/scripts.py): `\\w+` takes 和王磊讨论了什么数据迁移方案 for one word, and the answer
+    数据迁移方案 for another."""
+    return _WORD.findall(segment_cjk(text))
+
+
 def _asked(question: str) -> tuple[str, set[str], frozenset[str]]:
-    """The question's language, its words stemmed, and that language's function words."""
-    language = guess_language([w.lower() for w in _WORD.findall(question)])
-    return language, {stem(word, language) for word in _WORD.findall(question)}, BY_LANGUAGE.get(language, frozenset())
+    """The question's language, its words stemmed (a CJK run whole and as its bigrams), and that
+    language's function words."""
+    words = list(dict.fromkeys(_WORD.findall(question) + _words(question)))
+    language = guess_language([w.lower() for w in words])
+    return language, {stem(word, language) for word in words}, BY_LANGUAGE.get(language, frozenset())
 
 
 def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str], clipped: bool = False) -> str:
@@ -102,7 +112,7 @@ def _kind(word: str, language: str, asked: set[str], stopwords: frozenset[str], 
     temporary job ...?": LoCoMo's answer is that the conversation never says which)."""
     if word in KEPT:
         return "kept"
-    if word in stopwords:
+    if word in stopwords or is_function_bigram(word):  # 什么, です: a CJK question's grammar
         return "function"
     short = stem(word, language)
     if short in asked:
@@ -133,14 +143,15 @@ def _opening(kinds: list[str], words: list[re.Match], said: list[bool]) -> int:
     return cut
 
 
-def _closing(kinds: list[str]) -> int:
+def _closing(kinds: list[str], words: list[re.Match]) -> int:
     """Where a trailing phrase repeating the question starts (a function word opening a run of
-    echoed and function words: "for cheer and joy"); the length of the answer when there is none."""
+    echoed and function words: "for cheer and joy"); the length of the answer when there is none,
+    or when that phrase completes the noun before it (OF_PHRASE)."""
     start = len(kinds)
     while start > 0 and kinds[start - 1] in ("echo", "function"):
         start -= 1
     while start < len(kinds) and kinds[start] == "echo":
         start += 1  # "fantasy stories" for "what kind of stories": the head noun stays
-    if start == len(kinds) or "echo" not in kinds[start:]:
+    if start == len(kinds) or "echo" not in kinds[start:] or words[start].group(0).lower() in OF_PHRASE:
         return len(kinds)
     return start

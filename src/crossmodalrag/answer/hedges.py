@@ -26,6 +26,9 @@ HEDGE_WORDS = frozenset(
 # "what" and "which" ask for anything: "does not say what it costs" answers "How much ...?" too.
 QUESTION_WORDS = frozenset("when where who whom whose why how".split())
 _WORD = re.compile(r"\w+")
+ASKING = QUESTION_WORDS | frozenset("what which whether if".split())  # what a hedge asks with, it says is missing
+# Where a hedge lists the things it says are missing: "Bob Ramirez or the timing", "neither X nor Y".
+_ALTERNATIVES = re.compile(r",|;|\b(?:or|nor|neither|either)\b", re.IGNORECASE)
 PREFIX_MIN_LETTERS = 4  # a stem this long also names its longer forms ("month" in "monthly")
 # FTS syntax typed into a question is plain text to the index (index/fts.py), and no content of the
 # question: '"Helios" AND pricing OR NEAR(cost, 5) -- what's the team plan price?' asks about pricing.
@@ -42,6 +45,21 @@ def about_the_question(hedge: str, question: str) -> bool:
     missing = content_words(without_absence(hedge)) - HEDGE_WORDS
     named = named_in(asked, content_words(hedge))
     return len(named) >= HEDGE_SHARE * len(asked) or bool(missing) and named_in(missing, asked) == missing
+
+
+def denies_what_is_there(hedge: str, excerpts: list[str]) -> bool:
+    """Whether `hedge` says the evidence lacks something these excerpts name: "No excerpt mentions
+    Bob Ramirez or the timing of the migration." after an answer citing "Alice Chen and Bob Ramirez
+    migrated ...". Each thing it lists as missing ("X or Y", "neither X nor Y") must be missing for
+    it to be true, so one whose every content word the excerpts name makes it false. One asking with
+    a question word ("does not say when Bob left") says a kind of thing is missing, which no word in
+    an excerpt shows is there."""
+    present = content_words(" ".join(excerpts))
+    for missing in _ALTERNATIVES.split(without_absence(hedge)):
+        words = content_words(missing) - HEDGE_WORDS
+        if words and not set(_WORD.findall(missing.lower())) & ASKING and named_in(words, present) == words:
+            return True
+    return False
 
 
 def asks_another_thing(hedge: str, question: str) -> bool:

@@ -28,7 +28,7 @@ from crossmodalrag.answer.attribution import (
 from crossmodalrag.answer.citations import CITATION, states_absence
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.forms import query_form
-from crossmodalrag.answer.hedges import about_the_question, names_the_answer
+from crossmodalrag.answer.hedges import about_the_question, denies_what_is_there, names_the_answer
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, has_tags, split_answer
 from crossmodalrag.answer.premise import in_conversations, presupposes, unmentioned_words
@@ -40,6 +40,7 @@ from crossmodalrag.answer.prompt import (
     premise_messages,
 )
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
+from crossmodalrag.answer.when import header_date_guess
 from crossmodalrag.config import Settings
 from crossmodalrag.types import Evidence
 
@@ -180,22 +181,36 @@ class Verification:
                 if not self._judged_refs(verdict):
                     verdict.supported, verdict.reason, kept = False, UNCITED, kept - 1
 
-    def leave_out_hedges(self, question: str) -> None:
+    def leave_out_hedges(self, question: str, evidence: list[Evidence]) -> None:
         """Leave out a support sentence saying the evidence lacks what the question asks, or the short
         answer itself, once the short answer passed (answer/hedges.py): "Answer: 7 May 2023 [E1]" went
         on "No excerpt directly states when Caroline went to the support group." (13 of 100 LoCoMo
         answers hedged so), "Answer: PostgreSQL 16 [E1]" on "No excerpt directly states that Helios
         uses PostgreSQL 16.", contradicting the answer before them. One saying what else is missing
-        ("it does not say when", to a question why) stays."""
+        ("it does not say when", to a question why) stays, and so does every hedge after a short
+        answer that is only the date a cited message was written while the message names another
+        time (answer/when.py `header_date_guess`): "Answer: 20 April 2025 [E1]" to "When is Jonas
+        moving to Lisbon?", from "... moving to Lisbon in September", went on "No excerpt directly
+        states when Jonas is moving to Lisbon.", the model's own true doubt. A hedge saying the
+        excerpts the answer rests on lack what they name (answer/hedges.py `denies_what_is_there`)
+        is false: it goes too."""
         short = next((v for v in self.verdicts if v.short and v.supported), None)
         if short is None:
             return
         short_claim = CITATION.sub("", ANSWER_LINE.sub("", short.sentence))
+        doubted = header_date_guess(short_claim, [item for item in evidence if item.id in short.judged])
+        rests_on = [body_of(item) for item in evidence if item.id in self._rests_on()]
         for verdict in self.verdicts:
             if not verdict.short and verdict.supported and states_absence(verdict.sentence):
                 hedge = verdict.sentence
-                if about_the_question(hedge, question) or names_the_answer(hedge, short_claim):
+                about = about_the_question(hedge, question) or names_the_answer(hedge, short_claim)
+                if denies_what_is_there(hedge, rests_on) or about and not doubted:
                     verdict.supported, verdict.reason = False, HEDGE
+
+    def _rests_on(self) -> list[str]:
+        """The ids of the excerpts the kept, checked sentences cite or were judged against."""
+        kept = [v for v in self.verdicts if v.supported and v.margin is not None]
+        return list(dict.fromkeys(ref for v in kept for ref in v.cited + v.judged))
 
 
 def with_specifics_of(claim: str, question: str, source: Evidence, pool: list[Evidence]) -> list[Evidence]:
@@ -335,7 +350,7 @@ def verify_answer(
     _second_look(llm, question, evidence, checked, claims, pool, min_margin)
     verification = Verification(verdicts)
     verification.leave_out_uncited()
-    verification.leave_out_hedges(question)
+    verification.leave_out_hedges(question, evidence)
     if ahead and not verification.unsupported:  # the short answer passed: does it rest on the premise?
         short = checked[0]
         if short.added:  # its second look judged it beside more excerpts

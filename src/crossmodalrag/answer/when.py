@@ -6,7 +6,10 @@ she went "yesterday". The short answer then names the wrong day. When the date i
 header date of an excerpt the answer cites and that excerpt says when, relative to its own day, in
 one way only, the date is replaced by the day meant ("7 May 2023") or, when that is no single day,
 by the span said relative to the message's day ("the week before 23 August 2023", "the Friday
-before 15 July 2023", "2022" for "last year"; plans too: "tomorrow", "next month").
+before 15 July 2023", "2022" for "last year"; plans too: "tomorrow", "next month"). A message that
+also names another time ("I started learning Portuguese yesterday because we're moving to Lisbon in
+September") says when in two ways: its one relative phrase may be about something else than the
+question, so its date stays.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
+from crossmodalrag.agent.temporal import MONTHS_BUT_MAY
 from crossmodalrag.answer.prompt import human_date
 from crossmodalrag.types import Evidence
 
@@ -25,6 +29,11 @@ RELATIVE = re.compile(
     r"|(an?|one|two|three|four|five|six|ten|\d{1,2}) (day|week|month|year)s? ago"
     r"|(today|tonight|this (?:morning|afternoon|evening|week|weekend)))\b",
     re.IGNORECASE,
+)
+
+# A month (a bare "may" is the verb far more often) or a year ("Lisbon in September", "since 2019").
+CALENDAR_TIME = re.compile(
+    rf"\b(?:{MONTHS_BUT_MAY}|(?:in|during|of|since|by|until|on|early|late) may|(?:19|20)\d\d)\b", re.I
 )
 
 
@@ -42,10 +51,33 @@ def moved_date(text: str, cited: list[Evidence]) -> tuple[str, str] | None:
             continue
         written = datetime.fromtimestamp(item.hit.timestamp, tz=timezone.utc)
         day = human_date(item.hit.timestamp)
-        said = {match.group(0).lower(): match for match in RELATIVE.finditer(item.hit.text.split("\n", 1)[-1])}
-        if _copied(day).search(text) and len(said) == 1:
+        body = item.hit.text.split("\n", 1)[-1]
+        said = {match.group(0).lower(): match for match in RELATIVE.finditer(body)}
+        if _copied(day).search(text) and len(said) == 1 and not names_another_time(body):
             return day, _meant(next(iter(said.values())), written, day)
     return None
+
+
+def names_another_time(body: str) -> bool:
+    """Whether a message names a month or a year ("in September", "on 6 April", "since 2019"): a time
+    of the calendar, which its one RELATIVE phrase may not be about. Vague words ("lately") and a
+    weekday ("On Friday, I got great news! Next month I'm off to Ireland.") place nothing to compare:
+    of LoCoMo's 209 turns with one RELATIVE phrase, 12 also hold one of them, none a month or year."""
+    return CALENDAR_TIME.search(body) is not None
+
+
+def header_date_guess(text: str, cited: list[Evidence]) -> bool:
+    """Whether `text` is nothing but the header date of one of `cited` whose message names another
+    time (`names_another_time`, so the date is never moved): the day the message was written, where
+    the message itself says when ("... moving to Lisbon in September")."""
+    for item in cited:
+        if item.hit.timestamp is None:
+            continue
+        day = human_date(item.hit.timestamp)
+        only_day = re.fullmatch(rf"\W*(?:on\s+)?{re.escape(day)}\W*", text, re.IGNORECASE)
+        if only_day and names_another_time(item.hit.text.split("\n", 1)[-1]):
+            return True
+    return False
 
 
 def with_day(text: str, day: str, meant: str, count: int = 0) -> str:
