@@ -332,6 +332,23 @@ def test_on_a_terminal_it_asks(capsys, vault, db_path, monkeypatch, answer, code
     assert counts(db_path)["sources"] == left
 
 
+def test_on_a_terminal_it_says_what_a_long_forget_is_doing_then_clears_the_line(vault, db_path, monkeypatch) -> None:
+    """Forgetting a whole vault ran for minutes without a word; the text index purge still rewrites
+    the whole index, however little is forgotten."""
+    ingest(vault, db_path)
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert main(["forget", str(vault / "secret/gone.md"), "--yes"]) == 0
+    shown = terminal.getvalue()
+    assert "forget: purging the forgotten words from the text index" in shown
+    assert "\r\033[Kforgot 1 source (2 chunks" in shown  # the summary starts on a cleared line
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    ingest(vault, db_path)
+    assert main(["forget", str(vault / "secret/gone.md"), "--yes"]) == 0
+    assert log.getvalue().startswith("forgot 1 source") and "purging" not in log.getvalue()  # no progress in a log
+
+
 def test_nothing_matched_is_an_error_with_a_hint(capsys, vault, db_path) -> None:
     ingest(vault, db_path)
     code, _, err = run(capsys, "forget", "secret/gone.md", "--yes")
