@@ -14,12 +14,13 @@ import pytest
 from crossmodalrag.cli.main import main
 from crossmodalrag.config import Settings
 from crossmodalrag.evals.queries import EvalQuery, upsert_queries
-from crossmodalrag.forget import find_sources, forget_sources
+from crossmodalrag.forget import find_sources, forget_sources, still_in_memory
 from crossmodalrag.index.embeddings import cached_vectors, embed_missing, vectors_stamp
 from crossmodalrag.ingest import ingest_git, ingest_notes
 from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.retrieval.semantic import SemanticIndex
 from crossmodalrag.store import open_store
+from crossmodalrag.store.params import MAX_BOUND
 from crossmodalrag.versioning.verify import verify
 from tests.conftest import commit_files, write_note
 from tests.fakes import HashingEmbedder
@@ -346,6 +347,23 @@ def test_on_a_terminal_it_asks(capsys, vault, db_path, monkeypatch, answer, code
     assert counts(db_path)["sources"] == left
 
 
+def test_on_a_terminal_it_says_what_a_long_forget_is_doing_then_clears_the_line(vault, db_path, monkeypatch) -> None:
+    """Forgetting a whole vault ran for minutes without a word; the text index purge still rewrites
+    the whole index, however little is forgotten."""
+    ingest(vault, db_path)
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert main(["forget", str(vault / "secret/gone.md"), "--yes"]) == 0
+    shown = terminal.getvalue()
+    assert "forget: purging the forgotten words from the text index" in shown
+    assert "\r\033[Kforgot 1 source (2 chunks" in shown  # the summary starts on a cleared line
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    ingest(vault, db_path)
+    assert main(["forget", str(vault / "secret/gone.md"), "--yes"]) == 0
+    assert log.getvalue().startswith("forgot 1 source") and "purging" not in log.getvalue()  # no progress in a log
+
+
 def test_nothing_matched_is_an_error_with_a_hint(capsys, vault, db_path) -> None:
     ingest(vault, db_path)
     code, _, err = run(capsys, "forget", "secret/gone.md", "--yes")
@@ -464,6 +482,24 @@ def test_forgetting_a_path_a_note_left_says_the_note_is_still_in_memory(capsys, 
     assert f"the same text is still in memory at {third}" in err
     with open_store(db_path) as store:
         assert search(store, MARKER, SearchOptions()).hits[0].source_uri == str(third)
+
+
+@pytest.mark.parametrize("titles_per_query", [MAX_BOUND, 1])  # 1: more titles than one query binds
+def test_live_copies_are_looked_for_in_one_pass_over_the_sources(vault, db_path, monkeypatch, titles_per_query):
+    """A query per title scanned every source again (no index on title): forgetting a whole vault
+    took minutes. However many titles, one statement reads the sources other than by uri."""
+    monkeypatch.setattr("crossmodalrag.versioning.lineage.MAX_BOUND", titles_per_query)
+    write_note(vault, "copy.md", (vault / "secret/gone.md").read_text(encoding="utf-8"))
+    ingest(vault, db_path)
+    with open_store(db_path) as store:
+        sources = find_sources(store, path=vault / "secret")
+        statements: list[str] = []
+        store.conn.set_trace_callback(statements.append)
+        copies = still_in_memory(store, sources)
+        store.conn.set_trace_callback(None)
+    assert len({s.uri for s in sources}) == 2 and copies == [str(vault / "copy.md")]
+    scans = [sql for sql in statements if "FROM sources" in sql and "WHERE uri =" not in sql]  # by uri: a lookup
+    assert len(scans) == 1, scans
 
 
 def test_the_cli_names_the_earlier_paths_it_erased(capsys, vault, db_path) -> None:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from crossmodalrag.cli.progress import StageLine
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import load_settings
 from crossmodalrag.errors import CMRAGError
@@ -18,8 +19,6 @@ COMES_BACK_AS = {"conversation": "chat", "pdf": "whole file", "image": "whole fi
 
 
 def forget(args: argparse.Namespace) -> int:
-    from crossmodalrag.forget import ForgetReport, find_sources, forget_sources, still_in_memory, wipe_free_space
-
     if args.uri is None and args.path is None and not args.vacuum:
         sys.stderr.write(  # a usage error, in the one-line shape the parser gives the others
             "error: name a SOURCE_URI or --path PATH (hint: or pass only --vacuum to wipe freed space;"
@@ -27,19 +26,38 @@ def forget(args: argparse.Namespace) -> int:
         )
         return 2
     settings = load_settings({"db_path": args.db_path})
+    stage = StageLine("forget")
     with open_configured_store(settings, create=False) as store:
-        if args.uri is None and args.path is None:
-            wipe_free_space(store)
-            report = ForgetReport(vacuumed=True)
-        else:
-            sources = find_sources(store, uri=args.uri) if args.uri is not None else _under(store, args.path)
-            if not args.yes:
-                _confirm(sources)
-            copies = still_in_memory(store, sources)
-            report = forget_sources(store, sources, vacuum=args.vacuum)
-            report.live_copies = copies
+        try:
+            report = _forget_or_wipe(args, store, stage)
+        finally:
+            stage.finish()  # what follows, an error too, starts at the margin
     _render(args, report)
     return 0
+
+
+def _forget_or_wipe(args: argparse.Namespace, store, stage: StageLine):
+    from crossmodalrag.forget import (
+        WIPING_FREE_SPACE,
+        ForgetReport,
+        find_sources,
+        forget_sources,
+        still_in_memory,
+        wipe_free_space,
+    )
+
+    if args.uri is None and args.path is None:
+        stage(WIPING_FREE_SPACE)
+        wipe_free_space(store)
+        return ForgetReport(vacuumed=True)
+    sources = find_sources(store, uri=args.uri) if args.uri is not None else _under(store, args.path)
+    if not args.yes:
+        _confirm(sources)
+    stage("looking for copies of the text still in memory")
+    copies = still_in_memory(store, sources)
+    report = forget_sources(store, sources, vacuum=args.vacuum, stage=stage)
+    report.live_copies = copies
+    return report
 
 
 def _under(store, paths: list[Path]):

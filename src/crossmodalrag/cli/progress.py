@@ -86,3 +86,27 @@ class ReindexProgress:
             seconds = time.monotonic() - self.started
             self.stream.write(f"search index re-tokenized for multilingual text: {total} chunks in {seconds:.1f} s\n")
             self.stream.flush()
+
+
+class StageLine:
+    """`forget: purging the forgotten words from the text index…` on a TTY: a command whose long
+    steps are single statements over the whole memory says which one it is in (none can count its
+    work); the line is cleared when the command is done."""
+
+    def __init__(self, label: str, stream=None) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.drawn = False
+
+    def __call__(self, stage: str) -> None:
+        if self.live:
+            self.stream.write(f"\r\033[K{self.label}: {stage}…")
+            self.stream.flush()
+            self.drawn = True
+
+    def finish(self) -> None:
+        if self.drawn:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.drawn = False

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
+from crossmodalrag.store.params import MAX_BOUND
 from crossmodalrag.versioning.log import State, has_log, load_state
 from crossmodalrag.versioning.sources import read_source
 
@@ -62,13 +63,28 @@ def live_copies(conn: sqlite3.Connection, uris: list[str]) -> list[str]:
         return []
     states = [state for uri in uris for state in _states_of(conn, uri)]
     keys, titles = {document_text_key(state) for state in states}, {state.get("title") for state in states}
+    forgotten = set(uris)
     found = []
-    for title in sorted(t for t in titles if t):
-        for (uri,) in conn.execute("SELECT uri FROM sources WHERE title = ?", (title,)).fetchall():
-            state = read_source(conn, uri)
-            if uri not in uris and state is not None and state["chunks"] and document_text_key(state) in keys:
-                found.append(uri)
+    for uri in _sources_titled(conn, sorted(t for t in titles if t)):
+        if uri in forgotten:  # erased anyway: reading its text would only cost time
+            continue
+        state = read_source(conn, uri)
+        if state is not None and state["chunks"] and document_text_key(state) in keys:
+            found.append(uri)
     return sorted(set(found))
+
+
+def _sources_titled(conn: sqlite3.Connection, titles: list[str]) -> list[str]:
+    """The uris of sources in memory with one of these titles, in one pass over `sources`: no index is
+    on title, so a query per title (or per slice of titles) scans every source again, and forgetting a
+    whole vault took minutes. Past one slice, reading every title beats scanning once per slice."""
+    if not titles:
+        return []
+    if len(titles) <= MAX_BOUND:
+        marks = ",".join("?" * len(titles))
+        return [uri for (uri,) in conn.execute(f"SELECT uri FROM sources WHERE title IN ({marks})", titles)]
+    wanted = set(titles)
+    return [uri for uri, title in conn.execute("SELECT uri, title FROM sources") if title in wanted]
 
 
 def _keys_of(conn: sqlite3.Connection, uri: str) -> set[str]:
