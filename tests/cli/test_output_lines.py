@@ -22,6 +22,16 @@ def test_a_large_embedding_backlog_is_announced_once_without_a_terminal():
     assert small.getvalue() == ""
 
 
+def test_on_a_terminal_the_embedding_line_says_about_how_long_is_left():
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    EmbedProgress(out)(SimpleNamespace(chunks=512, seconds=160.0), 335_394)  # 3.2 chunks/s
+    assert out.getvalue() == "\rembedding: 512/335394 chunks (3.2/s, about 29 h 04 min left)\033[K"
+
+
 def test_explain_at_a_memory_level_shows_the_score_it_ranked_by():
     from crossmodalrag.cli.render import explain_line
     from crossmodalrag.types import Hit

@@ -36,7 +36,8 @@ class ProgressLine:
 
 
 class EmbedProgress:
-    """`embedding: N/M chunks (R chunks/s)` on a TTY while vectors are computed."""
+    """`embedding: N/M chunks (R chunks/s, about T left)` on a TTY while vectors are computed (a whole
+    memory's backlog takes hours on 2 cores: the rate alone left the sum to the user)."""
 
     BACKLOG = 1000  # chunks: past this, a run without a terminal says once what it is doing
 
@@ -48,7 +49,8 @@ class EmbedProgress:
     def __call__(self, report, remaining: int) -> None:
         rate = report.chunks / report.seconds if report.seconds else 0.0
         if self.live:
-            self.stream.write(f"\rembedding: {report.chunks}/{remaining} chunks ({rate:.1f}/s)")
+            left = f", about {time_left((remaining - report.chunks) / rate)} left" if rate and report.chunks > 0 else ""
+            self.stream.write(f"\rembedding: {report.chunks}/{remaining} chunks ({rate:.1f}/s{left})\033[K")
             self.stream.flush()
         elif not self.announced and remaining >= self.BACKLOG:
             # Ingesting one note after a model was installed embeds the whole memory's backlog.
@@ -65,6 +67,14 @@ class EmbedProgress:
             self.stream.write("\r\033[K")
         if report.chunks:
             self.stream.write(f"embedding: {report.summary()}\n")
+
+
+def time_left(seconds: float) -> str:
+    """'40 s', '12 min', '3 h 20 min': as precise as such an estimate is."""
+    if seconds < 60:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 class ReindexProgress:
