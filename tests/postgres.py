@@ -59,3 +59,16 @@ def create_role(url: str, role: str, member_of: tuple[str, ...] = ()) -> str:
         for group in member_of:
             conn.execute(f'GRANT "{group}" TO "{role}"')
     return re.sub(r"postgresql://[^@]*@", f"postgresql://{role}@", url)
+
+
+def hand_database_to(url: str, role: str) -> str:
+    """Make a new plain login role `role` the owner of the url's database, as on a managed server:
+    pgvector installed by the superuser first (an owner cannot create it). Returns a url connecting as it."""
+    import psycopg
+
+    owner = create_role(url, role)
+    database = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f'ALTER DATABASE "{database}" OWNER TO "{role}"')
+    return owner

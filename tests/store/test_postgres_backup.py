@@ -137,17 +137,12 @@ def test_a_client_older_than_the_server_says_so_and_export_needs_no_client(postg
 def team(postgres_url, tmp_path):
     """{name: url} of a memory made by the database's owner, a plain role (a managed server), at the
     schema version before the policies' function named its table's schema, then upgraded by it."""
-    import psycopg
 
     from crossmodalrag.store.postgres.connection import PgConnection, pool_for
-    from tests.postgres import create_role
+    from tests.postgres import create_role, hand_database_to
 
     suffix = tmp_path.name.replace("-", "_")[-12:]
-    database = psycopg.conninfo.conninfo_to_dict(postgres_url)["dbname"]
-    admin = create_role(postgres_url, f"admin_{suffix}")
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute(f'ALTER DATABASE "{database}" OWNER TO "admin_{suffix}"')
+    admin = hand_database_to(postgres_url, f"admin_{suffix}")
     pool = pool_for(admin, "", 30.0)
     schema.migrate(PgConnection(conn := pool.getconn()), target=11)
     pool.putconn(conn)

@@ -11,7 +11,7 @@ import pytest
 from crossmodalrag.config import load_settings
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store.postgres import open_postgres_store
-from tests.postgres import create_role
+from tests.postgres import create_role, hand_database_to
 from tests.retrieval.helpers import add_docs, note
 
 SECRETS = {"alice": "the launch code is tangerine", "bob": "the launch code is walnut"}
@@ -180,11 +180,7 @@ def test_a_user_edits_and_removes_their_notes_when_a_plain_role_owns_the_tables(
     from crossmodalrag.ingest import remove_sources
 
     suffix = tmp_path.name.replace("-", "_")[-12:]
-    database = psycopg.conninfo.conninfo_to_dict(postgres_url)["dbname"]
-    admin = create_role(postgres_url, f"admin_{suffix}")
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute(f'ALTER DATABASE "{database}" OWNER TO "admin_{suffix}"')
+    admin = hand_database_to(postgres_url, f"admin_{suffix}")
     with open_postgres_store(admin):
         pass
     bob = create_role(postgres_url, f"bob_{suffix}")
@@ -258,18 +254,13 @@ def test_forget_vacuum_by_a_user_not_owning_the_tables_says_what_happened(two_us
 def test_a_member_on_a_memory_an_older_mem_made_is_told_who_upgrades_it(postgres_url, tmp_path, capsys, monkeypatch):
     """Only the tables' owner may migrate them: a member's command said "permission denied for schema
     public", and a reading one told the member to run `mem init-db` themselves."""
-    import psycopg
 
     from crossmodalrag.cli.main import main
     from crossmodalrag.store.postgres import schema
     from crossmodalrag.store.postgres.connection import PgConnection, pool_for
 
     suffix = tmp_path.name.replace("-", "_")[-12:]
-    database = psycopg.conninfo.conninfo_to_dict(postgres_url)["dbname"]
-    admin = create_role(postgres_url, f"admin_{suffix}")
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute(f'ALTER DATABASE "{database}" OWNER TO "admin_{suffix}"')
+    admin = hand_database_to(postgres_url, f"admin_{suffix}")
     pool = pool_for(admin, "", 30.0)
     old = schema.LATEST_VERSION - 1
     schema.migrate(PgConnection(raw := pool.getconn()), target=old)

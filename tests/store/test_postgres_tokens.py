@@ -12,7 +12,7 @@ from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.store import open_store
 from crossmodalrag.store.postgres import PgStore, open_postgres_store, schema
 from crossmodalrag.store.postgres.connection import PgConnection, pool_for
-from tests.postgres import create_role
+from tests.postgres import create_role, hand_database_to
 from tests.retrieval.helpers import add_docs, note
 
 NOTES = {
@@ -61,14 +61,9 @@ def test_the_index_is_prepared_as_index_fts_prepares_it_today():
 def old_memory(postgres_url, tmp_path, monkeypatch):
     """{user: url} of a memory at schema 9 whose owners' notes were indexed the FTS_VERSION 3 way; the
     database's owner is a plain role (a managed server), which makes the schema and then migrates."""
-    import psycopg
 
     suffix = tmp_path.name.replace("-", "_")[-12:]
-    database = psycopg.conninfo.conninfo_to_dict(postgres_url)["dbname"]
-    admin = create_role(postgres_url, f"admin_{suffix}")
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute(f'ALTER DATABASE "{database}" OWNER TO "admin_{suffix}"')
+    admin = hand_database_to(postgres_url, f"admin_{suffix}")
     pool = pool_for(admin, "", 30.0)
     conn = PgConnection(pool.getconn())
     schema.migrate(conn, target=9)
