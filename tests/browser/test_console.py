@@ -232,3 +232,36 @@ def test_a_citation_whose_source_is_gone_shows_the_error_not_the_previous_eviden
     # the browser logs the refused and the failed request, htmx its send error: nothing else is expected
     expected = ("Failed to load resource", "htmx:afterRequest", "htmx:sendError")
     page.problems[:] = [problem for problem in page.problems if not any(e in problem for e in expected)]
+
+
+def test_a_new_question_while_one_is_answered_replaces_it(watched, slow_console) -> None:
+    """The Ask button was disabled for the whole stream: Enter did nothing until the model finished."""
+    page, (url, model) = watched, slow_console
+    page.goto(url + "/")
+    page.fill("#q", PARSER_TRADEOFFS)
+    page.click("#ask-button")
+    expect(page.locator("#answer")).to_have_attribute("data-tokens", re.compile(r"^[1-9]"))
+    page.fill("#q", RATE_LIMIT)
+    page.check("#no-llm")
+    page.press("#q", "Enter")
+    wait_final(page)
+    expect(page.locator("#answer-status")).to_contain_text("evidence answer")
+    assert "no_llm=true" in page.url
+    assert model.closed.wait(5), "the first answer went on generating"
+
+
+def test_esc_or_stop_cancels_the_answer(watched, slow_console) -> None:
+    page, (url, model) = watched, slow_console
+    page.goto(url + "/")
+    answer, status, stop = page.locator("#answer"), page.locator("#answer-status"), page.locator("#stop-button")
+    expect(stop).to_be_hidden()
+    for cancel in (lambda: page.keyboard.press("Escape"), stop.click):
+        page.fill("#q", PARSER_TRADEOFFS)
+        page.click("#ask-button")
+        expect(answer).to_have_attribute("data-tokens", re.compile(r"^[1-9]"))
+        model.closed.clear()
+        cancel()
+        expect(answer).to_have_attribute("data-state", "stopped")
+        expect(status).to_contain_text("stopped")
+        expect(stop).to_be_hidden()
+        assert model.closed.wait(5), "generation went on after the answer was stopped"

@@ -32,50 +32,76 @@
   }
 
   async function ask(question, noLlm) {
-    const answer = $("#answer"), text = $("#answer-text"), status = $("#answer-status");
-    if (controller) controller.abort();
-    controller = new AbortController();
+    if (controller) controller.abort(); // a new question replaces one still being answered
+    const mine = (controller = new AbortController());
     const params = new URLSearchParams({ q: question });
     if (noLlm) params.set("no_llm", "true");
     history.replaceState(null, "", "/?" + params.toString());
+    startAnswer(noLlm);
+    try {
+      await streamAnswer(params, mine.signal);
+    } catch (error) {
+      if (!mine.signal.aborted) showError(String(error), "is `mem serve` still running?");
+    } finally {
+      if (controller === mine) finishAnswer();
+    }
+  }
+
+  function startAnswer(noLlm) {
+    const answer = $("#answer"), text = $("#answer-text");
     answer.hidden = false;
     answer.classList.remove("abstained");
     answer.dataset.state = "streaming";
     answer.dataset.tokens = "0";
     text.textContent = "";
     text.classList.add("streaming");
-    status.textContent = noLlm ? "retrieving…" : "retrieving, then generating…";
+    $("#answer-status").textContent = noLlm ? "retrieving…" : "retrieving, then generating…";
     $("#evidence").replaceChildren();
     $("#notices").replaceChildren();
-    $("#ask-button").disabled = true;
-    try {
-      const response = await fetch("/ask/stream?" + params.toString(), { signal: controller.signal });
-      if (!response.ok) {
-        const problem = await response.json().catch(() => ({}));
-        showError(problem.error || `HTTP ${response.status}`, problem.hint || "");
-        return;
-      }
-      const reader = response.body.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += decoder.decode(value, { stream: true });
-        let newline;
-        while ((newline = buffer.indexOf("\n")) >= 0) {
-          const line = buffer.slice(0, newline);
-          buffer = buffer.slice(newline + 1);
-          if (line.trim()) handle(JSON.parse(line));
-        }
-      }
-      if (answer.dataset.state === "streaming") showError("the answer stream ended early", "ask again");
-    } catch (error) {
-      if (error.name !== "AbortError") showError(String(error), "is `mem serve` still running?");
-    } finally {
-      $("#ask-button").disabled = false;
-      text.classList.remove("streaming");
+    $("#stop-button").hidden = false;
+  }
+
+  function finishAnswer() {
+    controller = null;
+    $("#answer-text").classList.remove("streaming");
+    $("#stop-button").hidden = true;
+  }
+
+  // Once `signal` aborts (a newer question, Stop, Esc) the read in progress rejects: nothing more of
+  // this stream is shown, and the server stops generating when the connection goes.
+  async function streamAnswer(params, signal) {
+    const response = await fetch("/ask/stream?" + params.toString(), { signal });
+    if (!response.ok) {
+      const problem = await response.json().catch(() => ({}));
+      if (!signal.aborted) showError(problem.error || `HTTP ${response.status}`, problem.hint || "");
+      return;
     }
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let newline;
+      while ((newline = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(newline + 1);
+        if (line.trim()) handle(JSON.parse(line));
+      }
+    }
+    if ($("#answer").dataset.state === "streaming") showError("the answer stream ended early", "ask again");
+  }
+
+  // Returns whether there was an answer to stop (Esc then has nothing else to do).
+  function stopAnswer() {
+    const answer = $("#answer");
+    if (!controller || !answer || answer.dataset.state !== "streaming") return false;
+    controller.abort();
+    finishAnswer();
+    answer.dataset.state = "stopped";
+    $("#answer-status").textContent = "stopped: Ask asks again";
+    return true;
   }
 
   function handle(event) {
@@ -307,6 +333,7 @@
     if (theme) theme.addEventListener("click", toggleTheme);
     const form = $("#ask-form");
     if (form) {
+      $("#stop-button").addEventListener("click", stopAnswer);
       form.addEventListener("submit", (event) => {
         event.preventDefault();
         const question = $("#q").value.trim();
@@ -331,6 +358,7 @@
     const typing = event.target.closest("input, textarea, select, [contenteditable]");
     if (event.key === "Escape") {
       if (typing) event.target.blur();
+      if (stopAnswer()) return;
       const panel = $("#panel");
       if (panel && window.htmx) htmx.trigger(panel, "htmx:abort"); // a panel still loading must not open after Escape
       if (panel && panel.dataset.loaded) {
