@@ -265,3 +265,26 @@ def test_esc_or_stop_cancels_the_answer(watched, slow_console) -> None:
         expect(status).to_contain_text("stopped")
         expect(stop).to_be_hidden()
         assert model.closed.wait(5), "generation went on after the answer was stopped"
+
+
+def test_back_to_an_answer_shows_it_without_asking_again(watched, console_url) -> None:
+    """Replies are no-store, so Back reloads the page: it asked its ?q= again, a whole new generation."""
+    page = watched
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if "/ask/stream" in request.url else None)
+    page.goto(console_url + "/?" + str(httpx.QueryParams({"q": PARSER_TRADEOFFS})))
+    wait_final(page)
+    answered = page.inner_text("#answer-text")
+    page.click("nav >> text=Stats")
+    expect(page.locator("#month-chart")).to_have_count(1)
+    page.go_back()
+    wait_final(page)
+    expect(page.locator("#answer-status")).to_contain_text("kept from earlier")
+    assert page.inner_text("#answer-text") == answered
+    assert len(asked) == 1, asked
+    page.locator("#answer-text a.cite").first.click()  # its citations still open their evidence
+    expect(page.locator("#panel .chunk.cited")).to_have_count(1)
+    page.click("#ask-button")  # asking again is one click
+    expect(page.locator("#answer-status")).not_to_contain_text("kept from earlier")
+    wait_final(page)
+    assert len(asked) == 2, asked

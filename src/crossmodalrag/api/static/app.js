@@ -112,6 +112,7 @@
       $("#answer-status").textContent = "generating…";
     } else if (event.type === "answer") {
       renderAnswer(event);
+      keepAnswer(event);
     } else if (event.type === "error") {
       showError(event.error, event.hint);
     }
@@ -158,6 +159,28 @@
     evidenceLinks = [...list.querySelectorAll("a.ev-open")];
     current = -1;
     answer.dataset.state = "final";
+  }
+
+  // Every reply is no-store (a private memory stays out of caches), so the back-forward cache never
+  // keeps this page: Back to it loaded it afresh and asked its ?q= again (with a model, another minute
+  // and perhaps another answer). The finished answer is kept in this history entry's state instead:
+  // it lives where the browser keeps this tab's history, beside the address that already holds the
+  // question; only this entry of this origin reads it, no request or HTTP cache carries it, and a new
+  // question in this entry (ask) drops it.
+  function keepAnswer(payload) {
+    try {
+      history.replaceState({ answer: payload }, "", location.href);
+    } catch (error) {
+      // too large for the browser to keep: Back asks again, as it did before
+    }
+  }
+
+  function showKeptAnswer(payload) {
+    const answer = $("#answer");
+    answer.hidden = false;
+    renderAnswer(payload);
+    const status = $("#answer-status");
+    status.textContent = `kept from earlier in this tab (Ask asks again) · ${status.textContent}`;
   }
 
   function evidenceItem(item, cited) {
@@ -341,7 +364,9 @@
       });
       const params = new URLSearchParams(location.search);
       if (params.get("no_llm") === "true") $("#no-llm").checked = true;
-      if (params.get("q")) ask(params.get("q"), $("#no-llm").checked);
+      const kept = history.state && history.state.answer;
+      if (params.get("q") && kept) showKeptAnswer(kept);
+      else if (params.get("q")) ask(params.get("q"), $("#no-llm").checked);
     }
     scrollToCited(document);
     drawMonthChart();
