@@ -288,3 +288,24 @@ def test_back_to_an_answer_shows_it_without_asking_again(watched, console_url) -
     expect(page.locator("#answer-status")).not_to_contain_text("kept from earlier")
     wait_final(page)
     assert len(asked) == 2, asked
+
+
+def test_a_filter_the_server_never_got_says_so_instead_of_showing_the_old_list(watched, console_url) -> None:
+    page = watched
+    page.goto(console_url + "/ui/sources")
+    kind, rows = page.locator("select[name=kind]"), page.locator("#source-list tbody tr")
+    expect(rows.first).to_be_visible()
+    stopped = re.compile(r"/ui/sources\?")
+    page.route(stopped, lambda route: route.abort("connectionrefused"))  # the server stopped
+    kind.select_option("pdf")
+    expect(page.locator("#source-list .error-state")).to_contain_text("could not be reached")
+    expect(rows).to_have_count(0)  # not the list of the filters before, under this one
+    page.unroute(stopped)  # back again: the next filter shows its list
+    kind.select_option("image")
+    expect(page.locator("#source-list .error-state")).to_have_count(0)
+    expect(rows.first).to_be_visible()
+    for cell in page.locator("#source-list tbody td:nth-child(2)").all_inner_texts():
+        assert cell == "image"
+    # the browser logs the refused request, htmx its send error: nothing else is expected
+    expected = ("Failed to load resource", "htmx:afterRequest", "htmx:sendError")
+    page.problems[:] = [problem for problem in page.problems if not any(e in problem for e in expected)]

@@ -237,13 +237,24 @@
     }
   }
 
+  function unreachableNote(heading) {
+    const note = el("div", { class: "error-state", role: "alert" });
+    note.append(el(heading, {}, "the server could not be reached"), el("p", {}, "hint: is `mem serve` still running?"));
+    return note;
+  }
+
   function panelUnreachable(event) {
     const panel = event.detail.target;
     if (!panel || panel.id !== "panel") return;
-    const note = el("div", { class: "error-state", role: "alert" });
-    note.append(el("h1", {}, "the server could not be reached"), el("p", {}, "hint: is `mem serve` still running?"));
-    panel.replaceChildren(note);
+    panel.replaceChildren(unreachableNote("h1"));
     panel.dataset.loaded = "unreachable"; // Escape clears it like any opened evidence
+  }
+
+  // A filter the server never got left the form showing it over the list of the filters before.
+  // The list keeps its id: the next filter, once the server is back, replaces it as usual.
+  function filterUnreachable(event) {
+    const list = event.detail.target;
+    if (list && list.id === "source-list") list.replaceChildren(unreachableNote("h2"));
   }
 
   // A page image or picture the server refuses (its file changed on disk or is gone since it was
@@ -350,6 +361,7 @@
   document.addEventListener("htmx:historyRestore", filterFromAddress);
   document.addEventListener("htmx:beforeSwap", panelErrorReply);
   document.addEventListener("htmx:sendError", panelUnreachable);
+  document.addEventListener("htmx:sendError", filterUnreachable);
   document.addEventListener("error", imageRefused, true); // a load error does not bubble: caught on its way down
   document.addEventListener("DOMContentLoaded", () => {
     const theme = $("#theme");
