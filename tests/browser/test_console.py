@@ -309,3 +309,22 @@ def test_a_filter_the_server_never_got_says_so_instead_of_showing_the_old_list(w
     # the browser logs the refused request, htmx its send error: nothing else is expected
     expected = ("Failed to load resource", "htmx:afterRequest", "htmx:sendError")
     page.problems[:] = [problem for problem in page.problems if not any(e in problem for e in expected)]
+
+
+def test_j_right_after_asking_walks_the_evidence(watched, console_url) -> None:
+    """Focus stayed in the question box after Enter, where keys are text: j appended a "j"."""
+    page = watched
+    page.goto(console_url + "/ui/stats")
+    expect(page.locator("footer")).not_to_contain_text("evidence")  # its keys do nothing here
+    page.goto(console_url + "/")
+    expect(page.locator("footer")).to_contain_text("j/k evidence")
+    page.keyboard.press("/")
+    page.keyboard.type(PARSER_TRADEOFFS)
+    page.keyboard.press("Enter")
+    wait_final(page)
+    page.keyboard.press("j")
+    expect(page.locator("#evidence li").nth(0)).to_have_class(re.compile(r"\bcurrent\b"))
+    expect(page.locator("#panel .chunk.cited")).to_have_count(1)
+    expect(page.locator("#q")).to_have_value(PARSER_TRADEOFFS)
+    page.keyboard.press("/")  # the box is one key away for the next question
+    expect(page.locator("#q")).to_be_focused()

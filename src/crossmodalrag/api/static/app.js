@@ -372,7 +372,11 @@
       form.addEventListener("submit", (event) => {
         event.preventDefault();
         const question = $("#q").value.trim();
-        if (question) ask(question, $("#no-llm").checked);
+        if (!question) return;
+        // Keys are ignored while the box (or the no-LLM box) has focus, and focus stayed there after
+        // asking: j typed a "j". Its question asked, the page takes the keys; / brings the box back.
+        if (form.contains(document.activeElement)) document.activeElement.blur();
+        ask(question, $("#no-llm").checked);
       });
       const params = new URLSearchParams(location.search);
       if (params.get("no_llm") === "true") $("#no-llm").checked = true;
