@@ -3,11 +3,17 @@ phone width, and no console error or CSP violation on any view."""
 
 from __future__ import annotations
 
+import io
 import re
+from contextlib import redirect_stdout
 
 import httpx
 import pytest
 from playwright.sync_api import expect
+
+from crossmodalrag.api.app import create_app
+from crossmodalrag.cli.main import main
+from tests.api.helpers import running_server, server_settings
 
 PARSER_TRADEOFFS = "What were the trade-offs of the hand-written tokenizer?"
 RATE_LIMIT = "What happens when a plugin exceeds the render rate limit?"
@@ -328,3 +334,32 @@ def test_j_right_after_asking_walks_the_evidence(watched, console_url) -> None:
     expect(page.locator("#q")).to_have_value(PARSER_TRADEOFFS)
     page.keyboard.press("/")  # the box is one key away for the next question
     expect(page.locator("#q")).to_be_focused()
+
+
+@pytest.mark.parametrize(
+    ("filters", "reason"),
+    [
+        ("since=2025-07-01&until=2025-06-01", "Since 2025-07-01 is after Until 2025-06-01: swap them."),
+        ("folder=nowhere", "No source is in the folder nowhere"),
+        ("kind=commit&folder=projects", "Nothing matches these filters."),
+    ],
+)
+def test_sources_that_filters_leave_out_say_so_not_how_to_ingest(watched, console_url, filters, reason) -> None:
+    """The empty list said "Nothing matches. Add sources with `mem ingest-notes` …" over a full memory."""
+    page = watched
+    page.goto(f"{console_url}/ui/sources?{filters}")
+    empty = page.locator("#source-list .empty")
+    expect(empty).to_contain_text("Nothing matches these filters.")
+    expect(empty).to_contain_text(reason)
+    expect(empty).not_to_contain_text("mem ingest")
+    empty.get_by_role("link", name="Clear the filters").click()
+    expect(page.locator("#source-list tbody tr").first).to_be_visible()
+
+
+def test_sources_of_an_empty_memory_say_how_to_add_some(watched, tmp_path) -> None:
+    db = tmp_path / "memory.db"
+    with redirect_stdout(io.StringIO()):
+        assert main(["init-db", "--db-path", str(db)]) == 0
+    with running_server(create_app(server_settings(db))) as url:
+        watched.goto(url + "/ui/sources")
+        expect(watched.locator("#source-list .empty")).to_contain_text("mem ingest-notes")
