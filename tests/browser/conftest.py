@@ -68,6 +68,14 @@ def console_url(sample_db: Path, model: SlowLLM):
 
 
 @pytest.fixture
+def slow_console(sample_db):
+    """A console whose model takes seconds per answer (half a second a word), and that model."""
+    model = SlowLLM(ANSWER, delay=0.5)
+    with running_server(create_app(server_settings(sample_db), llm_loader=lambda _: model)) as url:
+        yield url, model
+
+
+@pytest.fixture
 def watched(page):
     """The page, with every console error, uncaught exception and CSP violation collected."""
     problems: list[str] = []

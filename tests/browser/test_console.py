@@ -3,11 +3,17 @@ phone width, and no console error or CSP violation on any view."""
 
 from __future__ import annotations
 
+import io
 import re
+from contextlib import redirect_stdout
 
 import httpx
 import pytest
 from playwright.sync_api import expect
+
+from crossmodalrag.api.app import create_app
+from crossmodalrag.cli.main import main
+from tests.api.helpers import running_server, server_settings
 
 PARSER_TRADEOFFS = "What were the trade-offs of the hand-written tokenizer?"
 RATE_LIMIT = "What happens when a plugin exceeds the render rate limit?"
@@ -232,3 +238,128 @@ def test_a_citation_whose_source_is_gone_shows_the_error_not_the_previous_eviden
     # the browser logs the refused and the failed request, htmx its send error: nothing else is expected
     expected = ("Failed to load resource", "htmx:afterRequest", "htmx:sendError")
     page.problems[:] = [problem for problem in page.problems if not any(e in problem for e in expected)]
+
+
+def test_a_new_question_while_one_is_answered_replaces_it(watched, slow_console) -> None:
+    """The Ask button was disabled for the whole stream: Enter did nothing until the model finished."""
+    page, (url, model) = watched, slow_console
+    page.goto(url + "/")
+    page.fill("#q", PARSER_TRADEOFFS)
+    page.click("#ask-button")
+    expect(page.locator("#answer")).to_have_attribute("data-tokens", re.compile(r"^[1-9]"))
+    page.fill("#q", RATE_LIMIT)
+    page.check("#no-llm")
+    page.press("#q", "Enter")
+    wait_final(page)
+    expect(page.locator("#answer-status")).to_contain_text("evidence answer")
+    assert "no_llm=true" in page.url
+    assert model.closed.wait(5), "the first answer went on generating"
+
+
+def test_esc_or_stop_cancels_the_answer(watched, slow_console) -> None:
+    page, (url, model) = watched, slow_console
+    page.goto(url + "/")
+    answer, status, stop = page.locator("#answer"), page.locator("#answer-status"), page.locator("#stop-button")
+    expect(stop).to_be_hidden()
+    for cancel in (lambda: page.keyboard.press("Escape"), stop.click):
+        page.fill("#q", PARSER_TRADEOFFS)
+        page.click("#ask-button")
+        expect(answer).to_have_attribute("data-tokens", re.compile(r"^[1-9]"))
+        model.closed.clear()
+        cancel()
+        expect(answer).to_have_attribute("data-state", "stopped")
+        expect(status).to_contain_text("stopped")
+        expect(stop).to_be_hidden()
+        assert model.closed.wait(5), "generation went on after the answer was stopped"
+
+
+def test_back_to_an_answer_shows_it_without_asking_again(watched, console_url) -> None:
+    """Replies are no-store, so Back reloads the page: it asked its ?q= again, a whole new generation."""
+    page = watched
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if "/ask/stream" in request.url else None)
+    page.goto(console_url + "/?" + str(httpx.QueryParams({"q": PARSER_TRADEOFFS})))
+    wait_final(page)
+    answered = page.inner_text("#answer-text")
+    page.click("nav >> text=Stats")
+    expect(page.locator("#month-chart")).to_have_count(1)
+    page.go_back()
+    wait_final(page)
+    expect(page.locator("#answer-status")).to_contain_text("kept from earlier")
+    assert page.inner_text("#answer-text") == answered
+    assert len(asked) == 1, asked
+    page.locator("#answer-text a.cite").first.click()  # its citations still open their evidence
+    expect(page.locator("#panel .chunk.cited")).to_have_count(1)
+    page.click("#ask-button")  # asking again is one click
+    expect(page.locator("#answer-status")).not_to_contain_text("kept from earlier")
+    wait_final(page)
+    assert len(asked) == 2, asked
+
+
+def test_a_filter_the_server_never_got_says_so_instead_of_showing_the_old_list(watched, console_url) -> None:
+    page = watched
+    page.goto(console_url + "/ui/sources")
+    kind, rows = page.locator("select[name=kind]"), page.locator("#source-list tbody tr")
+    expect(rows.first).to_be_visible()
+    stopped = re.compile(r"/ui/sources\?")
+    page.route(stopped, lambda route: route.abort("connectionrefused"))  # the server stopped
+    kind.select_option("pdf")
+    expect(page.locator("#source-list .error-state")).to_contain_text("could not be reached")
+    expect(rows).to_have_count(0)  # not the list of the filters before, under this one
+    page.unroute(stopped)  # back again: the next filter shows its list
+    kind.select_option("image")
+    expect(page.locator("#source-list .error-state")).to_have_count(0)
+    expect(rows.first).to_be_visible()
+    for cell in page.locator("#source-list tbody td:nth-child(2)").all_inner_texts():
+        assert cell == "image"
+    # the browser logs the refused request, htmx its send error: nothing else is expected
+    expected = ("Failed to load resource", "htmx:afterRequest", "htmx:sendError")
+    page.problems[:] = [problem for problem in page.problems if not any(e in problem for e in expected)]
+
+
+def test_j_right_after_asking_walks_the_evidence(watched, console_url) -> None:
+    """Focus stayed in the question box after Enter, where keys are text: j appended a "j"."""
+    page = watched
+    page.goto(console_url + "/ui/stats")
+    expect(page.locator("footer")).not_to_contain_text("evidence")  # its keys do nothing here
+    page.goto(console_url + "/")
+    expect(page.locator("footer")).to_contain_text("j/k evidence")
+    page.keyboard.press("/")
+    page.keyboard.type(PARSER_TRADEOFFS)
+    page.keyboard.press("Enter")
+    wait_final(page)
+    page.keyboard.press("j")
+    expect(page.locator("#evidence li").nth(0)).to_have_class(re.compile(r"\bcurrent\b"))
+    expect(page.locator("#panel .chunk.cited")).to_have_count(1)
+    expect(page.locator("#q")).to_have_value(PARSER_TRADEOFFS)
+    page.keyboard.press("/")  # the box is one key away for the next question
+    expect(page.locator("#q")).to_be_focused()
+
+
+@pytest.mark.parametrize(
+    ("filters", "reason"),
+    [
+        ("since=2025-07-01&until=2025-06-01", "Since 2025-07-01 is after Until 2025-06-01: swap them."),
+        ("folder=nowhere", "No source is in the folder nowhere"),
+        ("kind=commit&folder=projects", "Nothing matches these filters."),
+    ],
+)
+def test_sources_that_filters_leave_out_say_so_not_how_to_ingest(watched, console_url, filters, reason) -> None:
+    """The empty list said "Nothing matches. Add sources with `mem ingest-notes` …" over a full memory."""
+    page = watched
+    page.goto(f"{console_url}/ui/sources?{filters}")
+    empty = page.locator("#source-list .empty")
+    expect(empty).to_contain_text("Nothing matches these filters.")
+    expect(empty).to_contain_text(reason)
+    expect(empty).not_to_contain_text("mem ingest")
+    empty.get_by_role("link", name="Clear the filters").click()
+    expect(page.locator("#source-list tbody tr").first).to_be_visible()
+
+
+def test_sources_of_an_empty_memory_say_how_to_add_some(watched, tmp_path) -> None:
+    db = tmp_path / "memory.db"
+    with redirect_stdout(io.StringIO()):
+        assert main(["init-db", "--db-path", str(db)]) == 0
+    with running_server(create_app(server_settings(db))) as url:
+        watched.goto(url + "/ui/sources")
+        expect(watched.locator("#source-list .empty")).to_contain_text("mem ingest-notes")

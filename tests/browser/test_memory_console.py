@@ -46,3 +46,13 @@ def test_memory_views_render_without_errors(watched, built_console_url, view) ->
     expect(page.locator(".empty-state")).to_have_count(0)
     if view == "forgetting":
         expect(page.locator(".memory-list > li").first).to_contain_text("importance")
+
+
+def test_a_view_its_options_leave_empty_says_so(watched, built_console_url) -> None:
+    """It said "Nothing to show yet for this view.", which reads as a memory not built yet."""
+    page = watched
+    page.goto(built_console_url + "/ui/timeline?project=nonexistent")
+    empty = page.locator("p.empty")
+    expect(empty).to_contain_text("Nothing matches --project nonexistent")
+    empty.get_by_role("link", name="show all").click()
+    expect(page.locator(".memory-list > li").first).to_contain_text("quillmark")

@@ -32,50 +32,76 @@
   }
 
   async function ask(question, noLlm) {
-    const answer = $("#answer"), text = $("#answer-text"), status = $("#answer-status");
-    if (controller) controller.abort();
-    controller = new AbortController();
+    if (controller) controller.abort(); // a new question replaces one still being answered
+    const mine = (controller = new AbortController());
     const params = new URLSearchParams({ q: question });
     if (noLlm) params.set("no_llm", "true");
     history.replaceState(null, "", "/?" + params.toString());
+    startAnswer(noLlm);
+    try {
+      await streamAnswer(params, mine.signal);
+    } catch (error) {
+      if (!mine.signal.aborted) showError(String(error), "is `mem serve` still running?");
+    } finally {
+      if (controller === mine) finishAnswer();
+    }
+  }
+
+  function startAnswer(noLlm) {
+    const answer = $("#answer"), text = $("#answer-text");
     answer.hidden = false;
     answer.classList.remove("abstained");
     answer.dataset.state = "streaming";
     answer.dataset.tokens = "0";
     text.textContent = "";
     text.classList.add("streaming");
-    status.textContent = noLlm ? "retrieving…" : "retrieving, then generating…";
+    $("#answer-status").textContent = noLlm ? "retrieving…" : "retrieving, then generating…";
     $("#evidence").replaceChildren();
     $("#notices").replaceChildren();
-    $("#ask-button").disabled = true;
-    try {
-      const response = await fetch("/ask/stream?" + params.toString(), { signal: controller.signal });
-      if (!response.ok) {
-        const problem = await response.json().catch(() => ({}));
-        showError(problem.error || `HTTP ${response.status}`, problem.hint || "");
-        return;
-      }
-      const reader = response.body.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += decoder.decode(value, { stream: true });
-        let newline;
-        while ((newline = buffer.indexOf("\n")) >= 0) {
-          const line = buffer.slice(0, newline);
-          buffer = buffer.slice(newline + 1);
-          if (line.trim()) handle(JSON.parse(line));
-        }
-      }
-      if (answer.dataset.state === "streaming") showError("the answer stream ended early", "ask again");
-    } catch (error) {
-      if (error.name !== "AbortError") showError(String(error), "is `mem serve` still running?");
-    } finally {
-      $("#ask-button").disabled = false;
-      text.classList.remove("streaming");
+    $("#stop-button").hidden = false;
+  }
+
+  function finishAnswer() {
+    controller = null;
+    $("#answer-text").classList.remove("streaming");
+    $("#stop-button").hidden = true;
+  }
+
+  // Once `signal` aborts (a newer question, Stop, Esc) the read in progress rejects: nothing more of
+  // this stream is shown, and the server stops generating when the connection goes.
+  async function streamAnswer(params, signal) {
+    const response = await fetch("/ask/stream?" + params.toString(), { signal });
+    if (!response.ok) {
+      const problem = await response.json().catch(() => ({}));
+      if (!signal.aborted) showError(problem.error || `HTTP ${response.status}`, problem.hint || "");
+      return;
     }
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let newline;
+      while ((newline = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(newline + 1);
+        if (line.trim()) handle(JSON.parse(line));
+      }
+    }
+    if ($("#answer").dataset.state === "streaming") showError("the answer stream ended early", "ask again");
+  }
+
+  // Returns whether there was an answer to stop (Esc then has nothing else to do).
+  function stopAnswer() {
+    const answer = $("#answer");
+    if (!controller || !answer || answer.dataset.state !== "streaming") return false;
+    controller.abort();
+    finishAnswer();
+    answer.dataset.state = "stopped";
+    $("#answer-status").textContent = "stopped: Ask asks again";
+    return true;
   }
 
   function handle(event) {
@@ -86,6 +112,7 @@
       $("#answer-status").textContent = "generating…";
     } else if (event.type === "answer") {
       renderAnswer(event);
+      keepAnswer(event);
     } else if (event.type === "error") {
       showError(event.error, event.hint);
     }
@@ -132,6 +159,28 @@
     evidenceLinks = [...list.querySelectorAll("a.ev-open")];
     current = -1;
     answer.dataset.state = "final";
+  }
+
+  // Every reply is no-store (a private memory stays out of caches), so the back-forward cache never
+  // keeps this page: Back to it loaded it afresh and asked its ?q= again (with a model, another minute
+  // and perhaps another answer). The finished answer is kept in this history entry's state instead:
+  // it lives where the browser keeps this tab's history, beside the address that already holds the
+  // question; only this entry of this origin reads it, no request or HTTP cache carries it, and a new
+  // question in this entry (ask) drops it.
+  function keepAnswer(payload) {
+    try {
+      history.replaceState({ answer: payload }, "", location.href);
+    } catch (error) {
+      // too large for the browser to keep: Back asks again, as it did before
+    }
+  }
+
+  function showKeptAnswer(payload) {
+    const answer = $("#answer");
+    answer.hidden = false;
+    renderAnswer(payload);
+    const status = $("#answer-status");
+    status.textContent = `kept from earlier in this tab (Ask asks again) · ${status.textContent}`;
   }
 
   function evidenceItem(item, cited) {
@@ -188,13 +237,24 @@
     }
   }
 
+  function unreachableNote(heading) {
+    const note = el("div", { class: "error-state", role: "alert" });
+    note.append(el(heading, {}, "the server could not be reached"), el("p", {}, "hint: is `mem serve` still running?"));
+    return note;
+  }
+
   function panelUnreachable(event) {
     const panel = event.detail.target;
     if (!panel || panel.id !== "panel") return;
-    const note = el("div", { class: "error-state", role: "alert" });
-    note.append(el("h1", {}, "the server could not be reached"), el("p", {}, "hint: is `mem serve` still running?"));
-    panel.replaceChildren(note);
+    panel.replaceChildren(unreachableNote("h1"));
     panel.dataset.loaded = "unreachable"; // Escape clears it like any opened evidence
+  }
+
+  // A filter the server never got left the form showing it over the list of the filters before.
+  // The list keeps its id: the next filter, once the server is back, replaces it as usual.
+  function filterUnreachable(event) {
+    const list = event.detail.target;
+    if (list && list.id === "source-list") list.replaceChildren(unreachableNote("h2"));
   }
 
   // A page image or picture the server refuses (its file changed on disk or is gone since it was
@@ -301,20 +361,28 @@
   document.addEventListener("htmx:historyRestore", filterFromAddress);
   document.addEventListener("htmx:beforeSwap", panelErrorReply);
   document.addEventListener("htmx:sendError", panelUnreachable);
+  document.addEventListener("htmx:sendError", filterUnreachable);
   document.addEventListener("error", imageRefused, true); // a load error does not bubble: caught on its way down
   document.addEventListener("DOMContentLoaded", () => {
     const theme = $("#theme");
     if (theme) theme.addEventListener("click", toggleTheme);
     const form = $("#ask-form");
     if (form) {
+      $("#stop-button").addEventListener("click", stopAnswer);
       form.addEventListener("submit", (event) => {
         event.preventDefault();
         const question = $("#q").value.trim();
-        if (question) ask(question, $("#no-llm").checked);
+        if (!question) return;
+        // Keys are ignored while the box (or the no-LLM box) has focus, and focus stayed there after
+        // asking: j typed a "j". Its question asked, the page takes the keys; / brings the box back.
+        if (form.contains(document.activeElement)) document.activeElement.blur();
+        ask(question, $("#no-llm").checked);
       });
       const params = new URLSearchParams(location.search);
       if (params.get("no_llm") === "true") $("#no-llm").checked = true;
-      if (params.get("q")) ask(params.get("q"), $("#no-llm").checked);
+      const kept = history.state && history.state.answer;
+      if (params.get("q") && kept) showKeptAnswer(kept);
+      else if (params.get("q")) ask(params.get("q"), $("#no-llm").checked);
     }
     scrollToCited(document);
     drawMonthChart();
@@ -331,6 +399,7 @@
     const typing = event.target.closest("input, textarea, select, [contenteditable]");
     if (event.key === "Escape") {
       if (typing) event.target.blur();
+      if (stopAnswer()) return;
       const panel = $("#panel");
       if (panel && window.htmx) htmx.trigger(panel, "htmx:abort"); // a panel still loading must not open after Escape
       if (panel && panel.dataset.loaded) {
