@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from contextlib import contextmanager
 
 import pytest
@@ -433,3 +434,42 @@ def test_a_citation_whose_chunk_the_source_no_longer_has_says_so(client, sample_
     assert notice not in client.get(f"/ui/sources/{source_id}").text
     page = client.get(f"/ui/sources/{source_id}", params={"chunk": 2**40})
     assert page.status_code == 200 and notice in page.text
+
+
+def _damaged_copy(sample_db, tmp_path):
+    """A copy of the sample whose `sources` table lost its root page, as a disk fault or a bad copy does."""
+    import sqlite3
+
+    db = tmp_path / "memory.db"
+    with sqlite3.connect(sample_db) as source, sqlite3.connect(db) as copy:
+        source.backup(copy)
+        page_size = copy.execute("PRAGMA page_size").fetchone()[0]
+        root = copy.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sources'").fetchone()[0]
+    copy.close()
+    with db.open("r+b") as raw:
+        raw.seek((root - 1) * page_size)
+        raw.write(b"\xff" * page_size)
+    return db
+
+
+def test_a_damaged_database_is_a_503_worded_as_the_cli_words_it(sample_db, tmp_path, caplog) -> None:
+    """Not a bare plain-text 500 and a traceback: the API's JSON error, the console's error page, the
+    stream's error event, each with the CLI's message and hint, and one log line per request."""
+    from fastapi.testclient import TestClient
+
+    from crossmodalrag.api.app import create_app
+    from tests.api.helpers import BASE, server_settings
+
+    app = create_app(server_settings(_damaged_copy(sample_db, tmp_path)))
+    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as client:
+        api = client.get("/sources")
+        page = client.get("/ui/sources")
+        stream = client.get("/ask/stream", params={"q": QUESTION, "no_llm": True})
+    assert api.status_code == 503 and api.json()["error"].startswith("the database is damaged: ")
+    assert "`mem doctor`" in api.json()["hint"]
+    assert page.status_code == 503 and page.headers["content-type"].startswith("text/html")
+    assert "the database is damaged" in page.text and "mem doctor" in page.text
+    last = json.loads(stream.text.splitlines()[-1])
+    assert last["type"] == "error" and last["error"].startswith("the database is damaged: ")
+    logged = [record for record in caplog.records if "the database is damaged" in record.getMessage()]
+    assert len(logged) == 3 and not any(record.exc_info for record in logged)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import sqlite3
 import threading
 from typing import Annotated, Any, AsyncIterator, Iterator, Literal
 
@@ -16,11 +18,12 @@ from crossmodalrag import __version__
 from crossmodalrag.answer.evidence import require_question
 from crossmodalrag.api.asking import AskCancelled, with_match
 from crossmodalrag.config import PROFILES
-from crossmodalrag.errors import CMRAGError
+from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.evals.report import run_retrieval_eval
 from crossmodalrag.memory_views import DEFAULTS, MemoryNotBuilt, memory_view
 from crossmodalrag.sources import SOURCE_KINDS, image_png, list_sources, pdf_page_png, source_detail, store_stats
 from crossmodalrag.store import Store
+from crossmodalrag.store.failures import explain
 
 REPEATABLE = frozenset({"modality"})  # the only list-valued query parameter
 
@@ -79,6 +82,16 @@ Strategy = Literal["direct", "episodic", "fusion"]
 MAX_QUERY_CHARS = 1000
 DATE_PARAMETERS = ("since", "until")  # a bad date's message names the parameter, not `mem sources`' flag
 POLL_SECONDS = 0.25  # how often a waiting stream checks that its client is still there
+log = logging.getLogger(__name__)
+
+
+def store_problem(request: Request, error: sqlite3.DatabaseError) -> StoreError:
+    """A SQLite error that reached a route (a damaged file, a lock held too long) as the CLI words it: a
+    StoreError, so a 503 (the store is unusable until someone acts; the server itself is fine). The
+    server's log gets one line instead of a traceback: the reply already says what is wrong."""
+    problem = StoreError(*explain(error))
+    log.warning("%s %s: %s", request.method, request.url.path, problem.message)
+    return problem
 
 
 def reader(request: Request) -> Iterator[Store]:
@@ -181,6 +194,9 @@ async def _events(request: Request, params: AskParams) -> AsyncIterator[str]:
             pass
         except CMRAGError as error:
             emit({"type": "error", "error": error.message, "hint": error.hint})
+        except sqlite3.DatabaseError as error:
+            problem = store_problem(request, error)
+            emit({"type": "error", "error": problem.message, "hint": problem.hint})
         except Exception as error:  # noqa: BLE001 - the final event must arrive whatever happened
             emit(
                 {"type": "error", "error": f"unexpected {type(error).__name__}: {error}", "hint": "see the server log"}
