@@ -123,6 +123,27 @@ def test_a_token_is_required_when_set(locked: TestClient) -> None:
     locked.cookies.clear()
 
 
+@pytest.mark.parametrize(
+    ("headers", "status", "said"),
+    [
+        ({}, 401, "a token is required"),
+        ({"host": "evil.example"}, 421, "this server answers only to its local host names"),
+        ({"sec-fetch-site": "cross-site"}, 403, "cross-site requests are refused"),
+    ],
+)
+def test_a_refused_console_page_is_the_html_error_page_and_an_api_route_json(
+    locked: TestClient, headers: dict, status: int, said: str
+) -> None:
+    """A browser opening a console address is shown a page, not raw JSON; programs keep the JSON."""
+    page = locked.get("/ui/stats", headers=headers)
+    assert page.status_code == status and page.headers["content-type"] == "text/html; charset=utf-8"
+    assert f"<h1>{said}</h1>" in page.text and "<p>hint: " in page.text
+    assert "<token>" not in page.text and "<port>" not in page.text  # the hints' placeholders are escaped
+    assert page.headers["content-security-policy"] == CSP
+    api = locked.get("/stats", headers=headers)
+    assert api.status_code == status and api.json()["error"] == said
+
+
 def test_one_time_login_sets_a_strict_cookie_and_strips_the_token(locked: TestClient) -> None:
     assert locked.get(f"/ui/sources?token=wrong-{TOKEN}&kind=note", follow_redirects=False).status_code == 401
     response = locked.get(f"/ui/sources?token={TOKEN}&kind=note", follow_redirects=False)

@@ -21,6 +21,7 @@ from markupsafe import Markup
 from crossmodalrag import __version__
 from crossmodalrag.api.markup import render_diff, render_markdown
 from crossmodalrag.api.routes import DATE_PARAMETERS, MAX_ITEMS, VIEW_OPTIONS, Kind, Reader, one_value_each
+from crossmodalrag.api.security import is_console_path
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.memory.drift import sparkline
 from crossmodalrag.memory_views import DEFAULTS, MEMORY_VIEWS, MemoryNotBuilt, memory_view
@@ -50,8 +51,7 @@ templates.env.globals["nav"] = NAV
 
 def wants_html(request: Request) -> bool:
     """A console address (a person's browser): its errors are the HTML error page, the API's are JSON."""
-    path = request.url.path
-    return path in ("/", "/ui", "/docs") or path.startswith("/ui/")
+    return is_console_path(request.url.path)
 
 
 def is_fragment(request: Request) -> bool:
