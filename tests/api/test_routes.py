@@ -276,6 +276,24 @@ def test_a_pdf_or_image_replaced_on_disk_is_not_shown_as_the_ingested_one(tmp_pa
             image_png(store, ids["image"])
 
 
+def test_a_pdf_or_image_gone_or_changed_names_the_commands_that_work_not_only_mem_sync(tmp_path, monkeypatch) -> None:
+    """`mem sync` refuses to run with no connector configured: the hint names the ingest command for
+    that file, and for a file gone the `mem forget ID` that drops it."""
+    from crossmodalrag.sources import SourceNotFound, image_png, pdf_page_png
+    from tests.pdfs import write_pdf
+
+    with _a_pdf_and_an_image(tmp_path) as (store, pdf, picture, ids):
+        write_pdf(pdf, ["Quarterly earnings of another company."])
+        with pytest.raises(SourceNotFound) as changed:
+            pdf_page_png(store, ids["pdf"], 1)
+        picture.unlink()
+        with pytest.raises(SourceNotFound) as gone:
+            image_png(store, ids["image"])
+    assert changed.value.hint.startswith(f"ingest it again: `mem ingest-pdf {pdf}`")
+    assert gone.value.hint.startswith(f"drop it from memory with `mem forget {ids['image']}`")
+    assert "`mem ingest-images FILE`" in gone.value.hint
+
+
 def test_a_diff_renders_one_block_per_line_with_no_blank_line_between() -> None:
     from crossmodalrag.api.markup import render_diff
 
