@@ -8,6 +8,7 @@ import json
 import logging
 import sqlite3
 import threading
+from functools import partial
 from typing import Annotated, Any, AsyncIterator, Iterator, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -81,7 +82,8 @@ Level = Literal["evidence", "event", "episode", "concept"]
 Strategy = Literal["direct", "episodic", "fusion"]
 MAX_QUERY_CHARS = 1000
 DATE_PARAMETERS = ("since", "until")  # a bad date's message names the parameter, not `mem sources`' flag
-POLL_SECONDS = 0.25  # how often a waiting stream checks that its client is still there
+POLL_SECONDS = 0.25  # how often a waiting ask checks that its client is still there
+CLIENT_CLOSED = 499  # nginx's "client closed request": what the access log shows for an abandoned /ask
 log = logging.getLogger(__name__)
 
 
@@ -154,10 +156,37 @@ NOT_BUILT = {501: {"description": "the memory hierarchy is not built yet (run `m
 
 
 @router.get("/ask", tags=["ask"], responses=NOT_BUILT, summary="answer a question (the payload of `mem ask --json`)")
-def ask(request: Request, params: Annotated[AskParams, Depends()]) -> dict[str, Any]:
-    asker = request.app.state.asker
-    answer = asker.ask(params.q, **params.options)
-    return answer.to_dict()
+async def ask(request: Request, params: Annotated[AskParams, Depends()]) -> dict[str, Any]:
+    """The blocking ask runs in a worker, as the stream's does, so that a client hanging up stops it:
+    a retried call would otherwise queue behind the abandoned one for the one model."""
+    cancelled = threading.Event()
+    work = asyncio.get_running_loop().run_in_executor(
+        request.app.state.ask_pool,
+        partial(request.app.state.asker.ask, params.q, **params.options, cancelled=cancelled),
+    )
+    try:
+        if not await _finished_while_connected(request, work):
+            work.add_done_callback(_outcome_unread)
+            return Response(status_code=CLIENT_CLOSED)
+        return work.result().to_dict()
+    finally:
+        cancelled.set()  # a no-op once the worker finished; stops generation when the client left
+
+
+async def _finished_while_connected(request: Request, work: asyncio.Future) -> bool:
+    """Wait for `work`; False as soon as the client hangs up first (checked every POLL_SECONDS)."""
+    while not work.done():
+        await asyncio.wait({work}, timeout=POLL_SECONDS)
+        if not work.done() and await request.is_disconnected():
+            return False
+    return True
+
+
+def _outcome_unread(work: asyncio.Future) -> None:
+    """Nobody is left to tell how an abandoned ask ended (AskCancelled, most often): read it so that
+    asyncio does not log it as an exception never retrieved."""
+    if not work.cancelled():
+        work.exception()
 
 
 @router.get(
