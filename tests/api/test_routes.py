@@ -294,6 +294,25 @@ def test_a_pdf_or_image_gone_or_changed_names_the_commands_that_work_not_only_me
     assert "`mem ingest-images FILE`" in gone.value.hint
 
 
+def test_the_cli_api_and_console_take_questions_up_to_the_same_length(client, sample_db, capsys) -> None:
+    """The CLI took any length, the API and console 1,000 characters, MCP 2,000: one limit now."""
+    from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS
+    from crossmodalrag.cli.main import main
+
+    longest = ("parser " * MAX_QUESTION_CHARS)[:MAX_QUESTION_CHARS]
+    over = longest + "x"
+    assert client.get("/ask", params={"q": longest, "no_llm": True}).status_code == 200
+    assert client.get("/ask", params={"q": over, "no_llm": True}).status_code == 422
+    page = client.get("/", params={"q": longest})
+    assert page.status_code == 200 and f'maxlength="{MAX_QUESTION_CHARS}"' in page.text
+    assert client.get("/", params={"q": over}).status_code == 422
+    assert main(["ask", longest, "--no-llm", "--db-path", str(sample_db)]) == 0
+    capsys.readouterr()
+    assert main(["ask", over, "--no-llm", "--db-path", str(sample_db)]) == 1
+    said = capsys.readouterr().err
+    assert said.startswith(f"error: the question is {len(over):,} characters long: at most {MAX_QUESTION_CHARS:,}")
+
+
 def test_a_diff_renders_one_block_per_line_with_no_blank_line_between() -> None:
     from crossmodalrag.api.markup import render_diff
 
@@ -302,7 +321,7 @@ def test_a_diff_renders_one_block_per_line_with_no_blank_line_between() -> None:
     assert '<span class="diff-ctx"> </span>' in html  # an empty context line keeps its height
 
 
-@pytest.mark.parametrize("path", ["/ui/sources/abc", "/ui/sources?kind=zzz", "/?q=" + "x" * 1001])
+@pytest.mark.parametrize("path", ["/ui/sources/abc", "/ui/sources?kind=zzz", "/?q=" + "x" * 2001])
 def test_a_console_page_answers_a_bad_parameter_with_its_error_page(client, path) -> None:
     page = client.get(path)
     assert page.status_code == 422 and page.headers["content-type"].startswith("text/html")

@@ -91,10 +91,10 @@ def test_every_response_carries_the_security_headers(client: TestClient) -> None
 
 
 def test_requests_are_bounded_and_read_only(client: TestClient) -> None:
-    assert client.get("/ask", params={"q": "x" * 20_000}).status_code == 414  # the guard, before any parsing
-    chinese = client.get("/ask", params={"q": "解析器为什么要重写" * 100, "no_llm": "true"})  # 900 characters
+    assert client.get("/ask", params={"q": "x" * 40_000}).status_code == 414  # the guard, before any parsing
+    chinese = client.get("/ask", params={"q": "解析器为什么要重写" * 222, "no_llm": "true"})  # 1,998 characters
     assert chinese.status_code == 200, chinese.text
-    assert client.get("/ask", params={"q": "word " * 250}).status_code == 422  # over 1000 characters
+    assert client.get("/ask", params={"q": "word " * 401}).status_code == 422  # over 2,000 characters
     for refused in (client.post("/ask?q=parser", content=b"{}"), client.delete("/sources/1")):
         assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD"
 

@@ -19,6 +19,7 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from crossmodalrag import __version__
+from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS
 from crossmodalrag.api.markup import render_diff, render_markdown
 from crossmodalrag.api.routes import DATE_PARAMETERS, MAX_ITEMS, VIEW_OPTIONS, Kind, Reader, one_value_each
 from crossmodalrag.api.security import is_console_path
@@ -33,6 +34,7 @@ templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["markdown"] = render_markdown
 templates.env.filters["diff"] = render_diff
 templates.env.globals["version"] = __version__
+templates.env.globals["max_question_chars"] = MAX_QUESTION_CHARS
 router = APIRouter(include_in_schema=False, dependencies=[Depends(one_value_each)])
 
 NAV = [
@@ -69,7 +71,7 @@ def error_page(request: Request, error: CMRAGError, status: int) -> HTMLResponse
 
 
 @router.get("/", response_class=HTMLResponse)
-def ask_view(request: Request, q: Annotated[str, Query(max_length=1000)] = "") -> HTMLResponse:
+def ask_view(request: Request, q: Annotated[str, Query(max_length=MAX_QUESTION_CHARS)] = "") -> HTMLResponse:
     return page(request, "ask.html", active="ask", q=q)
 
 

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
 
 from crossmodalrag import __version__
-from crossmodalrag.answer.evidence import require_question
+from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS, require_question
 from crossmodalrag.api.asking import AskCancelled, with_match
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError, StoreError
@@ -80,7 +80,6 @@ Kind = Literal[SOURCE_KINDS]  # type: ignore[valid-type]
 Match = Literal["any", "all", "phrase"]
 Level = Literal["evidence", "event", "episode", "concept"]
 Strategy = Literal["direct", "episodic", "fusion"]
-MAX_QUERY_CHARS = 1000
 DATE_PARAMETERS = ("since", "until")  # a bad date's message names the parameter, not `mem sources`' flag
 POLL_SECONDS = 0.25  # how often a waiting ask checks that its client is still there
 CLIENT_CLOSED = 499  # nginx's "client closed request": what the access log shows for an abandoned /ask
@@ -110,7 +109,7 @@ class AskParams:
 
     def __init__(
         self,
-        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="the question")],
+        q: Annotated[str, Query(min_length=1, max_length=MAX_QUESTION_CHARS, description="the question")],
         top_k: Annotated[int | None, Query(ge=1, le=50, description="how many pieces of evidence")] = None,
         profile: Annotated[Profile | None, Query(description="ranking profile when vectors exist")] = None,
         level: Annotated[Level, Query(description="retrieve at this memory level")] = "evidence",

@@ -36,9 +36,12 @@ COOKIE = "mem_session"
 PATH_SAFE = "/:@!$&'()*+,;=~"
 # A browser reads "//x" and "/\x" (any run of slashes and backslashes) as the other site x.
 LEADING_SLASHES = re.compile(r"^[/\\]+")
-# A 1,000-character question (the ask box's limit) in a script of 3-4-byte characters, percent-encoded,
-# is up to 12,000 bytes: 4,096 refused 450 Chinese characters.
-MAX_QUERY_BYTES = 16 * 1024
+# A 2,000-character question (MAX_QUESTION_CHARS) in a script of 3-4-byte characters, percent-encoded,
+# is up to 24,000 bytes: 4,096 refused 450 Chinese characters.
+MAX_QUERY_BYTES = 32 * 1024
+# What `mem serve` lets uvicorn's h11 buffer for a request line and headers (its default, 16 KB, would
+# refuse a long question with a bare 400 before the guard could name the limit).
+MAX_HEAD_BYTES = MAX_QUERY_BYTES + 16 * 1024
 MAX_BODY_BYTES = 16 * 1024
 MCP_BODY_BYTES = 1024 * 1024
 CSP = (
