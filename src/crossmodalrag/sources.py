@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -276,10 +277,27 @@ def _file_of(store: Store, source_id: int, source_type: str) -> Path:
         raise SourceNotFound(f"no {source_type} source with id {source_id}", "list them with `mem sources`")
     path = Path(row["uri"])
     if not path.is_file():
-        raise SourceNotFound(f"{path} is no longer on disk", "run `mem sync` to bring memory up to date")
+        raise SourceNotFound(f"{path} is no longer on disk", _gone_hint(source_id, source_type))
     if not _as_ingested(path, row["stamp"], row["sha256"]):
-        raise SourceNotFound(f"{path} has changed since it was ingested", "run `mem sync` to bring memory up to date")
+        raise SourceNotFound(f"{path} has changed since it was ingested", reingest_hint(path, source_type))
     return path
+
+
+# `mem sync` alone is no hint here: it reads only configured folders, and with none it refuses to run.
+INGEST_COMMANDS = {"pdf": "ingest-pdf", "image": "ingest-images"}
+
+
+def reingest_hint(path: Path, source_type: str) -> str:
+    """What brings a PDF or image that changed on disk up to date: ingesting that file again."""
+    command = f"mem {INGEST_COMMANDS[source_type]} {shlex.quote(str(path))}"
+    return f"ingest it again: `{command}` (or `mem sync`, if its folder is configured)"
+
+
+def _gone_hint(source_id: int, source_type: str) -> str:
+    return (
+        f"drop it from memory with `mem forget {source_id}`; if it moved, first ingest it from there "
+        f"(`mem {INGEST_COMMANDS[source_type]} FILE`)"
+    )
 
 
 def _as_ingested(path: Path, stamp: str | None, sha256: str | None) -> bool:
@@ -326,7 +344,7 @@ def pdf_page_png(store: Store, source_id: int, page: int, chunk_id: int | None =
     try:
         document = pypdfium2.PdfDocument(str(path))
     except pypdfium2.PdfiumError as error:  # changed on disk since it was ingested
-        raise SourceNotFound(f"{path.name} cannot be read as a PDF: {error}", "run `mem sync`") from None
+        raise SourceNotFound(f"{path.name} cannot be read as a PDF: {error}", reingest_hint(path, "pdf")) from None
     try:
         if not 1 <= page <= len(document):
             raise SourceNotFound(f"{path.name} has no page {page}", f"pages run 1..{len(document)}")
@@ -408,4 +426,4 @@ def image_png(store: Store, source_id: int) -> bytes:
             image.load()
             return _png(image.copy())
     except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as error:
-        raise SourceNotFound(f"{path.name} cannot be read as an image: {error}", "run `mem sync`") from None
+        raise SourceNotFound(f"{path.name} cannot be read as an image: {error}", reingest_hint(path, "image")) from None

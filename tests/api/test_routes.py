@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from contextlib import contextmanager
 
 import pytest
@@ -275,6 +276,43 @@ def test_a_pdf_or_image_replaced_on_disk_is_not_shown_as_the_ingested_one(tmp_pa
             image_png(store, ids["image"])
 
 
+def test_a_pdf_or_image_gone_or_changed_names_the_commands_that_work_not_only_mem_sync(tmp_path, monkeypatch) -> None:
+    """`mem sync` refuses to run with no connector configured: the hint names the ingest command for
+    that file, and for a file gone the `mem forget ID` that drops it."""
+    from crossmodalrag.sources import SourceNotFound, image_png, pdf_page_png
+    from tests.pdfs import write_pdf
+
+    with _a_pdf_and_an_image(tmp_path) as (store, pdf, picture, ids):
+        write_pdf(pdf, ["Quarterly earnings of another company."])
+        with pytest.raises(SourceNotFound) as changed:
+            pdf_page_png(store, ids["pdf"], 1)
+        picture.unlink()
+        with pytest.raises(SourceNotFound) as gone:
+            image_png(store, ids["image"])
+    assert changed.value.hint.startswith(f"ingest it again: `mem ingest-pdf {pdf}`")
+    assert gone.value.hint.startswith(f"drop it from memory with `mem forget {ids['image']}`")
+    assert "`mem ingest-images FILE`" in gone.value.hint
+
+
+def test_the_cli_api_and_console_take_questions_up_to_the_same_length(client, sample_db, capsys) -> None:
+    """The CLI took any length, the API and console 1,000 characters, MCP 2,000: one limit now."""
+    from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS
+    from crossmodalrag.cli.main import main
+
+    longest = ("parser " * MAX_QUESTION_CHARS)[:MAX_QUESTION_CHARS]
+    over = longest + "x"
+    assert client.get("/ask", params={"q": longest, "no_llm": True}).status_code == 200
+    assert client.get("/ask", params={"q": over, "no_llm": True}).status_code == 422
+    page = client.get("/", params={"q": longest})
+    assert page.status_code == 200 and f'maxlength="{MAX_QUESTION_CHARS}"' in page.text
+    assert client.get("/", params={"q": over}).status_code == 422
+    assert main(["ask", longest, "--no-llm", "--db-path", str(sample_db)]) == 0
+    capsys.readouterr()
+    assert main(["ask", over, "--no-llm", "--db-path", str(sample_db)]) == 1
+    said = capsys.readouterr().err
+    assert said.startswith(f"error: the question is {len(over):,} characters long: at most {MAX_QUESTION_CHARS:,}")
+
+
 def test_a_diff_renders_one_block_per_line_with_no_blank_line_between() -> None:
     from crossmodalrag.api.markup import render_diff
 
@@ -283,7 +321,7 @@ def test_a_diff_renders_one_block_per_line_with_no_blank_line_between() -> None:
     assert '<span class="diff-ctx"> </span>' in html  # an empty context line keeps its height
 
 
-@pytest.mark.parametrize("path", ["/ui/sources/abc", "/ui/sources?kind=zzz", "/?q=" + "x" * 1001])
+@pytest.mark.parametrize("path", ["/ui/sources/abc", "/ui/sources?kind=zzz", "/?q=" + "x" * 2001])
 def test_a_console_page_answers_a_bad_parameter_with_its_error_page(client, path) -> None:
     page = client.get(path)
     assert page.status_code == 422 and page.headers["content-type"].startswith("text/html")
@@ -433,3 +471,42 @@ def test_a_citation_whose_chunk_the_source_no_longer_has_says_so(client, sample_
     assert notice not in client.get(f"/ui/sources/{source_id}").text
     page = client.get(f"/ui/sources/{source_id}", params={"chunk": 2**40})
     assert page.status_code == 200 and notice in page.text
+
+
+def _damaged_copy(sample_db, tmp_path):
+    """A copy of the sample whose `sources` table lost its root page, as a disk fault or a bad copy does."""
+    import sqlite3
+
+    db = tmp_path / "memory.db"
+    with sqlite3.connect(sample_db) as source, sqlite3.connect(db) as copy:
+        source.backup(copy)
+        page_size = copy.execute("PRAGMA page_size").fetchone()[0]
+        root = copy.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sources'").fetchone()[0]
+    copy.close()
+    with db.open("r+b") as raw:
+        raw.seek((root - 1) * page_size)
+        raw.write(b"\xff" * page_size)
+    return db
+
+
+def test_a_damaged_database_is_a_503_worded_as_the_cli_words_it(sample_db, tmp_path, caplog) -> None:
+    """Not a bare plain-text 500 and a traceback: the API's JSON error, the console's error page, the
+    stream's error event, each with the CLI's message and hint, and one log line per request."""
+    from fastapi.testclient import TestClient
+
+    from crossmodalrag.api.app import create_app
+    from tests.api.helpers import BASE, server_settings
+
+    app = create_app(server_settings(_damaged_copy(sample_db, tmp_path)))
+    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as client:
+        api = client.get("/sources")
+        page = client.get("/ui/sources")
+        stream = client.get("/ask/stream", params={"q": QUESTION, "no_llm": True})
+    assert api.status_code == 503 and api.json()["error"].startswith("the database is damaged: ")
+    assert "`mem doctor`" in api.json()["hint"]
+    assert page.status_code == 503 and page.headers["content-type"].startswith("text/html")
+    assert "the database is damaged" in page.text and "mem doctor" in page.text
+    last = json.loads(stream.text.splitlines()[-1])
+    assert last["type"] == "error" and last["error"].startswith("the database is damaged: ")
+    logged = [record for record in caplog.records if "the database is damaged" in record.getMessage()]
+    assert len(logged) == 3 and not any(record.exc_info for record in logged)

@@ -91,10 +91,10 @@ def test_every_response_carries_the_security_headers(client: TestClient) -> None
 
 
 def test_requests_are_bounded_and_read_only(client: TestClient) -> None:
-    assert client.get("/ask", params={"q": "x" * 20_000}).status_code == 414  # the guard, before any parsing
-    chinese = client.get("/ask", params={"q": "解析器为什么要重写" * 100, "no_llm": "true"})  # 900 characters
+    assert client.get("/ask", params={"q": "x" * 40_000}).status_code == 414  # the guard, before any parsing
+    chinese = client.get("/ask", params={"q": "解析器为什么要重写" * 222, "no_llm": "true"})  # 1,998 characters
     assert chinese.status_code == 200, chinese.text
-    assert client.get("/ask", params={"q": "word " * 250}).status_code == 422  # over 1000 characters
+    assert client.get("/ask", params={"q": "word " * 401}).status_code == 422  # over 2,000 characters
     for refused in (client.post("/ask?q=parser", content=b"{}"), client.delete("/sources/1")):
         assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD"
 
@@ -121,6 +121,27 @@ def test_a_token_is_required_when_set(locked: TestClient) -> None:
     locked.cookies.set("mem_session", TOKEN)
     assert locked.get("/health").status_code == 401  # the cookie holds a value derived from the token, not it
     locked.cookies.clear()
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "said"),
+    [
+        ({}, 401, "a token is required"),
+        ({"host": "evil.example"}, 421, "this server answers only to its local host names"),
+        ({"sec-fetch-site": "cross-site"}, 403, "cross-site requests are refused"),
+    ],
+)
+def test_a_refused_console_page_is_the_html_error_page_and_an_api_route_json(
+    locked: TestClient, headers: dict, status: int, said: str
+) -> None:
+    """A browser opening a console address is shown a page, not raw JSON; programs keep the JSON."""
+    page = locked.get("/ui/stats", headers=headers)
+    assert page.status_code == status and page.headers["content-type"] == "text/html; charset=utf-8"
+    assert f"<h1>{said}</h1>" in page.text and "<p>hint: " in page.text
+    assert "<token>" not in page.text and "<port>" not in page.text  # the hints' placeholders are escaped
+    assert page.headers["content-security-policy"] == CSP
+    api = locked.get("/stats", headers=headers)
+    assert api.status_code == status and api.json()["error"] == said
 
 
 def test_one_time_login_sets_a_strict_cookie_and_strips_the_token(locked: TestClient) -> None:

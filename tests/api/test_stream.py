@@ -107,6 +107,26 @@ def test_a_client_that_disconnects_stops_generation_within_a_second(sample_db) -
     assert produced < 200
 
 
+def test_a_client_that_hangs_up_on_ask_stops_its_generation(sample_db) -> None:
+    """/ask (not streamed) kept generating for nobody, and retried calls queued behind it."""
+    import socket
+    from urllib.parse import quote, urlsplit
+
+    model = SlowLLM(" ".join(["word [E1]"] * 400), delay=0.02)  # 800 tokens: 16 s if nobody stops it
+    with running_server(app_with(sample_db, model)) as url:
+        address = urlsplit(url)
+        with socket.create_connection((address.hostname, address.port)) as raw:
+            raw.sendall(f"GET /ask?q={quote(QUESTION)} HTTP/1.1\r\nHost: {address.netloc}\r\n\r\n".encode())
+            while model.produced < 3:  # the answer is being written: now hang up
+                if model.closed.is_set():
+                    pytest.fail("generation ended before the client could hang up")
+                time.sleep(0.01)
+        assert model.closed.wait(60), "generation never ended"
+        produced = model.produced
+        assert model.usage == {}, "the whole answer was generated for a client that had left"
+    assert produced < 800
+
+
 def test_concurrent_askers_queue_for_the_one_model(sample_db) -> None:
     model = SlowLLM("A cited answer [E1] in eight words or so.", delay=0.01)
     results: list[list[dict]] = []

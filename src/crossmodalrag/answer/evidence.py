@@ -88,10 +88,22 @@ def open_retriever(
     return Retriever(store, options, status.index, notices, settings.strategy)
 
 
+# One limit for every surface (CLI, HTTP API, console, MCP): a question, not a document. Over HTTP it
+# travels in the address: 2,000 characters of a 4-byte script, percent-encoded, is 24,000 bytes
+# (api/security.py's MAX_QUERY_BYTES and `mem serve`'s request-line limit leave room for it).
+MAX_QUESTION_CHARS = 2000
+
+
 def require_question(query: str) -> str:
-    """The question as asked; raises CMRAGError for one of nothing but blanks (every surface says so alike)."""
+    """The question as asked; raises CMRAGError for one of nothing but blanks or one over
+    MAX_QUESTION_CHARS (every surface says so alike)."""
     if not query.strip():
         raise CMRAGError("the question is empty", 'ask something, e.g. "why did I change the parser?"')
+    if len(query) > MAX_QUESTION_CHARS:
+        raise CMRAGError(
+            f"the question is {len(query):,} characters long: at most {MAX_QUESTION_CHARS:,} are taken",
+            "ask it in fewer words; a passage is found by a few of its own words",
+        )
     return query
 
 

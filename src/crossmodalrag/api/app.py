@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -16,6 +17,7 @@ from crossmodalrag import __version__
 from crossmodalrag.answer.llm import LLM
 from crossmodalrag.api import console, routes
 from crossmodalrag.api.asking import Asker
+from crossmodalrag.api.routes import store_problem
 from crossmodalrag.api.security import LocalGuard
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError, ConfigError, EvalError, MissingExtraError, StoreError
@@ -36,7 +38,6 @@ DESCRIPTION = (
     "The read-only HTTP API of a `mem` memory. Each JSON route returns exactly what its `mem … --json` twin "
     'prints. Errors are `{"error": …, "hint": …}`.'
 )
-
 
 ERROR_SCHEMA = {
     "title": "Error",
@@ -126,6 +127,11 @@ def create_app(
     @app.exception_handler(CMRAGError)
     async def library_error(request: Request, error: CMRAGError):
         return error_reply(request, error, status_of(error))
+
+    @app.exception_handler(sqlite3.DatabaseError)
+    async def database_error(request: Request, error: sqlite3.DatabaseError):
+        problem = store_problem(request, error)
+        return error_reply(request, problem, status_of(problem))
 
     @app.exception_handler(RequestValidationError)
     async def bad_parameter(request: Request, error: RequestValidationError):

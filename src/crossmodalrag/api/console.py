@@ -19,8 +19,10 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from crossmodalrag import __version__
+from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS
 from crossmodalrag.api.markup import render_diff, render_markdown
 from crossmodalrag.api.routes import DATE_PARAMETERS, MAX_ITEMS, VIEW_OPTIONS, Kind, Reader, one_value_each
+from crossmodalrag.api.security import is_console_path
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.memory.drift import sparkline
 from crossmodalrag.memory_views import DEFAULTS, MEMORY_VIEWS, MemoryNotBuilt, memory_view
@@ -32,6 +34,7 @@ templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["markdown"] = render_markdown
 templates.env.filters["diff"] = render_diff
 templates.env.globals["version"] = __version__
+templates.env.globals["max_question_chars"] = MAX_QUESTION_CHARS
 router = APIRouter(include_in_schema=False, dependencies=[Depends(one_value_each)])
 
 NAV = [
@@ -50,8 +53,7 @@ templates.env.globals["nav"] = NAV
 
 def wants_html(request: Request) -> bool:
     """A console address (a person's browser): its errors are the HTML error page, the API's are JSON."""
-    path = request.url.path
-    return path in ("/", "/ui", "/docs") or path.startswith("/ui/")
+    return is_console_path(request.url.path)
 
 
 def is_fragment(request: Request) -> bool:
@@ -69,7 +71,7 @@ def error_page(request: Request, error: CMRAGError, status: int) -> HTMLResponse
 
 
 @router.get("/", response_class=HTMLResponse)
-def ask_view(request: Request, q: Annotated[str, Query(max_length=1000)] = "") -> HTMLResponse:
+def ask_view(request: Request, q: Annotated[str, Query(max_length=MAX_QUESTION_CHARS)] = "") -> HTMLResponse:
     return page(request, "ask.html", active="ask", q=q)
 
 

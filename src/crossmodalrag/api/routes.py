@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import sqlite3
 import threading
+from functools import partial
 from typing import Annotated, Any, AsyncIterator, Iterator, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -13,14 +16,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
 
 from crossmodalrag import __version__
-from crossmodalrag.answer.evidence import require_question
+from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS, require_question
 from crossmodalrag.api.asking import AskCancelled, with_match
 from crossmodalrag.config import PROFILES
-from crossmodalrag.errors import CMRAGError
+from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.evals.report import run_retrieval_eval
 from crossmodalrag.memory_views import DEFAULTS, MemoryNotBuilt, memory_view
 from crossmodalrag.sources import SOURCE_KINDS, image_png, list_sources, pdf_page_png, source_detail, store_stats
 from crossmodalrag.store import Store
+from crossmodalrag.store.failures import explain
 
 REPEATABLE = frozenset({"modality"})  # the only list-valued query parameter
 
@@ -76,9 +80,19 @@ Kind = Literal[SOURCE_KINDS]  # type: ignore[valid-type]
 Match = Literal["any", "all", "phrase"]
 Level = Literal["evidence", "event", "episode", "concept"]
 Strategy = Literal["direct", "episodic", "fusion"]
-MAX_QUERY_CHARS = 1000
 DATE_PARAMETERS = ("since", "until")  # a bad date's message names the parameter, not `mem sources`' flag
-POLL_SECONDS = 0.25  # how often a waiting stream checks that its client is still there
+POLL_SECONDS = 0.25  # how often a waiting ask checks that its client is still there
+CLIENT_CLOSED = 499  # nginx's "client closed request": what the access log shows for an abandoned /ask
+log = logging.getLogger(__name__)
+
+
+def store_problem(request: Request, error: sqlite3.DatabaseError) -> StoreError:
+    """A SQLite error that reached a route (a damaged file, a lock held too long) as the CLI words it: a
+    StoreError, so a 503 (the store is unusable until someone acts; the server itself is fine). The
+    server's log gets one line instead of a traceback: the reply already says what is wrong."""
+    problem = StoreError(*explain(error))
+    log.warning("%s %s: %s", request.method, request.url.path, problem.message)
+    return problem
 
 
 def reader(request: Request) -> Iterator[Store]:
@@ -95,7 +109,7 @@ class AskParams:
 
     def __init__(
         self,
-        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="the question")],
+        q: Annotated[str, Query(min_length=1, max_length=MAX_QUESTION_CHARS, description="the question")],
         top_k: Annotated[int | None, Query(ge=1, le=50, description="how many pieces of evidence")] = None,
         profile: Annotated[Profile | None, Query(description="ranking profile when vectors exist")] = None,
         level: Annotated[Level, Query(description="retrieve at this memory level")] = "evidence",
@@ -141,10 +155,37 @@ NOT_BUILT = {501: {"description": "the memory hierarchy is not built yet (run `m
 
 
 @router.get("/ask", tags=["ask"], responses=NOT_BUILT, summary="answer a question (the payload of `mem ask --json`)")
-def ask(request: Request, params: Annotated[AskParams, Depends()]) -> dict[str, Any]:
-    asker = request.app.state.asker
-    answer = asker.ask(params.q, **params.options)
-    return answer.to_dict()
+async def ask(request: Request, params: Annotated[AskParams, Depends()]) -> dict[str, Any]:
+    """The blocking ask runs in a worker, as the stream's does, so that a client hanging up stops it:
+    a retried call would otherwise queue behind the abandoned one for the one model."""
+    cancelled = threading.Event()
+    work = asyncio.get_running_loop().run_in_executor(
+        request.app.state.ask_pool,
+        partial(request.app.state.asker.ask, params.q, **params.options, cancelled=cancelled),
+    )
+    try:
+        if not await _finished_while_connected(request, work):
+            work.add_done_callback(_outcome_unread)
+            return Response(status_code=CLIENT_CLOSED)
+        return work.result().to_dict()
+    finally:
+        cancelled.set()  # a no-op once the worker finished; stops generation when the client left
+
+
+async def _finished_while_connected(request: Request, work: asyncio.Future) -> bool:
+    """Wait for `work`; False as soon as the client hangs up first (checked every POLL_SECONDS)."""
+    while not work.done():
+        await asyncio.wait({work}, timeout=POLL_SECONDS)
+        if not work.done() and await request.is_disconnected():
+            return False
+    return True
+
+
+def _outcome_unread(work: asyncio.Future) -> None:
+    """Nobody is left to tell how an abandoned ask ended (AskCancelled, most often): read it so that
+    asyncio does not log it as an exception never retrieved."""
+    if not work.cancelled():
+        work.exception()
 
 
 @router.get(
@@ -181,6 +222,9 @@ async def _events(request: Request, params: AskParams) -> AsyncIterator[str]:
             pass
         except CMRAGError as error:
             emit({"type": "error", "error": error.message, "hint": error.hint})
+        except sqlite3.DatabaseError as error:
+            problem = store_problem(request, error)
+            emit({"type": "error", "error": problem.message, "hint": problem.hint})
         except Exception as error:  # noqa: BLE001 - the final event must arrive whatever happened
             emit(
                 {"type": "error", "error": f"unexpected {type(error).__name__}: {error}", "hint": "see the server log"}

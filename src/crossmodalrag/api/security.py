@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import ipaddress
 import json
 import re
@@ -35,9 +36,12 @@ COOKIE = "mem_session"
 PATH_SAFE = "/:@!$&'()*+,;=~"
 # A browser reads "//x" and "/\x" (any run of slashes and backslashes) as the other site x.
 LEADING_SLASHES = re.compile(r"^[/\\]+")
-# A 1,000-character question (the ask box's limit) in a script of 3-4-byte characters, percent-encoded,
-# is up to 12,000 bytes: 4,096 refused 450 Chinese characters.
-MAX_QUERY_BYTES = 16 * 1024
+# A 2,000-character question (MAX_QUESTION_CHARS) in a script of 3-4-byte characters, percent-encoded,
+# is up to 24,000 bytes: 4,096 refused 450 Chinese characters.
+MAX_QUERY_BYTES = 32 * 1024
+# What `mem serve` lets uvicorn's h11 buffer for a request line and headers (its default, 16 KB, would
+# refuse a long question with a bare 400 before the guard could name the limit).
+MAX_HEAD_BYTES = MAX_QUERY_BYTES + 16 * 1024
 MAX_BODY_BYTES = 16 * 1024
 MCP_BODY_BYTES = 1024 * 1024
 CSP = (
@@ -53,6 +57,20 @@ SECURITY_HEADERS = [
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cross-origin-resource-policy", b"same-origin"),
 ]
+
+# The guard's own error page for a console address: self-contained (no template, no stylesheet, no
+# script), because it answers before the app and to requests that may not load anything else (no
+# token yet, a Host that is not ours); the CSP forbids inline style, so it is plain.
+ERROR_PAGE = (
+    '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+    '<meta name="viewport" content="width=device-width, initial-scale=1"><title>Error · mem</title></head>\n'
+    '<body><div role="alert"><h1>{message}</h1>{hint}</div></body></html>\n'
+)
+
+
+def is_console_path(path: str) -> bool:
+    """A console address (a person's browser): its errors are an HTML page, the API's are JSON."""
+    return path in ("/", "/ui", "/docs") or path.startswith("/ui/")
 
 
 def split_host(header: str) -> tuple[str, str] | None:
@@ -134,7 +152,7 @@ class LocalGuard:
         refusal = self._refusal(scope, headers)
         if refusal is not None:
             status = refusal[0]
-            await _send_error(send, *refusal, [(b"allow", self._methods(scope))] if status == 405 else None)
+            await _send_error(send, scope, *refusal, [(b"allow", self._methods(scope))] if status == 405 else None)
             return
         # `?token=` is stripped by a redirect even for a browser already logged in: never left in history.
         redirect = self._login_redirect(scope, headers) if self.token else None
@@ -144,6 +162,7 @@ class LocalGuard:
         if self.token and not self._authorized(headers):
             await _send_error(
                 send,
+                scope,
                 401,
                 "a token is required",
                 "open the login URL `mem serve` printed, or send `Authorization: Bearer <token>`",
@@ -254,7 +273,18 @@ async def _send(send: Callable, status: int, body: bytes, headers: list[tuple[by
 
 
 async def _send_error(
-    send: Callable, status: int, message: str, hint: str, headers: list[tuple[bytes, bytes]] | None = None
+    send: Callable,
+    scope: Scope,
+    status: int,
+    message: str,
+    hint: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    body = json.dumps({"error": message, "hint": hint}).encode()
-    await _send(send, status, body, [(b"content-type", b"application/json"), *(headers or [])])
+    """A refusal as the app words its errors: the HTML error page at a console address, else the JSON."""
+    if is_console_path(scope.get("path", "")):
+        shown_hint = f"<p>hint: {html.escape(hint)}</p>" if hint else ""
+        body = ERROR_PAGE.format(message=html.escape(message), hint=shown_hint).encode()
+        kind = b"text/html; charset=utf-8"
+    else:
+        body, kind = json.dumps({"error": message, "hint": hint}).encode(), b"application/json"
+    await _send(send, status, body, [(b"content-type", kind), *(headers or [])])

@@ -170,6 +170,7 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from crossmodalrag.api.app import create_app
+    from crossmodalrag.api.security import MAX_HEAD_BYTES
 
     app = create_app(settings, token, frozenset(allow), mcp_app=_mcp_app(args, settings))
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host.strip("[]")
@@ -191,6 +192,7 @@ def serve(args: argparse.Namespace) -> int:
         log_level=os.environ.get("CMRAG_SERVE_LOG_LEVEL", "warning"),
         access_log=False,
         server_header=False,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         timeout_graceful_shutdown=2,
     )
     return 0

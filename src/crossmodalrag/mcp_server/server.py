@@ -15,10 +15,11 @@ from pydantic import Field, ValidationError
 
 from crossmodalrag import __version__
 from crossmodalrag.agent import browse, edits, jobs, memories, tools
+from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS
 from crossmodalrag.config import Settings
 from crossmodalrag.mcp_server.service import ASK_WAIT_SECONDS, MemoryService, ToolFailure
 
-Text = Annotated[str, Field(min_length=1, max_length=2000)]
+Text = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION_CHARS)]  # a query or a question
 Content = Annotated[str, Field(min_length=1, max_length=memories.MAX_CHARS)]
 Tags = Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=memories.MAX_TAGS)]
 Kind = Annotated[str, Field(max_length=32, pattern=r"^[a-z][a-z0-9_-]*$")]
