@@ -9,13 +9,10 @@ claim/evidence pairs) while it ranks badly, so it only judges here. Backends wit
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
-from crossmodalrag.agent.temporal import time_ranges as agent_dates
 from crossmodalrag.answer.attribution import (
     body_of,
     closest_excerpt,
@@ -26,6 +23,7 @@ from crossmodalrag.answer.attribution import (
     word_source,
 )
 from crossmodalrag.answer.citations import CITATION, states_absence
+from crossmodalrag.answer.dated import question_dates, within
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.hedges import about_the_question, names_the_answer
@@ -54,9 +52,6 @@ LEFT_OUT = (REPEATED, UNCITED, HEDGE)  # left out of the answer, not failed
 RESTATES = "restates_question"  # a Verdict.reason: a short answer of nothing but the question's words
 PREMISE = "premise_missing"  # a Verdict.reason: its excerpts never speak of a word the question takes as given
 NOT_ABOUT = ("names_missing", "other_speaker")  # Verdict.reasons: its excerpts are about someone else
-_YEAR = re.compile(r"(?<!\d)\d{4}(?!\d)")  # not \b: in "2024年3月" the year runs on into a word character
-# A question's date names the day it was said, give or take the week it speaks of ("the week before").
-DATE_SLACK = 7 * 86400.0
 
 
 @dataclass
@@ -279,7 +274,7 @@ def verify_answer(
     names = named_subjects(question)
     dated = question_dates(question)
     # What any sentence may rest on: the excerpts about whom the question names, from the time it names.
-    pool = [item for item in (excerpts_about(evidence, names, evidence) if names else evidence) if _within(item, dated)]
+    pool = [item for item in (excerpts_about(evidence, names, evidence) if names else evidence) if within(item, dated)]
     said: set[str] = set()
     text_cites = citations_in(text)  # what a sentence citing nothing rests on
     for sentence, short in split_answer(text):
@@ -304,7 +299,7 @@ def verify_answer(
         claimed_all = about = cited_excerpts(evidence, verdict.cited or text_cites)
         if names:  # judged only against the excerpts about whom the question names, or their neighbours
             about = excerpts_about(about, names, evidence) or neighbour_turns(claim, about, names, evidence)
-        judged = [item for item in about if _within(item, dated)]  # and from the time it names
+        judged = [item for item in about if within(item, dated)]  # and from the time it names
         claimed = judged if cited or text_cites else []  # an answer citing nothing claims no excerpt
         source = word_source(claim, claimed, pool) if judged else None
         if not judged and (names or dated):
@@ -367,22 +362,3 @@ def _second_look(llm, question, evidence, checked, claims, pool, min_margin) -> 
     for (verdict, ids, added), margin in zip(retried, judge(llm, prompts) if prompts else [], strict=True):
         if margin >= min_margin:
             verdict.margin, verdict.supported, verdict.judged, verdict.added = margin, True, ids, added
-
-
-def question_dates(question: str) -> list[tuple[float, float]]:
-    """The spans of the dates a question states with their year ("on 8th December, 2023", "before
-    August 3, 2023", "in November 2022"), each widened by DATE_SLACK; relative ones ("last week")
-    and dates without a year are left out (their year is a guess)."""
-    ranges, _ = agent_dates(question, datetime.now(timezone.utc))
-    return [
-        (-math.inf if r.start is None else r.start - DATE_SLACK, math.inf if r.end is None else r.end + DATE_SLACK)
-        for r in ranges
-        if _YEAR.search(r.text)
-    ]
-
-
-def _within(item: Evidence, dated: list[tuple[float, float]]) -> bool:
-    """Whether an excerpt is dated inside one of the question's spans (undated ones, or any when the
-    question names no date, always are)."""
-    moment = item.hit.timestamp
-    return not dated or moment is None or any(start <= moment < end for start, end in dated)
