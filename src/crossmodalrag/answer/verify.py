@@ -10,7 +10,7 @@ claim/evidence pairs) while it ranks badly, so it only judges here. Backends wit
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crossmodalrag.answer.attribution import (
@@ -20,6 +20,7 @@ from crossmodalrag.answer.attribution import (
     document_source,
     excerpts_holding_missing_specifics,
     excerpts_holding_missing_words,
+    unrelated_excerpts,
     word_source,
 )
 from crossmodalrag.answer.citations import CITATION, states_absence
@@ -28,7 +29,7 @@ from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.hedges import about_the_question, names_the_answer
 from crossmodalrag.answer.llm import LLM, Generation, Message
-from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, has_tags, split_answer
+from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, has_tags, split_answer, without_citations
 from crossmodalrag.answer.premise import in_conversations, presupposes, unmentioned_words
 from crossmodalrag.answer.prompt import (
     cited_excerpts,
@@ -67,6 +68,7 @@ class Verdict:
     judged: list[str] = field(default_factory=list)  # the excerpts it was judged against
     added: list[str] = field(default_factory=list)  # uncited excerpts its second look passed it with
     attributed: str | None = None  # the excerpt its words come from, judged and cited instead of its own
+    unrelated: list[str] = field(default_factory=list)  # judged beside the others, holding none of its words: not cited
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +81,7 @@ class Verdict:
             "added_citations": self.added,
             "judged": self.judged,
             "attributed_to": self.attributed,
+            "unrelated_citations": self.unrelated,
         }
 
 
@@ -135,7 +138,9 @@ class Verification:
         one the model did not cite ("Answer: X. Y [E1]" loses its only citation with Y, and X was
         judged by E1). One that passed only beside excerpts it did not cite (`_second_look`) cites them
         after its own; one judged against the excerpt its words come from (`word_source`) cites what
-        it was judged against instead of its own citations."""
+        it was judged against instead of its own citations. None cites an excerpt `unrelated` to it."""
+        if verdict.unrelated:
+            return self._cited(uncite(verdict, verdict.unrelated))
         if verdict.attributed and verdict.supported:
             refs = "".join(f"[{ref}]" for ref in verdict.judged)
             return f"{CITATION.sub('', verdict.sentence).rstrip()} {refs}"
@@ -191,6 +196,18 @@ class Verification:
                 hedge = verdict.sentence
                 if about_the_question(hedge, question) or names_the_answer(hedge, short_claim):
                     verdict.supported, verdict.reason = False, HEDGE
+
+
+def uncite(verdict: Verdict, refs: list[str]) -> Verdict:
+    """The verdict as if it had never cited, nor been judged against, `refs`."""
+    return replace(
+        verdict,
+        sentence=without_citations(verdict.sentence, refs),
+        cited=[ref for ref in verdict.cited if ref not in refs],
+        judged=[ref for ref in verdict.judged if ref not in refs],
+        added=[ref for ref in verdict.added if ref not in refs],
+        unrelated=[],
+    )
 
 
 def with_specifics_of(claim: str, question: str, source: Evidence, pool: list[Evidence]) -> list[Evidence]:
@@ -328,6 +345,9 @@ def verify_answer(
         verdict.margin = margin
         verdict.supported = margin >= min_margin
     _second_look(llm, question, evidence, checked, claims, pool, min_margin)
+    for verdict, claim in zip(checked, claims, strict=True):
+        together = cited_excerpts(evidence, verdict.judged) if verdict.supported else []
+        verdict.unrelated = [item.id for item in unrelated_excerpts(claim, question, together)]  # carried by another
     verification = Verification(verdicts)
     verification.leave_out_uncited()
     verification.leave_out_hedges(question)
