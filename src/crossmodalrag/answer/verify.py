@@ -29,6 +29,7 @@ from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.hedges import about_the_question, names_the_answer
 from crossmodalrag.answer.llm import LLM, Generation, Message
+from crossmodalrag.answer.numbers import made_up_numbers
 from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, has_tags, split_answer, without_citations
 from crossmodalrag.answer.premise import in_conversations, presupposes, unmentioned_words
 from crossmodalrag.answer.prompt import (
@@ -52,6 +53,7 @@ HEDGE = "hedge"  # a Verdict.reason: it says the evidence lacks what the questio
 LEFT_OUT = (REPEATED, UNCITED, HEDGE)  # left out of the answer, not failed
 RESTATES = "restates_question"  # a Verdict.reason: a short answer of nothing but the question's words
 PREMISE = "premise_missing"  # a Verdict.reason: its excerpts never speak of a word the question takes as given
+MADE_UP_NUMBER = "made_up_number"  # a Verdict.reason: passed, but its figure is not the evidence's (answer/numbers.py)
 NOT_ABOUT = ("names_missing", "other_speaker")  # Verdict.reasons: its excerpts are about someone else
 
 
@@ -346,6 +348,8 @@ def verify_answer(
         verdict.supported = margin >= min_margin
     _second_look(llm, question, evidence, checked, claims, pool, min_margin)
     for verdict, claim in zip(checked, claims, strict=True):
+        if verdict.supported and made_up_numbers(claim, question, evidence):  # the judge reads words, not figures
+            verdict.supported, verdict.reason = False, MADE_UP_NUMBER
         together = cited_excerpts(evidence, verdict.judged) if verdict.supported else []
         verdict.unrelated = [item.id for item in unrelated_excerpts(claim, question, together)]  # carried by another
     verification = Verification(verdicts)
