@@ -1086,7 +1086,7 @@ def test_a_passed_sentence_no_longer_cites_an_excerpt_judged_beside_it_that_hold
     ids = evidence_ids(retriever, question)
     roster, decision = ids["Team roster"], ids["Helios migration decision"]
     text = (
-        f"Answer: Bob Ramirez [{roster}][{decision}]\nHer deputy is Bob Ramirez, from payments. [{roster}][{decision}]"
+        f"Answer: Bob Ramirez [{roster}] [{decision}]\nHer deputy is Bob Ramirez, from payments. [{roster}][{decision}]"
     )
     answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(text, margins=[2.0] * 3))
     assert answer.text == f"Answer: Bob Ramirez [{roster}]\nHer deputy is Bob Ramirez, from payments. [{roster}]"

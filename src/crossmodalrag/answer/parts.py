@@ -159,5 +159,5 @@ def without_citations(sentence: str, refs: list[str]) -> str:
     last = re.findall(r"\w+", sentence[: tail.start()].lower())[-1:]
     if last and last[0] in stopwords_for(last):  # "… in both [E2] and [E3].": prose, not a citation
         return sentence
-    ending = CITATION.sub(kept, tail.group(0))
+    ending = re.sub(r"[ \t]+(?=[.!?]*$)", "", CITATION.sub(kept, tail.group(0)))  # "[E1] [E2]" left "[E1] "
     return sentence[: tail.start()] + (ending if ending.strip(" \t.!?") else ending.strip(" \t"))
