@@ -86,6 +86,22 @@ def test_a_long_excerpt_reaches_the_model_from_the_sentence_holding_the_question
     assert build_messages("Who runs the release?", [item(1, owners)], 300)[1]["content"].count("Ada runs") == 1
 
 
+def test_the_sentence_holding_the_questions_words_is_shown_whole_in_the_middle_of_an_excerpts_share() -> None:
+    """A list of budget items with its decision in the middle: the first window showing the most of the
+    question's words put the decision at its end, the share was cut one sentence before it, and the
+    model abstained on a fact the top excerpt holds."""
+    items = [
+        f"- Item 2.{n}: discussed budget follow-up number {300 + n} with owner Bob; status done." for n in range(12)
+    ]
+    decision = "- Decision: the Q3 infra budget is capped at 18,500 EUR per month, approved by Marek."
+    notes = " ".join(items[:6] + [decision] + items[6:])
+    question = "What is the Q3 infra budget cap per month?"
+    shown = evidence_block([item(1, notes), item(2, "filler words " * 200)], 640, question).split("\n\n")[0]
+    assert decision in shown and len(shown.split("\n", 1)[1]) <= 320  # whole, and the share is not grown
+    assert shown.split(decision)[0].count("Item") == shown.split(decision)[1].count("Item")  # in the middle
+    assert "Item 2.0:" in evidence_block([item(1, notes)], 320, "What did Bob discuss first?")  # words at the top
+
+
 def test_a_tables_rows_reach_the_model_on_lines_of_their_own() -> None:
     rows = "| metric | April | May (Valkey) |\n|---|---|---|\n| checkout p99 | 480 ms | 210 ms |"
     table = f"Latency by month\n\n{rows}\nDone."

@@ -772,8 +772,8 @@ def test_sentences_judged_supported_cite_what_they_were_judged_against_in_the_la
         "- The rewrite made the tests faster [E2]."
     )
     answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0] * 5))
-    assert answer.text == (
-        "Answer: The tokenizer was rewritten because the regexes backtracked for minutes. [E1][E2] "
+    assert answer.text == (  # not E2 too: judged beside E1, it holds none of the short answer's own words
+        "Answer: The tokenizer was rewritten because the regexes backtracked for minutes. [E1] "
         "The old regexes backtracked on long lines of unclosed brackets. [E1] They were replaced [E1].\n"
         "- The rewrite made the tests faster [E2]."
     )
@@ -1048,7 +1048,8 @@ def test_a_second_look_adds_only_excerpts_holding_the_sentences_numbers(store, s
     answer = ask_with_llm(retriever, question, settings, llm=llm)
     claim = answer.to_dict()["verification"]["claims"][0]
     assert claim["added_citations"] == [ids["Moving"]]
-    assert answer.text == f"Answer: 1,850 warm [{ids['Lease Altona']}][{ids['Moving']}]"
+    assert claim["unrelated_citations"] == [ids["Lease Altona"]]  # it holds nothing of "1,850 warm"
+    assert answer.text == f"Answer: 1,850 warm [{ids['Moving']}]"
 
 
 def test_a_sentence_attributed_to_one_excerpt_also_cites_those_holding_its_other_numbers_and_names(
@@ -1100,3 +1101,28 @@ def test_a_full_name_is_one_person_in_the_withheld_message(store, settings: Sett
     answer = ask_with_llm(retriever, question, settings, llm=llm)
     assert answer.abstained and answer.abstention_reason == "unsupported"
     assert "is not about John Millar, as the question asks" in answer.text
+
+
+def test_a_passed_sentence_no_longer_cites_an_excerpt_judged_beside_it_that_holds_none_of_its_words(
+    store, settings: Settings, tmp_path: Path
+):
+    """ "Her deputy is Bob Ramirez … [E1][E2]" passed against the roster and a migration decision that
+    only names Alice, judged together: the roster carried the decision, and the answer cited it."""
+    notes = {
+        "roster.md": "# Team roster\n\nAlice owns the billing service. Her deputy is Bob Ramirez, from payments.\n",
+        "migration.md": "# Helios migration decision\n\nWe kept logical replication off; Alice will revisit it.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "Who is Alice's deputy?"
+    ids = evidence_ids(retriever, question)
+    roster, decision = ids["Team roster"], ids["Helios migration decision"]
+    text = (
+        f"Answer: Bob Ramirez [{roster}] [{decision}]\nHer deputy is Bob Ramirez, from payments. [{roster}][{decision}]"
+    )
+    answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(text, margins=[2.0] * 3))
+    assert answer.text == f"Answer: Bob Ramirez [{roster}]\nHer deputy is Bob Ramirez, from payments. [{roster}]"
+    claims = answer.verification["claims"]
+    assert [c["unrelated_citations"] for c in claims] == [[decision], [decision]]
+    assert claims[1]["cited"] == [roster, decision] and [c["id"] for c in answer.citations] == [roster]
+    yes = ask_with_llm(retriever, "Is Bob Alice's deputy?", settings, llm=ScriptedLLM("Answer: Yes [E1][E2]"))
+    assert yes.text == "Answer: Yes [E1][E2]"  # no word of its own to compare: left as it is

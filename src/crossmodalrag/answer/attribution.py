@@ -8,6 +8,7 @@ import re
 
 from crossmodalrag.answer.prompt import judge_excerpt
 from crossmodalrag.answer.subjects import speaker
+from crossmodalrag.index.scripts import CJK_CHAR
 from crossmodalrag.retrieval.stopwords import stopwords_for
 from crossmodalrag.types import Evidence
 
@@ -99,6 +100,27 @@ def document_source(claim: str, short: bool, claimed: list[Evidence], pool: list
     words = content_words(claim)
     holding = (item for item in documents if words and words <= content_words(f"{item.hit.title} {body_of(item)}"))
     return next(holding, None)
+
+
+def unrelated_excerpts(claim: str, question: str, items: list[Evidence]) -> list[Evidence]:
+    """The excerpts of `items` (those a passed claim rests on together) that share none of its own
+    words, the question's aside, while another of them does: the judge reads them together, and one
+    excerpt holding the claim carries any other beside it ("Her deputy is Bob Ramirez [E1][E2]",
+    E2 a migration decision that only names Alice). Words are compared by their first KEY_LETTERS
+    ("migrated", "migration"); a claim in Chinese or Japanese, whose words are runs of characters no
+    excerpt need repeat whole, or of numbers alone, is left as it is."""
+    own = _keys(claim) - _keys(question)
+    if len(items) < 2 or not any(key.isalpha() for key in own) or CJK_CHAR.search(claim):
+        return []  # a count ("2" to "how many …?") is in no excerpt: counted across them
+    unrelated = [item for item in items if not own & _keys(f"{item.hit.title} {body_of(item)}")]
+    return unrelated if len(unrelated) < len(items) else []
+
+
+KEY_LETTERS = 5  # retrieval/snippets.py's: "rotates" and "rotation" are one word
+
+
+def _keys(text: str) -> set[str]:
+    return {word[:KEY_LETTERS] for word in content_words(text)}
 
 
 def body_of(item: Evidence) -> str:

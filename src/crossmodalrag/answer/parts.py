@@ -10,6 +10,7 @@ from crossmodalrag.answer.citations import CITATION, cited_ids, sentences
 from crossmodalrag.answer.echo import without_echo
 from crossmodalrag.answer.prompt import cited_excerpts
 from crossmodalrag.answer.when import dated_answer, moved_date, with_day
+from crossmodalrag.retrieval.stopwords import stopwords_for
 from crossmodalrag.types import Evidence
 
 # "Answer:", "**Answer:** ", "The answer:": the label, not a citation right after it ("Answer: [E1] Yes").
@@ -142,3 +143,21 @@ def dated_text(text: str, evidence: list[Evidence]) -> tuple[str, tuple[str, str
 
 def citations_in(text: str) -> list[str]:
     return [ref for match in CITATION.finditer(text) for ref in cited_ids(match.group(0))]
+
+
+def without_citations(sentence: str, refs: list[str]) -> str:
+    """`sentence` no longer citing `refs` in the citations it ends with ("… team. [E1][E2]" without
+    E2: "… team. [E1]"); one inside its prose ("mentioned in both [E2] and [E3].") stays, or the
+    prose would lose a word (one after a function word is prose too)."""
+
+    def kept(match: re.Match) -> str:
+        return "".join(f"[{ref}]" for ref in cited_ids(match.group(0)) if ref not in refs)
+
+    tail = re.search(rf"(?:[ \t]*(?:{CITATION.pattern}))+[ \t.!?]*$", sentence)
+    if not refs or tail is None:
+        return sentence
+    last = re.findall(r"\w+", sentence[: tail.start()].lower())[-1:]
+    if last and last[0] in stopwords_for(last):  # "… in both [E2] and [E3].": prose, not a citation
+        return sentence
+    ending = re.sub(r"[ \t]+(?=[.!?]*$)", "", CITATION.sub(kept, tail.group(0)))  # "[E1] [E2]" left "[E1] "
+    return sentence[: tail.start()] + (ending if ending.strip(" \t.!?") else ending.strip(" \t"))

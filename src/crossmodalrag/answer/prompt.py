@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from crossmodalrag.answer.forms import as_question
 from crossmodalrag.answer.llm.base import Message
 from crossmodalrag.index.scripts import CJK_CHAR
-from crossmodalrag.retrieval.snippets import focus
+from crossmodalrag.retrieval.snippets import focus, key_matches
 from crossmodalrag.retrieval.stopwords import guess_language
 from crossmodalrag.types import Evidence
 
@@ -188,10 +188,45 @@ def focused(text: str, question: str, limit: int) -> str:
     start = focus(text, question, limit) if question and len(text) > limit else 0
     if not start:
         return text
-    ends = [match.end() for match in _SENTENCE_END.finditer(text, 0, start)]
-    if ends and start - ends[-1] < limit // 2:
-        start = ends[-1]  # the sentence the words are in, whole
-    return "… " + text[start:].lstrip()
+    start = centred_start(text, question, start, limit - len(ELLIPSIS))
+    return ELLIPSIS + text[start:].lstrip() if start else text
+
+
+ELLIPSIS = "… "
+
+
+def centred_start(text: str, question: str, start: int, limit: int) -> int:
+    """Where a window of `limit` characters shows the sentences holding the question's words whole
+    and in its middle: the sentence start nearest the centred one. `focus` finds the first window
+    showing the most of the words, which puts them at its end: "Decision: the Q3 infra budget is
+    capped at 18,500 EUR per month" came one sentence after the end of the share the model read of
+    a list of budget items, and it abstained. From `start` when no sentence start fits."""
+    first, last = densest_span(text, question, start, limit)
+    stop = next((m.end() for m in _SENTENCE_END.finditer(text, last)), len(text))  # the words' last sentence
+    centre = max(0, min((first + stop - limit) // 2, len(text) - limit))
+    starts = [0] + [m.end() for m in _SENTENCE_END.finditer(text, 0, first + 1)]
+    fitting = [at for at in starts if at <= first and stop - at <= limit]
+    return min(fitting, key=lambda at: abs(at - centre)) if fitting else start
+
+
+def densest_span(text: str, question: str, start: int, limit: int) -> tuple[int, int]:
+    """The shortest stretch of `text[start:start + limit]` holding every question word the window
+    holds (a word every line repeats, "budget" in a list of budget items, would stretch it over the
+    whole window otherwise)."""
+    matches = [match for match in key_matches(text, question) if start <= match[0] and match[1] <= start + limit]
+    if not matches:
+        return start, start
+    wanted = {key for _, _, key in matches}
+    best = (matches[0][0], matches[-1][1])
+    for index, (first, _, _) in enumerate(matches):
+        seen: set[str] = set()
+        for _, end, key in matches[index:]:
+            seen.add(key)
+            if seen == wanted:
+                if end - first < best[1] - best[0]:
+                    best = (first, end)
+                break
+    return best
 
 
 def build_messages(question: str, evidence: list[Evidence], budget_chars: int) -> list[Message]:

@@ -18,6 +18,7 @@ from crossmodalrag.answer.parts import dated_text, short_answer, split_answer
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, echoes_instructions
 from crossmodalrag.answer.subjects import full_names, named_subjects, subject_share
 from crossmodalrag.answer.verify import (
+    MADE_UP_NUMBER,
     MAX_CHECKS,
     NOT_ABOUT,
     PREMISE,
@@ -303,6 +304,11 @@ def _unsupported_text(verification: Verification, question: str) -> str:
         return (
             "No answer: the language model's short answer only repeats words of the question "
             f'("{short_answer(short.sentence)}"), so it is withheld.'
+        )
+    if short is not None and short.reason == MADE_UP_NUMBER:
+        return (
+            f'No answer: the language model\'s short answer ("{short_answer(short.sentence)}") states a number that '
+            "the evidence neither states nor yields by one step of arithmetic, so it is withheld."
         )
     names = named_subjects(question)
     if names and verification.dropped and all(v.reason in NOT_ABOUT for v in verification.dropped):

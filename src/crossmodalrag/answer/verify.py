@@ -9,13 +9,10 @@ claim/evidence pairs) while it ranks badly, so it only judges here. Backends wit
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from crossmodalrag.agent.temporal import time_ranges as agent_dates
 from crossmodalrag.answer.attribution import (
     body_of,
     closest_excerpt,
@@ -23,14 +20,17 @@ from crossmodalrag.answer.attribution import (
     document_source,
     excerpts_holding_missing_specifics,
     excerpts_holding_missing_words,
+    unrelated_excerpts,
     word_source,
 )
 from crossmodalrag.answer.citations import CITATION, states_absence
+from crossmodalrag.answer.dated import question_dates, within
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.forms import query_form
 from crossmodalrag.answer.hedges import about_the_question, denies_what_is_there, names_the_answer
 from crossmodalrag.answer.llm import LLM, Generation, Message
-from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, has_tags, split_answer
+from crossmodalrag.answer.numbers import made_up_numbers
+from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, has_tags, split_answer, without_citations
 from crossmodalrag.answer.premise import in_conversations, presupposes, unmentioned_words
 from crossmodalrag.answer.prompt import (
     cited_excerpts,
@@ -54,10 +54,8 @@ HEDGE = "hedge"  # a Verdict.reason: it says the evidence lacks what the questio
 LEFT_OUT = (REPEATED, UNCITED, HEDGE)  # left out of the answer, not failed
 RESTATES = "restates_question"  # a Verdict.reason: a short answer of nothing but the question's words
 PREMISE = "premise_missing"  # a Verdict.reason: its excerpts never speak of a word the question takes as given
+MADE_UP_NUMBER = "made_up_number"  # a Verdict.reason: passed, but its figure is not the evidence's (answer/numbers.py)
 NOT_ABOUT = ("names_missing", "other_speaker")  # Verdict.reasons: its excerpts are about someone else
-_YEAR = re.compile(r"(?<!\d)\d{4}(?!\d)")  # not \b: in "2024年3月" the year runs on into a word character
-# A question's date names the day it was said, give or take the week it speaks of ("the week before").
-DATE_SLACK = 7 * 86400.0
 
 
 @dataclass
@@ -73,6 +71,7 @@ class Verdict:
     judged: list[str] = field(default_factory=list)  # the excerpts it was judged against
     added: list[str] = field(default_factory=list)  # uncited excerpts its second look passed it with
     attributed: str | None = None  # the excerpt its words come from, judged and cited instead of its own
+    unrelated: list[str] = field(default_factory=list)  # judged beside the others, holding none of its words: not cited
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +84,7 @@ class Verdict:
             "added_citations": self.added,
             "judged": self.judged,
             "attributed_to": self.attributed,
+            "unrelated_citations": self.unrelated,
         }
 
 
@@ -141,7 +141,9 @@ class Verification:
         one the model did not cite ("Answer: X. Y [E1]" loses its only citation with Y, and X was
         judged by E1). One that passed only beside excerpts it did not cite (`_second_look`) cites them
         after its own; one judged against the excerpt its words come from (`word_source`) cites what
-        it was judged against instead of its own citations."""
+        it was judged against instead of its own citations. None cites an excerpt `unrelated` to it."""
+        if verdict.unrelated:
+            return self._cited(uncite(verdict, verdict.unrelated))
         if verdict.attributed and verdict.supported:
             refs = "".join(f"[{ref}]" for ref in verdict.judged)
             return f"{CITATION.sub('', verdict.sentence).rstrip()} {refs}"
@@ -211,6 +213,18 @@ class Verification:
         """The ids of the excerpts the kept, checked sentences cite or were judged against."""
         kept = [v for v in self.verdicts if v.supported and v.margin is not None]
         return list(dict.fromkeys(ref for v in kept for ref in v.cited + v.judged))
+
+
+def uncite(verdict: Verdict, refs: list[str]) -> Verdict:
+    """The verdict as if it had never cited, nor been judged against, `refs`."""
+    return replace(
+        verdict,
+        sentence=without_citations(verdict.sentence, refs),
+        cited=[ref for ref in verdict.cited if ref not in refs],
+        judged=[ref for ref in verdict.judged if ref not in refs],
+        added=[ref for ref in verdict.added if ref not in refs],
+        unrelated=[],
+    )
 
 
 def with_specifics_of(claim: str, question: str, source: Evidence, pool: list[Evidence]) -> list[Evidence]:
@@ -294,7 +308,7 @@ def verify_answer(
     names = named_subjects(question)
     dated = question_dates(question)
     # What any sentence may rest on: the excerpts about whom the question names, from the time it names.
-    pool = [item for item in (excerpts_about(evidence, names, evidence) if names else evidence) if _within(item, dated)]
+    pool = [item for item in (excerpts_about(evidence, names, evidence) if names else evidence) if within(item, dated)]
     said: set[str] = set()
     text_cites = citations_in(text)  # what a sentence citing nothing rests on
     for sentence, short in split_answer(text):
@@ -319,7 +333,7 @@ def verify_answer(
         claimed_all = about = cited_excerpts(evidence, verdict.cited or text_cites)
         if names:  # judged only against the excerpts about whom the question names, or their neighbours
             about = excerpts_about(about, names, evidence) or neighbour_turns(claim, about, names, evidence)
-        judged = [item for item in about if _within(item, dated)]  # and from the time it names
+        judged = [item for item in about if within(item, dated)]  # and from the time it names
         claimed = judged if cited or text_cites else []  # an answer citing nothing claims no excerpt
         source = word_source(claim, claimed, pool) if judged else None
         if not judged and (names or dated):
@@ -348,6 +362,11 @@ def verify_answer(
         verdict.margin = margin
         verdict.supported = margin >= min_margin
     _second_look(llm, question, evidence, checked, claims, pool, min_margin)
+    for verdict, claim in zip(checked, claims, strict=True):
+        if verdict.supported and made_up_numbers(claim, question, evidence):  # the judge reads words, not figures
+            verdict.supported, verdict.reason = False, MADE_UP_NUMBER
+        together = cited_excerpts(evidence, verdict.judged) if verdict.supported else []
+        verdict.unrelated = [item.id for item in unrelated_excerpts(claim, question, together)]  # carried by another
     verification = Verification(verdicts)
     verification.leave_out_uncited()
     verification.leave_out_hedges(question, evidence)
@@ -382,22 +401,3 @@ def _second_look(llm, question, evidence, checked, claims, pool, min_margin) -> 
     for (verdict, ids, added), margin in zip(retried, judge(llm, prompts) if prompts else [], strict=True):
         if margin >= min_margin:
             verdict.margin, verdict.supported, verdict.judged, verdict.added = margin, True, ids, added
-
-
-def question_dates(question: str) -> list[tuple[float, float]]:
-    """The spans of the dates a question states with their year ("on 8th December, 2023", "before
-    August 3, 2023", "in November 2022"), each widened by DATE_SLACK; relative ones ("last week")
-    and dates without a year are left out (their year is a guess)."""
-    ranges, _ = agent_dates(question, datetime.now(timezone.utc))
-    return [
-        (-math.inf if r.start is None else r.start - DATE_SLACK, math.inf if r.end is None else r.end + DATE_SLACK)
-        for r in ranges
-        if _YEAR.search(r.text)
-    ]
-
-
-def _within(item: Evidence, dated: list[tuple[float, float]]) -> bool:
-    """Whether an excerpt is dated inside one of the question's spans (undated ones, or any when the
-    question names no date, always are)."""
-    moment = item.hit.timestamp
-    return not dated or moment is None or any(start <= moment < end for start, end in dated)

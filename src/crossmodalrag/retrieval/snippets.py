@@ -41,16 +41,25 @@ def query_keys(query: str) -> set[str]:
     return keys | set(_CJK.findall(query))
 
 
+def key_matches(body: str, query: str) -> list[tuple[int, int, str]]:
+    """Where the query's words are in `body`: each match's start, end and key, in order."""
+    keys = query_keys(query)
+    if not keys:
+        return []
+    folded = fold(body)
+    found = [(m.start(), m.end(), m.group(0)[:KEY_LETTERS]) for m in _WORD.finditer(folded)]
+    found += [(m.start(), m.end(), m.group(0)) for m in _CJK.finditer(folded)]
+    return sorted(match for match in found if match[2] in keys)
+
+
 def focus(body: str, query: str, width: int) -> int:
     """The offset in `body` (a chunk's body flattened to one line) where an excerpt `width` long
     shows the most query words; 0 when the top shows as many as anywhere."""
-    keys = query_keys(query)
-    if not keys or len(body) <= width:
+    if len(body) <= width:
         return 0
-    folded = fold(body)
-    found = [(m.start(), m.group(0)[:KEY_LETTERS]) for m in _WORD.finditer(folded) if m.group(0)[:KEY_LETTERS] in keys]
-    found += [(m.start(), m.group(0)) for m in _CJK.finditer(folded) if m.group(0) in keys]
-    found.sort()
+    found = [(at, key) for at, _, key in key_matches(body, query)]
+    if not found:
+        return 0
     best_start, best = 0, len({key for at, key in found if at < width})
     for index, (at, _) in enumerate(found):
         start = max(0, at - LEAD)
