@@ -1039,3 +1039,29 @@ def test_confined_ingest_does_not_follow_a_link_out_of_the_folder(store: Store, 
     assert report.added == 3 and len(report.failures) == 1 and "outside" in report.failures[0]
     assert uri(vault, "leak.md") not in sources(store)
     assert ingest_notes(store, [vault]).added == 1  # unconfined: read as before
+
+
+def test_a_note_read_again_whose_text_now_chunks_otherwise_is_rewritten(
+    store: Store, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal stored before dated sections carried their day kept the file's date for good: the
+    upgrade's re-read found its text as stored and wrote nothing. Other notes read again stay unchanged."""
+    from crossmodalrag.chunking import markdown
+
+    journal = write_note(
+        vault, "journal.md", "# Journal\n\n## 2024-03-05\nMet Priya.\n\n## March 12, 2024\nKumquat test.\n"
+    )
+    with monkeypatch.context() as before:
+        before.setattr(markdown, "section_day", lambda headings: None)  # the chunker of an older release
+        ingest_notes(store, [vault])
+    assert {row[0] for row in store.conn.execute("SELECT said_at FROM chunks")} == {None}
+    monkeypatch.setattr(notes_module, "READER_VERSION", "next")  # an upgrade: every note is read again
+    report = ingest_notes(store, [vault])
+    assert (report.updated, report.unchanged) == (1, 3)
+    said = store.conn.execute(
+        "SELECT c.said_at FROM chunks c JOIN sources s ON s.id = c.source_id WHERE s.uri = ? ORDER BY c.chunk_index",
+        (str(journal),),
+    ).fetchall()
+    assert [row[0] for row in said] == [1_709_596_800.0, 1_710_201_600.0]
+    assert ingest_notes(store, [vault]).unchanged == 4
+    assert_consistent(store)

@@ -30,7 +30,13 @@ from crossmodalrag.file_moves import (
 from crossmodalrag.repository_moves import RepositoryMoves
 from crossmodalrag.store import Store, documents
 from crossmodalrag.store.batch import WriteBatch
-from crossmodalrag.store.documents import fingerprint, known_fingerprints, move_document, write_document
+from crossmodalrag.store.documents import (
+    chunked_as_stored,
+    fingerprint,
+    known_fingerprints,
+    move_document,
+    write_document,
+)
 from crossmodalrag.store.writers import lock_source, retrying
 from crossmodalrag.types import Document
 from crossmodalrag.wording import counted
@@ -162,7 +168,10 @@ def _ingest_one(
     if item.metadata.get("notice"):
         report.notices.append(item.metadata["notice"])
     digest = fingerprint(item)
-    if known.get(item.uri) == digest:
+    # A file read again (touched, or stored by an older reader) whose text is as stored may still chunk
+    # otherwise now: a journal's dated sections carry their day since session 33. Only then rewritten.
+    rechunk = known.get(item.uri) == digest and "file_stamp" in item.metadata and not chunked_as_stored(batch, item)
+    if known.get(item.uri) == digest and not rechunk:
         report.unchanged += 1
         if "file_stamp" in item.metadata:  # same content, touched file: remember the new stamp
             stamp, sha256 = item.metadata["file_stamp"], item.metadata.get("file_sha256")
@@ -175,7 +184,7 @@ def _ingest_one(
             report.moved += 1
             report.chunks += moved
             return
-    added, count = batch.run(lambda: write_document(batch, item, digest, unless_stored=True))
+    added, count = batch.run(lambda: write_document(batch, item, digest, unless_stored=not rechunk))
     if added is None:  # another writer stored the same meanwhile
         report.unchanged += 1
         return

@@ -80,6 +80,18 @@ def write_document(
     return row is None, count
 
 
+def chunked_as_stored(batch: WriteBatch, doc: Document) -> bool:
+    """Whether `doc` chunks into what is stored of it (text, locator, span and metadata of each chunk)."""
+    stored = batch.conn.execute(
+        "SELECT c.text, c.locator, c.char_start, c.char_end, c.metadata FROM chunks c"
+        " JOIN sources s ON s.id = c.source_id WHERE s.uri = ? ORDER BY c.chunk_index",
+        (doc.uri,),
+    ).fetchall()
+    return [tuple(row) for row in stored] == [
+        (v[1], v[2], v[3], v[4], v[5]) for v in _chunk_values(doc, chunk_document(doc), 0)
+    ]
+
+
 def move_document(batch: WriteBatch, old_uri: str, doc: Document, digest: str) -> int | None:
     """Give the stored source at `old_uri` the uri of the file it was renamed to, then rewrite it there
     (its chunks carry the new locator), in one unit; returns the count of chunks written (those whose
