@@ -812,6 +812,41 @@ def test_globs_that_now_leave_a_commit_out_remove_it_as_a_first_ingest_never_sto
     assert_consistent(store)
 
 
+@pytest.mark.integration
+def test_commits_stored_when_a_bracket_in_a_glob_was_the_character_are_looked_at_again(
+    store: Store, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--exclude 'mod[12].py'` kept every commit before sets were read; upgraded, the stored commits'
+    stamps still matched the same glob text, so the commits it now leaves out stayed in memory."""
+    import hashlib
+    import json
+
+    from crossmodalrag import repositories
+    from crossmodalrag.chunking import CHUNKER_VERSION
+    from crossmodalrag.connectors import globs
+
+    for i in (1, 2, 3):
+        commit_files(repo, {f"mod{i}.py": f"{i}\n"}, f"mod {i}")
+    exclude = ["mod[12].py"]
+
+    def stamp_of_an_older_release(include, exclude):
+        digest = hashlib.sha256(json.dumps([include or [], exclude or []]).encode()).hexdigest()[:16]
+        cap = git_connector.MAX_FILE_DIFF_CHARS
+        return f"{git_connector.EXTRACTOR} chunker {CHUNKER_VERSION} cap {cap} globs {digest}"
+
+    with monkeypatch.context() as older:
+        older.setattr(globs, "_character_set", lambda body: None)  # `[` read as the character
+        globs._compile.cache_clear()
+        older.setattr(repositories, "_commit_stamp", stamp_of_an_older_release)
+        assert ingest_git(store, [repo], exclude=exclude).added == 3
+    globs._compile.cache_clear()  # patterns are compiled once: forget the older reading
+    report = ingest_git(store, [repo], exclude=exclude)
+    assert (report.removed, report.unchanged) == (2, 1)
+    with open_store(tmp_path / "fresh.db") as fresh:
+        ingest_git(fresh, [repo], exclude=exclude)
+        assert set(sources(fresh)) == set(sources(store)), "the same globs, the same memory"
+
+
 def test_a_pattern_selecting_none_of_a_repositorys_commits_removes_nothing(store: Store, repo: Path) -> None:
     commit_files(repo, {"a.txt": "a\n"}, "text")
     git(repo, "commit", "-q", "--allow-empty", "-m", "empty")  # changes no file: kept whatever the globs

@@ -219,9 +219,10 @@ def test_only_syncs_the_chosen_connectors(capsys, monkeypatch, vault, history, d
 
 def test_only_a_connector_that_is_not_configured_is_an_error(capsys, monkeypatch, vault):
     configure(monkeypatch, notes=vault)
-    code, out, err = run(capsys, "sync", "--only", "image")
-    assert code == 1 and out == ""
-    assert err.startswith("error: nothing to sync: no image connector is configured") and "IMAGE_PATH_1" in err
+    for name in ("image", "images"):  # also as the [connectors] table spells it
+        code, out, err = run(capsys, "sync", "--only", name)
+        assert code == 1 and out == ""
+        assert err.startswith("error: nothing to sync: no image connector is configured") and "IMAGE_PATH_1" in err
 
 
 def test_only_rejects_an_unknown_connector(capsys):

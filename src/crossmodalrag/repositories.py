@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from crossmodalrag.connectors import git
+from crossmodalrag.connectors.globs import SYNTAX as GLOB_SYNTAX
 from crossmodalrag.file_moves import known_files
 from crossmodalrag.ingest import Unchanged, remove_sources
 from crossmodalrag.store import Store, documents
@@ -93,7 +94,10 @@ def read_repository(
 def _commit_stamp(include: list[str] | None, exclude: list[str] | None) -> str:
     """What besides its id decides what is stored of a commit, kept as its `file_stamp`: the reader (bump
     git.EXTRACTOR when what it derives changes), the chunker, the diff cap and the globs."""
-    globs = hashlib.sha256(json.dumps([include or [], exclude or []]).encode()).hexdigest()[:16]
+    given: list = [include or [], exclude or []]
+    if any("[" in glob for side in given for glob in side):  # read otherwise before: selected other commits
+        given.append(GLOB_SYNTAX)
+    globs = hashlib.sha256(json.dumps(given).encode()).hexdigest()[:16]
     return f"{git.EXTRACTOR} chunker {documents.CHUNKER_VERSION} cap {git.MAX_FILE_DIFF_CHARS} globs {globs}"
 
 

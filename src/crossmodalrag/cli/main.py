@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--only",
         action="extend",
         nargs="+",
+        type=sync_commands.connector_name,
         choices=sync_commands.CONNECTORS,
         metavar="CONNECTOR",
         help="only these connectors: notes, git, pdf, image, chat (repeatable)",

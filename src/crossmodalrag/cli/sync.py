@@ -27,6 +27,14 @@ if TYPE_CHECKING:
 
 # crossmodalrag.sync.CONNECTORS, without importing ingest for --help
 CONNECTORS = ("notes", "git", "pdf", "image", "chat")
+# The names the [connectors] table spells them with are taken too: `--only chats` was refused.
+CONNECTOR_SPELLINGS = {"images": "image", "chats": "chat", "pdfs": "pdf", "note": "notes"}
+
+
+def connector_name(value: str) -> str:
+    return CONNECTOR_SPELLINGS.get(value.lower(), value.lower())
+
+
 DEBOUNCE_SECONDS = 0.75  # --watch: quiet before a burst of changes is applied
 
 

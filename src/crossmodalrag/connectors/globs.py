@@ -16,6 +16,10 @@ import re
 import unicodedata
 from functools import lru_cache
 
+# In a stored commit's stamp when its globs hold a `[` (repositories._commit_stamp): `[12]` was the two
+# characters before sets were read, so a commit they kept or left out then is looked at again.
+SYNTAX = "sets"
+
 
 @lru_cache(maxsize=256)
 def _compile(pattern: str) -> re.Pattern[str]:
