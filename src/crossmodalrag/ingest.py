@@ -134,11 +134,18 @@ def ingest_documents(
     """Write every changed document; record failures. Returns the uris seen (stored or failed; a
     moved source's old uri too: it has not gone)."""
     seen: set[str] = set()
+    reread = 0
     with store.batched(replayable=True) as batch:  # every unit below goes through batch.run
         for item in items:
+            reread += isinstance(item, Document) and bool(item.metadata.get("_reread"))
             _ingest_one(batch, item, known, report, seen, moves)
             if progress:
                 progress(report)
+    if reread:  # OCR of a screenshot folder takes minutes: say why a run with nothing new took them
+        report.notices.append(
+            f"{counted(reread, 'file')} read again: this version of mem reads such files better"
+            " (once after an upgrade; what reads the same is left as stored)"
+        )
     return seen
 
 
@@ -466,6 +473,8 @@ def _read_changed(
             continue
         for item in _read_each([path], read):
             if stamp and isinstance(item, Document):
+                if known and not known.stamp.endswith(f":{extractor}"):
+                    item.metadata["_reread"] = True  # stored by an older reader (keys with _ are not stored)
                 item.metadata["file_stamp"] = stamp
                 if notes_mode:  # PDFs and images have no private marker: nothing is cut from them
                     sha256 = hash_to_keep(path, sha256, item.withheld_text)
