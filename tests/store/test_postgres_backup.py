@@ -171,7 +171,7 @@ def test_a_role_under_row_level_security_backs_up_what_it_sees_and_says_so(
     assert main(["backup", str(tmp_path / "admin.dump")]) == 0
     said = capsys.readouterr().err
     assert f"note: this backup holds only the rows {team['admin_role']} can see: 0 sources" in said
-    assert "BYPASSRLS" in said
+    assert "BYPASSRLS" in said and "restore with:" not in said  # --force would replace every owner's rows
 
 
 def test_a_failed_dump_names_the_servers_error(postgres_url, monkeypatch, tmp_path, capsys):

@@ -35,14 +35,19 @@ def backup(args: argparse.Namespace) -> int:
     else:
         sys.stderr.write(
             f"backup written to {report.path} ({human_size(report.bytes)}, schema version {report.schema_version})\n"
-            f"checksum in {checksum_path(report.path)}; restore with: mem restore {report.path} --force\n"
         )
         if report.only_rows_of:  # row-level security: the other owners' rows are not in it
             sys.stderr.write(
+                f"checksum in {checksum_path(report.path)}\n"
                 f"note: this backup holds only the rows {report.only_rows_of} can see: "
-                f"{counted(report.sources or 0, 'source')} (restore it into a database of its own: --force would "
-                "replace every owner's rows with these); a backup of the whole shared memory is taken by a "
-                "superuser or a role with BYPASSRLS (docs/scaling.md)\n"
+                f"{counted(report.sources or 0, 'source')}; `mem restore --force` of it would replace every "
+                "owner's rows with these, and pg_restore needs a superuser: restore it into a database of its "
+                "own as one. A backup of the whole shared memory is taken by a superuser or a role with "
+                "BYPASSRLS (docs/scaling.md)\n"
+            )
+        else:
+            sys.stderr.write(
+                f"checksum in {checksum_path(report.path)}; restore with: mem restore {report.path} --force\n"
             )
     return 0
 
