@@ -291,3 +291,24 @@ def test_restoring_an_older_backup_never_hands_out_an_id_the_replaced_memory_gav
         later = remember(store, "An unrelated grocery list", kind="fact")
         assert later.id > max(seen_sources)
         assert min(ids(store.conn, "chunks") - seen_chunks) > max(seen_chunks)
+
+
+def test_a_headingless_note_rolled_back_across_a_rename_keeps_its_id_at_the_next_sync(tmp_path, db_path) -> None:
+    """The repro: a note titled by its file name is found after a rename by its file's size and mtime, but
+    a rollback restores its content without that stamp; the next sync, its file still under the new name,
+    must take it as moved (its text is the stored one), not remove it and add it under a new id."""
+    vault = tmp_path / "vault"
+    write_note(vault, "plain.md", "a headingless note about the walrus parser\n")
+    write_note(vault, "other.md", "# Other\nother note\n")
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        plain_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(vault / "plain.md"),)).fetchone()[0]
+        point = str(versioning.head(store.conn)[0])
+        (vault / "plain.md").rename(vault / "plain2.md")
+        assert ingest_notes(store, [vault]).moved == 1
+        rollback(store, point)
+        report = ingest_notes(store, [vault])
+        assert (report.moved, report.added, report.removed) == (1, 0, 0)
+        assert store.conn.execute("SELECT uri FROM sources WHERE id = ?", (plain_id,)).fetchone()[0] == str(
+            vault / "plain2.md"
+        )
