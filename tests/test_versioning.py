@@ -604,3 +604,21 @@ def test_a_number_no_row_id_can_be_is_a_name_that_names_nothing(store: Store, gi
     assert resolve_source(store.conn, given) == given.removeprefix("mem://source/")  # no OverflowError, no int("²")
     with pytest.raises(CMRAGError, match="no recorded history"):
         source_history(store.conn, given)
+
+
+def test_rollback_never_gives_the_note_now_at_a_path_the_text_of_the_one_there_before(any_store, tmp_path) -> None:
+    """plans.md deleted, a new note written there, a rollback: the newer note's id must not open the older
+    text (SQLite gives the older note its own id back: tests/store/test_ids.py; PostgreSQL a new one)."""
+    vault = tmp_path / "vault"
+    plans = write_note(vault, "plans.md", "# Plans\nWe chose the narwhal scheduler.\n")
+    ingest_notes(any_store, [vault])
+    checkpoint(any_store, "before")
+    plans.unlink()
+    ingest_notes(any_store, [vault])
+    write_note(vault, "plans.md", "# New plans\nsomething else\n")
+    ingest_notes(any_store, [vault])
+    newer_id = any_store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(plans),)).fetchone()[0]
+    rollback(any_store, "before")
+    rows = {row[0]: row[1] for row in any_store.conn.execute("SELECT id, title FROM sources")}
+    assert list(rows.values()) == ["Plans"] and newer_id not in rows
+    assert verify(any_store.conn).ok

@@ -26,13 +26,15 @@ class Moves:
     The stored note may come from any vault, as a PDF may come from any folder (file_moves.py): a vault
     moved and configured under its new path left every note stored twice, the old copies cited.
     A note with no heading is titled by its file name (as Obsidian shows it), so renaming it changes
-    its title: such a note is also found by its file's size and mtime, which a rename keeps."""
+    its title: such a note is also found by its file's size and mtime, which a rename keeps. One with no
+    stamp (a rollback restores a note's content, not its file's stamp) can be found by its text alone."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        # title → [Stored]; (size, mtime) → [Stored] of the notes titled by their file name
+        # title → [Stored]; (size, mtime) → [Stored] of the notes titled by their file name; those with no stamp
         self.by_title: dict[str, list[Stored]] | None = None
         self.named_by_file: dict[tuple[str, ...], list[Stored]] = {}
+        self.named_unstamped: list[Stored] = []
 
     def _stored(self) -> dict[str, list[Stored]]:
         """Read once, when the first new note is met (most syncs meet none)."""
@@ -47,8 +49,12 @@ class Moves:
                     continue
                 stored = Stored(uri, title, locator, digest, stamp)
                 self.by_title.setdefault(title, []).append(stored)
-                if (own := size_and_mtime(stamp)) and _titled_by_file_name(title, uri):
+                if not _titled_by_file_name(title, uri):
+                    continue
+                if own := size_and_mtime(stamp):
                     self.named_by_file.setdefault(tuple(own), []).append(stored)
+                elif not stamp:
+                    self.named_unstamped.append(stored)
         return self.by_title
 
     def origin(self, doc: Document, seen: set[str]) -> str | None:
@@ -56,20 +62,23 @@ class Moves:
         tried first (a rename keeps both, a copy gets a new mtime: of two identical notes, one deleted
         and the other renamed, the renamed one keeps its id), then one of the same file name (of two
         identical notes moved together, each keeps its own). A note titled by its file name may also
-        come from one so titled, of the same size and mtime, under its old name."""
+        come from one so titled, of the same size and mtime, under its old name, or of no stamp at all
+        (its text decides)."""
         from crossmodalrag.store.documents import fingerprint
 
         own = size_and_mtime(doc.metadata.get("file_stamp"))
         stored = self._stored().get(doc.title, [])
-        renamed = self.named_by_file.get(tuple(own), []) if own and _titled_by_file_name(doc.title, doc.uri) else []
-        candidates = [c for c in stored + renamed if c.uri not in seen and not os.path.lexists(c.uri)]
+        by_name = _titled_by_file_name(doc.title, doc.uri)
+        renamed = self.named_by_file.get(tuple(own), []) if own and by_name else []
+        unstamped = self.named_unstamped if by_name else []
+        candidates = [c for c in stored + renamed + unstamped if c.uri not in seen and not os.path.lexists(c.uri)]
         candidates.sort(
             key=lambda c: (own is None or size_and_mtime(c.stamp) != own, Path(c.uri).name != Path(doc.uri).name)
         )
         for candidate in candidates:
             # the same note, read at its old path (under its old name)
             if fingerprint(replace(doc, locator=candidate.locator, title=candidate.title)) == candidate.digest:
-                for found in (stored, renamed):
+                for found in (stored, renamed, unstamped):
                     if candidate in found:
                         found.remove(candidate)
                 return candidate.uri

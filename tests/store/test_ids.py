@@ -16,6 +16,7 @@ from crossmodalrag.store import open_store
 from crossmodalrag.store.migrations import migrate
 from crossmodalrag.store.transfer import copy_memory
 from crossmodalrag.versioning.history import rollback
+from crossmodalrag.versioning.verify import verify
 from tests.conftest import write_note
 
 
@@ -291,3 +292,65 @@ def test_restoring_an_older_backup_never_hands_out_an_id_the_replaced_memory_gav
         later = remember(store, "An unrelated grocery list", kind="fact")
         assert later.id > max(seen_sources)
         assert min(ids(store.conn, "chunks") - seen_chunks) > max(seen_chunks)
+
+
+def test_a_headingless_note_rolled_back_across_a_rename_keeps_its_id_at_the_next_sync(tmp_path, db_path) -> None:
+    """The repro: a note titled by its file name is found after a rename by its file's size and mtime, but
+    a rollback restores its content without that stamp; the next sync, its file still under the new name,
+    must take it as moved (its text is the stored one), not remove it and add it under a new id."""
+    vault = tmp_path / "vault"
+    write_note(vault, "plain.md", "a headingless note about the walrus parser\n")
+    write_note(vault, "other.md", "# Other\nother note\n")
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        plain_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(vault / "plain.md"),)).fetchone()[0]
+        point = str(versioning.head(store.conn)[0])
+        (vault / "plain.md").rename(vault / "plain2.md")
+        assert ingest_notes(store, [vault]).moved == 1
+        rollback(store, point)
+        report = ingest_notes(store, [vault])
+        assert (report.moved, report.added, report.removed) == (1, 0, 0)
+        assert store.conn.execute("SELECT uri FROM sources WHERE id = ?", (plain_id,)).fetchone()[0] == str(
+            vault / "plain2.md"
+        )
+
+
+@pytest.mark.parametrize("leaves", ["deleted", "renamed"])
+def test_a_rollback_never_gives_a_note_the_id_of_the_note_now_at_its_path(tmp_path, db_path, leaves) -> None:
+    """The repro: plans.md deleted (or renamed), a new note written at plans.md, then a rollback to before.
+    The restored Plans must come back under its own id, and the newer note's id must not open Plans' text."""
+    vault = tmp_path / "vault"
+    plans = write_note(vault, "plans.md", "# Plans\nWe chose the narwhal scheduler.\n")
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        plans_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(plans),)).fetchone()[0]
+        point = str(versioning.head(store.conn)[0])
+        plans.unlink() if leaves == "deleted" else plans.rename(vault / "old.md")
+        ingest_notes(store, [vault])
+        write_note(vault, "plans.md", "# New plans\nsomething else\n")
+        ingest_notes(store, [vault])
+        newer_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(plans),)).fetchone()[0]
+        rollback(store, point)
+        rows = dict(store.conn.execute("SELECT id, title FROM sources"))
+        assert rows == {plans_id: "Plans"} and newer_id not in rows
+        assert verify(store.conn).ok
+
+
+def test_a_second_rollback_to_the_same_point_keeps_the_restored_notes_id(tmp_path, db_path) -> None:
+    """A note given back its id by a rollback was inserted since the point, yet it is the same note: a
+    second rollback restores it in place rather than as another source."""
+    vault = tmp_path / "vault"
+    plans = write_note(vault, "plans.md", "# Plans\nWe chose the narwhal scheduler.\n")
+    with open_store(db_path) as store:
+        ingest_notes(store, [vault])
+        plans_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(plans),)).fetchone()[0]
+        point = str(versioning.head(store.conn)[0])
+        plans.unlink()
+        ingest_notes(store, [vault])
+        rollback(store, point)
+        write_note(vault, "plans.md", "# Plans\nWe chose the walrus scheduler.\n")
+        ingest_notes(store, [vault])
+        rollback(store, point)
+        assert dict(store.conn.execute("SELECT id, title FROM sources")) == {plans_id: "Plans"}
+        last = "SELECT op FROM change_log WHERE target = ? ORDER BY seq DESC LIMIT 2"
+        assert [row[0] for row in store.conn.execute(last, (str(plans),))] == ["update", "update"]

@@ -19,6 +19,7 @@ from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import Store
 from crossmodalrag.store.writers import lock_chain, retried_transaction
 from crossmodalrag.versioning.log import KINDS, MOVED_FROM, append, changing, enabled, head, load_state
+from crossmodalrag.versioning.sources import make_way
 
 RECORD_COLUMNS = "seq, at, op, kind, target, actor, content_hash, reason"
 GONE_OPS = ("delete", "forget")
@@ -310,6 +311,8 @@ def _roll_back(conn: sqlite3.Connection, point: str) -> RollbackPlan:
         with changing(conn, kind, target, reason=f"rollback to {point}"):
             _restorer(kind)(conn, target, None)  # type: ignore[misc]
     for kind, target in plan.restore:
+        if kind == "source":  # the source there now may be another one than the source there then
+            make_way(conn, target, plan.seq, reason=f"rollback to {point}")
         with changing(conn, kind, target, reason=f"rollback to {point}"):
             _restorer(kind)(conn, target, load_state(conn, then[(kind, target)]))  # type: ignore[misc]
     return plan

@@ -112,6 +112,40 @@ def restore_source(conn: sqlite3.Connection, uri: str, state: State | None) -> N
         restore_memory_row(conn, source_id, state)
 
 
+def make_way(conn: sqlite3.Connection, uri: str, since: int, reason: str) -> None:
+    """Before a rollback restores `uri` to its state at seq `since`: when the source there now is another
+    one, which took the uri after the one there then left (deleted, or moved away), remove it (logged, its
+    id retired), so the earlier one comes back as itself, under its former id (SQLite). Updated in place,
+    the newer source's id would open the older text, and the older one's id nothing."""
+    former = _former_id_if_taken(conn, uri, since)
+    if former is None:
+        return
+    with changing(conn, "source", uri, reason):
+        restore_source(conn, uri, None)
+    if former:  # the delete trigger just recorded the newer id there: the restore must take the former one
+        conn.execute("INSERT OR REPLACE INTO deleted_source_ids (uri, id) VALUES (?, ?)", (uri, former))
+
+
+def _former_id_if_taken(conn: sqlite3.Connection, uri: str, since: int) -> int | None:
+    """None when the source at `uri` now is the one there at seq `since` (no source was inserted there
+    since: every write since updated it). Else the id the earlier one left behind (SQLite), or 0 for a new
+    one (PostgreSQL, which keeps none). A source inserted since without a former id left behind is the
+    earlier one itself, given back its id by an earlier rollback (which took the record): it stays."""
+    taken = conn.execute(
+        "SELECT 1 FROM change_log WHERE kind = 'source' AND target = ? AND op = 'insert' AND seq > ? LIMIT 1",
+        (uri, since),
+    ).fetchone()
+    if not taken:
+        return None
+    if fts.on_postgres(conn):
+        return 0
+    row = conn.execute(
+        "SELECT id FROM deleted_source_ids d WHERE uri = ? AND NOT EXISTS (SELECT 1 FROM sources WHERE id = d.id)",
+        (uri,),
+    ).fetchone()
+    return row[0] if row else None
+
+
 def _former_id(conn: sqlite3.Connection, uri: str) -> int:
     """The id a source deleted from `uri` (or moved away from it) had, when no row holds it (on SQLite
     none can: ids are never handed out twice), so that its citations open it again; else a new one.
