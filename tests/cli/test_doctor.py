@@ -225,3 +225,21 @@ def test_an_ask_over_a_damaged_text_index_points_to_the_rebuild_that_loses_nothi
     assert main(["ask", "alpha", "--no-llm"]) == 1
     error = capsys.readouterr().err.splitlines()[-1]
     assert error.startswith("error: the database is damaged") and "`mem init-db --rebuild-index`" in error
+
+
+def test_on_a_terminal_doctor_says_which_long_check_it_is_in_then_clears_the_line(tmp_path, db_path, monkeypatch):
+    """At 335k chunks its two integrity checks ran 20-29 s without a word."""
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    write_note(tmp_path / "vault", "a.md", "# A\nalpha beta")
+    assert main(["ingest-notes", str(tmp_path / "vault")]) == 0
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    main(["doctor"])
+    shown = terminal.getvalue()
+    assert "doctor: checking the database file (" in shown and "doctor: checking the text index (1 chunk)" in shown
+    assert shown.endswith("\r\033[K")  # cleared before the report

@@ -487,9 +487,14 @@ def _model_listing(settings: Settings) -> dict:
 
 
 def doctor(args: argparse.Namespace) -> int:
+    from crossmodalrag.cli.progress import StageLine
     from crossmodalrag.doctor import diagnose
 
-    report = diagnose(_settings(args))
+    stage = StageLine("doctor")
+    try:
+        report = diagnose(_settings(args), stage)
+    finally:
+        stage.finish()
     if args.json:
         print_json(report.to_dict())
     else:
