@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from crossmodalrag.answer.evidence import open_retriever
+from crossmodalrag.cli.render import explain_line
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.forget import find_sources, forget_sources
 from crossmodalrag.index import embed as embed_module
@@ -411,3 +412,5 @@ def test_a_note_holding_the_exact_code_asked_for_outranks_notes_holding_none_of_
     assert [Path(h.source_uri).stem for h in found.hits][0] == "ticket"
     assert found.hits[0].components["exact_floor"] > 0 and found.hits[0].score > found.hits[1].score
     assert found.coverage == 1.0 and not is_weak(found, options)
+    # --explain says why the score is above its blend
+    assert "raised above the chunks holding none" in explain_line(found.hits[0], options.weights(hybrid=True))
