@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from crossmodalrag.answer.evidence import open_retriever
+from crossmodalrag.cli.render import explain_line
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.forget import find_sources, forget_sources
 from crossmodalrag.index import embed as embed_module
@@ -386,3 +387,30 @@ def test_vectors_of_an_installed_model_not_selected_name_the_setting_that_select
     notice = semantic_module.open_semantic(memory, Settings(db_path=db_path)).notice
     assert "made by multilingual-e5-small" in notice and "set CMRAG_EMBED_MODEL=multilingual-e5-small" in notice
     assert "reindex-embeddings" not in notice
+
+
+def test_a_note_holding_the_exact_code_asked_for_outranks_notes_holding_none_of_it(store, db_path):
+    """The model reads an identifier as look-alike codes and unrelated words (here: the code hashes
+    with "release"): notes holding no word of the question were closer in meaning than the one note
+    holding it, ranked above it and pushed it out of the top 2, and the gate refused for want of
+    its words. The best word match holding every word of the question ranks above them."""
+    embedder = HashingEmbedder(synonyms={"zq4471x": "release"})
+    add_docs(
+        store,
+        note(
+            "ticket",
+            "# Ticket\nThe crash in the importer, seen twice on Monday by the night shift while it loaded"
+            " the big archive, is logged as zq4471x; a fix is pending review by the parser team.",
+        ),
+        note("plan", "# Plan\nrelease release notes for the release"),
+        note("draft", "# Draft\nrelease checklist and release date"),
+        *(note(name, f"# {name}\n{text}") for name, text in FILLER.items()),
+    )
+    embed_missing(store, embedder)
+    options = SearchOptions(top_k=2, rocchio_hits=0, min_similarity_floor=0.99)
+    found = search(store, "zq4471x", options, semantic(store, embedder, db_path))
+    assert [Path(h.source_uri).stem for h in found.hits][0] == "ticket"
+    assert found.hits[0].components["exact_floor"] > 0 and found.hits[0].score > found.hits[1].score
+    assert found.coverage == 1.0 and not is_weak(found, options)
+    # --explain says why the score is above its blend
+    assert "raised above the chunks holding none" in explain_line(found.hits[0], options.weights(hybrid=True))

@@ -39,6 +39,8 @@ def explain_line(hit: Hit, weights: dict[str, float]) -> str:
         side += f", ×{hit.components['date_factor']:.2f} for the date the question names"
     if "repeat_factor" in hit.components:
         side += f", ×{hit.components['repeat_factor']:.2f} after its source's better chunks"
+    if "exact_floor" in hit.components:
+        side += ", holds every word of the question: raised above the chunks holding none"
     return f"     score = {parts} → {hit.score:.3f}   ({raw}{side})"
 
 

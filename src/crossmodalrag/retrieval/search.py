@@ -34,7 +34,7 @@ from crossmodalrag.retrieval.coverage import (
 from crossmodalrag.retrieval.dates import asked_window, named_spans, read_times
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.filters import CHUNK_TIME, filter_clause, is_filtered, nearest_passing
-from crossmodalrag.retrieval.gate import is_weak
+from crossmodalrag.retrieval.gate import FULL_COVERAGE, is_weak
 from crossmodalrag.retrieval.languages import different_languages, different_scripts
 from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
@@ -159,6 +159,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     model = semantic.embedder.identity.name if semantic is not None else None
     dated = named_spans(query, times)
     known = PoolRows(conn, pool, weights, semantic, options)
+    known.exact_match = _best_match_holding_every_term(conn, terms, analyzed, weights, known, lexical)
     hits = _ranked(known, lexical, asked, asked, options, model, dated)
     if semantic is not None and (shifted := _shifted_query(known, vector, hits, options)) is not None:
         # The same candidates, ranked by the question moved toward its best hits.
@@ -283,11 +284,25 @@ def _shifted_query(
 def _coverage(conn, terms, analyzed, weights, hits: list[Hit]) -> tuple[float, int]:
     """(the best idf-weighted share of the query's terms a hit holds, its matched terms). The gate
     needs the best-covering hit near the top; scanning past ten adds cost, not signal."""
+    return _coverage_of_texts(conn, terms, analyzed, weights, [h.text for h in hits[:COVERAGE_DEPTH]])
+
+
+def _coverage_of_texts(conn, terms, analyzed, weights, texts: list[str]) -> tuple[float, int]:
     needed = coverage_weights(terms, analyzed, weights)
-    texts = [h.text for h in hits[:COVERAGE_DEPTH]]
     alternatives = stem_alternatives(conn, terms, analyzed)
     found = matches(conn, texts, needed, prefix_tokens(terms, analyzed), alternatives, exact_forms(terms, analyzed))
     return best_coverage(found, needed)
+
+
+def _best_match_holding_every_term(conn, terms, analyzed, weights, known: "PoolRows", lexical) -> int | None:
+    """The candidate with the best BM25 when it holds every term of the query (as the gate counts
+    them: `_coverage`), else None. Only the best one is read: a query matched in full is
+    matched best there, and one passage read keeps the check cheap on every question."""
+    best = max((c for c in lexical if c in known.rows and lexical[c] > 0), key=lambda c: (lexical[c], -c), default=None)
+    if best is None:
+        return None
+    coverage, _ = _coverage_of_texts(conn, terms, analyzed, weights, [known.rows[best]["text"]])
+    return best if coverage >= FULL_COVERAGE else None
 
 
 def coverage_of(store: Store, query: str, hits: list[Hit]) -> tuple[float, int]:
