@@ -587,6 +587,16 @@ def test_a_link_to_a_note_of_the_same_vault_is_not_stored_twice(store: Store, va
     assert str(vault / "alias.md") not in uris and {str(vault / "alpha.md"), str(vault / "shared.md")} <= uris
 
 
+def test_a_link_to_a_note_of_the_vault_that_is_gone_fails_as_one_out_of_it_does(store: Store, vault: Path) -> None:
+    """A relative link to a deleted note was skipped without a word; an absolute one out of the vault failed."""
+    (vault / "broken.md").symlink_to("nonexistent.md")
+    report = ingest_notes(store, [vault])
+    assert report.failures == [
+        f"{vault / 'broken.md'}: cannot read (No such file or directory) (hint: a link to a file that is gone:"
+        " fix or remove the link)"
+    ]
+
+
 def test_a_linked_folder_is_not_followed_and_the_ingest_says_so(store: Store, vault: Path, tmp_path: Path) -> None:
     write_note(tmp_path / "elsewhere", "e.md", "# E\n\nElsewhere.\n")
     (vault / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)

@@ -72,11 +72,13 @@ def find_notes(
 
 def _links_within(path: Path, root: Path) -> bool:
     """A symbolic link to a note of the same vault: that note is read as itself. Read through the
-    link too, it was stored twice, and forgetting the note left its text searchable under the link."""
+    link too, it was stored twice, and forgetting the note left its text searchable under the link.
+    A link to a note that is gone is read, and fails as a link out of the vault to one does."""
     if not path.is_symlink():
         return False
     try:
-        return path.resolve().is_relative_to(root.resolve())
+        target = path.resolve()
+        return target.exists() and target.is_relative_to(root.resolve())
     except (OSError, RuntimeError):  # a loop: reading it reports that
         return False
 
