@@ -254,6 +254,8 @@ def test_malformed_yaml_frontmatter_does_not_raise(vault: Path) -> None:
     [
         ("Meeting with Bob about the giraffe budget", "giraffe budget"),
         ("- call the hyena vet\n- buy milk", "hyena vet"),
+        # a sentence with a colon is no property named by its first words
+        ("Note to self: call the vet about the vaccine for Biscuit.", "vaccine for Biscuit"),
     ],
 )
 def test_prose_or_a_list_between_opening_rules_is_the_notes_text_not_frontmatter(

@@ -31,6 +31,9 @@ NOT_SETEXT_TEXT = re.compile(r"\s*\Z|[ \t]{4}|[ \t]{0,3}(?:[-*+>|<]|\d{1,9}[.)]|
 # Headings and the title are repeated in every chunk's breadcrumb, locator and metadata: a 10 MB
 # heading line would otherwise be copied into each of the ~8,000 chunks of the body under it.
 MAX_HEADING_CHARS = 200
+# A property name of this many words is the start of a sentence ("This is a thought about gardening:"):
+# properties are named in one or two ("tags", "date created").
+PROSE_KEY_WORDS = 3
 DATE_LINE = re.compile(r"\A\s*Date:([^\n]*)(?:\n|\Z)", re.I)  # stripped in Python: no backtracking
 FENCE_LINE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*", re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
@@ -58,6 +61,8 @@ def _opens_a_mapping(block: str) -> bool:
             continue
         if stripped.startswith(("- ", "[")) or stripped == "-":
             return False
+        if len(stripped.split(":", 1)[0].split()) >= PROSE_KEY_WORDS:
+            return False  # "Note to self: call the vet" is a sentence, not a property named "Note to self"
         return stripped.startswith(("{", "? ")) or ": " in stripped or ":\t" in stripped or stripped.endswith(":")
     return True
 
