@@ -53,6 +53,14 @@ def test_json_lines_are_exactly_what_mem_ask_json_prints(capsys, monkeypatch, va
         assert without_timing(from_chat) == without_timing(from_ask)
 
 
+def test_a_question_over_the_limit_is_refused_and_the_session_goes_on(capsys, monkeypatch, vault):
+    """`mem ask`, the API and MCP refuse a question over 2,000 characters; chat took any length (the
+    line is stripped: 2,399)."""
+    code, out, err = chat(capsys, monkeypatch, ["why " * 600, QUESTIONS[0]], "--no-llm", "--json")
+    assert code == 0 and len(out.splitlines()) == 1
+    assert "error: the question is 2,399 characters long: at most 2,000 are taken" in err
+
+
 def test_a_line_with_bytes_that_are_not_utf8_is_asked_with_them_replaced(capsys, monkeypatch, vault):
     """A pipe decodes them as lone surrogates, which ended the whole session (an embedder's tokenizer
     rejects them); the question is asked with them replaced, and the next one too."""

@@ -356,6 +356,9 @@ def test_an_empty_question_or_an_empty_date_window_is_an_error(capsys, vault):
     assert code == 1 and err.startswith("error: the question is empty")
     code, _, err = run(capsys, "ask", "parser", "--no-llm", "--after", "2025-06-01", "--before", "2025-01-01")
     assert code == 1 and "--after=2025-06-01 is not earlier than --before=2025-01-01" in err and err.count("\n") == 1
+    assert "swap them" in err
+    code, _, err = run(capsys, "ask", "parser", "--no-llm", "--after", "2025-06-01", "--before", "2025-06-01")
+    assert code == 1 and "(hint: --before is excluded: for that one day give --before the day after)" in err
 
 
 @pytest.mark.parametrize("option", ["--after", "--before"])

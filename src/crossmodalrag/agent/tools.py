@@ -64,9 +64,12 @@ def parse_window(
     start, end = parse_when(after, names[0]), parse_when(before, names[1])
     if start is not None and end is not None and start >= end:
         # "name=value": the argument names are "after"/"before" themselves, which read as doubled words
-        raise InvalidArgument(
-            f"{names[0]}={after} is not earlier than {names[1]}={before}", "swap them: nothing can be both"
+        hint = (
+            f"{names[1]} is excluded: for that one day give {names[1]} the day after"
+            if start == end
+            else "swap them: nothing can be both"
         )
+        raise InvalidArgument(f"{names[0]}={after} is not earlier than {names[1]}={before}", hint)
     return start, end
 
 

@@ -16,7 +16,12 @@ from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 
-from crossmodalrag.answer.evidence import ask_without_llm, render_evidence_answer, with_retriever_notices
+from crossmodalrag.answer.evidence import (
+    ask_without_llm,
+    render_evidence_answer,
+    require_question,
+    with_retriever_notices,
+)
 from crossmodalrag.cli.commands import (
     TextStream,
     _open,
@@ -77,6 +82,7 @@ def chat(args: argparse.Namespace) -> int:
             asked, carried = with_previous_topic(question, topic)
             topic = asked
             try:
+                require_question(question)  # the limit `mem ask`, the API and MCP keep
                 try:
                     last = _answer(retriever, asked, settings, llm, stream)
                 except KeyboardInterrupt:  # Ctrl-C abandons this answer, not the session and its loaded model
