@@ -41,6 +41,16 @@ from crossmodalrag.wording import counted
 
 PURGING_TEXT_INDEX = "purging the forgotten words from the text index (it is rewritten whole)"
 WIPING_FREE_SPACE = "wiping the freed space from the database files"
+
+
+def erasing_versions(sources: int) -> str:
+    return f"erasing the stored versions of {counted(sources, 'source')}"
+
+
+def deleting_rows(chunks: int) -> str:
+    return f"deleting {counted(chunks, 'chunk')}, their vectors and what was derived from them"
+
+
 # A checkpoint waits for readers through the busy handler; readers here are short queries, so a
 # reader still there after this long is a session (a server, `sync --watch`) that will not end soon.
 WIPE_WAIT_SECONDS = 5.0
@@ -231,7 +241,7 @@ def forget_sources(
     if store.backend == "postgresql":
         from crossmodalrag.store.postgres import erase
 
-        return erase.forget_sources(store, sources, vacuum)
+        return erase.forget_sources(store, sources, vacuum, stage)
     report = ForgetReport(sources=list(sources))
     conn = store.conn
     secure_before = conn.execute("PRAGMA secure_delete").fetchone()[0]
@@ -242,7 +252,7 @@ def forget_sources(
             conn.execute("DELETE FROM temp.forget_ids")
             live = [(s.id,) for s in sources if s.id is not None]
             conn.executemany("INSERT OR IGNORE INTO temp.forget_ids VALUES (?)", live)
-            stage(f"erasing the stored versions of {counted(len(sources), 'source')}")
+            stage(erasing_versions(len(sources)))
             for source in sources:  # the change log's copies of the text go too, leaving tombstones
                 versioning.forgotten(conn, "source", source.uri, "mem forget")
             chunk_ids = "SELECT id FROM chunks WHERE source_id IN (SELECT id FROM temp.forget_ids)"
@@ -250,7 +260,7 @@ def forget_sources(
                 f"SELECT COUNT(*) FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})"
             ).fetchone()[0]
             report.chunks = conn.execute(f"SELECT COUNT(*) FROM ({chunk_ids})").fetchone()[0]
-            stage(f"deleting {counted(report.chunks, 'chunk')}, their vectors and what was derived from them")
+            stage(deleting_rows(report.chunks))
             conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})")
             keep_updates_linked(conn, [row[0] for row in live])
             conn.execute("DELETE FROM chunks WHERE source_id IN (SELECT id FROM temp.forget_ids)")  # FTS: trigger

@@ -199,8 +199,12 @@ def test_hybrid_retrieval_with_vectors(any_store, db_path):
 def test_forget_erases_rows_tokens_and_vectors(any_store):
     add_docs(any_store, *NOTES)
     embed_missing(any_store, HashingEmbedder())
-    report = forget_sources(any_store, find_sources(any_store, uri="/vault/parser.md"), vacuum=True)
+    stages = []
+    report = forget_sources(
+        any_store, find_sources(any_store, uri="/vault/parser.md"), vacuum=True, stage=stages.append
+    )
     assert report.sources[0].uri == "/vault/parser.md" and report.chunks >= 1 and report.vectors >= 1
+    assert stages[0] == "erasing the stored versions of 1 source" and stages[-1].startswith("wiping the freed space")
     assert report.vacuumed
     assert search(any_store, "backtracking", SearchOptions()).hits == []
     assert any_store.conn.execute("SELECT COUNT(*) FROM chunks WHERE text LIKE '%backtracking%'").fetchone()[0] == 0

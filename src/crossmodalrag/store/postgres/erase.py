@@ -37,11 +37,15 @@ TEXT_TABLES = (
 )
 
 
-def forget_sources(store, sources, vacuum: bool = False):
+def forget_sources(store, sources, vacuum: bool = False, stage=lambda _: None):
     """Delete the sources and everything derived from them in one transaction (only rows this client
-    may see: row-level security applies to DELETE too). Raises StoreError if vacuum cannot run."""
+    may see: row-level security applies to DELETE too); `stage` hears each long step as it starts, as
+    on SQLite. Raises StoreError if vacuum cannot run."""
     from crossmodalrag.forget import (
+        WIPING_FREE_SPACE,
         ForgetReport,
+        deleting_rows,
+        erasing_versions,
         _eval_queries_naming,
         existing_backups,
         first_stored,
@@ -57,12 +61,14 @@ def forget_sources(store, sources, vacuum: bool = False):
         with store.transaction() as conn:
             for uri in sorted({s.uri for s in sources}):  # a writer of one of them finishes first
                 lock_source(conn, uri)
+            stage(erasing_versions(len(sources)))
             for source in sources:  # the change log's copies of the text go too, leaving tombstones
                 versioning.forgotten(conn, "source", source.uri, "mem forget")
             report.vectors = conn.execute(
                 f"SELECT COUNT(*) FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})", (ids,)
             ).fetchone()[0]
             report.chunks = conn.execute(f"SELECT COUNT(*) FROM ({chunk_ids}) AS gone", (ids,)).fetchone()[0]
+            stage(deleting_rows(report.chunks))
             conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})", (ids,))
             # Their usage rows ("chunk:<id>"; on SQLite a trigger, migration 9)
             conn.execute(
@@ -79,6 +85,7 @@ def forget_sources(store, sources, vacuum: bool = False):
     report.backups = existing_backups(store, first_stored(store, [s.uri for s in sources]))
     report.unfinished_copies = unfinished_copies(store)
     if vacuum:
+        stage(WIPING_FREE_SPACE)
         wipe_free_space(store, just_forgotten=True)
         report.vacuumed = True
     return report
