@@ -868,6 +868,10 @@ def test_a_pattern_selecting_none_of_a_repositorys_commits_removes_nothing(store
     assert "select none of its commits" in failure and "nothing was removed" in failure
 
 
+def shallow_clone(origin: Path, to: Path) -> None:
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{origin}", str(to)], check=True)
+
+
 @pytest.mark.integration
 def test_a_shallow_clones_oldest_commit_keeps_its_message_and_the_ingest_says_why(
     store: Store, repo: Path, tmp_path: Path
@@ -876,7 +880,7 @@ def test_a_shallow_clones_oldest_commit_keeps_its_message_and_the_ingest_says_wh
     commit_files(repo, {"a.txt": "hello\nfeaturemarker\n"}, "second")
     commit_files(repo, {"b.txt": "b\n"}, "third")
     clone = tmp_path / "shallow"
-    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(clone)], check=True)
+    shallow_clone(repo, clone)
     report = ingest_git(store, [clone])
     [notice] = report.notices
     assert "a shallow clone" in notice and "git fetch --unshallow" in notice
@@ -903,10 +907,6 @@ def test_an_ingest_asks_git_for_the_patches_of_new_commits_only(
     # other globs store other diffs: what was stored under the old ones is read again
     report = ingest_git(store, [repo], include=["a.txt"])
     assert (report.updated, report.removed, asked[-1]) == (0, 1, [second, first])
-
-
-def shallow_clone(origin: Path, to: Path) -> None:
-    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{origin}", str(to)], check=True)
 
 
 @pytest.mark.integration

@@ -9,6 +9,7 @@ import re
 from crossmodalrag.answer.prompt import judge_excerpt
 from crossmodalrag.answer.subjects import speaker
 from crossmodalrag.index.scripts import CJK_CHAR
+from crossmodalrag.retrieval.snippets import KEY_LETTERS  # "rotates" and "rotation": one key
 from crossmodalrag.retrieval.stopwords import stopwords_for
 from crossmodalrag.types import Evidence
 
@@ -114,9 +115,6 @@ def unrelated_excerpts(claim: str, question: str, items: list[Evidence]) -> list
         return []  # a count ("2" to "how many …?") is in no excerpt: counted across them
     unrelated = [item for item in items if not own & _keys(f"{item.hit.title} {body_of(item)}")]
     return unrelated if len(unrelated) < len(items) else []
-
-
-KEY_LETTERS = 5  # retrieval/snippets.py's: "rotates" and "rotation" are one word
 
 
 def _keys(text: str) -> set[str]:

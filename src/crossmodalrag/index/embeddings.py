@@ -71,32 +71,32 @@ def has_unembedded(store: Store) -> bool:
     ).fetchone()[0]
 
 
+def registered_model(store: Store, identity: ModelIdentity) -> int | None:
+    """The id of this model identity in `embedding_models`, or None while no vector was stored for it."""
+    row = store.conn.execute(
+        "SELECT id FROM embedding_models WHERE name = ? AND sha256 = ? AND dim = ?",
+        (identity.name, identity.sha256, identity.dim),
+    ).fetchone()
+    return row[0] if row else None
+
+
 def model_row(store: Store, identity: ModelIdentity) -> int:
     """The id of this model identity in `embedding_models`, registering it on first use."""
     key = (identity.name, identity.sha256, identity.dim)
-    row = store.conn.execute(
-        "SELECT id FROM embedding_models WHERE name = ? AND sha256 = ? AND dim = ?", key
-    ).fetchone()
-    if row:
-        return row[0]
+    if (known := registered_model(store, identity)) is not None:
+        return known
     with store.transaction() as conn:
         conn.execute(
             "INSERT OR IGNORE INTO embedding_models (name, sha256, dim, max_tokens, created_at) VALUES (?, ?, ?, ?, ?)",
             (*key, identity.max_tokens, time.time()),
         )
-    return store.conn.execute(
-        "SELECT id FROM embedding_models WHERE name = ? AND sha256 = ? AND dim = ?", key
-    ).fetchone()[0]
+    return registered_model(store, identity)
 
 
 def vector_status(store: Store, identity: ModelIdentity) -> dict[str, int]:
     """Chunks in memory, chunks with vectors for this model, and vectors stored for other models."""
     conn = store.conn
-    row = conn.execute(
-        "SELECT id FROM embedding_models WHERE name = ? AND sha256 = ? AND dim = ?",
-        (identity.name, identity.sha256, identity.dim),
-    ).fetchone()
-    model_id = row[0] if row else -1
+    model_id = registered_model(store, identity) or -1
     total = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
     covered = conn.execute(
         "SELECT COUNT(DISTINCT chunk_id) FROM chunk_vectors WHERE model_id = ?", (model_id,)
@@ -165,13 +165,10 @@ def load_vectors(store: Store, identity: ModelIdentity):
     """(piece row ids, chunk id of each row, float32 matrix) of the model's stored vectors."""
     import numpy as np
 
-    row = store.conn.execute(
-        "SELECT id FROM embedding_models WHERE name = ? AND sha256 = ? AND dim = ?",
-        (identity.name, identity.sha256, identity.dim),
-    ).fetchone()
-    if row is None:
+    model_id = registered_model(store, identity)
+    if model_id is None:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty((0, identity.dim), np.float32)
-    return _read_rows(store, row[0], identity.dim)
+    return _read_rows(store, model_id, identity.dim)
 
 
 def _read_rows(store: Store, model_id: int, dim: int, after: int = 0):
@@ -283,10 +280,7 @@ def _updated_copy(store: Store, identity: ModelIdentity, root: Path, stamp: str)
         ids, chunks, matrix = _load_copy(folder)
     except (OSError, ValueError, IndexError):
         return None
-    (model_id,) = store.conn.execute(
-        "SELECT id FROM embedding_models WHERE name = ? AND sha256 = ? AND dim = ?",
-        (identity.name, identity.sha256, identity.dim),
-    ).fetchone() or (None,)
+    model_id = registered_model(store, identity)
     if model_id is None or matrix.shape[1:] != (identity.dim,):
         return None
     query = "SELECT id FROM chunk_vectors WHERE model_id = ? AND id <= ?"

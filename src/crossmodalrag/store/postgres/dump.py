@@ -119,9 +119,6 @@ def restore_postgres(settings: Settings, source: Path, force: bool = False) -> d
             "bytes": size, "schema_version": version, "sources": sources, "verify": verified}  # fmt: skip
 
 
-ID_TABLES = ("sources", "chunks")
-
-
 def _target(settings: Settings, dest: str | Path | None, suffix: str) -> Path:
     chosen = backups_dir(settings.db_path) if dest is None else Path(dest).expanduser()
     if names_a_folder(dest, chosen):

@@ -44,9 +44,9 @@ def forget_sources(store, sources, vacuum: bool = False, stage=lambda _: None):
     from crossmodalrag.forget import (
         WIPING_FREE_SPACE,
         ForgetReport,
+        _eval_queries_naming,
         deleting_rows,
         erasing_versions,
-        _eval_queries_naming,
         existing_backups,
         first_stored,
         still_on_disk,
