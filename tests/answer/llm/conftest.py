@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
@@ -294,7 +295,7 @@ def stub() -> Iterator[StubServer]:
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The backoff and Retry-After waits of the HTTP layer, recorded instead of slept."""
     recorded: list[float] = []
-    monkeypatch.setattr(http_module, "time", SimpleNamespace(sleep=recorded.append))
+    monkeypatch.setattr(http_module, "time", SimpleNamespace(sleep=recorded.append, monotonic=time.monotonic))
     return recorded
 
 
@@ -304,9 +305,9 @@ def connects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     attempts: list[str] = []
     real = Endpoint._connect
 
-    def counting(self: Endpoint, path: str):
+    def counting(self: Endpoint, path: str, deadline: float | None):
         attempts.append(path)
-        return real(self, path)
+        return real(self, path, deadline)
 
     monkeypatch.setattr(Endpoint, "_connect", counting)
     return attempts

@@ -6,12 +6,13 @@ import gc
 import http.client
 import socket
 import threading
+import time
 import warnings
 
 import pytest
 
 from crossmodalrag.answer.llm import http as http_module
-from crossmodalrag.answer.llm.base import LLMError, LLMUnavailable
+from crossmodalrag.answer.llm.base import LLMError, LLMOutOfTime, LLMUnavailable
 from crossmodalrag.answer.llm.http import MAX_ATTEMPTS, Endpoint, check_url
 from crossmodalrag.errors import ConfigError
 from tests.answer.llm.conftest import (
@@ -245,6 +246,27 @@ def test_no_answer_within_the_read_timeout_is_not_retried(stub: StubServer, slee
     assert len(stub.requests) == 1 and sleeps == []
     assert "0.3 s" in caught.value.message
     assert "CMRAG_LLM_TIMEOUT" in caught.value.hint
+
+
+def test_the_callers_deadline_cuts_the_wait_for_a_first_byte(stub: StubServer, sleeps):
+    """build-memory's --max-minutes: a server still reading a long prompt must not hold the run for
+    the whole read timeout (CMRAG_LLM_TIMEOUT, minutes) past its budget."""
+    stub.on("POST", "/api/chat", reply_hang())
+    deadline = time.monotonic() + 0.3
+    with pytest.raises(LLMOutOfTime) as caught:
+        list(endpoint(stub.url, read_timeout=HANG_SECONDS).stream_lines("/api/chat", {}, deadline))
+    assert "--max-minutes" in caught.value.hint
+    assert len(stub.requests) == 1 and sleeps == []
+
+
+def test_a_stream_stalled_past_the_callers_deadline_is_out_of_time(stub: StubServer, sleeps):
+    stub.on("POST", "/api/chat", reply_stream(['{"first": true}\n'], "application/x-ndjson", then="hang"))
+    received = []
+    with pytest.raises(LLMOutOfTime):
+        lines = endpoint(stub.url, read_timeout=HANG_SECONDS).stream_lines("/api/chat", {}, time.monotonic() + 0.3)
+        for line in lines:
+            received.append(line)
+    assert received == ['{"first": true}']
 
 
 # Streams -------------------------------------------------------------------------------------------

@@ -10,10 +10,12 @@ with `{"error": …}`, and a failure mid-generation is a line `{"error": …}`.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from crossmodalrag.answer.llm import load_llm
-from crossmodalrag.answer.llm.base import Generation, LLMError, LLMUnavailable
+from crossmodalrag.answer.llm.base import Generation, LLMError, LLMOutOfTime, LLMUnavailable
 from crossmodalrag.answer.llm.http import Endpoint
 from crossmodalrag.answer.llm.ollama import OllamaLLM
 from crossmodalrag.config import Settings, load_settings
@@ -22,6 +24,7 @@ from tests.answer.llm.conftest import (
     StubServer,
     ndjson,
     ollama_chat_events,
+    reply_hang,
     reply_json,
     reply_stream,
     serve_ollama,
@@ -184,3 +187,10 @@ def test_check_fails_when_the_configured_model_is_missing(ollama: StubServer):
 def test_check_on_a_stopped_server_is_unavailable(closed_url: str, sleeps):
     with pytest.raises(LLMUnavailable):
         make(closed_url).check()
+
+
+def test_a_server_silent_past_the_generations_deadline_is_out_of_time(stub: StubServer):
+    """build-memory's --max-minutes reaches the HTTP wait, not only the gaps between pieces."""
+    stub.on("POST", "/api/chat", reply_hang())
+    with pytest.raises(LLMOutOfTime):
+        list(make(stub.url).stream(MESSAGES, Generation(max_tokens=8, deadline=time.monotonic() + 0.3)))

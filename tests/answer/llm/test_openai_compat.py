@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from crossmodalrag.answer.llm import load_llm
-from crossmodalrag.answer.llm.base import Generation, LLMError, LLMUnavailable
+from crossmodalrag.answer.llm.base import Generation, LLMError, LLMOutOfTime, LLMUnavailable
 from crossmodalrag.answer.llm.http import Endpoint
 from crossmodalrag.answer.llm.openai_compat import OpenAICompatLLM, api_base
 from crossmodalrag.config import Settings, load_settings
@@ -15,6 +17,7 @@ from tests.answer.llm.conftest import (
     OPENAI_MODEL,
     StubServer,
     openai_chunk,
+    reply_hang,
     reply_json,
     reply_stream,
     serve_openai,
@@ -235,3 +238,10 @@ def test_a_stopped_server_is_unavailable(closed_url: str, sleeps):
         make(closed_url).check()
     with pytest.raises(LLMUnavailable):
         next(make(closed_url).stream(MESSAGES, Generation()))
+
+
+def test_a_server_silent_past_the_generations_deadline_is_out_of_time(stub: StubServer):
+    """build-memory's --max-minutes reaches the HTTP wait, not only the gaps between pieces."""
+    stub.on("POST", "/v1/chat/completions", reply_hang())
+    with pytest.raises(LLMOutOfTime):
+        list(make(stub.url).stream(MESSAGES, Generation(max_tokens=8, deadline=time.monotonic() + 0.3)))

@@ -33,7 +33,8 @@ class Generation:
     # (llama.cpp, Ollama's `format`, OpenAI-compatible `response_format`); callers still validate.
     json_schema: dict | None = None
     # time.monotonic() by which the call must end (build-memory's --max-minutes), else LLMOutOfTime:
-    # llama.cpp in process stops mid-computation; a reader of any stream stops between its pieces.
+    # llama.cpp in process stops mid-computation; a model server's wait for its first byte and each
+    # later one is cut at it; a reader of any stream stops between its pieces.
     deadline: float | None = None
 
 

@@ -14,7 +14,7 @@ import time
 from typing import Iterator
 from urllib.parse import urlsplit
 
-from crossmodalrag.answer.llm.base import LLMError, LLMUnavailable
+from crossmodalrag.answer.llm.base import LLMError, LLMOutOfTime, LLMUnavailable
 from crossmodalrag.errors import ConfigError
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
@@ -73,20 +73,37 @@ class Endpoint:
         self.headers = headers
         self.attempts = attempts
 
-    def _connect(self, path: str) -> tuple[http.client.HTTPConnection, str]:
+    def _connect(self, path: str, deadline: float | None) -> tuple[http.client.HTTPConnection, str]:
         parts = urlsplit(self.base_url + path)
         kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         port = parts.port or (443 if parts.scheme == "https" else 80)  # http.client misreads "::1" without one
         conn = kind(parts.hostname, port, timeout=self.connect_timeout)
         conn.connect()
-        conn.sock.settimeout(self.read_timeout)  # connected: now allow for a slow generation
+        conn.sock.settimeout(self._read_wait(deadline))  # connected: now allow for a slow generation
         return conn, parts.path + (f"?{parts.query}" if parts.query else "")
 
-    def request(self, method: str, path: str, payload: dict | None = None) -> http.client.HTTPResponse:
+    def _read_wait(self, deadline: float | None) -> float:
+        """How long one read may wait: the read timeout, cut to what is left before the caller's
+        deadline (build-memory's --max-minutes), so a server still reading a long prompt cannot hold
+        the run past it before its first byte. Each read of the stream waits at most this long."""
+        if deadline is None:
+            return self.read_timeout
+        return max(0.05, min(self.read_timeout, deadline - time.monotonic()))
+
+    def _timed_out(self, deadline: float | None, error: LLMError) -> LLMError:
+        """The error for a read that timed out: the caller's deadline if it has passed, else `error`."""
+        if deadline is not None and time.monotonic() >= deadline:
+            return LLMOutOfTime("the model call was stopped at the time budget", "raise --max-minutes")
+        return error
+
+    def request(
+        self, method: str, path: str, payload: dict | None = None, deadline: float | None = None
+    ) -> http.client.HTTPResponse:
         """An open 200 response. Retries refused connections, 429 and 5xx with backoff.
 
         Raises LLMUnavailable when the server cannot be reached or stays overloaded, LLMError
-        on any other status (auth, validation), which a retry would not fix.
+        on any other status (auth, validation), which a retry would not fix, and LLMOutOfTime
+        when `deadline` (time.monotonic()) passes before the answer starts.
         """
         body = None if payload is None else json.dumps(payload).encode()
         headers = {"Content-Type": "application/json", "Accept": "application/json", **self.headers}
@@ -95,7 +112,7 @@ class Endpoint:
             if attempt:
                 time.sleep(BACKOFF_SECONDS * 2 ** (attempt - 1))
             try:
-                conn, target = self._connect(path)
+                conn, target = self._connect(path, deadline)
             except socket.timeout:
                 # A server that does not answer a connect within the timeout is not coming back in a second.
                 raise LLMUnavailable(
@@ -110,9 +127,8 @@ class Endpoint:
             except socket.timeout:
                 # Reached, but busy past the read timeout: a retry would only wait as long again.
                 conn.close()
-                raise LLMError(
-                    f"{self.base_url} did not answer within {self.read_timeout:g} s", _timeout_hint()
-                ) from None
+                busy = LLMError(f"{self.base_url} did not answer within {self.read_timeout:g} s", _timeout_hint())
+                raise self._timed_out(deadline, busy) from None
             except (OSError, http.client.HTTPException) as error:
                 conn.close()
                 problem = f"{self.base_url} dropped the request: {error or type(error).__name__}"
@@ -143,9 +159,9 @@ class Endpoint:
         except (OSError, ValueError) as error:
             raise LLMError(f"{self.base_url}{path} sent invalid JSON: {error}") from None
 
-    def stream_lines(self, path: str, payload: dict) -> Iterator[str]:
+    def stream_lines(self, path: str, payload: dict, deadline: float | None = None) -> Iterator[str]:
         """POST, then yield the response body line by line as it arrives (NDJSON or SSE)."""
-        response = self.request("POST", path, payload)
+        response = self.request("POST", path, payload, deadline)
         pending = b""
         try:
             # read1, not readline: http.client's readline takes a chunked body cut at a chunk boundary
@@ -160,7 +176,8 @@ class Endpoint:
             if text := pending.decode("utf-8", "replace").strip():
                 yield text
         except socket.timeout:
-            raise LLMError(f"{self.base_url} stopped sending for {self.read_timeout:g} s", _timeout_hint()) from None
+            stalled = LLMError(f"{self.base_url} stopped sending for {self.read_timeout:g} s", _timeout_hint())
+            raise self._timed_out(deadline, stalled) from None
         except (OSError, http.client.HTTPException) as error:
             raise LLMError(f"the connection to {self.base_url} broke mid-answer: {error}") from None
         finally:

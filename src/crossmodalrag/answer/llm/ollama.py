@@ -57,7 +57,7 @@ class OllamaLLM:
             **({"format": generation.json_schema} if generation.json_schema else {}),
         }
         self.usage = {}
-        for line in self.endpoint.stream_lines("/api/chat", payload):
+        for line in self.endpoint.stream_lines("/api/chat", payload, generation.deadline):
             try:
                 event = json.loads(line)
             except ValueError:

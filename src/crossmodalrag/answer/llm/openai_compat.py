@@ -49,7 +49,7 @@ class OpenAICompatLLM:
         }
         self.usage = {}
         finished = False
-        for line in self.endpoint.stream_lines("/chat/completions", payload):
+        for line in self.endpoint.stream_lines("/chat/completions", payload, generation.deadline):
             if not line.startswith("data:"):
                 continue  # SSE comments, event names and keep-alives
             data = line[5:].strip()
