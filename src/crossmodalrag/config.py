@@ -26,6 +26,7 @@ from crossmodalrag.setting_values import (
     fraction,
     globs,
     margin_or_off,
+    ocr_engine,
     one_of,
     switch,
 )
@@ -73,7 +74,7 @@ SCALARS: dict[str, Setting] = {
     "embed_batch_size": Setting("embeddings", at_least_one, "batch_size"),
     "embed_threads": Setting("embeddings", count, "threads"),
     "ann_min_vectors": Setting("embeddings", count),
-    "ocr_engine": Setting("connectors", one_of("rapidocr", "tesseract")),
+    "ocr_engine": Setting("connectors", ocr_engine),
     "git_max_commits": Setting("connectors", count),
     "notes_include": Setting("connectors", globs),
     "notes_exclude": Setting("connectors", globs),
@@ -205,7 +206,7 @@ class Settings:
     embed_threads: int = 0  # 0 = the cores no other process keeps busy when the model loads (cpu.py)
     ann_min_vectors: int = 500_000  # below this, exact numpy search is fast enough (9 ms at 100k)
     fusion: str = "weighted"
-    ocr_engine: str = "rapidocr"  # or "tesseract" (Debian's tesseract-ocr through pytesseract)
+    ocr_engine: str = "rapidocr"  # or "tesseract[:LANG+LANG]" (Debian's tesseract-ocr through pytesseract)
     git_max_commits: int = 1000
     notes_include: list[str] = field(default_factory=list)
     notes_exclude: list[str] = field(default_factory=list)

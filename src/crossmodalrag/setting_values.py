@@ -4,6 +4,7 @@ the text and returns the value, or raises ValueError saying what is wrong with i
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable
 from urllib.parse import urlsplit
 
@@ -21,6 +22,17 @@ def one_of(*choices: str) -> Callable[[str], str]:
         return value
 
     return parse
+
+
+def ocr_engine(value: str) -> str:
+    """rapidocr, tesseract, or tesseract with its languages as tesseract's own -l takes them:
+    "tesseract:rus+eng" (Debian's packs tesseract-ocr-rus, …)."""
+    name, colon, languages = value.partition(":")
+    if name not in ("rapidocr", "tesseract") or (colon and name != "tesseract"):
+        raise ValueError(f"{value!r} is not rapidocr, tesseract or tesseract:LANG+LANG")
+    if colon and not re.fullmatch(r"[A-Za-z_]+(\+[A-Za-z_]+)*", languages):
+        raise ValueError(f"{value!r} names its languages as tesseract does: tesseract:rus+eng")
+    return value
 
 
 def finite(value: str) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -299,6 +300,69 @@ def test_tesseract_is_an_alternative_engine(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CMRAG_OCR_ENGINE", "tesseract")
     assert main(["ingest-images", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["added"] == 1
+
+
+def test_tesseract_reads_another_script_in_the_languages_its_setting_names(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("pytesseract")
+    from PIL import Image, ImageDraw, ImageFont
+
+    from crossmodalrag.connectors import images
+
+    if not images.ocr_available("tesseract:rus") or not Path(DEJAVU).exists():
+        pytest.skip("tesseract's Russian data or the DejaVu font is not installed")
+    bill = Image.new("RGB", (1000, 200), "white")
+    font = ImageFont.truetype(DEJAVU, 34)  # the default Pillow font has no Cyrillic letters
+    for row, text in enumerate(["Счёт за электричество: 3450 рублей", "Оплатить до пятницы"]):
+        ImageDraw.Draw(bill).text((30, 30 + row * 60), text, fill="black", font=font)
+    bill.save(tmp_path / "bill.png")
+    english = read_image(tmp_path / "bill.png", engine="tesseract")
+    russian = read_image(tmp_path / "bill.png", engine="tesseract:rus+eng")
+    assert "электричество" not in english.text  # read as Latin look-alikes without the language
+    assert russian.text.splitlines() == ["Счёт за электричество: 3450 рублей", "Оплатить до пятницы"]
+    assert russian.extractor == english.extractor + " rus+eng"  # other languages read every image again
+    monkeypatch.setenv("CMRAG_OCR_ENGINE", "tesseract:rus")
+    assert main(["ingest-images", str(tmp_path / "bill.png")]) == 0
+    capsys.readouterr()
+    assert main(["ask", "электричество", "--no-llm", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["evidence"][0]["source_uri"].endswith("bill.png")
+
+
+def test_a_tesseract_language_without_its_data_names_the_debian_pack(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("pytesseract")
+    from crossmodalrag.connectors import images
+
+    if not images.ocr_available("tesseract"):
+        pytest.skip("the tesseract program is not installed")
+    path = write_text_image(tmp_path / "board.png", ["Next steps: ship the parser"])
+    monkeypatch.setenv("CMRAG_OCR_ENGINE", "tesseract:eng+chi_sim_vert+xyz")
+    assert main(["ingest-images", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "tesseract has no data for" in err and "xyz" in err
+    assert "apt-get install" in err and "tesseract-ocr-xyz" in err and "Traceback" not in err
+
+
+def test_a_scanned_pdf_page_without_the_named_languages_data_names_the_pack(store, tmp_path):
+    pytest.importorskip("pypdfium2")
+    pytest.importorskip("pytesseract")
+    from PIL import Image
+
+    from crossmodalrag.connectors import images
+
+    if not images.ocr_available("tesseract"):
+        pytest.skip("the tesseract program is not installed")
+    scan = write_text_image(tmp_path / "scan.png", ["Invoice total: 420 euros"])
+    Image.open(scan).convert("RGB").save(tmp_path / "scanned.pdf")
+    report = ingest_pdfs(store, [tmp_path / "scanned.pdf"], ocr_engine="tesseract:xyz")
+    assert report.added == 1 and report.chunks == 0
+    assert "apt-get install tesseract-ocr-xyz reads them" in report.notices[0]
+
+
+@pytest.mark.parametrize("value", ["rapidocr:eng", "tesseract:", "tesseract:rus;rm", "tesseract:rus eng", "paddle"])
+def test_an_ocr_engine_setting_tesseract_could_not_take_is_refused(value, monkeypatch, capsys):
+    monkeypatch.setenv("CMRAG_OCR_ENGINE", value)
+    assert main(["stats"]) == 1
+    assert "CMRAG_OCR_ENGINE" in capsys.readouterr().err
 
 
 def test_a_missing_tesseract_program_names_the_apt_package(monkeypatch):

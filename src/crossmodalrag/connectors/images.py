@@ -62,7 +62,6 @@ def heic_notice(unsupported: list[Path]) -> str:
     return f"{what} not read: HEIC is not supported (hint: convert to JPEG or PNG)"
 
 
-ENGINES = ("rapidocr", "tesseract")
 # Part of every image's and PDF's file stamp (ingest._file_extractor): an unchanged file is not read
 # again, so bump this whenever OCR would read the same bytes otherwise. 2: the detector only shrinks,
 # 2000 px tiles with sparse ones re-read at 1000 px, lines read in part.
@@ -70,21 +69,45 @@ READER_VERSION = "2"
 TESSERACT_HINT = 'pip install -e ".[tesseract]" and apt-get install tesseract-ocr'
 
 
+def engine_parts(engine: str) -> tuple[str, str]:
+    """The engine's name and, for tesseract, the languages its setting names ("tesseract:rus+eng"),
+    "" when it names none (tesseract then reads with its default, English)."""
+    name, _, languages = engine.partition(":")
+    return name, languages
+
+
 def extractor_version(engine: str = "rapidocr") -> str:
-    """The OCR engine and version, folded into the fingerprint. Raises MissingExtraError."""
-    if engine == "tesseract":
+    """The OCR engine and version, folded into the fingerprint (with tesseract's languages, so
+    naming others reads every image again). Raises MissingExtraError."""
+    name, languages = engine_parts(engine)
+    if name == "tesseract":
         try:
             import pytesseract
 
-            return f"tesseract {pytesseract.get_tesseract_version()}"
+            version = f"tesseract {pytesseract.get_tesseract_version()}"
         except ImportError as exc:
             raise MissingExtraError("the tesseract OCR engine is not installed", TESSERACT_HINT) from exc
         except pytesseract.TesseractNotFoundError as exc:
             raise MissingExtraError("the tesseract program is not installed", "apt-get install tesseract-ocr") from exc
+        if not languages:
+            return version
+        _check_languages(languages, pytesseract.get_languages(config=""))
+        return f"{version} {languages}"
     try:
         return f"rapidocr {package_metadata.version('rapidocr')}"
     except package_metadata.PackageNotFoundError as exc:
         raise MissingExtraError("OCR support is not installed", INSTALL_HINT) from exc
+
+
+def _check_languages(languages: str, installed: list[str]) -> None:
+    """Tesseract told a language it has no data for fails on every image; say so once, up front."""
+    missing = [language for language in languages.split("+") if language not in installed]
+    if missing:
+        packs = " ".join(f"tesseract-ocr-{language.lower().replace('_', '-')}" for language in missing)
+        raise MissingExtraError(
+            f"tesseract has no data for {', '.join(missing)} (it has {', '.join(sorted(installed)) or 'none'})",
+            f"apt-get install {packs}",
+        )
 
 
 def ocr_available(engine: str = "rapidocr") -> bool:
@@ -177,13 +200,14 @@ def taken_at(path: Path) -> float | None:
         return None
 
 
-def _tesseract_lines(source) -> list[Line]:
-    """Words grouped back into tesseract's own lines; confidence is the words' mean (0-1)."""
+def _tesseract_lines(source, languages: str = "") -> list[Line]:
+    """Words grouped back into tesseract's own lines; confidence is the words' mean (0-1).
+    `languages` as tesseract's -l takes them ("rus+eng"); "" for its default."""
     import pytesseract
     from PIL import Image
 
     image = Image.open(source) if isinstance(source, Path) else Image.fromarray(source)
-    data = pytesseract.image_to_data(image, output_type=pytesseract.Output.DICT)
+    data = pytesseract.image_to_data(image, lang=languages or None, output_type=pytesseract.Output.DICT)
     grouped: dict[tuple[int, int, int], list[int]] = {}
     for i, word in enumerate(data["text"]):
         if word.strip() and float(data["conf"][i]) >= 0:
@@ -207,10 +231,11 @@ def recognize(source, engine: str = "rapidocr") -> list[tuple[str, float, tuple[
 def recognized_lines(source, engine: str = "rapidocr") -> list[Line]:
     """The recognized lines with their boxes, in reading order; with rapidocr, a line read in part
     has its confidence cut."""
-    lines = _tesseract_lines(source) if engine == "tesseract" else _rapidocr_lines(source)
+    name, languages = engine_parts(engine)
+    lines = _tesseract_lines(source, languages) if name == "tesseract" else _rapidocr_lines(source)
     if not lines:
         return []
-    if engine != "tesseract":
+    if name != "tesseract":
         lines = [_discounted(line) if read_in_part(line) else line for line in lines]
     # Rows first (lines whose tops are within ~half a line height share a row), then left to right.
     height = max(1.0, sum(box[2] for _, _, box in lines) / len(lines))
@@ -291,7 +316,7 @@ def read_image(path: Path, engine: str = "rapidocr") -> Document:
     except Exception as exc:  # noqa: BLE001 - the OCR runtime raises assorted errors on odd images
         raise ConnectorError(f"{path}: OCR failed ({exc})", "re-export the image as PNG") from exc
     confidence = sum(score for _, score, _ in lines) / len(lines) if lines else None
-    partial = sum(read_in_part(line) for line in lines) if engine != "tesseract" else 0
+    partial = sum(read_in_part(line) for line in lines) if engine_parts(engine)[0] != "tesseract" else 0
     return Document(
         uri=str(path),
         source_type="image",

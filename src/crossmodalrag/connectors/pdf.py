@@ -207,10 +207,12 @@ def _scan_notice(path: Path, scanned: list[int], engine: str) -> str | None:
 
     if not scanned or images.ocr_available(engine):
         return None
-    return (
-        f"{path.name}: {len(scanned)} page(s) are scans with no text layer (or only a stamp); "
-        f"{INSTALL_HINT.replace('pdf', 'ocr')} reads them"
-    )
+    try:  # what is missing: the OCR extra, the tesseract program, or a language's data
+        images.extractor_version(engine)
+        install = INSTALL_HINT.replace("pdf", "ocr")
+    except MissingExtraError as missing:
+        install = missing.hint
+    return f"{path.name}: {len(scanned)} page(s) are scans with no text layer (or only a stamp); {install} reads them"
 
 
 MAX_LABEL_CHARS = 24  # a label is a page number (`iv`, `A-3`); a longer one is no use in a citation
