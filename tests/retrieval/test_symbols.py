@@ -52,6 +52,11 @@ def test_in_mode_all_every_symbol_must_be_held(store, capsys):
     assert [e["source_uri"] for e in asked(capsys, "🚀 🍕", "--match", "all")["evidence"]] == ["/vault/launch.md"]
 
 
+def test_the_filters_apply_to_the_symbols_scan(store, capsys):
+    assert [e["source_uri"] for e in asked(capsys, "🍕", "--before", "2025-01-02")["evidence"]] == ["/vault/launch.md"]
+    assert asked(capsys, "🍕", "--after", "2025-01-02")["evidence"] == []
+
+
 @pytest.mark.parametrize("question", ['"*" AND (', "+", "<>", "C", "#", "🌵"])
 def test_operators_punctuation_and_absent_symbols_still_get_the_clean_refusal(store, capsys, question):
     answer = asked(capsys, question)

@@ -134,12 +134,13 @@ def search(store: Store, query: str, options: SearchOptions, semantic: "Semantic
 
 
 def _search_one(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None") -> SearchResult:
+    symbols = symbol_query(query)
     times = read_times(query)
-    window = asked_window(query, options.after, options.before, times)
+    # Its symbols are what a symbols-only question asks about: not everything dated in --after/--before.
+    window = None if symbols else asked_window(query, options.after, options.before, times)
     if window is not None:
         options = replace(options, after=window[0], before=window[1])
     conn = store.conn
-    symbols = symbol_query(query)
     # A symbols-only question is matched by its symbols alone: "™" would otherwise be the word "tm".
     terms = [] if symbols else fts.search_terms(conn, query)
     analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
