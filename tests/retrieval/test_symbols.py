@@ -38,7 +38,15 @@ def asked(capsys, question: str, *flags: str) -> dict:
 
 @pytest.mark.parametrize(
     "question, note_name",
-    [("🚀", "launch"), ("€", "brand"), ("™", "brand"), ("⚠️", "brand"), ("🇫🇷", "brand"), ("what is C#?", "stack")],
+    [
+        ("🚀", "launch"),
+        ("€", "brand"),
+        ("™", "brand"),
+        ("⚠️", "brand"),
+        ("🇫🇷", "brand"),
+        ("what is C#?", "stack"),
+        ("c++", "stack"),
+    ],
 )
 def test_a_question_of_symbols_alone_finds_the_note_holding_them(store, capsys, question, note_name):
     answer = asked(capsys, question)

@@ -37,9 +37,10 @@ REGIONAL_INDICATORS = range(0x1F1E6, 0x1F200)  # a flag is two of them: searched
 VARIATION_SELECTORS = dict.fromkeys((0xFE0E, 0xFE0F))
 MAX_NEEDLES = 4  # a question's symbols, not a pasted page of emoji: each one is a condition on every row
 # What bounds the scan, which reads every chunk's text it passes: it stops at MAX_MATCHES matches and
-# never goes past the newest SCAN_CHUNKS chunk ids. A whole `search` over 50k synthetic chunks of ~1,100
-# characters (session 34, 2 shared cores at load ~9): one symbol no chunk holds 0.25 s, three 0.58 s,
-# as much as "parser budget" there, whose words every chunk holds.
+# never goes past the newest SCAN_CHUNKS chunk ids. A whole `search` over synthetic chunks of ~1,100
+# characters (session 34, 2 shared cores at load ~10), one symbol no chunk holds / three / the words
+# "parser budget", which every chunk holds: SQLite, 50k chunks, 0.06-0.25 s / 0.33-0.58 s / 0.40-0.58 s;
+# PostgreSQL, 25k chunks, 0.08 s / 0.25 s / 0.75 s.
 SCAN_CHUNKS = 100_000
 MAX_MATCHES = 200
 
@@ -79,7 +80,7 @@ def _symbols(piece: str) -> list[str]:
 
 
 def ascii_lower(text: str) -> str:
-    """Lowercase ASCII letters only: what SQLite's lower() does, so both backends compare alike."""
+    """Lowercase ASCII letters only, as the scan (`_holds`) reads case."""
     return text.translate(ASCII_LOWER)
 
 
@@ -90,19 +91,28 @@ def symbol_scores(conn: sqlite3.Connection, needles: list[str], options: SearchO
     """The newest MAX_MATCHES chunks among the newest SCAN_CHUNKS (passing the filters) that hold any
     of the needles (every one in modes `all` and `phrase`), each scored by how many distinct needles
     it holds."""
-    # LIKE, not instr: each further needle cost a whole scan more with instr, a fifth of one with LIKE.
-    # Both read ASCII letters in any case (SQLite's LIKE, PostgreSQL's ILIKE), as `ascii_lower` does.
-    like = "ILIKE" if fts.on_postgres(conn) else "LIKE"
-    joiner = " AND " if options.match in ("all", "phrase") else " OR "
-    held = joiner.join(f"c.text {like} ? ESCAPE '\\'" for _ in needles)
+    conditions = [_holds(conn, needle) for needle in needles]
+    held = (" AND " if options.match in ("all", "phrase") else " OR ").join(sql for sql, _ in conditions)
     where, params = filter_clause(options) if is_filtered(options) else ("1 = 1", [])
     join = " JOIN sources s ON s.id = c.source_id" if is_filtered(options) else ""
     rows = conn.execute(
         f"SELECT c.id, c.text FROM chunks c{join} WHERE ({held}) AND {where}"
         " AND c.id > (SELECT COALESCE(MAX(id), 0) FROM chunks) - ? ORDER BY c.id DESC LIMIT ?",
-        (*(_pattern(needle) for needle in needles), *params, SCAN_CHUNKS, MAX_MATCHES),
+        (*(p for _, patterns in conditions for p in patterns), *params, SCAN_CHUNKS, MAX_MATCHES),
     ).fetchall()
     return {row[0]: float(sum(needle in ascii_lower(row[1]) for needle in needles)) for row in rows}
+
+
+def _holds(conn: sqlite3.Connection, needle: str) -> tuple[str, list[str]]:
+    """(SQL, its LIKE patterns): the chunk's text holds `needle`, its ASCII letters in any case.
+    LIKE, not instr: on SQLite each further needle cost a whole scan more with instr, a fifth of one
+    with LIKE, which ignores ASCII case there. On PostgreSQL ILIKE, `~*` and lower() read every row's
+    whole text lowercased (25k chunks: 0.7-0.9 s against LIKE's 0.12 s), so a needle with letters is
+    looked for in its usual spellings there instead: c# and C#, abc#, ABC# and Abc#."""
+    spellings = [needle]
+    if fts.on_postgres(conn) and needle != needle.upper():
+        spellings = list(dict.fromkeys((needle, needle.upper(), needle.capitalize())))
+    return "(" + " OR ".join(["c.text LIKE ? ESCAPE '\\'"] * len(spellings)) + ")", [_pattern(s) for s in spellings]
 
 
 def _pattern(needle: str) -> str:
