@@ -156,20 +156,9 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     if window is not None:  # without words to match (or vectors), what is dated then is found by its date
         pool |= _dated_chunks(conn, options, limit)
     unknown = unknown_names(conn, query)
+    searched = symbols or [t.word for t in terms]
     if not pool:
-        return SearchResult(
-            [],
-            symbols or [t.word for t in terms],
-            0.0,
-            None,
-            semantic is not None,
-            None,
-            weights,
-            0,
-            None,
-            unknown,
-            window,
-        )
+        return SearchResult([], searched, 0.0, None, semantic is not None, None, weights, 0, None, unknown, window)
     model = semantic.embedder.identity.name if semantic is not None else None
     dated = named_spans(query, times)
     known = PoolRows(conn, pool, weights, semantic, options)
@@ -191,7 +180,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     similarity = asked[closest.chunk_id] if closest is not None else None
     return SearchResult(
         hits,
-        symbols or [t.word for t in terms],
+        searched,
         coverage,
         similarity,
         semantic is not None,
