@@ -40,6 +40,7 @@ from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
 from crossmodalrag.retrieval.scoring import PoolRows, score_pool
+from crossmodalrag.retrieval.symbols import symbol_coverage, symbol_query, symbol_scores
 from crossmodalrag.retrieval.values import value_words
 from crossmodalrag.store import Store
 from crossmodalrag.types import Hit
@@ -133,16 +134,19 @@ def search(store: Store, query: str, options: SearchOptions, semantic: "Semantic
 
 
 def _search_one(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None") -> SearchResult:
+    symbols = symbol_query(query)
     times = read_times(query)
-    window = asked_window(query, options.after, options.before, times)
+    # Its symbols are what a symbols-only question asks about: not everything dated in --after/--before.
+    window = None if symbols else asked_window(query, options.after, options.before, times)
     if window is not None:
         options = replace(options, after=window[0], before=window[1])
     conn = store.conn
-    terms = fts.search_terms(conn, query)
+    # A symbols-only question is matched by its symbols alone: "™" would otherwise be the word "tm".
+    terms = [] if symbols else fts.search_terms(conn, query)
     analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
     weights = term_weights(conn, analyzed)
     limit = max(options.min_candidates, options.top_k * 3)
-    lexical, every_match, top = _lexical_candidates(conn, query, terms, analyzed, options, limit)
+    lexical, every_match, top = _lexical_candidates(conn, query, terms, analyzed, options, limit, symbols)
     asked: dict[int, float] = {}  # the question's own cosines: what the gate and `cosine` report
     vector = None
     if semantic is not None:
@@ -152,10 +156,9 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     if window is not None:  # without words to match (or vectors), what is dated then is found by its date
         pool |= _dated_chunks(conn, options, limit)
     unknown = unknown_names(conn, query)
+    searched = symbols or [t.word for t in terms]
     if not pool:
-        return SearchResult(
-            [], [t.word for t in terms], 0.0, None, semantic is not None, None, weights, 0, None, unknown, window
-        )
+        return SearchResult([], searched, 0.0, None, semantic is not None, None, weights, 0, None, unknown, window)
     model = semantic.embedder.identity.name if semantic is not None else None
     dated = named_spans(query, times)
     known = PoolRows(conn, pool, weights, semantic, options)
@@ -164,7 +167,10 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     if semantic is not None and (shifted := _shifted_query(known, vector, hits, options)) is not None:
         # The same candidates, ranked by the question moved toward its best hits.
         hits = _ranked(known, lexical, semantic.scores_for(shifted, sorted(pool)), asked, options, model, dated)
-    coverage, matched = _coverage(conn, terms, analyzed, weights, hits)
+    if symbols:
+        coverage, matched = symbol_coverage([h.text for h in hits[:COVERAGE_DEPTH]], symbols)
+    else:
+        coverage, matched = _coverage(conn, terms, analyzed, weights, hits)
     closest = max((h for h in hits if h.chunk_id in asked), key=lambda h: asked[h.chunk_id], default=None)
     if hits and different_scripts(query, hits[0].text):
         # A name is spelled in the question's script, and the evidence may hold it only transliterated
@@ -174,7 +180,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     similarity = asked[closest.chunk_id] if closest is not None else None
     return SearchResult(
         hits,
-        [t.word for t in terms],
+        searched,
         coverage,
         similarity,
         semantic is not None,
@@ -208,12 +214,16 @@ def _lexical_candidates(
     analyzed: list[list[str]],
     options: SearchOptions,
     limit: int,
+    symbols: list[str],
 ):
     """(the best `limit` chunks by BM25, every match the backend scored, PostgreSQL's exact top or None).
-    On PostgreSQL `top` holds only the top `limit` (store/postgres/topk.py), and so does every_match."""
+    On PostgreSQL `top` holds only the top `limit` (store/postgres/topk.py), and so does every_match.
+    A symbols-only question (symbols.py) scores the chunks holding its symbols instead."""
     expression = _expression(query, terms, options.match)
     top = None
-    if fts.on_postgres(conn):  # BM25 from stored term statistics (store/postgres/lexical.py)
+    if symbols:
+        every_match = symbol_scores(conn, symbols, options)
+    elif fts.on_postgres(conn):  # BM25 from stored term statistics (store/postgres/lexical.py)
         from crossmodalrag.store.postgres.lexical import bm25_scores
         from crossmodalrag.store.postgres.topk import top_bm25
 
@@ -307,6 +317,8 @@ def _best_match_holding_every_term(conn, terms, analyzed, weights, known: "PoolR
 
 def coverage_of(store: Store, query: str, hits: list[Hit]) -> tuple[float, int]:
     """`_coverage` of a query over hits chosen elsewhere (`mem ask --as-of` keeps some of a search's)."""
+    if symbols := symbol_query(query):
+        return symbol_coverage([h.text for h in hits[:COVERAGE_DEPTH]], symbols)
     terms = fts.search_terms(store.conn, query)
     analyzed = [sorted(s) for s in fts.analyze(store.conn, [t.word for t in terms])] if terms else []
     return _coverage(store.conn, terms, analyzed, term_weights(store.conn, analyzed), hits)
@@ -446,9 +458,10 @@ def matching_chunks(conn: sqlite3.Connection, query: str, options: SearchOptions
     chunk is ruled out by its words."""
     if options.match == "any":
         return None
-    terms = fts.search_terms(conn, query)
+    symbols = symbol_query(query)
+    terms = [] if symbols else fts.search_terms(conn, query)
     analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
-    _, every_match, _ = _lexical_candidates(conn, query, terms, analyzed, options, 0)
+    _, every_match, _ = _lexical_candidates(conn, query, terms, analyzed, options, 0, symbols)
     return set(every_match)
 
 
