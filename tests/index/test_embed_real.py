@@ -3,6 +3,7 @@ fastembed: no network, real vectors, the same vectors on both paths."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -49,6 +50,23 @@ def test_the_default_model_runs_without_importing_fastembed(offline_settings):
     )
     output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert output.split() == ["OnnxEmbedder", "False"]
+
+
+def test_embedding_leaves_no_telemetry_behind(offline_settings, tmp_path):
+    """onnxruntime on Linux queues a telemetry event (device id, OS, CPU, interpreter path) under
+    ~/.cache/Microsoft for upload in every process that starts it, unless told not to: mem does."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "HF_HUB_DISABLE_TELEMETRY")}
+    env["HOME"] = str(tmp_path)
+    script = (
+        "from pathlib import Path; from crossmodalrag.config import Settings;"
+        "from crossmodalrag.index.embed import load_embedder, embed_queries;"
+        f"embedder = load_embedder(Settings(db_path=Path({str(offline_settings.db_path)!r})));"
+        "print(len(embed_queries(embedder, ['a question'])[0]))"
+    )
+    output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
+    assert output.stdout.split() == ["384"]
+    assert not (tmp_path / ".cache" / "Microsoft").exists()
+    assert "telemetry" not in output.stderr
 
 
 TEXTS = [
