@@ -299,7 +299,16 @@ def _not_utf8(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _reopen_closed_stdin() -> None:
+    """A closed stdin (`mem forget 1 <&-`, a cron job's) reads as empty, as </dev/null does: Python
+    leaves sys.stdin None, which forget's question, chat and the MCP server met with an
+    AttributeError, and the database opened next would take descriptor 0."""
+    if sys.stdin is None:
+        sys.stdin = open(os.open(os.devnull, os.O_RDONLY), encoding="utf-8")  # noqa: SIM115 - for the process
+
+
 def main(argv: list[str] | None = None) -> int:
+    _reopen_closed_stdin()
     args = build_parser().parse_args(argv)
     if isinstance(getattr(args, "query", None), str):  # a question is asked with such bytes replaced
         args.query = readable(args.query)
