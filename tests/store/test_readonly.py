@@ -67,6 +67,16 @@ def test_a_memory_on_read_only_media_is_read_and_a_write_says_it_is_read_only(re
     assert "read-only" in error and "restore a backup" not in error and "init-db" not in error
 
 
+def test_usage_tracking_on_read_only_media_still_answers_and_says_the_log_waits(read_only_folder, capsys, monkeypatch):
+    from crossmodalrag.cli.main import main
+
+    monkeypatch.setenv("CMRAG_USAGE_TRACKING", "on")
+    assert main(["ask", "parser cache", "--no-llm", "--db-path", str(read_only_folder)]) == 0
+    captured = capsys.readouterr()
+    assert "parser cache" in captured.out
+    assert "usage not logged: the database is read-only" in captured.out + captured.err
+
+
 @pytest.fixture
 def folder_the_user_may_not_write(tmp_path):
     """A memory (WAL) in a folder of mode 555, and a way to run `mem` as a user who may not write it: the

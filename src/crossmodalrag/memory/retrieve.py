@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,6 +28,7 @@ from crossmodalrag.retrieval.fusion import min_max, reciprocal_rank_fusion
 from crossmodalrag.retrieval.search import SearchResult, capped_as, matching_chunks
 from crossmodalrag.retrieval.stopwords import STOPWORDS
 from crossmodalrag.store import Store
+from crossmodalrag.store.failures import is_read_only
 from crossmodalrag.store.params import in_batches
 from crossmodalrag.types import Hit, iso_time
 
@@ -439,5 +441,12 @@ def after_answer(store: Store, answer, retriever, args, settings) -> None:
 
     with_nodes(answer, retriever)
     flags = {k: bool(getattr(args, k, False)) for k in ("track", "no_track", "accept")}
-    if is_enabled(settings, **flags):
+    if not is_enabled(settings, **flags):
+        return
+    try:
         record_answer(store, answer, "accepted" if flags["accept"] else "retrieved")
+    except sqlite3.OperationalError as error:
+        if not is_read_only(error):
+            raise
+        # A memory on read-only media still answers: the opt-in log is what waits.
+        answer.notices.append("usage not logged: the database is read-only")
