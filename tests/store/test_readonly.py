@@ -67,6 +67,15 @@ def test_a_memory_on_read_only_media_is_read_and_a_write_says_it_is_read_only(re
     assert "read-only" in error and "restore a backup" not in error and "init-db" not in error
 
 
+def test_a_new_database_in_a_folder_that_may_not_be_written_names_the_folder(read_only_folder, capsys):
+    from crossmodalrag.cli.main import main
+
+    assert main(["init-db", "--db-path", str(read_only_folder.parent / "new.db")]) == 1
+    error = capsys.readouterr().err
+    assert f"its folder {read_only_folder.parent} is not writable" in error  # not "check that it is readable"
+    assert "in a folder you can write to" in error and not (read_only_folder.parent / "new.db").exists()
+
+
 def test_usage_tracking_on_read_only_media_still_answers_and_says_the_log_waits(read_only_folder, capsys, monkeypatch):
     from crossmodalrag.cli.main import main
 

@@ -8,6 +8,7 @@ ingest cannot starve a short command for longer than one batch.
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 import time
@@ -133,6 +134,12 @@ def open_store(
                 f"cannot create the database's folder {path.parent}: {why}",
                 "choose a database path (CMRAG_DB_PATH or --db-path) in a folder you can write to",
             ) from exc
+        if path.name != ":memory:" and not os.access(path.parent, os.W_OK):
+            # SQLite only says "unable to open database file", and the folder is there and readable.
+            raise StoreError(
+                f"cannot create {path}: its folder {path.parent} is not writable",
+                "choose a database path (CMRAG_DB_PATH or --db-path) in a folder you can write to",
+            )
     patience = max(busy_timeout, BUSY_TIMEOUT_SECONDS)
     # Read-only media or permissions: readers still read it; a write says the file is read-only.
     read_only = path.exists() and path.name != ":memory:" and not is_writable(path)
