@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import datetime, timezone
 
@@ -337,8 +338,28 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
     assert oldest["date"].startswith("2023-05-08") and oldest["context"] == "Ana: which museum?"
     assert main(["memories"]) == 0  # the text list shows each memory's own date, the order it is in
     assert capsys.readouterr().out.splitlines()[-2].split()[1] == "2023-05-08"
-    assert main(["remember", "x", "--when", "yesterday"]) == 1
-    assert "error: --when must be an ISO date" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--when", "yesterday"], "argument --when: the date must be an ISO date"),
+        (["--importance", "7"], "argument --importance: must be a number from 0 to 1"),
+        (["--importance", "nan"], "argument --importance: must be a number from 0 to 1"),
+    ],
+)
+def test_cli_remember_refuses_a_bad_value_as_a_usage_error_before_any_work(option, said, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["remember", "x", *option])
+    assert exit_.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_cli_remember_reads_the_memory_from_stdin_given_a_dash(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("The deploy key rotates monthly\n"))
+    assert main(["remember", "-", "--json"]) == 0
+    stored = json.loads(capsys.readouterr().out)["id"]
+    assert main(["source", str(stored), "--json"]) == 0
+    assert "The deploy key rotates monthly" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from crossmodalrag.cli.arguments import at_most, given_path, iso_date
+from crossmodalrag.cli.arguments import at_most, given_path, importance, iso_date
 from crossmodalrag.cli.commands import _finish_ingest, _open, _paths, _settings, notice
 from crossmodalrag.cli.progress import ProgressLine
 from crossmodalrag.cli.render import print_json
@@ -58,13 +59,17 @@ def ingest_chat(args: argparse.Namespace) -> int:
 
 def register_memory_commands(sub, common, as_json) -> None:
     p = sub.add_parser("remember", parents=[common, as_json], help="store a memory (what an agent or you learned)")
-    p.add_argument("content", help="the memory; <private>…</private> spans are never stored")
+    p.add_argument(
+        "content", help="the memory, or - to read it from stdin; <private>…</private> spans are never stored"
+    )
     p.add_argument("--tags", default="", help="comma-separated tags, e.g. ops,deploy")
-    p.add_argument("--importance", type=float, default=0.5, help="0 to 1 (default 0.5)")
+    p.add_argument("--importance", type=importance, default=0.5, help="0 to 1 (default 0.5)")
     p.add_argument("--kind", default="note", help="fact, decision, preference, task, note, … (default note)")
     p.add_argument("--session", default="", help="the session it came from")
     p.add_argument("--agent", default="", help="the agent that wrote it")
-    p.add_argument("--when", metavar="DATE", help="when it was said or learned (ISO date or date-time; default now)")
+    p.add_argument(
+        "--when", type=iso_date, metavar="DATE", help="when it was said or learned (ISO date or date-time; default now)"
+    )
     p.add_argument("--context", default="", help="what it replies to (e.g. the previous turn): found by its words too")
     p.set_defaults(run=remember)
 
@@ -83,13 +88,14 @@ def remember(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     when = parse_when(args.when, "--when")
+    content = sys.stdin.read() if args.content == "-" else args.content  # `… | mem remember -`
     embedder, why = load_memory_embedder(settings)
     if why:
         notice(f"note: {why}")
     with _open(settings) as store:
         result = store_memory(
             store,
-            args.content,
+            content,
             args.tags,
             args.importance,
             args.kind,

@@ -81,6 +81,17 @@ def iso_date(text: str) -> str:
     return text
 
 
+def importance(text: str) -> float:
+    """`mem remember --importance`, checked before any work (the embedding model loads first)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 1:  # nan included
+        raise argparse.ArgumentTypeError("must be a number from 0 to 1, e.g. 0.8")
+    return value
+
+
 def listing_day(text: str) -> str:
     """A `mem sources --since/--until` day, checked as the listing will read it (sources.parse_day), so a
     bad one is a usage error like a bad `--after`, not a failed listing."""
