@@ -235,7 +235,9 @@ def test_build_memory_cli_exits_1_when_nothing_can_run(db_path, capsys) -> None:
 
     open_store(db_path).close()
     assert main(["build-memory", "--db-path", str(db_path), "--level", "concept"]) == 1
-    assert "skipped: no events yet" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "skipped: no events yet" in err
+    assert err.splitlines()[-1].startswith("error: nothing was built")  # a failure says so, as failures do
 
 
 def test_forget_says_which_remaining_events_lost_their_episode(store, db_path, capsys) -> None:
