@@ -112,7 +112,8 @@ def build_memory(args: argparse.Namespace) -> int:
         _list_some("waiting", waiting, "mem build-memory --json", notice, indent="")
         if not report.ran:  # every level asked for was skipped: a failure says so as failures do
             notice(
-                "error: nothing was built: every level asked for was skipped (hint: each skipped level above says what it needs first)"
+                "error: nothing was built: every level asked for was skipped"
+                " (hint: each skipped level above says what it needs first)"
             )
     return 0 if report.ran else 1
 
