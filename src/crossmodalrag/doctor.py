@@ -58,7 +58,23 @@ def diagnose(settings: Settings, stage: Callable[[str], None] = lambda _: None) 
     _database(settings, report, stage)
     _embeddings(settings, report)
     _llm(settings, report)
+    _telemetry_queue(report)
     return report
+
+
+# Where onnxruntime (1.2x on Linux) queues telemetry for upload: mem turns that off (crossmodalrag/__init__),
+# but versions before it, and other programs using onnxruntime without the opt-out, left events here.
+ONNXRUNTIME_TELEMETRY = Path("~/.cache/Microsoft/DeveloperTools/.onnxruntime")
+
+
+def _telemetry_queue(report: Report) -> None:
+    queue = ONNXRUNTIME_TELEMETRY.expanduser()
+    if queue.is_dir():
+        report.explanations.append(
+            f"{queue} holds onnxruntime telemetry (a device id, OS, CPU) queued by earlier runs for upload; "
+            "mem no longer writes it: delete the folder (rm -r it), and set ORT_DISABLE_TELEMETRY=1 for other "
+            "programs that use onnxruntime"
+        )
 
 
 def _missing_paths(settings: Settings, report: Report) -> None:

@@ -243,3 +243,13 @@ def test_on_a_terminal_doctor_says_which_long_check_it_is_in_then_clears_the_lin
     shown = terminal.getvalue()
     assert "doctor: checking the database file (" in shown and "doctor: checking the text index (1 chunk)" in shown
     assert shown.endswith("\r\033[K")  # cleared before the report
+
+
+def test_an_onnxruntime_telemetry_queue_left_by_earlier_runs_is_named(monkeypatch, tmp_path, db_path):
+    from crossmodalrag.config import Settings
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert not any("telemetry" in line for line in diagnose(Settings(db_path=db_path)).explanations)
+    (tmp_path / "home" / ".cache" / "Microsoft" / "DeveloperTools" / ".onnxruntime").mkdir(parents=True)
+    [said] = [line for line in diagnose(Settings(db_path=db_path)).explanations if "telemetry" in line]
+    assert ".onnxruntime holds onnxruntime telemetry" in said and "delete the folder" in said
