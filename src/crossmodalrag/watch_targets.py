@@ -1,6 +1,4 @@
-"""The roots `mem sync --watch` observes, which changes matter to each, and the watchdog side
-that records them (observer threads, handlers, the pending set): separate from watch.py's loop,
-which applies what they record."""
+"""What `mem sync --watch` observes and the watchdog threads that record changes; watch.py's loop applies them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What every `mem` command shares (settings, opening the store, notices), and the small commands
-about the store itself; the others live in a module each (ingest.py, ask.py, evaluate.py, models.py)."""
+"""What every `mem` command shares (settings, the store, notices), init-db and doctor; the rest have a module each."""
 
 from __future__ import annotations
 

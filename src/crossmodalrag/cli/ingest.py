@@ -1,5 +1,4 @@
-"""`mem ingest-*` and `mem seed-sample`, and the embedding of new chunks `mem sync` and others reuse:
-separate from the commands that read the memory."""
+"""`mem ingest-*`, `mem seed-sample` and embedding new chunks (sync reuses it): the commands that write sources."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Reading only the files whose stamp or bytes changed: shared by notes, PDFs and images, apart
-from the walks that find them."""
+"""Reading only the files whose stamp or bytes changed: shared by the notes, PDF and image ingests."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What an ingest run counts, and the items readers yield besides Documents: separate so every
-connector's ingest and the steps they share can name them without importing each other."""
+"""An ingest run's counts and the items readers yield besides Documents: shared by every connector's ingest."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Writing read items into the store and removing the sources that left: the steps every
-connector's ingest shares, apart from how each one reads its sources."""
+"""Writing read items to the store and removing sources that left: the steps every connector's ingest shares."""
 
 from __future__ import annotations
 
