@@ -90,7 +90,7 @@ def _key(*parts) -> str:
 def ask_conversation(db: Path, questions: list[str], llm) -> list[dict]:
     """Each question through `mem chat`'s path (retriever set up once, the model kept loaded)."""
     from crossmodalrag.answer.synthesize import ask_with_llm
-    from crossmodalrag.cli.commands import question_retriever
+    from crossmodalrag.cli.ask import question_retriever
     from crossmodalrag.config import load_settings
     from crossmodalrag.store import open_store
 

@@ -21,7 +21,8 @@ import pytest
 from crossmodalrag.cli.main import main
 from crossmodalrag.config import Settings
 from crossmodalrag.store import open_store
-from crossmodalrag.watch import Target, WatchEvent, _Handler, _Pending, watch
+from crossmodalrag.watch import WatchEvent, watch
+from crossmodalrag.watch_targets import Target, _Handler, _Pending
 from tests.conftest import commit_files, git, write_note
 from tests.pdfs import write_pdf
 
@@ -421,10 +422,10 @@ def test_images_and_a_single_pdf_match_only_their_own_files(tmp_path):
 
 
 def test_pending_changes_wait_for_quiet_but_not_forever(tmp_path, monkeypatch):
-    from crossmodalrag import watch as watch_module
+    from crossmodalrag import watch_targets
 
     clock = [100.0]
-    monkeypatch.setattr(watch_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(watch_targets.time, "monotonic", lambda: clock[0])
     target, pending = Target("notes", tmp_path), _Pending()
     pending.add(target, [tmp_path / "a.md"])
     clock[0] += 0.2

@@ -102,7 +102,7 @@ def _titled_by_file_name(title: str, uri: str) -> bool:
 def why_notes_left(root: Path, gone: list[str], include: list[str], exclude: list[str]) -> dict[str, int]:
     """cause → count of the stored notes this read of the vault did not find (for the mass-delete
     refusal: a note filtered out is still on disk, and "gone from disk" misled). An emptied note is not
-    among them: it keeps its stored version (ingest._ingest_one)."""
+    among them: it keeps its stored version (ingest.storing._ingest_one)."""
     causes: dict[str, int] = {}
     for uri in gone:
         path = Path(uri)

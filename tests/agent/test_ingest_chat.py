@@ -351,7 +351,7 @@ def test_sync_reads_the_configured_chat_folders(tmp_path, capsys, monkeypatch):
 
 
 def test_watch_sees_chat_files():
-    from crossmodalrag.watch import _suffixes
+    from crossmodalrag.watch_targets import _suffixes
 
     assert _suffixes("chat") == (".jsonl", ".json")
 

@@ -289,9 +289,9 @@ def test_a_corrupt_database_is_reported_without_traceback(capsys, db_path):
 
 
 def test_unexpected_exceptions_become_one_error_line(capsys, monkeypatch, vault):
-    import crossmodalrag.cli.commands as commands
+    import crossmodalrag.cli.ask as ask_command
 
-    monkeypatch.setattr(commands, "ask_without_llm", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(ask_command, "ask_without_llm", lambda *a, **k: 1 / 0)
     run(capsys, "ingest-notes", str(vault))
     code, _, err = run(capsys, "ask", "x", "--no-llm")
     errors = [line for line in err.splitlines() if line.startswith("error:")]
@@ -311,12 +311,12 @@ def test_unexpected_exceptions_become_one_error_line(capsys, monkeypatch, vault)
 def test_a_database_error_is_named_by_its_cause_and_only_damage_suggests_a_restore(
     capsys, monkeypatch, vault, raised, said, hinted
 ):
-    import crossmodalrag.cli.commands as commands
+    import crossmodalrag.cli.ask as ask_command
 
     def fails(*args, **kwargs):
         raise raised
 
-    monkeypatch.setattr(commands, "ask_without_llm", fails)
+    monkeypatch.setattr(ask_command, "ask_without_llm", fails)
     run(capsys, "ingest-notes", str(vault))
     code, _, err = run(capsys, "ask", "x", "--no-llm")
     errors = [line for line in err.splitlines() if line.startswith("error:")]

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from crossmodalrag.cli.arguments import at_most, given_path, importance, iso_date
-from crossmodalrag.cli.commands import _finish_ingest, _open, _paths, _settings, notice
+from crossmodalrag.cli.commands import _open, _settings, notice
+from crossmodalrag.cli.ingest import _finish_ingest, _paths
 from crossmodalrag.cli.progress import ProgressLine
 from crossmodalrag.cli.render import print_json
 

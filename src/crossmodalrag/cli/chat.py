@@ -22,14 +22,8 @@ from crossmodalrag.answer.evidence import (
     require_question,
     with_retriever_notices,
 )
-from crossmodalrag.cli.commands import (
-    TextStream,
-    _open,
-    _settings,
-    notice,
-    question_retriever,
-    show_answer,
-)
+from crossmodalrag.cli.ask import TextStream, question_retriever, show_answer
+from crossmodalrag.cli.commands import _open, _settings, notice
 from crossmodalrag.cli.followup import follow_up_notice, with_previous_topic
 from crossmodalrag.cli.render import explanation
 from crossmodalrag.errors import CMRAGError

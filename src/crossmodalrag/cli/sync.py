@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from crossmodalrag.cli.commands import embed_new_chunks, note_orphaned_events, notice
+from crossmodalrag.cli.commands import notice
+from crossmodalrag.cli.ingest import embed_new_chunks, note_orphaned_events
 from crossmodalrag.cli.progress import ProgressLine
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import Settings, load_settings

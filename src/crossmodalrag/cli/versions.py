@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from crossmodalrag.cli.arguments import positive
-from crossmodalrag.cli.commands import _open, _settings, embed_new_chunks, notice
+from crossmodalrag.cli.commands import _open, _settings, notice
+from crossmodalrag.cli.ingest import embed_new_chunks
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.errors import StoreError
 from crossmodalrag.store.connection import DAMAGED_HINT, damage

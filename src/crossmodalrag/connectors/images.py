@@ -62,7 +62,7 @@ def heic_notice(unsupported: list[Path]) -> str:
     return f"{what} not read: HEIC is not supported (hint: convert to JPEG or PNG)"
 
 
-# Part of every image's and PDF's file stamp (ingest._file_extractor): an unchanged file is not read
+# Part of every image's and PDF's file stamp (ingest.files._file_extractor): an unchanged file is not read
 # again, so bump this whenever OCR would read the same bytes otherwise. 2: the detector only shrinks,
 # 2000 px tiles with sparse ones re-read at 1000 px, lines read in part.
 READER_VERSION = "2"

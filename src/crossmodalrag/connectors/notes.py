@@ -32,7 +32,7 @@ SETEXT_H1 = re.compile(r"^( {0,3}[^\s#>|<`~*+=-][^\n]*)\n {0,3}={2,}[ \t]*$", re
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 DATE_KEYS = ("date", "created")  # frontmatter that dates a note
 ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")  # the form notices ask for: one unread is no real day
-# Part of every note's file stamp: an unchanged note file is not read again (ingest._read_changed), so
+# Part of every note's file stamp: an unchanged note file is not read again (ingest.reading._read_changed), so
 # bump this whenever read_note would make another Document of the same bytes (title, text, locator).
 READER_VERSION = "2"  # 2: prose between opening --- lines is text, not frontmatter
 

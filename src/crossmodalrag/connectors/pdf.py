@@ -64,7 +64,7 @@ def _unopenable(path: Path, error: Exception) -> ConnectorError:
     return ConnectorError(f"{path}: cannot open as a PDF ({error})", _what_it_is(path) or hint)
 
 
-# Part of every PDF's file stamp (ingest._file_extractor): an unchanged file is not read again, so bump
+# Part of every PDF's file stamp (ingest.files._file_extractor): an unchanged file is not read again, so bump
 # this whenever read_pdf would make another Document of the same bytes. 2: scans under a stamped text
 # layer OCR'd, page labels, form fields.
 READER_VERSION = "2"
