@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 import pytest
 
@@ -124,6 +125,49 @@ def test_a_superseded_memory_says_so_in_its_header() -> None:
     old.components["superseded"] = 1.0
     assert evidence_header(Evidence("E3", old)).endswith("· superseded by a newer memory)")
     assert "superseded" not in evidence_header(Evidence("E1", replace(old, components={})))
+
+
+def dated(number: int, body: str, day: str) -> Evidence:
+    moment = datetime.fromisoformat(f"{day}T00:00:00+00:00").timestamp()
+    return Evidence(
+        f"E{number}", Hit(number, f"/v/{number}.md", "note", "text", "Rent", f"{number}.md", f"x\n{body}", moment)
+    )
+
+
+RENTS = [
+    dated(1, "Rent for the flat is 1,450 EUR per month.", "2024-01-05"),
+    dated(2, "The tomatoes need water every morning.", "2025-06-01"),
+    dated(3, "The landlord raised the rent to 1,620 EUR per month.", "2025-03-01"),
+]
+
+
+@pytest.mark.parametrize(
+    "question", ["What is my current rent?", "How much rent do I pay now?", "Is the rent still low?"]
+)
+def test_a_question_about_now_is_told_which_excerpt_of_its_subject_is_newest(question: str) -> None:
+    """The dates alone were in the headers, and the small model answered "What is my current rent?"
+    from the older note, whose sentence reads like the answer: the prompt says which is newer."""
+    user = build_messages(question, RENTS, 2000)[1]["content"]
+    note = "E3 (1 March 2025) is newer than E1 (5 January 2024): where they differ, E3 tells how things are now"
+    assert note in user and user.index(note) < user.index("Question:")
+    assert "E2 (" not in user  # the tomatoes do not speak of rent
+    gate = gate_messages(question, RENTS, RENTS[2], 2000)[1]["content"]
+    assert note in gate  # the gate and the answer share their prompt's opening
+
+
+@pytest.mark.parametrize(
+    ("question", "evidence"),
+    [
+        ("What was my rent in 2024?", RENTS),  # not about now: the older excerpt may be the answer
+        (
+            "What is my current rent?",
+            [RENTS[0], replace(RENTS[2], hit=replace(RENTS[2].hit, timestamp=RENTS[0].hit.timestamp))],
+        ),
+        ("What is my current rent?", RENTS[:2]),  # one excerpt speaks of rent
+    ],
+)
+def test_no_newest_note_without_a_question_about_now_or_two_dates_of_its_subject(question, evidence) -> None:
+    assert "is newer than" not in build_messages(question, evidence, 2000)[1]["content"]
 
 
 def test_the_answer_prompt_gives_a_chat_turn_its_plain_date_alone() -> None:

@@ -178,3 +178,24 @@ def test_a_follow_up_with_the_same_best_excerpt_keeps_the_last_prompts_order(
     assert llm.judged[judged][1]["content"].startswith(opening)  # the gate's prompt too
     unrelated = ask_with_llm(retriever, other_best, settings, llm=llm)
     assert unrelated.evidence[0].hit.title == "Regexes" and unrelated.verification["gate_evidence"] == "E1"
+
+
+def test_a_question_about_now_tells_the_model_which_note_on_its_subject_is_newest(
+    store, settings: Settings, tmp_path: Path
+) -> None:
+    """Two notes state the rent at different dates: asked for the current rent, the model is told
+    which is newer (in the gate's prompt too), and its answer from the newer one cites it."""
+    vault = tmp_path / "vault"
+    write_note(vault, "rent.md", "---\ndate: 2024-01-05\n---\n# Rent\n\nThe rent is 1,450 EUR per month.\n")
+    write_note(vault, "raise.md", "---\ndate: 2025-03-01\n---\n# Raise\n\nThe rent went up to 1,620 EUR per month.\n")
+    ingest_notes(store, [vault])
+    retriever = open_retriever(store, settings, lexical_only=True)
+    llm = ScriptedLLM("Answer: 1,620 EUR per month [E1]")
+    answer = ask_with_llm(retriever, "What is my current rent?", settings, llm=llm)
+    newer = next(item.id for item in answer.evidence if item.hit.title == "Raise")
+    older = next(item.id for item in answer.evidence if item.hit.title == "Rent")
+    told = f"{newer} (1 March 2025) is newer than {older} (5 January 2024)"
+    assert told in llm.calls[0][1]["content"] and told in llm.judged[0][1]["content"]
+    plain = ScriptedLLM("Answer: 1,450 EUR per month [E1]")
+    ask_with_llm(retriever, "What was my rent?", settings, llm=plain)
+    assert "is newer than" not in plain.calls[0][1]["content"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
+from crossmodalrag.answer.current import day, same_subject_by_date
 from crossmodalrag.answer.forms import as_question
 from crossmodalrag.answer.llm.base import Message
 from crossmodalrag.index.scripts import CJK_CHAR
@@ -269,8 +270,28 @@ def _evidence_prompt(question: str, evidence: list[Evidence], budget_chars: int,
     so the answer starts from the KV state the gate left and reads only its own tail."""
     ids = ", ".join(item.id for item in evidence)
     block = evidence_block(evidence, budget_chars, question)
-    user = f"Evidence ({ids}):\n\n{block}\n\nQuestion: {as_question(question)}\n\n{tail}"
+    note = newest_note(question, evidence)
+    newest = f"{note}\n\n" if note else ""  # only when it asks for now: other prompts stay as fitted
+    user = f"Evidence ({ids}):\n\n{block}\n\n{newest}Question: {as_question(question)}\n\n{tail}"
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def newest_note(question: str, evidence: list[Evidence]) -> str:
+    """For a question about how things are now, when excerpts of different days speak of its subject:
+    which one is newest, said before the question (answer/current.py); empty otherwise."""
+    dated = same_subject_by_date(question, evidence)
+    if not dated:
+        return ""
+    newest = dated[0]
+    older = " and ".join(f"{item.id} ({_dated(item)})" for item in dated[1:] if day(item) != day(newest))
+    return (
+        f"{newest.id} ({_dated(newest)}) is newer than {older}: where they differ, {newest.id} tells how things "
+        "are now and the older how they were before."
+    )
+
+
+def _dated(item: Evidence) -> str:
+    return human_date(item.hit.timestamp)
 
 
 def judge_evidence(items: list[Evidence], statement: str = "") -> str:
