@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from types import SimpleNamespace
 
-from crossmodalrag.cli.progress import EmbedProgress
+from crossmodalrag.cli.progress import EmbedProgress, ProgressLine
 
 
 def test_a_large_embedding_backlog_is_announced_once_without_a_terminal():
@@ -22,14 +22,57 @@ def test_a_large_embedding_backlog_is_announced_once_without_a_terminal():
     assert small.getvalue() == ""
 
 
-def test_on_a_terminal_the_embedding_line_says_about_how_long_is_left():
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
+
+def test_on_a_terminal_the_embedding_line_says_about_how_long_is_left(monkeypatch):
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setenv("COLUMNS", "120")
     out = Terminal()
     EmbedProgress(out)(SimpleNamespace(chunks=512, seconds=160.0), 335_394)  # 3.2 chunks/s
-    assert out.getvalue() == "\rembedding: 512/335394 chunks (3.2/s, about 29 h 04 min left)\033[K"
+    assert out.getvalue() == "\r\033[Kembedding: 512/335394 chunks (3.2/s, about 29 h 04 min left)"
+
+
+def test_a_live_line_fits_a_narrow_terminal_and_a_dumb_one_gets_none(monkeypatch):
+    """A redraw wider than the terminal wraps, and `\r` then leaves its first row behind; TERM=dumb
+    shows the erase sequence as text."""
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setenv("COLUMNS", "20")
+    out = Terminal()
+    line = ProgressLine("ingest-notes", out)
+    line(SimpleNamespace(added=218, updated=0, unchanged=0, failed=1))
+    assert out.getvalue() == "\r\033[K" + "ingest-notes: 218 stored, 0 unchanged, 1 failed"[:19]
+    monkeypatch.setenv("TERM", "dumb")
+    dumb = Terminal()
+    ProgressLine("ingest-notes", dumb)(SimpleNamespace(added=218, updated=0, unchanged=0, failed=1))
+    assert dumb.getvalue() == ""
+
+
+def test_an_ingest_error_starts_its_own_line_after_the_live_one(monkeypatch, tmp_path, capsys):
+    from crossmodalrag.cli import ingest as cli_ingest
+
+    monkeypatch.setenv("TERM", "xterm-256color")
+    err = Terminal()
+    monkeypatch.setattr("sys.stderr", err)
+    line = ProgressLine("ingest-notes", err)
+    report = SimpleNamespace(
+        added=1,
+        updated=0,
+        unchanged=0,
+        failed=1,
+        failures=["bad.md: not valid UTF-8"],
+        notices=[],
+        removed=0,
+        chunks=0,
+        summary=lambda: "1 added, 1 failed",
+    )
+    line(report)
+    args = SimpleNamespace(json=False)
+    assert cli_ingest._finish_ingest(args, report, line, store=None) == 1
+    drawn, rest = err.getvalue().split("\r\033[K", 2)[1:]
+    assert rest.startswith("error: bad.md")  # not "… 1 failederror: bad.md"
 
 
 def test_explain_at_a_memory_level_shows_the_score_it_ranked_by():

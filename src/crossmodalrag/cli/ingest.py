@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 def _finish_ingest(args: argparse.Namespace, report: "IngestReport", progress: ProgressLine, store: Store) -> int:
     """Embed what is new (when a model is available), print per-item errors and the summary."""
+    progress.clear()  # errors must not land after a half-drawn progress line
     for failure in report.failures:
         notice(f"error: {failure}")
     for message in report.notices:

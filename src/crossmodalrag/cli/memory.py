@@ -9,6 +9,7 @@ import time
 
 from crossmodalrag.cli.arguments import minutes, positive
 from crossmodalrag.cli.commands import _open, _settings, notice
+from crossmodalrag.cli.progress import clear, is_live, redraw
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.memory.build import LEVELS
 from crossmodalrag.memory.extract import EVENT_TYPES
@@ -144,7 +145,7 @@ class ExtractProgress:
 
     def __init__(self, stream=None) -> None:
         self.stream = stream or sys.stderr
-        self.live = self.stream.isatty()
+        self.live = is_live(self.stream)
         self.started = time.monotonic()
 
     def __call__(self, done: int, total: int, title: str) -> None:
@@ -154,12 +155,11 @@ class ExtractProgress:
         if done:
             left = (time.monotonic() - self.started) / done * (total - done)
             eta = f", ETA {int(left // 60)}m{int(left % 60):02d}s"
-        self.stream.write(f"\r\033[Kevents: {done}/{total} sources{eta}: {title[:40]}")
-        self.stream.flush()
+        redraw(self.stream, f"events: {done}/{total} sources{eta}: {title[:40]}")
 
     def finish(self) -> None:
         if self.live:
-            self.stream.write("\r\033[K")
+            clear(self.stream)
 
 
 def events(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from crossmodalrag.cli.commands import notice
+from crossmodalrag.cli.progress import is_live, redraw
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.errors import StoreError
@@ -90,13 +91,13 @@ def migrate(args: argparse.Namespace) -> int:
     target_file = None if is_postgres_url(args.to) else _sqlite_path(args.to)
     new_file = target_file if target_file is not None and not target_file.exists() else None
 
-    drawn, live = False, sys.stderr.isatty()  # a log gets the closing report, not a line per batch
+    drawn, live = False, is_live(sys.stderr)  # a log gets the closing report, not a line per batch
 
     def progress(done: int, total: int) -> None:
         nonlocal drawn
         if live:
             drawn = True
-            sys.stderr.write(f"\rcopied {done}/{total} sources")
+            redraw(sys.stderr, f"copied {done}/{total} sources")
 
     try:
         with source:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -10,13 +12,33 @@ if TYPE_CHECKING:
     from crossmodalrag.ingest import IngestReport
 
 
+def is_live(stream) -> bool:
+    """Whether `stream` is a terminal that redraws a line in place: not a pipe or a log, nor TERM=dumb,
+    which shows the erase sequence as text."""
+    return stream.isatty() and os.environ.get("TERM") != "dumb"
+
+
+def redraw(stream, text: str) -> None:
+    """The live line replaced by `text`, cut to the terminal's width: a line that wraps leaves its
+    first part behind on the next redraw (`\r` returns only to the start of the last row)."""
+    width = shutil.get_terminal_size().columns
+    stream.write("\r\033[K" + text[: max(width - 1, 10)])
+    stream.flush()
+
+
+def clear(stream) -> None:
+    """The live line erased, so what is printed next starts on a clean line."""
+    stream.write("\r\033[K")
+    stream.flush()
+
+
 class ProgressLine:
     """Redraws `label: N done, S unchanged, F failed` at most ten times a second on a TTY."""
 
     def __init__(self, label: str, stream=None) -> None:
         self.label = label
         self.stream = stream or sys.stderr
-        self.live = self.stream.isatty()
+        self.live = is_live(self.stream)
         self.last_draw = 0.0
 
     def __call__(self, report: "IngestReport") -> None:
@@ -25,12 +47,15 @@ class ProgressLine:
             return
         self.last_draw = now
         done = report.added + report.updated
-        self.stream.write(f"\r{self.label}: {done} stored, {report.unchanged} unchanged, {report.failed} failed")
-        self.stream.flush()
+        redraw(self.stream, f"{self.label}: {done} stored, {report.unchanged} unchanged, {report.failed} failed")
+
+    def clear(self) -> None:
+        """Erase the live line before errors and notes are printed (they were glued to its end)."""
+        if self.live:
+            clear(self.stream)
 
     def finish(self, report: "IngestReport") -> None:
-        if self.live:
-            self.stream.write("\r\033[K")
+        self.clear()
         self.stream.write(f"{self.label}: {report.summary()}\n")
         self.stream.flush()
 
@@ -43,15 +68,14 @@ class EmbedProgress:
 
     def __init__(self, stream=None) -> None:
         self.stream = stream or sys.stderr
-        self.live = self.stream.isatty()
+        self.live = is_live(self.stream)
         self.announced = False
 
     def __call__(self, report, remaining: int) -> None:
         rate = report.chunks / report.seconds if report.seconds else 0.0
         if self.live:
             left = f", about {time_left((remaining - report.chunks) / rate)} left" if rate and report.chunks > 0 else ""
-            self.stream.write(f"\rembedding: {report.chunks}/{remaining} chunks ({rate:.1f}/s{left})\033[K")
-            self.stream.flush()
+            redraw(self.stream, f"embedding: {report.chunks}/{remaining} chunks ({rate:.1f}/s{left})")
         elif not self.announced and remaining >= self.BACKLOG:
             # Ingesting one note after a model was installed embeds the whole memory's backlog.
             minutes = f", about {remaining / rate / 60:.0f} min" if rate else ""
@@ -64,7 +88,7 @@ class EmbedProgress:
 
     def finish(self, report) -> None:
         if self.live:
-            self.stream.write("\r\033[K")
+            clear(self.stream)
         if report.chunks:
             self.stream.write(f"embedding: {report.summary()}\n")
 
@@ -83,16 +107,15 @@ class ReindexProgress:
 
     def __init__(self, stream=None) -> None:
         self.stream = stream or sys.stderr
-        self.live = self.stream.isatty()
+        self.live = is_live(self.stream)
         self.started = time.monotonic()
 
     def __call__(self, done: int, total: int) -> None:
         if self.live and done < total:
-            self.stream.write(f"\rre-tokenizing the search index: {done}/{total} chunks")
-            self.stream.flush()
+            redraw(self.stream, f"re-tokenizing the search index: {done}/{total} chunks")
         elif done >= total:
             if self.live:
-                self.stream.write("\r\033[K")
+                clear(self.stream)
             seconds = time.monotonic() - self.started
             self.stream.write(f"search index re-tokenized for multilingual text: {total} chunks in {seconds:.1f} s\n")
             self.stream.flush()
@@ -106,17 +129,15 @@ class StageLine:
     def __init__(self, label: str, stream=None) -> None:
         self.label = label
         self.stream = stream or sys.stderr
-        self.live = self.stream.isatty()
+        self.live = is_live(self.stream)
         self.drawn = False
 
     def __call__(self, stage: str) -> None:
         if self.live:
-            self.stream.write(f"\r\033[K{self.label}: {stage}…")
-            self.stream.flush()
+            redraw(self.stream, f"{self.label}: {stage}…")
             self.drawn = True
 
     def finish(self) -> None:
         if self.drawn:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+            clear(self.stream)
             self.drawn = False

@@ -64,8 +64,7 @@ class SyncLines:
 
     def done(self, result: "ConnectorSync") -> None:
         line = self._line(result.connector)
-        if line.live:
-            line.stream.write("\r\033[K")  # errors must not land after a half-drawn progress line
+        line.clear()  # errors must not land after a half-drawn progress line
         for failure in result.report.failures:
             notice(f"error: {failure}")
         for message in result.report.notices:
