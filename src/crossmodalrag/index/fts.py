@@ -353,8 +353,10 @@ def _phrase(query: str) -> list[str]:
     # never stands adjacent in the index. Not the phrase's final run: in a note it may go on (解析器重写).
     words = [w.lower() for w in WORD.findall(segment_cjk(query, last_alone=True).replace("_", " "))]
     runs = list(CJK_RUN.finditer(query))
-    if runs and len(runs[-1].group(0)) > 1 and not WORD.search(query, runs[-1].end()):
-        words.pop()  # the final run's lone last character
+    if words and runs and len(runs[-1].group(0)) > 1 and not WORD.search(query, runs[-1].end()):
+        # the final run's lone last character (none when the run is of characters this Python's
+        # Unicode tables do not know as letters yet: CJK Extension I, U+2EBE0-)
+        words.pop()
     return words
 
 
