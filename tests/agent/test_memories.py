@@ -161,6 +161,26 @@ def test_a_restated_fact_supersedes_the_older_memory(store, embedder):
     assert result.hits[1].components["superseded"] == 1.0
 
 
+@pytest.mark.parametrize("strategy", ["direct", "episodic", "fusion"])
+def test_a_replaced_memory_closer_in_meaning_still_ranks_below_its_successor(store, db_path, embedder, strategy):
+    # The old text holds the question's "do": closer in meaning, and min-max over a pool of two gave the
+    # new memory vector 0.0 to its 1.0, more than the superseded factor took back; the fused strategies
+    # rank by places, where the factor counted for nothing.
+    from crossmodalrag.agent.recall import with_recall
+    from crossmodalrag.answer.evidence import Retriever
+    from crossmodalrag.config import Settings
+    from crossmodalrag.retrieval.semantic import SemanticIndex
+
+    old = remember(store, "We do not use Redis for session storage", kind="decision", embedder=embedder)
+    new = remember(store, "We use Redis for session storage", kind="decision", embedder=embedder)
+    assert new.supersedes == [old.id]
+    semantic = SemanticIndex(store, embedder, Settings(db_path=db_path))
+    retriever = with_recall(Retriever(store, SearchOptions(top_k=2), semantic), strategy, None, None)
+    hits = retriever.search("Do we use Redis for session storage?").hits
+    assert [h.source_id for h in hits] == [new.id, old.id]
+    assert hits[0].score > hits[1].score
+
+
 def test_a_short_fact_with_a_new_value_supersedes_the_older_memory(store, embedder):
     old = remember(store, "Our office is in Berlin", embedder=embedder)
     assert remember(store, "I visited Berlin", embedder=embedder).supersedes == []
