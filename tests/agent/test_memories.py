@@ -262,6 +262,34 @@ def test_an_update_that_would_copy_another_memory_is_refused(store, embedder):
     assert update_memory(store, vpn.id, content="Deploys need the VPN.", embedder=embedder)["id"] == vpn.id
 
 
+@pytest.mark.parametrize("with_vectors", [True, False])
+def test_rewriting_a_memory_derives_its_links_and_supersession_again(store, embedder, with_vectors):
+    embedder = embedder if with_vectors else None
+    old = remember(store, "The backup window for the durian database is 01:00 UTC", embedder=embedder)
+    new = remember(store, "The backup window for the durian database is 03:00 UTC", embedder=embedder)
+    assert new.supersedes == [old.id]
+    update_memory(store, new.id, content="Lunch for the team is ordered from the taqueria", embedder=embedder)
+    # Its new text replaces nothing and is close to nothing: the old one is current again.
+    assert {m["id"] for m in list_memories(store)} == {old.id, new.id}
+    assert [link for m in list_memories(store) for link in m["links"]] == []
+    (hit,) = search(store, "durian database backup window", SearchOptions(top_k=1)).hits
+    assert hit.source_id == old.id and "superseded" not in hit.components
+    # Rewritten to another value of the same fact, it replaces the old one again.
+    update_memory(store, new.id, content="The backup window for the durian database is 04:00 UTC", embedder=embedder)
+    assert [m["id"] for m in list_memories(store)] == [new.id]
+    record = next(m for m in list_memories(store, history=True) if m["id"] == old.id)
+    assert record["superseded_by"] == new.id
+
+
+def test_rewriting_the_older_memory_to_the_newer_value_lets_it_replace_the_newer(store, embedder):
+    # An update states its text now: the older memory, rewritten, is the newest statement of the fact.
+    old = remember(store, "The staging key rotates monthly", embedder=embedder)
+    new = remember(store, "The staging key rotates weekly", embedder=embedder)
+    update_memory(store, old.id, content="The staging key rotates daily", embedder=embedder)
+    assert [m["id"] for m in list_memories(store)] == [old.id]
+    assert next(m for m in list_memories(store, history=True) if m["id"] == new.id)["superseded_by"] == old.id
+
+
 def test_an_update_that_changes_nothing_writes_nothing(store, embedder):
     from crossmodalrag.agent.tools import InvalidArgument
 
