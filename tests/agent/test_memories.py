@@ -13,6 +13,7 @@ from crossmodalrag.agent.edits import update_memory
 from crossmodalrag.agent.memories import InvalidMemory, remember
 from crossmodalrag.cli.main import main
 from crossmodalrag.retrieval.search import SearchOptions, search
+from crossmodalrag.store import open_store
 from tests.fakes import HashingEmbedder
 
 
@@ -387,6 +388,32 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
     assert capsys.readouterr().out.splitlines()[-2].split()[1] == "2023-05-08"
     assert main(["remember", "x", "--when", "yesterday"]) == 1
     assert "error: --when must be an ISO date" in capsys.readouterr().err
+
+
+def test_a_rollback_derives_the_restored_memories_supersession_again(capsys, db_path):
+    def history():
+        capsys.readouterr()
+        assert main(["memories", "--history", "--json"]) == 0
+        return [(m["id"], m["superseded_by"]) for m in json.loads(capsys.readouterr().out)["memories"]]
+
+    assert main(["remember", "The lychee cluster runs Postgres 14"]) == 0
+    assert main(["checkpoint", "cp1"]) == 0
+    assert main(["remember", "The lychee cluster runs Postgres 16"]) == 0
+    assert main(["checkpoint", "cp2"]) == 0
+    assert history() == [(2, None), (1, 2)]
+    assert main(["rollback", "cp1"]) == 0
+    assert main(["rollback", "cp2"]) == 0  # the newer memory is back, and so is its mark on the older
+    assert history() == [(2, None), (1, 2)]
+    capsys.readouterr()
+    assert main(["ask", "which Postgres version does the lychee cluster run", "--no-llm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["evidence"][0]["source_id"] == 2
+    # The older memory rewritten, then rolled back: restored as of when it was stored, the newer replaces it.
+    assert main(["checkpoint", "cp3"]) == 0
+    with open_store(db_path) as store:
+        update_memory(store, 1, content="Lunch for the team is ordered from the taqueria")
+    assert history()[-1] == (1, None)
+    assert main(["rollback", "cp3"]) == 0
+    assert (1, 2) in history()
 
 
 @pytest.mark.parametrize(

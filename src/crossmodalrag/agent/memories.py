@@ -429,7 +429,8 @@ def restated(store: Store, text: str, similar: dict[int, float], floor: float) -
 def restore_memory_row(conn, source_id: int, state: dict[str, Any]) -> None:
     """Make a memory's row follow its source as a rollback restored it (versioning/sources.py): the
     attributes and content hash come back from the source's state, and a row that went with its source
-    is recreated. Stored times, links and supersession marks are not versioned and stay as they are."""
+    is recreated. Stored times, links and supersession marks are not versioned: `mem rollback` derives
+    the links and marks again afterwards (agent/relink.py)."""
     attributes = state["metadata"]
     text = "\n".join(chunk[0].split("\n", 1)[-1] for chunk in state["chunks"])  # bodies, as memory_texts
     now = time.time()

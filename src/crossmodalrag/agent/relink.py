@@ -55,7 +55,7 @@ def derive_marks(store: Store, conn, source_id: int, embedder: "Embedder | None"
     texts = memory_texts(store, newer) if newer else {}
     successor = next((i for i in newer if restates_with_new_value(text, texts.get(i, ""))), None)
     if successor is not None:
-        supersede(conn, successor, [source_id], similar)
+        supersede(conn, successor, [source_id], {source_id: similar[successor]})
 
 
 def _stored_order(conn, source_ids: list[int]) -> dict[int, tuple[float, int]]:
@@ -67,3 +67,22 @@ def _stored_order(conn, source_ids: list[int]) -> dict[int, tuple[float, int]]:
         source_ids,
     )
     return {source_id: (created, source_id) for source_id, created in rows}
+
+
+def relink_restored(store: Store, uris: list[str], embedder: "Embedder | None") -> int:
+    """After a rollback: the restored memories' marks derived again, each as of when it was stored, the
+    oldest first. Returns how many memories were relinked."""
+    if not uris:
+        return 0
+    rows = store.conn.execute(
+        "SELECT m.source_id, m.created_at FROM agent_memories m JOIN sources s ON s.id = m.source_id"
+        f" WHERE s.uri IN ({','.join('?' * len(uris))}) ORDER BY m.created_at, m.source_id",
+        uris,
+    ).fetchall()
+    if not rows:
+        return 0
+    with store.transaction() as conn:
+        drop_marks(conn, [source_id for source_id, _ in rows])
+        for source_id, created in rows:
+            derive_marks(store, conn, source_id, embedder, created)
+    return len(rows)
