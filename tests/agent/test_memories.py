@@ -579,6 +579,18 @@ def test_a_memory_is_embedded_at_once_on_both_backends(any_store, embedder):
     assert any_store.conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0] == 1
 
 
+def test_storing_again_embeds_a_memory_a_killed_store_left_without_its_vector(any_store, embedder):
+    first = remember(any_store, "The staging VPN password rotates monthly", embedder=embedder)
+    with any_store.transaction() as conn:  # as a kill -9 between the store's commit and its embedding leaves it
+        conn.execute("DELETE FROM chunk_vectors")
+    again = remember(any_store, "The staging VPN password rotates monthly", embedder=embedder)
+    assert (again.id, again.status) == (first.id, "duplicate")
+    assert any_store.conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0] == 1
+    calls = len(embedder.calls)
+    remember(any_store, "The staging VPN password rotates monthly", embedder=embedder)
+    assert len(embedder.calls) == calls  # embedded once: a duplicate with its vector is not embedded again
+
+
 def test_what_changed_since_counts_a_memory_whose_attributes_changed(any_store):
     import time as clock
 
