@@ -14,6 +14,7 @@ from crossmodalrag.agent.edits import update_memory
 from crossmodalrag.agent.memories import InvalidMemory, remember
 from crossmodalrag.cli.main import main
 from crossmodalrag.retrieval.search import SearchOptions, search
+from crossmodalrag.store import open_store
 from tests.fakes import HashingEmbedder
 
 
@@ -162,6 +163,26 @@ def test_a_restated_fact_supersedes_the_older_memory(store, embedder):
     assert result.hits[1].components["superseded"] == 1.0
 
 
+@pytest.mark.parametrize("strategy", ["direct", "episodic", "fusion"])
+def test_a_replaced_memory_closer_in_meaning_still_ranks_below_its_successor(store, db_path, embedder, strategy):
+    # The old text holds the question's "do": closer in meaning, and min-max over a pool of two gave the
+    # new memory vector 0.0 to its 1.0, more than the superseded factor took back; the fused strategies
+    # rank by places, where the factor counted for nothing.
+    from crossmodalrag.agent.recall import with_recall
+    from crossmodalrag.answer.evidence import Retriever
+    from crossmodalrag.config import Settings
+    from crossmodalrag.retrieval.semantic import SemanticIndex
+
+    old = remember(store, "We do not use Redis for session storage", kind="decision", embedder=embedder)
+    new = remember(store, "We use Redis for session storage", kind="decision", embedder=embedder)
+    assert new.supersedes == [old.id]
+    semantic = SemanticIndex(store, embedder, Settings(db_path=db_path))
+    retriever = with_recall(Retriever(store, SearchOptions(top_k=2), semantic), strategy, None, None)
+    hits = retriever.search("Do we use Redis for session storage?").hits
+    assert [h.source_id for h in hits] == [new.id, old.id]
+    assert hits[0].score > hits[1].score
+
+
 def test_a_short_fact_with_a_new_value_supersedes_the_older_memory(store, embedder):
     old = remember(store, "Our office is in Berlin", embedder=embedder)
     assert remember(store, "I visited Berlin", embedder=embedder).supersedes == []
@@ -241,6 +262,34 @@ def test_an_update_that_would_copy_another_memory_is_refused(store, embedder):
     with pytest.raises(InvalidArgument, match=f"memory {vpn.id} already says this"):
         update_memory(store, lunch.id, content="deploys need the VPN!", embedder=embedder)
     assert update_memory(store, vpn.id, content="Deploys need the VPN.", embedder=embedder)["id"] == vpn.id
+
+
+@pytest.mark.parametrize("with_vectors", [True, False])
+def test_rewriting_a_memory_derives_its_links_and_supersession_again(store, embedder, with_vectors):
+    embedder = embedder if with_vectors else None
+    old = remember(store, "The backup window for the durian database is 01:00 UTC", embedder=embedder)
+    new = remember(store, "The backup window for the durian database is 03:00 UTC", embedder=embedder)
+    assert new.supersedes == [old.id]
+    update_memory(store, new.id, content="Lunch for the team is ordered from the taqueria", embedder=embedder)
+    # Its new text replaces nothing and is close to nothing: the old one is current again.
+    assert {m["id"] for m in list_memories(store)} == {old.id, new.id}
+    assert [link for m in list_memories(store) for link in m["links"]] == []
+    (hit,) = search(store, "durian database backup window", SearchOptions(top_k=1)).hits
+    assert hit.source_id == old.id and "superseded" not in hit.components
+    # Rewritten to another value of the same fact, it replaces the old one again.
+    update_memory(store, new.id, content="The backup window for the durian database is 04:00 UTC", embedder=embedder)
+    assert [m["id"] for m in list_memories(store)] == [new.id]
+    record = next(m for m in list_memories(store, history=True) if m["id"] == old.id)
+    assert record["superseded_by"] == new.id
+
+
+def test_rewriting_the_older_memory_to_the_newer_value_lets_it_replace_the_newer(store, embedder):
+    # An update states its text now: the older memory, rewritten, is the newest statement of the fact.
+    old = remember(store, "The staging key rotates monthly", embedder=embedder)
+    new = remember(store, "The staging key rotates weekly", embedder=embedder)
+    update_memory(store, old.id, content="The staging key rotates daily", embedder=embedder)
+    assert [m["id"] for m in list_memories(store)] == [old.id]
+    assert next(m for m in list_memories(store, history=True) if m["id"] == new.id)["superseded_by"] == old.id
 
 
 def test_an_update_that_changes_nothing_writes_nothing(store, embedder):
@@ -360,6 +409,32 @@ def test_cli_remember_reads_the_memory_from_stdin_given_a_dash(capsys, monkeypat
     stored = json.loads(capsys.readouterr().out)["id"]
     assert main(["source", str(stored), "--json"]) == 0
     assert "The deploy key rotates monthly" in capsys.readouterr().out
+
+
+def test_a_rollback_derives_the_restored_memories_supersession_again(capsys, db_path):
+    def history():
+        capsys.readouterr()
+        assert main(["memories", "--history", "--json"]) == 0
+        return [(m["id"], m["superseded_by"]) for m in json.loads(capsys.readouterr().out)["memories"]]
+
+    assert main(["remember", "The lychee cluster runs Postgres 14"]) == 0
+    assert main(["checkpoint", "cp1"]) == 0
+    assert main(["remember", "The lychee cluster runs Postgres 16"]) == 0
+    assert main(["checkpoint", "cp2"]) == 0
+    assert history() == [(2, None), (1, 2)]
+    assert main(["rollback", "cp1"]) == 0
+    assert main(["rollback", "cp2"]) == 0  # the newer memory is back, and so is its mark on the older
+    assert history() == [(2, None), (1, 2)]
+    capsys.readouterr()
+    assert main(["ask", "which Postgres version does the lychee cluster run", "--no-llm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["evidence"][0]["source_id"] == 2
+    # The older memory rewritten, then rolled back: restored as of when it was stored, the newer replaces it.
+    assert main(["checkpoint", "cp3"]) == 0
+    with open_store(db_path) as store:
+        update_memory(store, 1, content="Lunch for the team is ordered from the taqueria")
+    assert history()[-1] == (1, None)
+    assert main(["rollback", "cp3"]) == 0
+    assert (1, 2) in history()
 
 
 @pytest.mark.parametrize(
@@ -523,6 +598,18 @@ def test_a_memory_is_embedded_at_once_on_both_backends(any_store, embedder):
     again = remember(any_store, "The staging VPN password rotates monthly!", ["ops"], 0.5, embedder=embedder)
     assert first.status == "stored" and again.id == first.id
     assert any_store.conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0] == 1
+
+
+def test_storing_again_embeds_a_memory_a_killed_store_left_without_its_vector(any_store, embedder):
+    first = remember(any_store, "The staging VPN password rotates monthly", embedder=embedder)
+    with any_store.transaction() as conn:  # as a kill -9 between the store's commit and its embedding leaves it
+        conn.execute("DELETE FROM chunk_vectors")
+    again = remember(any_store, "The staging VPN password rotates monthly", embedder=embedder)
+    assert (again.id, again.status) == (first.id, "duplicate")
+    assert any_store.conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0] == 1
+    calls = len(embedder.calls)
+    remember(any_store, "The staging VPN password rotates monthly", embedder=embedder)
+    assert len(embedder.calls) == calls  # embedded once: a duplicate with its vector is not embedded again
 
 
 def test_what_changed_since_counts_a_memory_whose_attributes_changed(any_store):

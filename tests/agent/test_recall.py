@@ -88,6 +88,16 @@ def hit(chunk: int, source: int, score: float = 0.0, components: dict | None = N
     return Hit(chunk, f"s{source}", "conversation", "text", "t", "", "t\nbody", None, score, parts, source_id=source)
 
 
+def test_a_replaced_memory_follows_the_chain_of_its_successors_and_a_cycle_ends():
+    from crossmodalrag.retrieval.scoring import below_successors
+
+    ranked = [hit(1, 1, 3.0), hit(2, 2, 2.0), hit(4, 4, 1.5), hit(3, 3, 1.0)]  # 1 replaced by 2, 2 by 3
+    moved = below_successors(ranked, {1: 2, 2: 3})
+    assert [h.source_id for h in moved] == [4, 3, 2, 1]
+    assert [h.score for h in moved] == sorted((h.score for h in moved), reverse=True)
+    assert len(below_successors(ranked, {1: 2, 2: 1})) == 4  # marks in a cycle: no endless moving
+
+
 def test_fusion_ranks_by_reciprocal_rank_across_lists():
     fused = fuse([[hit(1, 1), hit(2, 1)], [hit(2, 1), hit(3, 2)]])
     assert [h.chunk_id for h in fused] == [2, 1, 3] and fused[0].components["rrf"] > fused[1].components["rrf"]

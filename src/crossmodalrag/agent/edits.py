@@ -23,6 +23,7 @@ from crossmodalrag.agent.memories import (
     exact_duplicates,
     memory_document,
 )
+from crossmodalrag.agent.relink import derive_marks, drop_marks
 from crossmodalrag.agent.tools import InvalidArgument
 from crossmodalrag.forget import find_sources, forget_sources
 from crossmodalrag.store import Store
@@ -101,6 +102,10 @@ def _rewrite(store: Store, source_id: int, text: str, embedder: "Embedder | None
             conn.execute(
                 "UPDATE agent_memories SET content_hash = ? WHERE source_id = ?", (content_hash(text), source_id)
             )
+            # What the old text linked to or replaced says nothing about the new one: derived again,
+            # the new text taken as stated now.
+            drop_marks(conn, [source_id])
+            derive_marks(store, conn, source_id, embedder, time.time())
     if embedder is not None:
         embed_source(store, embedder, source_id)
 

@@ -3,12 +3,13 @@ like any other source, with kind, importance, tags and session/agent attribution
 
 Storing one: `<private>` spans are stripped and secrets masked; an exact duplicate (the same text up to
 case, spacing and the punctuation around words, in the same context) returns the stored memory (current
-again if it had been superseded); `memory_update` refuses to make one. A near duplicate in the same
-context (cosine >= 0.95, with the same words in the same order: a swapped or changed name says another
-thing) is merged into it (tags unioned, importance max, both times kept): "Yes, ship it" replying to
-two different questions is two memories. Otherwise the new memory is linked to its closest ones
-(cosine >= 0.75, at most 5), and an older memory whose fact it restates with another value is marked
-superseded (kept, listed with --history, ranked lower by search).
+again if it had been superseded; embedded if a store killed before its embedding left it without a
+vector); `memory_update` refuses to make one. A near duplicate in the same context (cosine >= 0.95, with
+the same words in the same order: a swapped or changed name says another thing) is merged into it (tags
+unioned, importance max, both times kept): "Yes, ship it" replying to two different questions is two
+memories. Otherwise the new memory is linked to its closest ones (cosine >= 0.75, at most 5), and an
+older memory whose fact it restates with another value is marked superseded (kept, listed with
+--history, ranked below the memory that replaced it by search).
 Without an embedding model the similarity is the word-set Jaccard of the two texts, with the same
 thresholds.
 """
@@ -156,8 +157,10 @@ def remember(
         model_row(store, embedder.identity)  # registered now, on first use: inside `write` it is only read
     with store.batched() as batch:
         result = batch.run(write)  # run again if PostgreSQL aborts it as colliding (serializable)
-    if result.status == "stored" and embedder is not None:
-        embed_source(store, embedder, result.id)  # after the commit: embedding is slow, the lock is not held
+    if embedder is not None and (result.status == "stored" or not is_embedded(store, embedder, result.id)):
+        # After the commit: embedding is slow, the lock is not held. A duplicate is embedded too when a
+        # store was killed between its commit and this: storing it again is how an agent retries.
+        embed_source(store, embedder, result.id)
     return result
 
 
@@ -405,6 +408,18 @@ def embed_source(store: Store, embedder: "Embedder", source_id: int) -> None:
     store_vectors(store, rows)  # encoded as the backend stores them (pgvector's type on PostgreSQL)
 
 
+def is_embedded(store: Store, embedder: "Embedder", source_id: int) -> bool:
+    """Whether every chunk of the memory has its vector from this model."""
+    from crossmodalrag.index.embeddings import model_row
+
+    missing = store.conn.execute(
+        "SELECT 1 FROM chunks c WHERE c.source_id = ? AND NOT EXISTS (SELECT 1 FROM chunk_vectors v"
+        " WHERE v.chunk_id = c.id AND v.model_id = ?) LIMIT 1",
+        (source_id, model_row(store, embedder.identity)),
+    ).fetchone()
+    return missing is None
+
+
 def _link(conn, source_id: int, similar: dict[int, float]) -> list[dict[str, Any]]:
     closest = sorted(((s, i) for i, s in similar.items() if s >= LINK_SIMILARITY), reverse=True)[:MAX_LINKS]
     if closest:
@@ -429,7 +444,8 @@ def restated(store: Store, text: str, similar: dict[int, float], floor: float) -
 def restore_memory_row(conn, source_id: int, state: dict[str, Any]) -> None:
     """Make a memory's row follow its source as a rollback restored it (versioning/sources.py): the
     attributes and content hash come back from the source's state, and a row that went with its source
-    is recreated. Stored times, links and supersession marks are not versioned and stay as they are."""
+    is recreated. Stored times, links and supersession marks are not versioned: `mem rollback` derives
+    the links and marks again afterwards (agent/relink.py)."""
     attributes = state["metadata"]
     text = "\n".join(chunk[0].split("\n", 1)[-1] for chunk in state["chunks"])  # bodies, as memory_texts
     now = time.time()

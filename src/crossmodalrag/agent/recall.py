@@ -22,6 +22,7 @@ from crossmodalrag.agent.temporal import EVENT_BOUND, TimeRange, asks_when, stat
 from crossmodalrag.agent.updates import split_label
 from crossmodalrag.retrieval.fusion import reciprocal_rank_fusion
 from crossmodalrag.retrieval.gate import model_cosines
+from crossmodalrag.retrieval.scoring import below_successors
 from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.retrieval.stopwords import ENGLISH
 
@@ -104,7 +105,9 @@ def recall(retriever: "Retriever", question: str, strategy: str = "direct", answ
         lifted = favour_stated_time(favour_named_speaker(retriever.store, fused, question), question)
     cosines = model_cosines(base, direct.embed_model) if direct.similarity is not None else None
     floor = cosines.floor if cosines else None
-    ranked = with_neighbour_support(retriever.store, lifted, floor)
+    successor_of = successors(retriever.store, fused)
+    # The boosts and fusion above may lift a replaced memory over the one that replaced it again.
+    ranked = below_successors(with_neighbour_support(retriever.store, lifted, floor), successor_of)
     sessions = agent_sessions(retriever.store, ranked)
     hits = (
         ranked[: base.top_k]
@@ -115,7 +118,7 @@ def recall(retriever: "Retriever", question: str, strategy: str = "direct", answ
         # It reorders the evidence found, never changes which: a session it pulled in from further
         # down pushed other turns out of the top 10 (bench/agent_recall_ablation.py --judge).
         hits = retriever.judge.lead(question, hits, lambda hit: sessions.get(hit.source_id, hit.source_id))
-    return replace(direct, hits=hits)
+    return replace(direct, hits=below_successors(hits, successor_of))  # diversity and the judge reorder
 
 
 def episodic_variants(retriever: "Retriever", question: str, pool: SearchOptions) -> list[tuple[str, SearchOptions]]:
@@ -282,6 +285,19 @@ def neighbours(store: "Store", hits: list["Hit"]) -> dict[int, tuple[tuple, tupl
         }
         found.update({h.chunk_id: order[h.source_id] for h in hits if h.source_id in order})
     return found
+
+
+def successors(store: "Store", hits: list["Hit"]) -> dict[int, int]:
+    """source id -> the memory that superseded it, for the hits that are superseded agent memories."""
+    ids = sorted({h.source_id for h in hits if h.components.get("superseded")})
+    if not ids:
+        return {}
+    rows = store.conn.execute(
+        f"SELECT source_id, superseded_by FROM agent_memories WHERE superseded_by IS NOT NULL"
+        f" AND source_id IN ({','.join('?' * len(ids))})",
+        ids,
+    )
+    return dict(rows.fetchall())
 
 
 def agent_sessions(store: "Store", hits: list["Hit"]) -> dict[int, tuple[str, str]]:

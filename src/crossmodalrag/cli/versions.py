@@ -103,6 +103,8 @@ def do_rollback(args: argparse.Namespace) -> int:
         # Restored chunks are new rows: embed them as an ingest would, when a model is at hand.
         embedded = embed_new_chunks(store, settings) if plan.restore and not plan.dry_run else None
         fileless = [] if plan.dry_run else _restored_without_file(store, plan.restore)
+        if not plan.dry_run:
+            _relink_restored_memories(store, settings, plan.restore)
     if args.json:
         print_json({**plan.to_dict(), "embedded": embedded.chunks if embedded else 0})
         return 0
@@ -126,6 +128,18 @@ def do_rollback(args: argparse.Namespace) -> int:
     if fileless:
         notice(_files_gone_notice(fileless))
     return 0
+
+
+def _relink_restored_memories(store, settings, restored: list[tuple[str, str]]) -> None:
+    """Links and supersession marks are derived, not versioned: the restored agent memories get theirs
+    again by the store's rule, with the model a store compares by (after embedding, so the vectors are there)."""
+    uris = [target for kind, target in restored if kind == "source" and target.startswith("memory:")]
+    if not uris:
+        return
+    from crossmodalrag.agent.memories import load_memory_embedder
+    from crossmodalrag.agent.relink import relink_restored
+
+    relink_restored(store, uris, load_memory_embedder(settings)[0])
 
 
 def _files_gone_notice(paths: list[str]) -> str:

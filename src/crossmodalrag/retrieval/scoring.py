@@ -148,7 +148,40 @@ def score_pool(
             )
         )
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
-    return lift_exact_match(hits, known.exact_match)
+    successor_of = {row["source_id"]: row["superseded_by"] for row in rows.values() if row["superseded_by"] is not None}
+    return below_successors(lift_exact_match(hits, known.exact_match), successor_of)
+
+
+def below_successors(hits: list[Hit], successor_of: dict[int, int]) -> list[Hit]:
+    """`hits` in their order, but each superseded memory (source id -> the memory that superseded it,
+    `successor_of`) moved just below its successor's first hit, scored just under it, where both are
+    hits. SUPERSEDED_FACTOR alone does not do it: "We use Redis for session storage" after "We do not
+    use Redis ..." is closer in words but 0.03 further in meaning, and min-max over a pool of two gave
+    it vector 0.0 to the old one's 1.0, a lead the factor halved but kept; and fused lists
+    (agent/recall.py) rank by places, where a factor counts only as far as it moves a place."""
+    if not successor_of:
+        return hits
+    ordered = list(hits)
+    for _ in range(len(ordered)):  # each pass moves one hit; a cycle of marks stops at the bound
+        moved = _move_below_successor(ordered, successor_of)
+        if not moved:
+            break
+    return ordered
+
+
+def _move_below_successor(ordered: list[Hit], successor_of: dict[int, int]) -> bool:
+    """Move the first hit ranked above its successor's first hit to just below it (in place)."""
+    first_place: dict[int, int] = {}
+    for place, hit in enumerate(ordered):
+        first_place.setdefault(hit.source_id, place)
+    for place, hit in enumerate(ordered):
+        newer = first_place.get(successor_of.get(hit.source_id, -1))
+        if newer is not None and newer > place:
+            score = min(hit.score, math.nextafter(ordered[newer].score, -math.inf))
+            ordered.insert(newer + 1, replace(hit, score=score))
+            del ordered[place]
+            return True
+    return False
 
 
 def lift_exact_match(hits: list[Hit], exact_match: int | None) -> list[Hit]:
