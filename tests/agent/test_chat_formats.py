@@ -295,6 +295,70 @@ def test_claude_ai_keeps_the_text_extracted_from_an_attachment_clipped(tmp_path)
     assert "[attached: photo.png]" in text and 20_000 < len(text) < 21_000 and "x…" in text
 
 
+def chatgpt_export(path, messages):
+    """A ChatGPT export of one conversation whose messages (id, role, content, recipient) follow each other."""
+    mapping, parent = {}, None
+    for index, (node, role, content, recipient) in enumerate(messages):
+        message = {"id": node, "author": {"role": role}, "create_time": 1740000000 + index, "content": content}
+        mapping[node] = {"id": node, "parent": parent, "children": [], "message": {**message, "recipient": recipient}}
+        if parent:
+            mapping[parent]["children"] = [node]
+        parent = node
+    path.write_text(json.dumps([{"id": "c1", "title": "T", "create_time": 1740000000, "mapping": mapping}]))
+    return path
+
+
+def test_an_artifact_and_a_canvas_are_kept_whole_and_tool_arguments_clipped(tmp_path):
+    letter = (
+        "Dear committee,\n" + "I built data pipelines for logistics. " * 40 + "My salary expectation is 78,000 EUR."
+    )
+    message = claude_ai_message("a1", ROOT, "assistant", "Here is a draft.", "2025-03-01T10:00:00Z")
+    message["content"] += [
+        {"type": "tool_use", "name": "artifacts", "input": {"id": "cl", "title": "Cover letter", "content": letter}},
+        {"type": "tool_use", "name": "web_search", "input": {"query": "q" * 500}},
+    ]
+    claude = tmp_path / "conversations.json"
+    claude.write_text(json.dumps([{"uuid": "c1", "name": "Letter", "chat_messages": [message]}]))
+    _, (session,) = sessions(claude)
+    text = session.turns[0].text
+    assert f"[artifact: Cover letter]\n{letter.strip()}" in text
+    assert "[tool web_search] query=" + "q" * 100 in text and "q" * 200 not in text
+    plan = "# Lisbon\n" + "Trams and pastries. " * 40 + "Final day: ferry to Cacilhas."
+    canvas = {"content_type": "code", "language": "json", "text": json.dumps({"name": "trip", "content": plan})}
+    chatgpt = chatgpt_export(
+        tmp_path / "chatgpt.json",
+        [("u", "user", {"content_type": "text", "parts": ["Plan my trip"]}, "all"),
+         ("c", "assistant", canvas, "canmore.create_textdoc")],
+    )  # fmt: skip
+    _, (session,) = sessions(chatgpt)
+    assert session.turns[1].text == f"[canvas: trip]\n{plan}"
+
+
+def test_a_chatgpt_voice_turn_keeps_its_transcription_and_only_images_read_as_images(tmp_path):
+    def spoken(text):
+        return {
+            "content_type": "multimodal_text",
+            "parts": [
+                {"content_type": "audio_transcription", "text": text, "direction": "in"},
+                {"content_type": "audio_asset_pointer", "asset_pointer": "sediment://file_x", "format": "wav"},
+            ],
+        }
+
+    photo = {"content_type": "image_asset_pointer", "asset_pointer": "file-service://x", "width": 10}
+    path = chatgpt_export(
+        tmp_path / "conversations.json",
+        [("u", "user", spoken("How often should I water the lavender?"), "all"),
+         ("a", "assistant", spoken("About once a week in July."), "all"),
+         ("p", "user", {"content_type": "multimodal_text", "parts": [photo, "What is this plant?"]}, "all")],
+    )  # fmt: skip
+    _, (session,) = sessions(path)
+    assert [t.text for t in session.turns] == [
+        "How often should I water the lavender?",
+        "About once a week in July.",
+        "[image]\nWhat is this plant?",
+    ]
+
+
 def test_an_export_with_bytes_that_are_not_utf8_is_read_and_said_so(tmp_path):
     message = claude_ai_message("h1", ROOT, "human", "Bleep café \ufffd", "2025-06-01T10:00:00Z")
     path = tmp_path / "conversations.json"
