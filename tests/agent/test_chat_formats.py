@@ -510,6 +510,35 @@ def test_a_password_said_in_words_over_a_long_run_of_dots_is_masked_in_linear_ti
     assert mask_secrets(text) == (expected, 3)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Why is the DynamoDB query slow? The sort key is LastModifiedTimestamp2024.",
+        "Use the token type AuthenticationResultV2Handler and query by partition first.",
+        "The secret sauce is ConnectionPoolManager2Factory here.",
+    ],
+)
+def test_an_identifier_named_after_a_key_or_token_is_not_masked(text):
+    assert mask_secrets(text) == (text, 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("my token is ghp_" + "a1B2c3D4" * 5, "a1B2c3D4"),
+        ("my token is 8f3KdP0qLz9XwB2mN7vR, keep it safe", "8f3KdP0qLz9XwB2mN7vR"),
+        ("the API key: 9sKd83LqPz0XwB2mN7vRt", "9sKd83LqPz0XwB2mN7vRt"),
+        ("here is the key zQ4vN8bX2kL9pR7tW3yM6cF1 for prod", "zQ4vN8bX2kL9pR7tW3yM6cF1"),
+        ("password: hunter2", "hunter2"),
+        ("AWS key AKIAIOSFODNN7EXAMPLE with secret wJalrXUtnFI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AKIAIOSFODNN7"),
+        ("AWS key AKIAIOSFODNN7EXAMPLE with secret wJalrXUtnFI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFI"),
+    ],
+)
+def test_keys_and_tokens_said_or_assigned_are_still_masked(text, secret):
+    masked, count = mask_secrets(text)
+    assert count >= 1 and secret not in masked and MASK in masked
+
+
 def test_ordinary_prose_is_not_masked():
     text = (
         "The password policy says rotate monthly; the api key lives in the vault. sk-learn is a library. "

@@ -32,7 +32,7 @@ SNIFF_BYTES = 64 * 1024
 # Part of every chat file's stamp (conversations.py): a file unchanged on disk is not read again, so
 # bump this when a reader, the secret patterns or the `<private>` stripping change what a file reads as.
 # 2: a byte order mark keeps the first record; mysql -pSECRET masked. 3: artifacts, canvases and
-# voice transcriptions kept whole.
+# voice transcriptions kept whole; identifiers named after "key"/"token" no longer masked.
 READER_VERSION = "3"
 
 
