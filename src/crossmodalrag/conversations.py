@@ -31,10 +31,12 @@ from crossmodalrag.chunking import CHUNKER_VERSION
 from crossmodalrag.chunking.turns import TURNS_VERSION, chunk_turns, turn_digest
 from crossmodalrag.connectors.chats import (
     READER_VERSION,
+    UNZIP_FIRST,
     ChatRead,
     Session,
     blank_file,
     find_chat_files,
+    is_zip,
     open_chat,
     session_document,
 )
@@ -75,7 +77,9 @@ def ingest_conversations(
         if not root.exists():
             report.failures.append(f"{root}: no such file or folder (hint: check the path; nothing was removed)")
             continue
+        found = False
         for path in find_chat_files(root):
+            found = True
             try:
                 check_name(path)  # reported even in a folder: it may well be a chat
             except CMRAGError as error:
@@ -92,12 +96,21 @@ def ingest_conversations(
                     report.notices.append(f"skipped {error.message}")
                 continue
             _ingest_file(store, chat, report, progress, elsewhere)
+        if not found and (archives := _zip_archives(root)):
+            report.notices.append(f"{root}: no chat file in it, only {archives[0].name} (hint: {UNZIP_FIRST})")
         if gone := _session_files_gone(store, root):
             report.notices.append(
                 f"{root}: {counted(len(gone), 'session file')} gone from disk, kept in memory (e.g. {gone[0]}; "
                 "hint: `mem forget --path FILE` erases the sessions stored from one)"
             )
     return report
+
+
+def _zip_archives(folder: Path) -> list[Path]:
+    """The zip archives right in a folder (an export downloaded and not unpacked yet)."""
+    if not folder.is_dir():
+        return []
+    return sorted(path for path in folder.iterdir() if path.suffix.lower() == ".zip" and is_zip(path))
 
 
 def _session_files_gone(store: Store, root: Path) -> list[str]:

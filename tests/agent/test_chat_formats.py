@@ -359,17 +359,35 @@ def test_a_chatgpt_voice_turn_keeps_its_transcription_and_only_images_read_as_im
     ]
 
 
-def test_an_export_with_bytes_that_are_not_utf8_is_read_and_said_so(tmp_path):
+def test_an_export_is_read_in_utf8_or_utf16_and_refused_in_another_encoding(tmp_path):
     message = claude_ai_message("h1", ROOT, "human", "Bleep café \ufffd", "2025-06-01T10:00:00Z")
     path = tmp_path / "conversations.json"
-    whole = json.dumps([{"uuid": "c1", "name": "Cafe", "chat_messages": [message]}], ensure_ascii=False).encode()
-    path.write_bytes(whole)  # a replacement character the file really holds is no problem
+    text = json.dumps([{"uuid": "c1", "name": "Cafe", "chat_messages": [message]}], ensure_ascii=False)
+    path.write_bytes(text.encode())  # a replacement character the file really holds is no problem
     chat, (session,) = sessions(path)
     assert not chat.problems and session.turns[0].text == "Bleep café \ufffd"
-    path.write_bytes(whole.replace("café".encode(), b"caf\xe9"))
-    chat, (session,) = sessions(path)
-    assert chat.problems == [f"{path}: not UTF-8, read with its undecodable bytes replaced"]
-    assert session.turns[0].text == "Bleep caf\ufffd \ufffd"
+    for encoding in ("utf-16", "utf-16-be", "utf-8-sig"):  # Notepad's "Unicode", its big-endian one, UTF-8 BOM
+        bom = "\ufeff" if encoding != "utf-16" else ""  # Python's "utf-16" writes its own
+        path.write_bytes((bom + text).encode(encoding))
+        assert detect_format(path) == "claude-ai"
+        chat, (session,) = sessions(path)
+        assert not chat.problems and session.turns[0].text == "Bleep café \ufffd"
+    path.write_bytes(text.replace("\ufffd", "").encode("cp1252"))  # re-saved by an editor: é is one byte
+    with pytest.raises(ConnectorError, match=r"not valid UTF-8 \(byte \d+\)") as refused:
+        open_chat(path)
+    assert "re-save it as UTF-8" in refused.value.hint
+    assert text.encode("cp1252", "replace")[int(refused.value.message.split("byte ")[1].split(")")[0])] == 0xE9
+
+
+def test_a_zip_archive_is_refused_with_a_hint_to_unzip_it(tmp_path):
+    import zipfile
+
+    archive = tmp_path / "chatgpt-export.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("conversations.json", "[]")
+    with pytest.raises(ConnectorError, match="a zip archive") as refused:
+        open_chat(archive)
+    assert "unzip it first" in refused.value.hint
 
 
 def test_a_truncated_export_keeps_its_complete_conversations(tmp_path):

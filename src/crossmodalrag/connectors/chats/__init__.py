@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 from crossmodalrag.chunking.turns import TURNS_VERSION
-from crossmodalrag.connectors.chats.jsonio import MAX_LINE, clip
+from crossmodalrag.connectors.chats.jsonio import MAX_LINE, check_encoding, clip, encoding_of
 from crossmodalrag.connectors.chats.secrets import mask_secrets
 from crossmodalrag.connectors.files import check_regular
 from crossmodalrag.errors import ConnectorError
@@ -120,12 +120,32 @@ def open_chat(path: Path) -> ChatRead:
     """The reader for a file. Raises ConnectorError when it is unreadable or no known chat format."""
     check_regular(path)  # reading a FIFO would wait forever
     chat_format = detect_format(path)
+    if chat_format is None and is_zip(path):
+        raise ConnectorError(f"{path}: a zip archive, not a chat transcript", UNZIP_FIRST)
     if chat_format is None:
         raise ConnectorError(
             f"{path}: not a chat transcript this version reads",
             "give a Claude Code or Codex session (.jsonl), a ChatGPT or Claude.ai conversations.json, or LoCoMo JSON",
         )
+    if chat_format in EXPORT_FORMATS:
+        # Written whole by the service in UTF-8: undecodable bytes mean the file was re-saved in another
+        # encoding, and every accented letter would be stored replaced. A session file (.jsonl) keeps
+        # its lines' odd bytes replaced instead: a tool's output in Latin-1 spoils only that line.
+        check_encoding(path)
     return ChatRead(path, chat_format)
+
+
+EXPORT_FORMATS = {"chatgpt", "claude-ai", "locomo", "empty"}
+UNZIP_FIRST = "unzip it first: a ChatGPT or Claude.ai export holds conversations.json, which ingest-chat reads"
+
+
+def is_zip(path: Path) -> bool:
+    """Whether a file is a zip archive (a ChatGPT or Claude.ai export as downloaded), by its first bytes."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
 
 
 def blank_file(path: Path) -> bool:
@@ -149,7 +169,8 @@ def detect_format(path: Path) -> str | None:
     (a session opening with a pasted log). Raises ConnectorError if it cannot be read."""
     try:
         with path.open("rb") as handle:
-            head = _head(handle).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+            raw = _head(handle)
+            head = raw.decode(encoding_of(raw), "replace").lstrip("\ufeff \t\r\n")
     except OSError as error:
         raise ConnectorError(f"{path}: cannot be read ({error.strerror})", "check the path and permissions") from error
     if EMPTY_ARRAY.fullmatch(head):
