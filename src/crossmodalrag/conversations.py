@@ -14,6 +14,11 @@ found some of its sessions stored from another file, stamps nothing: such a file
 notices said) each time, as before. A file with a secret masked or a `<private>` span cut keeps no
 hash of its bytes (file_moves.py `hash_to_keep`): touched, it is read again.
 
+A file that is read again (one conversation of a 45 MB export changed) is parsed whole, but a session
+read exactly as it was stored is not cleaned again: masking secrets in every turn took 90% of the
+time. Each session keeps the digest of its text as read (`raw_sha256`), only when nothing was cut out
+of it: the text hashed is then the text stored, so the digest confirms no masked key or private span.
+
 A session is one source whatever file it is read from. While two files holding it are both on disk
 (the same export downloaded twice), the copy with more turns is kept. When the file it was stored
 from is gone (a newer export unpacked into a new folder, the old one deleted), the session moves to
@@ -156,12 +161,17 @@ def _ingest_file(
         return
     # Taken before reading, as for PDFs: a file written during the read is read again next time.
     sha256 = file_sha256(chat.path) if stamp else None
+    chat.stored_digests, chat.digest_salt = _stored_digests(store, chat.path), READ_BY
     notices = len(report.notices)
     seen: set[str] = set()
     written = report.added + report.updated
     kept_elsewhere, superseded, vanished = 0, [], set()
     with store.batched() as batch:
         for session in chat.sessions():
+            if session.unchanged:  # as read when stored: its turns were not even cleaned
+                seen.add(f"{chat.path}@{session.key}")
+                report.unchanged += 1
+                continue
             if not session.turns:
                 continue
             doc = session_document(chat.path, session)
@@ -185,7 +195,8 @@ def _ingest_file(
                 superseded.append(other_uri)
             elsewhere[(session.format, session.key)] = (doc.uri, len(session.turns))
             # PostgreSQL may abort a unit that collided with another writer: it is run again whole.
-            retrying(partial(_write_session, batch, doc, known.get(doc.uri), report))
+            stored_raw = chat.stored_digests.get(session.key)
+            retrying(partial(_write_session, batch, doc, known.get(doc.uri), report, stored_raw))
             if progress:
                 progress(report)
     if superseded:  # moved here from the other file: updated, not added
@@ -299,9 +310,12 @@ def _retire(
     return remove_sources(store, gone) if gone else 0
 
 
-def _write_session(batch: WriteBatch, doc: Document, stored_digest: str | None, report: IngestReport) -> None:
+def _write_session(
+    batch: WriteBatch, doc: Document, stored_digest: str | None, report: IngestReport, stored_raw: str | None = None
+) -> None:
     digest = fingerprint(doc)
     if stored_digest == digest:
+        _keep_raw_digest(batch, doc, stored_raw)
         report.unchanged += 1
         return
     conn = batch.conn
@@ -326,6 +340,30 @@ def _write_session(batch: WriteBatch, doc: Document, stored_digest: str | None, 
     report.chunks += count
     report.added += added
     report.updated += not added
+
+
+def _keep_raw_digest(batch: WriteBatch, doc: Document, stored_raw: str | None) -> None:
+    """Store the session's `raw_sha256` (null: something is withheld now) when the text stored is
+    already current: a session stored before the digest existed gets it without being written again.
+    Bookkeeping, as the file's stamp is (versioning leaves it out of a source's state)."""
+    raw = doc.metadata.get("raw_sha256")
+    if raw == stored_raw:
+        return
+    with batch.unit() as conn:
+        conn.execute(
+            "UPDATE sources SET metadata = json_set(metadata, '$.raw_sha256', ?) WHERE uri = ?", (raw, doc.uri)
+        )
+
+
+def _stored_digests(store: Store, path: Path) -> dict[str, str]:
+    """Session key → the `raw_sha256` stored for each session read from the file."""
+    prefix = f"{path}@"
+    rows = store.conn.execute(
+        "SELECT uri, json_extract(metadata, '$.raw_sha256') FROM sources"
+        " WHERE uri >= ? AND uri < ? AND source_type = ?",
+        (prefix, prefix + "\U0010ffff", SOURCE_TYPE),
+    )
+    return {uri[len(prefix) :]: digest for uri, digest in rows if digest}
 
 
 def stored_turns(conn, source_id: int) -> list[str]:
