@@ -138,9 +138,9 @@ def test_forget_a_folder_by_path(capsys, vault, db_path) -> None:
     data = json.loads(out)
     assert code == 0 and data["sources"] == 2 and data["vacuumed"] is False
     assert {s["uri"] for s in data["forgotten"]} == {str(vault / "secret/gone.md"), str(vault / "secret/also.md")}
-    assert set(data) == {"forgotten", "sources", "earlier_paths", "chunks", "vectors", "memory_nodes",
-                         "stranded_events", "vacuumed", "eval_queries_naming_them", "still_on_disk", "backups",
-                         "backup_paths", "unfinished_copies", "live_copies"}  # fmt: skip
+    assert set(data) == {"forgotten", "sources", "earlier_paths", "sub_agent_sessions", "chunks", "vectors",
+                         "memory_nodes", "stranded_events", "vacuumed", "eval_queries_naming_them", "still_on_disk",
+                         "backups", "backup_paths", "unfinished_copies", "live_copies"}  # fmt: skip
     assert counts(db_path)["sources"] == 1
 
 
@@ -251,6 +251,28 @@ def test_a_forgotten_chat_session_whose_file_is_still_on_disk_is_named(capsys, t
     assert code == 0 and json.loads(out)["still_on_disk"] == [str(chat)]
     assert f"the next ingest-chat or sync of its folder reads it again: {chat}; delete it" in err
     assert "--exclude" not in err
+
+
+def test_forgetting_a_chat_session_forgets_its_sub_agents_and_says_how_many(capsys, tmp_path, db_path) -> None:
+    """A sub-agent's transcript (`FILE@session/agent-ID`) is part of the session: it goes with it."""
+    from crossmodalrag.conversations import ingest_conversations
+    from tests.agent.chats import claude_record, write_jsonl
+
+    sub_agent = {"isSidechain": True, "agentId": "x"}
+    chat = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            claude_record("u1", None, "user", "find the callers of cache_get"),
+            claude_record("s1", None, "user", f"Search for {MARKER}", **sub_agent),
+            claude_record("s2", "s1", "assistant", [{"type": "text", "text": f"{MARKER} twice."}], **sub_agent),
+        ],
+    )
+    with open_store(db_path) as store:
+        ingest_conversations(store, [chat])
+    code, out, err = run(capsys, "forget", f"{chat}@s-1", "--yes", "--json")
+    assert code == 0 and json.loads(out)["sub_agent_sessions"] == [f"{chat}@s-1/agent-x"]
+    assert counts(db_path)["sources"] == 0 and MARKER not in fts_terms(db_path)
+    assert "forgot 2 sources" in err and f"including 1 sub-agent session of {chat}@s-1" in err
 
 
 def test_eval_gold_is_kept_and_counted(capsys, vault, db_path) -> None:
@@ -423,7 +445,13 @@ def test_a_source_gone_from_memory_is_forgotten_from_the_change_log_too(capsys, 
     code, out, err = run(capsys, "forget", *target, "--yes", "--vacuum", "--json")
     assert code == 0, err
     forgotten = {item["uri"]: item for item in json.loads(out)["forgotten"]}
-    assert forgotten[str(note)] == {"uri": str(note), "source_type": "note", "chunks": 0, "earlier_path_of": None}
+    assert forgotten[str(note)] == {
+        "uri": str(note),
+        "source_type": "note",
+        "chunks": 0,
+        "earlier_path_of": None,
+        "sub_agent_of": None,
+    }
     assert not logged_states_with(db_path, MARKER) and MARKER.encode() not in database_bytes(db_path)
     with open_store(db_path) as store:
         assert verify(store.conn).ok

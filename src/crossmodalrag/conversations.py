@@ -14,6 +14,11 @@ found some of its sessions stored from another file, stamps nothing: such a file
 notices said) each time, as before. A file with a secret masked or a `<private>` span cut keeps no
 hash of its bytes (file_moves.py `hash_to_keep`): touched, it is read again.
 
+A file that is read again (one conversation of a 45 MB export changed) is parsed whole, but a session
+read exactly as it was stored is not cleaned again: masking secrets in every turn took 90% of the
+time. Each session keeps the digest of its text as read (`raw_sha256`), only when nothing was cut out
+of it: the text hashed is then the text stored, so the digest confirms no masked key or private span.
+
 A session is one source whatever file it is read from. While two files holding it are both on disk
 (the same export downloaded twice), the copy with more turns is kept. When the file it was stored
 from is gone (a newer export unpacked into a new folder, the old one deleted), the session moves to
@@ -31,10 +36,12 @@ from crossmodalrag.chunking import CHUNKER_VERSION
 from crossmodalrag.chunking.turns import TURNS_VERSION, chunk_turns, turn_digest
 from crossmodalrag.connectors.chats import (
     READER_VERSION,
+    UNZIP_FIRST,
     ChatRead,
     Session,
     blank_file,
     find_chat_files,
+    is_zip,
     open_chat,
     session_document,
 )
@@ -75,7 +82,9 @@ def ingest_conversations(
         if not root.exists():
             report.failures.append(f"{root}: no such file or folder (hint: check the path; nothing was removed)")
             continue
+        found = False
         for path in find_chat_files(root):
+            found = True
             try:
                 check_name(path)  # reported even in a folder: it may well be a chat
             except CMRAGError as error:
@@ -92,12 +101,21 @@ def ingest_conversations(
                     report.notices.append(f"skipped {error.message}")
                 continue
             _ingest_file(store, chat, report, progress, elsewhere)
+        if not found and (archives := _zip_archives(root)):
+            report.notices.append(f"{root}: no chat file in it, only {archives[0].name} (hint: {UNZIP_FIRST})")
         if gone := _session_files_gone(store, root):
             report.notices.append(
                 f"{root}: {counted(len(gone), 'session file')} gone from disk, kept in memory (e.g. {gone[0]}; "
                 "hint: `mem forget --path FILE` erases the sessions stored from one)"
             )
     return report
+
+
+def _zip_archives(folder: Path) -> list[Path]:
+    """The zip archives right in a folder (an export downloaded and not unpacked yet)."""
+    if not folder.is_dir():
+        return []
+    return sorted(path for path in folder.iterdir() if path.suffix.lower() == ".zip" and is_zip(path))
 
 
 def _session_files_gone(store: Store, root: Path) -> list[str]:
@@ -143,12 +161,17 @@ def _ingest_file(
         return
     # Taken before reading, as for PDFs: a file written during the read is read again next time.
     sha256 = file_sha256(chat.path) if stamp else None
+    chat.stored_digests, chat.digest_salt = _stored_digests(store, chat.path), READ_BY
     notices = len(report.notices)
     seen: set[str] = set()
     written = report.added + report.updated
     kept_elsewhere, superseded, vanished = 0, [], set()
     with store.batched() as batch:
         for session in chat.sessions():
+            if session.unchanged:  # as read when stored: its turns were not even cleaned
+                seen.add(f"{chat.path}@{session.key}")
+                report.unchanged += 1
+                continue
             if not session.turns:
                 continue
             doc = session_document(chat.path, session)
@@ -172,7 +195,8 @@ def _ingest_file(
                 superseded.append(other_uri)
             elsewhere[(session.format, session.key)] = (doc.uri, len(session.turns))
             # PostgreSQL may abort a unit that collided with another writer: it is run again whole.
-            retrying(partial(_write_session, batch, doc, known.get(doc.uri), report))
+            stored_raw = chat.stored_digests.get(session.key)
+            retrying(partial(_write_session, batch, doc, known.get(doc.uri), report, stored_raw))
             if progress:
                 progress(report)
     if superseded:  # moved here from the other file: updated, not added
@@ -286,9 +310,12 @@ def _retire(
     return remove_sources(store, gone) if gone else 0
 
 
-def _write_session(batch: WriteBatch, doc: Document, stored_digest: str | None, report: IngestReport) -> None:
+def _write_session(
+    batch: WriteBatch, doc: Document, stored_digest: str | None, report: IngestReport, stored_raw: str | None = None
+) -> None:
     digest = fingerprint(doc)
     if stored_digest == digest:
+        _keep_raw_digest(batch, doc, stored_raw)
         report.unchanged += 1
         return
     conn = batch.conn
@@ -313,6 +340,30 @@ def _write_session(batch: WriteBatch, doc: Document, stored_digest: str | None, 
     report.chunks += count
     report.added += added
     report.updated += not added
+
+
+def _keep_raw_digest(batch: WriteBatch, doc: Document, stored_raw: str | None) -> None:
+    """Store the session's `raw_sha256` (null: something is withheld now) when the text stored is
+    already current: a session stored before the digest existed gets it without being written again.
+    Bookkeeping, as the file's stamp is (versioning leaves it out of a source's state)."""
+    raw = doc.metadata.get("raw_sha256")
+    if raw == stored_raw:
+        return
+    with batch.unit() as conn:
+        conn.execute(
+            "UPDATE sources SET metadata = json_set(metadata, '$.raw_sha256', ?) WHERE uri = ?", (raw, doc.uri)
+        )
+
+
+def _stored_digests(store: Store, path: Path) -> dict[str, str]:
+    """Session key → the `raw_sha256` stored for each session read from the file."""
+    prefix = f"{path}@"
+    rows = store.conn.execute(
+        "SELECT uri, json_extract(metadata, '$.raw_sha256') FROM sources"
+        " WHERE uri >= ? AND uri < ? AND source_type = ?",
+        (prefix, prefix + "\U0010ffff", SOURCE_TYPE),
+    )
+    return {uri[len(prefix) :]: digest for uri, digest in rows if digest}
 
 
 def stored_turns(conn, source_id: int) -> list[str]:

@@ -23,7 +23,7 @@ import json
 import os
 import shutil
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -69,6 +69,7 @@ class StoredSource:
     source_type: str
     chunks: int
     earlier_path_of: str | None = None  # a path this source had before a move or rename (versioning/lineage.py)
+    sub_agent_of: str | None = None  # the Claude Code session whose sub-agent transcript this is
 
 
 @dataclass
@@ -96,14 +97,25 @@ class ForgetReport:
     def earlier_paths(self) -> list[StoredSource]:
         return [source for source in self.sources if source.earlier_path_of is not None]
 
+    @property
+    def sub_agents(self) -> list[StoredSource]:
+        return [source for source in self.sources if source.sub_agent_of is not None]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "forgotten": [
-                {"uri": s.uri, "source_type": s.source_type, "chunks": s.chunks, "earlier_path_of": s.earlier_path_of}
+                {
+                    "uri": s.uri,
+                    "source_type": s.source_type,
+                    "chunks": s.chunks,
+                    "earlier_path_of": s.earlier_path_of,
+                    "sub_agent_of": s.sub_agent_of,
+                }
                 for s in self.sources
             ],
             "sources": len(self.named),
             "earlier_paths": [s.uri for s in self.earlier_paths],
+            "sub_agent_sessions": [s.uri for s in self.sub_agents],
             "chunks": self.chunks,
             "vectors": self.vectors,
             "memory_nodes": self.memory_nodes,
@@ -126,7 +138,7 @@ def find_sources(store: Store, uri: str | None = None, path: Path | None = None)
         rows = _select(store, "s.uri = ?", (resolved,)) or _in_history(store, "target = ?", (resolved,))
         if not rows:
             raise _nothing_named(uri)
-        return with_earlier_paths(store, rows)
+        return with_earlier_paths(store, rows + _sub_agents(store, rows))
     if path is None:
         raise CMRAGError("nothing to forget was named", "give a SOURCE_URI or --path PATH")
     found: dict[str, StoredSource] = {}
@@ -146,6 +158,23 @@ def find_sources(store: Store, uri: str | None = None, path: Path | None = None)
             "give the path as it was ingested (a note, PDF or image file, a folder, or a repository root)",
         )
     return with_earlier_paths(store, sorted(found.values(), key=lambda s: s.uri))
+
+
+def _sub_agents(store: Store, sessions: list[StoredSource]) -> list[StoredSource]:
+    """The sub-agent transcripts of a Claude Code session (uris `<file>@<session>/agent-<id>`): the
+    session's own work, read from its file, so forgetting the session forgets them too (`--path` of
+    the file reaches them already)."""
+    found: dict[str, StoredSource] = {}
+    for session in sessions:
+        if session.source_type != "conversation" or "@" not in session.uri:
+            continue
+        prefix = session.uri + "/agent-"
+        clause, params = "uri >= ? AND uri < ?", (prefix, prefix + LAST_CHAR)
+        rows = _select(store, f"s.{clause}", params) + _in_history(store, clause.replace("uri", "target"), params)
+        for row in rows:
+            if row.source_type == "conversation":
+                found.setdefault(row.uri, replace(row, sub_agent_of=session.uri))
+    return sorted(found.values(), key=lambda s: s.uri)
 
 
 def _nothing_named(given: str) -> CMRAGError:

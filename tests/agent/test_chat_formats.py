@@ -295,17 +295,99 @@ def test_claude_ai_keeps_the_text_extracted_from_an_attachment_clipped(tmp_path)
     assert "[attached: photo.png]" in text and 20_000 < len(text) < 21_000 and "x…" in text
 
 
-def test_an_export_with_bytes_that_are_not_utf8_is_read_and_said_so(tmp_path):
+def chatgpt_export(path, messages):
+    """A ChatGPT export of one conversation whose messages (id, role, content, recipient) follow each other."""
+    mapping, parent = {}, None
+    for index, (node, role, content, recipient) in enumerate(messages):
+        message = {"id": node, "author": {"role": role}, "create_time": 1740000000 + index, "content": content}
+        mapping[node] = {"id": node, "parent": parent, "children": [], "message": {**message, "recipient": recipient}}
+        if parent:
+            mapping[parent]["children"] = [node]
+        parent = node
+    path.write_text(json.dumps([{"id": "c1", "title": "T", "create_time": 1740000000, "mapping": mapping}]))
+    return path
+
+
+def test_an_artifact_and_a_canvas_are_kept_whole_and_tool_arguments_clipped(tmp_path):
+    letter = (
+        "Dear committee,\n" + "I built data pipelines for logistics. " * 40 + "My salary expectation is 78,000 EUR."
+    )
+    message = claude_ai_message("a1", ROOT, "assistant", "Here is a draft.", "2025-03-01T10:00:00Z")
+    message["content"] += [
+        {"type": "tool_use", "name": "artifacts", "input": {"id": "cl", "title": "Cover letter", "content": letter}},
+        {"type": "tool_use", "name": "web_search", "input": {"query": "q" * 500}},
+    ]
+    claude = tmp_path / "conversations.json"
+    claude.write_text(json.dumps([{"uuid": "c1", "name": "Letter", "chat_messages": [message]}]))
+    _, (session,) = sessions(claude)
+    text = session.turns[0].text
+    assert f"[artifact: Cover letter]\n{letter.strip()}" in text
+    assert "[tool web_search] query=" + "q" * 100 in text and "q" * 200 not in text
+    plan = "# Lisbon\n" + "Trams and pastries. " * 40 + "Final day: ferry to Cacilhas."
+    canvas = {"content_type": "code", "language": "json", "text": json.dumps({"name": "trip", "content": plan})}
+    chatgpt = chatgpt_export(
+        tmp_path / "chatgpt.json",
+        [("u", "user", {"content_type": "text", "parts": ["Plan my trip"]}, "all"),
+         ("c", "assistant", canvas, "canmore.create_textdoc")],
+    )  # fmt: skip
+    _, (session,) = sessions(chatgpt)
+    assert session.turns[1].text == f"[canvas: trip]\n{plan}"
+
+
+def test_a_chatgpt_voice_turn_keeps_its_transcription_and_only_images_read_as_images(tmp_path):
+    def spoken(text):
+        return {
+            "content_type": "multimodal_text",
+            "parts": [
+                {"content_type": "audio_transcription", "text": text, "direction": "in"},
+                {"content_type": "audio_asset_pointer", "asset_pointer": "sediment://file_x", "format": "wav"},
+            ],
+        }
+
+    photo = {"content_type": "image_asset_pointer", "asset_pointer": "file-service://x", "width": 10}
+    path = chatgpt_export(
+        tmp_path / "conversations.json",
+        [("u", "user", spoken("How often should I water the lavender?"), "all"),
+         ("a", "assistant", spoken("About once a week in July."), "all"),
+         ("p", "user", {"content_type": "multimodal_text", "parts": [photo, "What is this plant?"]}, "all")],
+    )  # fmt: skip
+    _, (session,) = sessions(path)
+    assert [t.text for t in session.turns] == [
+        "How often should I water the lavender?",
+        "About once a week in July.",
+        "[image]\nWhat is this plant?",
+    ]
+
+
+def test_an_export_is_read_in_utf8_or_utf16_and_refused_in_another_encoding(tmp_path):
     message = claude_ai_message("h1", ROOT, "human", "Bleep café \ufffd", "2025-06-01T10:00:00Z")
     path = tmp_path / "conversations.json"
-    whole = json.dumps([{"uuid": "c1", "name": "Cafe", "chat_messages": [message]}], ensure_ascii=False).encode()
-    path.write_bytes(whole)  # a replacement character the file really holds is no problem
+    text = json.dumps([{"uuid": "c1", "name": "Cafe", "chat_messages": [message]}], ensure_ascii=False)
+    path.write_bytes(text.encode())  # a replacement character the file really holds is no problem
     chat, (session,) = sessions(path)
     assert not chat.problems and session.turns[0].text == "Bleep café \ufffd"
-    path.write_bytes(whole.replace("café".encode(), b"caf\xe9"))
-    chat, (session,) = sessions(path)
-    assert chat.problems == [f"{path}: not UTF-8, read with its undecodable bytes replaced"]
-    assert session.turns[0].text == "Bleep caf\ufffd \ufffd"
+    for encoding in ("utf-16", "utf-16-be", "utf-8-sig"):  # Notepad's "Unicode", its big-endian one, UTF-8 BOM
+        bom = "\ufeff" if encoding != "utf-16" else ""  # Python's "utf-16" writes its own
+        path.write_bytes((bom + text).encode(encoding))
+        assert detect_format(path) == "claude-ai"
+        chat, (session,) = sessions(path)
+        assert not chat.problems and session.turns[0].text == "Bleep café \ufffd"
+    path.write_bytes(text.replace("\ufffd", "").encode("cp1252"))  # re-saved by an editor: é is one byte
+    with pytest.raises(ConnectorError, match=r"not valid UTF-8 \(byte \d+\)") as refused:
+        open_chat(path)
+    assert "re-save it as UTF-8" in refused.value.hint
+    assert text.encode("cp1252", "replace")[int(refused.value.message.split("byte ")[1].split(")")[0])] == 0xE9
+
+
+def test_a_zip_archive_is_refused_with_a_hint_to_unzip_it(tmp_path):
+    import zipfile
+
+    archive = tmp_path / "chatgpt-export.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("conversations.json", "[]")
+    with pytest.raises(ConnectorError, match="a zip archive") as refused:
+        open_chat(archive)
+    assert "unzip it first" in refused.value.hint
 
 
 def test_a_truncated_export_keeps_its_complete_conversations(tmp_path):
@@ -444,6 +526,35 @@ def test_a_password_said_in_words_over_a_long_run_of_dots_is_masked_in_linear_ti
     text = f"the password is {dots}done; the password was Tr0ub4dor&3. and passcode is abc12!!"
     expected = f"the password is {MASK}; the password was {MASK}. and passcode is {MASK}!"
     assert mask_secrets(text) == (expected, 3)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Why is the DynamoDB query slow? The sort key is LastModifiedTimestamp2024.",
+        "Use the token type AuthenticationResultV2Handler and query by partition first.",
+        "The secret sauce is ConnectionPoolManager2Factory here.",
+    ],
+)
+def test_an_identifier_named_after_a_key_or_token_is_not_masked(text):
+    assert mask_secrets(text) == (text, 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("my token is ghp_" + "a1B2c3D4" * 5, "a1B2c3D4"),
+        ("my token is 8f3KdP0qLz9XwB2mN7vR, keep it safe", "8f3KdP0qLz9XwB2mN7vR"),
+        ("the API key: 9sKd83LqPz0XwB2mN7vRt", "9sKd83LqPz0XwB2mN7vRt"),
+        ("here is the key zQ4vN8bX2kL9pR7tW3yM6cF1 for prod", "zQ4vN8bX2kL9pR7tW3yM6cF1"),
+        ("password: hunter2", "hunter2"),
+        ("AWS key AKIAIOSFODNN7EXAMPLE with secret wJalrXUtnFI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AKIAIOSFODNN7"),
+        ("AWS key AKIAIOSFODNN7EXAMPLE with secret wJalrXUtnFI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFI"),
+    ],
+)
+def test_keys_and_tokens_said_or_assigned_are_still_masked(text, secret):
+    masked, count = mask_secrets(text)
+    assert count >= 1 and secret not in masked and MASK in masked
 
 
 def test_ordinary_prose_is_not_masked():

@@ -11,7 +11,7 @@ import pytest
 
 from crossmodalrag.chunking.turns import semantic_text
 from crossmodalrag.cli.main import main
-from crossmodalrag.connectors.chats import ChatRead, open_chat
+from crossmodalrag.connectors.chats import UNZIP_FIRST, ChatRead, open_chat
 from crossmodalrag.conversations import ingest_conversations
 from crossmodalrag.index.embeddings import embed_missing
 from tests.agent.chats import SAMPLES, claude_record, needs_samples, write_jsonl
@@ -130,14 +130,30 @@ def test_an_export_whose_conversations_were_all_deleted_empties_the_memory_of_it
     assert main(["ingest-chat", str(path)]) == 0 and "0 removed" in capsys.readouterr().err  # no longer refused
 
 
-def test_odd_bytes_in_an_export_do_not_keep_its_deleted_conversations(store, tmp_path):
-    # Replaced bytes lose no conversation, unlike a file that broke off: what it lacks was deleted.
-    path = claude_ai_export(tmp_path / "conversations.json", [("c1", "Cafe", ["café"]), ("c2", "Old", ["gone"])])
-    ingest_conversations(store, [path])
-    claude_ai_export(path, [("c1", "Cafe", ["café"])])
-    path.write_bytes(path.read_bytes().replace(b'"Cafe"', b'"Caf\xe9"'))  # a title some tool wrote in Latin-1
-    report = ingest_conversations(store, [path])
-    assert report.removed == 1 and "not UTF-8" in report.notices[0]
+def test_an_export_in_another_encoding_is_refused_and_the_good_copy_kept(store, tmp_path):
+    # A cp1252 copy was stored with its accented letters replaced, and then "kept once" over the
+    # good UTF-8 copy of the same conversations read after it.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    bad = claude_ai_export(tmp_path / "a" / "conversations.json", [("c1", "Heizung", ["Firma Müller & Söhne"])])
+    bad.write_bytes(json.dumps(json.loads(bad.read_text()), ensure_ascii=False).encode("cp1252"))
+    good = claude_ai_export(tmp_path / "b" / "conversations.json", [("c1", "Heizung", ["Firma Müller & Söhne"])])
+    report = ingest_conversations(store, [bad, good])
+    assert report.added == 1 and report.failures == [
+        f"{bad}: not valid UTF-8 (byte {bad.read_bytes().index(0xFC)}); nothing was read from it"
+        " (hint: re-save it as UTF-8, the encoding the service exported it in)"
+    ]
+    assert [row[0] for row in store.conn.execute("SELECT uri FROM sources")] == [f"{good}@c1"]
+    assert "Müller" in store.conn.execute("SELECT text FROM chunks").fetchone()[0]
+
+
+def test_a_folder_holding_only_a_zipped_export_says_to_unzip_it(store, tmp_path):
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "export.zip", "w") as zipped:
+        zipped.writestr("conversations.json", "[]")
+    report = ingest_conversations(store, [tmp_path])
+    assert report.notices == [f"{tmp_path}: no chat file in it, only export.zip (hint: {UNZIP_FIRST})"]
 
 
 def test_the_same_export_in_two_folders_is_stored_once_and_a_longer_copy_wins(store, tmp_path):
@@ -491,3 +507,29 @@ def test_a_blank_session_file_is_skipped_without_a_word(store, tmp_path):
     assert (report.added, report.failures, report.notices) == (1, [], [])
     alone = ingest_conversations(store, [chats / "abandoned.jsonl"])
     assert (alone.added, alone.failures, alone.notices) == (0, [], [])
+
+
+def test_an_updated_export_cleans_only_the_conversations_that_changed(store, tmp_path, monkeypatch):
+    # Masking every turn of a 45 MB export to update one conversation took 90% of the time: a session
+    # read exactly as it was stored (its digest kept, nothing withheld from it) is not cleaned again.
+    import crossmodalrag.connectors.chats as chats
+
+    key = "sk-proj-" + "a1B2c3D4" * 5
+    conversations = [("c1", "Cache", ["drop the cache"]), ("c2", "Keys", [f"use {key}"]), ("c3", "Tea", ["green"])]
+    path = claude_ai_export(tmp_path / "conversations.json", conversations)
+    ingest_conversations(store, [path])
+    stored = dict(store.conn.execute("SELECT uri, json_extract(metadata, '$.raw_sha256') FROM sources").fetchall())
+    # No digest of the conversation with a masked key: the key could be confirmed against it.
+    assert stored[f"{path}@c2"] is None and stored[f"{path}@c1"] and stored[f"{path}@c3"]
+    # Stored before digests were kept: c1 gets its digest back, read once more without being written.
+    store.conn.execute("UPDATE sources SET metadata = json_set(metadata, '$.raw_sha256', NULL) WHERE uri LIKE '%@c1'")
+    cleaned = []
+    masking = chats.mask_secrets
+    monkeypatch.setattr(chats, "mask_secrets", lambda text: (cleaned.append(text), masking(text))[1])
+    claude_ai_export(path, [*conversations[:2], ("c3", "Tea", ["green", "and oolong"])])
+    report = ingest_conversations(store, [path])
+    assert (report.updated, report.unchanged) == (1, 2)
+    assert sorted(cleaned) == sorted(["Cache", "drop the cache", "Keys", f"use {key}", "Tea", "green", "and oolong"])
+    raw = "SELECT json_extract(metadata, '$.raw_sha256') FROM sources WHERE uri = ?"
+    assert store.conn.execute(raw, (f"{path}@c1",)).fetchone()[0] == stored[f"{path}@c1"]
+    assert "and oolong" in store.conn.execute("SELECT group_concat(text) FROM chunks").fetchone()[0]

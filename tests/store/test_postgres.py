@@ -216,6 +216,27 @@ def test_forget_erases_rows_tokens_and_vectors(any_store):
         )
 
 
+def test_forgetting_a_claude_code_session_forgets_its_sub_agents(any_store, tmp_path):
+    from crossmodalrag.conversations import ingest_conversations
+    from tests.agent.chats import claude_record, write_jsonl
+
+    chat = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            claude_record("u1", None, "user", "find the callers of cache_get"),
+            claude_record("s1", None, "user", "Search for cache_get callers", isSidechain=True, agentId="x"),
+            claude_record("s2", "s1", "assistant", [{"type": "text", "text": "Three."}], isSidechain=True, agentId="x"),
+        ],
+    )
+    ingest_conversations(any_store, [chat])
+    report = forget_sources(any_store, find_sources(any_store, uri=f"{chat}@s-1"))
+    assert [(s.uri, s.sub_agent_of) for s in report.sources] == [
+        (f"{chat}@s-1", None),
+        (f"{chat}@s-1/agent-x", f"{chat}@s-1"),
+    ]
+    assert any_store.conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 0
+
+
 # What each table not in erase.TEXT_TABLES holds: nothing `mem forget --vacuum` must wipe from its files.
 HOLDS_NO_FORGOTTEN_TEXT = {
     "memory_evidence": "node ids (hashes), chunk ids, roles and scores",

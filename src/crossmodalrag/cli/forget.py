@@ -72,7 +72,7 @@ def _confirm(sources) -> None:
     """Ask on the terminal. Raises CMRAGError when declined or when there is no terminal to ask on."""
     named = [source for source in sources if source.earlier_path_of is None]
     what = f"{_count(len(named), 'source')} ({_count(sum(s.chunks for s in sources), 'chunk')})"
-    uris = [s.uri if s.earlier_path_of is None else f"{s.uri} (earlier path of {s.earlier_path_of})" for s in sources]
+    uris = [_labelled(source) for source in sources]
     if not sys.stdin.isatty():
         raise CMRAGError(f"not forgetting {what} without confirmation", "stdin is not a terminal: pass --yes")
     for uri in uris[:SHOWN_IN_PROMPT]:
@@ -83,6 +83,14 @@ def _confirm(sources) -> None:
     sys.stderr.flush()
     if sys.stdin.readline().strip().lower() not in ("y", "yes"):
         raise CMRAGError("nothing was forgotten", "answer y to confirm, or pass --yes")
+
+
+def _labelled(source) -> str:
+    if source.earlier_path_of is not None:
+        return f"{source.uri} (earlier path of {source.earlier_path_of})"
+    if source.sub_agent_of is not None:
+        return f"{source.uri} (sub-agent of {source.sub_agent_of})"
+    return source.uri
 
 
 def _render(args: argparse.Namespace, report) -> None:
@@ -100,6 +108,12 @@ def _render(args: argparse.Namespace, report) -> None:
         note(f"forgot {_count(len(report.named), 'source')} ({counts}){wiped}\n")
     elif report.vacuumed:
         note("freed space wiped from the database files\n")
+    if report.sub_agents:
+        sessions = sorted({source.sub_agent_of for source in report.sub_agents})
+        note(
+            f"including {_count(len(report.sub_agents), 'sub-agent session')} of {_shown(sessions)}"
+            " (part of that session: its sub-agents' transcripts)\n"
+        )
     if report.earlier_paths:
         note(_earlier_paths_line(report.earlier_paths, {s.uri for s in report.named if s.id is not None}))
     if report.live_copies:

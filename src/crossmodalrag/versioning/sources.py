@@ -19,7 +19,7 @@ from crossmodalrag.versioning.log import Kind, State, canonical, changing, own_r
 
 SOURCE_COLUMNS = "id, uri, source_type, title, timestamp, metadata, fingerprint"
 CHUNK_COLUMNS = "text, locator, char_start, char_end, metadata, modality, byte_start, byte_end"
-BOOKKEEPING = ("file_stamp", "file_sha256")
+BOOKKEEPING = ("file_stamp", "file_sha256", "raw_sha256")  # raw_sha256: a chat session's, conversations.py
 
 
 def source_state(

@@ -9,6 +9,7 @@ becomes one Document (`session_document`); each turn keeps the format's own id f
 from __future__ import annotations
 
 import codecs
+import hashlib
 import json
 import os
 import re
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 from crossmodalrag.chunking.turns import TURNS_VERSION
-from crossmodalrag.connectors.chats.jsonio import MAX_LINE, clip
+from crossmodalrag.connectors.chats.jsonio import MAX_LINE, check_encoding, clip, encoding_of
 from crossmodalrag.connectors.chats.secrets import mask_secrets
 from crossmodalrag.connectors.files import check_regular
 from crossmodalrag.errors import ConnectorError
@@ -31,7 +32,9 @@ SUFFIXES = (".jsonl", ".json")
 SNIFF_BYTES = 64 * 1024
 # Part of every chat file's stamp (conversations.py): a file unchanged on disk is not read again, so
 # bump this when a reader, the secret patterns or the `<private>` stripping change what a file reads as.
-READER_VERSION = "2"  # 2: a byte order mark keeps the first record; mysql -pSECRET masked
+# 2: a byte order mark keeps the first record; mysql -pSECRET masked. 3: artifacts, canvases and
+# voice transcriptions kept whole; identifiers named after "key"/"token" no longer masked.
+READER_VERSION = "3"
 
 
 @dataclass
@@ -59,6 +62,10 @@ class Session:
     turns: list[Turn] = field(default_factory=list)
     timestamp: float | None = None  # when it started: what recency and the timeline read
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The digest of the session as read (`raw_sha256`): None when a secret or a private span was cut
+    # out of it. `unchanged`: the digest is the one stored, its turns were not cleaned (none given).
+    raw_sha256: str | None = None
+    unchanged: bool = False
 
 
 @dataclass
@@ -70,6 +77,12 @@ class ChatRead:
     problems: list[str] = field(default_factory=list)
     secrets_masked: int = 0
     withheld_text: bool = False  # a `<private>` span or a secret was cut out: no hash of the file is stored
+    # session key → the `raw_sha256` stored for it, and what is hashed with the text (the reader's version:
+    # a new reader, or new secret patterns, read every session again). A session whose digest is the
+    # one stored is yielded `unchanged`, not cleaned: masking every turn of a 45 MB export to update
+    # one conversation took 90% of the time.
+    stored_digests: dict[str, str] = field(default_factory=dict)
+    digest_salt: str = ""
 
     def sessions(self) -> Iterator[Session]:
         from crossmodalrag.connectors.chats import claude_code, codex, exports
@@ -83,11 +96,21 @@ class ChatRead:
             "empty": exports.read_empty,
         }[self.format]
         for session in reader(self.path, self.problems):
+            digest = raw_sha256(session, self.digest_salt)
+            if self.stored_digests.get(session.key) == digest:
+                session.turns, session.unchanged, session.raw_sha256 = [], True, digest
+                yield session
+                continue
+            withheld_before, self.withheld_text = self.withheld_text, False
             session.turns = [self._clean(turn) for turn in session.turns]
             session.turns = [turn for turn in session.turns if turn.text]
             # A title the format names (a summary, an export's conversation name) is cleaned as the turns
             # are (not counted again): a pasted key or a private span would be every chunk's breadcrumb.
             session.title = self._withheld(session.title)[0] or session.key
+            # Kept only when nothing was cut out: the text hashed is then the text stored, and the digest
+            # confirms nothing a reader of the memory could not read there (a masked key, a private span).
+            session.raw_sha256 = None if self.withheld_text else digest
+            self.withheld_text = self.withheld_text or withheld_before
             yield session
 
     def _clean(self, turn: Turn) -> Turn:
@@ -100,6 +123,14 @@ class ChatRead:
         cleaned, masked = mask_secrets(strip_private(text).strip())
         self.withheld_text = self.withheld_text or bool(masked) or has_private(text)
         return cleaned, masked
+
+
+def raw_sha256(session: Session, salt: str) -> str:
+    """A digest of a session as its reader gave it, before secrets are masked and private spans cut."""
+    turns = [[turn.speaker, turn.text, turn.turn_id, turn.timestamp] for turn in session.turns]
+    parts = [salt, session.format, session.key, session.title, session.timestamp, session.metadata, turns]
+    encoded = json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str)
+    return hashlib.sha256(encoded.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def find_chat_files(path: Path) -> Iterator[Path]:
@@ -118,12 +149,32 @@ def open_chat(path: Path) -> ChatRead:
     """The reader for a file. Raises ConnectorError when it is unreadable or no known chat format."""
     check_regular(path)  # reading a FIFO would wait forever
     chat_format = detect_format(path)
+    if chat_format is None and is_zip(path):
+        raise ConnectorError(f"{path}: a zip archive, not a chat transcript", UNZIP_FIRST)
     if chat_format is None:
         raise ConnectorError(
             f"{path}: not a chat transcript this version reads",
             "give a Claude Code or Codex session (.jsonl), a ChatGPT or Claude.ai conversations.json, or LoCoMo JSON",
         )
+    if chat_format in EXPORT_FORMATS:
+        # Written whole by the service in UTF-8: undecodable bytes mean the file was re-saved in another
+        # encoding, and every accented letter would be stored replaced. A session file (.jsonl) keeps
+        # its lines' odd bytes replaced instead: a tool's output in Latin-1 spoils only that line.
+        check_encoding(path)
     return ChatRead(path, chat_format)
+
+
+EXPORT_FORMATS = {"chatgpt", "claude-ai", "locomo", "empty"}
+UNZIP_FIRST = "unzip it first: a ChatGPT or Claude.ai export holds conversations.json, which ingest-chat reads"
+
+
+def is_zip(path: Path) -> bool:
+    """Whether a file is a zip archive (a ChatGPT or Claude.ai export as downloaded), by its first bytes."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
 
 
 def blank_file(path: Path) -> bool:
@@ -147,7 +198,8 @@ def detect_format(path: Path) -> str | None:
     (a session opening with a pasted log). Raises ConnectorError if it cannot be read."""
     try:
         with path.open("rb") as handle:
-            head = _head(handle).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+            raw = _head(handle)
+            head = raw.decode(encoding_of(raw), "replace").lstrip("\ufeff \t\r\n")
     except OSError as error:
         raise ConnectorError(f"{path}: cannot be read ({error.strerror})", "check the path and permissions") from error
     if EMPTY_ARRAY.fullmatch(head):
@@ -223,6 +275,7 @@ def session_document(path: Path, session: Session) -> Document:
             "session": session.key,
             "turns": len(session.turns),
             **session.metadata,
+            **({"raw_sha256": session.raw_sha256} if session.raw_sha256 else {}),
             "_turns": spans,  # read by chunking/turns.py; underscore keys are not stored
         },
     )

@@ -3,14 +3,17 @@
 ChatGPT keeps every edit and regeneration in a tree (`mapping`); the conversation as it was last
 shown is the path from `current_node` up to the root, and that path is what is ingested: branches
 edited away are left out (they were replaced by the user, and would answer questions with words
-nobody stood by). Hidden system messages and empty parts are skipped; browsing results and tool
-invocations are summarised. Claude.ai messages keep their text blocks (thinking left out) and the
-text extracted from their attachments; its edits and regenerations are siblings under one parent
+nobody stood by). Hidden system messages and empty parts are skipped; a voice turn keeps its
+transcription; browsing results and tool invocations are summarised, but a canvas the assistant wrote
+(like a Claude.ai artifact) is kept whole, to DELIVERED_CHARS: it is what the assistant delivered.
+Claude.ai messages keep their text blocks (thinking left out), their artifacts and the text
+extracted from their attachments; its edits and regenerations are siblings under one parent
 (`parent_message_uuid`), and only the branch ending at the current leaf is ingested, as for ChatGPT.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -64,14 +67,54 @@ def _chatgpt_turn(node: dict[str, Any]) -> Turn | None:
 def _chatgpt_text(content: dict[str, Any], recipient: str) -> str:
     kind = content.get("content_type")
     if kind in ("text", "multimodal_text"):
-        parts = [p if isinstance(p, str) else "[image]" for p in content.get("parts") or [] if p]
+        parts = [shown for part in content.get("parts") or [] if part and (shown := _chatgpt_part(part))]
         return "\n".join(parts).strip()
+    if kind == "code" and recipient.startswith("canmore."):
+        return _canvas(recipient, content.get("text", ""))
     if kind == "code":
         return tool_call(recipient if recipient != "all" else "code", content.get("text", ""))
     if kind in ("tether_quote", "tether_browsing_display", "execution_output", "system_error"):
         shown = content.get("title") or content.get("text") or content.get("result") or content.get("summary")
         return tool_result(shown or "", kind == "system_error")
     return ""  # thoughts, reasoning recaps, user context: not the conversation's words
+
+
+def _chatgpt_part(part: Any) -> str:
+    """A part of a message as its turn shows it: text as written, a voice turn's transcription (what
+    was said; its audio pointer shows nothing), an image as `[image]`."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return ""
+    kind = str(part.get("content_type") or "")
+    if kind == "audio_transcription" or (isinstance(part.get("text"), str) and "image" not in kind):
+        return str(part.get("text") or "").strip()
+    return "[image]" if "image" in kind else ""
+
+
+def _canvas(recipient: str, raw: str) -> str:
+    """A ChatGPT canvas written or rewritten (`canmore.create_textdoc`, `canmore.update_textdoc`):
+    its text is what the assistant delivered, kept whole (to DELIVERED_CHARS) unlike a tool's
+    arguments; a call whose arguments are no canvas text (a comment) is summarised as a tool call."""
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError):
+        document = None
+    if not isinstance(document, dict):
+        return tool_call(recipient, raw)
+    name = str(document.get("name") or document.get("title") or "canvas")
+    updates = document.get("updates") if isinstance(document.get("updates"), list) else []
+    texts = [document.get("content")] + [u.get("replacement") for u in updates if isinstance(u, dict)]
+    body = "\n".join(t.strip() for t in texts if isinstance(t, str) and t.strip())
+    return delivered(f"[canvas: {name}]", body) if body else tool_call(recipient, raw)
+
+
+def delivered(label: str, body: str) -> str:
+    """A document the assistant wrote (an artifact, a canvas) under its label, clipped only past
+    DELIVERED_CHARS, as an attachment's text is."""
+    if len(body) > DELIVERED_CHARS:
+        body = body[: DELIVERED_CHARS - 1] + "…"
+    return f"{label}\n{body}"
 
 
 def read_claude_ai(path: Path, problems: list[str]) -> Iterator[Session]:
@@ -119,7 +162,7 @@ def _claude_turn(message: Any) -> Turn | None:
         if kind == "text" and str(block.get("text", "")).strip():
             pieces.append(block["text"].strip())
         elif kind == "tool_use":
-            pieces.append(tool_call(str(block.get("name", "tool")), block.get("input")))
+            pieces.append(_claude_tool_use(str(block.get("name", "tool")), block.get("input")))
         elif kind == "tool_result":
             pieces.append(tool_result(block.get("content"), bool(block.get("is_error"))))
     if not message.get("content"):  # older exports: only the flattened text
@@ -132,12 +175,24 @@ def _claude_turn(message: Any) -> Turn | None:
     return Turn(speaker, text, str(message.get("uuid", "")), parse_time(message.get("created_at")))
 
 
+def _claude_tool_use(name: str, arguments: Any) -> str:
+    """A tool call summarised, but an artifact's text (what the assistant delivered: a letter, a
+    document, code) kept whole, to DELIVERED_CHARS: `content` when written, `new_str` when edited."""
+    if name == "artifacts" and isinstance(arguments, dict):
+        body = arguments.get("content") if isinstance(arguments.get("content"), str) else arguments.get("new_str")
+        if isinstance(body, str) and body.strip():
+            title = arguments.get("title") or arguments.get("id") or "artifact"
+            return delivered(f"[artifact: {title}]", body.strip())
+    return tool_call(name, arguments)
+
+
 def read_empty(path: Path, problems: list[str]) -> Iterator[Session]:
     """An export with no conversations (`[]`) holds no session: those stored from it leave."""
     return iter(())
 
 
 ATTACHMENT_CHARS = 20_000  # of an attachment's text kept in its turn (a long turn is chunked at sentences)
+DELIVERED_CHARS = ATTACHMENT_CHARS  # of an artifact's or a canvas's text
 
 
 def _attachments(attachments: Any) -> list[str]:

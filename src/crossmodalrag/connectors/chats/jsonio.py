@@ -10,12 +10,51 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
+from crossmodalrag.errors import ConnectorError
+
 BLOCK = 1 << 20  # bytes read at a time from a JSON array
 MAX_LINE = 64 << 20  # a single JSONL record past this is not a chat turn (a pasted dump): skipped
 DECODER = json.JSONDecoder()
 SEPARATORS = re.compile(r"[\s,]*")
 # A problem that loses nothing (every record was read): see `lost_nothing`.
 REPLACED = "not UTF-8, read with its undecodable bytes replaced"
+
+
+UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
+def encoding_of(head: bytes) -> str:
+    """`utf-16` for a file opening with a UTF-16 byte order mark (an export re-saved by Windows
+    Notepad as "Unicode"), else `utf-8` (its own byte order mark, if any, is skipped by the readers)."""
+    return "utf-16" if head.startswith(UTF16_BOMS) else "utf-8"
+
+
+def check_encoding(path: Path) -> None:
+    """Read a whole file once to make sure it decodes (UTF-8, or UTF-16 by its byte order mark).
+    Raises ConnectorError naming the first byte that does not: an export re-saved in a legacy
+    encoding (cp1252) would otherwise be stored with every accented letter replaced, and then be
+    kept in place of the good copy of the same conversations."""
+    with path.open("rb") as handle:
+        block = handle.read(BLOCK)
+        encoding = encoding_of(block)
+        decoder = codecs.getincrementaldecoder(encoding)()
+        offset = 0
+        while True:
+            try:
+                decoder.decode(block, final=not block)
+            except UnicodeDecodeError as error:
+                raise _not_decodable(path, encoding, offset + error.start - len(error.object) + len(block)) from error
+            if not block:
+                return
+            offset += len(block)
+            block = handle.read(BLOCK)
+
+
+def _not_decodable(path: Path, encoding: str, where: int) -> ConnectorError:
+    return ConnectorError(
+        f"{path}: not valid {encoding.upper()} (byte {max(where, 0)}); nothing was read from it",
+        "re-save it as UTF-8, the encoding the service exported it in",
+    )
 
 
 def lost_nothing(problems: list[str]) -> bool:
@@ -26,7 +65,9 @@ def lost_nothing(problems: list[str]) -> bool:
 def json_lines(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) of each JSON object line; a malformed line is reported and skipped."""
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
+        utf16 = encoding_of(handle.read(2)) == "utf-16"
+        handle.seek(0)
+        for number, raw in enumerate(_utf16_lines(path) if utf16 else handle, 1):
             if not raw.strip():
                 continue
             if len(raw) > MAX_LINE:
@@ -51,6 +92,14 @@ def json_lines(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
                 yield number, record
 
 
+def _utf16_lines(path: Path) -> Iterator[bytes]:
+    """A UTF-16 file's lines as UTF-8 bytes, for the line reader (a pair of bytes that is no character
+    read as a replacement character)."""
+    with path.open(encoding="utf-16", errors="replace", newline="\n") as handle:
+        for line in handle:
+            yield line.encode("utf-8")
+
+
 def json_array(path: Path, problems: list[str]) -> Iterator[Any]:
     """Each element of a top-level JSON array (or the one top-level object), read block by block:
     a 1 GB export never sits in memory whole, only its largest element does. A truncated file
@@ -60,16 +109,20 @@ def json_array(path: Path, problems: list[str]) -> Iterator[Any]:
 
 
 class Utf8Blocks:
-    """A binary file read as UTF-8 text, its undecodable bytes (a tool that wrote Latin-1) replaced
-    and said so once, as the JSONL reader does: a replacement character the file really holds is
+    """A binary file read as UTF-8 (or, by its byte order mark, UTF-16) text, its undecodable bytes
+    replaced and said so once, as the JSONL reader does: a replacement character the file really holds is
     told apart by counting its own encoded form in the bytes read."""
 
     REPLACEMENT = "\ufffd".encode()
 
     def __init__(self, raw: BinaryIO, path: Path, problems: list[str]) -> None:
         self.raw, self.path, self.problems = raw, path, problems
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.tail, self.replacements_read, self.replacements_decoded, self.said = b"", 0, 0, False
+        encoding = encoding_of(raw.read(2))
+        raw.seek(0)
+        # A UTF-16 file (by its byte order mark) is decoded as such, its replacements not counted: the
+        # encoded form counted is UTF-8's (exports are checked whole before they are read, open_chat).
+        self.decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self.tail, self.replacements_read, self.replacements_decoded, self.said = b"", 0, 0, encoding != "utf-8"
 
     def read(self, size: int = -1) -> str:
         data = self.raw.read(size)

@@ -74,8 +74,22 @@ def _no_plain_word(value: str, long_random: bool) -> bool:
     """A password has a digit, a symbol or a capital past its first letter; a long key (the second
     SAID pattern) mixes capitals, small letters and digits, and is not hex alone (a commit id)."""
     if long_random:
-        return any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
+        mixed = any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
+        return mixed and _looks_random(value)
     return any(not c.isalpha() for c in value) or any(c.isupper() for c in value[1:])
+
+
+RANDOM_SWITCHES = 0.3  # of a value's characters that switch kind (capital, small, digit, other)
+
+
+def _looks_random(value: str) -> bool:
+    """Whether a value's characters switch kind as often as a random key's do. A random key (base62)
+    switches at ~60% of its characters, below 30% almost never (20 characters: ~0.3% of keys); an
+    identifier named after "key" or "token" (`LastModifiedTimestamp2024`, `AuthenticationResultV2Handler`)
+    is made of words and switches once a word, at 10-20%: it is no secret, and masking it lost it for good."""
+    kinds = [0 if c.isupper() else 1 if c.islower() else 2 if c.isdigit() else 3 for c in value]
+    switches = sum(1 for before, after in zip(kinds, kinds[1:], strict=False) if before != after)
+    return switches >= RANDOM_SWITCHES * len(value)
 
 
 def mask_secrets(text: str) -> tuple[str, int]:
