@@ -3,8 +3,8 @@ the call returns its id at once and `memory_job` reports progress. Jobs run one 
 own thread with their own database connection; they live as long as the server process.
 
 An agent may only make `mem` read paths the user already configured (vaults, repositories, PDF,
-image and chat folders, plus the agents' own transcript folders for `memory_digest_session`):
-a tool argument can never point the memory at ~/.ssh.
+image and chat folders): a tool argument can never point the memory at ~/.ssh, nor at another
+project's agent transcripts in ~/.claude/projects the user never chose to keep.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
 
-AGENT_TRANSCRIPTS = ("~/.claude/projects", "~/.codex/sessions")
 MAX_JOBS_KEPT = 200
 
 Work = Callable[[Store, Callable[[dict], None]], dict]
@@ -107,7 +106,7 @@ def ingest_target(settings: Settings, path: str, transcripts: bool = False) -> t
         ("git", settings.git_paths),
         ("pdf", settings.pdf_paths),
         ("image", settings.image_paths),
-        ("chat", settings.chat_paths + ([Path(p) for p in AGENT_TRANSCRIPTS] if transcripts else [])),
+        ("chat", settings.chat_paths),
     ]
     for connector, folders in roots:
         for folder in folders:
@@ -117,6 +116,11 @@ def ingest_target(settings: Settings, path: str, transcripts: bool = False) -> t
                     continue
                 # A vault or a repository is ingested whole (fingerprints make that cheap).
                 return connector, root if connector in ("notes", "git") else resolved
+    if transcripts:
+        raise InvalidArgument(
+            f"{path} is outside the folders mem is configured to read chats from",
+            "the user adds its folder (e.g. ~/.claude/projects) as CHAT_PATH_1 or to [connectors] chats first",
+        )
     raise InvalidArgument(
         f"{path} is outside the folders mem is configured to read",
         "add the folder to [connectors] in crossmodalrag.toml (notes, git, pdf, images, chats) first",

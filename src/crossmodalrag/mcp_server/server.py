@@ -256,7 +256,8 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
     @server.tool()
     async def memory_digest_session(path: Annotated[str, Field(min_length=1, max_length=4096)]) -> dict[str, Any]:
         """Ingest an agent or chat session transcript (Claude Code, Codex, ChatGPT, Claude.ai export) so
-        nothing said in it is lost; only new turns are written. Returns a job (done at once if small)."""
+        nothing said in it is lost; only new turns are written. The file must be inside a chat folder the
+        user configured for mem (CHAT_PATH_n). Returns a job (done at once if small)."""
         connector, target = await run(jobs.ingest_target, service.settings, path, transcripts=True)
         return await service.job("digest", str(target), jobs.ingest_work(service.settings, connector, target))
 

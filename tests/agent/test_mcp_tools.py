@@ -1,0 +1,44 @@
+"""MCP tools one finding at a time, through the SDK's in-process client (tests/agent/mcp_calls.py has
+the whole scenario): what an agent may read, who the change log names, what an ingest reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp.server.mcpserver")
+
+from mcp import Client  # noqa: E402
+
+from crossmodalrag.config import Settings  # noqa: E402
+from crossmodalrag.mcp_server.server import build_server  # noqa: E402
+from tests.agent.mcp_calls import refused, run_async, write_session  # noqa: E402
+
+
+def with_server(settings: Settings, scenario) -> Any:
+    """`scenario(client)` against an in-process server over the memory `settings` name."""
+    server = build_server(settings)
+
+    async def run():
+        async with Client(server) as client:
+            return await scenario(client)
+
+    try:
+        return run_async(run())
+    finally:
+        server.service.close()
+
+
+def test_digest_session_reads_no_transcript_folder_the_user_did_not_configure(tmp_path, monkeypatch):
+    # ~/.claude/projects holds every project's sessions; an agent digesting one the user never chose
+    # to keep read it as memory_ingest refused to.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    session = write_session(tmp_path / ".claude" / "projects" / "other-client")
+    settings = Settings(db_path=tmp_path / "memory.db")
+
+    async def digest(client):
+        return await refused(client, "memory_digest_session", {"path": str(session)})
+
+    message = with_server(settings, digest)
+    assert "outside the folders mem is configured to read chats from" in message and "CHAT_PATH_1" in message
