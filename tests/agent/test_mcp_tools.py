@@ -13,7 +13,8 @@ from mcp import Client  # noqa: E402
 
 from crossmodalrag.config import Settings  # noqa: E402
 from crossmodalrag.mcp_server.server import build_server  # noqa: E402
-from tests.agent.mcp_calls import refused, run_async, write_session  # noqa: E402
+from crossmodalrag.store import open_store  # noqa: E402
+from tests.agent.mcp_calls import call, refused, run_async, write_session  # noqa: E402
 
 
 def with_server(settings: Settings, scenario) -> Any:
@@ -42,3 +43,23 @@ def test_digest_session_reads_no_transcript_folder_the_user_did_not_configure(tm
 
     message = with_server(settings, digest)
     assert "outside the folders mem is configured to read chats from" in message and "CHAT_PATH_1" in message
+
+
+def test_the_change_log_names_the_agent_each_call_gives(tmp_path):
+    settings = Settings(db_path=tmp_path / "memory.db")
+
+    async def store_update_and_forget(client):
+        stored = await call(client, "memory_store", {"content": "Claude stored this", "agent_id": "claude-code"})
+        await call(client, "memory_store", {"content": "An unnamed client stored this"})
+        await call(client, "memory_update", {"id": stored["id"], "tags": ["x"], "agent_id": "codex"})
+        await call(client, "memory_forget", {"id": stored["id"], "agent_id": "claude-code"})
+
+    with_server(settings, store_update_and_forget)
+    with open_store(settings.db_path) as store:
+        logged = store.conn.execute("SELECT op, actor FROM change_log ORDER BY seq").fetchall()
+    assert [tuple(row) for row in logged] == [
+        ("insert", "mcp:claude-code"),
+        ("insert", "mcp"),  # a call that names no agent is the MCP server's
+        ("update", "mcp:codex"),
+        ("forget", "mcp:claude-code"),
+    ]

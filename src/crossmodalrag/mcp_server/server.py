@@ -26,6 +26,7 @@ Kind = Annotated[str, Field(max_length=32, pattern=r"^[a-z][a-z0-9_-]*$")]
 Day = Annotated[str, Field(max_length=40, description="ISO date, date-time or month, e.g. 2026-11-01")]
 Ident = Annotated[int, Field(ge=1, le=2**63 - 1)]  # SQLite's integer range
 Importance = Annotated[float, Field(ge=0.0, le=1.0)]
+AgentId = Annotated[str, Field(max_length=200)]  # who calls, e.g. "claude-code": the change log's mcp:<agent>
 Strategy = Literal["direct", "episodic", "fusion"]
 SourceType = Literal["note", "commit", "pdf", "image", "conversation", "memory"]
 
@@ -91,7 +92,7 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         importance: Importance = 0.5,
         kind: Kind = "note",
         session_id: Annotated[str, Field(max_length=200)] = "",
-        agent_id: Annotated[str, Field(max_length=200)] = "",
+        agent_id: AgentId = "",
         when: Day | None = None,
         context: Annotated[str, Field(max_length=memories.MAX_CONTEXT_CHARS)] = "",
     ) -> dict[str, Any]:
@@ -107,7 +108,7 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
 
         def store():
             return memories.remember(
-                service.store(),
+                service.store(agent_id),
                 content,
                 tags or [],
                 importance,
@@ -167,17 +168,22 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         tags: Tags | None = None,
         importance: Importance | None = None,
         kind: Kind | None = None,
+        agent_id: AgentId = "",
     ) -> dict[str, Any]:
-        """Change an agent memory in place (its text, tags, importance or kind); the id stays."""
+        """Change an agent memory in place (its text, tags, importance or kind); the id stays. agent_id:
+        who changes it, named in the user's change log (`mem log`)."""
         return await run(
-            lambda: edits.update_memory(service.store(), id, content, tags, importance, kind, service.embedder())
+            lambda: edits.update_memory(
+                service.store(agent_id), id, content, tags, importance, kind, service.embedder()
+            )
         )
 
     @server.tool()
-    async def memory_forget(id: Ident) -> dict[str, Any]:
+    async def memory_forget(id: Ident, agent_id: AgentId = "") -> dict[str, Any]:
         """Erase an agent memory for good (as `mem forget`): its text, chunks, vectors and what was derived
-        from it. Other sources (notes, commits, PDFs, chat sessions) are the user's: refused."""
-        return await run(lambda: edits.forget_source(service.store(), id))
+        from it. Other sources (notes, commits, PDFs, chat sessions) are the user's: refused. agent_id:
+        who erases it, named in the user's change log (`mem log`)."""
+        return await run(lambda: edits.forget_source(service.store(agent_id), id))
 
     @server.tool()
     async def memory_ask(

@@ -37,13 +37,21 @@ class MemoryService:
 
     def _open(self) -> Store:
         store = open_configured_store(self.settings)
-        store.conn.actor = f"mcp:{self.agent_id}" if self.agent_id else "mcp"  # who wrote it, in the change log
+        store.conn.actor = self.actor()  # who wrote it, in the change log
         return store
 
-    def store(self) -> Store:
-        """The connection of the db thread (call only from functions run through `call`)."""
+    def actor(self, agent_id: str = "") -> str:
+        """The change log's name for a tool call's writes: mcp:<agent> when the call or server names one."""
+        agent = agent_id or self.agent_id
+        return f"mcp:{agent}" if agent else "mcp"
+
+    def store(self, agent_id: str = "") -> Store:
+        """The connection of the db thread (call only from functions run through `call`), its writes
+        logged as `agent_id`'s. Every call sets it: one server serves many agents (over HTTP), and
+        calls take turns on the one db thread, so a call's writes never carry another call's agent."""
         if self._store is None:
             self._store = self._open()
+        self._store.conn.actor = self.actor(agent_id)
         return self._store
 
     def retriever(self, top_k: int | None = None):
