@@ -63,3 +63,22 @@ def test_the_change_log_names_the_agent_each_call_gives(tmp_path):
         ("update", "mcp:codex"),
         ("forget", "mcp:claude-code"),
     ]
+
+
+def test_memory_forget_leaves_the_text_in_no_database_file_while_the_server_runs(tmp_path):
+    # The write-ahead log kept the pages as stored, text included, until a checkpoint an always-on
+    # server may not reach for hours; only `mem forget --vacuum` (after stopping it) wiped them.
+    settings = Settings(db_path=tmp_path / "memory.db")
+
+    def files_holding(word: bytes) -> list[str]:
+        return [p.name for p in sorted(tmp_path.glob("memory.db*")) if p.is_file() and word in p.read_bytes()]
+
+    async def store_then_forget(client):
+        stored = await call(client, "memory_store", {"content": "My bank PIN hint is xylophone-quokkafish-8841"})
+        assert files_holding(b"quokkafish")  # stored: in the log at least
+        forgotten = await call(client, "memory_forget", {"id": stored["id"]})
+        return forgotten, files_holding(b"quokkafish")  # while the server still runs
+
+    forgotten, holding = with_server(settings, store_then_forget)
+    assert holding == []
+    assert not forgotten["vacuumed"] and "mem forget --vacuum" in forgotten["hint"]

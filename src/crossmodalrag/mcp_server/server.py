@@ -17,7 +17,13 @@ from crossmodalrag import __version__
 from crossmodalrag.agent import browse, edits, jobs, memories, tools
 from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS
 from crossmodalrag.config import Settings
-from crossmodalrag.mcp_server.service import ASK_WAIT_SECONDS, MemoryService, ToolFailure
+from crossmodalrag.mcp_server.service import (
+    ASK_WAIT_SECONDS,
+    MemoryService,
+    ToolFailure,
+    empty_write_ahead_log,
+    forgotten_hint,
+)
 
 Text = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION_CHARS)]  # a query or a question
 Content = Annotated[str, Field(min_length=1, max_length=memories.MAX_CHARS)]
@@ -183,7 +189,13 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         """Erase an agent memory for good (as `mem forget`): its text, chunks, vectors and what was derived
         from it. Other sources (notes, commits, PDFs, chat sessions) are the user's: refused. agent_id:
         who erases it, named in the user's change log (`mem log`)."""
-        return await run(lambda: edits.forget_source(service.store(agent_id), id))
+
+        def forget() -> dict[str, Any]:
+            store = service.store(agent_id)
+            report = edits.forget_source(store, id)
+            return {**report, "hint": forgotten_hint(empty_write_ahead_log(store))}
+
+        return await run(forget)
 
     @server.tool()
     async def memory_ask(
