@@ -3,6 +3,8 @@ the whole scenario): what an agent may read, who the change log names, what an i
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -82,3 +84,49 @@ def test_memory_forget_leaves_the_text_in_no_database_file_while_the_server_runs
     forgotten, holding = with_server(settings, store_then_forget)
     assert holding == []
     assert not forgotten["vacuumed"] and "mem forget --vacuum" in forgotten["hint"]
+
+
+async def finished(client, job: dict) -> dict:
+    while job["status"] in ("queued", "running"):
+        await asyncio.sleep(0.05)
+        job = await call(client, "memory_job", {"job_id": job["job_id"]})
+    assert job["status"] == "done", job["error"]
+    return job
+
+
+def test_memory_ingest_reads_the_note_or_folder_asked_for_as_its_vault_would(tmp_path):
+    # It read the whole vault: an agent asking for one note stored every note the user kept there.
+    vault = tmp_path / "vault"
+    (vault / "big").mkdir(parents=True)
+    for i in range(4):
+        (vault / "big" / f"n{i}.md").write_text(f"# note {i}\n\nfiller text number {i}\n")
+    (vault / "big" / "private.md").write_text("# private\n\nleft out by the vault's glob\n")
+    (vault / "one.md").write_text("# one\n\nthe only note I asked for\n")
+    settings = Settings(db_path=tmp_path / "memory.db", notes_paths=[vault], notes_exclude=["big/private.md"])
+
+    async def ingest(client, path) -> dict:
+        return await finished(client, await call(client, "memory_ingest", {"path": str(path)}))
+
+    async def scenario(client):
+        one = await ingest(client, vault / "one.md")
+        assert (one["target"], one["result"]["added"]) == (str(vault / "one.md"), 1)
+        folder = await ingest(client, vault / "big")
+        assert (folder["result"]["added"], folder["result"]["removed"]) == (4, 0)  # one.md stays
+        (vault / "big" / "n0.md").unlink()
+        again = await ingest(client, vault / "big")
+        assert (again["result"]["removed"], again["result"]["unchanged"]) == (1, 3)
+        return await ingest(client, vault)
+
+    whole = with_server(settings, scenario)["result"]
+    assert (whole["added"], whole["updated"], whole["removed"]) == (0, 0, 0)  # as the vault's ingest stores them
+    with open_store(settings.db_path) as store:
+        rows = store.conn.execute("SELECT uri, json_extract(metadata, '$.vault') FROM sources ORDER BY uri").fetchall()
+        locators = {row[0] for row in store.conn.execute("SELECT locator FROM chunks")}
+    assert [Path(uri).relative_to(vault).as_posix() for uri, _ in rows] == [
+        "big/n1.md",
+        "big/n2.md",
+        "big/n3.md",
+        "one.md",
+    ]
+    assert {stored_vault for _, stored_vault in rows} == {str(vault)}
+    assert any(locator.startswith("big/n1.md") for locator in locators)

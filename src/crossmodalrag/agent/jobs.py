@@ -15,7 +15,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from crossmodalrag.agent.tools import InvalidArgument
 from crossmodalrag.config import Settings
@@ -94,12 +94,18 @@ class JobRunner:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def ingest_target(settings: Settings, path: str, transcripts: bool = False) -> tuple[str, Path]:
-    """(connector, path to ingest) for a path inside a configured folder. Raises InvalidArgument."""
+class IngestTarget(NamedTuple):
+    connector: str
+    path: Path  # what is read: the path asked for, or a whole repository (its history, not files)
+    root: Path  # the configured folder it lies in
+
+
+def ingest_target(settings: Settings, path: str, transcripts: bool = False) -> IngestTarget:
+    """What to ingest for a path inside a configured folder. Raises InvalidArgument."""
     if not isinstance(path, str) or not path or len(path) > 4096 or "\x00" in path:
         raise InvalidArgument("path must be a file or folder path", "e.g. a note folder configured for mem")
     resolved = Path(path).expanduser().resolve()
-    if not resolved.exists():  # a vault is ingested whole: a missing file in it would have said nothing
+    if not resolved.exists():  # said, not read as a note gone from its vault (which removes it)
         raise InvalidArgument(f"{path}: no such file or folder", "check the path")
     roots = [
         ("notes", settings.notes_paths),
@@ -114,8 +120,7 @@ def ingest_target(settings: Settings, path: str, transcripts: bool = False) -> t
             if resolved == root or root in resolved.parents:
                 if transcripts and connector != "chat":
                     continue
-                # A vault or a repository is ingested whole (fingerprints make that cheap).
-                return connector, root if connector in ("notes", "git") else resolved
+                return IngestTarget(connector, root if connector == "git" else resolved, root)
     if transcripts:
         raise InvalidArgument(
             f"{path} is outside the folders mem is configured to read chats from",
@@ -127,8 +132,10 @@ def ingest_target(settings: Settings, path: str, transcripts: bool = False) -> t
     )
 
 
-def ingest_work(settings: Settings, connector: str, path: Path) -> Work:
-    """The job that ingests one configured path and embeds what is new."""
+def ingest_work(settings: Settings, connector: str, path: Path, root: Path | None = None) -> Work:
+    """The job that ingests one configured path (inside the configured folder `root`, default path
+    itself) and embeds what is new."""
+    root = root or path
 
     def work(store: Store, progress: Callable[[dict], None]) -> dict:
         from crossmodalrag import ingest
@@ -136,9 +143,10 @@ def ingest_work(settings: Settings, connector: str, path: Path) -> Work:
 
         step = lambda report: progress(report.to_dict())  # noqa: E731
         # confine: a symlink inside a configured folder must not lead the agent's read outside it.
-        if connector == "notes":
-            notes = ingest.ingest_notes
-            report = notes(store, [path], settings.notes_include, settings.notes_exclude, step, confine=True)
+        if connector == "notes":  # a note or folder of the vault, read as the vault's ingest reads it
+            only = path if path != root else None
+            include, exclude = settings.notes_include, settings.notes_exclude
+            report = ingest.ingest_notes(store, [root], include, exclude, step, confine=True, only=only)
         elif connector == "git":
             report = ingest.ingest_git(store, [path], settings.git_max_commits or None, progress=step)
         elif connector == "pdf":

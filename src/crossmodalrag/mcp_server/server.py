@@ -267,17 +267,18 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
     @server.tool()
     async def memory_ingest(path: Annotated[str, Field(min_length=1, max_length=4096)]) -> dict[str, Any]:
         """Ingest a file or folder inside a folder the user configured for mem (vaults, repositories, PDF,
-        image and chat folders). Returns a job; poll memory_job for its progress."""
-        connector, target = await run(jobs.ingest_target, service.settings, path)
-        return await service.job("ingest", str(target), jobs.ingest_work(service.settings, connector, target))
+        image and chat folders); a path inside a git repository reads the repository's history. Returns
+        a job; poll memory_job for its progress."""
+        target = await run(jobs.ingest_target, service.settings, path)
+        return await service.job("ingest", str(target.path), jobs.ingest_work(service.settings, *target))
 
     @server.tool()
     async def memory_digest_session(path: Annotated[str, Field(min_length=1, max_length=4096)]) -> dict[str, Any]:
         """Ingest an agent or chat session transcript (Claude Code, Codex, ChatGPT, Claude.ai export) so
         nothing said in it is lost; only new turns are written. The file must be inside a chat folder the
         user configured for mem (CHAT_PATH_n). Returns a job (done at once if small)."""
-        connector, target = await run(jobs.ingest_target, service.settings, path, transcripts=True)
-        return await service.job("digest", str(target), jobs.ingest_work(service.settings, connector, target))
+        target = await run(jobs.ingest_target, service.settings, path, transcripts=True)
+        return await service.job("digest", str(target.path), jobs.ingest_work(service.settings, *target))
 
     @server.tool()
     async def memory_stats() -> dict[str, Any]:
