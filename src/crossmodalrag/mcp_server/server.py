@@ -193,7 +193,7 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         def forget() -> dict[str, Any]:
             store = service.store(agent_id)
             report = edits.forget_source(store, id)
-            return {**report, "hint": forgotten_hint(empty_write_ahead_log(store))}
+            return {**report, "hint": forgotten_hint(store, empty_write_ahead_log(store))}
 
         return await run(forget)
 

@@ -131,8 +131,10 @@ def empty_write_ahead_log(store: Store) -> bool:
     return not busy
 
 
-def forgotten_hint(log_emptied: bool) -> str:
+def forgotten_hint(store: Store, log_emptied: bool) -> str:
     """What memory_forget's report says about the bytes left on disk (its `vacuumed` stays false)."""
+    if store.backend != "sqlite":
+        return "the user can run `mem forget --vacuum` to also wipe its bytes from the server's tables"
     if log_emptied:
         where = "its text is zeroed in the database file and gone from the write-ahead log"
     else:
