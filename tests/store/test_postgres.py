@@ -17,7 +17,7 @@ from crossmodalrag.forget import find_sources, forget_sources
 from crossmodalrag.index.embeddings import embed_missing
 from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.retrieval.semantic import semantic_index
-from crossmodalrag.store import open_configured_store, open_store
+from crossmodalrag.store import open_configured_store, open_store, transfer
 from crossmodalrag.store.postgres import open_postgres_store, schema
 from crossmodalrag.store.postgres.connection import redact
 from crossmodalrag.store.postgres.sql import translate
@@ -486,6 +486,23 @@ def test_migrate_keeps_ids_both_ways_and_never_hands_out_a_forgotten_one(postgre
     with open_store(back) as copy:
         assert _ids(copy) == before
         assert remember(copy, "Stored in the copy", kind="fact").id > later.id  # forgotten there, retired here
+
+
+def test_migrate_from_postgresql_while_a_client_stores_copies_one_snapshot(postgres_url, tmp_path, monkeypatch, capsys):
+    """Another client storing between the copy's reads: the copy and its checksums are of one snapshot."""
+    with open_postgres_store(postgres_url) as store:
+        remember(store, "The emu pen is behind the barn")
+    copy_sources = transfer._copy_sources
+
+    def copy_then_a_client_stores(source, target, progress, keep_ids):
+        copy_sources(source, target, progress, keep_ids)
+        with open_postgres_store(postgres_url) as client:
+            remember(client, "The emu pen gate sticks in the rain")
+
+    monkeypatch.setattr(transfer, "_copy_sources", copy_then_a_client_stores)
+    assert main(["migrate", "--from", postgres_url, "--to", str(tmp_path / "copy.db"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["identical"] and report["tables"]["agent_memories"]["target_rows"] == 1
 
 
 def test_a_failed_migrate_into_postgresql_leaves_the_ids_free_for_the_next_try(

@@ -3,8 +3,8 @@ the call returns its id at once and `memory_job` reports progress. Jobs run one 
 own thread with their own database connection; they live as long as the server process.
 
 An agent may only make `mem` read paths the user already configured (vaults, repositories, PDF,
-image and chat folders, plus the agents' own transcript folders for `memory_digest_session`):
-a tool argument can never point the memory at ~/.ssh.
+image and chat folders): a tool argument can never point the memory at ~/.ssh, nor at another
+project's agent transcripts in ~/.claude/projects the user never chose to keep.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from crossmodalrag.agent.tools import InvalidArgument
 from crossmodalrag.config import Settings
@@ -23,7 +23,6 @@ from crossmodalrag.errors import CMRAGError
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
 
-AGENT_TRANSCRIPTS = ("~/.claude/projects", "~/.codex/sessions")
 MAX_JOBS_KEPT = 200
 
 Work = Callable[[Store, Callable[[dict], None]], dict]
@@ -95,19 +94,25 @@ class JobRunner:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def ingest_target(settings: Settings, path: str, transcripts: bool = False) -> tuple[str, Path]:
-    """(connector, path to ingest) for a path inside a configured folder. Raises InvalidArgument."""
+class IngestTarget(NamedTuple):
+    connector: str
+    path: Path  # what is read: the path asked for, or a whole repository (its history, not files)
+    root: Path  # the configured folder it lies in
+
+
+def ingest_target(settings: Settings, path: str, transcripts: bool = False) -> IngestTarget:
+    """What to ingest for a path inside a configured folder. Raises InvalidArgument."""
     if not isinstance(path, str) or not path or len(path) > 4096 or "\x00" in path:
         raise InvalidArgument("path must be a file or folder path", "e.g. a note folder configured for mem")
     resolved = Path(path).expanduser().resolve()
-    if not resolved.exists():  # a vault is ingested whole: a missing file in it would have said nothing
+    if not resolved.exists():  # said, not read as a note gone from its vault (which removes it)
         raise InvalidArgument(f"{path}: no such file or folder", "check the path")
     roots = [
         ("notes", settings.notes_paths),
         ("git", settings.git_paths),
         ("pdf", settings.pdf_paths),
         ("image", settings.image_paths),
-        ("chat", settings.chat_paths + ([Path(p) for p in AGENT_TRANSCRIPTS] if transcripts else [])),
+        ("chat", settings.chat_paths),
     ]
     for connector, folders in roots:
         for folder in folders:
@@ -115,16 +120,22 @@ def ingest_target(settings: Settings, path: str, transcripts: bool = False) -> t
             if resolved == root or root in resolved.parents:
                 if transcripts and connector != "chat":
                     continue
-                # A vault or a repository is ingested whole (fingerprints make that cheap).
-                return connector, root if connector in ("notes", "git") else resolved
+                return IngestTarget(connector, root if connector == "git" else resolved, root)
+    if transcripts:
+        raise InvalidArgument(
+            f"{path} is outside the folders mem is configured to read chats from",
+            "the user adds its folder (e.g. ~/.claude/projects) as CHAT_PATH_1 or to [connectors] chats first",
+        )
     raise InvalidArgument(
         f"{path} is outside the folders mem is configured to read",
         "add the folder to [connectors] in crossmodalrag.toml (notes, git, pdf, images, chats) first",
     )
 
 
-def ingest_work(settings: Settings, connector: str, path: Path) -> Work:
-    """The job that ingests one configured path and embeds what is new."""
+def ingest_work(settings: Settings, connector: str, path: Path, root: Path | None = None) -> Work:
+    """The job that ingests one configured path (inside the configured folder `root`, default path
+    itself) and embeds what is new."""
+    root = root or path
 
     def work(store: Store, progress: Callable[[dict], None]) -> dict:
         from crossmodalrag import ingest
@@ -132,9 +143,10 @@ def ingest_work(settings: Settings, connector: str, path: Path) -> Work:
 
         step = lambda report: progress(report.to_dict())  # noqa: E731
         # confine: a symlink inside a configured folder must not lead the agent's read outside it.
-        if connector == "notes":
-            notes = ingest.ingest_notes
-            report = notes(store, [path], settings.notes_include, settings.notes_exclude, step, confine=True)
+        if connector == "notes":  # a note or folder of the vault, read as the vault's ingest reads it
+            only = path if path != root else None
+            include, exclude = settings.notes_include, settings.notes_exclude
+            report = ingest.ingest_notes(store, [root], include, exclude, step, confine=True, only=only)
         elif connector == "git":
             report = ingest.ingest_git(store, [path], settings.git_max_commits or None, progress=step)
         elif connector == "pdf":

@@ -7,7 +7,6 @@ import re
 import sys
 from pathlib import Path
 
-from crossmodalrag.cli.commands import notice
 from crossmodalrag.cli.progress import is_live, redraw
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import Settings, load_settings
@@ -121,9 +120,23 @@ def migrate(args: argparse.Namespace) -> int:
             print(f"  {name}: {rows} rows not copied ({NOT_COPIED[name]})")
         if not report.ids_kept:
             print("  ids: the target's own (it had handed out ids before): `mem source ID` and mem://source/ID change")
-    if not report.identical and new_file is not None:
-        notice(f"the copy differs from the memory: {new_file} was not written")
-    return 0 if report.identical else 1
+    if not report.identical:
+        raise _differs(report, new_file)
+    return 0
+
+
+def _differs(report, new_file: Path | None) -> StoreError:
+    """The error of a copy whose checksums differ from the memory's (the tables printed say which)."""
+    tables = ", ".join(name for name, t in report.tables.items() if t["source_checksum"] != t["target_checksum"])
+    if new_file is not None:
+        return StoreError(
+            f"the copy differs from the memory in {tables}: {new_file} was not written",
+            "run `mem migrate` again; if it differs again, run `mem doctor` on the memory",
+        )
+    return StoreError(
+        f"the copy in {report.target} differs from the memory in {tables}",
+        "empty that database (or use a new one) and run `mem migrate` again",
+    )
 
 
 def _open(location: str, settings: Settings, create: bool) -> Store:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from crossmodalrag import vaults
 from crossmodalrag.connectors import notes
@@ -27,10 +27,13 @@ def ingest_notes(
     progress: Progress | None = None,
     allow_mass_delete: bool = False,
     confine: bool = False,
+    only: Path | None = None,
 ) -> IngestReport:
     """Ingest vaults; notes gone from a vault (deleted, renamed, now excluded) leave the memory,
     unless more than half of a vault would go (see remove_gone). `confine`: a note that links to a
-    file outside its vault fails instead of being read (connectors/files.py `confined`)."""
+    file outside its vault fails instead of being read (connectors/files.py `confined`). `only`: a
+    note or folder inside the vault given: just its notes are read, and just those gone from it
+    leave, each as the whole vault's ingest reads it (its locator, the vault's globs)."""
     report = IngestReport()
     leaving: list[tuple[Path, list[str], int]] = []  # (vault, its notes gone, how many it held)
     for root in _outermost(roots, report):
@@ -38,14 +41,14 @@ def ingest_notes(
             what = "a file, not a vault folder" if root.exists() else "no such folder"
             report.failures.append(f"{root}: {what} (hint: give the vault's folder; nothing was removed)")
             continue
-        known = known_fingerprints(store, f"{root}/", "note")
+        known = _within(known_fingerprints(store, f"{root}/", "note"), only)
         before = report.read
         vault = vaults.stored_vault(store, root)
         if vault != root:
             report.notices.append(f"{root} is inside the vault {vault}: its notes are read as part of that vault")
         folder_links: list[Path] = []
-        stamped = known_files(store, f"{root}/", "note")
-        items = _read_vault(root, include, exclude, confine, vault, folder_links, stamped)
+        stamped = _within(known_files(store, f"{root}/", "note"), only)
+        items = _read_vault(root, include, exclude, confine, vault, folder_links, stamped, only)
         seen = ingest_documents(store, items, known, report, progress, vaults.Moves(store))
         if folder_links:
             report.notices.append(
@@ -71,6 +74,13 @@ def ingest_notes(
         causes = vaults.why_notes_left(root, gone, include or [], exclude or []) if refused else None
         remove_gone(store, root, gone, stored, report, allow_mass_delete, causes)
     return report
+
+
+def _within(stored: dict[str, Any], only: Path | None) -> dict[str, Any]:
+    """The stored notes (by uri) at or under `only`; all of them without it."""
+    if only is None:
+        return stored
+    return {uri: value for uri, value in stored.items() if uri == str(only) or uri.startswith(f"{only}/")}
 
 
 def _outermost(roots: list[Path], report: IngestReport) -> list[Path]:
@@ -100,13 +110,17 @@ def _read_vault(
     vault: Path | None = None,
     folder_links: list[Path] | None = None,
     stamped: dict[str, StoredFile] | None = None,
+    only: Path | None = None,
 ) -> Iterable[Document | Failure | Unchanged | Skipped]:
     """The notes under root, each read as a note of `vault` (root itself unless it lies inside one);
     symlinked folders skipped are added to `folder_links`. Notes whose file stamp matches the one
-    `stamped` holds are not read again: a save under `mem sync --watch` re-parsed the whole vault."""
+    `stamped` holds are not read again: a save under `mem sync --watch` re-parsed the whole vault.
+    `only`: just the notes at or under it (the whole vault is listed: its globs are the vault's)."""
     vault = vault or root
     read = partial(notes.read_note, vault)
     found = notes.find_notes(root, include or [], exclude or [], folder_links)
+    if only is not None:  # a folder above `only` that could not be listed is kept: it fails, nothing is gone
+        found = (path for path in found if path == only or only in path.parents or path in only.parents)
     reader = confined(read, root) if confine else read
     return _read_changed(found, reader, stamped or {}, _note_extractor(vault), notes_mode=True)
 

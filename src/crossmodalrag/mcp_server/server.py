@@ -17,7 +17,13 @@ from crossmodalrag import __version__
 from crossmodalrag.agent import browse, edits, jobs, memories, tools
 from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS
 from crossmodalrag.config import Settings
-from crossmodalrag.mcp_server.service import ASK_WAIT_SECONDS, MemoryService, ToolFailure
+from crossmodalrag.mcp_server.service import (
+    ASK_WAIT_SECONDS,
+    MemoryService,
+    ToolFailure,
+    empty_write_ahead_log,
+    forgotten_hint,
+)
 
 Text = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION_CHARS)]  # a query or a question
 Content = Annotated[str, Field(min_length=1, max_length=memories.MAX_CHARS)]
@@ -26,6 +32,7 @@ Kind = Annotated[str, Field(max_length=32, pattern=r"^[a-z][a-z0-9_-]*$")]
 Day = Annotated[str, Field(max_length=40, description="ISO date, date-time or month, e.g. 2026-11-01")]
 Ident = Annotated[int, Field(ge=1, le=2**63 - 1)]  # SQLite's integer range
 Importance = Annotated[float, Field(ge=0.0, le=1.0)]
+AgentId = Annotated[str, Field(max_length=200)]  # who calls, e.g. "claude-code": the change log's mcp:<agent>
 Strategy = Literal["direct", "episodic", "fusion"]
 SourceType = Literal["note", "commit", "pdf", "image", "conversation", "memory"]
 
@@ -91,7 +98,7 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         importance: Importance = 0.5,
         kind: Kind = "note",
         session_id: Annotated[str, Field(max_length=200)] = "",
-        agent_id: Annotated[str, Field(max_length=200)] = "",
+        agent_id: AgentId = "",
         when: Day | None = None,
         context: Annotated[str, Field(max_length=memories.MAX_CONTEXT_CHARS)] = "",
     ) -> dict[str, Any]:
@@ -107,7 +114,7 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
 
         def store():
             return memories.remember(
-                service.store(),
+                service.store(agent_id),
                 content,
                 tags or [],
                 importance,
@@ -167,17 +174,28 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         tags: Tags | None = None,
         importance: Importance | None = None,
         kind: Kind | None = None,
+        agent_id: AgentId = "",
     ) -> dict[str, Any]:
-        """Change an agent memory in place (its text, tags, importance or kind); the id stays."""
+        """Change an agent memory in place (its text, tags, importance or kind); the id stays. agent_id:
+        who changes it, named in the user's change log (`mem log`)."""
         return await run(
-            lambda: edits.update_memory(service.store(), id, content, tags, importance, kind, service.embedder())
+            lambda: edits.update_memory(
+                service.store(agent_id), id, content, tags, importance, kind, service.embedder()
+            )
         )
 
     @server.tool()
-    async def memory_forget(id: Ident) -> dict[str, Any]:
+    async def memory_forget(id: Ident, agent_id: AgentId = "") -> dict[str, Any]:
         """Erase an agent memory for good (as `mem forget`): its text, chunks, vectors and what was derived
-        from it. Other sources (notes, commits, PDFs, chat sessions) are the user's: refused."""
-        return await run(lambda: edits.forget_source(service.store(), id))
+        from it. Other sources (notes, commits, PDFs, chat sessions) are the user's: refused. agent_id:
+        who erases it, named in the user's change log (`mem log`)."""
+
+        def forget() -> dict[str, Any]:
+            store = service.store(agent_id)
+            report = edits.forget_source(store, id)
+            return {**report, "hint": forgotten_hint(store, empty_write_ahead_log(store))}
+
+        return await run(forget)
 
     @server.tool()
     async def memory_ask(
@@ -249,16 +267,18 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
     @server.tool()
     async def memory_ingest(path: Annotated[str, Field(min_length=1, max_length=4096)]) -> dict[str, Any]:
         """Ingest a file or folder inside a folder the user configured for mem (vaults, repositories, PDF,
-        image and chat folders). Returns a job; poll memory_job for its progress."""
-        connector, target = await run(jobs.ingest_target, service.settings, path)
-        return await service.job("ingest", str(target), jobs.ingest_work(service.settings, connector, target))
+        image and chat folders); a path inside a git repository reads the repository's history. Returns
+        a job; poll memory_job for its progress."""
+        target = await run(jobs.ingest_target, service.settings, path)
+        return await service.job("ingest", str(target.path), jobs.ingest_work(service.settings, *target))
 
     @server.tool()
     async def memory_digest_session(path: Annotated[str, Field(min_length=1, max_length=4096)]) -> dict[str, Any]:
         """Ingest an agent or chat session transcript (Claude Code, Codex, ChatGPT, Claude.ai export) so
-        nothing said in it is lost; only new turns are written. Returns a job (done at once if small)."""
-        connector, target = await run(jobs.ingest_target, service.settings, path, transcripts=True)
-        return await service.job("digest", str(target), jobs.ingest_work(service.settings, connector, target))
+        nothing said in it is lost; only new turns are written. The file must be inside a chat folder the
+        user configured for mem (CHAT_PATH_n). Returns a job (done at once if small)."""
+        target = await run(jobs.ingest_target, service.settings, path, transcripts=True)
+        return await service.job("digest", str(target.path), jobs.ingest_work(service.settings, *target))
 
     @server.tool()
     async def memory_stats() -> dict[str, Any]:

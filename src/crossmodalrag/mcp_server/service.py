@@ -19,6 +19,9 @@ JOB_WAIT_SECONDS = 2.0  # a short job (a small transcript) reports its result in
 # A model's answer: a few seconds with a fast model or none configured (the evidence answer), ~15 s
 # with a 1.5B model on a laptop CPU, which then comes back as a job.
 ASK_WAIT_SECONDS = 4.0
+# How long memory_forget waits for other readers (a `mem serve`, a sync) to leave the write-ahead log:
+# an agent's call must not hang on them; the log is emptied on a later checkpoint anyway.
+CHECKPOINT_WAIT_SECONDS = 1.0
 
 
 class ToolFailure(Exception):
@@ -37,13 +40,21 @@ class MemoryService:
 
     def _open(self) -> Store:
         store = open_configured_store(self.settings)
-        store.conn.actor = f"mcp:{self.agent_id}" if self.agent_id else "mcp"  # who wrote it, in the change log
+        store.conn.actor = self.actor()  # who wrote it, in the change log
         return store
 
-    def store(self) -> Store:
-        """The connection of the db thread (call only from functions run through `call`)."""
+    def actor(self, agent_id: str = "") -> str:
+        """The change log's name for a tool call's writes: mcp:<agent> when the call or server names one."""
+        agent = agent_id or self.agent_id
+        return f"mcp:{agent}" if agent else "mcp"
+
+    def store(self, agent_id: str = "") -> Store:
+        """The connection of the db thread (call only from functions run through `call`), its writes
+        logged as `agent_id`'s. Every call sets it: one server serves many agents (over HTTP), and
+        calls take turns on the one db thread, so a call's writes never carry another call's agent."""
         if self._store is None:
             self._store = self._open()
+        self._store.conn.actor = self.actor(agent_id)
         return self._store
 
     def retriever(self, top_k: int | None = None):
@@ -98,3 +109,34 @@ def _guarded(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     except sqlite3.DatabaseError as error:
         message, hint = explain(error)
         raise ToolFailure(f"{message} (hint: {hint})") from None
+
+
+def empty_write_ahead_log(store: Store) -> bool:
+    """After memory_forget: copy the log into the database file and truncate it, whether it did. The
+    forget zeroed the memory's bytes (secure_delete) in the pages it wrote, but the log still held
+    the pages as they were, text included, until a checkpoint that an always-on server may not see
+    for hours. Cheap (the pages written since the last checkpoint), unlike `mem forget --vacuum`'s
+    VACUUM, which rewrites the whole file. PostgreSQL's log is the server's: False."""
+    if store.backend != "sqlite":
+        return False
+    conn = store.conn
+    waited = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    conn.execute(f"PRAGMA busy_timeout = {int(CHECKPOINT_WAIT_SECONDS * 1000)}")
+    try:
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.OperationalError:  # locked: as busy
+        busy = 1
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(waited)}")
+    return not busy
+
+
+def forgotten_hint(store: Store, log_emptied: bool) -> str:
+    """What memory_forget's report says about the bytes left on disk (its `vacuumed` stays false)."""
+    if store.backend != "sqlite":
+        return "the user can run `mem forget --vacuum` to also wipe its bytes from the server's tables"
+    if log_emptied:
+        where = "its text is zeroed in the database file and gone from the write-ahead log"
+    else:
+        where = "its text may stay in the database's write-ahead log until another process stops reading"
+    return f"{where}; the user can run `mem forget --vacuum` to also wipe what earlier edits left in freed space"

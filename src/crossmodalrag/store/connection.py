@@ -75,6 +75,18 @@ class Store:
             raise
         self.conn.execute("COMMIT")
 
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every read inside sees the memory as its first read found it, whatever
+        other processes commit meanwhile (a WAL reader keeps its snapshot). For a reader whose reads
+        must agree with each other (`mem migrate` copying while an agent stores). Nothing may be
+        written inside."""
+        self.conn.execute("BEGIN")
+        try:
+            yield self.conn
+        finally:
+            rollback(self.conn)  # it only read
+
     def batched(self, max_seconds: float = 0.25, replayable: bool = False) -> "WriteBatch":
         """Group many small units into one commit every `max_seconds` (see WriteBatch). `replayable`
         promises that every unit runs inside `batch.run(write)`: PostgreSQL then groups units too

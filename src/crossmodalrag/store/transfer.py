@@ -12,7 +12,8 @@ the copy then gets the target's own ids (`ids_kept` false), still above all the 
 The proof: for each copied table a count and a SHA-256 over its rows in a canonical order, with ids
 replaced by natural keys (source uri, chunk index; sources and chunks with their ids too when kept)
 and vectors compared as float32 bytes, computed on both sides after the copy. Equal checksums mean
-the same content, whatever the engine.
+the same content, whatever the engine. The source is read in one snapshot (Store.snapshot): rows and
+checksums are of the memory as the copy began, whatever other clients store meanwhile.
 
 Agent memories keep their attributes and links (source ids mapped by uri). Not copied (reported,
 with row counts and what to do, when not empty): the memory hierarchy (nodes, their evidence and
@@ -113,6 +114,34 @@ def copy_memory(source: Store, target: Store, progress: Callable[[int, int], Non
     if target.conn.execute("SELECT 1 FROM sources LIMIT 1").fetchone():
         raise StoreError(f"{target.location} already holds a memory", "migrate into an empty database or a new file")
     started = time.perf_counter()
+    # One read snapshot of the source for the rows, their checksums and the counts: an agent storing
+    # meanwhile (an always-on MCP server) otherwise made a table read later hold memories whose
+    # sources an earlier read had not copied, and the checksums of the live memory differ from the copy.
+    with source.snapshot():
+        keep_ids = _copy_tables(source, target, progress)
+        sums = {table: checksum(source, table, keep_ids) for table in CANONICAL}
+        left_behind = {t: n for t in NOT_COPIED if (n := _count(source, t))}
+    from crossmodalrag import versioning
+
+    with target.transaction() as conn:
+        if versioning.enabled(conn):
+            versioning.genesis(conn)
+    report = TransferReport(source.location, target.location, seconds=time.perf_counter() - started, ids_kept=keep_ids)
+    for table, (count, digest) in sums.items():
+        copied, copied_digest = checksum(target, table, keep_ids)
+        report.tables[table] = {
+            "source_rows": count,
+            "target_rows": copied,
+            "source_checksum": digest,
+            "target_checksum": copied_digest,
+        }
+    report.left_behind = left_behind
+    return report
+
+
+def _copy_tables(source: Store, target: Store, progress: Callable[[int, int], None] | None) -> bool:
+    """Every copied table into the target, whose marks are raised first; whether the ids were kept.
+    A failure takes what was copied out again."""
     highs = highest_ids(source.conn)
     with target.transaction() as conn:  # first: a writer beside the copy gets ids above the copied ones
         keep_ids = raise_marks(conn, highs)
@@ -124,22 +153,7 @@ def copy_memory(source: Store, target: Store, progress: Callable[[int, int], Non
     except BaseException:
         _undo_sources(target, highs if keep_ids else None)
         raise
-    from crossmodalrag import versioning
-
-    with target.transaction() as conn:
-        if versioning.enabled(conn):
-            versioning.genesis(conn)
-    report = TransferReport(source.location, target.location, seconds=time.perf_counter() - started, ids_kept=keep_ids)
-    for table in CANONICAL:
-        (count, digest), (copied, copied_digest) = checksum(source, table, keep_ids), checksum(target, table, keep_ids)
-        report.tables[table] = {
-            "source_rows": count,
-            "target_rows": copied,
-            "source_checksum": digest,
-            "target_checksum": copied_digest,
-        }
-    report.left_behind = {t: n for t in NOT_COPIED if (n := _count(source, t))}
-    return report
+    return keep_ids
 
 
 def _undo_sources(target: Store, claimed: dict[str, int] | None) -> None:

@@ -8,7 +8,9 @@ a tsvector (lexical.py), pgvector nearest neighbours (vectors.py) and erasure (e
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from crossmodalrag.errors import UPGRADE_HINT, StoreError
 from crossmodalrag.store.batch import WriteBatch
@@ -51,6 +53,17 @@ class PgStore(Store):
         import numpy as np
 
         return np.array(stored[1:-1].split(","), dtype=np.float32)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[PgConnection]:
+        """One read transaction: every statement inside sees the snapshot its first one took
+        (REPEATABLE READ), whatever other clients commit meanwhile; as the SQLite Store's."""
+        self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        try:
+            yield self.conn
+        finally:
+            if not (self.conn.raw.closed or self.conn.raw.broken):  # a lost connection's error says more
+                self.conn.execute("ROLLBACK")
 
     def batched(self, max_seconds: float = 0.25, replayable: bool = False) -> WriteBatch:
         """Units that each commit alone: writers run side by side here, so a transaction holds one
