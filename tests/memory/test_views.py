@@ -421,7 +421,7 @@ def test_drift_says_when_min_support_hides_its_concepts_and_shows_their_dates(me
     db = ["--db-path", str(db_path)]
     assert main(["drift", "--min-support", "1", *db]) == 0
     shown = capsys.readouterr().out
-    assert "2025-01-01 to 2025-01-31" in shown  # cache on day 0, cache2 on day 40: two 30-day windows
+    assert "2025-01-01 to 2025-02-10" in shown  # cache on day 0, cache2 on day 40 (the second window starts on day 30)
     assert main(["drift", "--min-support", "5", *db]) == 0
     assert "no drifting concept has at least 5 events: lower --min-support" in capsys.readouterr().err
 

@@ -264,7 +264,8 @@ def drift(args: argparse.Namespace) -> int:
     for item in found:
         line = sparkline([w["drift"] for w in item["windows"]])
         again = "  relearning" if item["relearning"] else ""
-        span = f"{item['windows'][0]['start'][:10]} to {item['windows'][-1]['start'][:10]}"
+        last = item.get("last_time") or item["windows"][-1]["start"]  # drift stored before last_time was
+        span = f"{item['windows'][0]['start'][:10]} to {last[:10]}"
         print(f"{line:<24} drift {item['overall_drift']:.3f}  {span}  {item['title']}{again}")
         print(f"{'':<24} {item['concept_id']}  {item['grounding_uri']}")
     return 0
