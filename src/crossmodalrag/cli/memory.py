@@ -27,7 +27,11 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
     p.set_defaults(run=build_memory)
 
     p = sub.add_parser("events", parents=[common, as_json], help="L1 events with their evidence")
-    p.add_argument("--source", metavar="SOURCE", help="only events of this source (its uri, path, id or repo@sha)")
+    p.add_argument(
+        "--source",
+        metavar="SOURCE",
+        help="only events of this source (its uri, path, id or repo@sha; a chat export file: all its sessions)",
+    )
     p.add_argument("--type", choices=EVENT_TYPES, help="only events of this type")
     p.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
     p.set_defaults(run=events)
