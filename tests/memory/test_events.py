@@ -720,3 +720,17 @@ def test_a_journal_notes_events_are_dated_by_their_entrys_heading_not_the_file(s
         "Ana fixed the flaky login test.": 1_709_769_600.0,
     }
     assert "(2024-03-05)" in llm.calls[0][0]["content"] + llm.calls[0][-1]["content"]  # the window's own day
+
+
+def test_a_statement_the_grammar_cut_at_its_length_cap_ends_at_a_whole_word() -> None:
+    """The grammar forces an end mark at MAX_STATEMENT characters: "... which still only happens with Weasy."."""
+    from crossmodalrag.memory.extract import MAX_STATEMENT
+
+    long = "After that I spent most of the morning reviewing pull requests for the exporter and answering questions"
+    long += " in the support channel about the broken footnote rendering, which still only happens with WeasyPrint"
+    cut = long[: MAX_STATEMENT - 1] + "."
+    assert cut.endswith("with Weasy.")
+    (parsed,) = parse_events(json.dumps(events_output(event(cut))), 1)
+    assert parsed.statement == long[: long.rindex(" with ")] + " with …"
+    whole = "We decided to replace the regex parser with a tokenizer."
+    assert parse_events(json.dumps(events_output(event(whole))), 1)[0].statement == whole

@@ -421,7 +421,7 @@ def test_drift_says_when_min_support_hides_its_concepts_and_shows_their_dates(me
     db = ["--db-path", str(db_path)]
     assert main(["drift", "--min-support", "1", *db]) == 0
     shown = capsys.readouterr().out
-    assert "2025-01-01 to 2025-01-31" in shown  # cache on day 0, cache2 on day 40: two 30-day windows
+    assert "2025-01-01 to 2025-02-10" in shown  # cache on day 0, cache2 on day 40 (the second window starts on day 30)
     assert main(["drift", "--min-support", "5", *db]) == 0
     assert "no drifting concept has at least 5 events: lower --min-support" in capsys.readouterr().err
 
@@ -439,3 +439,35 @@ def test_an_empty_build_does_not_say_to_run_the_level_it_just_ran(store, db_path
     report = build(store, db_path)
     assert "--level event" not in report.levels["episode"]["skipped"]
     assert "--level event" in build(store, db_path, levels=("episode",)).levels["episode"]["skipped"]
+
+
+DAILY = (
+    "# 2026-10-14\n\nLong day. Started with the weekly planning call, which ran over by twenty minutes because\n"
+    "the roadmap slides were not ready. After that I reviewed pull requests for the exporter all morning.\n"
+    "In the afternoon I paired with Bo on the flaky integration tests; we fixed them with a per-worker\n"
+    "temp dir. Went for a run along the canal at six, 8 km, legs heavy.\n"
+)
+DAILY_EVENTS = (
+    "The weekly planning call ran over by twenty minutes.",
+    "Bo and I fixed the flaky integration tests with a per-worker temp dir.",
+    "Went for a run along the canal, 8 km.",
+)
+
+
+def test_the_events_of_one_long_note_each_get_their_own_card_and_excerpt(store, db_path) -> None:
+    """A daily note is one chunk of many events: every template card answered with its first sentence
+    ("Long day."), so repeats left one card, and every excerpt was the note's first 200 characters."""
+    from crossmodalrag.memory.events import list_events
+
+    add_docs(store, _doc("daily", DAILY, 0))
+    build(store, db_path, llm=ScriptedExtractor(events_output(*(event(s, [1], "fact") for s in DAILY_EVENTS))))
+    cards = recall_cards(store, "event", top=5, write=False)
+    assert sorted(card["answer"] for card in cards) == [
+        "In the afternoon I paired with Bo on the flaky integration tests; we fixed them with a per-worker temp dir.",
+        "Started with the weekly planning call, which ran over by twenty minutes because the roadmap slides were"
+        " not ready.",
+        "Went for a run along the canal at six, 8 km, legs heavy.",
+    ]
+    excerpts = {e["statement"]: e["evidence"][0]["excerpt"] for e in list_events(store)}
+    assert excerpts[DAILY_EVENTS[2]].startswith("… Went for a run along the canal")
+    assert excerpts[DAILY_EVENTS[1]].startswith("… In the afternoon I paired with Bo")

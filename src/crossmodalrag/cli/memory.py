@@ -28,7 +28,11 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
     p.set_defaults(run=build_memory)
 
     p = sub.add_parser("events", parents=[common, as_json], help="L1 events with their evidence")
-    p.add_argument("--source", metavar="SOURCE", help="only events of this source (its uri, path, id or repo@sha)")
+    p.add_argument(
+        "--source",
+        metavar="SOURCE",
+        help="only events of this source (its uri, path, id or repo@sha; a chat export file: all its sessions)",
+    )
     p.add_argument("--type", choices=EVENT_TYPES, help="only events of this type")
     p.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
     p.set_defaults(run=events)
@@ -264,7 +268,8 @@ def drift(args: argparse.Namespace) -> int:
     for item in found:
         line = sparkline([w["drift"] for w in item["windows"]])
         again = "  relearning" if item["relearning"] else ""
-        span = f"{item['windows'][0]['start'][:10]} to {item['windows'][-1]['start'][:10]}"
+        last = item.get("last_time") or item["windows"][-1]["start"]  # drift stored before last_time was
+        span = f"{item['windows'][0]['start'][:10]} to {last[:10]}"
         print(f"{line:<24} drift {item['overall_drift']:.3f}  {span}  {item['title']}{again}")
         print(f"{'':<24} {item['concept_id']}  {item['grounding_uri']}")
     return 0

@@ -48,6 +48,7 @@ def concept_drift(times: list[float], vectors, window_days: float) -> dict[str, 
         "net_drift": round(net, 4),
         "relearning": relearning,
         "windows": windows,
+        "last_time": iso_time(max(times)),  # where the series ends: the last window only starts there
     }
 
 

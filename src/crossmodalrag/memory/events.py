@@ -17,10 +17,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from crossmodalrag.answer.llm.base import LLMUnavailable
+from crossmodalrag.memory.anchors import reanchor, reattach_restored
 from crossmodalrag.memory.extract import PROMPT_VERSION, extract_window, spoken
 from crossmodalrag.memory.nodes import Link, Node, delete_nodes, rows, stable_id, with_evidence, write_nodes
 from crossmodalrag.memory.provenance import WAITING, check_provenance, relink_edited
-from crossmodalrag.memory.sources import ChunkRow, SourceRow, all_sources, chunk_digest, chunks_of, text_hash, windows
+from crossmodalrag.memory.sources import ChunkRow, SourceRow, all_sources, chunks_of, events_filter, text_hash, windows
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
 
@@ -88,6 +89,7 @@ def build_events(
     says why), as they do when no model is configured, and git commits still become events."""
     started, report = time.monotonic(), EventsReport()
     deadline = started + max_minutes * 60 if max_minutes is not None else None
+    report.reanchored += reattach_restored(store)  # before the orphans go: a rollback's are not
     report.removed_orphans = remove_orphans(store)
     sources = all_sources(store.conn)
     report.sources = len(sources)
@@ -112,6 +114,8 @@ def build_events(
         if not finished:
             report.pending = len(todo) - done  # this one too: cut off between its windows, nothing stored
             break
+    newest_first = {source.id: i for i, source in enumerate(sources)}  # some are found waiting only by _process
+    report.waiting_sources.sort(key=lambda waiting: newest_first[waiting["source_id"]])
     if how.semantic is not None:
         report.embedded = embed_missing_events(store, how.semantic)
     report.seconds = time.monotonic() - started
@@ -154,10 +158,16 @@ def _needs_work(source: SourceRow, state: tuple | None, how: Extraction, report:
         if state and state[0] == source.fingerprint and state[3:5] == (PROMPT_VERSION, "done"):
             report.unchanged += 1  # extracted by another model and unchanged since: kept, not waiting
             return False
-        report.waiting += 1
-        report.waiting_sources.append({"source_id": source.id, "uri": source.uri})
-        return bool(state) and state[0] != source.fingerprint and state[4] in ("done", RECHECKED)  # its events
+        has_events = bool(state) and state[0] != source.fingerprint and state[4] in ("done", RECHECKED)
+        if not has_events:
+            _wait(source, report)
+        return has_events  # re-anchored when only its chunks or path changed, else rechecked: _process tells
     return True
+
+
+def _wait(source: SourceRow, report: EventsReport) -> None:
+    report.waiting += 1
+    report.waiting_sources.append({"source_id": source.id, "uri": source.uri})
 
 
 class OutOfTime(Exception):
@@ -186,10 +196,11 @@ def _process(
         return True
     same_text = state is not None and state[1] == digest and state[3:5] == (PROMPT_VERSION, "done")
     if same_text and (how.llm is None or state[2] == how.model_id):  # a re-chunk: same events, new chunk ids
-        _reanchor(store, source, chunks)
+        reanchor(store, source, chunks)
         report.reanchored += 1
         return True
     if how.llm is None:
+        _wait(source, report)
         report.events_waiting += _recheck(store, source, digest, state[2] if state else "", chunks, how)
         report.rechecked += 1
         return True
@@ -246,7 +257,11 @@ def _extract(
             if event.written:  # the subject corrected (extract.attributed): the model's sentence kept
                 node.metadata["written"] = event.written
             nodes.setdefault(node.id, node)
-    return check_provenance(list(nodes.values()), chunks, how.semantic, how.min_cosine), "", cost
+    checked = check_provenance(list(nodes.values()), chunks, how.semantic, how.min_cosine)
+    by_id = {c.id: c for c in chunks}
+    for node in checked:
+        _date_by_best_cited(node, source, by_id)
+    return checked, "", cost
 
 
 def _times(source: SourceRow, chunks: list[ChunkRow]) -> list[float | None]:
@@ -270,6 +285,19 @@ def _event_node(source: SourceRow, statement: str, kind: str, cited: list[ChunkR
         links=[Link(c.id, "cited") for c in cited],
         metadata={"anchors": {str(c.id): [c.char_start, c.char_end] for c in cited}},
     )
+
+
+def _date_by_best_cited(node: Node, source: SourceRow, by_id: dict[int, ChunkRow]) -> None:
+    """Date an event by the cited chunk that supports it best: it cites the context too ("Left Acme"
+    under ## 2026-10-06 cited with the job under ## 2026-06-22), and the earliest cited one dated the
+    change months before it happened. Its last time stays the latest cited one's."""
+    cited = [link for link in node.links if link.role == "cited" and link.chunk_id in by_id]
+    if not cited:
+        return
+    best = max(cited, key=lambda link: (link.score or 0.0, -link.chunk_id))
+    when = _times(source, [by_id[best.chunk_id]])[0]
+    if when is not None:
+        node.first_time = when
 
 
 def _commit_event(source: SourceRow, chunks: list[ChunkRow]) -> Node:
@@ -316,28 +344,6 @@ def _save_state(conn, source: SourceRow, digest: str, key, status: str, reason: 
     )  # fmt: skip
 
 
-def _reanchor(store: Store, source: SourceRow, chunks: list[ChunkRow]) -> None:
-    """Move each event's links onto the new chunks covering the spans its old chunks covered."""
-    with store.transaction() as conn:
-        query = "SELECT id, metadata, confidence FROM memory_nodes WHERE source_id = ?"
-        for row in conn.execute(query, (source.id,)).fetchall():
-            metadata = json.loads(row[1])
-            spans = list(metadata.get("anchors", {}).values())
-            covering = {c.id: c for c in chunks for s, e in spans if c.char_start < e and s < c.char_end}
-            metadata["anchors"] = {str(c.id): [c.char_start, c.char_end] for c in covering.values()}
-            metadata["anchor_texts"] = {chunk_digest(c): ["cited", row[2]] for c in covering.values()}
-            conn.execute("DELETE FROM memory_evidence WHERE node_id = ?", (row[0],))
-            conn.executemany(
-                "INSERT OR IGNORE INTO memory_evidence (node_id, chunk_id, role) VALUES (?, ?, 'cited')",
-                [(row[0], chunk_id) for chunk_id in covering],
-            )
-            conn.execute("UPDATE memory_nodes SET metadata = ? WHERE id = ?", (json.dumps(metadata), row[0]))
-        conn.execute(
-            "UPDATE memory_extractions SET source_fingerprint = ?, updated_at = ? WHERE source_id = ?",
-            (source.fingerprint, time.time(), source.id),
-        )
-
-
 def _recheck(store: Store, source: SourceRow, digest: str, model: str, chunks: list[ChunkRow], how: Extraction) -> int:
     """The source's text changed and no model can draw its events again. Closeness by embedding cannot
     tell whether the new text still says an event (a reversed decision is on the same topic), so an
@@ -363,7 +369,8 @@ def _stored_event(row, source: SourceRow) -> Node:
     return Node(
         id=row["id"], level="event", title=row["title"], statement=row["statement"], kind=row["kind"],
         project=row["project"], people=json.loads(row["people"]), first_time=row["first_time"],
-        last_time=row["last_time"], source_id=source.id, source_uri=source.uri, metadata=json.loads(row["metadata"]),
+        last_time=row["last_time"], confidence=row["confidence"], supported=bool(row["supported"]),
+        source_id=source.id, source_uri=source.uri, metadata=json.loads(row["metadata"]),
     )  # fmt: skip
 
 
@@ -379,14 +386,14 @@ def remove_orphans(store: Store) -> list[dict[str, Any]]:
 
 def list_events(store: Store, source: str | None = None, kind: str | None = None, limit: int = 50) -> list[dict]:
     """Events (newest first) with their evidence locators, for `mem events` and the API. `source` is
-    named as `mem log --source` and `mem forget` take it (uri, path, id, `mem://source/ID`, repo@sha).
-    Raises CMRAGError when it names no source or a sha prefix names more than one commit."""
-    from crossmodalrag.versioning.history import known_source
-
+    named as `mem log --source` and `mem forget` take it (uri, path, id, `mem://source/ID`, repo@sha), or
+    as `mem forget --path` does (a chat export's file: all its sessions). Raises CMRAGError when it names
+    no source or a sha prefix names more than one commit."""
     where, params = ["level = 'event'"], []
     if source:
-        where.append("source_uri = ?")
-        params.append(known_source(store.conn, source))
+        clause, named = events_filter(store, source)
+        where.append(clause)
+        params += named
     if kind:
         where.append("kind = ?")
         params.append(kind)

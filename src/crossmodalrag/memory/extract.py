@@ -325,7 +325,7 @@ def _event_of(item: Any, excerpts: int, person: str, people: Collection[str]) ->
     if missing:
         raise ValueError(f"an event lacks {', '.join(missing)}")
     kind = str(item["type"]).strip().lower()
-    statement = without_trailer(" ".join(str(item["event"]).split()))
+    statement = without_trailer(" ".join(at_word(str(item["event"])).split()))
     if kind not in EVENT_TYPES:
         raise ValueError(f"unknown event type {kind!r}")
     if not 8 <= len(statement) <= 2 * MAX_STATEMENT:
@@ -342,6 +342,16 @@ def _event_of(item: Any, excerpts: int, person: str, people: Collection[str]) ->
         ([person] if person else []) + named(statement, people, [person]),
         sorted({n - 1 for n in numbers})[:MAX_CITED],
     )
+
+
+def at_word(statement: str) -> str:
+    """A statement the grammar cut at MAX_STATEMENT characters, closed with the end mark it forces
+    ("... which still only happens with Weasy."), cut at its last whole word instead and marked "…".
+    Only the grammar writes exactly that many ending mid-word (a free backend's may run longer)."""
+    space = statement.rfind(" ")
+    if len(statement) != MAX_STATEMENT or not statement[-2:-1].isalnum() or space < MAX_STATEMENT // 2:
+        return statement  # ended on its own, or no words to cut at (a model looping: dropped as degenerate)
+    return statement[:space].rstrip(",;:-–— ") + " …"
 
 
 def named(statement: str, people: Collection[str], besides: Collection[str]) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 from crossmodalrag import versioning
 from crossmodalrag.retrieval.filters import CHUNK_TIME
 from crossmodalrag.store.params import in_batches
-from crossmodalrag.types import excerpt, iso_time
+from crossmodalrag.types import excerpt, flat_body, iso_time
 
 LEVELS = ("event", "episode", "concept")
 PREFIX = {"event": "ev_", "episode": "ep_", "concept": "co_"}
@@ -154,8 +154,10 @@ def evidence_of(conn: sqlite3.Connection, node_ids_: list[str], roles: tuple[str
     role_clause = f" AND e.role IN ({','.join('?' * len(roles))})" if roles else ""
     rows = conn.execute(
         "SELECT e.node_id, e.chunk_id, e.role, e.score, c.locator, c.text, c.char_start, c.char_end, s.id AS source_id,"
-        f" s.uri, s.title, s.source_type, {CHUNK_TIME} AS timestamp, json_extract(c.metadata, '$.page') AS page"
+        f" s.uri, s.title, s.source_type, {CHUNK_TIME} AS timestamp, json_extract(c.metadata, '$.page') AS page,"
+        " CASE WHEN n.level = 'event' THEN n.statement END AS event"
         " FROM memory_evidence e JOIN chunks c ON c.id = e.chunk_id JOIN sources s ON s.id = c.source_id"
+        " JOIN memory_nodes n ON n.id = e.node_id"
         f" WHERE e.node_id IN ({marks}){role_clause} ORDER BY e.node_id, e.score IS NULL, e.score DESC, e.chunk_id",
         (*node_ids_, *roles),
     )
@@ -175,10 +177,19 @@ def evidence_of(conn: sqlite3.Connection, node_ids_: list[str], roles: tuple[str
                 "char_start": row["char_start"],
                 "char_end": row["char_end"],
                 "timestamp": iso_time(row["timestamp"]),
-                "excerpt": excerpt(row["text"], 200),
+                "excerpt": excerpt(row["text"], 200, _focus(row["text"], row["event"])),
             }
         )
     return found
+
+
+def _focus(text: str, event: str | None) -> int:
+    """Where an event's excerpt of a chunk starts: at the sentence saying it (a daily note is one chunk
+    of many events, and its first 200 characters hold one or two of them), else at the top."""
+    from crossmodalrag.memory.provenance import supporting_sentence
+
+    said = supporting_sentence(event, text.split("\n", 1)[1] if "\n" in text else text) if event else ""
+    return max(flat_body(text).find(said), 0) if said else 0
 
 
 def node_dict(row: sqlite3.Row, evidence: list[dict] | None = None) -> dict[str, Any]:

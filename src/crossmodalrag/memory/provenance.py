@@ -26,6 +26,8 @@ NEGATIONS = frozenset({"no", "not", "never", "nor", "didnt", "doesnt", "dont", "
 SPEAKER = re.compile(r"([^:\n]{1,40}):\s")  # "Caroline: " starting a turn (the name is group 1)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 LIST_MARK = re.compile(r"^(?:[-*#>\s]|\d+[.)](?=\s))+")  # "- ", "## ", "> ", "2. " (not "2023 was")
+HEADING = re.compile(r"#+\s")
+BLOCK_START = re.compile(r"\s*(?:[-*+>]|#+|\d+[.)])\s")  # a list item, quote or heading: never a wrapped line's rest
 
 
 def check_provenance(
@@ -181,6 +183,39 @@ def says_verbatim(statement: str, body: str) -> bool:
     wanted = _content_stems(statement)
     pieces = text_pieces(body)
     return bool(wanted) and any(_holds(wanted, _content_stems(piece)) for piece in pieces[1:] or pieces)
+
+
+def supporting_sentence(statement: str, body: str) -> str:
+    """The sentence (or list item) of `body` that holds the most of the statement's content words (by
+    stem, as says_verbatim reads them), whitespace collapsed; "" when none holds any. A daily note is one
+    chunk of many events: its first sentence ("Long day.") says none of them."""
+    wanted, best, best_key = _content_stems(statement), "", (0, 0.0)
+    for sentence in sentences(body):
+        found = _content_stems(sentence)
+        shared = len(wanted & found)
+        key = (shared, shared / len(found) if found else 0.0)  # then the one saying least besides
+        if shared and key > best_key:
+            best, best_key = sentence, key
+    return best
+
+
+def sentences(body: str) -> list[str]:
+    """A text's sentences, whitespace collapsed, headings left out: a hard-wrapped paragraph's lines read
+    as one, a blank line, a heading or a list item starting anew (text_pieces reads line by line: a
+    sentence wrapped over two lines would be cut in two)."""
+    blocks: list[list[str]] = [[]]
+    for line in body.splitlines():
+        text = line.strip()
+        if not text or BLOCK_START.match(line):
+            blocks.append([])
+        if HEADING.match(text):  # no sentence ("## 2026-10-06" would match an event's date), nor continued
+            continue
+        if text:
+            blocks[-1].append(text)
+    found: list[str] = []
+    for block in blocks:
+        found += [s for s in SENTENCE_END.split(" ".join(" ".join(block).split())) if s]
+    return found
 
 
 def _holds(wanted: set[str], found: set[str]) -> bool:

@@ -4,7 +4,8 @@ Cards are made for the nodes most at risk of being forgotten, cached per node fi
 is made again only when its node changed, or with --regenerate; a regenerate without a model keeps
 a model's card of an unchanged node: a template card would only be worse). The model writes them when one
 answers and cites a real excerpt that holds words of its answer (`draws_on`); otherwise a template card
-asks about the node and answers with the first sentence of its best evidence: real text, never a paraphrase.
+asks about the node and answers with a sentence of its best evidence (an event's: the one that says it, else
+the first): real text, never a paraphrase.
 """
 
 from __future__ import annotations
@@ -47,17 +48,24 @@ def first_sentence(text: str, limit: int = 220) -> str:
     paragraphs = [p for p in PARAGRAPH.split(text.strip()) if p.strip() and not p.lstrip().startswith("#")]
     flat = " ".join((paragraphs[0] if paragraphs else text).split())
     ends = (m.end() for m in SENTENCE_END.finditer(flat) if not LIST_NUMBER.search(flat[: m.end()]))
-    sentence = flat[: next(ends, len(flat))]
+    return capped(flat[: next(ends, len(flat))], limit)
+
+
+def capped(sentence: str, limit: int = 220) -> str:
     return sentence if len(sentence) <= limit else sentence[: limit - 2].rsplit(" ", 1)[0] + " …"
 
 
 def template_card(node: dict[str, Any], body: str | None = None) -> dict[str, Any]:
-    """A question about the node and the first sentence of its best evidence (`body`: that chunk's
-    text with its line breaks, else the flat excerpt) as the answer."""
+    """A question about the node and, as the answer, a sentence of its best evidence (`body`: that
+    chunk's text with its line breaks, else the flat excerpt): an event's, the sentence that says it
+    (a daily note is one chunk of many events); else the first."""
+    from crossmodalrag.memory.provenance import supporting_sentence
     from crossmodalrag.memory.retrieve import words
 
     best = node["evidence"][0]
-    answer = first_sentence(body if body is not None else best["excerpt"])
+    text = body if body is not None else best["excerpt"]
+    said = supporting_sentence(node.get("statement") or "", text) if node["level"] == "event" else ""
+    answer = capped(said) if said else first_sentence(text)
     when = (node["first_time"] or "")[:10]
     if node["level"] == "event":
         named = best["title"]

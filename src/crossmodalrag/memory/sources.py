@@ -110,3 +110,37 @@ def windows(chunks: list[ChunkRow], max_chars: int) -> list[list[ChunkRow]]:
             groups.append([chunk])
             size, last = length, index
     return groups
+
+
+def events_filter(store, source: str) -> tuple[str, list]:
+    """The WHERE clause picking the events of the source(s) `source` names: by source id for one in
+    memory (its events' uri is the one they were drawn under until the next build re-anchors them),
+    by uri for one gone. Raises CMRAGError when it names none."""
+    from crossmodalrag.errors import CMRAGError
+    from crossmodalrag.versioning.history import known_source
+
+    try:
+        uri = known_source(store.conn, source)
+    except CMRAGError as unknown:
+        ids = _ids_under_path(store, source)
+        if not ids:
+            raise unknown from None
+    else:
+        ids = [row[0] for row in store.conn.execute("SELECT id FROM sources WHERE uri = ?", (uri,))]
+        if not ids:
+            return "source_uri = ?", [uri]
+    return f"source_id IN ({','.join('?' * len(ids))})", ids
+
+
+def _ids_under_path(store, path: str) -> list[int]:
+    """The sources in memory read from a file or folder as `mem forget --path` finds them: a chat
+    export's file holds one source per session (`<file>@<session>`), none of them named by the path."""
+    from pathlib import Path
+
+    from crossmodalrag.errors import CMRAGError
+    from crossmodalrag.forget import find_sources
+
+    try:
+        return [found.id for found in find_sources(store, path=Path(path)) if found.id is not None]
+    except CMRAGError:
+        return []
