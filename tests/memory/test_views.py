@@ -218,6 +218,12 @@ def test_a_model_card_answer_keeps_a_sign_or_dot_that_belongs_to_it(answer) -> N
             "What error did you encounter while running the server?",
             "The error occurred while running the server.",
         ),
+        # figures of another excerpt: the landlord's line holds no rent (the QA sweep's card, session 34)
+        (
+            "Landlord: Mr. Okafor, phone in contacts.",
+            "What is the rent and deposit amount?",
+            "The rent is 1450 EUR/month, the deposit is 4350 EUR, paid to the landlord Mr. Okafor.",
+        ),
     ],
 )
 def test_a_model_card_whose_answer_says_nothing_of_its_excerpt_is_not_kept(excerpt, question, answer) -> None:

@@ -32,8 +32,13 @@ RELATIVE_SLACK = 0.005  # figures rounded for an answer ("about 4.2 billion") wi
 def made_up_numbers(claim: str, question: str, evidence: list[Evidence]) -> list[str]:
     """The numbers of `claim`, as written, that neither the question nor `evidence` states or yields
     by one step of arithmetic (module docstring). Raises nothing."""
-    stated = [value for item in evidence for value in values_in(f"{item.hit.title} {item.hit.text}")]
-    stated += values_in(question)
+    return numbers_not_in(claim, [question, *(f"{item.hit.title} {item.hit.text}" for item in evidence)])
+
+
+def numbers_not_in(claim: str, texts: list[str]) -> list[str]:
+    """The numbers of `claim`, as written, that no text of `texts` states or yields by one step of
+    arithmetic (a study card's answer against the excerpt it cites, too)."""
+    stated = [value for text in texts for value in values_in(text)]
     made_up = []
     for match in _NUMBER.finditer(claim):
         readings = readings_of(match)

@@ -84,6 +84,7 @@ def llm_card(llm: "LLM", node: dict[str, Any], min_margin: float = Settings.veri
     """A card written by the model from the node's excerpts, or None unless it validates and the
     excerpt it cites supports its answer (the answer's claim check: a card is studied as fact)."""
     from crossmodalrag.answer.llm import Generation, LLMError
+    from crossmodalrag.answer.numbers import numbers_not_in
     from crossmodalrag.answer.prompt import support_messages
     from crossmodalrag.answer.verify import judge
 
@@ -103,8 +104,8 @@ def llm_card(llm: "LLM", node: dict[str, Any], min_margin: float = Settings.veri
     answer = ANSWER_LEAD.sub("", answer)  # ", went hiking near the lake; ..." began mid-sentence
     if not (8 <= len(question) <= 160 and 3 <= len(answer) <= 220) or int(data["evidence"]) < 1:
         return None
-    if not draws_on(cited["excerpt"], answer, question):
-        return None
+    if not draws_on(cited["excerpt"], answer, question) or numbers_not_in(answer, [cited["excerpt"], question]):
+        return None  # a figure the excerpt does not hold: the judge passed "1450 EUR" citing the landlord's line
     try:
         claim = support_messages(f"[E1] {cited['excerpt']}", f'The answer to "{question}" is: {answer}')
         if judge(llm, [claim])[0] < min_margin:
