@@ -199,3 +199,30 @@ def test_a_question_about_now_tells_the_model_which_note_on_its_subject_is_newes
     plain = ScriptedLLM("Answer: 1,450 EUR per month [E1]")
     ask_with_llm(retriever, "What was my rent?", settings, llm=plain)
     assert "is newer than" not in plain.calls[0][1]["content"]
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_the_note_on_which_excerpt_is_newest_never_reaches_the_answer(
+    store, settings: Settings, tmp_path: Path, verify: bool
+) -> None:
+    """The model sometimes copies the prompt's note on dates into its answer: those sentences go, checked
+    or not, and a warning says so (what streamed is then shown again without them)."""
+    vault = tmp_path / "vault"
+    write_note(vault, "rent.md", "---\ndate: 2024-01-05\n---\n# Rent\n\nThe rent is 1,450 EUR per month.\n")
+    write_note(vault, "raise.md", "---\ndate: 2025-03-01\n---\n# Raise\n\nThe rent went up to 1,620 EUR per month.\n")
+    ingest_notes(store, [vault])
+    settings.llm_verify = verify
+    retriever = open_retriever(store, settings, lexical_only=True)
+    question = "What is my current rent?"
+    ids = {item.hit.title: item.id for item in ask_with_llm(retriever, question, settings, llm=ScriptedLLM()).evidence}
+    newer, older = ids["Raise"], ids["Rent"]
+    copied = (
+        f"{newer} (1 March 2025) is newer than {older} (5 January 2024): where they differ, {newer} tells how "
+        "things are now and the older how they were before."
+    )
+    text = (
+        f"Answer: 1,620 EUR per month [{newer}]\n{copied} The rent went up to 1,620 EUR [{newer}].\n{newer} is newer."
+    )
+    answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(text))
+    assert answer.text == f"Answer: 1,620 EUR per month [{newer}]\nThe rent went up to 1,620 EUR [{newer}]."
+    assert [w["kind"] for w in answer.citation_warnings].count("prompt_echo") == 2

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crossmodalrag.answer.attribution import content_words
+from crossmodalrag.answer.attribution import content_words, excerpts_holding_missing_words
 from crossmodalrag.answer.citations import sentences
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
@@ -1044,11 +1044,15 @@ def test_a_second_look_adds_only_excerpts_holding_the_sentences_numbers(store, s
     question = "How much is the rent for the flat in Altona?"
     ids = evidence_ids(retriever, question)
     assert len(ids) == 4
-    llm = ScriptedLLM(f"Answer: 1,850 warm [{ids['Lease Altona']}]", margins=[2.0, -3.0, 1.0])
+    evidence = ask_without_llm(retriever, question).evidence
+    lease, moving = (next(item for item in evidence if item.hit.title == title) for title in ("Lease Altona", "Moving"))
+    assert excerpts_holding_missing_words("1,850 warm", question, [lease], evidence) == [moving]
+    # Cited to the page, which states no figure of it, it is judged against where "1,850" is stated
+    # (attribution.py `figure_source`), before any second look.
+    llm = ScriptedLLM(f"Answer: 1,850 warm [{ids['Lease Altona']}]", margins=[2.0, 1.0])
     answer = ask_with_llm(retriever, question, settings, llm=llm)
     claim = answer.to_dict()["verification"]["claims"][0]
-    assert claim["added_citations"] == [ids["Moving"]]
-    assert claim["unrelated_citations"] == [ids["Lease Altona"]]  # it holds nothing of "1,850 warm"
+    assert claim["attributed_to"] == ids["Moving"] and claim["judged"] == [ids["Moving"]]
     assert answer.text == f"Answer: 1,850 warm [{ids['Moving']}]"
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 
-from crossmodalrag.answer.prompt import judge_excerpt
+from crossmodalrag.answer.numbers import exempt, values_in
+from crossmodalrag.answer.prompt import human_date, judge_excerpt
 from crossmodalrag.answer.subjects import speaker
+from crossmodalrag.answer.when import RELATIVE
 from crossmodalrag.index.scripts import CJK_CHAR
 from crossmodalrag.retrieval.snippets import KEY_LETTERS  # "rotates" and "rotation": one key
 from crossmodalrag.retrieval.stopwords import stopwords_for
@@ -25,6 +27,9 @@ _WORD = re.compile(r"\w{3,}")
 _ANY_WORD = re.compile(r"\w+")
 _INNER_WORD = re.compile(r"(?<=[^\s.!?:;\[(\-])\s+([^\W\d_]+)\b")  # a word after another word, not at a sentence start
 _NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*")  # "€1,850" is 1,850; "E1" holds no number
+# A figure or date as written: numbers with at most one word between them ("3. Mai 2024", "7:42", "49,90").
+_ALNUM = re.compile(r"[^\W_]+")
+_FIGURE = re.compile(r"(?<![\w.,])\d+(?:[\W_]+(?:[^\W\d_]+[\W_]+)?\d+)*")
 
 
 def excerpts_holding_missing_words(
@@ -87,6 +92,45 @@ def word_source(claim: str, claimed: list[Evidence], pool: list[Evidence]) -> Ev
     return best if best is not None and best not in claimed and share(best) >= needed else None
 
 
+def figure_source(claim: str, question: str, judged: list[Evidence], pool: list[Evidence]) -> Evidence | None:
+    """The first excerpt of `pool` (prompt order) whose text states every figure or date of `claim`
+    (`figures`) when none of `judged` states any of them, in its text, title or header date: "Answer:
+    3. Mai 2024 [E1]" cited the user's question ("Wann wurde die Heizungsanlage gewartet?"), the
+    assistant's reply after it says "am 3. Mai 2024", and the judge passed it against the question
+    (-0.87, within the claims' tolerance). None when the claim's figures are the question's, or
+    only a count, a day or a year alone (counted or computed from "last year", stated nowhere)."""
+    wanted = [figure for figure in figures(claim) if figure not in _flat(question)]
+    if not any(map(_specific, wanted)):
+        return None
+    if any(figure in _flat(_held_text(item)) for item in judged for figure in wanted):
+        return None
+    if any(RELATIVE.search(body_of(item)) for item in judged):
+        return None  # "yesterday" in a turn: the date is computed from its header, stated nowhere
+    # Its body, not its header date: a turn written on the day a relative date means ("yesterday"
+    # in the next day's turn) is not where the answer comes from.
+    return next((item for item in pool if item not in judged and all(f in _flat(body_of(item)) for f in wanted)), None)
+
+
+def figures(text: str) -> list[str]:
+    """The figures and dates of `text`, each as `_flat` writes it: "3. Mai 2024" is " 3 mai 2024 "."""
+    return [_flat(match.group(0)) for match in _FIGURE.finditer(text)]
+
+
+def _specific(figure: str) -> bool:
+    """More than one number ("3 mai 2024", "7 42"), or one that is no count, day or year ("49")."""
+    values = values_in(figure)
+    return len(figure.split()) > 1 or not all(map(exempt, values))
+
+
+def _flat(text: str) -> str:
+    return f" {' '.join(_ALNUM.findall(text.lower()))} "
+
+
+def _held_text(item: Evidence) -> str:
+    dated = human_date(item.hit.timestamp) if item.hit.timestamp is not None else ""
+    return f"{item.hit.title} {item.hit.text} {dated}"
+
+
 def document_source(claim: str, short: bool, claimed: list[Evidence], pool: list[Evidence]) -> Evidence | None:
     """For a claim whose cited excerpts are not about what the question names (or not from its
     time), the document excerpt among those that are which holds it: the model cited the wrong one
@@ -115,6 +159,17 @@ def unrelated_excerpts(claim: str, question: str, items: list[Evidence]) -> list
         return []  # a count ("2" to "how many …?") is in no excerpt: counted across them
     unrelated = [item for item in items if not own & _keys(f"{item.hit.title} {body_of(item)}")]
     return unrelated if len(unrelated) < len(items) else []
+
+
+def off_topic(sentence: str, question: str, answer: str, items: list[Evidence]) -> bool:
+    """Whether a support sentence shares no word (key) with the question or the short answer, and
+    neither do the excerpts it rests on (`items`): in a small memory every note is retrieved, and the
+    model retells them ("Answer: 3. Mai 2024" to when the heating was serviced went on with a train
+    fare to Strasbourg and a flight to Seville, each passed against its own note)."""
+    asked = _keys(question)
+    if _keys(sentence) & (asked | _keys(answer)) or CJK_CHAR.search(sentence + question):
+        return False  # Chinese and Japanese words are runs of characters no sentence need repeat whole
+    return bool(items) and not any(asked & _keys(f"{item.hit.title} {body_of(item)}") for item in items)
 
 
 def _keys(text: str) -> set[str]:

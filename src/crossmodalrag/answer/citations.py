@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossmodalrag.answer.prompt import HEADER_COPY, INSUFFICIENT
+from crossmodalrag.answer.prompt import HEADER_COPY, INSUFFICIENT, echoes_note
 from crossmodalrag.types import Evidence
 
 # [E1], [e2], [E1, E3], [E1; 3], [E1-E3] (ranges are expanded), with optional spaces.
@@ -123,6 +123,23 @@ def validate(text: str, evidence: list[Evidence]) -> CitationReport:
             waiting.append(" ".join(words))
     _uncited(report, waiting)
     return report
+
+
+def without_copied_note(text: str, note: str) -> tuple[str, list[str]]:
+    """`text` without the sentences that copy the prompt's note on which excerpt is newest
+    (prompt.py `echoes_note`), and those sentences; lines losing none are kept as written."""
+    if not note:
+        return text, []
+    lines, copied = [], []
+    for line in text.splitlines():
+        found = sentences(line)
+        echoed = [sentence for sentence in found if echoes_note(sentence, note)]
+        copied += echoed
+        if not echoed:
+            lines.append(line)
+        elif len(echoed) < len(found):
+            lines.append(" ".join(sentence for sentence in found if sentence not in echoed))
+    return "\n".join(lines), copied
 
 
 def _uncited(report: CitationReport, claims: list[str]) -> None:

@@ -254,15 +254,29 @@ def echoes_instructions(answer: str) -> bool:
     """Whether the model wrote out a run of its own instructions instead of an answer (seven words in a
     row of SYSTEM or a tail): none of 100 LoCoMo answers does, and a refusal marker inside such an
     echo is no refusal."""
-    words = re.findall(r"\w+", answer.lower())
-    return any(tuple(words[i : i + ECHO_WORDS]) in _INSTRUCTION_RUNS for i in range(len(words) - ECHO_WORDS + 1))
+    return bool(_runs(answer) & _INSTRUCTION_RUNS)
+
+
+def echoes_note(sentence: str, note: str) -> bool:
+    """Whether an answer sentence copies the prompt's `newest_note` (seven words in a row of it, or its
+    wording with the dates left out: "E1 is newer"): it tells the model which excerpt is newer,
+    and copied into the answer it is no claim about the user's world, checked or not."""
+    return bool(note) and bool(_runs(sentence) & _runs(note) or NOTE_WORDING.search(sentence))
 
 
 ECHO_WORDS = 7
-_INSTRUCTION_WORDS = re.findall(r"\w+", f"{SYSTEM} {ANSWER_TAIL} {OTHER_LANGUAGE_TAIL}".lower())
-_INSTRUCTION_RUNS = {
-    tuple(_INSTRUCTION_WORDS[i : i + ECHO_WORDS]) for i in range(len(_INSTRUCTION_WORDS) - ECHO_WORDS + 1)
-}
+NOTE_WORDING = re.compile(
+    r"\bE\d+\]?\s*(?:\([^)]*\)\s*)?is (?:the )?newe(?:r|st)\b|\btells how things are now\b|\bhow they were before\b",
+    re.I,
+)
+
+
+def _runs(text: str) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i : i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)}
+
+
+_INSTRUCTION_RUNS = _runs(f"{SYSTEM} {ANSWER_TAIL} {OTHER_LANGUAGE_TAIL}")
 
 
 def _evidence_prompt(question: str, evidence: list[Evidence], budget_chars: int, tail: str) -> list[Message]:

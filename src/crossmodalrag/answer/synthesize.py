@@ -10,12 +10,19 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from crossmodalrag.answer.citations import CITATION, is_insufficient, merged_citations, strip_marker, validate
+from crossmodalrag.answer.citations import (
+    CITATION,
+    is_insufficient,
+    merged_citations,
+    strip_marker,
+    validate,
+    without_copied_note,
+)
 from crossmodalrag.answer.evidence import Retriever, diagnostics, evidence_answer, render_evidence_answer
 from crossmodalrag.answer.forms import UNDECIDED, is_statement
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.parts import dated_text, short_answer, split_answer
-from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, echoes_instructions
+from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, echoes_instructions, newest_note
 from crossmodalrag.answer.subjects import full_names, named_subjects, subject_share
 from crossmodalrag.answer.verify import (
     MADE_UP_NUMBER,
@@ -37,6 +44,8 @@ from crossmodalrag.wording import counted
 LLM_INSUFFICIENT = "llm_insufficient"
 UNSUPPORTED = "unsupported"
 SUBJECT_MISSING = "subject_missing"
+PROMPT_ECHO = "prompt_echo"  # a citation warning: a sentence copying the prompt's note on dates, removed
+GONE = ("invalid_citation", PROMPT_ECHO)  # warnings about what is gone from the text before it is checked
 MAX_SENTENCES = 4  # the short answer and three sentences of support, as the prompt asks
 
 
@@ -117,8 +126,10 @@ def ask_with_llm(
             raw, timing = _generate(llm, messages, settings, on_text, timing)
             if echoes_instructions(raw):  # no answer, and the refusal marker inside it no refusal
                 raise LLMError("it wrote out its instructions instead of an answer")
-            report = validate(strip_marker(raw) if not _leads_with_marker(raw) else "", evidence)
-            if is_insufficient(raw, report):
+            written, copied = without_copied_note(raw, newest_note(query, evidence))
+            report = validate(strip_marker(written) if not _leads_with_marker(written) else "", evidence)
+            report.warnings += [{"kind": PROMPT_ECHO, "citation": "", "detail": line[:200]} for line in copied]
+            if is_insufficient(written, report):
                 answer = _abstain(fallback, LLM_INSUFFICIENT, _insufficient_text(evidence), model, checks, timing)
             else:
                 answer = _verified(llm, query, evidence, settings, report, fallback, model, checks, timing)
@@ -225,7 +236,7 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
             )
         if verification.unsupported:
             return _abstain(fallback, UNSUPPORTED, _unsupported_text(verification, query), model, checks, timing)
-        removed = [w for w in report.warnings if w["kind"] == "invalid_citation"]  # gone from `text` already
+        removed = [w for w in report.warnings if w["kind"] in GONE]  # gone from `text` already
         report = validate(merged_citations(verification.answer_text(text)), evidence)
         report.warnings = removed + report.warnings
         report.warnings += [

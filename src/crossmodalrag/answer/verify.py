@@ -20,6 +20,8 @@ from crossmodalrag.answer.attribution import (
     document_source,
     excerpts_holding_missing_specifics,
     excerpts_holding_missing_words,
+    figure_source,
+    off_topic,
     unrelated_excerpts,
     word_source,
 )
@@ -55,6 +57,7 @@ LEFT_OUT = (REPEATED, UNCITED, HEDGE)  # left out of the answer, not failed
 RESTATES = "restates_question"  # a Verdict.reason: a short answer of nothing but the question's words
 PREMISE = "premise_missing"  # a Verdict.reason: its excerpts never speak of a word the question takes as given
 MADE_UP_NUMBER = "made_up_number"  # a Verdict.reason: passed, but its figure is not the evidence's (answer/numbers.py)
+OFF_TOPIC = "off_topic"  # a Verdict.reason: a support sentence about excerpts the question and answer never touch
 NOT_ABOUT = ("names_missing", "other_speaker")  # Verdict.reasons: its excerpts are about someone else
 
 
@@ -209,6 +212,18 @@ class Verification:
                 if denies_what_is_there(hedge, rests_on) or about and not doubted:
                     verdict.supported, verdict.reason = False, HEDGE
 
+    def drop_off_topic(self, question: str, evidence: list[Evidence]) -> None:
+        """Fail a support sentence resting on excerpts the passed short answer does not rest on, when
+        it, they, the question and the short answer share no word (attribution.py `off_topic`)."""
+        short = next((v for v in self.verdicts if v.short and v.supported), None)
+        for verdict in self.verdicts if short else []:
+            rests_on = set(verdict.cited + verdict.judged)
+            if verdict.short or not verdict.supported or verdict.margin is None or rests_on & set(short.judged):
+                continue
+            items = [item for item in evidence if item.id in rests_on]
+            if off_topic(CITATION.sub("", verdict.sentence), question, CITATION.sub("", short.sentence), items):
+                verdict.supported, verdict.reason = False, OFF_TOPIC
+
     def _rests_on(self) -> list[str]:
         """The ids of the excerpts the kept, checked sentences cite or were judged against."""
         kept = [v for v in self.verdicts if v.supported and v.margin is not None]
@@ -338,6 +353,8 @@ def verify_answer(
         source = word_source(claim, claimed, pool) if judged else None
         if not judged and (names or dated):
             source = document_source(claim, short, claimed_all, pool)
+        if source is None and judged:  # a date or figure none of them states: from the excerpt stating it
+            source = figure_source(claim, question, judged, pool)
         if source is not None:  # and the excerpts holding the numbers and names its source lacks
             verdict.attributed, judged = source.id, with_specifics_of(claim, question, source, pool)
         elif judged and not cited and not short:
@@ -370,6 +387,7 @@ def verify_answer(
     verification = Verification(verdicts)
     verification.leave_out_uncited()
     verification.leave_out_hedges(question, evidence)
+    verification.drop_off_topic(question, evidence)
     if ahead and not verification.unsupported:  # the short answer passed: does it rest on the premise?
         short = checked[0]
         if short.added:  # its second look judged it beside more excerpts

@@ -82,7 +82,7 @@ def show_answer(
     if answer.matched_nodes:
         print(render_matched_nodes(answer))
     if stream and stream.written and answer.mode == "llm" and not answer.abstained:
-        dropped = sum(w["kind"] == "unsupported_claim" for w in answer.citation_warnings)
+        dropped = sum(w["kind"] in ("unsupported_claim", "prompt_echo") for w in answer.citation_warnings)
         if dropped:  # what streamed cannot be unprinted: the checked answer follows it, said once
             print(f"\n{CHECKED.format(dropped, 's' if dropped > 1 else '')}\n{terminal_safe(answer.text)}")
         print("\n" + terminal_safe(render_footer(answer, explain, weights)))  # the text itself is already on screen
