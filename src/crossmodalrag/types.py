@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -84,17 +85,44 @@ def flat_body(text: str) -> str:
     return " ".join((text.split("\n", 1)[1] if "\n" in text else text).split())
 
 
+# Scripts written without spaces between words (Han, kana, Thai, Lao): any character boundary is a
+# place to cut. Looking for a space there found only the one after a leading "…", so a long Chinese
+# chunk's excerpt came out as "… …".
+_UNSPACED = re.compile("[\u0e00-\u0eff\u3000-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
+# A clause ends here in Chinese and Japanese: a nicer place for an excerpt to begin, when one is close.
+_CLAUSE_END = "。、，！？；："
+NUDGE = 20  # characters an unspaced start may move to land after a clause end (snippets.LEAD is 60)
+
+
 def excerpt(text: str, limit: int = EXCERPT_CHARS, start: int = 0) -> str:
     """The chunk's flat body from `start` (the hit's focus: retrieval/snippets.py), cut at word
     boundaries, with "…" where text was left out."""
     flat = flat_body(text)
     if 0 < start < len(flat):
-        begin = flat.find(" ", start - 1) + 1 if flat[start - 1] != " " else start  # not mid-word
-        flat = "… " + flat[begin or start :]
+        flat = "… " + flat[_first_boundary(flat, start) :]
     if len(flat) <= limit:
         return flat
+    return flat[: _last_boundary(flat, limit)] + " …"
+
+
+def _first_boundary(flat: str, start: int) -> int:
+    """Where an excerpt focused at `start` begins: not mid-word, and in unspaced text after a
+    clause end within reach (the focus stands a few dozen characters before the match)."""
+    if _UNSPACED.match(flat[start - 1]) or _UNSPACED.match(flat[start]):
+        clause_ends = [at for at in range(start, min(start + NUDGE, len(flat) - 1)) if flat[at] in _CLAUSE_END]
+        return clause_ends[0] + 1 if clause_ends else start
+    if flat[start - 1] == " ":
+        return start
+    return flat.find(" ", start - 1) + 1 or start
+
+
+def _last_boundary(flat: str, limit: int) -> int:
+    """Where an excerpt at most `limit` long ends: after a word, which in unspaced text is any
+    character (not back at a clause end: the focus may have put the match at the very end)."""
     cut = flat.rfind(" ", 0, limit)
-    return flat[: cut if cut > 0 else limit] + " …"
+    unspaced = [at for at in range(limit - 1, max(cut, 0), -1) if _UNSPACED.match(flat[at])]
+    cut = max(cut, unspaced[0] + 1 if unspaced else 0)
+    return cut if cut > 0 else limit
 
 
 @dataclass

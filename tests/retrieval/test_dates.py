@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from crossmodalrag.agent.temporal import time_ranges
 from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
 from crossmodalrag.cli.render import explain_line
 from crossmodalrag.ingest import ingest_notes
@@ -73,6 +74,11 @@ def test_a_hit_dated_when_the_question_says_ranks_first_and_explains_why(store, 
         ("Was habe ich im März 2024 gemacht?", None, None, (day("2024-02-29"), day("2024-04-02"))),
         ("2024年3月我做了什么？", None, None, (day("2024-02-29"), day("2024-04-02"))),
         ("2024年3月5日に何をした？", None, None, (day("2024-03-04"), day("2024-03-07"))),
+        # A day written the German, Spanish or Vietnamese way was read as its whole month
+        ("Was habe ich am 10. Mai 2024 gemacht?", None, None, (day("2024-05-09"), day("2024-05-12"))),
+        ("Was habe ich am 10.05.2024 gemacht?", None, None, (day("2024-05-09"), day("2024-05-12"))),
+        ("¿Qué hice el 10 de mayo de 2024?", None, None, (day("2024-05-09"), day("2024-05-12"))),
+        ("Tôi đã làm gì vào ngày 10 tháng 5 năm 2024?", None, None, (day("2024-05-09"), day("2024-05-12"))),
         ("¿Qué hice con la bicicleta?", day("2024-03-01"), day("2024-04-01"), None),  # a topic
         ("猫在哪里？", day("2024-03-01"), day("2024-04-01"), None),
         ("What did Caroline say about Mars?", None, None, None),  # a month elsewhere, but no year: no date
@@ -81,6 +87,23 @@ def test_a_hit_dated_when_the_question_says_ranks_first_and_explains_why(store, 
 )
 def test_a_question_asking_only_about_a_time_has_that_window(query, after, before, window):
     assert asked_window(query, after, before) == window
+
+
+@pytest.mark.parametrize(
+    "question, day_read, rest",
+    [
+        ("Was war am 3. März?", "2024-03-03", "Was war ?"),  # no year: the latest such day
+        ("Was war am 3. Dezember?", "2023-12-03", "Was war ?"),
+        ("Qu'ai-je fait le 1er juin 2023 ?", "2023-06-01", "Qu'ai-je fait ?"),
+        ("ngày 4 tháng 2 họp gì?", "2024-02-04", "họp gì?"),
+        ("Build 1.10.2024.3 failed", None, "Build 1.10.2024.3 failed"),  # a version, not a day
+        ("Was war am 31.02.2024?", None, "Was war am 31.02.2024?"),  # no such day
+    ],
+)
+def test_a_day_written_the_local_way_is_that_day(question, day_read, rest):
+    ranges, left = time_ranges(question, datetime(2024, 4, 1, tzinfo=timezone.utc))
+    assert [(r.start, r.end) for r in ranges] == ([(day(day_read), day(day_read) + DAY)] if day_read else [])
+    assert left == rest
 
 
 TIMELINE = {
@@ -120,3 +143,16 @@ def test_an_after_before_window_answers_a_question_about_it_and_names_it_when_re
     retriever.options = replace(retriever.options, after=day("2030-01-01"), before=None)
     empty = ask_without_llm(retriever, "What did I do?")
     assert empty.abstained and empty.text == "No answer: nothing from 2030-01-01 on matches this question."
+
+
+def test_a_german_day_in_a_question_finds_that_days_note_first(store, settings, tmp_path):
+    for number in (1, 9, 10, 11, 20):
+        write_note(
+            tmp_path / "v", f"de-{number}.md", f"Date: {number}. Mai 2024\n\n# Tag {number}\n\nGarten und Einkauf.\n"
+        )
+    ingest_notes(store, [tmp_path / "v"])
+    answer = ask_without_llm(
+        open_retriever(store, settings, lexical_only=True), "Was habe ich am 10. Mai 2024 gemacht?"
+    )
+    assert not answer.abstained and [item.hit.title for item in answer.evidence][0] == "Tag 10"
+    assert {item.hit.title for item in answer.evidence} <= {"Tag 9", "Tag 10", "Tag 11"}

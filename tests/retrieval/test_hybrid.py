@@ -13,6 +13,7 @@ from crossmodalrag.config import Settings, load_settings
 from crossmodalrag.forget import find_sources, forget_sources
 from crossmodalrag.index import embed as embed_module
 from crossmodalrag.index.embeddings import embed_missing, vector_status
+from crossmodalrag.index.models import OFFLINE_NAME
 from crossmodalrag.retrieval import semantic as semantic_module
 from crossmodalrag.retrieval.profiles import PROFILES
 from crossmodalrag.retrieval.search import SearchOptions, is_weak, search
@@ -414,3 +415,21 @@ def test_a_note_holding_the_exact_code_asked_for_outranks_notes_holding_none_of_
     assert found.coverage == 1.0 and not is_weak(found, options)
     # --explain says why the score is above its blend
     assert "raised above the chunks holding none" in explain_line(found.hits[0], options.weights(hybrid=True))
+
+
+@pytest.mark.parametrize("model, found_first", [(OFFLINE_NAME, "meeting"), ("fake/multilingual", "weather")])
+def test_an_english_models_vectors_do_not_rank_a_chinese_question(store, db_path, model, found_first):
+    """MiniLM puts unrelated Chinese texts at cosines near 1 (here: the weather note hashes with the
+    question); spread over the pool, that noise outweighed the note holding the question's words. A
+    Chinese question is ranked by its words when the model is an English one, by both otherwise."""
+    embedder = HashingEmbedder(synonyms={"服务器迁移定在哪天": "天", "今天天气很好": "天"}, name=model)
+    add_docs(
+        store,
+        note("meeting", "# 会议\n最后决定：服务器迁移定在六月十五日晚上进行。"),
+        note("weather", "# 日记\n今天天气很好"),
+        *(note(name, f"# {name}\n{text}") for name, text in FILLER.items()),
+    )
+    embed_missing(store, embedder)
+    found = search(store, "服务器迁移定在哪天", SearchOptions(top_k=2), semantic(store, embedder, db_path))
+    assert Path(found.hits[0].source_uri).stem == found_first
+    assert found.hybrid == (model != OFFLINE_NAME)

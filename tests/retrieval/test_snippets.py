@@ -27,3 +27,22 @@ def test_the_top_is_kept_when_it_shows_as_many_words_and_accents_and_forms_fold(
     far = flat_body(f"crumb\n{FILLER}Le café a fermé.")
     assert excerpt(f"crumb\n{FILLER}Le café a fermé.", start=focus(far, "cafe ferme", 280)).endswith("Le café a fermé.")
     assert focus(far, "the and of", 280) == 0  # function words point nowhere
+
+
+ZH_FILLER = "今天上午团队讨论了季度计划和预算安排，大家对进度表示满意。" * 12
+
+
+def test_a_chinese_excerpt_past_the_top_shows_its_text_not_an_empty_cut(store, settings, tmp_path):
+    # Chinese has no spaces: cutting at the last space kept only the leading "…" ("… …").
+    write_note(tmp_path / "v", "会议.md", f"# 周会纪要\n\n{ZH_FILLER}最后决定：服务器迁移定在六月十五日晚上进行。\n")
+    ingest_notes(store, [tmp_path / "v"])
+    answer = ask_without_llm(open_retriever(store, settings, lexical_only=True), "服务器迁移定在哪天？")
+    shown = answer.to_dict()["evidence"][0]["excerpt"]
+    assert shown.startswith("… ") and "服务器迁移定在" in shown and len(shown) <= 284
+
+
+def test_an_unspaced_excerpt_begins_after_a_near_clause_end_and_ends_at_a_character():
+    text = f"crumb\n{ZH_FILLER}"
+    shown = excerpt(text, limit=40, start=25)
+    assert shown == "… 今天上午团队讨论了季度计划和预算安排，大家对进度表示满意。今天上午团队讨论了 …"
+    assert excerpt("crumb\nサーバー移行 Grafana port 3000 です", limit=20) == "サーバー移行 Grafana port …"

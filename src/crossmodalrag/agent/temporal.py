@@ -5,9 +5,10 @@ week before that session, not the week before today: ranges are resolved against
 newest source date in memory, or the clock when it is empty). Recognised: yesterday, today, this or
 last week/weekend/month/year, N days/weeks/months/years ago, recently, a month name (with or without
 a year: the latest such month up to the anchor), a day (ISO, or written out: "3 June, 2023",
-"October 13", "Aug 15th"), `before|after|since` a date or a month, and `between|from` one date
-`and|to` another (one range). `before|after|since <something else>` is left to the caller as an
-event (see recall.py).
+"October 13", "Aug 15th"; in German, Spanish, French, Vietnamese, Chinese, Japanese and Korean
+as notes write it: "am 10. Mai 2024", "10.05.2024", "2024年5月10日"), `before|after|since` a date or
+a month, and `between|from` one date `and|to` another (one range). `before|after|since <something
+else>` is left to the caller as an event (see recall.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from crossmodalrag.written_dates import MONTHS as WRITTEN_MONTHS
+from crossmodalrag.written_dates import parse_date
 
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
@@ -72,6 +74,18 @@ LOCAL_MONTH = re.compile(
     r"|(?P<cjk_year>\d{4})\s*[年년]\s*(?P<cjk_month>\d{1,2})\s*[月월](?:\s*(?P<cjk_day>\d{1,2})\s*[日일号號])?",
     re.I,
 )
+# A day written the German, Spanish, French or Vietnamese way ("am 10. Mai 2024", "10.05.2024", "el 10
+# de mayo de 2024", "le 1er juin 2024", "ngày 10 tháng 5 năm 2024"): read by the parser of notes'
+# `Date:` lines (written_dates.py), day first as there. LOCAL_MONTH alone read "10. Mai 2024" as May
+# and left "10." as a topic word. Without a year only after "am", "el", "le" or "ngày" (a date then).
+LOCAL_NAMED_DAY = rf"\d{{1,2}}(?:\.|er)?\s+(?:de\s+)?(?:{LOCAL_MONTH_NAMES})\.?"
+LOCAL_DAY = re.compile(
+    r"(?:\b(?:am|el|le)\s+)?(?<![\d.])(?P<dotted>\d{1,2}\.\d{1,2}\.\d{4})(?![\d.]*\d)"
+    rf"|(?:\b(?:am|el|le)\s+)?\b(?P<named>{LOCAL_NAMED_DAY},?\s+(?:del?\s+)?\d{{4}})(?!\w)"
+    rf"|\b(?:am|el|le)\s+(?P<named_yearless>{LOCAL_NAMED_DAY})(?!\w)"
+    r"|\b(?P<vi>ngày\s+\d{1,2}\s+tháng\s+\d{1,2}(?P<vi_year>,?\s+năm\s+\d{4})?)(?!\w)",
+    re.I,
+)
 WORD_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 DAY = timedelta(days=1)
 
@@ -100,7 +114,13 @@ def time_ranges(question: str, anchor: datetime) -> tuple[list[TimeRange], str]:
     found: list[TimeRange] = []
     rest = question
     patterns = ((BETWEEN, _between), (BOUND, _bound), (AGO, _ago), (RELATIVE, _relative), (ISO_DAY, _iso_day))
-    for pattern, resolve in (*patterns, (DAY_DATE, _day_date), (MONTH, _month), (LOCAL_MONTH, _local_month)):
+    for pattern, resolve in (
+        *patterns,
+        (LOCAL_DAY, _local_day),
+        (DAY_DATE, _day_date),
+        (MONTH, _month),
+        (LOCAL_MONTH, _local_month),
+    ):
         for match in pattern.finditer(rest):
             span = resolve(match, anchor)
             if span is not None:
@@ -182,6 +202,22 @@ def _local_month(match: re.Match, anchor: datetime, expected: bool = False):
     except ValueError:  # a 13th month, a 31st of February
         return None
     return (first, first + DAY) if match["cjk_day"] else (first, _next_month(first))
+
+
+def _local_day(match: re.Match, anchor: datetime, expected: bool = False):
+    """A day of LOCAL_DAY; one without its year is the latest such day up to the anchor."""
+    if match["dotted"] or match["named"] or match["vi_year"]:
+        stamp = parse_date(match["dotted"] or match["named"] or match["vi"])
+    else:
+        year_word = " năm " if match["vi"] else " "
+        written = match["named_yearless"] or match["vi"]
+        stamp = parse_date(f"{written}{year_word}{anchor.year}")
+        if stamp is not None and stamp > anchor.timestamp():
+            stamp = parse_date(f"{written}{year_word}{anchor.year - 1}")
+    if stamp is None:  # a 31st of February
+        return None
+    start = datetime.fromtimestamp(stamp, timezone.utc)
+    return start, start + DAY
 
 
 def _iso_day(match: re.Match, anchor: datetime, expected: bool = False):

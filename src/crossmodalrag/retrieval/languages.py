@@ -78,3 +78,17 @@ def _script(text: str, language: str | None) -> str | None:
     if language in NON_LATIN:
         return language
     return "latin" if LATIN_LETTER.search(text[:SAMPLE_CHARS]) else None
+
+
+# English embedding models (MiniLM offline, bge-small-en from the hub) were not trained on Chinese or
+# Japanese: their WordPiece vocabulary reads such text as single characters, and MiniLM puts unrelated
+# Chinese paragraphs at cosines 0.98-1.0. Min-max spread over the pool, that noise took the vector
+# side's 0.55 of the score and drowned the words that matched (docs/benchmarks.md, session 34).
+ENGLISH_MODELS = frozenset({"sentence-transformers/all-MiniLM-L6-v2", "BAAI/bge-small-en-v1.5"})
+UNREAD_BY_ENGLISH_MODELS = frozenset({"zh", "ja"})
+
+
+def model_reads(model: str, question: str) -> bool:
+    """Whether an embedding model's vectors mean anything for a question in this language: not an
+    English model's for a Chinese or Japanese question (judged by its words alone then)."""
+    return model not in ENGLISH_MODELS or text_language(question) not in UNREAD_BY_ENGLISH_MODELS

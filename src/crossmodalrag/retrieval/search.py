@@ -35,7 +35,7 @@ from crossmodalrag.retrieval.dates import asked_window, named_spans, read_times
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
 from crossmodalrag.retrieval.filters import CHUNK_TIME, filter_clause, is_filtered, nearest_passing
 from crossmodalrag.retrieval.gate import FULL_COVERAGE, is_weak
-from crossmodalrag.retrieval.languages import different_languages, different_scripts
+from crossmodalrag.retrieval.languages import different_languages, different_scripts, model_reads
 from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
@@ -127,6 +127,8 @@ class SearchResult:
 def search(store: Store, query: str, options: SearchOptions, semantic: "SemanticIndex | None" = None) -> SearchResult:
     """Rank evidence for a query. Never raises on odd query text: it cannot reach FTS syntax."""
     query = fts.composed_query(query)  # its words, names and dates are read as the notes' are
+    if semantic is not None and not model_reads(semantic.embedder.identity.name, query):
+        semantic = None  # an English model's vectors of a Chinese question are noise (languages.py)
     sides = split_comparison(query)
     if sides is None:
         return _search_one(store, query, options, semantic)
