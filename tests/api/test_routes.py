@@ -125,6 +125,17 @@ def test_errors_are_json_with_a_hint(client) -> None:
     assert bad_after.status_code == 400 and bad_after.json()["hint"], bad_after.text
 
 
+def test_a_since_later_than_until_is_refused_not_an_empty_list(client, sample_db, capsys) -> None:
+    from crossmodalrag.cli.main import main
+
+    reversed_ = client.get("/sources", params={"since": "2026-01-01", "until": "2025-01-01"})
+    assert reversed_.status_code == 400
+    assert reversed_.json()["error"] == "since 2026-01-01 is later than until 2025-01-01"
+    assert main(["sources", "--since", "2026-01-01", "--until", "2025-01-01", "--db-path", str(sample_db)]) == 1
+    assert "error: --since 2026-01-01 is later than --until 2025-01-01 (hint: swap them" in capsys.readouterr().err
+    assert main(["sources", "--since", "2025-07-21", "--until", "2025-07-21", "--db-path", str(sample_db)]) == 0
+
+
 def test_errors_over_http_name_the_parameter_not_the_cli_flag(client, sample_db, capsys) -> None:
     from crossmodalrag.cli.main import main
 
