@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 an expected failure, 2 a usage error; both print one li
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sqlite3
@@ -32,7 +33,7 @@ from crossmodalrag.cli.postgres import refuse_unported
 from crossmodalrag.config import PROFILES, Settings, read_environment, unread_variables
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.sources import SOURCE_KINDS
-from crossmodalrag.store.failures import explain
+from crossmodalrag.store.failures import FULL_HINT, explain
 from crossmodalrag.types import readable
 
 MAX_COMMITS_HELP = (
@@ -338,7 +339,16 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (e.g. `| head`): nothing left to say
         return 0
+    except OSError as error:
+        if error.errno != errno.ENOSPC or os.environ.get("CMRAG_DEBUG"):
+            return _unexpected(error)
+        # Writing the output (`> /dev/full`, a full disk under a redirect) or a file beside the database.
+        return fail(f"no space left on the device ({error.filename or 'writing the output'})", FULL_HINT)
     except Exception as error:  # noqa: BLE001 - the last line of defence: no traceback reaches a user
-        if os.environ.get("CMRAG_DEBUG"):
-            raise
-        return fail(f"unexpected {type(error).__name__}: {error}", "rerun with CMRAG_DEBUG=1 and report the traceback")
+        return _unexpected(error)
+
+
+def _unexpected(error: Exception) -> int:
+    if os.environ.get("CMRAG_DEBUG"):
+        raise error
+    return fail(f"unexpected {type(error).__name__}: {error}", "rerun with CMRAG_DEBUG=1 and report the traceback")

@@ -1,5 +1,6 @@
-"""`mem` run with its stdin closed (`<&-`, as some cron setups and daemons start it) reads it as
-empty, as `</dev/null` does, instead of failing on Python's missing sys.stdin."""
+"""`mem` with unusual standard streams, as cron jobs and daemons start it: a closed stdin (`<&-`)
+reads as empty, as `</dev/null` does, instead of failing on Python's missing sys.stdin; output to a
+full device is one error line, not an unexpected OSError."""
 
 from __future__ import annotations
 
@@ -38,3 +39,19 @@ def test_a_closed_stdin_reads_as_empty(isolated_env, tmp_path, argv, code, said)
     assert result.returncode == code, result.stderr
     assert "unexpected" not in result.stderr and "Traceback" not in result.stderr
     assert said in result.stderr
+
+
+def test_output_to_a_full_device_is_one_error_line(isolated_env, tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    write_note(tmp_path / "vault", "heron.md", "# Heron\nThe heron fishes at dawn.\n")
+    assert run_with_stdin_closed("ingest-notes", str(tmp_path / "vault")).returncode == 0
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "crossmodalrag", "sources", "--json"], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "error: no space left on the device (writing the output) (hint: free disk space, then rerun the command;"
+        " everything committed so far is kept)"
+    ]
