@@ -433,3 +433,20 @@ def test_an_english_models_vectors_do_not_rank_a_chinese_question(store, db_path
     found = search(store, "服务器迁移定在哪天", SearchOptions(top_k=2), semantic(store, embedder, db_path))
     assert Path(found.hits[0].source_uri).stem == found_first
     assert found.hybrid == (model != OFFLINE_NAME)
+
+
+@pytest.mark.parametrize(
+    "question, read",
+    [
+        ("服务器迁移定在哪天？", False),
+        ("Who handles the 回滚方案?", False),  # Chinese words inside an English question
+        ("Wann ist die Migration?", True),
+        ("When did I meet 王?", True),  # one character: no word for the index either
+        ("Who handles the rollback plan?", True),
+    ],
+)
+def test_an_english_model_reads_no_question_holding_chinese_or_japanese_words(question, read):
+    from crossmodalrag.retrieval.languages import model_reads
+
+    assert model_reads(OFFLINE_NAME, question) is read
+    assert model_reads("intfloat/multilingual-e5-small", question)
