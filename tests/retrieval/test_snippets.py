@@ -46,3 +46,14 @@ def test_an_unspaced_excerpt_begins_after_a_near_clause_end_and_ends_at_a_charac
     shown = excerpt(text, limit=40, start=25)
     assert shown == "… 今天上午团队讨论了季度计划和预算安排，大家对进度表示满意。今天上午团队讨论了 …"
     assert excerpt("crumb\nサーバー移行 Grafana port 3000 です", limit=20) == "サーバー移行 Grafana port …"
+
+
+def test_a_chinese_excerpt_shows_the_sentence_its_question_asks_about_whole():
+    """Counted one by one, 天 of 哪天 matched every 今天 above the answer, and the window holding the
+    most characters began there and cut the answer off; character pairs match as the index does."""
+    body = flat_body(
+        "今天上午团队讨论了季度计划和预算安排，大家对进度表示满意。" * 12
+        + "最后决定：服务器迁移定在六月十五日晚上进行，由王小明负责回滚方案。"
+    )
+    shown = excerpt(body, 280, focus(body, "服务器迁移定在哪天？", 280))
+    assert "服务器迁移定在六月十五日晚上进行，由王小明负责回滚方案" in shown

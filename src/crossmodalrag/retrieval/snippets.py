@@ -4,7 +4,7 @@ A chunk holds up to a few thousand characters and an excerpt shows 280 of them; 
 end of a long section showed only its opening lines ("hippogriff saddle" found a chunk whose first
 300 characters were about something else). The focus is the start of the excerpt-sized window
 holding the most distinct query words, compared by their first letters, case and accents folded, so
-"rotates" finds "rotation"; Chinese and Japanese query characters count one by one.
+"rotates" finds "rotation"; Chinese and Japanese query words count by their character pairs.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ KEY_LETTERS = 5  # a word's key: its first letters ("rotat" of rotates and rotat
 LEAD = 60  # characters of context shown before the first word matched
 _WORD = re.compile(r"\w+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]+")
 
 
 def fold(text: str) -> str:
@@ -38,7 +39,14 @@ def focus_hits(hits: Iterable[Hit], query: str) -> None:
 def query_keys(query: str) -> set[str]:
     words = _WORD.findall(fold(query))
     keys = {w[:KEY_LETTERS] for w in set(words) - stopwords_for(words) if len(w) >= 3 and not _CJK.search(w)}
-    return keys | set(_CJK.findall(query))
+    return keys | {piece for run in _CJK_RUN.findall(query) for piece in _pairs(run)}
+
+
+def _pairs(run: str) -> list[str]:
+    """A Chinese or Japanese run's keys: its character pairs, as the index reads it (a lone character
+    alone). One by one, 天 of 哪天 matched every 今天 of a page of meeting notes, and the window
+    holding the most keys began before the answer and cut it off."""
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def key_matches(body: str, query: str) -> list[tuple[int, int, str]]:
@@ -48,7 +56,12 @@ def key_matches(body: str, query: str) -> list[tuple[int, int, str]]:
         return []
     folded = fold(body)
     found = [(m.start(), m.end(), m.group(0)[:KEY_LETTERS]) for m in _WORD.finditer(folded)]
-    found += [(m.start(), m.end(), m.group(0)) for m in _CJK.finditer(folded)]
+    found += [
+        (run.start() + i, run.start() + i + width, run.group(0)[i : i + width])
+        for run in _CJK_RUN.finditer(folded)
+        for width in (1, 2)
+        for i in range(len(run.group(0)) - width + 1)
+    ]
     return sorted(match for match in found if match[2] in keys)
 
 
