@@ -205,3 +205,15 @@ def test_another_applications_sqlite_file_is_refused_and_left_as_it_was(tmp_path
         assert "new file" in caught.value.hint
     tables = sqlite3.connect(places).execute("SELECT name FROM sqlite_master").fetchall()
     assert tables == [("moz_places",)]
+
+
+def test_reading_commands_leave_an_empty_file_empty_and_say_it_is_no_memory_yet(tmp_path, capsys):
+    from crossmodalrag.cli.main import main
+
+    empty = tmp_path / "memory.db"
+    empty.touch()
+    for command in (["log"], ["ask", "parser", "--no-llm"], ["sources"]):
+        assert main([*command, "--db-path", str(empty)]) == 1
+        assert "is not a memory database yet" in capsys.readouterr().err
+        assert empty.stat().st_size == 0  # `mem log` wrote a 217 KB schema into it
+    assert main(["init-db", "--db-path", str(empty)]) == 0 and empty.stat().st_size > 0

@@ -134,6 +134,10 @@ def open_store(
     Raises StoreError if it is missing, corrupt, too new or stays locked."""
     path = Path(path)
     refuse_folder(path)
+    if not create and path.exists() and path.is_file() and path.stat().st_size == 0:
+        # An empty file (`: > memory.db`) is no memory yet: a reading command must not write a schema
+        # into it (`mem log` did, `mem sources` refused), whatever the file was meant for.
+        raise StoreError(f"{path} is not a memory database yet (it is empty)", "run `mem init-db` on it first")
     if not path.exists():
         if not create:
             raise StoreError(f"no memory database at {path}", "run `mem init-db` or `mem seed-sample` first")
