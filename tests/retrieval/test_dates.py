@@ -95,6 +95,8 @@ def test_a_question_asking_only_about_a_time_has_that_window(query, after, befor
         ("Was war am 3. März?", "2024-03-03", "Was war ?"),  # no year: the latest such day
         ("Was war am 3. Dezember?", "2023-12-03", "Was war ?"),
         ("Qu'ai-je fait le 1er juin 2023 ?", "2023-06-01", "Qu'ai-je fait ?"),
+        ("¿Qué hice el 1º de mayo de 2023?", "2023-05-01", "¿Qué hice ?"),  # an ordinal day, as Spanish writes it
+        ("¿Qué hice el 1.º de mayo de 2023?", "2023-05-01", "¿Qué hice ?"),
         ("ngày 4 tháng 2 họp gì?", "2024-02-04", "họp gì?"),
         ("Build 1.10.2024.3 failed", None, "Build 1.10.2024.3 failed"),  # a version, not a day
         ("Was war am 31.02.2024?", None, "Was war am 31.02.2024?"),  # no such day

@@ -78,7 +78,7 @@ LOCAL_MONTH = re.compile(
 # de mayo de 2024", "le 1er juin 2024", "ngày 10 tháng 5 năm 2024"): read by the parser of notes'
 # `Date:` lines (written_dates.py), day first as there. LOCAL_MONTH alone read "10. Mai 2024" as May
 # and left "10." as a topic word. Without a year only after "am", "el", "le" or "ngày" (a date then).
-LOCAL_NAMED_DAY = rf"\d{{1,2}}(?:\.|er)?\s+(?:de\s+)?(?:{LOCAL_MONTH_NAMES})\.?"
+LOCAL_NAMED_DAY = rf"\d{{1,2}}(?:\.|er|\.?[º°])?\s+(?:de\s+)?(?:{LOCAL_MONTH_NAMES})\.?"
 LOCAL_DAY = re.compile(
     r"(?:\b(?:am|el|le)\s+)?(?<![\d.])(?P<dotted>\d{1,2}\.\d{1,2}\.\d{4})(?![\d.]*\d)"
     rf"|(?:\b(?:am|el|le)\s+)?\b(?P<named>{LOCAL_NAMED_DAY},?\s+(?:del?\s+)?\d{{4}})(?!\w)"
@@ -204,13 +204,18 @@ def _local_month(match: re.Match, anchor: datetime, expected: bool = False):
     return (first, first + DAY) if match["cjk_day"] else (first, _next_month(first))
 
 
+def _cardinal(written: str) -> str:
+    """The day without its ordinal sign ("1º de mayo", "1.º", "1°"), as the notes' parser reads it."""
+    return re.sub(r"(?<=\d)\.?[º°]", "", written)
+
+
 def _local_day(match: re.Match, anchor: datetime, expected: bool = False):
     """A day of LOCAL_DAY; one without its year is the latest such day up to the anchor."""
     if match["dotted"] or match["named"] or match["vi_year"]:
-        stamp = parse_date(match["dotted"] or match["named"] or match["vi"])
+        stamp = parse_date(_cardinal(match["dotted"] or match["named"] or match["vi"]))
     else:
         year_word = " năm " if match["vi"] else " "
-        written = match["named_yearless"] or match["vi"]
+        written = _cardinal(match["named_yearless"] or match["vi"])
         stamp = parse_date(f"{written}{year_word}{anchor.year}")
         if stamp is not None and stamp > anchor.timestamp():
             stamp = parse_date(f"{written}{year_word}{anchor.year - 1}")
