@@ -409,6 +409,11 @@ def test_cli_remember_reads_the_memory_from_stdin_given_a_dash(capsys, monkeypat
     stored = json.loads(capsys.readouterr().out)["id"]
     assert main(["source", str(stored), "--json"]) == 0
     assert "The deploy key rotates monthly" in capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.StringIO("Two lines:\nthe second one\n"))
+    assert main(["remember", "-"]) == 0
+    capsys.readouterr()
+    assert main(["memories"]) == 0
+    assert "\n        the second one" in capsys.readouterr().out  # under its header, not at column 0
 
 
 def test_a_rollback_derives_the_restored_memories_supersession_again(capsys, db_path):

@@ -139,7 +139,8 @@ def memories(args: argparse.Namespace) -> int:
         mark = f" [superseded by {item['superseded_by']}]" if item.get("superseded_by") else ""
         tags = f" #{' #'.join(item['tags'])}" if item.get("tags") else ""
         # the memory's own date (its `when`), by which the list is ordered, not when it was stored
-        print(f"{item['id']:>6}  {(item['date'] or '')[:10]}  {item['kind']}{tags}{mark}\n        {item['text']}")
+        text = item["text"].replace("\n", "\n        ")  # a memory of several lines stays under its header
+        print(f"{item['id']:>6}  {(item['date'] or '')[:10]}  {item['kind']}{tags}{mark}\n        {text}")
     if not found:
         narrowed = args.kind or args.tag
         notice("no memories match --kind/--tag" if narrowed else "no memories yet: `mem remember TEXT` stores one")
