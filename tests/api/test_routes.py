@@ -125,15 +125,15 @@ def test_errors_are_json_with_a_hint(client) -> None:
     assert bad_after.status_code == 400 and bad_after.json()["hint"], bad_after.text
 
 
-def test_a_since_later_than_until_is_refused_not_an_empty_list(client, sample_db, capsys) -> None:
+def test_a_since_later_than_until_says_to_swap_them(client, sample_db, capsys) -> None:
+    """The console says it over its empty list (tests/browser); the CLI said only "0 of 0 sources"."""
     from crossmodalrag.cli.main import main
 
-    reversed_ = client.get("/sources", params={"since": "2026-01-01", "until": "2025-01-01"})
-    assert reversed_.status_code == 400
-    assert reversed_.json()["error"] == "since 2026-01-01 is later than until 2025-01-01"
-    assert main(["sources", "--since", "2026-01-01", "--until", "2025-01-01", "--db-path", str(sample_db)]) == 1
-    assert "error: --since 2026-01-01 is later than --until 2025-01-01 (hint: swap them" in capsys.readouterr().err
+    assert client.get("/sources", params={"since": "2026-01-01", "until": "2025-01-01"}).json()["total"] == 0
+    assert main(["sources", "--since", "2026-01-01", "--until", "2025-01-01", "--db-path", str(sample_db)]) == 0
+    assert "--since 2026-01-01 is after --until 2025-01-01: swap them" in capsys.readouterr().err
     assert main(["sources", "--since", "2025-07-21", "--until", "2025-07-21", "--db-path", str(sample_db)]) == 0
+    assert "swap them" not in capsys.readouterr().err
 
 
 def test_errors_over_http_name_the_parameter_not_the_cli_flag(client, sample_db, capsys) -> None:

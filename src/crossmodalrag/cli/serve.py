@@ -47,6 +47,8 @@ def sources(args: argparse.Namespace) -> int:
     notice(f"{shown} of {listing['total']} sources" + (" (page with --offset)" if shown < listing["total"] else ""))
     if not listing["total"] and args.folder:  # a typo'd folder lists nothing, as an empty one does
         notice(f"nothing is in {args.folder!r}: `mem sources` without --folder shows each source's folder")
+    if not listing["total"] and args.since and args.until and args.since[:10] > args.until[:10]:
+        notice(f"--since {args.since} is after --until {args.until}: swap them")  # as the console says it
     return 0
 
 
