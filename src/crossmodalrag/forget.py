@@ -23,9 +23,10 @@ import json
 import os
 import shutil
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from crossmodalrag import versioning
 from crossmodalrag.agent.supersession import keep_updates_linked
@@ -54,6 +55,9 @@ def deleting_rows(chunks: int) -> str:
 # A checkpoint waits for readers through the busy handler; readers here are short queries, so a
 # reader still there after this long is a session (a server, `sync --watch`) that will not end soon.
 WIPE_WAIT_SECONDS = 5.0
+# How long memory_forget waits for other readers (a `mem serve`, a sync) to leave the write-ahead log:
+# an agent's call must not hang on them; the log is emptied on a later checkpoint anyway.
+CHECKPOINT_WAIT_SECONDS = 1.0
 LAST_CHAR = "\U0010ffff"  # sorts after every character: [prefix, prefix + LAST_CHAR) is "starts with"
 Stage = Callable[[str], None]  # told what a forget is doing now: its long steps cannot count their work
 
@@ -343,22 +347,50 @@ def wipe_free_space(store: Store) -> None:
     conn = store.conn
     with store.transaction():
         _merge_fts(conn)
-    waited = conn.execute("PRAGMA busy_timeout").fetchone()[0]
-    conn.execute(f"PRAGMA busy_timeout = {int(WIPE_WAIT_SECONDS * 1000)}")
     try:
-        _checkpoint(store)
-        conn.execute("VACUUM")
-        _checkpoint(store)
+        with _waiting(conn, WIPE_WAIT_SECONDS):
+            _checkpoint(store)
+            conn.execute("VACUUM")
+            _checkpoint(store)
     except sqlite3.OperationalError as error:
         raise _still_in_use(store, str(error)) from error
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {int(waited)}")
     drop_vector_cache(store)
 
 
+def empty_write_ahead_log(store: Store) -> bool:
+    """After one memory's forget (memory_forget): copy the log into the database file and truncate it,
+    whether it did. The forget zeroed the memory's bytes (secure_delete) in the pages it wrote, but
+    the log still held the pages as they were, text included, until a checkpoint that an always-on
+    server may not see for hours. Cheap (the pages written since the last checkpoint), unlike
+    wipe_free_space's VACUUM, which rewrites the whole file. PostgreSQL's log is the server's: False."""
+    if store.backend != "sqlite":
+        return False
+    try:
+        with _waiting(store.conn, CHECKPOINT_WAIT_SECONDS):
+            return _log_truncated(store.conn)
+    except sqlite3.OperationalError:  # locked: as busy
+        return False
+
+
+@contextmanager
+def _waiting(conn: sqlite3.Connection, seconds: float) -> Iterator[None]:
+    """The connection's busy timeout set to `seconds` while inside, then as it was."""
+    waited = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(waited)}")
+
+
+def _log_truncated(conn: sqlite3.Connection) -> bool:
+    """Checkpoint the write-ahead log and truncate it; False when a reader kept part of it in use."""
+    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    return not busy
+
+
 def _checkpoint(store: Store) -> None:
-    busy, _, _ = store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    if busy:
+    if not _log_truncated(store.conn):
         raise _still_in_use(store, "a reader kept the write-ahead log in use")
 
 

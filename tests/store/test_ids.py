@@ -20,6 +20,11 @@ from crossmodalrag.versioning.verify import verify
 from tests.conftest import write_note
 
 
+def id_at(store, path) -> int:
+    """The id of the source stored at `path` (a Path or its uri)."""
+    return store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(path),)).fetchone()[0]
+
+
 def ids(conn, table: str) -> set[int]:
     return {row[0] for row in conn.execute(f"SELECT id FROM {table}")}
 
@@ -99,7 +104,7 @@ def test_a_rolled_back_deletion_never_comes_back_under_an_id_another_source_had(
         memory = remember(store, "A memory stored meanwhile", kind="fact")
         forget(store, f"mem://source/{memory.id}")
         rollback(store, point)
-        restored = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(vault / "b.md"),)).fetchone()[0]
+        restored = id_at(store, vault / "b.md")
         assert restored != memory.id
 
 
@@ -112,12 +117,12 @@ def test_a_rolled_back_deletion_gets_its_own_id_back_and_a_forgotten_one_leaves_
     with open_store(db_path) as store:
         ingest_notes(store, [vault])
         point = str(versioning.head(store.conn)[0])
-        b_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (b,)).fetchone()[0]
+        b_id = id_at(store, b)
         (vault / "b.md").unlink()
         ingest_notes(store, [vault])
         remember(store, "A memory stored meanwhile", kind="fact")
         rollback(store, point)
-        assert store.conn.execute("SELECT id FROM sources WHERE uri = ?", (b,)).fetchone()[0] == b_id
+        assert id_at(store, b) == b_id
         ingest_notes(store, [vault])  # b.md is not on disk: the rollback restored the memory only
         assert [tuple(r) for r in store.conn.execute("SELECT id FROM deleted_source_ids WHERE uri = ?", (b,))] == [
             (b_id,)
@@ -138,7 +143,7 @@ def test_a_rollback_across_a_move_brings_the_note_back_to_its_old_path_under_its
     plans, renamed = str(vault / "plans.md"), str(vault / "renamed.md")
     with open_store(db_path) as store:
         ingest_notes(store, [vault])
-        plans_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (plans,)).fetchone()[0]
+        plans_id = id_at(store, plans)
         point = str(versioning.head(store.conn)[0])
         (vault / "plans.md").rename(vault / "renamed.md")
         assert ingest_notes(store, [vault]).moved == 1
@@ -146,7 +151,7 @@ def test_a_rollback_across_a_move_brings_the_note_back_to_its_old_path_under_its
         uris = dict(store.conn.execute("SELECT uri, id FROM sources"))
         assert uris.get(plans) == plans_id and renamed not in uris
         assert ingest_notes(store, [vault]).moved == 1  # renamed.md is still on disk: moved again, same id
-        assert store.conn.execute("SELECT id FROM sources WHERE uri = ?", (renamed,)).fetchone()[0] == plans_id
+        assert id_at(store, renamed) == plans_id
 
 
 def test_forgetting_the_highest_id_then_reopening_still_skips_it(db_path) -> None:
@@ -303,7 +308,7 @@ def test_a_headingless_note_rolled_back_across_a_rename_keeps_its_id_at_the_next
     write_note(vault, "other.md", "# Other\nother note\n")
     with open_store(db_path) as store:
         ingest_notes(store, [vault])
-        plain_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(vault / "plain.md"),)).fetchone()[0]
+        plain_id = id_at(store, vault / "plain.md")
         point = str(versioning.head(store.conn)[0])
         (vault / "plain.md").rename(vault / "plain2.md")
         assert ingest_notes(store, [vault]).moved == 1
@@ -323,13 +328,13 @@ def test_a_rollback_never_gives_a_note_the_id_of_the_note_now_at_its_path(tmp_pa
     plans = write_note(vault, "plans.md", "# Plans\nWe chose the narwhal scheduler.\n")
     with open_store(db_path) as store:
         ingest_notes(store, [vault])
-        plans_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(plans),)).fetchone()[0]
+        plans_id = id_at(store, plans)
         point = str(versioning.head(store.conn)[0])
         plans.unlink() if leaves == "deleted" else plans.rename(vault / "old.md")
         ingest_notes(store, [vault])
         write_note(vault, "plans.md", "# New plans\nsomething else\n")
         ingest_notes(store, [vault])
-        newer_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(plans),)).fetchone()[0]
+        newer_id = id_at(store, plans)
         rollback(store, point)
         rows = dict(store.conn.execute("SELECT id, title FROM sources"))
         assert rows == {plans_id: "Plans"} and newer_id not in rows
@@ -343,7 +348,7 @@ def test_a_second_rollback_to_the_same_point_keeps_the_restored_notes_id(tmp_pat
     plans = write_note(vault, "plans.md", "# Plans\nWe chose the narwhal scheduler.\n")
     with open_store(db_path) as store:
         ingest_notes(store, [vault])
-        plans_id = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (str(plans),)).fetchone()[0]
+        plans_id = id_at(store, plans)
         point = str(versioning.head(store.conn)[0])
         plans.unlink()
         ingest_notes(store, [vault])

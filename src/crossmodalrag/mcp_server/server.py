@@ -17,11 +17,11 @@ from crossmodalrag import __version__
 from crossmodalrag.agent import browse, edits, jobs, memories, tools
 from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS
 from crossmodalrag.config import Settings
+from crossmodalrag.forget import empty_write_ahead_log
 from crossmodalrag.mcp_server.service import (
     ASK_WAIT_SECONDS,
     MemoryService,
     ToolFailure,
-    empty_write_ahead_log,
     forgotten_hint,
 )
 

@@ -19,9 +19,6 @@ JOB_WAIT_SECONDS = 2.0  # a short job (a small transcript) reports its result in
 # A model's answer: a few seconds with a fast model or none configured (the evidence answer), ~15 s
 # with a 1.5B model on a laptop CPU, which then comes back as a job.
 ASK_WAIT_SECONDS = 4.0
-# How long memory_forget waits for other readers (a `mem serve`, a sync) to leave the write-ahead log:
-# an agent's call must not hang on them; the log is emptied on a later checkpoint anyway.
-CHECKPOINT_WAIT_SECONDS = 1.0
 
 
 class ToolFailure(Exception):
@@ -109,26 +106,6 @@ def _guarded(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     except sqlite3.DatabaseError as error:
         message, hint = explain(error)
         raise ToolFailure(f"{message} (hint: {hint})") from None
-
-
-def empty_write_ahead_log(store: Store) -> bool:
-    """After memory_forget: copy the log into the database file and truncate it, whether it did. The
-    forget zeroed the memory's bytes (secure_delete) in the pages it wrote, but the log still held
-    the pages as they were, text included, until a checkpoint that an always-on server may not see
-    for hours. Cheap (the pages written since the last checkpoint), unlike `mem forget --vacuum`'s
-    VACUUM, which rewrites the whole file. PostgreSQL's log is the server's: False."""
-    if store.backend != "sqlite":
-        return False
-    conn = store.conn
-    waited = conn.execute("PRAGMA busy_timeout").fetchone()[0]
-    conn.execute(f"PRAGMA busy_timeout = {int(CHECKPOINT_WAIT_SECONDS * 1000)}")
-    try:
-        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    except sqlite3.OperationalError:  # locked: as busy
-        busy = 1
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {int(waited)}")
-    return not busy
 
 
 def forgotten_hint(store: Store, log_emptied: bool) -> str:

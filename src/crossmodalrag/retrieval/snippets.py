@@ -20,7 +20,7 @@ KEY_LETTERS = 5  # a word's key: its first letters ("rotat" of rotates and rotat
 LEAD = 60  # characters of context shown before the first word matched
 _WORD = re.compile(r"\w+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]+")
+_CJK_RUN = re.compile(_CJK.pattern + "+")
 
 
 def fold(text: str) -> str:
