@@ -52,7 +52,7 @@ def test_invalid_output_is_retried_once_then_stored_as_failed(store, db_path) ->
     add_docs(store, PARSER)
     llm = ScriptedExtractor("not json at all", '{"events": [{"type": "decision"}]}')
     report = build(store, db_path, llm=llm, levels=("event",))
-    assert len(llm.calls) == 2
+    assert len(llm.calls) == 2 and report.levels["event"]["extracted"] == 0  # counted as failed only
     (failed,) = report.levels["event"]["failed"]
     assert failed["uri"] == "/vault/parser.md" and "lacks" in failed["reason"]
     assert memory_stats(store)["sources"]["failed"][0]["uri"] == "/vault/parser.md"
@@ -359,11 +359,24 @@ def test_a_model_error_fails_that_source_and_the_run_goes_on(store, db_path) -> 
     llm = ScriptedExtractor(events_output(event("We planned the release for September.")))
     llm.fail, llm.fail_after = LLMError("generation passed CMRAG_LLM_TIMEOUT (120 s)"), None
     report = build(store, db_path, llm=llm, levels=("event",))
-    assert len(report.levels["event"]["failed"]) == 2
+    assert len(report.levels["event"]["failed"]) == 2 and report.levels["event"]["extracted"] == 0
     assert all("timeout" in f["reason"].lower() for f in report.levels["event"]["failed"])
     assert report.levels["event"]["llm_calls"] == 2 and report.levels["event"]["prompt_chars"] > 1000  # kept
     calls, tokens = store.conn.execute("SELECT SUM(llm_calls), SUM(prompt_tokens) FROM memory_extractions").fetchone()
     assert calls == 2 and tokens > 250
+
+
+def test_limit_counts_a_failed_source_as_work_done(store, db_path) -> None:
+    from crossmodalrag.answer.llm.base import LLMError
+    from crossmodalrag.config import Settings
+    from crossmodalrag.memory.build import build_memory
+
+    add_docs(store, PARSER, note("other", "# Other\n\nWe planned the release."))
+    llm = ScriptedExtractor(events_output(event("We planned the release for September.")))
+    llm.fail, llm.fail_after = LLMError("generation passed CMRAG_LLM_TIMEOUT (120 s)"), None
+    options = Settings(db_path=db_path, llm_provider="none")
+    report = build_memory(store, options, ("event",), limit=1, llm=llm, semantic=semantic_for(store, db_path))
+    assert len(report.levels["event"]["failed"]) == 1 and report.levels["event"]["pending"] == 1
 
 
 class PastTheBudget(ScriptedExtractor):

@@ -97,7 +97,8 @@ def build_events(
     todo = [s for s in sources if _needs_work(s, states.get(s.id), how, report)]
     for done, source in enumerate(todo):
         over_time = deadline is not None and time.monotonic() > deadline
-        if (limit is not None and report.extracted >= limit) or over_time:
+        tried = report.extracted + len(report.failed)  # --limit bounds the model's work: failures took it too
+        if (limit is not None and tried >= limit) or over_time:
             report.pending = len(todo) - done
             break
         state = states.get(source.id)
@@ -213,6 +214,7 @@ def _process(
         return False
     _add_cost(report, cost)
     if error:
+        report.extracted -= 1  # counted once, as failed
         _fail(store, source, digest, how.model_id, error, cost)
         report.failed.append({"source_id": source.id, "uri": source.uri, "reason": error})
         return True
