@@ -56,8 +56,8 @@ class Settings:
     title_boost_weight: float = 0.05
     recency_weight: float = 0.10
     recency_half_life_days: float = 180.0
-    max_chunks_per_source: int = 3  # a conversation's turns count one by one (retrieval/search.py capped_as)
-    repeat_source_factor: float = 0.8  # a source's further chunks rank lower (retrieval/search.py spread_sources)
+    max_chunks_per_source: int = 3  # a conversation's turns count one by one (retrieval/ranking.py capped_as)
+    repeat_source_factor: float = 0.8  # a source's further chunks rank lower (retrieval/ranking.py spread_sources)
     rocchio_hits: int = 3  # the best hits a hybrid search shifts its query toward; 0 = off (retrieval/search.py)
     dedupe_threshold: float = 0.95
     match: str = "any"  # any query term, all of them, or the exact phrase (`--match`)

@@ -233,7 +233,7 @@ def bm25_scores(
     conn, query: str, terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, where: tuple | None
 ) -> dict[int, float]:
     """BM25 of every matching chunk (passing the filter `where` = (SQL over c, s; params)), like
-    search._bm25_scores on SQLite. The postings give the counts and lengths, and in mode `any` without
+    candidates._bm25_scores on SQLite. The postings give the counts and lengths, and in mode `any` without
     a filter the matches too; otherwise the GIN index picks the matches."""
     groups = _phrases(terms, analyzed, match, query)
     if not groups:
