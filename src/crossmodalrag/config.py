@@ -6,124 +6,30 @@ against the file's own folder, so a config keeps working from any working direct
 
 from __future__ import annotations
 
-import difflib
-import logging
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from crossmodalrag.config_sources import read_environment, read_toml, unread_variables
 from crossmodalrag.errors import ConfigError
-from crossmodalrag.setting_values import (
-    above,
-    at_least,
-    at_least_one,
-    count,
-    database_url,
-    finite,
-    fraction,
-    globs,
-    margin_or_off,
-    ocr_engine,
-    one_of,
-    switch,
-)
+from crossmodalrag.setting_names import LLM_PROVIDERS, PATH_LISTS, PROFILES, SCALARS, Setting
+from crossmodalrag.setting_values import globs
 
-PROFILES = ("balanced", "relevant", "recent", "usage")
-LLM_PROVIDERS = ("auto", "ollama", "openai", "llamacpp", "none")
-
-
-@dataclass(frozen=True)
-class Setting:
-    """A scalar setting: its TOML section (and key, if not the setting's name) and its parser.
-    Its environment variable is always CMRAG_ + the name in capitals."""
-
-    section: str
-    parse: Callable[[str], Any]
-    key: str | None = None
-
-
-SCALARS: dict[str, Setting] = {
-    "top_k": Setting("retrieval", at_least_one),
-    "profile": Setting("retrieval", one_of(*PROFILES)),
-    "fusion": Setting("retrieval", one_of("weighted", "rrf")),
-    "title_boost_weight": Setting("retrieval", fraction),
-    "recency_weight": Setting("retrieval", fraction),
-    "recency_half_life_days": Setting("retrieval", above(0)),  # recency off: recency_weight = 0
-    "max_chunks_per_source": Setting("retrieval", count),
-    "repeat_source_factor": Setting("retrieval", fraction),
-    "rocchio_hits": Setting("retrieval", count),
-    "dedupe_threshold": Setting("retrieval", fraction),
-    "abstain_min_coverage": Setting("retrieval", fraction),
-    "abstain_min_similarity": Setting("retrieval", fraction),
-    "abstain_min_similarity_floor": Setting("retrieval", fraction),
-    "abstain_min_margin": Setting("llm", finite),  # logit margins: either sign
-    "abstain_min_margin_statements": Setting("llm", finite),
-    "abstain_min_margin_conjectures": Setting("llm", finite),
-    "verify_min_margin": Setting("llm", finite),
-    "verify_min_premise_margin": Setting("llm", margin_or_off),
-    "abstain_min_subject_share": Setting("llm", fraction),
-    "llm_verify": Setting("llm", switch, "verify"),
-    "match": Setting("retrieval", one_of("any", "all", "phrase")),
-    "strategy": Setting("retrieval", one_of("direct", "episodic", "fusion")),  # mem ask --strategy (issue 13)
-    "recall_judge_sessions": Setting("retrieval", count),  # agent/judge.py, opt-in (issue 13)
-    "embed_model": Setting("embeddings", str, "model"),
-    "embed_model_path": Setting("embeddings", str, "model_path"),
-    "embed_batch_size": Setting("embeddings", at_least_one, "batch_size"),
-    "embed_threads": Setting("embeddings", count, "threads"),
-    "ann_min_vectors": Setting("embeddings", count),
-    "ocr_engine": Setting("connectors", ocr_engine),
-    "git_max_commits": Setting("connectors", count),
-    "notes_include": Setting("connectors", globs),
-    "notes_exclude": Setting("connectors", globs),
-    "git_include": Setting("connectors", globs),
-    "git_exclude": Setting("connectors", globs),
-    "llm_provider": Setting("llm", one_of(*LLM_PROVIDERS), "provider"),
-    "llm_model": Setting("llm", str, "model"),
-    "llm_model_path": Setting("llm", str, "model_path"),
-    "llm_base_url": Setting("llm", str, "base_url"),
-    "llm_api_key_env": Setting("llm", str, "api_key_env"),
-    "llm_timeout": Setting("llm", above(0), "timeout"),  # urllib3 refuses 0 and below mid-answer
-    "llm_connect_timeout": Setting("llm", above(0), "connect_timeout"),
-    "llm_keep_alive": Setting("llm", str, "keep_alive"),
-    "llm_max_tokens": Setting("llm", at_least_one, "max_tokens"),  # 0 wrote no answer
-    "llm_temperature": Setting("llm", at_least(0), "temperature"),  # 0 = greedy
-    "llm_context_tokens": Setting("llm", at_least(256, whole=True), "context_tokens"),  # the prompt's own part
-    "llm_evidence_chars": Setting("llm", at_least_one, "evidence_chars"),
-    "llm_threads": Setting("llm", count, "threads"),
-    "llm_repack": Setting("llm", switch, "repack"),
-    # The memory hierarchy (memory/, issue 11).
-    "extract_model": Setting("memory", str),
-    # A window smaller than a chunk cuts every chunk short, and 0 divides by zero (memory/sources.py).
-    "extract_window_chars": Setting("memory", at_least(500, whole=True)),
-    "event_support_min_cosine": Setting("memory", fraction),
-    "episode_gap_hours": Setting("memory", at_least(0)),  # 0: every distinct time its own episode
-    "concept_sim_threshold": Setting("memory", fraction),
-    # Windows are stored per concept: 0 divides by zero, and minutes-wide ones made a concept's metadata 91 MB.
-    "drift_window_days": Setting("memory", at_least(1)),
-    "distill_compression_ratio": Setting("memory", fraction),
-    "distill_epsilon": Setting("memory", fraction),
-    "usage_tracking": Setting("memory", switch),
-    "usage_halflife_days": Setting("memory", above(0)),
-    "usage_saturation": Setting("memory", above(0)),  # divides the rehearsals (memory/usage.py)
-    "versioning": Setting("database", switch),  # CMRAG_VERSIONING=off: no change log (issue 14)
-    # PostgreSQL (issue 16): CMRAG_DB_URL=postgresql://... selects it; unset = the SQLite file.
-    "db_url": Setting("database", database_url, "url"),
-    "db_owner": Setting("database", str, "owner"),
-    # Sent in whole milliseconds, where PostgreSQL reads 0 as "wait forever": below 1 ms is refused.
-    "db_statement_timeout": Setting("database", at_least(0.001), "statement_timeout"),
-}
-
-# Connector folders: numbered environment variables, or a list in the TOML [connectors] table.
-PATH_LISTS = {
-    "notes_paths": ("OBSIDIAN_VAULT_PATH", "notes"),
-    "git_paths": ("REPO_PATH", "git"),
-    "pdf_paths": ("PDF_PATH", "pdf"),
-    "image_paths": ("IMAGE_PATH", "images"),
-    "chat_paths": ("CHAT_PATH", "chats"),  # mem ingest-chat: session folders and exports (issue 13)
-}
+# Imported from here by the CLI, the console and tests: the names live in setting_names.py and
+# config_sources.py.
+__all__ = [
+    "LLM_PROVIDERS",
+    "PATH_LISTS",
+    "PROFILES",
+    "SCALARS",
+    "Setting",
+    "Settings",
+    "load_settings",
+    "read_environment",
+    "unread_variables",
+]
 
 
 @dataclass
@@ -150,8 +56,8 @@ class Settings:
     title_boost_weight: float = 0.05
     recency_weight: float = 0.10
     recency_half_life_days: float = 180.0
-    max_chunks_per_source: int = 3  # a conversation's turns count one by one (retrieval/search.py capped_as)
-    repeat_source_factor: float = 0.8  # a source's further chunks rank lower (retrieval/search.py spread_sources)
+    max_chunks_per_source: int = 3  # a conversation's turns count one by one (retrieval/ranking.py capped_as)
+    repeat_source_factor: float = 0.8  # a source's further chunks rank lower (retrieval/ranking.py spread_sources)
     rocchio_hits: int = 3  # the best hits a hybrid search shifts its query toward; 0 = off (retrieval/search.py)
     dedupe_threshold: float = 0.95
     match: str = "any"  # any query term, all of them, or the exact phrase (`--match`)
@@ -269,145 +175,6 @@ class Settings:
         return self.db_path.parent / "models"
 
 
-def read_environment(cwd: Path) -> dict[str, str]:
-    """The process environment over the values of `./.env` (the real environment wins)."""
-    env_file = cwd / ".env"
-    merged: dict[str, str] = {}
-    if env_file.is_file():
-        from dotenv import dotenv_values
-
-        unparsed = _DotenvComplaints()
-        try:  # utf-8-sig: a byte-order mark, as some Windows editors write, is not part of the first name
-            with unparsed:
-                values = dotenv_values(env_file, encoding="utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"cannot read {env_file}: {_not_utf8(exc)}", "save it as UTF-8 text") from exc
-        if unparsed.lines:  # python-dotenv logs "could not parse …" and goes on without the setting
-            where = ", ".join(unparsed.lines)
-            raise ConfigError(
-                f"cannot read {env_file}: line {where} is not NAME=value",
-                "fix or remove it; a value with spaces or # goes in quotes",
-            )
-        merged.update({k: v for k, v in values.items() if v is not None})
-    merged.update(os.environ)
-    return merged
-
-
-class _DotenvComplaints(logging.Handler):
-    """The line numbers python-dotenv could not parse, caught instead of logged in its own words."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-        self.logger = logging.getLogger("dotenv.main")
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "could not parse" in record.getMessage():
-            self.lines.append(str(record.args[0] if record.args else "?"))
-
-    def __enter__(self) -> "_DotenvComplaints":
-        self.logger.addHandler(self)
-        self.propagate, self.logger.propagate = self.logger.propagate, False
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.logger.removeHandler(self)
-        self.logger.propagate = self.propagate
-
-
-def _not_utf8(exc: UnicodeDecodeError) -> str:
-    return f"byte {exc.object[exc.start]:#04x} at offset {exc.start} is not UTF-8"
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    """The file's tables, each checked to be a known section holding known keys."""
-    hint = "fix the file or unset CMRAG_CONFIG"
-    try:
-        # utf-8-sig: a byte-order mark, as some Windows editors write, is not TOML but means no harm.
-        toml = tomllib.loads(path.read_bytes().decode("utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"cannot read config {path}: {_not_utf8(exc)}", "save it as UTF-8 text") from exc
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read config {path}: {exc}", hint) from exc
-    _check_layout(toml, path)
-    return toml
-
-
-def _toml_keys() -> dict[str, set[str]]:
-    """section -> the keys it may hold: every scalar setting's, the connector folder lists, the database file."""
-    keys: dict[str, set[str]] = {}
-    for name, setting in SCALARS.items():
-        keys.setdefault(setting.section, set()).add(setting.key or name)
-    keys["connectors"].update(key for _, key in PATH_LISTS.values())
-    keys["database"].add("path")
-    return keys
-
-
-def _check_layout(toml: dict[str, Any], path: Path) -> None:
-    """Refuse what no setting reads: a misspelt key or section was silently ignored, and so the setting."""
-    known = _toml_keys()
-    for section, table in toml.items():
-        if section not in known:
-            what = (
-                f"unknown section [{section}]"
-                if isinstance(table, dict)
-                else f"unknown key {section} outside a section"
-            )
-            raise ConfigError(f"{what} in {path}", _where_it_belongs(section, None, known))
-        if not isinstance(table, dict):
-            shape = "a list of tables" if isinstance(table, list) else f"the value {table!r}"
-            raise ConfigError(
-                f"[{section}] in {path} is {shape}, not a table",
-                f"write a [{section}] header with key = value lines under it",
-            )
-        for key in table:
-            if key not in known[section]:
-                raise ConfigError(f"unknown key {key} in [{section}] of {path}", _where_it_belongs(key, section, known))
-
-
-def _where_it_belongs(name: str, section: str | None, known: dict[str, set[str]]) -> str:
-    """The hint for an unknown name: the section that holds it, else the closest valid name."""
-    homes = sorted(other for other, keys in known.items() if name in keys)
-    if homes:
-        return f"{name} belongs under [{homes[0]}]"
-    if section is None and (close := difflib.get_close_matches(name, known, n=1)):
-        return f"did you mean [{close[0]}]?"
-    if section is not None and (close := difflib.get_close_matches(name, known[section], n=1)):
-        return f"did you mean {close[0]}?"
-    everywhere = {key: other for other, keys in known.items() for key in keys}
-    if close := difflib.get_close_matches(name, everywhere, n=1):
-        return f"did you mean {close[0]} under [{everywhere[close[0]]}]?"
-    return "see crossmodalrag.toml.example for the sections and keys"
-
-
-# CMRAG_ variables read beside the SCALARS: where the database and config are, the console's token and
-# log level, tracebacks.
-OTHER_VARIABLES = {
-    "CMRAG_DB_PATH",
-    "CMRAG_HOME",
-    "CMRAG_CONFIG",
-    "CMRAG_SERVE_TOKEN",
-    "CMRAG_SERVE_LOG_LEVEL",
-    "CMRAG_DEBUG",
-}
-
-
-def unread_variables(env: dict[str, str]) -> list[str]:
-    """Warnings for variables that look like settings but none reads: a misspelt CMRAG_LLM_MODEL_PAHT
-    or an OBSIDIAN_VAULT_PATH_WORK (the suffix must be a number) left the setting unset without a word."""
-    known = {f"CMRAG_{name.upper()}" for name in SCALARS} | OTHER_VARIABLES
-    warnings = []
-    for variable in sorted(env):
-        if variable.startswith("CMRAG_") and variable not in known:
-            close = difflib.get_close_matches(variable, known, n=1)
-            hint = f"did you mean {close[0]}?" if close else "see crossmodalrag.toml.example for the settings"
-            warnings.append(f"{variable} is not a setting mem reads ({hint})")
-        for prefix, _ in PATH_LISTS.values():
-            if variable.startswith(f"{prefix}_") and not variable[len(prefix) + 1 :].isdigit():
-                warnings.append(f"{variable} is not read: folders are numbered, {prefix}_1, {prefix}_2, ...")
-    return warnings
-
-
 def _config_file(env: dict[str, str], cwd: Path) -> Path | None:
     if env.get("CMRAG_CONFIG"):
         path = Path(env["CMRAG_CONFIG"]).expanduser()
@@ -434,7 +201,7 @@ def load_settings(overrides: dict[str, Any] | None = None, cwd: Path | None = No
     cwd = cwd or Path.cwd()
     env = read_environment(cwd)
     config_path = _config_file(env, cwd)
-    toml = _read_toml(config_path) if config_path else {}
+    toml = read_toml(config_path) if config_path else {}
     base = config_path.parent if config_path else cwd
     settings = Settings(config_path=config_path)
 

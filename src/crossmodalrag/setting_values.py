@@ -1,4 +1,4 @@
-"""Parsers for setting values as written in the environment or TOML (config.py's SCALARS): each takes
+"""Parsers for setting values as written in the environment or TOML (setting_names.py's SCALARS): each takes
 the text and returns the value, or raises ValueError saying what is wrong with it."""
 
 from __future__ import annotations

@@ -15,14 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from crossmodalrag import versioning
 from crossmodalrag.agent.browse import memory_record, memory_texts
-from crossmodalrag.agent.memories import (
-    check_attributes,
-    clean_content,
-    content_hash,
-    embed_source,
-    exact_duplicates,
-    memory_document,
-)
+from crossmodalrag.agent.memories import embed_source, memory_document
+from crossmodalrag.agent.memory_input import check_attributes, clean_content
+from crossmodalrag.agent.memory_matching import content_hash, exact_duplicates
 from crossmodalrag.agent.relink import derive_marks, drop_marks
 from crossmodalrag.agent.tools import InvalidArgument
 from crossmodalrag.forget import find_sources, forget_sources

@@ -9,13 +9,8 @@ import json
 from typing import TYPE_CHECKING
 
 from crossmodalrag.agent.browse import memory_texts
-from crossmodalrag.agent.memories import (
-    UPDATE_SIMILARITY,
-    _embedded_as_stored,
-    _link,
-    _similarities,
-    restated,
-)
+from crossmodalrag.agent.memories import _embedded_as_stored
+from crossmodalrag.agent.memory_matching import UPDATE_SIMILARITY, link, restated, similarities
 from crossmodalrag.agent.supersession import keep_updates_linked, supersede
 from crossmodalrag.agent.updates import restates_with_new_value
 from crossmodalrag.store import Store
@@ -44,11 +39,11 @@ def derive_marks(store: Store, conn, source_id: int, embedder: "Embedder | None"
         return
     when, metadata = conn.execute("SELECT timestamp, metadata FROM sources WHERE id = ?", (source_id,)).fetchone()
     vector = _embedded_as_stored(embedder, text, when, json.loads(metadata).get("context") or "")
-    similar = _similarities(store, text, vector, embedder)
+    similar = similarities(store, text, vector, embedder)
     similar.pop(source_id, None)
     stored = _stored_order(conn, list(similar))
     older = {i: score for i, score in similar.items() if stored[i] < (stated_at, source_id)}
-    _link(conn, source_id, similar)
+    link(conn, source_id, similar)
     floor = UPDATE_SIMILARITY["cosine" if vector is not None else "jaccard"]
     supersede(conn, source_id, restated(store, text, older, floor), similar)
     newer = sorted((i for i in similar if i not in older and similar[i] >= floor), key=stored.__getitem__)

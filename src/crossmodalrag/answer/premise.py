@@ -25,7 +25,7 @@ from crossmodalrag.answer.echo import stem
 from crossmodalrag.answer.forms import AUXILIARY, offers_alternatives, query_form
 from crossmodalrag.answer.subjects import CALENDAR
 from crossmodalrag.index.scripts import fold
-from crossmodalrag.retrieval.search import CONVERSATION
+from crossmodalrag.retrieval.ranking import CONVERSATION
 from crossmodalrag.retrieval.stopwords import ANY_LANGUAGE, guess_language
 from crossmodalrag.types import Evidence
 

@@ -18,7 +18,7 @@ import re
 import unicodedata
 from typing import Iterable
 
-from crossmodalrag.retrieval.search import CONVERSATION  # its chunks are turns opening with "Speaker: "
+from crossmodalrag.retrieval.ranking import CONVERSATION  # its chunks are turns opening with "Speaker: "
 from crossmodalrag.retrieval.stopwords import ANY_LANGUAGE, guess_language
 from crossmodalrag.types import Evidence
 

@@ -23,9 +23,11 @@ from typing import Any
 
 from crossmodalrag.answer.evidence import Retriever
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.retrieval.candidates import matching_chunks
 from crossmodalrag.retrieval.filters import CHUNK_TIME, is_filtered, passing_chunks
 from crossmodalrag.retrieval.fusion import min_max, reciprocal_rank_fusion
-from crossmodalrag.retrieval.search import SearchResult, capped_as, matching_chunks
+from crossmodalrag.retrieval.ranking import capped_as
+from crossmodalrag.retrieval.search import SearchResult
 from crossmodalrag.retrieval.stopwords import STOPWORDS
 from crossmodalrag.store import Store
 from crossmodalrag.store.failures import is_read_only

@@ -16,12 +16,11 @@ vectors, from the lexical defaults. `fusion="rrf"` ranks by reciprocal rank fusi
 
 from __future__ import annotations
 
-import heapq
-import sqlite3
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from crossmodalrag.index import fts
+from crossmodalrag.retrieval.candidates import dated_chunks, lexical_candidates, vector_candidates
 from crossmodalrag.retrieval.coverage import (
     best_coverage,
     coverage_weights,
@@ -32,16 +31,14 @@ from crossmodalrag.retrieval.coverage import (
     term_weights,
 )
 from crossmodalrag.retrieval.dates import asked_window, named_spans, read_times
-from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
-from crossmodalrag.retrieval.filters import CHUNK_TIME, filter_clause, is_filtered, nearest_passing
 from crossmodalrag.retrieval.gate import FULL_COVERAGE, is_weak
 from crossmodalrag.retrieval.languages import different_languages, different_scripts, model_reads
 from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
-from crossmodalrag.retrieval.scoring import PoolRows, score_pool
-from crossmodalrag.retrieval.symbols import symbol_coverage, symbol_query, symbol_scores
-from crossmodalrag.retrieval.values import value_words
+from crossmodalrag.retrieval.ranking import CONVERSATION, rank_pool
+from crossmodalrag.retrieval.scoring import PoolRows
+from crossmodalrag.retrieval.symbols import symbol_coverage, symbol_query
 from crossmodalrag.store import Store
 from crossmodalrag.types import Hit
 
@@ -49,10 +46,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from crossmodalrag.retrieval.semantic import SemanticIndex
-    from crossmodalrag.store.postgres.topk import TopBm25
 
 COVERAGE_DEPTH = 10
-CONVERSATION = "conversation"  # the source type of chat sessions, whose chunks are turns
 # Sources whose chunks are single statements (chat turns, agent memories): too short to show a topic.
 STATEMENTS = (CONVERSATION, "memory")
 SHIFT_GAP = 0.2  # see `_meaning_disagrees`
@@ -148,15 +143,15 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
     weights = term_weights(conn, analyzed)
     limit = max(options.min_candidates, options.top_k * 3)
-    lexical, every_match, top = _lexical_candidates(conn, query, terms, analyzed, options, limit, symbols)
+    lexical, every_match, top = lexical_candidates(conn, query, terms, analyzed, options, limit, symbols)
     asked: dict[int, float] = {}  # the question's own cosines: what the gate and `cosine` report
     vector = None
     if semantic is not None:
         vector = semantic.query_vector(query)
-        asked = _vector_candidates(conn, semantic, vector, lexical, every_match, top, options, limit)
+        asked = vector_candidates(conn, semantic, vector, lexical, every_match, top, options, limit)
     pool = set(lexical) | set(asked)
     if window is not None:  # without words to match (or vectors), what is dated then is found by its date
-        pool |= _dated_chunks(conn, options, limit)
+        pool |= dated_chunks(conn, options, limit)
     unknown = unknown_names(conn, query)
     searched = symbols or [t.word for t in terms]
     if not pool:
@@ -165,10 +160,10 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     dated = named_spans(query, times)
     known = PoolRows(conn, pool, weights, semantic, options)
     known.exact_match = _best_match_holding_every_term(conn, terms, analyzed, weights, known, lexical)
-    hits = _ranked(known, lexical, asked, asked, options, model, dated)
+    hits = rank_pool(known, lexical, asked, asked, options, model, dated)
     if semantic is not None and (shifted := _shifted_query(known, vector, hits, options)) is not None:
         # The same candidates, ranked by the question moved toward its best hits.
-        hits = _ranked(known, lexical, semantic.scores_for(shifted, sorted(pool)), asked, options, model, dated)
+        hits = rank_pool(known, lexical, semantic.scores_for(shifted, sorted(pool)), asked, options, model, dated)
     if symbols:
         coverage, matched = symbol_coverage([h.text for h in hits[:COVERAGE_DEPTH]], symbols)
     else:
@@ -194,75 +189,6 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
         window,
         closest is not None and different_languages(query, closest.text),
     )
-
-
-def _dated_chunks(conn: sqlite3.Connection, options: SearchOptions, limit: int) -> set[int]:
-    """The newest `limit` chunks that pass the filters, the date window among them."""
-    where, params = filter_clause(options)
-    return {
-        row[0]
-        for row in conn.execute(
-            f"SELECT c.id FROM chunks c JOIN sources s ON s.id = c.source_id WHERE {where}"
-            f" ORDER BY {CHUNK_TIME} DESC, c.id LIMIT ?",
-            (*params, limit),
-        )
-    }
-
-
-def _lexical_candidates(
-    conn: sqlite3.Connection,
-    query: str,
-    terms: list[fts.QueryTerm],
-    analyzed: list[list[str]],
-    options: SearchOptions,
-    limit: int,
-    symbols: list[str],
-):
-    """(the best `limit` chunks by BM25, every match the backend scored, PostgreSQL's exact top or None).
-    On PostgreSQL `top` holds only the top `limit` (store/postgres/topk.py), and so does every_match.
-    A symbols-only question (symbols.py) scores the chunks holding its symbols instead."""
-    expression = _expression(query, terms, options.match)
-    top = None
-    if symbols:
-        every_match = symbol_scores(conn, symbols, options)
-    elif fts.on_postgres(conn):  # BM25 from stored term statistics (store/postgres/lexical.py)
-        from crossmodalrag.store.postgres.lexical import bm25_scores
-        from crossmodalrag.store.postgres.topk import top_bm25
-
-        where = filter_clause(options) if is_filtered(options) else None
-        if expression and options.match == "any" and where is None:
-            top = top_bm25(conn, query, terms, analyzed, limit)
-        if top is not None:
-            every_match = top.scores
-        else:
-            every_match = bm25_scores(conn, query, terms, analyzed, options.match, where) if expression else {}
-    else:
-        every_match = _bm25_scores(conn, expression, options) if expression else {}
-    lexical = dict(heapq.nlargest(limit, every_match.items(), key=lambda item: (item[1], -item[0])))
-    return lexical, every_match, top
-
-
-def _vector_candidates(
-    conn: sqlite3.Connection,
-    semantic: "SemanticIndex",
-    vector: "np.ndarray",
-    lexical: dict[int, float],
-    every_match: dict[int, float],
-    top: "TopBm25 | None",
-    options: SearchOptions,
-    limit: int,
-) -> dict[int, float]:
-    """Cosines to `vector` of its nearest chunks that pass the filters and of the lexical candidates;
-    adds to `lexical` the BM25 of the nearest chunks that match the query's words."""
-    wanted = nearest_passing(conn, semantic, vector, limit, options)
-    if options.match != "any":
-        wanted = {chunk: cosine for chunk, cosine in wanted.items() if chunk in every_match}
-    cosines = dict(list(wanted.items())[:limit])
-    cosines.update(semantic.scores_for(vector, [c for c in lexical if c not in cosines]))
-    lexical.update({c: every_match[c] for c in cosines if c in every_match})
-    if top is not None:
-        lexical.update(top.scores_of(conn, [c for c in cosines if c not in every_match]))
-    return cosines
 
 
 def _shifted_query(
@@ -337,83 +263,6 @@ def _meaning_disagrees(hits: list[Hit], best: list[Hit]) -> bool:
     return closest - max((h.components.get("cosine", 0.0) for h in best), default=closest) >= SHIFT_GAP
 
 
-def _ranked(known: "PoolRows", lexical, cosines, asked, options, model, dated) -> list[Hit]:
-    """Score the pool (ranking by `cosines`, reporting `asked`), cap chunks per source, drop near-duplicates."""
-    hits = score_pool(known, lexical, cosines, asked, options, model, dated)
-    if options.max_chunks_per_source > 0:
-        hits = spread_sources(hits, options.repeat_source_factor)
-    hits = cap_per_source(hits, capped_as, options.max_chunks_per_source)
-    if known.semantic is None:
-        return drop_near_duplicates(hits, _body, options.dedupe_threshold, options.top_k)
-    return _dedupe_with_vectors(hits, known, options)
-
-
-def capped_as(hit: Hit) -> str:
-    """What `max_chunks_per_source` counts a hit against: its source, but a conversation turn on its own.
-    The cap keeps one long note, PDF or diff from filling the evidence with its sections. A chat
-    session is one source of many turns, each a statement of its own, and what answers a question
-    often sits in several turns of one session: capped at 2 a session, LoCoMo dev's gold turn was
-    among the 5 excerpts of 460 of its 728 answerable questions, uncapped 526 of 731 (the same share
-    of adversarial questions still fails the subject check: answer/subjects.py)."""
-    return f"{hit.source_uri}#{hit.chunk_id}" if hit.source_type == CONVERSATION else hit.source_uri
-
-
-def spread_sources(hits: list[Hit], factor: float) -> list[Hit]:
-    """`hits` ranked again with each one's score times `factor` for every better hit of its source
-    (`capped_as`), shown as the component `repeat_factor`. A source's chunks share its title and its
-    topic, so its second-best passage often outscores another source's best one while saying less
-    that is new, and it still rises above them when it matches much better: at 0.8 by a quarter, a third
-    chunk (0.64) by half. SciFact train, in process, nDCG@10 over the distinct abstracts of ten slots:
-    0.7373 at 1.0, 0.7434 at 0.8 (one chunk a source: 0.7453); FinanceBench dev, lexical: the right
-    filing among the top 5 for 0.710 -> 0.774 of the questions, the right page 0.210 -> 0.194. With the
-    discount, a cap of 2, 3 or 50 a source gives the same figures on both; the sample's notes gain a
-    third section where no other source comes close (docs/benchmarks.md, session 23)."""
-    if factor >= 1.0:
-        return hits
-    seen: dict[str, int] = {}
-    spread = []
-    for hit in hits:
-        source = capped_as(hit)
-        above = seen.get(source, 0)
-        seen[source] = above + 1
-        if above:
-            multiplier = factor**above
-            hit = replace(hit, score=hit.score * multiplier, components={**hit.components, "repeat_factor": multiplier})
-        spread.append(hit)
-    spread.sort(key=lambda h: (-h.score, h.chunk_id))
-    return spread
-
-
-def _body(hit: Hit) -> str:
-    return hit.text.split("\n", 1)[-1]  # without the breadcrumb, which siblings share
-
-
-def _dedupe_with_vectors(hits: list[Hit], known: "PoolRows", options: SearchOptions) -> list[Hit]:
-    """Near-duplicates by vector similarity where both chunks have vectors, else by word sets, and
-    giving the same values (numbers, dates, weekdays, identifiers)."""
-    threshold = options.dedupe_threshold
-    if threshold <= 0:
-        return hits[: options.top_k]
-    vectors = known.vectors([h.chunk_id for h in hits])
-    words = WordSets(_body)
-    values: dict[int, set[str]] = {}
-
-    def same_values(a: Hit, b: Hit) -> bool:
-        for hit in (a, b):
-            if hit.chunk_id not in values:
-                values[hit.chunk_id] = value_words(_body(hit))
-        return values[a.chunk_id] == values[b.chunk_id]
-
-    def is_duplicate(a: Hit, b: Hit) -> bool:
-        if a.chunk_id in vectors and b.chunk_id in vectors:
-            close = float(vectors[a.chunk_id] @ vectors[b.chunk_id]) >= threshold
-        else:
-            close = words.similar(a, b, threshold)
-        return close and same_values(a, b)  # "gym on Monday" is no copy of "gym on Tuesday" (values.py)
-
-    return drop_duplicates(hits, is_duplicate, options.top_k)
-
-
 def _search_comparison(
     store: Store, query: str, sides: tuple[str, str], options: SearchOptions, semantic: "SemanticIndex | None"
 ) -> SearchResult:
@@ -452,43 +301,3 @@ def _search_comparison(
         whole.embed_model,
         [],  # a comparison is never refused for a name: a side without evidence is reported instead
     )
-
-
-def matching_chunks(conn: sqlite3.Connection, query: str, options: SearchOptions) -> set[int] | None:
-    """The chunks (passing the filters) that hold every word (`--match all`) or the phrase (`--match
-    phrase`): what a memory level keeps of its nodes' evidence. None under `--match any`, where no
-    chunk is ruled out by its words."""
-    if options.match == "any":
-        return None
-    symbols = symbol_query(query)
-    terms = [] if symbols else fts.search_terms(conn, query)
-    analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
-    _, every_match, _ = _lexical_candidates(conn, query, terms, analyzed, options, 0, symbols)
-    return set(every_match)
-
-
-def _expression(query: str, terms: list[fts.QueryTerm], match: str) -> str | None:
-    """The FTS5 MATCH expression of a query in a match mode; None when nothing can match."""
-    if match == "phrase":
-        return fts.phrase_expression(query)
-    if not terms:
-        return None
-    return fts.match_expression(terms, mode=match, pairs=fts.query_pairs(query) if match == "any" else None)
-
-
-def _bm25_scores(conn: sqlite3.Connection, expression: str, options: SearchOptions) -> dict[int, float]:
-    """BM25 of every matching chunk (that passes the filters). One unordered pass is cheaper than
-    ORDER BY bm25 LIMIT (which scores every match anyway) and than re-querying specific rowids."""
-    if not is_filtered(options):
-        rows = conn.execute(
-            "SELECT rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts WHERE chunks_fts MATCH ?",
-            (options.title_column_weight, expression),
-        ).fetchall()
-        return dict(rows)
-    where, params = filter_clause(options)
-    rows = conn.execute(
-        "SELECT f.rowid, -bm25(chunks_fts, ?, 1.0) FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
-        f"JOIN sources s ON s.id = c.source_id WHERE chunks_fts MATCH ? AND {where}",
-        (options.title_column_weight, expression, *params),
-    ).fetchall()
-    return dict(rows)

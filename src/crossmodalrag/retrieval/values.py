@@ -3,7 +3,7 @@
 Sentence embeddings barely see them: "booked for 14:00 on 2026-12-08" and "... 10:00 on 2026-12-09"
 score 0.987 with MiniLM, "gym on Monday" and "on Tuesday" 0.985. Two texts that close but with other
 values are two facts, not one said twice: neither a stored memory (agent/memories.py) nor a piece of
-evidence (retrieval/search.py) may stand in for the other.
+evidence (retrieval/ranking.py) may stand in for the other.
 """
 
 from __future__ import annotations

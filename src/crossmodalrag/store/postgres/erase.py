@@ -41,12 +41,9 @@ def forget_sources(store, sources, vacuum: bool = False, stage=lambda _: None):
     """Delete the sources and everything derived from them in one transaction (only rows this client
     may see: row-level security applies to DELETE too); `stage` hears each long step as it starts, as
     on SQLite. Raises StoreError if vacuum cannot run."""
-    from crossmodalrag.forget import (
-        WIPING_FREE_SPACE,
-        ForgetReport,
-        _eval_queries_naming,
-        deleting_rows,
-        erasing_versions,
+    from crossmodalrag.forget import WIPING_FREE_SPACE, ForgetReport, deleting_rows, erasing_versions
+    from crossmodalrag.forget_leftovers import (
+        eval_queries_naming,
         existing_backups,
         first_stored,
         still_on_disk,
@@ -80,7 +77,7 @@ def forget_sources(store, sources, vacuum: bool = False, stage=lambda _: None):
             report.memory_nodes, report.stranded_events = forget_derived(conn)
 
     retrying(forget)  # a collision the server aborted (serializable, deadlock) is run again whole
-    report.eval_queries = _eval_queries_naming(store, {s.uri for s in sources})
+    report.eval_queries = eval_queries_naming(store, {s.uri for s in sources})
     report.still_on_disk = still_on_disk(sources)
     report.backups = existing_backups(store, first_stored(store, [s.uri for s in sources]))
     report.unfinished_copies = unfinished_copies(store)

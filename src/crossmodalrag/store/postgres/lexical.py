@@ -4,7 +4,7 @@ Each chunk's `chunk_terms.terms` tsvector holds the tokens of SQLite's own FTS5 
 unicode61, diacritics removed), produced in an in-memory SQLite database: the stdlib always has
 FTS5, so the two backends index and query the very same tokens, and index/fts.py's query rules
 (identifier variants, CJK bigrams, exact forms, stopwords) apply unchanged; a memory indexed under
-an older FTS_VERSION is re-tokenized by a schema migration (schema.py RETOKENIZE, `reindex`), as
+an older FTS_VERSION is re-tokenized by a schema migration (schema_changes.py RETOKENIZE, `reindex`), as
 SQLite's chunks_fts is. The tsvector is literal
 (`'token':3`), never parsed by a text-search configuration, and query tokens are quoted lexemes, so
 no user text becomes tsquery syntax.
@@ -109,7 +109,7 @@ REINDEX_BATCH = 2000  # chunks read and written per round trip when the whole in
 
 def reindex(conn) -> int:
     """Index every stored chunk anew with today's preparation, into emptied chunk_terms and
-    chunk_postings, inside the caller's transaction (schema.retokenize, which lets this role see
+    chunk_postings, inside the caller's transaction (schema_changes.retokenize, which lets this role see
     every owner's rows); returns the number of chunks indexed. Each row keeps its chunk's owner."""
     done, after = 0, 0
     while rows := conn.execute(
@@ -233,7 +233,7 @@ def bm25_scores(
     conn, query: str, terms: list[fts.QueryTerm], analyzed: list[list[str]], match: str, where: tuple | None
 ) -> dict[int, float]:
     """BM25 of every matching chunk (passing the filter `where` = (SQL over c, s; params)), like
-    search._bm25_scores on SQLite. The postings give the counts and lengths, and in mode `any` without
+    candidates._bm25_scores on SQLite. The postings give the counts and lengths, and in mode `any` without
     a filter the matches too; otherwise the GIN index picks the matches."""
     groups = _phrases(terms, analyzed, match, query)
     if not groups:
