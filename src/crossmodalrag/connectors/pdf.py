@@ -66,8 +66,8 @@ def _unopenable(path: Path, error: Exception) -> ConnectorError:
 
 # Part of every PDF's file stamp (ingest.files._file_extractor): an unchanged file is not read again, so bump
 # this whenever read_pdf would make another Document of the same bytes. 2: scans under a stamped text
-# layer OCR'd, page labels, form fields.
-READER_VERSION = "2"
+# layer OCR'd, page labels, form fields. 3: words hyphenated at a line end joined (joined_hyphens).
+READER_VERSION = "3"
 
 
 def find_pdfs(path: Path) -> Iterator[Path]:
@@ -311,4 +311,23 @@ def _page_text(document, index: int) -> str:
     finally:
         page.close()
     # pdfium ends lines with \r\n; a stray form feed would look like a page break.
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace(PAGE_BREAK, "\n")
+    return joined_hyphens(text.replace("\r\n", "\n").replace("\r", "\n").replace(PAGE_BREAK, "\n"))
+
+
+# PDFium marks a hyphen that ends a line as U+FFFE (a noncharacter; U+0002 in some files) and drops the
+# line break after it.
+LINE_END_HYPHEN = re.compile(r"(\w?)[\ufffe\u0002]\n?(\w?)")
+SOFT_HYPHEN = "\u00ad"  # where a word may be broken: never shown unless it is
+
+
+def joined_hyphens(text: str) -> str:
+    """`synchro<U+FFFE>nization` as `synchronization`, one word that a search for it finds; `COVID-19`
+    and `Jean-Paul` keep their hyphen (a second part that starts with a capital or a digit is no
+    word broken at a line end). No noncharacter or soft hyphen is left in the text."""
+
+    def join(match: re.Match) -> str:
+        before, after = match.groups()
+        broken_word = before.isalpha() and after.isalpha() and after.islower()
+        return before + after if broken_word or not (before and after) else f"{before}-{after}"
+
+    return LINE_END_HYPHEN.sub(join, text.replace(SOFT_HYPHEN, ""))
