@@ -618,6 +618,8 @@ def test_a_commits_oversized_diff_is_named_once_when_first_read(store: Store, re
         f"{repo}: the diffs of 1 changed file over 200 characters were left out, their names kept (e.g. lock.json)"
     ]
     assert ingest_git(store, [repo]).notices == []  # said once, when the commit is first read
+    hits = search(store, "lock.json", SearchOptions()).hits  # found by a chunk of the diff's header
+    assert any(hit.locator.endswith(" lock.json") for hit in hits)
 
 
 def test_a_note_given_as_the_vault_says_it_is_a_file(store: Store, vault: Path) -> None:
