@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from crossmodalrag.chunking import chunk_document
 from crossmodalrag.connectors.pdf import joined_hyphens, read_pdf
-from tests.pdfs import write_pdf_streams
+from tests.pdfs import write_pdf, write_pdf_streams
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("pypdfium2")
@@ -42,3 +44,31 @@ def test_a_word_hyphenated_at_a_line_end_is_stored_whole(tmp_path):
 )
 def test_line_end_hyphen_marks(raw, stored):
     assert joined_hyphens(raw) == stored
+
+
+def test_a_creation_date_with_an_offset_is_read_in_utc(tmp_path):
+    """`+09'00'` was dropped: Tokyo's 00:30 on March 1 was stored as 00:30 UTC, nine hours late
+    (a photo's OffsetTimeOriginal was applied): a filter `--before 2024-03-01` missed it."""
+    tokyo = write_pdf(tmp_path / "tokyo.pdf", ["Text."], created="D:20240301003000+09'00'")
+    assert read_pdf(tokyo).timestamp == datetime(2024, 2, 29, 15, 30, tzinfo=timezone.utc).timestamp()
+    quito = write_pdf(tmp_path / "quito.pdf", ["Text."], created="D:20240301003000-05'30'")
+    assert read_pdf(quito).timestamp == datetime(2024, 3, 1, 6, 0, tzinfo=timezone.utc).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("given", "title"),
+    [
+        ("untitled", "lease-2024"),
+        ("(anonymous)", "lease-2024"),
+        ("Microsoft Word - Document1.docx", "lease-2024"),
+        ("Microsoft Word - Lease agreement.docx", "Lease agreement"),
+        ("C:\\Users\\bob\\Q3 report.doc", "Q3 report"),
+        ("Lease 2024, signed", "Lease 2024, signed"),
+    ],
+)
+def test_a_placeholder_title_gives_way_to_the_file_name(tmp_path, given, title):
+    """`untitled — lease-2024.pdf p.1` in every citation and chunk heading said nothing of the file."""
+    doc = read_pdf(write_pdf(tmp_path / "lease-2024.pdf", ["Rent is due monthly."], title=given))
+    assert doc.title == title
+    heading = "lease-2024.pdf > p.1" if title == "lease-2024" else f"lease-2024.pdf · {title} > p.1"
+    assert chunk_document(doc)[0].text.startswith(heading + "\n")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import math
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Iterator
@@ -114,7 +114,7 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
         ocr_pages = _read_scanned_pages(document, pages, scanned, ocr_engine)
         labels = _page_labels(document)
         info = document.get_metadata_dict()
-        title = (info.get("Title") or "").strip() or path.stem
+        title = document_title(info.get("Title") or "", path)
     except pypdfium2.PdfiumError as exc:
         raise ConnectorError(f"{path}: unreadable page ({exc})", "the file may be truncated") from exc
     finally:
@@ -144,6 +144,25 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
             **({"notice": notice} if (notice := _scan_notice(path, scanned, ocr_engine)) else {}),
         },
     )
+
+
+# What tools write when nobody gave a title (reportlab, Word's first unsaved document, ...): shown in
+# every citation and heading every chunk, it says less than the file's name.
+PLACEHOLDER_TITLES = re.compile(r"(untitled( document)?|\(?anonymous\)?|no title|document\d*|title)", re.I)
+OFFICE_PREFIX = re.compile(r"^Microsoft (Word|PowerPoint|Excel) - ", re.I)
+FILE_NAME = re.compile(
+    r"^(?:.*[/\\])?([^/\\]+)\.(docx?|odt|rtf|pptx?|xlsx?|txt|tex|dvi|ps|pdf|html?|indd|pages)$", re.I
+)
+
+
+def document_title(given: str, path: Path) -> str:
+    """The PDF's own title, or its file's stem when the title is a placeholder: empty, `untitled`,
+    `(anonymous)`; `Microsoft Word - Budget.docx` and `C:\\work\\Budget.docx` are `Budget`."""
+    title = " ".join(given.split())
+    title = OFFICE_PREFIX.sub("", title)
+    if named := FILE_NAME.match(title):
+        title = named.group(1).strip()
+    return path.stem if not title or PLACEHOLDER_TITLES.fullmatch(title) else title
 
 
 SPARSE_TEXT_CHARS = 200  # fewer than a typed page holds: a Bates stamp, a footer, a scanner's watermark
@@ -229,16 +248,25 @@ def _page_labels(document) -> dict[str, str]:
     return labels
 
 
+PDF_DATE = re.compile(r"D?:?(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?\s*(?:([Zz])|([+-])(\d{2})'?(\d{2})?'?)?")
+
+
 def _creation_time(value: str) -> float | None:
-    """A PDF date (`D:20190207093000+01'00'`) as unix seconds, or None if absent or malformed."""
-    digits = value.removeprefix("D:")[:14]
-    if len(digits) < 8 or not digits.isdigit():
+    """A PDF date (`D:20190207093000+01'00'`) as unix seconds, or None if absent or malformed. Its
+    offset from UTC is applied (`Z` is UTC); with none, the time is local, as a photo's is."""
+    match = PDF_DATE.match(value.strip())
+    if not match or match.group(2) is None or match.group(3) is None:  # a day at least
         return None
+    year, month, day, hour, minute, second = (int(part or 0) for part in match.groups()[:6])
+    utc, sign, hours, minutes = match.groups()[6:]
     try:
-        moment = datetime.strptime(digits.ljust(14, "0"), "%Y%m%d%H%M%S")
-    except ValueError:
+        zone = timezone.utc if utc else None
+        if sign:
+            offset = timedelta(hours=int(hours), minutes=int(minutes or 0))
+            zone = timezone(offset if sign == "+" else -offset)
+        return datetime(year, month, day, hour, minute, second, tzinfo=zone).timestamp()
+    except ValueError:  # a 13th month, an offset of 24 hours or more
         return None
-    return moment.replace(tzinfo=timezone.utc).timestamp()
 
 
 FORM_TEXT_FIELDS = ("FPDF_FORMFIELD_TEXTFIELD", "FPDF_FORMFIELD_COMBOBOX", "FPDF_FORMFIELD_LISTBOX")
