@@ -72,3 +72,17 @@ def test_a_placeholder_title_gives_way_to_the_file_name(tmp_path, given, title):
     assert doc.title == title
     heading = "lease-2024.pdf > p.1" if title == "lease-2024" else f"lease-2024.pdf · {title} > p.1"
     assert chunk_document(doc)[0].text.startswith(heading + "\n")
+
+
+def test_an_encrypted_pdf_is_said_so_in_one_clean_line(tmp_path):
+    """It read `cannot open as a PDF (Failed to load document (PDFium: Incorrect password error).)`."""
+    import pypdfium2
+
+    from crossmodalrag.connectors.pdf import _unopenable
+
+    path = write_pdf(tmp_path / "locked.pdf", ["Secret."])
+    error = _unopenable(path, pypdfium2.PdfiumError("Failed to load document (PDFium: Incorrect password error).", 4))
+    assert (
+        str(error)
+        == f"{path}: cannot open as a PDF: it is encrypted with a password (hint: remove the password and try again)"
+    )

@@ -58,10 +58,17 @@ def _unopenable(path: Path, error: Exception) -> ConnectorError:
     """Why PDFium would not open a file, in words: it fails with no error code (FPDF_ERR_SUCCESS,
     "PDFium: Success") when it finds no page tree, or an empty one. (It sets no code then, so after
     another file failed in the same process the code is that file's: the message gives its reason.)"""
-    if getattr(error, "err_code", None) == 0:
+    code = getattr(error, "err_code", None)
+    if code == 0:
         return ConnectorError(f"{path}: cannot open as a PDF (it has no pages)", "check the file")
-    hint = "remove the password and try again" if "password" in str(error).lower() else "check the file"
-    return ConnectorError(f"{path}: cannot open as a PDF ({error})", _what_it_is(path) or hint)
+    if code == FPDF_ERR_PASSWORD or "password" in str(error).lower():
+        return ConnectorError(
+            f"{path}: cannot open as a PDF: it is encrypted with a password", "remove the password and try again"
+        )
+    return ConnectorError(f"{path}: cannot open as a PDF ({error})", _what_it_is(path) or "check the file")
+
+
+FPDF_ERR_PASSWORD = 4  # pdfium's code for a PDF that needs a password to open
 
 
 # Part of every PDF's file stamp (ingest.files._file_extractor): an unchanged file is not read again, so bump
