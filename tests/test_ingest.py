@@ -242,7 +242,8 @@ def test_a_moved_note_keeps_its_chunks_and_their_vectors_when_its_text_is_unchan
 
 
 def test_a_moved_source_whose_title_changed_is_reindexed_under_the_new_title(store: Store) -> None:
-    """The title is in every chunk's index row even where the chunk text leaves it out."""
+    """The title is in every chunk's index row even where the chunk text leaves it out: the chunks
+    stay (ids and vectors), their index rows are rewritten."""
     old = Document(
         uri="/old/scan.txt",
         source_type="pdf",
@@ -257,8 +258,9 @@ def test_a_moved_source_whose_title_changed_is_reindexed_under_the_new_title(sto
     before = chunk_ids(store)["/old/scan.txt"]
     moved = replace(old, uri="/new/scan.txt", title="Wombat")
     with store.batched() as batch:
-        assert move_document(batch, old.uri, moved, fingerprint(moved)) == len(before)
-    assert fts_rowids(store, "wombat") == set(chunk_ids(store)["/new/scan.txt"]) and not fts_rowids(store, "quokka")
+        assert move_document(batch, old.uri, moved, fingerprint(moved)) == 0
+    assert chunk_ids(store)["/new/scan.txt"] == before
+    assert fts_rowids(store, "wombat") == set(before) and not fts_rowids(store, "quokka")
     assert verify(store.conn).ok
     assert_consistent(store)
 
@@ -618,6 +620,8 @@ def test_a_commits_oversized_diff_is_named_once_when_first_read(store: Store, re
         f"{repo}: the diffs of 1 changed file over 200 characters were left out, their names kept (e.g. lock.json)"
     ]
     assert ingest_git(store, [repo]).notices == []  # said once, when the commit is first read
+    hits = search(store, "lock.json", SearchOptions()).hits  # found by a chunk of the diff's header
+    assert any(hit.locator.endswith(" lock.json") for hit in hits)
 
 
 def test_a_note_given_as_the_vault_says_it_is_a_file(store: Store, vault: Path) -> None:

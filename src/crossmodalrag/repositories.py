@@ -93,12 +93,13 @@ def read_repository(
 
 def _commit_stamp(include: list[str] | None, exclude: list[str] | None) -> str:
     """What besides its id decides what is stored of a commit, kept as its `file_stamp`: the reader (bump
-    git.EXTRACTOR when what it derives changes), the chunker, the diff cap and the globs."""
+    git.READER_VERSION when what it derives changes), the chunker, the diff cap and the globs."""
     given: list = [include or [], exclude or []]
     if any("[" in glob for side in given for glob in side):  # read otherwise before: selected other commits
         given.append(GLOB_SYNTAX)
     globs = hashlib.sha256(json.dumps(given).encode()).hexdigest()[:16]
-    return f"{git.EXTRACTOR} chunker {documents.CHUNKER_VERSION} cap {git.MAX_FILE_DIFF_CHARS} globs {globs}"
+    reader = f"{git.EXTRACTOR} reader {git.READER_VERSION}"
+    return f"{reader} chunker {documents.CHUNKER_VERSION} cap {git.MAX_FILE_DIFF_CHARS} globs {globs}"
 
 
 def remove_dropped_commits(

@@ -191,6 +191,24 @@ def _listed(rows) -> Iterator[dict[str, Any]]:
         )
 
 
+def stored_source_id(store: Store, given: str) -> int:
+    """The id of the stored source `given` names as `mem history` takes it (an id, mem://source/ID,
+    a uri or path, a commit as `ask` cites it: `repo@1e62948`, or its sha alone). Raises
+    SourceNotFound, or CMRAGError when a sha prefix names several commits."""
+    from crossmodalrag.versioning.history import resolve_source
+
+    row = store.conn.execute("SELECT id FROM sources WHERE uri = ?", (resolve_source(store.conn, given),)).fetchone()
+    if row is None and given.isascii() and given.isdigit():
+        raise SourceNotFound(f"no source with id {int(given)}", "list them with `mem sources`")
+    if row is None:
+        raise SourceNotFound(
+            f"no stored source {given!r}",
+            "see `mem sources`; give a source's id, mem://source/ID or path, or a commit as <repo>@<sha> or a"
+            " unique sha prefix",
+        )
+    return row[0]
+
+
 def source_detail(store: Store, source_id: int) -> dict[str, Any]:
     """One source with every chunk in order (breadcrumb apart from body). Raises SourceNotFound."""
     row = store.conn.execute(

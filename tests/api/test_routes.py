@@ -245,6 +245,25 @@ def _a_pdf_and_an_image(tmp_path):
         yield store, pdf, picture, dict(store.conn.execute("SELECT source_type, id FROM sources").fetchall())
 
 
+def test_the_source_page_heads_a_labelled_pdf_page_as_citations_name_it(tmp_path) -> None:
+    """The CLI cites `book.pdf p.1 (page 3 of 3)`; the console headed that text "Page 3"."""
+    from crossmodalrag.api.app import create_app
+    from crossmodalrag.ingest import ingest_pdfs
+    from crossmodalrag.store import open_store
+    from tests.api.helpers import BASE, server_settings
+    from tests.pdfs import add_page_labels, write_pdf
+
+    book = write_pdf(tmp_path / "docs" / "book.pdf", ["Preface.", "Contents.", "Albatross migration."])
+    add_page_labels(book, "0 << /S /r >> 2 << /S /D >>")
+    with open_store(tmp_path / "m.db") as store:
+        ingest_pdfs(store, [book])
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(server_settings(tmp_path / "m.db")), base_url=BASE) as client:
+        text = client.get("/ui/sources/1").text
+    assert '<h3 class="page">p.ii (page 2 of 3)</h3>' in text and '<h3 class="page">p.1 (page 3 of 3)</h3>' in text
+
+
 def test_a_pdf_or_image_changed_on_disk_is_a_404_with_a_hint_not_a_500(tmp_path, monkeypatch) -> None:
     """Corrupted since ingest, or an image grown past Pillow's decompression-bomb limit."""
     from PIL import Image

@@ -188,6 +188,20 @@ def test_an_oversized_file_diff_is_cut_as_it_is_read_and_left_out(repo: Path) ->
     assert doc.metadata["skipped_files"] == ["huge.txt"] and "+kept" in doc.text
 
 
+def test_an_oversized_file_keeps_a_chunk_naming_it(repo: Path, monkeypatch) -> None:
+    """Its name was kept in the metadata alone, which no search reads: "when did lock.json change?"
+    found nothing, though a binary file's header chunk is found by name."""
+    from crossmodalrag.connectors import git as git_connector
+
+    monkeypatch.setattr(git_connector, "MAX_FILE_DIFF_CHARS", 200)
+    commit_files(repo, {"small.txt": "a line\n", "lock.json": "x" * 500 + "\n"}, "add a lockfile")
+    [doc] = commits(repo)
+    chunk = next(c for c in chunk_document(doc) if c.metadata.get("path") == "lock.json")
+    assert chunk.locator.endswith(" lock.json") and "+++ b/lock.json" in chunk.text
+    assert chunk.text.endswith("Diff left out: over 200 characters (a generated file, a lockfile?)")
+    assert "x" * 100 not in doc.text
+
+
 def test_a_commit_message_with_unicode_and_a_multiline_body(repo: Path) -> None:
     commit_files(repo, {"a.txt": "x\n"}, "Résumé: naïve café ☕\n\nLine two.\nLine three.")
     [doc] = commits(repo)

@@ -13,6 +13,7 @@ from crossmodalrag.types import Chunk, Document
 
 FILE_START = re.compile(r"^diff --(?:git|cc) ", re.M)  # --cc: a merge's combined diff (what the merge itself wrote)
 HUNK_START = re.compile(r"^@@[^\n]*@@.*$", re.M)
+DIFF_LEFT_OUT = "Diff left out:"  # the connector's line in place of an oversized file's hunks
 
 
 def chunk_diff(doc: Document) -> list[Chunk]:
@@ -127,7 +128,7 @@ def _file_chunks(doc: Document, crumb: str, path: str, start: int, end: int) -> 
     header = "\n".join(
         line
         for line in header.splitlines()
-        if line.startswith(("---", "+++", "Binary", "rename", "new file", "deleted file"))
+        if line.startswith(("---", "+++", "Binary", "rename", "new file", "deleted file", DIFF_LEFT_OUT))
     )
     shown = _one_line(path)
     locator = f"{doc.locator} {shown}"

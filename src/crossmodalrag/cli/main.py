@@ -218,8 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offset", type=non_negative, default=0, help="skip this many (paging)")
     p.set_defaults(run=serve_commands.sources)
 
-    p = sub.add_parser("source", parents=[common, as_json], help="show one source and its chunks by id")
-    p.add_argument("source_id", type=positive, metavar="ID", help="a source id (`source_id` in ask --json)")
+    p = sub.add_parser("source", parents=[common, as_json], help="show one source and its chunks")
+    p.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="a source id (`source_id` in ask --json), mem://source/ID, a path, or a commit as `ask` cites it"
+        " (repo@1e62948, or the sha alone)",
+    )
     p.set_defaults(run=serve_commands.source)
 
     p = sub.add_parser("stats", parents=[common, as_json], help="what memory holds: sources, chunks, vectors")

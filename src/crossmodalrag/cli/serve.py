@@ -13,7 +13,7 @@ from pathlib import Path
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import Settings, load_settings, read_environment
 from crossmodalrag.errors import CMRAGError, ConfigError
-from crossmodalrag.sources import list_sources, source_detail, store_stats
+from crossmodalrag.sources import list_sources, source_detail, store_stats, stored_source_id
 from crossmodalrag.store.readonly import open_configured_reader
 from crossmodalrag.wording import one_line, terminal_safe
 
@@ -54,7 +54,7 @@ def sources(args: argparse.Namespace) -> int:
 
 def source(args: argparse.Namespace) -> int:
     with open_configured_reader(_settings(args)) as store:
-        detail = source_detail(store, args.source_id)
+        detail = source_detail(store, stored_source_id(store, args.source))
     if args.json:
         print_json(detail)
         return 0

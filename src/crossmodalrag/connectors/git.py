@@ -14,7 +14,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Iterator
 
-from crossmodalrag.chunking.diff import FILE_START, file_diffs
+from crossmodalrag.chunking.diff import DIFF_LEFT_OUT, FILE_START, file_diffs
 from crossmodalrag.connectors import git_log
 from crossmodalrag.connectors.git_log import FIELD, MAX_FILE_DIFF_CHARS, log_failed
 from crossmodalrag.connectors.globs import selected
@@ -25,6 +25,10 @@ from crossmodalrag.types import Document
 # In each commit's fingerprint (Document.extractor): commits stored when they were dated by committer
 # date re-derive with their author date on the next ingest.
 EXTRACTOR = "git log, author date"
+# In each commit's stamp only (repositories._commit_stamp): bumped, every stored commit is read again
+# (git reads 1,000 in well under a second) and only those that now read otherwise are rewritten and
+# embedded. 2: an oversized file's diff header kept (_header_only).
+READER_VERSION = "2"
 HUNK_START = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 COMBINED_HUNK_START = re.compile(r"^(@@@+) (?:-\d+(?:,\d+)? )+\+(\d+)(?:,\d+)? \1")
 NOTE_SUFFIXES = (".md", ".markdown")
@@ -334,7 +338,9 @@ def _strip_combined(piece: str, merged: list[str] | None) -> str:
 
 
 def _filter_diff(patch: str, include: list[str], exclude: list[str]) -> tuple[str, list[str], list[str]]:
-    """Keep the per-file diffs the globs select and that are not oversized."""
+    """Keep the per-file diffs the globs select; of an oversized one, only its header and a line
+    saying its diff was left out: like a binary file's, it is a chunk that names the file, so "when
+    did package-lock.json change?" finds the commit."""
     kept, files, skipped = [], [], []
     for _, path, piece in file_diffs(patch):
         if not selected(path, include, exclude):
@@ -342,6 +348,13 @@ def _filter_diff(patch: str, include: list[str], exclude: list[str]) -> tuple[st
         files.append(path)
         if len(piece) > MAX_FILE_DIFF_CHARS:
             skipped.append(path)
-            continue
+            piece = _header_only(piece)
         kept.append(piece.rstrip("\n"))
     return "\n".join(kept), files, skipped
+
+
+def _header_only(piece: str) -> str:
+    """An oversized file diff's lines before its first hunk, then why the hunks are not there."""
+    first_hunk = re.search(r"^@@", piece, re.M)
+    header = piece[: first_hunk.start() if first_hunk else len(piece)].rstrip("\n")
+    return f"{header}\n{DIFF_LEFT_OUT} over {MAX_FILE_DIFF_CHARS:,} characters (a generated file, a lockfile?)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import math
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Iterator
@@ -58,16 +58,23 @@ def _unopenable(path: Path, error: Exception) -> ConnectorError:
     """Why PDFium would not open a file, in words: it fails with no error code (FPDF_ERR_SUCCESS,
     "PDFium: Success") when it finds no page tree, or an empty one. (It sets no code then, so after
     another file failed in the same process the code is that file's: the message gives its reason.)"""
-    if getattr(error, "err_code", None) == 0:
+    code = getattr(error, "err_code", None)
+    if code == 0:
         return ConnectorError(f"{path}: cannot open as a PDF (it has no pages)", "check the file")
-    hint = "remove the password and try again" if "password" in str(error).lower() else "check the file"
-    return ConnectorError(f"{path}: cannot open as a PDF ({error})", _what_it_is(path) or hint)
+    if code == FPDF_ERR_PASSWORD or "password" in str(error).lower():
+        return ConnectorError(
+            f"{path}: cannot open as a PDF: it is encrypted with a password", "remove the password and try again"
+        )
+    return ConnectorError(f"{path}: cannot open as a PDF ({error})", _what_it_is(path) or "check the file")
+
+
+FPDF_ERR_PASSWORD = 4  # pdfium's code for a PDF that needs a password to open
 
 
 # Part of every PDF's file stamp (ingest.files._file_extractor): an unchanged file is not read again, so bump
 # this whenever read_pdf would make another Document of the same bytes. 2: scans under a stamped text
-# layer OCR'd, page labels, form fields.
-READER_VERSION = "2"
+# layer OCR'd, page labels, form fields. 3: words hyphenated at a line end joined (joined_hyphens).
+READER_VERSION = "3"
 
 
 def find_pdfs(path: Path) -> Iterator[Path]:
@@ -114,7 +121,7 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
         ocr_pages = _read_scanned_pages(document, pages, scanned, ocr_engine)
         labels = _page_labels(document)
         info = document.get_metadata_dict()
-        title = (info.get("Title") or "").strip() or path.stem
+        title = document_title(info.get("Title") or "", path)
     except pypdfium2.PdfiumError as exc:
         raise ConnectorError(f"{path}: unreadable page ({exc})", "the file may be truncated") from exc
     finally:
@@ -144,6 +151,25 @@ def read_pdf(path: Path, ocr_engine: str = "rapidocr") -> Document:
             **({"notice": notice} if (notice := _scan_notice(path, scanned, ocr_engine)) else {}),
         },
     )
+
+
+# What tools write when nobody gave a title (reportlab, Word's first unsaved document, ...): shown in
+# every citation and heading every chunk, it says less than the file's name.
+PLACEHOLDER_TITLES = re.compile(r"(untitled( document)?|\(?anonymous\)?|no title|document\d*|title)", re.I)
+OFFICE_PREFIX = re.compile(r"^Microsoft (Word|PowerPoint|Excel) - ", re.I)
+FILE_NAME = re.compile(
+    r"^(?:.*[/\\])?([^/\\]+)\.(docx?|odt|rtf|pptx?|xlsx?|txt|tex|dvi|ps|pdf|html?|indd|pages)$", re.I
+)
+
+
+def document_title(given: str, path: Path) -> str:
+    """The PDF's own title, or its file's stem when the title is a placeholder: empty, `untitled`,
+    `(anonymous)`; `Microsoft Word - Budget.docx` and `C:\\work\\Budget.docx` are `Budget`."""
+    title = " ".join(given.split())
+    title = OFFICE_PREFIX.sub("", title)
+    if named := FILE_NAME.match(title):
+        title = named.group(1).strip()
+    return path.stem if not title or PLACEHOLDER_TITLES.fullmatch(title) else title
 
 
 SPARSE_TEXT_CHARS = 200  # fewer than a typed page holds: a Bates stamp, a footer, a scanner's watermark
@@ -229,16 +255,25 @@ def _page_labels(document) -> dict[str, str]:
     return labels
 
 
+PDF_DATE = re.compile(r"D?:?(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?\s*(?:([Zz])|([+-])(\d{2})'?(\d{2})?'?)?")
+
+
 def _creation_time(value: str) -> float | None:
-    """A PDF date (`D:20190207093000+01'00'`) as unix seconds, or None if absent or malformed."""
-    digits = value.removeprefix("D:")[:14]
-    if len(digits) < 8 or not digits.isdigit():
+    """A PDF date (`D:20190207093000+01'00'`) as unix seconds, or None if absent or malformed. Its
+    offset from UTC is applied (`Z` is UTC); with none, the time is local, as a photo's is."""
+    match = PDF_DATE.match(value.strip())
+    if not match or match.group(2) is None or match.group(3) is None:  # a day at least
         return None
+    year, month, day, hour, minute, second = (int(part or 0) for part in match.groups()[:6])
+    utc, sign, hours, minutes = match.groups()[6:]
     try:
-        moment = datetime.strptime(digits.ljust(14, "0"), "%Y%m%d%H%M%S")
-    except ValueError:
+        zone = timezone.utc if utc else None
+        if sign:
+            offset = timedelta(hours=int(hours), minutes=int(minutes or 0))
+            zone = timezone(offset if sign == "+" else -offset)
+        return datetime(year, month, day, hour, minute, second, tzinfo=zone).timestamp()
+    except ValueError:  # a 13th month, an offset of 24 hours or more
         return None
-    return moment.replace(tzinfo=timezone.utc).timestamp()
 
 
 FORM_TEXT_FIELDS = ("FPDF_FORMFIELD_TEXTFIELD", "FPDF_FORMFIELD_COMBOBOX", "FPDF_FORMFIELD_LISTBOX")
@@ -311,4 +346,23 @@ def _page_text(document, index: int) -> str:
     finally:
         page.close()
     # pdfium ends lines with \r\n; a stray form feed would look like a page break.
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace(PAGE_BREAK, "\n")
+    return joined_hyphens(text.replace("\r\n", "\n").replace("\r", "\n").replace(PAGE_BREAK, "\n"))
+
+
+# PDFium marks a hyphen that ends a line as U+FFFE (a noncharacter; U+0002 in some files) and drops the
+# line break after it.
+LINE_END_HYPHEN = re.compile(r"(\w?)[\ufffe\u0002]\n?(\w?)")
+SOFT_HYPHEN = "\u00ad"  # where a word may be broken: never shown unless it is
+
+
+def joined_hyphens(text: str) -> str:
+    """`synchro<U+FFFE>nization` as `synchronization`, one word that a search for it finds; `COVID-19`
+    and `Jean-Paul` keep their hyphen (a second part that starts with a capital or a digit is no
+    word broken at a line end). No noncharacter or soft hyphen is left in the text."""
+
+    def join(match: re.Match) -> str:
+        before, after = match.groups()
+        broken_word = before.isalpha() and after.isalpha() and after.islower()
+        return before + after if broken_word or not (before and after) else f"{before}-{after}"
+
+    return LINE_END_HYPHEN.sub(join, text.replace(SOFT_HYPHEN, ""))

@@ -136,6 +136,15 @@ def insert_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str]]) 
     )
 
 
+def delete_rows(conn: sqlite3.Connection, chunk_ids: list[int]) -> None:
+    """Drop the index rows of chunks that stay, before insert_rows indexes their new text."""
+    if on_postgres(conn):
+        from crossmodalrag.store.postgres import lexical
+
+        return lexical.delete_rows(conn, chunk_ids)
+    conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(chunk_id,) for chunk_id in chunk_ids])
+
+
 def rebuild(conn: sqlite3.Connection, progress: "Callable[[int, int], None] | None" = None, batch: int = 2000) -> int:
     """Re-tokenize every stored chunk into chunks_fts, inside the caller's transaction; returns the
     number of chunks indexed. `progress(done, total)` is called after each batch."""

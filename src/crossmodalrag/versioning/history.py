@@ -106,9 +106,12 @@ def _known_source(conn: sqlite3.Connection, uri: str) -> bool:
 
 
 def _commit_by_prefix(conn: sqlite3.Connection, given: str) -> str | None:
-    """The one commit whose uri `<repo path>@<sha>` `given` abbreviates: `<repo name or path>@<sha prefix>`."""
+    """The one commit whose uri `<repo path>@<sha>` `given` abbreviates: `<repo name or path>@<sha prefix>`,
+    or a sha prefix alone, as `git log --oneline` prints it, in whatever repository."""
     repo, _, prefix = given.rpartition("@")
-    if not repo or not SHORT_SHA.fullmatch(prefix.lower()):
+    if not repo:
+        return _commit_by_bare_sha(conn, given)
+    if not SHORT_SHA.fullmatch(prefix.lower()):
         return None
     name = os.path.basename(repo.rstrip("/"))
     root = os.path.abspath(os.path.expanduser(repo))
@@ -124,6 +127,32 @@ def _commit_by_prefix(conn: sqlite3.Connection, given: str) -> str | None:
         if (parts := uri.rpartition("@"))[2].startswith(prefix.lower())
         and (parts[0] == root or "/" not in repo and os.path.basename(parts[0]) == name)
     )
+    return _the_one_commit(given, matches)
+
+
+BARE_SHA = re.compile(r"[0-9a-f]{7,40}")  # git's shortest abbreviation: a shorter hex word may be a name
+WHOLE_SHA = re.compile(r"[0-9a-f]{40}")  # of a commit's uri, not a chat session's key (`<file>@<key>`)
+
+
+def _commit_by_bare_sha(conn: sqlite3.Connection, given: str) -> str | None:
+    """The one commit, stored or in the log, whose sha starts with `given` (7 to 40 hex digits)."""
+    prefix = given.lower()
+    if not BARE_SHA.fullmatch(prefix):
+        return None
+    pattern = f"%@{prefix}%"  # hex digits: nothing to escape
+    rows = conn.execute(
+        "SELECT uri FROM sources WHERE uri LIKE ? UNION SELECT target FROM change_log WHERE kind = 'source'"
+        " AND target LIKE ?",
+        (pattern, pattern),
+    ).fetchall()
+    sha_of = {uri: uri.rpartition("@")[2] for (uri,) in rows}
+    return _the_one_commit(
+        given, sorted(uri for uri, sha in sha_of.items() if WHOLE_SHA.fullmatch(sha) and sha.startswith(prefix))
+    )
+
+
+def _the_one_commit(given: str, matches: list[str]) -> str | None:
+    """The commit `given` names, None if none; raises CMRAGError naming the candidates if several."""
     if len(matches) > 1:
         shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
         raise CMRAGError(

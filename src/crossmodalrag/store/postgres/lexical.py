@@ -104,6 +104,13 @@ def insert_rows(conn, rows: Iterable[tuple[int, str, str]]) -> None:
     _write(conn, list(rows), owned_as_chunk=False)
 
 
+def delete_rows(conn, chunk_ids: list[int]) -> None:
+    """Drop the lexical rows of chunks that stay (a moved file's, relabelled); chunk_stats follows
+    by its trigger."""
+    for table in ("chunk_postings", "chunk_terms"):
+        conn.execute(f"DELETE FROM {table} WHERE chunk_id = ANY(?)", (list(chunk_ids),))
+
+
 REINDEX_BATCH = 2000  # chunks read and written per round trip when the whole index is rebuilt
 
 
