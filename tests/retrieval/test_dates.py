@@ -158,3 +158,52 @@ def test_a_german_day_in_a_question_finds_that_days_note_first(store, settings, 
     )
     assert not answer.abstained and [item.hit.title for item in answer.evidence][0] == "Tag 10"
     assert {item.hit.title for item in answer.evidence} <= {"Tag 9", "Tag 10", "Tag 11"}
+
+
+JOURNAL = """# Journal 2024
+
+## 2024-08-03
+Ran 10 km in 58 minutes along the river.
+
+## August 5, 2024
+Dentist appointment. The crown will cost 780 euros.
+
+## 2024-08-07
+Dinner with my sister Elin at Trattoria Rosa.
+
+## 2024-08-09
+Fixed the rear brake on my bike.
+
+## 2024-09-20
+Repainted the kitchen.
+"""
+
+
+@pytest.mark.parametrize(
+    "query, after, before",
+    [
+        ("What did I do?", day("2024-08-01"), day("2024-08-31")),
+        ("What did I do in August 2024?", None, None),
+    ],
+)
+def test_every_day_a_journal_kept_in_one_note_dates_in_the_window_is_found(
+    store, settings, tmp_path, query, after, before
+):
+    """A note's sections dated differently count apart for the per-source cap when the question is about
+    a time: capped as one source (3), the fourth day of August was left out."""
+    write_note(tmp_path / "vault", "journal.md", JOURNAL)
+    write_note(tmp_path / "vault", "recipes.md", "# Recipes\n\nLentil soup with cumin.\n")
+    ingest_notes(store, [tmp_path / "vault"])
+    retriever = open_retriever(store, settings, 10, lexical_only=True)
+    retriever.options = replace(retriever.options, after=after, before=before)
+    answer = ask_without_llm(retriever, query)
+    days = sorted(item.hit.locator.split("#")[-1] for item in answer.evidence)
+    assert days == ["2024-08-03", "2024-08-07", "2024-08-09", "August 5, 2024"]
+
+
+def test_a_question_not_about_a_time_still_caps_a_journal_kept_in_one_note(store, settings, tmp_path):
+    write_note(tmp_path / "vault", "journal.md", JOURNAL)
+    ingest_notes(store, [tmp_path / "vault"])
+    retriever = open_retriever(store, settings, 10, lexical_only=True)
+    hits = retriever.search("What did I do with the river, the crown, my sister, the brake and the kitchen?").hits
+    assert len(hits) == settings.max_chunks_per_source
