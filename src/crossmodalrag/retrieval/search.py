@@ -17,6 +17,7 @@ vectors, from the lexical defaults. `fusion="rrf"` ranks by reciprocal rank fusi
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from crossmodalrag.index import fts
@@ -31,6 +32,7 @@ from crossmodalrag.retrieval.coverage import (
     term_weights,
 )
 from crossmodalrag.retrieval.dates import asked_window, named_spans, read_times
+from crossmodalrag.retrieval.filters import timeline_now
 from crossmodalrag.retrieval.gate import FULL_COVERAGE, is_weak
 from crossmodalrag.retrieval.languages import different_languages, different_scripts, model_reads
 from crossmodalrag.retrieval.names import unknown_names
@@ -134,10 +136,11 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     symbols = symbol_query(query)
     times = read_times(query)
     # Its symbols are what a symbols-only question asks about: not everything dated in --after/--before.
-    window = None if symbols else asked_window(query, options.after, options.before, times)
+    conn = store.conn
+    # 'now' on the memory's timeline is read only for a question that asks only about a time
+    window = None if symbols else asked_window(query, options.after, options.before, times, partial(timeline_now, conn))
     if window is not None:
         options = replace(options, after=window[0], before=window[1])
-    conn = store.conn
     # A symbols-only question is matched by its symbols alone: "™" would otherwise be the word "tm".
     terms = [] if symbols else fts.search_terms(conn, query)
     analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
