@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
+from crossmodalrag.retrieval.reasons import favour_reasons
 from crossmodalrag.retrieval.scoring import score_pool
 from crossmodalrag.retrieval.values import value_words
 from crossmodalrag.types import Hit
@@ -19,13 +20,16 @@ if TYPE_CHECKING:
 CONVERSATION = "conversation"  # the source type of chat sessions, whose chunks are turns
 
 
-def rank_pool(known: "PoolRows", lexical, cosines, asked, options, model, dated) -> list[Hit]:
-    """Score the pool (ranking by `cosines`, reporting `asked`), cap chunks per source, drop near-duplicates."""
+def rank_pool(known: "PoolRows", lexical, cosines, asked, options, model, dated, why: bool = False) -> list[Hit]:
+    """Score the pool (ranking by `cosines`, reporting `asked`), cap chunks per source, drop near-duplicates.
+    `why`: the question asks why (reasons.py)."""
     hits = score_pool(known, lexical, cosines, asked, options, model, dated)
     about_dates = bool(dated) or options.after is not None or options.before is not None
     source_of = capped_by_date if about_dates else capped_as
     if options.max_chunks_per_source > 0:
         hits = spread_sources(hits, options.repeat_source_factor, source_of)
+    if why:
+        hits = favour_reasons(hits)
     hits = cap_per_source(hits, source_of, options.max_chunks_per_source)
     if known.semantic is None:
         return drop_near_duplicates(hits, _body, options.dedupe_threshold, options.top_k)

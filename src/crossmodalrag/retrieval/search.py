@@ -39,6 +39,7 @@ from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
 from crossmodalrag.retrieval.ranking import CONVERSATION, rank_pool
+from crossmodalrag.retrieval.reasons import asks_why
 from crossmodalrag.retrieval.scoring import PoolRows
 from crossmodalrag.retrieval.symbols import symbol_coverage, symbol_query
 from crossmodalrag.store import Store
@@ -163,10 +164,12 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     dated = named_spans(query, times)
     known = PoolRows(conn, pool, weights, semantic, options)
     known.exact_match = _best_match_holding_every_term(conn, terms, analyzed, weights, known, lexical)
-    hits = rank_pool(known, lexical, asked, asked, options, model, dated)
+    why = asks_why(query)
+    hits = rank_pool(known, lexical, asked, asked, options, model, dated, why)
     if semantic is not None and (shifted := _shifted_query(known, vector, hits, options)) is not None:
         # The same candidates, ranked by the question moved toward its best hits.
-        hits = rank_pool(known, lexical, semantic.scores_for(shifted, sorted(pool)), asked, options, model, dated)
+        moved = semantic.scores_for(shifted, sorted(pool))
+        hits = rank_pool(known, lexical, moved, asked, options, model, dated, why)
     if symbols:
         coverage, matched = symbol_coverage([h.text for h in hits[:COVERAGE_DEPTH]], symbols)
     else:
