@@ -66,3 +66,15 @@ def test_chat_answers_a_follow_up_about_the_previous_topic_and_says_so(capsys, m
     assert [e["title"] for e in follow_up["evidence"]] == ["Helios database"]
     assert "read as a follow-up: searched with Postgres Helios start" in follow_up["notices"][-1]
     assert "read as a follow-up" in err
+
+
+def test_a_follow_up_asking_one_new_thing_of_it_carries_the_topic_down_the_chain():
+    """ "And who proposed it?" stood alone ("proposed" its topic), so "When was that?" after it searched with
+    "proposed" only and found another meeting where someone proposed something."""
+    second, carried = with_previous_topic("And who proposed it?", "Which database did we choose for Kestrel?")
+    assert carried == ["database", "choose", "Kestrel"]
+    third, carried = with_previous_topic("When was that?", second)
+    assert carried == ["proposed", "database", "choose", "Kestrel"]
+    assert (
+        with_previous_topic("What does it cost to run Kestrel?", "Which database did we choose for Kestrel?")[1] == []
+    )

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from crossmodalrag.agent.recall import with_recall
 from crossmodalrag.agent.temporal import time_ranges
 from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
 from crossmodalrag.cli.render import explain_line
@@ -158,3 +159,85 @@ def test_a_german_day_in_a_question_finds_that_days_note_first(store, settings, 
     )
     assert not answer.abstained and [item.hit.title for item in answer.evidence][0] == "Tag 10"
     assert {item.hit.title for item in answer.evidence} <= {"Tag 9", "Tag 10", "Tag 11"}
+
+
+JOURNAL = """# Journal 2024
+
+## 2024-08-03
+Ran 10 km in 58 minutes along the river.
+
+## August 5, 2024
+Dentist appointment. The crown will cost 780 euros.
+
+## 2024-08-07
+Dinner with my sister Elin at Trattoria Rosa.
+
+## 2024-08-09
+Fixed the rear brake on my bike.
+
+## 2024-09-20
+Repainted the kitchen.
+"""
+
+
+@pytest.mark.parametrize(
+    "query, after, before",
+    [
+        ("What did I do?", day("2024-08-01"), day("2024-08-31")),
+        ("What did I do in August 2024?", None, None),
+    ],
+)
+def test_every_day_a_journal_kept_in_one_note_dates_in_the_window_is_found(
+    store, settings, tmp_path, query, after, before
+):
+    """A note's sections dated differently count apart for the per-source cap when the question is about
+    a time: capped as one source (3), the fourth day of August was left out."""
+    write_note(tmp_path / "vault", "journal.md", JOURNAL)
+    write_note(tmp_path / "vault", "recipes.md", "# Recipes\n\nLentil soup with cumin.\n")
+    ingest_notes(store, [tmp_path / "vault"])
+    retriever = open_retriever(store, settings, 10, lexical_only=True)
+    retriever.options = replace(retriever.options, after=after, before=before)
+    answer = ask_without_llm(retriever, query)
+    days = sorted(item.hit.locator.split("#")[-1] for item in answer.evidence)
+    assert days == ["2024-08-03", "2024-08-07", "2024-08-09", "August 5, 2024"]
+
+
+def test_a_question_not_about_a_time_still_caps_a_journal_kept_in_one_note(store, settings, tmp_path):
+    write_note(tmp_path / "vault", "journal.md", JOURNAL)
+    ingest_notes(store, [tmp_path / "vault"])
+    retriever = open_retriever(store, settings, 10, lexical_only=True)
+    hits = retriever.search("What did I do with the river, the crown, my sister, the brake and the kitchen?").hits
+    assert len(hits) == settings.max_chunks_per_source
+
+
+WEDNESDAY = datetime(2024, 8, 14, 9, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    "query, window",
+    [
+        ("What did I do last week?", (day("2024-08-04"), day("2024-08-13"))),  # Monday 5 to Sunday 11 August
+        ("What did I do this month?", (day("2024-07-31"), day("2024-09-02"))),
+        ("What happened yesterday?", (day("2024-08-12"), day("2024-08-15"))),  # the 13th, a day either side
+        ("What did I do in May?", (day("2024-04-30"), day("2024-06-02"))),
+        ("What did we decide last week?", None),  # a topic: judged by its words as ever
+    ],
+)
+def test_a_time_without_its_year_is_read_on_the_memorys_timeline(query, window):
+    assert asked_window(query, None, None) is None  # without the memory's 'now', only dates with their year
+    assert asked_window(query, None, None, now=lambda: WEDNESDAY) == window
+
+
+def test_what_did_i_do_last_week_lists_that_week_of_a_journal(store, settings, tmp_path):
+    """Refused as matching nothing (weak_retrieval), with --strategy episodic too: the question has no word
+    but its time, and "last week" counts from the newest date in memory (14 August), not the clock."""
+    days = ("2024-08-02", "2024-08-06", "2024-08-08", "2024-08-14")
+    entries = "".join(f"## {d}\nEntry {i}: something I did.\n\n" for i, d in enumerate(days))
+    write_note(tmp_path / "vault", "journal.md", f"---\ndate: 2024-08-01\n---\n# Journal\n\n{entries}")
+    write_note(tmp_path / "vault", "recipes.md", "---\ndate: 2024-06-01\n---\n# Recipes\n\nLentil soup.\n")
+    ingest_notes(store, [tmp_path / "vault"])
+    for strategy in ("direct", "episodic"):
+        retriever = with_recall(open_retriever(store, settings, 10, lexical_only=True), strategy, None, None)
+        answer = ask_without_llm(retriever, "What did I do last week?")
+        assert not answer.abstained, answer.text
+        assert sorted(item.hit.locator.split("#")[-1] for item in answer.evidence) == ["2024-08-06", "2024-08-08"]

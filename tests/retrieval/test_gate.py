@@ -87,6 +87,18 @@ def test_the_abstention_text_names_the_failing_threshold(monkeypatch):
     assert "needs 7.5%" in abstention_text(result(0.02), SearchOptions())
 
 
+def test_evidence_refused_for_its_meaning_alone_is_not_said_to_match_nothing(monkeypatch):
+    """A two-step question holding 29% of its words in its closest hits was told "nothing in memory matches"."""
+    monkeypatch.setitem(MODEL_COSINES, "narrow", Cosines(floor=0.37, close=0.91))
+    text = abstention_text(result(0.29, 0.34, "narrow"), SearchOptions())
+    assert text == (
+        "No answer: found related evidence in memory, but none close enough to answer this question (the best"
+        " evidence covers 29.0% of the question's terms but is only 0.34 similar in meaning (needs 0.37))."
+    )
+    far = abstention_text(result(0.02, 0.34, "narrow"), SearchOptions())  # shares (almost) no word either
+    assert far.startswith("No answer: nothing in memory matches this question well enough (the best evidence is 0.34")
+
+
 def test_a_question_in_another_language_than_its_evidence_is_judged_by_the_cross_language_cosine(monkeypatch):
     """The README's French question found its Vietnamese note first at e5 cosine 0.82, sharing no word
     with it, and was refused for missing `close` (0.93), fitted on same-language pairs."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from crossmodalrag.agent.temporal import EVENT_BOUND, TimeRange, asks_when, states_time, time_ranges
@@ -141,10 +141,9 @@ def episodic_variants(retriever: "Retriever", question: str, pool: SearchOptions
 
 def memory_anchor(retriever: "Retriever") -> datetime:
     """'Now' on the memory's own timeline: its newest dated source or turn (the clock for an empty memory)."""
-    from crossmodalrag.retrieval.filters import NEWEST_TIME
+    from crossmodalrag.retrieval.filters import timeline_now
 
-    newest = retriever.store.conn.execute(f"SELECT {NEWEST_TIME}").fetchone()[0]
-    return datetime.fromtimestamp(newest, timezone.utc) if newest else datetime.now(timezone.utc)
+    return timeline_now(retriever.store.conn)
 
 
 def event_ranges(retriever: "Retriever", question: str, pool: SearchOptions) -> list[TimeRange]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable
 
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
-from crossmodalrag.retrieval.gate import is_weak, reason
+from crossmodalrag.retrieval.gate import is_weak, reason, shares_words
 from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
 from crossmodalrag.retrieval.semantic import SemanticIndex, open_semantic
 from crossmodalrag.retrieval.snippets import focus_hits
@@ -170,7 +170,11 @@ def abstention_text(result: SearchResult, options: SearchOptions) -> str:
     where = _searched(result.window or (options.after, options.before))
     if not result.hits:
         return f"No answer: nothing {where} matches this question."
-    return f"No answer: nothing {where} matches this question well enough ({reason(result, options)})."
+    why = reason(result, options)
+    if shares_words(result, options):
+        # Refused for its meaning alone: "nothing matches" was untrue of evidence holding the question's words
+        return f"No answer: found related evidence {where}, but none close enough to answer this question ({why})."
+    return f"No answer: nothing {where} matches this question well enough ({why})."
 
 
 def _searched(window: tuple[float | None, float | None]) -> str:

@@ -4,12 +4,14 @@ for: its topic is the previous question's. Without it the search found whatever 
 
 The rule, narrow on purpose: a question is read as a follow-up when it has no topic words at all
 ("Why?", "And since when?"), or when it refers back with a pronoun (it, that, they, …) and its own
-topic words all come from the previous question (a time it names aside: "What did she do
-yesterday?"). It is then asked with the previous question's other
+topic words all come from the previous question but one at most (a time it names aside: "What did
+she do yesterday?", "And who proposed it?"). It is then asked with the previous question's other
 topic words added after a dash, before its question mark (which tells a question from a claim:
-answer/forms.py), and the answer says so in a notice. Not in brackets: a capitalised word after "("
-reads as a sentence's first word, not a name, and the answer's subject check (answer/subjects.py)
-then knew only some of the names the previous question asked about.
+answer/forms.py), and the answer says so in a notice. What it was asked with is the next question's
+"previous question" (cli/chat.py), so a chain of follow-ups keeps the topic the conversation began
+with. Not in brackets: a capitalised word after "(" reads as a sentence's first word, not a name, and
+the answer's subject check (answer/subjects.py) then knew only some of the names the previous question
+asked about.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def with_previous_topic(question: str, previous: str | None) -> tuple[str, list[
     # Referring back, a time it names narrows when, not what ("What did she do yesterday?"); alone, a
     # time is the topic ("What did I do in August 2024?": what is dated then).
     untimed = {word.lower() for word in WORDS.findall(read_times(question)[1]) if not _asks_only(word.lower())}
-    refers_back = any(word in REFERS_BACK for word in words) and untimed <= {w.lower() for w in earlier}
+    # One word of its own beside the pronoun is what it asks of the same topic ("And who proposed it?"):
+    # read alone, its one word became the topic, and the next follow-up searched with "proposed" only.
+    refers_back = any(word in REFERS_BACK for word in words) and len(untimed - {w.lower() for w in earlier}) <= 1
     follows = not own or refers_back
     if not follows or not carried:
         return question, []

@@ -37,6 +37,8 @@ def explain_line(hit: Hit, weights: dict[str, float]) -> str:
         side += f", ×{hit.components['ocr_factor']:.3f} for OCR confidence {hit.components['ocr_confidence']:.2f}"
     if "date_factor" in hit.components:
         side += f", ×{hit.components['date_factor']:.2f} for the date the question names"
+    if "reason_factor" in hit.components:
+        side += f", ×{hit.components['reason_factor']:.2f} as the best note's section giving reasons to a why-question"
     if "repeat_factor" in hit.components:
         side += f", ×{hit.components['repeat_factor']:.2f} after its source's better chunks"
     if "exact_floor" in hit.components:

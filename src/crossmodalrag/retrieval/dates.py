@@ -2,8 +2,9 @@
 evidence dated then: a person asks about what they wrote or said around that date.
 
 Only dates with their year (a relative "last week" needs the memory's own timeline: agent/recall.py
-resolves it for the episodic strategy) and spans of a month at most ("in 2019" more often names what a
-document is about than when it was written). What happened on a day is often told in the days after
+resolves it for the episodic strategy, and `asked_window` for a question that asks only about a time)
+and spans of a month at most ("in 2019" more often names what a document is about than when it was
+written). What happened on a day is often told in the days after
 it ("I watched it last night"): the span reaches TOLD_AFTER past its end. LoCoMo dev, the 75 answerable
 questions naming such a date, `mem ask`'s retriever: turn recall@5 0.556 -> 0.596 (bench/dated_questions.py).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
+from typing import Callable
 
 from crossmodalrag.agent.temporal import time_ranges
 from crossmodalrag.index.scripts import CJK_FUNCTION_CHARS
@@ -63,21 +65,40 @@ def _widened(ranges, told_after: float) -> list[tuple[float, float]]:
 
 
 def asked_window(
-    query: str, after: float | None, before: float | None, times: tuple[list, str] | None = None
+    query: str,
+    after: float | None,
+    before: float | None,
+    times: tuple[list, str] | None = None,
+    now: Callable[[], datetime] | None = None,
 ) -> tuple[float | None, float | None] | None:
     """The window a question asks about and nothing else ("What did I do in August 2024?", or "What
     did I do?" with --after/--before): the days or months it names and a day either side (a note on
     a day is often written the next; a week after, as `named_spans` reaches, put October's trip into
     September's answer), within the given bounds; None when it names a topic, or no window at all.
-    What is dated inside such a window is the answer, whatever words it shares with the question."""
+    What is dated inside such a window is the answer, whatever words it shares with the question.
+    `now`: 'now' on the memory's own timeline (filters.timeline_now). With it, a time without its
+    year ("What did I do last week?", "this month", "in May") is read against it, as the episodic
+    strategy reads it (agent/temporal.py): such a question has no other words for the gate to judge,
+    and was refused as matching nothing."""
     ranges, rest = times or read_times(query)
     if not _asks_only_when(rest):
         return None
     spans = _widened(ranges, DAY)
+    if not spans and now is not None and any(not _YEAR.search(r.text) for r in ranges):
+        spans = _widened_relative(time_ranges(query, now())[0])
     if spans:
         start, end = min(s for s, _ in spans), max(e for _, e in spans)
         return (start if after is None else max(start, after), end if before is None else min(end, before))
     return None if after is None and before is None else (after, before)
+
+
+def _widened_relative(ranges) -> list[tuple[float, float]]:
+    """The bounded ranges written without a year ("last week", "in May"), a day either side."""
+    return [
+        (r.start - TOLD_BEFORE, r.end + DAY)
+        for r in ranges
+        if r.start is not None and r.end is not None and not _YEAR.search(r.text)
+    ]
 
 
 def _asks_only_when(rest: str) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import sqlite3
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from crossmodalrag.store.params import in_batches
@@ -22,6 +23,13 @@ NEWEST_TIME = (
     "(SELECT MAX(t) FROM (SELECT MAX(timestamp) AS t FROM sources"
     " UNION ALL SELECT MAX(said_at) FROM chunks WHERE said_at IS NOT NULL) AS newest_times)"
 )
+
+
+def timeline_now(conn: sqlite3.Connection) -> datetime:
+    """'Now' on the memory's own timeline: its newest dated source or turn (the clock for an empty memory).
+    "Last week" asked of a memory whose newest session is from May 2023 is the week before that."""
+    newest = conn.execute(f"SELECT {NEWEST_TIME}").fetchone()[0]
+    return datetime.fromtimestamp(newest, timezone.utc) if newest else datetime.now(timezone.utc)
 
 
 def is_filtered(options: SearchOptions) -> bool:

@@ -130,8 +130,18 @@ def reason(result: "SearchResult", options: "SearchOptions") -> str:
         apart = _apart(result.similarity, across)
         return "the best evidence is in another language and {} similar in meaning (needs {})".format(*apart)
     if result.similarity < cosines.floor:
-        return "the best evidence is {} similar in meaning (needs {})".format(*_apart(result.similarity, cosines.floor))
+        apart = "{} similar in meaning (needs {})".format(*_apart(result.similarity, cosines.floor))
+        if shares_words(result, options):
+            return f"the best evidence covers {result.coverage:.1%} of the question's terms but is only {apart}"
+        return f"the best evidence is {apart}"
     return f"{found} and is " + "{} similar in meaning (needs {})".format(*_apart(result.similarity, cosines.close))
+
+
+def shares_words(result: "SearchResult", options: "SearchOptions") -> bool:
+    """Whether refused evidence still holds enough of the question's words for the lexical floor: it
+    was refused for its meaning alone (a long two-step question is far in meaning from any one
+    passage), so a refusal must not say that nothing matches."""
+    return bool(result.hits) and not refused_names(result) and result.coverage >= options.min_coverage
 
 
 def _apart(value: float, needed: float) -> tuple[str, str]:

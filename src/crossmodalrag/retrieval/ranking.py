@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from crossmodalrag.retrieval.diversify import WordSets, cap_per_source, drop_duplicates, drop_near_duplicates
+from crossmodalrag.retrieval.reasons import favour_reasons
 from crossmodalrag.retrieval.scoring import score_pool
 from crossmodalrag.retrieval.values import value_words
 from crossmodalrag.types import Hit
@@ -19,12 +20,17 @@ if TYPE_CHECKING:
 CONVERSATION = "conversation"  # the source type of chat sessions, whose chunks are turns
 
 
-def rank_pool(known: "PoolRows", lexical, cosines, asked, options, model, dated) -> list[Hit]:
-    """Score the pool (ranking by `cosines`, reporting `asked`), cap chunks per source, drop near-duplicates."""
+def rank_pool(known: "PoolRows", lexical, cosines, asked, options, model, dated, why: bool = False) -> list[Hit]:
+    """Score the pool (ranking by `cosines`, reporting `asked`), cap chunks per source, drop near-duplicates.
+    `why`: the question asks why (reasons.py)."""
     hits = score_pool(known, lexical, cosines, asked, options, model, dated)
+    about_dates = bool(dated) or options.after is not None or options.before is not None
+    source_of = capped_by_date if about_dates else capped_as
     if options.max_chunks_per_source > 0:
-        hits = spread_sources(hits, options.repeat_source_factor)
-    hits = cap_per_source(hits, capped_as, options.max_chunks_per_source)
+        hits = spread_sources(hits, options.repeat_source_factor, source_of)
+    if why:
+        hits = favour_reasons(hits)
+    hits = cap_per_source(hits, source_of, options.max_chunks_per_source)
     if known.semantic is None:
         return drop_near_duplicates(hits, _body, options.dedupe_threshold, options.top_k)
     return _dedupe_with_vectors(hits, known, options)
@@ -40,7 +46,16 @@ def capped_as(hit: Hit) -> str:
     return f"{hit.source_uri}#{hit.chunk_id}" if hit.source_type == CONVERSATION else hit.source_uri
 
 
-def spread_sources(hits: list[Hit], factor: float) -> list[Hit]:
+def capped_by_date(hit: Hit) -> str:
+    """`capped_as` for a question about a time (a date it names, or --after/--before): a source's
+    sections dated differently count apart. A journal kept in one note dates each `## <day>` section
+    on its own, and a question about a week or a month asks for every day of it: capped as one
+    source, four days in the window showed three. A note's sections without a date of their own
+    share the note's, so one long note still cannot fill the evidence with them."""
+    return f"{capped_as(hit)}@{hit.timestamp}"
+
+
+def spread_sources(hits: list[Hit], factor: float, source_of=capped_as) -> list[Hit]:
     """`hits` ranked again with each one's score times `factor` for every better hit of its source
     (`capped_as`), shown as the component `repeat_factor`. A source's chunks share its title and its
     topic, so its second-best passage often outscores another source's best one while saying less
@@ -55,7 +70,7 @@ def spread_sources(hits: list[Hit], factor: float) -> list[Hit]:
     seen: dict[str, int] = {}
     spread = []
     for hit in hits:
-        source = capped_as(hit)
+        source = source_of(hit)
         above = seen.get(source, 0)
         seen[source] = above + 1
         if above:

@@ -17,6 +17,7 @@ vectors, from the lexical defaults. `fusion="rrf"` ranks by reciprocal rank fusi
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from crossmodalrag.index import fts
@@ -31,12 +32,14 @@ from crossmodalrag.retrieval.coverage import (
     term_weights,
 )
 from crossmodalrag.retrieval.dates import asked_window, named_spans, read_times
+from crossmodalrag.retrieval.filters import timeline_now
 from crossmodalrag.retrieval.gate import FULL_COVERAGE, is_weak
 from crossmodalrag.retrieval.languages import different_languages, different_scripts, model_reads
 from crossmodalrag.retrieval.names import unknown_names
 from crossmodalrag.retrieval.profiles import hybrid_weights, lexical_weights
 from crossmodalrag.retrieval.query import split_comparison
 from crossmodalrag.retrieval.ranking import CONVERSATION, rank_pool
+from crossmodalrag.retrieval.reasons import asks_why
 from crossmodalrag.retrieval.scoring import PoolRows
 from crossmodalrag.retrieval.symbols import symbol_coverage, symbol_query
 from crossmodalrag.store import Store
@@ -134,10 +137,11 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     symbols = symbol_query(query)
     times = read_times(query)
     # Its symbols are what a symbols-only question asks about: not everything dated in --after/--before.
-    window = None if symbols else asked_window(query, options.after, options.before, times)
+    conn = store.conn
+    # 'now' on the memory's timeline is read only for a question that asks only about a time
+    window = None if symbols else asked_window(query, options.after, options.before, times, partial(timeline_now, conn))
     if window is not None:
         options = replace(options, after=window[0], before=window[1])
-    conn = store.conn
     # A symbols-only question is matched by its symbols alone: "™" would otherwise be the word "tm".
     terms = [] if symbols else fts.search_terms(conn, query)
     analyzed = [sorted(s) for s in fts.analyze(conn, [t.word for t in terms])] if terms else []
@@ -160,10 +164,12 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     dated = named_spans(query, times)
     known = PoolRows(conn, pool, weights, semantic, options)
     known.exact_match = _best_match_holding_every_term(conn, terms, analyzed, weights, known, lexical)
-    hits = rank_pool(known, lexical, asked, asked, options, model, dated)
+    why = asks_why(query)
+    hits = rank_pool(known, lexical, asked, asked, options, model, dated, why)
     if semantic is not None and (shifted := _shifted_query(known, vector, hits, options)) is not None:
         # The same candidates, ranked by the question moved toward its best hits.
-        hits = rank_pool(known, lexical, semantic.scores_for(shifted, sorted(pool)), asked, options, model, dated)
+        moved = semantic.scores_for(shifted, sorted(pool))
+        hits = rank_pool(known, lexical, moved, asked, options, model, dated, why)
     if symbols:
         coverage, matched = symbol_coverage([h.text for h in hits[:COVERAGE_DEPTH]], symbols)
     else:
