@@ -17,6 +17,7 @@ from crossmodalrag import __version__
 from crossmodalrag.answer.llm import LLM
 from crossmodalrag.api import console, routes
 from crossmodalrag.api.asking import Asker
+from crossmodalrag.api.kept import AnswerNotKept, KeptAnswers
 from crossmodalrag.api.routes import store_problem
 from crossmodalrag.api.security import LocalGuard
 from crossmodalrag.config import Settings
@@ -27,6 +28,7 @@ from crossmodalrag.sources import BadFilter, SourceNotFound
 HERE = Path(__file__).parent
 STATUS = [  # the first matching class decides the HTTP status of a library error
     (SourceNotFound, 404),
+    (AnswerNotKept, 404),
     (EvalError, 404),
     (BadFilter, 400),
     (ConfigError, 400),
@@ -123,6 +125,7 @@ def create_app(
     app.state.asker = Asker(settings, llm_loader)
     app.state.ask_pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="mem-ask")
     app.state.token_required = bool(token)
+    app.state.kept = KeptAnswers()
 
     @app.exception_handler(CMRAGError)
     async def library_error(request: Request, error: CMRAGError):

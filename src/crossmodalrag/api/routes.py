@@ -18,6 +18,7 @@ from fastapi.responses import Response, StreamingResponse
 from crossmodalrag import __version__
 from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS, require_question
 from crossmodalrag.api.asking import AskCancelled, with_match
+from crossmodalrag.api.kept import AnswerNotKept
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.evals.report import run_retrieval_eval
@@ -217,7 +218,9 @@ async def _events(request: Request, params: AskParams) -> AsyncIterator[str]:
                 on_text=lambda text: emit({"type": "token", "text": text}),
                 cancelled=cancelled,
             )
-            emit({"type": "answer", **answer.to_dict()})
+            payload = answer.to_dict()
+            # `kept`: the id the console keeps in its history entry to show this answer again (api/kept.py)
+            emit({"type": "answer", **payload, "kept": request.app.state.kept.keep(payload)})
         except AskCancelled:
             pass
         except CMRAGError as error:
@@ -246,6 +249,23 @@ async def _events(request: Request, params: AskParams) -> AsyncIterator[str]:
             yield json.dumps(event, ensure_ascii=False) + "\n"
     finally:
         cancelled.set()  # a no-op once the worker finished; stops generation when the client left
+
+
+KeptId = Annotated[str, Path(min_length=1, max_length=64, description="the `kept` of a streamed answer")]
+
+
+@router.get(
+    "/ask/kept/{kept_id}",
+    tags=["ask"],
+    responses={404: {"description": "no such answer kept, or some of its evidence was forgotten since"}},
+    summary="a finished answer of /ask/stream again, while all its evidence is still stored",
+)
+def kept_answer(request: Request, store: Reader, kept_id: KeptId) -> dict[str, Any]:
+    """What the console shows on Back or a reload instead of asking again (api/kept.py)."""
+    payload = request.app.state.kept.get(store, kept_id)
+    if payload is None:
+        raise AnswerNotKept("that answer is no longer kept", "ask the question again")
+    return payload
 
 
 @router.get("/sources", tags=["sources"], summary="sources by kind, folder and date (`mem sources --json`)")
