@@ -26,7 +26,8 @@ from crossmodalrag.api.security import is_console_path
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.memory.drift import sparkline
 from crossmodalrag.memory_views import DEFAULTS, MEMORY_VIEWS, MemoryNotBuilt, memory_view
-from crossmodalrag.sources import list_sources, source_detail, store_stats
+from crossmodalrag.retrieval_mode import stats_report
+from crossmodalrag.sources import list_sources, source_detail
 from crossmodalrag.store import Store
 
 HERE = Path(__file__).parent
@@ -121,7 +122,7 @@ def _sections(detail: dict[str, Any]) -> list[dict[str, Any]]:
 
 @router.get("/ui/stats", response_class=HTMLResponse)
 def stats_view(request: Request, store: Reader) -> HTMLResponse:
-    stats = store_stats(store)
+    stats = stats_report(store, request.app.state.settings)
     series = {"months": [m["month"] for m in stats["per_month"]], "sources": [m["sources"] for m in stats["per_month"]]}
     return page(request, "stats.html", active="stats", stats=stats, chart=Markup(_json_island(series)))
 

@@ -23,7 +23,8 @@ from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.evals.report import run_retrieval_eval
 from crossmodalrag.memory_views import DEFAULTS, MemoryNotBuilt, memory_view
-from crossmodalrag.sources import SOURCE_KINDS, image_png, list_sources, pdf_page_png, source_detail, store_stats
+from crossmodalrag.retrieval_mode import retrieval_mode, stats_report
+from crossmodalrag.sources import SOURCE_KINDS, image_png, list_sources, pdf_page_png, source_detail
 from crossmodalrag.store import Store
 from crossmodalrag.store.failures import explain
 
@@ -149,6 +150,7 @@ def health(request: Request, store: Reader) -> dict[str, Any]:
         "read_only": True,
         "sources": counts,
         "token_required": request.app.state.token_required,
+        "retrieval": retrieval_mode(store, request.app.state.settings),
     }
 
 
@@ -310,8 +312,8 @@ def image(store: Reader, source_id: SourceId) -> Response:
 
 
 @router.get("/stats", tags=["sources"], summary="what memory holds (`mem stats --json`)")
-def stats(store: Reader) -> dict[str, Any]:
-    return store_stats(store)
+def stats(request: Request, store: Reader) -> dict[str, Any]:
+    return stats_report(store, request.app.state.settings)
 
 
 @router.get(
