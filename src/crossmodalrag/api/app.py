@@ -63,6 +63,11 @@ def parameter_problem(error: RequestValidationError) -> str:
     return f"{where}: {first.get('msg', 'not valid')}"
 
 
+def route_path(request: Request) -> str:
+    """The route as /docs lists it (`/sources/{source_id}`), not the address as typed (`/sources/abc`)."""
+    return getattr(request.scope.get("route"), "path", None) or request.url.path
+
+
 def http_problem(request: Request, error: StarletteHTTPException) -> CMRAGError:
     """Starlette's own errors (no such route or static file, a method a route lacks) as message and hint."""
     if error.status_code == 404:
@@ -139,7 +144,9 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def bad_parameter(request: Request, error: RequestValidationError):
         html = console.wants_html(request)
-        hint = "check the address, or start from the menu" if html else f"see /docs for {request.url.path}'s parameters"
+        hint = (
+            "check the address, or start from the menu" if html else f"see /docs for {route_path(request)}'s parameters"
+        )
         return error_reply(request, CMRAGError(parameter_problem(error), hint), 422)
 
     @app.exception_handler(StarletteHTTPException)
