@@ -87,6 +87,14 @@ def test_recall_takes_a_level_and_a_top(built_client) -> None:
     assert built_client.get("/recall", params={"level": "nonsense"}).status_code == 422
 
 
+def test_the_recall_page_and_route_say_template_cards_stand_where_mem_recall_would_write(built_client) -> None:
+    """/recall showed template cards where `mem recall --json` had the model write (and keep) cards, unsaid."""
+    page = built_client.get("/ui/recall").text
+    assert 'id="template-cards"' in page and "<code>mem recall</code> with a model" in page
+    summary = built_client.get("/openapi.json").json()["paths"]["/recall"]["get"]["summary"]
+    assert "template cards where none is kept yet" in summary
+
+
 def test_timeline_cites_l0_evidence(built_client) -> None:
     episodes = built_client.get("/timeline").json()["episodes"]
     assert episodes and all(e["evidence"] and e["events"] for e in episodes)

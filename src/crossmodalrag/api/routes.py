@@ -408,9 +408,10 @@ def _memory_route(view: str):
     return route
 
 
+# The API never writes: where `mem recall` has a model write a card and keeps it, /recall shows the template one.
+SUMMARY_NOTES = {"recall": " (cards kept; template cards where none is kept yet)"}
 for _view in VIEW_OPTIONS:
-    router.get(f"/{_view}", tags=["memory"], responses=NOT_BUILT, summary=f"memory hierarchy: `mem {_view} --json`")(
-        _memory_route(_view)
-    )
+    summary = f"memory hierarchy: `mem {_view} --json`{SUMMARY_NOTES.get(_view, '')}"
+    router.get(f"/{_view}", tags=["memory"], responses=NOT_BUILT, summary=summary)(_memory_route(_view))
 
 __all__ = ["router", "MemoryNotBuilt"]
