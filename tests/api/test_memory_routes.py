@@ -79,6 +79,9 @@ def test_a_console_memory_page_says_when_more_exist_and_links_to_them(built_clie
         'href="/ui/forgetting?top=2"' in narrowed.text and "mem forgetting --level all --top 1 --json" in narrowed.text
     )
     assert built_client.get("/ui/timeline", params={"limit": 0}).status_code == 422
+    assert (
+        "The latest 1 episode shown; there are more" in built_client.get("/ui/timeline?limit=1").text
+    )  # not "1 episodes"
 
 
 def test_recall_takes_a_level_and_a_top(built_client) -> None:

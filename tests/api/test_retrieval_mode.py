@@ -64,3 +64,16 @@ def test_vectors_no_model_can_read_say_retrieval_is_lexical_and_why(two_models_d
     assert "Retrieval: lexical retrieval only: the stored vectors were made by" in page
     capsys.readouterr()
     assert cli_json(capsys, "stats", "--db-path", str(two_models_db))["retrieval"] == retrieval
+
+
+def test_one_chunk_without_vectors_is_one_chunk(two_models_db, monkeypatch) -> None:
+    """The notice said "1 chunks have no vectors yet"."""
+    from tests.retrieval.helpers import add_docs, note
+
+    with open_store(two_models_db) as store:
+        add_docs(store, note("late", "the zebracorn migration finished"))  # stored, never embedded
+    monkeypatch.setattr(semantic_module, "embeddings_installed", lambda: True)
+    monkeypatch.setattr(embed_module, "load_embedder", lambda settings: ACTIVE)
+    with TestClient(create_app(server_settings(two_models_db)), base_url=BASE) as client:
+        notice = client.get("/stats").json()["retrieval"]["notice"]
+    assert notice == "1 chunk has no vectors yet; run `mem reindex-embeddings`"

@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
-from crossmodalrag import __version__
+from crossmodalrag import __version__, wording
 from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS
 from crossmodalrag.api.markup import render_diff, render_markdown
 from crossmodalrag.api.routes import DATE_PARAMETERS, MAX_ITEMS, VIEW_OPTIONS, Kind, Reader, one_value_each
@@ -34,6 +34,7 @@ HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["markdown"] = render_markdown
 templates.env.filters["diff"] = render_diff
+templates.env.filters["counted"] = wording.counted  # "1 episode", "2 episodes"
 templates.env.globals["version"] = __version__
 templates.env.globals["max_question_chars"] = MAX_QUESTION_CHARS
 router = APIRouter(include_in_schema=False, dependencies=[Depends(one_value_each)])
