@@ -79,12 +79,23 @@ def test_a_console_memory_page_says_when_more_exist_and_links_to_them(built_clie
         'href="/ui/forgetting?top=2"' in narrowed.text and "mem forgetting --level all --top 1 --json" in narrowed.text
     )
     assert built_client.get("/ui/timeline", params={"limit": 0}).status_code == 422
+    assert (
+        "The latest 1 episode shown; there are more" in built_client.get("/ui/timeline?limit=1").text
+    )  # not "1 episodes"
 
 
 def test_recall_takes_a_level_and_a_top(built_client) -> None:
     cards = built_client.get("/recall", params={"top": 2, "level": "all"}).json()["cards"]
     assert 0 < len(cards) <= 2
     assert built_client.get("/recall", params={"level": "nonsense"}).status_code == 422
+
+
+def test_the_recall_page_and_route_say_template_cards_stand_where_mem_recall_would_write(built_client) -> None:
+    """/recall showed template cards where `mem recall --json` had the model write (and keep) cards, unsaid."""
+    page = built_client.get("/ui/recall").text
+    assert 'id="template-cards"' in page and "<code>mem recall</code> with a model" in page
+    summary = built_client.get("/openapi.json").json()["paths"]["/recall"]["get"]["summary"]
+    assert "template cards where none is kept yet" in summary
 
 
 def test_timeline_cites_l0_evidence(built_client) -> None:

@@ -367,6 +367,18 @@ def test_a_bad_parameter_is_named_as_in_the_address_not_as_pydantic_tried_it(cli
 
 
 @pytest.mark.parametrize(
+    "path, route",
+    [
+        ("/sources/abc", "/sources/{source_id}"),
+        ("/sources/1/page/0.png", "/sources/{source_id}/page/{page}.png"),
+        ("/sources?limit=0", "/sources"),
+    ],
+)
+def test_a_422_hint_names_the_route_as_docs_lists_it_not_the_address_typed(client, path, route) -> None:
+    assert client.get(path).json()["hint"] == f"see /docs for {route}'s parameters"
+
+
+@pytest.mark.parametrize(
     "path, status, error",
     [
         ("/sources/abc", 422, "source_id: Input should be a valid integer"),

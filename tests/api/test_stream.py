@@ -38,6 +38,8 @@ def test_tokens_then_exactly_one_answer_matching_ask(sample_db) -> None:
     assert "".join(e["text"] for e in streamed[:-1]).strip() == ANSWER
     assert final["mode"] == "llm" and final["llm"] == {"provider": "fake", "model": "slow-scripted"}
     assert [c["id"] for c in final["citations"]] == ["E1", "E2"]
+    kept = final.pop("kept")  # the id the console keeps to show this answer again (test_kept_answers.py)
+    assert isinstance(kept, str) and kept
     assert without_timing(final) == without_timing(asked)
 
 

@@ -17,6 +17,7 @@ from crossmodalrag import __version__
 from crossmodalrag.answer.llm import LLM
 from crossmodalrag.api import console, routes
 from crossmodalrag.api.asking import Asker
+from crossmodalrag.api.kept import AnswerNotKept, KeptAnswers
 from crossmodalrag.api.routes import store_problem
 from crossmodalrag.api.security import LocalGuard
 from crossmodalrag.config import Settings
@@ -27,6 +28,7 @@ from crossmodalrag.sources import BadFilter, SourceNotFound
 HERE = Path(__file__).parent
 STATUS = [  # the first matching class decides the HTTP status of a library error
     (SourceNotFound, 404),
+    (AnswerNotKept, 404),
     (EvalError, 404),
     (BadFilter, 400),
     (ConfigError, 400),
@@ -59,6 +61,11 @@ def parameter_problem(error: RequestValidationError) -> str:
     location = first.get("loc", ())
     where = str(location[1]) if len(location) > 1 else "a parameter"
     return f"{where}: {first.get('msg', 'not valid')}"
+
+
+def route_path(request: Request) -> str:
+    """The route as /docs lists it (`/sources/{source_id}`), not the address as typed (`/sources/abc`)."""
+    return getattr(request.scope.get("route"), "path", None) or request.url.path
 
 
 def http_problem(request: Request, error: StarletteHTTPException) -> CMRAGError:
@@ -123,6 +130,7 @@ def create_app(
     app.state.asker = Asker(settings, llm_loader)
     app.state.ask_pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="mem-ask")
     app.state.token_required = bool(token)
+    app.state.kept = KeptAnswers()
 
     @app.exception_handler(CMRAGError)
     async def library_error(request: Request, error: CMRAGError):
@@ -136,7 +144,9 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def bad_parameter(request: Request, error: RequestValidationError):
         html = console.wants_html(request)
-        hint = "check the address, or start from the menu" if html else f"see /docs for {request.url.path}'s parameters"
+        hint = (
+            "check the address, or start from the menu" if html else f"see /docs for {route_path(request)}'s parameters"
+        )
         return error_reply(request, CMRAGError(parameter_problem(error), hint), 422)
 
     @app.exception_handler(StarletteHTTPException)

@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
-from crossmodalrag import __version__
+from crossmodalrag import __version__, wording
 from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS
 from crossmodalrag.api.markup import render_diff, render_markdown
 from crossmodalrag.api.routes import DATE_PARAMETERS, MAX_ITEMS, VIEW_OPTIONS, Kind, Reader, one_value_each
@@ -26,13 +26,15 @@ from crossmodalrag.api.security import is_console_path
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.memory.drift import sparkline
 from crossmodalrag.memory_views import DEFAULTS, MEMORY_VIEWS, MemoryNotBuilt, memory_view
-from crossmodalrag.sources import list_sources, source_detail, store_stats
+from crossmodalrag.retrieval_mode import stats_report
+from crossmodalrag.sources import list_sources, source_detail
 from crossmodalrag.store import Store
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["markdown"] = render_markdown
 templates.env.filters["diff"] = render_diff
+templates.env.filters["counted"] = wording.counted  # "1 episode", "2 episodes"
 templates.env.globals["version"] = __version__
 templates.env.globals["max_question_chars"] = MAX_QUESTION_CHARS
 router = APIRouter(include_in_schema=False, dependencies=[Depends(one_value_each)])
@@ -121,7 +123,7 @@ def _sections(detail: dict[str, Any]) -> list[dict[str, Any]]:
 
 @router.get("/ui/stats", response_class=HTMLResponse)
 def stats_view(request: Request, store: Reader) -> HTMLResponse:
-    stats = store_stats(store)
+    stats = stats_report(store, request.app.state.settings)
     series = {"months": [m["month"] for m in stats["per_month"]], "sources": [m["sources"] for m in stats["per_month"]]}
     return page(request, "stats.html", active="stats", stats=stats, chart=Markup(_json_island(series)))
 

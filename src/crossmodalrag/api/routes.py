@@ -18,11 +18,13 @@ from fastapi.responses import Response, StreamingResponse
 from crossmodalrag import __version__
 from crossmodalrag.answer.evidence import MAX_QUESTION_CHARS, require_question
 from crossmodalrag.api.asking import AskCancelled, with_match
+from crossmodalrag.api.kept import AnswerNotKept
 from crossmodalrag.config import PROFILES
 from crossmodalrag.errors import CMRAGError, StoreError
 from crossmodalrag.evals.report import run_retrieval_eval
 from crossmodalrag.memory_views import DEFAULTS, MemoryNotBuilt, memory_view
-from crossmodalrag.sources import SOURCE_KINDS, image_png, list_sources, pdf_page_png, source_detail, store_stats
+from crossmodalrag.retrieval_mode import retrieval_mode, stats_report
+from crossmodalrag.sources import SOURCE_KINDS, image_png, list_sources, pdf_page_png, source_detail
 from crossmodalrag.store import Store
 from crossmodalrag.store.failures import explain
 
@@ -148,6 +150,7 @@ def health(request: Request, store: Reader) -> dict[str, Any]:
         "read_only": True,
         "sources": counts,
         "token_required": request.app.state.token_required,
+        "retrieval": retrieval_mode(store, request.app.state.settings),
     }
 
 
@@ -217,7 +220,9 @@ async def _events(request: Request, params: AskParams) -> AsyncIterator[str]:
                 on_text=lambda text: emit({"type": "token", "text": text}),
                 cancelled=cancelled,
             )
-            emit({"type": "answer", **answer.to_dict()})
+            payload = answer.to_dict()
+            # `kept`: the id the console keeps in its history entry to show this answer again (api/kept.py)
+            emit({"type": "answer", **payload, "kept": request.app.state.kept.keep(payload)})
         except AskCancelled:
             pass
         except CMRAGError as error:
@@ -246,6 +251,23 @@ async def _events(request: Request, params: AskParams) -> AsyncIterator[str]:
             yield json.dumps(event, ensure_ascii=False) + "\n"
     finally:
         cancelled.set()  # a no-op once the worker finished; stops generation when the client left
+
+
+KeptId = Annotated[str, Path(min_length=1, max_length=64, description="the `kept` of a streamed answer")]
+
+
+@router.get(
+    "/ask/kept/{kept_id}",
+    tags=["ask"],
+    responses={404: {"description": "no such answer kept, or some of its evidence was forgotten since"}},
+    summary="a finished answer of /ask/stream again, while all its evidence is still stored",
+)
+def kept_answer(request: Request, store: Reader, kept_id: KeptId) -> dict[str, Any]:
+    """What the console shows on Back or a reload instead of asking again (api/kept.py)."""
+    payload = request.app.state.kept.get(store, kept_id)
+    if payload is None:
+        raise AnswerNotKept("that answer is no longer kept", "ask the question again")
+    return payload
 
 
 @router.get("/sources", tags=["sources"], summary="sources by kind, folder and date (`mem sources --json`)")
@@ -290,8 +312,8 @@ def image(store: Reader, source_id: SourceId) -> Response:
 
 
 @router.get("/stats", tags=["sources"], summary="what memory holds (`mem stats --json`)")
-def stats(store: Reader) -> dict[str, Any]:
-    return store_stats(store)
+def stats(request: Request, store: Reader) -> dict[str, Any]:
+    return stats_report(store, request.app.state.settings)
 
 
 @router.get(
@@ -386,9 +408,10 @@ def _memory_route(view: str):
     return route
 
 
+# The API never writes: where `mem recall` has a model write a card and keeps it, /recall shows the template one.
+SUMMARY_NOTES = {"recall": " (cards kept; template cards where none is kept yet)"}
 for _view in VIEW_OPTIONS:
-    router.get(f"/{_view}", tags=["memory"], responses=NOT_BUILT, summary=f"memory hierarchy: `mem {_view} --json`")(
-        _memory_route(_view)
-    )
+    summary = f"memory hierarchy: `mem {_view} --json`{SUMMARY_NOTES.get(_view, '')}"
+    router.get(f"/{_view}", tags=["memory"], responses=NOT_BUILT, summary=summary)(_memory_route(_view))
 
 __all__ = ["router", "MemoryNotBuilt"]

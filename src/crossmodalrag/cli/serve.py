@@ -13,7 +13,8 @@ from pathlib import Path
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import Settings, load_settings, read_environment
 from crossmodalrag.errors import CMRAGError, ConfigError
-from crossmodalrag.sources import list_sources, source_detail, store_stats, stored_source_id
+from crossmodalrag.retrieval_mode import stats_report
+from crossmodalrag.sources import list_sources, source_detail, stored_source_id
 from crossmodalrag.store.readonly import open_configured_reader
 from crossmodalrag.wording import one_line, terminal_safe
 
@@ -67,8 +68,9 @@ def source(args: argparse.Namespace) -> int:
 
 
 def stats(args: argparse.Namespace) -> int:
-    with open_configured_reader(_settings(args)) as store:
-        report = store_stats(store)
+    settings = _settings(args)
+    with open_configured_reader(settings) as store:
+        report = stats_report(store, settings)
     if args.json:
         print_json(report)
         return 0
@@ -76,10 +78,19 @@ def stats(args: argparse.Namespace) -> int:
     print("sources: " + (", ".join(f"{k} {v}" for k, v in report["sources"].items()) or "none"))
     print("chunks: " + (", ".join(f"{k} {v}" for k, v in report["chunks"].items()) or "none"))
     print("embedded: " + (", ".join(f"{k} {v}" for k, v in report["embedded_chunks"].items()) or "none"))
+    print(f"retrieval: {retrieval_line(report['retrieval'])}")
     print(f"dated from {report['first'] or '-'} to {report['last'] or '-'}; {report['eval_queries']} eval queries")
     if report["per_month"]:  # the README's "sources per month", as --json and the console's chart show it
         print("per month: " + ", ".join(f"{row['month']} {row['sources']}" for row in report["per_month"]))
     return 0
+
+
+def retrieval_line(retrieval: dict) -> str:
+    """`hybrid with MODEL`, or the notice saying why it is lexical (it starts "lexical retrieval only")."""
+    said = [f"hybrid with {retrieval['embedding_model']}"] if retrieval["mode"] == "hybrid" else []
+    if retrieval["notice"]:
+        said.append(retrieval["notice"])
+    return "; ".join(said) or "lexical"
 
 
 def read_token(args: argparse.Namespace) -> str | None:

@@ -13,7 +13,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from crossmodalrag.memory.nodes import Link, Node, delete_nodes, node_ids, rows, stable_id, with_evidence, write_nodes
-from crossmodalrag.memory.sources import project_name
+from crossmodalrag.memory.sources import AGENT_MEMORIES, project_name
 from crossmodalrag.store import Store
 from crossmodalrag.store.params import in_batches
 from crossmodalrag.types import iso_time
@@ -44,7 +44,7 @@ def load_events(conn: sqlite3.Connection) -> list[EventRow]:
     events = {
         row[0]: EventRow(
             row[0],
-            row[1],
+            AGENT_MEMORIES if row[5] == "memory" else row[1],  # events extracted before it was their project
             row[2],
             row[3],
             row[4],

@@ -39,9 +39,17 @@ class ChunkRow:
         return self.text.split("\n", 1)[1] if "\n" in self.text else self.text
 
 
+# The one project of every `mem remember` / memory_store memory (source type "memory", agent/memories.py).
+# Its uri (`memory:<32 hex>`) made each memory its own project, labelled by that id in the timeline.
+AGENT_MEMORIES = "agent memories"
+
+
 def project_of(uri: str, source_type: str, metadata: dict) -> str:
-    """What groups a source's events into episodes: its repository, its conversation, else its folder.
-    A folder mixing notes, PDFs and screenshots is one project, so its episodes are cross-modal."""
+    """What groups a source's events into episodes: its repository, its conversation, agent memories
+    together, else its folder. A folder mixing notes, PDFs and screenshots is one project, so its
+    episodes are cross-modal."""
+    if source_type == "memory":
+        return AGENT_MEMORIES
     if source_type == "commit" and metadata.get("repo"):
         return str(metadata["repo"])
     if source_type == "conversation":

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from crossmodalrag.config import Settings
 from crossmodalrag.store import Store
+from crossmodalrag.wording import counted
 
 if TYPE_CHECKING:
     import numpy as np
@@ -198,5 +199,6 @@ def open_semantic(store: Store, settings: Settings) -> SemanticStatus:
         index = _OPEN[key] = semantic_index(store, embedder, settings)
     notice = None
     if status["missing"]:
-        notice = f"{status['missing']} chunks have no vectors yet; run `mem reindex-embeddings`"
+        have = "has" if status["missing"] == 1 else "have"
+        notice = f"{counted(status['missing'], 'chunk')} {have} no vectors yet; run `mem reindex-embeddings`"
     return SemanticStatus(index, notice)

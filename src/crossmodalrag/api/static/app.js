@@ -163,19 +163,27 @@
 
   // Every reply is no-store (a private memory stays out of caches), so the back-forward cache never
   // keeps this page: Back to it loaded it afresh and asked its ?q= again (with a model, another minute
-  // and perhaps another answer). The finished answer is kept in this history entry's state instead:
-  // it lives where the browser keeps this tab's history, beside the address that already holds the
-  // question; only this entry of this origin reads it, no request or HTTP cache carries it, and a new
-  // question in this entry (ask) drops it.
+  // and perhaps another answer). This history entry keeps only the id the server gave the finished
+  // answer, never its text: the browser writes history state to its profile on disk, and text erased
+  // with `mem forget` must not come back from there. The server hands the answer back only while all
+  // its evidence is still stored (api/kept.py); otherwise the question is asked again.
   function keepAnswer(payload) {
-    try {
-      history.replaceState({ answer: payload }, "", location.href);
-    } catch (error) {
-      // too large for the browser to keep: Back asks again, as it did before
-    }
+    if (payload.kept) history.replaceState({ kept: payload.kept }, "", location.href);
   }
 
-  function showKeptAnswer(payload) {
+  async function showKeptAnswer(keptId, question, noLlm) {
+    let payload = null;
+    try {
+      const response = await fetch("/ask/kept/" + encodeURIComponent(keptId));
+      if (response.ok) payload = await response.json();
+    } catch (error) {
+      // unreachable: asking again says so
+    }
+    if (controller) return; // a question asked meanwhile owns the answer now
+    if (!payload) {
+      ask(question, noLlm);
+      return;
+    }
     const answer = $("#answer");
     answer.hidden = false;
     renderAnswer(payload);
@@ -380,8 +388,8 @@
       });
       const params = new URLSearchParams(location.search);
       if (params.get("no_llm") === "true") $("#no-llm").checked = true;
-      const kept = history.state && history.state.answer;
-      if (params.get("q") && kept) showKeptAnswer(kept);
+      const kept = history.state && history.state.kept;
+      if (params.get("q") && kept) showKeptAnswer(kept, params.get("q"), $("#no-llm").checked);
       else if (params.get("q")) ask(params.get("q"), $("#no-llm").checked);
     }
     scrollToCited(document);
