@@ -30,6 +30,7 @@ from crossmodalrag.answer.verify import (
     NOT_ABOUT,
     PREMISE,
     RESTATES,
+    SUPERSEDED,
     Verification,
     gate_evidence,
     gate_margin,
@@ -320,6 +321,12 @@ def _unsupported_text(verification: Verification, question: str) -> str:
         return (
             f'No answer: the language model\'s short answer ("{short_answer(short.sentence)}") states a number that '
             "the evidence neither states nor yields by one step of arithmetic, so it is withheld."
+        )
+    if short is not None and short.reason == SUPERSEDED:
+        newest = short.judged[0]
+        return (
+            f'No answer: the language model\'s short answer ("{short_answer(short.sentence)}") states what an older '
+            f"note said, and the newest note on it ({newest}) does not say so, so it is withheld."
         )
     names = named_subjects(question)
     if names and verification.dropped and all(v.reason in NOT_ABOUT for v in verification.dropped):
