@@ -93,6 +93,21 @@ def test_explain_shows_the_margin_of_every_sentence_judged_against_an_excerpt(ca
     assert why.endswith("2 of 2 sentences are supported by the excerpts they were judged against (E1)")
 
 
+def test_explain_tells_a_sentence_passed_only_by_the_claim_threshold_from_a_supported_one(capsys, vault, scripted):
+    """A made-up sentence passed at -0.37 (the judge leaned no, within the -1.0 tolerance) and
+    --explain called it supported."""
+    scripted("Answer: they backtracked. The regexes were replaced [E1]", margins=[2.0, 1.5, -0.37])
+    code, out, _ = run(capsys, "ask", QUESTION, "--explain", "--no-stream")
+    why = out.rstrip().splitlines()[-1]
+    assert code == 0 and why.endswith(
+        "1 of 2 sentences are supported by the excerpts they were judged against (E1); 1 more passed only the "
+        "claim threshold -1.00 at margin -0.37, where the judge leaned no (E1)"
+    )
+    scripted("Answer: they backtracked. The regexes were replaced [E1]", margins=[2.0, 1.5, -0.37])
+    code, out, _ = run(capsys, "ask", QUESTION, "--json")
+    assert [c["leaned_no"] for c in json.loads(out)["verification"]["claims"]] == [False, True]
+
+
 def test_piped_output_is_buffered_with_a_footer_and_a_status_line(capsys, vault, scripted):
     scripted(CITED)
     code, out, err = run(capsys, "ask", QUESTION)

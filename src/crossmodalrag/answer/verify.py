@@ -90,6 +90,7 @@ class Verdict:
             "judged": self.judged,
             "attributed_to": self.attributed,
             "unrelated_citations": self.unrelated,
+            "leaned_no": self.margin is not None and self.margin < 0,  # passed, then only by the tolerance
         }
 
 
