@@ -148,6 +148,22 @@ def test_a_streamed_sentence_the_check_drops_is_followed_by_the_checked_answer(c
     assert "stale caching" not in after.split("Sources:")[0] and "! unsupported claim" in after
 
 
+def test_a_streamed_answer_the_check_changes_otherwise_is_followed_by_the_checked_answer(
+    capsys, vault, scripted, monkeypatch
+):
+    """Only a dropped sentence brought the checked answer to the terminal: a citation the check added
+    (or a hedge it left out, a date it moved) reached --json, the API and MCP, never the terminal."""
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    scripted("Answer: they backtracked.\nThe regexes were replaced [E1]")
+    code, out, _ = run(capsys, "ask", QUESTION)
+    streamed, after = out.split("\n(checked against the evidence, the answer reads:)\n")
+    assert code == 0 and streamed.startswith("Answer: they backtracked.\nThe regexes")
+    assert after.startswith("Answer: they backtracked. [E1]\nThe regexes were replaced [E1]\n")
+    scripted(CITED)  # unchanged by the check: shown once
+    code, out, _ = run(capsys, "ask", QUESTION)
+    assert out.count(CITED) == 1 and "(checked" not in out
+
+
 def test_a_statement_whose_streamed_verdict_fails_is_withdrawn_and_its_evidence_shown(
     capsys, vault, scripted, monkeypatch
 ):
