@@ -29,7 +29,7 @@ from crossmodalrag.answer.citations import CITATION, states_absence
 from crossmodalrag.answer.dated import question_dates, within
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.forms import query_form
-from crossmodalrag.answer.hedges import about_the_question, denies_what_is_there, names_the_answer
+from crossmodalrag.answer.hedges import about_the_question, denies_what_is_there, doubts_the_reason, names_the_answer
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.numbers import made_up_numbers
 from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, has_tags, split_answer, without_citations
@@ -199,7 +199,8 @@ class Verification:
         answer that is only the date a cited message was written while the message names another
         time (answer/when.py `header_date_guess`): "Answer: 20 April 2025 [E1]" to "When is Jonas
         moving to Lisbon?", from "... moving to Lisbon in September", went on "No excerpt directly
-        states when Jonas is moving to Lisbon.", the model's own true doubt. A hedge saying the
+        states when Jonas is moving to Lisbon.", the model's own true doubt; so does one saying, to a
+        question why, that the reason is not stated (answer/hedges.py `doubts_the_reason`). A hedge saying the
         excerpts the answer rests on lack what they name (answer/hedges.py `denies_what_is_there`)
         is false: it goes too."""
         short = next((v for v in self.verdicts if v.short and v.supported), None)
@@ -212,7 +213,11 @@ class Verification:
             if not verdict.short and verdict.supported and states_absence(verdict.sentence):
                 hedge = verdict.sentence
                 about = about_the_question(hedge, question) or names_the_answer(hedge, short_claim)
-                if denies_what_is_there(hedge, rests_on) or about and not doubted:
+                if (
+                    denies_what_is_there(hedge, rests_on)
+                    or about
+                    and not (doubted or doubts_the_reason(hedge, question))
+                ):
                     verdict.supported, verdict.reason = False, HEDGE
 
     def drop_off_topic(self, question: str, evidence: list[Evidence]) -> None:
