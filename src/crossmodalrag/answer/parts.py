@@ -137,7 +137,7 @@ def short_answer(text: str, question: str | None = None, evidence: list[Evidence
     if bare and question:
         bare = without_echo(bare, question)
     if bare and evidence:
-        bare = dated_answer(bare, _short_answer_excerpts(parts[0][0], text, evidence))
+        bare = dated_answer(bare, _short_answer_excerpts(parts[0][0], text, evidence), question or "")
     return bare or None
 
 
@@ -146,14 +146,14 @@ def _short_answer_excerpts(first: str, text: str, evidence: list[Evidence]) -> l
     return cited_excerpts(evidence, citations_in(first) or citations_in(text))
 
 
-def dated_text(text: str, evidence: list[Evidence]) -> tuple[str, tuple[str, str] | None]:
+def dated_text(text: str, evidence: list[Evidence], question: str = "") -> tuple[str, tuple[str, str] | None]:
     """`text` with the date of its short-answer sentence moved as `short_answer` moves it, and
     (the date written, the day meant) when it was: what is shown says what the short answer says."""
     parts = split_answer(text)
     if not parts:
         return text, None
     first = parts[0][0]
-    moved = moved_date(first, _short_answer_excerpts(first, text, evidence))
+    moved = moved_date(first, _short_answer_excerpts(first, text, evidence), question)
     return (text, None) if moved is None else (with_day(text, *moved, count=1), moved)
 
 

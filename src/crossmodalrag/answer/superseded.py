@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from crossmodalrag.answer.attribution import body_of, figures, flat_text
 from crossmodalrag.answer.current import day, same_subject_by_date
+from crossmodalrag.answer.prompt import claim_messages
 from crossmodalrag.types import Evidence
 
 NEWEST_MIN_MARGIN = 0.0  # the judge must lean yes: the claims' tolerance lets a "leans no" through
+SUPERSEDED = "superseded"  # a Verdict.reason: asked about now, the newest note stating its figure does not say it
 
 
 def newest_on_its_figures(claim: str, question: str, evidence: list[Evidence]) -> Evidence | None:
@@ -33,3 +35,24 @@ def newest_on_its_figures(claim: str, question: str, evidence: list[Evidence]) -
         return None
     older = [held for item, held in zip(dated, holds, strict=True) if day(item) < day(dated[newest])]
     return dated[newest] if holds[newest] & set().union(*older) else None
+
+
+def newest_look(llm, question, evidence, checked, claims, judge) -> None:
+    """For a question about now: judge a passed sentence stating a figure that an older note on the
+    question's subject states too against the newest note stating it, alone (`newest_on_its_figures`);
+    unless it leans yes there, it fails (`superseded`); passing, it cites that note (`attributed`).
+    `checked` are answer/verify.py's Verdicts, `judge` its yes-minus-no margins."""
+    retried, prompts = [], []
+    for verdict, claim in zip(checked, claims, strict=True):
+        newest = newest_on_its_figures(claim, question, evidence) if verdict.supported else None
+        if newest is not None and verdict.judged != [newest.id]:
+            retried.append((verdict, newest.id))
+            prompts.append(claim_messages(question, evidence, claim, [newest.id], verdict.short))
+        elif newest is not None:
+            retried.append((verdict, None))
+    margins = iter(judge(llm, prompts) if prompts else [])
+    for verdict, newest in retried:
+        if newest is not None:
+            verdict.margin, verdict.judged, verdict.added, verdict.attributed = next(margins), [newest], [], newest
+        if verdict.margin < NEWEST_MIN_MARGIN:
+            verdict.supported, verdict.reason = False, SUPERSEDED

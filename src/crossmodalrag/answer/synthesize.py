@@ -24,13 +24,13 @@ from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.parts import dated_text, short_answer, split_answer
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, echoes_instructions, newest_note
 from crossmodalrag.answer.subjects import full_names, named_subjects, subject_share
+from crossmodalrag.answer.superseded import SUPERSEDED
 from crossmodalrag.answer.verify import (
     MADE_UP_NUMBER,
     MAX_CHECKS,
     NOT_ABOUT,
     PREMISE,
     RESTATES,
-    SUPERSEDED,
     Verification,
     gate_evidence,
     gate_margin,
@@ -243,7 +243,7 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
         report.warnings += [
             {"kind": "unsupported_claim", "citation": "", "detail": v.sentence[:200]} for v in verification.dropped
         ]
-    text, moved = dated_text(report.text, evidence)
+    text, moved = dated_text(report.text, evidence, query)
     answer = _copy(fallback, abstained=False, reason=None, text=text, model=model, checks=checks)
     answer.citations, answer.citation_warnings = report.citations(), report.warnings
     answer.short_answer = short_answer(report.text, query, evidence)  # moves the date itself, once

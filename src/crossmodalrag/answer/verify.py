@@ -42,8 +42,8 @@ from crossmodalrag.answer.prompt import (
     premise_messages,
 )
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
-from crossmodalrag.answer.superseded import NEWEST_MIN_MARGIN, newest_on_its_figures
-from crossmodalrag.answer.when import header_date_guess
+from crossmodalrag.answer.superseded import newest_look
+from crossmodalrag.answer.when import header_date_guess, moved_date
 from crossmodalrag.config import Settings
 from crossmodalrag.types import Evidence
 
@@ -60,7 +60,6 @@ PREMISE = "premise_missing"  # a Verdict.reason: its excerpts never speak of a w
 MADE_UP_NUMBER = "made_up_number"  # a Verdict.reason: passed, but its figure is not the evidence's (answer/numbers.py)
 OFF_TOPIC = "off_topic"  # a Verdict.reason: a support sentence about excerpts the question and answer never touch
 NOT_ABOUT = ("names_missing", "other_speaker")  # Verdict.reasons: its excerpts are about someone else
-SUPERSEDED = "superseded"  # a Verdict.reason: asked about now, the newest note stating its figure does not say it
 
 
 @dataclass
@@ -207,7 +206,9 @@ class Verification:
         if short is None:
             return
         short_claim = CITATION.sub("", ANSWER_LINE.sub("", short.sentence))
-        doubted = header_date_guess(short_claim, [item for item in evidence if item.id in short.judged])
+        judged = [item for item in evidence if item.id in short.judged]
+        # A header date the answer will show moved to the time its message names is no guess any more.
+        doubted = header_date_guess(short_claim, judged) and moved_date(short_claim, judged, question) is None
         rests_on = [body_of(item) for item in evidence if item.id in self._rests_on()]
         for verdict in self.verdicts:
             if not verdict.short and verdict.supported and states_absence(verdict.sentence):
@@ -387,7 +388,7 @@ def verify_answer(
         verdict.margin = margin
         verdict.supported = margin >= min_margin
     _second_look(llm, question, evidence, checked, claims, pool, min_margin)
-    _newest_look(llm, question, evidence, checked, claims)
+    newest_look(llm, question, evidence, checked, claims, judge)
     for verdict, claim in zip(checked, claims, strict=True):
         if verdict.supported and made_up_numbers(claim, question, evidence):  # the judge reads words, not figures
             verdict.supported, verdict.reason = False, MADE_UP_NUMBER
@@ -405,26 +406,6 @@ def verify_answer(
         if min(premise_margins) < min_premise:
             short.supported, short.reason = False, PREMISE
     return verification
-
-
-def _newest_look(llm, question, evidence, checked, claims) -> None:
-    """For a question about now: judge a passed sentence stating a figure that an older note on the
-    question's subject states too against the newest note stating it, alone (answer/superseded.py);
-    unless it leans yes there, it fails (`superseded`); passing, it cites that note (`attributed`)."""
-    retried, prompts = [], []
-    for verdict, claim in zip(checked, claims, strict=True):
-        newest = newest_on_its_figures(claim, question, evidence) if verdict.supported else None
-        if newest is not None and verdict.judged != [newest.id]:
-            retried.append((verdict, newest.id))
-            prompts.append(claim_messages(question, evidence, claim, [newest.id], verdict.short))
-        elif newest is not None:
-            retried.append((verdict, None))
-    margins = iter(judge(llm, prompts) if prompts else [])
-    for verdict, newest in retried:
-        if newest is not None:
-            verdict.margin, verdict.judged, verdict.added, verdict.attributed = next(margins), [newest], [], newest
-        if verdict.margin < NEWEST_MIN_MARGIN:
-            verdict.supported, verdict.reason = False, SUPERSEDED
 
 
 def _second_look(llm, question, evidence, checked, claims, pool, min_margin) -> None:
