@@ -253,12 +253,24 @@ def test_a_statement_of_what_the_evidence_lacks_is_kept_unchecked(retriever, set
 
 
 def test_a_hedge_denying_what_the_short_answer_answers_is_left_out(retriever, settings: Settings):
-    text = "Answer: regexes backtracked [E1]\nNo excerpt directly states why I rewrote the tokenizer."
-    answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0]))
+    question = "What did the regexes do before I rewrote the tokenizer?"
+    text = "Answer: regexes backtracked [E1]\nNo excerpt states what the regexes did before I rewrote the tokenizer."
+    answer = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0]))
     assert answer.text == "Answer: regexes backtracked [E1]" and not answer.abstained
     assert [c["reason"] for c in answer.to_dict()["verification"]["claims"]] == [None, "hedge"]
-    failed = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0, -5.0]))
+    failed = ask_with_llm(retriever, question, settings, llm=ScriptedLLM(text, margins=[2.0, -5.0]))
     assert failed.abstained  # no short answer passed: nothing to contradict, the hedge is no answer
+
+
+def test_a_hedge_saying_the_reason_is_not_stated_stays_after_an_answer_to_why(retriever, settings: Settings):
+    """ "Why did we move Kestrel to PostgreSQL?" was answered "because Jonas Weber proposed it" (the
+    judge passed it: the note says he proposed it), and the model's own "No excerpt directly states
+    the reason for moving Kestrel to PostgreSQL." was left out: the user read a proposal as the
+    reason. The judge checks what an excerpt says, not that it is the reason: the doubt stays."""
+    for hedge in ("No excerpt directly states why I rewrote the tokenizer.", "No excerpt states the reason for it."):
+        text = f"Answer: regexes backtracked [E1]\n{hedge}"
+        answer = ask_with_llm(retriever, QUESTION, settings, llm=ScriptedLLM(text, margins=[2.0, 2.0]))
+        assert answer.text == text and not answer.abstained
 
 
 def test_a_hedge_naming_a_longer_form_of_the_questions_words_is_left_out():

@@ -53,6 +53,38 @@ def test_a_header_date_becomes_the_day_the_excerpt_speaks_of(said, day, expected
     assert dated_answer(f"{written.day} {written:%B %Y}", [turn(said, day)]) == expected
 
 
+@pytest.mark.parametrize(
+    "question, said, day, expected",
+    [
+        # no relative phrase, one other month: the time it names, not the day it was written
+        (
+            "When is Elin moving to Gothenburg?",
+            "Mara: Dinner with Elin. She is moving to Gothenburg in February.",
+            "2026-12-04",
+            "February",
+        ),
+        # ... when the sentence naming it is about the question: the dinner was on the day written
+        (
+            "When did I have dinner with Elin?",
+            "Mara: Dinner with Elin. She is moving to Gothenburg in February.",
+            "2026-12-04",
+            "4 December 2026",
+        ),
+        ("When was the budget approved?", "Mara: The 2027 budget was approved.", "2026-12-04", "4 December 2026"),
+        ("When did I buy a camera?", "Mara: Bought a camera in March.", "2026-03-14", "14 March 2026"),  # its own
+        (
+            "When did the deadline move?",
+            "Mara: The deadline moved from November to January.",
+            "2026-08-20",
+            "20 August 2026",
+        ),  # two months: which one is a guess
+    ],
+)
+def test_a_header_date_becomes_the_one_month_its_excerpt_names_about_the_question(question, said, day, expected):
+    written = datetime.fromisoformat(day)
+    assert dated_answer(f"{written.day} {written:%B %Y}", [turn(said, day)], question) == expected
+
+
 def test_only_a_date_the_answer_copied_from_a_cited_excerpt_moves():
     evidence = [turn("Caroline: I went yesterday.", "2023-05-08"), turn("Mel: Nice!", "2023-06-01", "E2")]
     assert dated_answer("On 9 May 2023", evidence) == "On 9 May 2023"
@@ -88,3 +120,26 @@ def test_a_header_date_answer_keeps_the_models_doubt_when_the_message_names_anot
     answer = ask_with_llm(retriever, "When is Joanna moving to Lisbon?", settings, llm=llm)
     assert answer.short_answer == "20 April 2021" and answer.notices == []
     assert answer.text == f"Answer: 20 April 2021 [E1]\n{hedge}"
+
+
+def test_a_header_date_answer_names_the_time_its_note_gives_instead(store, settings, tmp_path):
+    """mem ask "When is my sister moving to Gothenburg?" answered "4 December 2026", the journal
+    heading's date, while its own support said "in February": the doubt was flagged (its hedge kept)
+    and the date still shown as the answer, in --json's short_answer too."""
+    from crossmodalrag.answer.evidence import open_retriever
+    from crossmodalrag.ingest import ingest_notes
+    from tests.conftest import write_note
+
+    write_note(
+        tmp_path / "vault",
+        "journal.md",
+        "---\ndate: 2026-12-04\n---\n# Dinner\n\nDinner with my sister Elin. "
+        "She is moving to Gothenburg in February.\n",
+    )
+    ingest_notes(store, [tmp_path / "vault"])
+    retriever = open_retriever(store, settings, lexical_only=True)
+    support = "Elin is moving to Gothenburg in February [E1]."
+    text = f"Answer: 4 December 2026 [E1]\n{support} No excerpt directly states when Elin is moving to Gothenburg."
+    answer = ask_with_llm(retriever, "When is my sister moving to Gothenburg?", settings, llm=ScriptedLLM(text))
+    assert answer.short_answer == "February" and answer.text == f"Answer: February [E1]\n{support}"
+    assert answer.notices == ["date moved: the message it cites was written on 4 December 2026 and speaks of February"]

@@ -93,6 +93,21 @@ def test_explain_shows_the_margin_of_every_sentence_judged_against_an_excerpt(ca
     assert why.endswith("2 of 2 sentences are supported by the excerpts they were judged against (E1)")
 
 
+def test_explain_tells_a_sentence_passed_only_by_the_claim_threshold_from_a_supported_one(capsys, vault, scripted):
+    """A made-up sentence passed at -0.37 (the judge leaned no, within the -1.0 tolerance) and
+    --explain called it supported."""
+    scripted("Answer: they backtracked. The regexes were replaced [E1]", margins=[2.0, 1.5, -0.37])
+    code, out, _ = run(capsys, "ask", QUESTION, "--explain", "--no-stream")
+    why = out.rstrip().splitlines()[-1]
+    assert code == 0 and why.endswith(
+        "1 of 2 sentences are supported by the excerpts they were judged against (E1); 1 more passed only the "
+        "claim threshold -1.00 at margin -0.37, where the judge leaned no (E1)"
+    )
+    scripted("Answer: they backtracked. The regexes were replaced [E1]", margins=[2.0, 1.5, -0.37])
+    code, out, _ = run(capsys, "ask", QUESTION, "--json")
+    assert [c["leaned_no"] for c in json.loads(out)["verification"]["claims"]] == [False, True]
+
+
 def test_piped_output_is_buffered_with_a_footer_and_a_status_line(capsys, vault, scripted):
     scripted(CITED)
     code, out, err = run(capsys, "ask", QUESTION)
@@ -131,6 +146,22 @@ def test_a_streamed_sentence_the_check_drops_is_followed_by_the_checked_answer(c
     assert code == 0 and "stale caching" in streamed
     assert after.startswith(" against the evidence; the answer without:)\n" + CITED + "\n")
     assert "stale caching" not in after.split("Sources:")[0] and "! unsupported claim" in after
+
+
+def test_a_streamed_answer_the_check_changes_otherwise_is_followed_by_the_checked_answer(
+    capsys, vault, scripted, monkeypatch
+):
+    """Only a dropped sentence brought the checked answer to the terminal: a citation the check added
+    (or a hedge it left out, a date it moved) reached --json, the API and MCP, never the terminal."""
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    scripted("Answer: they backtracked.\nThe regexes were replaced [E1]")
+    code, out, _ = run(capsys, "ask", QUESTION)
+    streamed, after = out.split("\n(checked against the evidence, the answer reads:)\n")
+    assert code == 0 and streamed.startswith("Answer: they backtracked.\nThe regexes")
+    assert after.startswith("Answer: they backtracked. [E1]\nThe regexes were replaced [E1]\n")
+    scripted(CITED)  # unchanged by the check: shown once
+    code, out, _ = run(capsys, "ask", QUESTION)
+    assert out.count(CITED) == 1 and "(checked" not in out
 
 
 def test_a_statement_whose_streamed_verdict_fails_is_withdrawn_and_its_evidence_shown(

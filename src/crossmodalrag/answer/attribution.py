@@ -99,21 +99,23 @@ def figure_source(claim: str, question: str, judged: list[Evidence], pool: list[
     assistant's reply after it says "am 3. Mai 2024", and the judge passed it against the question
     (-0.87, within the claims' tolerance). None when the claim's figures are the question's, or
     only a count, a day or a year alone (counted or computed from "last year", stated nowhere)."""
-    wanted = [figure for figure in figures(claim) if figure not in _flat(question)]
+    wanted = [figure for figure in figures(claim) if figure not in flat_text(question)]
     if not any(map(_specific, wanted)):
         return None
-    if any(figure in _flat(_held_text(item)) for item in judged for figure in wanted):
+    if any(figure in flat_text(_held_text(item)) for item in judged for figure in wanted):
         return None
     if any(RELATIVE.search(body_of(item)) for item in judged):
         return None  # "yesterday" in a turn: the date is computed from its header, stated nowhere
     # Its body, not its header date: a turn written on the day a relative date means ("yesterday"
     # in the next day's turn) is not where the answer comes from.
-    return next((item for item in pool if item not in judged and all(f in _flat(body_of(item)) for f in wanted)), None)
+    return next(
+        (item for item in pool if item not in judged and all(f in flat_text(body_of(item)) for f in wanted)), None
+    )
 
 
 def figures(text: str) -> list[str]:
-    """The figures and dates of `text`, each as `_flat` writes it: "3. Mai 2024" is " 3 mai 2024 "."""
-    return [_flat(match.group(0)) for match in _FIGURE.finditer(text)]
+    """The figures and dates of `text`, each as `flat_text` writes it: "3. Mai 2024" is " 3 mai 2024 "."""
+    return [flat_text(match.group(0)) for match in _FIGURE.finditer(text)]
 
 
 def _specific(figure: str) -> bool:
@@ -122,7 +124,7 @@ def _specific(figure: str) -> bool:
     return len(figure.split()) > 1 or not all(map(exempt, values))
 
 
-def _flat(text: str) -> str:
+def flat_text(text: str) -> str:
     return f" {' '.join(_ALNUM.findall(text.lower()))} "
 
 

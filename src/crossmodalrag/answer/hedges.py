@@ -32,6 +32,8 @@ _ALTERNATIVES = re.compile(r",|;|\b(?:or|nor|neither|either)\b", re.IGNORECASE)
 PREFIX_MIN_LETTERS = 4  # a stem this long also names its longer forms ("month" in "monthly")
 # FTS syntax typed into a question is plain text to the index (index/fts.py), and no content of the
 # question: '"Helios" AND pricing OR NEAR(cost, 5) -- what's the team plan price?' asks about pricing.
+# A question why, and what a hedge says is missing when it is the reason ("the reason for", "why").
+_WHY = re.compile(r"\b(?:why|reasons?|cause|motive|warum|wieso|weshalb|grund|por ?qu[eé]|motivo|raz[oó]n)\b", re.I)
 _FTS_OPERATOR = re.compile(r"\b(?:AND|OR|NOT)\b|\bNEAR\s*\(|,\s*\d+\s*\)")
 
 
@@ -45,6 +47,16 @@ def about_the_question(hedge: str, question: str) -> bool:
     missing = content_words(without_absence(hedge)) - HEDGE_WORDS
     named = named_in(asked, content_words(hedge))
     return len(named) >= HEDGE_SHARE * len(asked) or bool(missing) and named_in(missing, asked) == missing
+
+
+def doubts_the_reason(hedge: str, question: str) -> bool:
+    """Whether, to a question why, `hedge` says the evidence does not state the reason: the model's
+    own doubt that what it answered is one. The judge checks that the excerpts say what a sentence
+    says, not that it is the reason: "We moved Kestrel to PostgreSQL because Jonas Weber proposed it"
+    passed (+0.39), the decision note does say he proposed it, and with the model's "No excerpt
+    directly states the reason for moving Kestrel to PostgreSQL." left out the user read a proposal
+    as the reason. Kept, it reads as a caveat beside an answer that may still be one."""
+    return bool(_WHY.search(question)) and bool(_WHY.search(without_absence(hedge)))
 
 
 def denies_what_is_there(hedge: str, excerpts: list[str]) -> bool:

@@ -30,6 +30,8 @@ _DANGLING = re.compile(r"(?:[\s,;:]|\b(?:and|or)\b)+$", re.IGNORECASE)
 # "#重构 [E1][E2]" was judged as a claim and passed, citing an excerpt that has nothing to do with it.
 _TAG = re.compile(r"(?<![\w&])#\w[\w/-]*")
 _LAST_END = re.compile(r"[.!?。！？]([^.!?。！？]*)$")  # what follows a sentence's last mark
+# An excerpt's label written as if it were a sentence ("... every 90 days. - E2 [E2]"): no claim.
+_LABELS_ONLY = re.compile(r"[\W_]*(?:E\d{1,3}[\W_]*)+", re.IGNORECASE)
 
 
 def split_answer(text: str) -> list[tuple[str, bool]]:
@@ -56,17 +58,29 @@ def split_answer(text: str) -> list[tuple[str, bool]]:
             label_text = label.group(0) if label else ""
             first, *support = sentences(line[len(label_text) :]) or [""]
             parts.append((f"{label_text}{first}".strip(), True))
-            parts.extend(_supporting(support))
+            _add_supporting(parts, support)
             continue
-        parts.extend(_supporting(sentences(_LEAD.sub("", line))))
+        _add_supporting(parts, sentences(_LEAD.sub("", line)))
     return parts
 
 
-def _supporting(found: list[str]) -> list[tuple[str, bool]]:
+def _add_supporting(parts: list[tuple[str, bool]], found: list[str]) -> None:
     """Support sentences without what opens them as list items or labelled lines (`_LEAD`): the
-    claim is judged alone, and an answer rebuilt from kept sentences reads as prose."""
-    pieces = (_without_tags_after(_LEAD.sub("", sentence)) for sentence in found)
-    return [(bare, False) for bare in pieces if _has_text(bare) and not only_tags(bare)]
+    claim is judged alone, and an answer rebuilt from kept sentences reads as prose. A piece that
+    only names excerpts ("- E2 [E2]") gives its citations to the sentence before it, as a line of
+    citations does: judged as a claim, "E2" passed against E2 and was shown as a supported sentence."""
+    for piece in (_without_tags_after(_LEAD.sub("", sentence)) for sentence in found):
+        if labels_only(piece):
+            if parts and CITATION.search(piece):
+                sentence, short = parts[-1]
+                parts[-1] = (f"{sentence} {''.join(CITATION.findall(piece))}", short)
+        elif _has_text(piece) and not only_tags(piece):
+            parts.append((piece, False))
+
+
+def labels_only(piece: str) -> bool:
+    """Whether a sentence is nothing but excerpt labels, bracketed or not ("E2 [E2]", "- E1, E3")."""
+    return bool(_LABELS_ONLY.fullmatch(piece.strip()))
 
 
 def _has_text(piece: str) -> bool:
@@ -75,12 +89,14 @@ def _has_text(piece: str) -> bool:
 
 
 def bare_line(line: str) -> bool:
-    """A heading alone on its line, nothing but citations, or nothing but punctuation: no words of a claim."""
+    """A heading alone on its line, nothing but citations, or nothing but punctuation: no words of a
+    claim; or a line holding a sentence of nothing but excerpt labels ("... days. - E2 [E2]")."""
     line = line.strip()
     if not line:
         return False
     heading = _HEADING.match(line) and not CITATION.search(line)
-    return bool(heading) or _onlycitations_in(line) or not _has_text(line)
+    labelled = any(labels_only(_LEAD.sub("", piece)) for piece in sentences(line))
+    return bool(heading) or _onlycitations_in(line) or not _has_text(line) or labelled
 
 
 def only_tags(piece: str) -> bool:
@@ -121,7 +137,7 @@ def short_answer(text: str, question: str | None = None, evidence: list[Evidence
     if bare and question:
         bare = without_echo(bare, question)
     if bare and evidence:
-        bare = dated_answer(bare, _short_answer_excerpts(parts[0][0], text, evidence))
+        bare = dated_answer(bare, _short_answer_excerpts(parts[0][0], text, evidence), question or "")
     return bare or None
 
 
@@ -130,14 +146,14 @@ def _short_answer_excerpts(first: str, text: str, evidence: list[Evidence]) -> l
     return cited_excerpts(evidence, citations_in(first) or citations_in(text))
 
 
-def dated_text(text: str, evidence: list[Evidence]) -> tuple[str, tuple[str, str] | None]:
+def dated_text(text: str, evidence: list[Evidence], question: str = "") -> tuple[str, tuple[str, str] | None]:
     """`text` with the date of its short-answer sentence moved as `short_answer` moves it, and
     (the date written, the day meant) when it was: what is shown says what the short answer says."""
     parts = split_answer(text)
     if not parts:
         return text, None
     first = parts[0][0]
-    moved = moved_date(first, _short_answer_excerpts(first, text, evidence))
+    moved = moved_date(first, _short_answer_excerpts(first, text, evidence), question)
     return (text, None) if moved is None else (with_day(text, *moved, count=1), moved)
 
 

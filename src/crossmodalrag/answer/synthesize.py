@@ -24,6 +24,7 @@ from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
 from crossmodalrag.answer.parts import dated_text, short_answer, split_answer
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, echoes_instructions, newest_note
 from crossmodalrag.answer.subjects import full_names, named_subjects, subject_share
+from crossmodalrag.answer.superseded import SUPERSEDED
 from crossmodalrag.answer.verify import (
     MADE_UP_NUMBER,
     MAX_CHECKS,
@@ -242,7 +243,7 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
         report.warnings += [
             {"kind": "unsupported_claim", "citation": "", "detail": v.sentence[:200]} for v in verification.dropped
         ]
-    text, moved = dated_text(report.text, evidence)
+    text, moved = dated_text(report.text, evidence, query)
     answer = _copy(fallback, abstained=False, reason=None, text=text, model=model, checks=checks)
     answer.citations, answer.citation_warnings = report.citations(), report.warnings
     answer.short_answer = short_answer(report.text, query, evidence)  # moves the date itself, once
@@ -320,6 +321,12 @@ def _unsupported_text(verification: Verification, question: str) -> str:
         return (
             f'No answer: the language model\'s short answer ("{short_answer(short.sentence)}") states a number that '
             "the evidence neither states nor yields by one step of arithmetic, so it is withheld."
+        )
+    if short is not None and short.reason == SUPERSEDED:
+        newest = short.judged[0]
+        return (
+            f'No answer: the language model\'s short answer ("{short_answer(short.sentence)}") states what an older '
+            f"note said, and the newest note on it ({newest}) does not say so, so it is withheld."
         )
     names = named_subjects(question)
     if names and verification.dropped and all(v.reason in NOT_ABOUT for v in verification.dropped):

@@ -29,7 +29,7 @@ from crossmodalrag.answer.citations import CITATION, states_absence
 from crossmodalrag.answer.dated import question_dates, within
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.forms import query_form
-from crossmodalrag.answer.hedges import about_the_question, denies_what_is_there, names_the_answer
+from crossmodalrag.answer.hedges import about_the_question, denies_what_is_there, doubts_the_reason, names_the_answer
 from crossmodalrag.answer.llm import LLM, Generation, Message
 from crossmodalrag.answer.numbers import made_up_numbers
 from crossmodalrag.answer.parts import ANSWER_LINE, bare_line, citations_in, has_tags, split_answer, without_citations
@@ -42,7 +42,8 @@ from crossmodalrag.answer.prompt import (
     premise_messages,
 )
 from crossmodalrag.answer.subjects import another_subject, excerpts_about, named_subjects, neighbour_turns
-from crossmodalrag.answer.when import header_date_guess
+from crossmodalrag.answer.superseded import newest_look
+from crossmodalrag.answer.when import header_date_guess, moved_date
 from crossmodalrag.config import Settings
 from crossmodalrag.types import Evidence
 
@@ -88,6 +89,7 @@ class Verdict:
             "judged": self.judged,
             "attributed_to": self.attributed,
             "unrelated_citations": self.unrelated,
+            "leaned_no": self.margin is not None and self.margin < 0,  # passed, then only by the tolerance
         }
 
 
@@ -196,20 +198,27 @@ class Verification:
         answer that is only the date a cited message was written while the message names another
         time (answer/when.py `header_date_guess`): "Answer: 20 April 2025 [E1]" to "When is Jonas
         moving to Lisbon?", from "... moving to Lisbon in September", went on "No excerpt directly
-        states when Jonas is moving to Lisbon.", the model's own true doubt. A hedge saying the
+        states when Jonas is moving to Lisbon.", the model's own true doubt; so does one saying, to a
+        question why, that the reason is not stated (answer/hedges.py `doubts_the_reason`). A hedge saying the
         excerpts the answer rests on lack what they name (answer/hedges.py `denies_what_is_there`)
         is false: it goes too."""
         short = next((v for v in self.verdicts if v.short and v.supported), None)
         if short is None:
             return
         short_claim = CITATION.sub("", ANSWER_LINE.sub("", short.sentence))
-        doubted = header_date_guess(short_claim, [item for item in evidence if item.id in short.judged])
+        judged = [item for item in evidence if item.id in short.judged]
+        # A header date the answer will show moved to the time its message names is no guess any more.
+        doubted = header_date_guess(short_claim, judged) and moved_date(short_claim, judged, question) is None
         rests_on = [body_of(item) for item in evidence if item.id in self._rests_on()]
         for verdict in self.verdicts:
             if not verdict.short and verdict.supported and states_absence(verdict.sentence):
                 hedge = verdict.sentence
                 about = about_the_question(hedge, question) or names_the_answer(hedge, short_claim)
-                if denies_what_is_there(hedge, rests_on) or about and not doubted:
+                if (
+                    denies_what_is_there(hedge, rests_on)
+                    or about
+                    and not (doubted or doubts_the_reason(hedge, question))
+                ):
                     verdict.supported, verdict.reason = False, HEDGE
 
     def drop_off_topic(self, question: str, evidence: list[Evidence]) -> None:
@@ -379,6 +388,7 @@ def verify_answer(
         verdict.margin = margin
         verdict.supported = margin >= min_margin
     _second_look(llm, question, evidence, checked, claims, pool, min_margin)
+    newest_look(llm, question, evidence, checked, claims, judge)
     for verdict, claim in zip(checked, claims, strict=True):
         if verdict.supported and made_up_numbers(claim, question, evidence):  # the judge reads words, not figures
             verdict.supported, verdict.reason = False, MADE_UP_NUMBER

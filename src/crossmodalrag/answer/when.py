@@ -18,7 +18,9 @@ import re
 from datetime import datetime, timedelta, timezone
 
 from crossmodalrag.agent.temporal import MONTHS_BUT_MAY
+from crossmodalrag.answer.citations import CITATION
 from crossmodalrag.answer.prompt import human_date
+from crossmodalrag.retrieval.stopwords import stopwords_for
 from crossmodalrag.types import Evidence
 
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
@@ -31,21 +33,25 @@ RELATIVE = re.compile(
     re.IGNORECASE,
 )
 
+QUESTION_SHARE = 0.5  # of a question's content words, in the sentence naming the month its answer moves to
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 # A month (a bare "may" is the verb far more often) or a year ("Lisbon in September", "since 2019").
 CALENDAR_TIME = re.compile(
     rf"\b(?:{MONTHS_BUT_MAY}|(?:in|during|of|since|by|until|on|early|late) may|(?:19|20)\d\d)\b", re.I
 )
 
 
-def dated_answer(short: str, cited: list[Evidence]) -> str:
+def dated_answer(short: str, cited: list[Evidence], question: str = "") -> str:
     """`short` with the header date of one of `cited` replaced by the day its excerpt speaks of;
     unchanged when no cited excerpt's date is in it, or its excerpt says no time (or two)."""
-    moved = moved_date(short, cited)
+    moved = moved_date(short, cited, question)
     return short if moved is None else with_day(short, *moved)
 
 
-def moved_date(text: str, cited: list[Evidence]) -> tuple[str, str] | None:
-    """(the header date of one of `cited` that `text` names, the day its excerpt speaks of), or None."""
+def moved_date(text: str, cited: list[Evidence], question: str = "") -> tuple[str, str] | None:
+    """(the header date of one of `cited` that `text` names, the day its excerpt speaks of), or None.
+    With the `question`, a `text` of nothing but that date moves to the one month its excerpt names
+    in a sentence about the question (`the_other_time`)."""
     for item in cited:
         if item.hit.timestamp is None:
             continue
@@ -55,7 +61,39 @@ def moved_date(text: str, cited: list[Evidence]) -> tuple[str, str] | None:
         said = {match.group(0).lower(): match for match in RELATIVE.finditer(body)}
         if _copied(day).search(text) and len(said) == 1 and not names_another_time(body):
             return day, _meant(next(iter(said.values())), written, day)
+        other = None if said or not only_the_day(text, day) else the_other_time(body, written, question)
+        if other:  # "4 December 2026" to when Elin moves, from "She is moving to Gothenburg in February."
+            return day, other
     return None
+
+
+def the_other_time(body: str, written: datetime, question: str) -> str | None:
+    """The one month a message names (`CALENDAR_TIME`), when it names no year ("the 2027 budget"
+    names what it is about more often than when), the month is not the one it was written in, and
+    the sentence naming it holds at least half the question's content words: "Dinner with my sister
+    Elin. She is moving to Gothenburg in February." says when she moves, not when the dinner was."""
+    named = {re.sub(r"^\w+ (?=may$)", "", match.group(0).lower()) for match in CALENDAR_TIME.finditer(body)}
+    if len(named) != 1 or any(time.isdigit() for time in named):
+        return None
+    (month,) = named
+    if month == f"{written:%B}".lower():
+        return None  # "in March" in a note of 14 March: its own month
+    asked = _keys(question)
+    about = [sentence for sentence in _SENTENCE.split(body) if CALENDAR_TIME.search(sentence)]
+    held = max((len(asked & _keys(sentence)) for sentence in about), default=0)
+    return month.capitalize() if asked and held >= QUESTION_SHARE * len(asked) else None
+
+
+def _keys(text: str) -> set[str]:
+    """Content words (not function words, calendar words or "when"), by their first five letters."""
+    words = [word for word in re.findall(r"[^\W\d_]{3,}", text.lower()) if not CALENDAR_TIME.fullmatch(word)]
+    return {word[:5] for word in set(words) - stopwords_for(words)}
+
+
+def only_the_day(text: str, day: str) -> bool:
+    """Whether `text` (a short answer, label and citations allowed) says nothing but `day`."""
+    bare = CITATION.sub(" ", re.sub(r"^\W*(?:the\s+)?answer\W*:", "", text, flags=re.IGNORECASE))
+    return re.fullmatch(rf"\W*(?:on\s+)?{re.escape(day)}\W*", bare, re.IGNORECASE) is not None
 
 
 def names_another_time(body: str) -> bool:
@@ -73,9 +111,7 @@ def header_date_guess(text: str, cited: list[Evidence]) -> bool:
     for item in cited:
         if item.hit.timestamp is None:
             continue
-        day = human_date(item.hit.timestamp)
-        only_day = re.fullmatch(rf"\W*(?:on\s+)?{re.escape(day)}\W*", text, re.IGNORECASE)
-        if only_day and names_another_time(item.hit.text.split("\n", 1)[-1]):
+        if only_the_day(text, human_date(item.hit.timestamp)) and names_another_time(item.hit.text.split("\n", 1)[-1]):
             return True
     return False
 

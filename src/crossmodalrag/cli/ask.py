@@ -85,6 +85,8 @@ def show_answer(
         dropped = sum(w["kind"] in ("unsupported_claim", "prompt_echo") for w in answer.citation_warnings)
         if dropped:  # what streamed cannot be unprinted: the checked answer follows it, said once
             print(f"\n{CHECKED.format(dropped, 's' if dropped > 1 else '')}\n{terminal_safe(answer.text)}")
+        elif not stream.shows(answer.text):  # hedges left out, citations added or moved, a date moved
+            print(f"\n{RECHECKED}\n{terminal_safe(answer.text)}")
         print("\n" + terminal_safe(render_footer(answer, explain, weights)))  # the text itself is already on screen
     else:
         if stream and stream.written:
@@ -97,6 +99,8 @@ def show_answer(
 
 WITHDRAWN = "(withdrawn: the text above did not hold up against the evidence)"
 CHECKED = "(checked: {} sentence{} above did not hold up against the evidence; the answer without:)"
+# What --json, the API and MCP answer when the check changed more than layout: the terminal says the same.
+RECHECKED = "(checked against the evidence, the answer reads:)"
 
 
 class TextStream:
@@ -104,8 +108,14 @@ class TextStream:
 
     def __init__(self) -> None:
         self.written = False
+        self.pieces: list[str] = []
 
     def write(self, text: str) -> None:
         self.written = self.written or bool(text)
+        self.pieces.append(text)
         sys.stdout.write(terminal_safe(text))  # a model may repeat an escape sequence from a note
         sys.stdout.flush()
+
+    def shows(self, text: str) -> bool:
+        """Whether what streamed reads as `text`, line breaks and spacing aside."""
+        return "".join(self.pieces).split() == text.split()

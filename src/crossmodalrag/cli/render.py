@@ -99,11 +99,7 @@ def why_line(answer: Answer) -> str:
         )
     claims = checks.get("claims", [])
     if claims:
-        kept = [c for c in claims if c["supported"]]
-        resting = sorted({ref for c in kept for ref in c["judged"]}, key=lambda ref: int(ref[1:]))
-        on = f" ({', '.join(resting)})" if resting else ""
-        supported = f"{len(kept)} of {len(claims)} sentences are supported"
-        parts.append(f"{supported} by the excerpts they were judged against{on}")
+        parts.append(_claims_verdict(claims, checks.get("claim_min_margin")))
     for word, margin in checks.get("premise", {}).items():
         verdict = "speak" if margin >= checks["premise_min_margin"] else "do not speak"
         parts.append(
@@ -113,6 +109,30 @@ def why_line(answer: Answer) -> str:
     if checks.get("withheld"):
         parts.append(f"so its verdict on the statement was withheld ({checks['withheld']})")
     return "why: " + "; ".join(parts) if parts else ""
+
+
+def _claims_verdict(claims: list[dict], threshold: float | None) -> str:
+    """How many sentences the judge supported, and apart from them those that passed only because
+    the claims' threshold is below 0 while the judge leaned no: "Jonas Weber did not think about the
+    token bucket" passed at -0.37 against a commit that never says so, and read "supported"."""
+    kept = [c for c in claims if c["supported"]]
+    lenient = [c for c in kept if c["margin"] is not None and c["margin"] < 0]
+    backed = [c for c in kept if c not in lenient]
+    line = f"{len(backed)} of {len(claims)} sentences are supported by the excerpts they were judged against"
+    line += _resting_on(backed)
+    if lenient:
+        margins = ", ".join(f"{c['margin']:+.2f}" for c in lenient)
+        at = f"the claim threshold {threshold:+.2f}" if threshold is not None else "the claim threshold"
+        line += (
+            f"; {len(lenient)} more passed only {at} at margin {margins}, where the judge leaned no"
+            f"{_resting_on(lenient)}"
+        )
+    return line
+
+
+def _resting_on(claims: list[dict]) -> str:
+    refs = sorted({ref for c in claims for ref in c["judged"]}, key=lambda ref: int(ref[1:]))
+    return f" ({', '.join(refs)})" if refs else ""
 
 
 def _claim_margins(answer: Answer) -> dict[str, list[float]]:
