@@ -398,12 +398,34 @@ def test_rollback_runs_again_whole_when_the_server_aborts_it(monkeypatch, store:
     assert verify(store.conn).ok and not diff(store.conn, "cp").changed and not diff(store.conn, "cp").removed
 
 
-def test_rollback_refuses_content_erased_by_forget(store: Store, vault: Path) -> None:
+def test_rollback_before_a_forget_restores_the_rest_and_leaves_the_forgotten_out(store: Store, vault: Path) -> None:
+    """A forget refused every rollback to a point before it, even of a note deleted by mistake."""
     ingest_notes(store, [vault])
     checkpoint(store, "cp")
-    forget_sources(store, find_sources(store, uri=str(vault / "alpha.md")))
+    (vault / "beta.md").unlink()
+    ingest_notes(store, [vault])  # deleted by mistake
+    forget_sources(store, find_sources(store, uri=str(vault / "alpha.md")))  # an unrelated forget
+    assert rollback(store, "cp", dry_run=True).skipped_forgotten == [("source", str(vault / "alpha.md"))]
+    plan = rollback(store, "cp")
+    assert plan.restore == [("source", str(vault / "beta.md"))]
+    assert plan.to_dict()["skipped_forgotten"] == [{"kind": "source", "target": str(vault / "alpha.md")}]
+    uris = {row[0] for row in store.conn.execute("SELECT uri FROM sources")}
+    assert uris == {str(vault / "beta.md"), str(vault / "gamma.md")}
+    texts = " ".join(row[0] for row in store.conn.execute("SELECT text FROM chunks"))
+    assert "Bees build" in texts and "Aardvarks" not in texts
+    assert verify(store.conn).ok
+
+
+def test_rollback_refuses_a_version_the_log_never_kept(store: Store, vault: Path) -> None:
+    ingest_notes(store, [vault])
+    checkpoint(store, "cp")
+    store.conn.versioning = False  # CMRAG_VERSIONING=off: the version replaced is not kept
+    write_note(vault, "alpha.md", "# Alpha\n\nchanged unrecorded\n")
+    ingest_notes(store, [vault])
+    store.conn.versioning = True
+    versioning.changed(store.conn, "source", str(vault / "alpha.md"))  # as `mem verify --accept` records it
     before = versioning.head(store.conn)[0]
-    with pytest.raises(CMRAGError, match="erased by `mem forget`"):
+    with pytest.raises(CMRAGError, match="the log did not keep the content"):
         rollback(store, "cp")
     assert versioning.head(store.conn)[0] == before
 
@@ -504,7 +526,7 @@ def test_forget_erases_the_text_from_the_log_and_leaves_a_tombstone(store: Store
     forget_sources(store, find_sources(store, uri=str(vault / "alpha.md")), vacuum=True)
     last = recent_changes(store.conn, 1)[0]
     assert (last.op, Path(last.target).name, last.reason) == ("forget", "alpha.md", "mem forget")
-    assert last.content_hash  # the erased content's hash
+    assert versioning.is_erased(last.content_hash)  # a marker: the erased content's hash would confirm a guess
     states = [zlib.decompress(row[0]) for row in store.conn.execute("SELECT state FROM change_states")]
     assert not any(b"zebraxylophone" in s for s in states)
     assert verify(store.conn).ok
@@ -544,7 +566,11 @@ def test_cli_log_history_checkpoint_diff_rollback_json(capsys, store: Store, vau
     assert data["changed"] == [{"kind": "source", "target": str(vault / "alpha.md")}]
     code, out, _ = run(capsys, "rollback", "cp", "--dry-run", "--json")
     data = json.loads(out)
-    assert set(data) == {"point", "seq", "dry_run", "restore", "remove", "head_seq", "rebuild", "embedded"}
+    assert set(data) == {"point", "seq", "dry_run", "restore", "remove", "head_seq", "rebuild", "embedded"} | {
+        "skipped_forgotten",
+        "events_given_back",
+        "without_events",
+    }
     assert data["dry_run"] is True and data["head_seq"] is None and len(data["restore"]) == 1
     code, out, err = run(capsys, "rollback", "cp")
     assert code == 0 and "did restore 1" in err

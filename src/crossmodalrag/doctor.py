@@ -253,13 +253,26 @@ def _embeddings(settings: Settings, report: Report) -> None:
             )
         return
     facts["loadable"] = True
-    with open_configured_store(settings, create=False) as store:
-        status = vector_status(store, embedder.identity)
-        incomplete = store.conn.execute(
-            "SELECT COUNT(*) FROM (SELECT chunk_id FROM chunk_vectors v JOIN embedding_models m ON m.id = v.model_id "
-            "WHERE m.name = ? AND m.sha256 = ? GROUP BY chunk_id HAVING COUNT(*) != MAX(pieces))",
-            (embedder.identity.name, embedder.identity.sha256),
-        ).fetchone()[0]
+    if report.facts["database"].get("integrity") not in (None, "ok", "text index damaged"):
+        facts["vectors_checked"] = False  # the damage is listed above; what a damaged file says is no fact
+        return
+    try:
+        with open_configured_store(settings, create=False) as store:
+            status = vector_status(store, embedder.identity)
+            incomplete = store.conn.execute(
+                "SELECT COUNT(*) FROM (SELECT chunk_id FROM chunk_vectors v JOIN embedding_models m"
+                " ON m.id = v.model_id WHERE m.name = ? AND m.sha256 = ? GROUP BY chunk_id"
+                " HAVING COUNT(*) != MAX(pieces))",
+                (embedder.identity.name, embedder.identity.sha256),
+            ).fetchone()[0]
+    except (StoreError, sqlite3.DatabaseError) as error:  # doctor reports, whatever the file does
+        facts["vectors_checked"] = False
+        problem = f"the vectors could not be checked: {getattr(error, 'message', error)}"
+        if not report.problems:  # else the database's own problem, listed above, is what stopped it
+            report.problems.append(problem)
+        else:
+            report.explanations.append(problem)
+        return
     facts.update(status, max_tokens=embedder.identity.max_tokens, incompletely_covered=incomplete)
     if status["embedded"] == 0 and status["chunks"]:
         report.explanations.append(

@@ -8,8 +8,9 @@ What goes, and why nothing is left behind:
     which otherwise keep the deleted tokens until some later merge;
   - `PRAGMA secure_delete` zeroes the freed space as it is freed; with `vacuum`, the WAL is
     checkpointed and truncated and the file rebuilt, so the bytes are gone from the disk files too;
-  - the change log (versioning/) loses every stored state of the sources and keeps a tombstone: their
-    uri, the time, the reason and the erased content's hash, so `mem verify` still passes;
+  - the change log (versioning/) loses every stored state of the sources, and the hashes naming them
+    (and those of the memory nodes derived from them) become random markers: a hash would confirm a
+    guessed secret. It keeps a tombstone (uri, time, reason) and is re-chained, so `mem verify` passes;
   - the vector cache beside the database (`<db>.vectors/`: memory-mapped copies and the ANN file)
     is deleted: it is derived, and it would keep the forgotten vectors on disk until the next query.
 Eval queries are kept even when their gold names a forgotten source: they are the user's own
@@ -87,6 +88,9 @@ class ForgetReport:
     memory_nodes: int = 0  # events, episodes and concepts derived from the forgotten text
     stranded_events: int = 0  # remaining events whose episode or concept went: `mem build-memory` re-derives it
     vacuumed: bool = False
+    # Copies of its pages may still be in the files: PostgreSQL's dead rows until VACUUM (FULL); on SQLite
+    # only while another process keeps the write-ahead log in use (freed space is zeroed as it is freed).
+    bytes_may_remain: bool = True
     eval_queries: int = 0  # stored eval queries whose gold names a forgotten source (kept)
     still_on_disk: list[str] = field(default_factory=list)  # files or repositories an ingest would re-read
     backups: list[str] = field(default_factory=list)  # backups made before: they may still hold the text
@@ -126,6 +130,7 @@ class ForgetReport:
             "memory_nodes": self.memory_nodes,
             "stranded_events": self.stranded_events,
             "vacuumed": self.vacuumed,
+            "bytes_may_remain": self.bytes_may_remain,
             "eval_queries_naming_them": self.eval_queries,
             "still_on_disk": self.still_on_disk,
             "backups": len(self.backups),
@@ -156,8 +161,9 @@ def forget_sources(
             live = [(s.id,) for s in sources if s.id is not None]
             conn.executemany("INSERT OR IGNORE INTO temp.forget_ids VALUES (?)", live)
             stage(erasing_versions(len(sources)))
-            for source in sources:  # the change log's copies of the text go too, leaving tombstones
-                versioning.forgotten(conn, "source", source.uri, "mem forget")
+            erasure = versioning.Erasure(conn)
+            for source in sources:  # the change log's copies of the text and their hashes go too
+                erasure.forget("source", source.uri, "mem forget")
             chunk_ids = "SELECT id FROM chunks WHERE source_id IN (SELECT id FROM temp.forget_ids)"
             report.vectors = conn.execute(
                 f"SELECT COUNT(*) FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})"
@@ -170,7 +176,8 @@ def forget_sources(
             conn.execute("DELETE FROM sources WHERE id IN (SELECT id FROM temp.forget_ids)")
             # a forgotten source never comes back by rollback: nothing needs to know its id by uri
             conn.executemany("DELETE FROM deleted_source_ids WHERE uri = ?", [(s.uri,) for s in sources])
-            report.memory_nodes, report.stranded_events = forget_derived(conn)
+            report.memory_nodes, report.stranded_events = forget_derived(conn, erasure)
+            erasure.finish()
             conn.execute("DELETE FROM temp.forget_ids")
             stage(PURGING_TEXT_INDEX)
             _merge_fts(conn)
@@ -190,6 +197,9 @@ def forget_sources(
         stage(WIPING_FREE_SPACE)
         wipe_free_space(store)
         report.vacuumed = True
+    # secure_delete zeroed the freed space; the write-ahead log may still hold the pages as they were
+    # before, text included: emptied now, unless another process reads it (then --vacuum is needed).
+    report.bytes_may_remain = not (report.vacuumed or empty_write_ahead_log(store))
     return report
 
 

@@ -23,7 +23,7 @@ def eval_queries_naming(store: Store, uris: set[str]) -> int:
 def existing_backups(store: Store, since: float = 0.0) -> list[str]:
     """Backup files in the default backups folder, and those `mem backup` wrote elsewhere (its record
     beside the database), written since `since` (unix seconds): made before this forget, and not
-    before the forgotten text was stored (an older one cannot hold it)."""
+    before the forgotten text was stored (an older one cannot hold it); and the vector caches beside them."""
     from crossmodalrag.store.backup import backups_dir
     from crossmodalrag.store.backup_places import remembered_backups
 
@@ -33,7 +33,10 @@ def existing_backups(store: Store, since: float = 0.0) -> list[str]:
     folder = backups_dir(beside)
     found = [p for p in folder.iterdir() if p.suffix != ".sha256" and p.name[0] != "."] if folder.is_dir() else []
     found += remembered_backups(beside)
-    return sorted({str(p) for p in found if p.is_file() and p.stat().st_mtime >= since})
+    backups = [p for p in found if p.is_file() and p.stat().st_mtime >= since]
+    # A vector cache an older mem wrote beside a backup it read (`<backup>.vectors/`): the backup's vectors.
+    caches = [cache for p in backups if (cache := p.with_name(p.name + ".vectors")).is_dir()]
+    return sorted({str(p) for p in backups + caches})
 
 
 def backups_beside(store: Store) -> Path | None:

@@ -253,3 +253,22 @@ def test_an_onnxruntime_telemetry_queue_left_by_earlier_runs_is_named(monkeypatc
     (tmp_path / "home" / ".cache" / "Microsoft" / "DeveloperTools" / ".onnxruntime").mkdir(parents=True)
     [said] = [line for line in diagnose(Settings(db_path=db_path)).explanations if "telemetry" in line]
     assert ".onnxruntime holds onnxruntime telemetry" in said and "delete the folder" in said
+
+
+def test_a_damaged_file_is_reported_with_json_when_the_embedding_model_loads(capsys, monkeypatch, tmp_path, db_path):
+    """The vector check opened the store unguarded: doctor failed with the error whose hint is `mem doctor`."""
+    from crossmodalrag.index import embed
+    from tests.fakes import HashingEmbedder
+
+    monkeypatch.setattr(embed, "load_embedder", lambda settings: HashingEmbedder())
+    monkeypatch.setattr("crossmodalrag.doctor.find_spec", lambda name: True)  # the embeddings extra installed
+    for name in "abcdefgh":
+        write_note(tmp_path / "vault", f"{name}.md", f"# {name}\n" + "words of a note " * 300)
+    assert main(["ingest-notes", str(tmp_path / "vault")]) == 0
+    with db_path.open("r+b") as handle:
+        handle.truncate(db_path.stat().st_size // 2)
+    capsys.readouterr()
+    code, report = doctor_json(capsys)
+    assert code == 1 and report["database"]["integrity"] == "damaged"
+    assert any("damaged" in problem for problem in report["problems"])
+    assert report["embeddings"]["loadable"] is True and report["embeddings"]["vectors_checked"] is False

@@ -84,6 +84,54 @@ def test_a_rollback_across_a_rename_gives_the_note_its_events_back(db_path, tmp_
         assert build(store, db_path, levels=("event",)).levels["event"]["unchanged"] == 1  # settled
 
 
+def test_the_rollback_itself_gives_the_events_back_without_waiting_for_a_build(capsys, db_path, tmp_path) -> None:
+    """Until the next build-memory, `mem events --source` found nothing and memory-stats said "no events drawn"."""
+    import json
+
+    from crossmodalrag.memory.stats import not_extracted_sources
+
+    vault = _extracted(tmp_path, db_path)
+    db = ["--db-path", str(db_path)]
+    assert main(["checkpoint", "before-rename", *db]) == 0
+    (vault / "Marta Kowalski.md").rename(vault / "Marta K.md")
+    _ingest(vault, db_path)
+    with open_store(db_path) as store:
+        build(store, db_path, levels=("event",))
+    capsys.readouterr()
+    assert main(["rollback", "before-rename", "--json", *db]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["events_given_back"] == 1 and done["without_events"] == []
+    with open_store(db_path) as store:
+        (found,) = list_events(store, str(vault.resolve() / "Marta Kowalski.md"))
+        assert found["statement"] == LEFT and found["evidence"]
+        assert not_extracted_sources(store.conn) == []
+
+
+def test_a_commit_a_rollback_brings_back_gets_its_events_back_at_once(capsys, repo, db_path) -> None:
+    """A commit dropped by a rewritten history: its events (drawn without a model) keep no chunk texts."""
+    import json
+
+    from tests.conftest import commit_files, git
+
+    commit_files(repo, {"a.txt": "a\n"}, "Add tokenizer skeleton")
+    sha = commit_files(repo, {"b.txt": "b\n"}, "Switch parser to streaming tokens")
+    db = ["--db-path", str(db_path)]
+    assert main(["ingest-git", str(repo), *db]) == 0
+    with open_store(db_path) as store:
+        build(store, db_path, levels=("event",))  # commits need no model
+    assert main(["checkpoint", "before-rewrite", *db]) == 0
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    git(repo, "reflog", "expire", "--expire=now", "--all")
+    git(repo, "gc", "-q", "--prune=now")
+    assert main(["ingest-git", str(repo), *db]) == 0
+    capsys.readouterr()
+    assert main(["rollback", "before-rewrite", "--json", *db]) == 0
+    assert json.loads(capsys.readouterr().out)["events_given_back"] == 1
+    with open_store(db_path) as store:
+        (found,) = list_events(store, f"{repo.resolve()}@{sha}")
+        assert found["statement"] == "Switch parser to streaming tokens" and found["evidence"]
+
+
 def test_a_chat_exports_file_path_names_all_its_sessions(store, db_path, tmp_path) -> None:
     from crossmodalrag.connectors.chats import Session, Turn, session_document
 

@@ -244,7 +244,6 @@ HOLDS_NO_FORGOTTEN_TEXT = {
     "memory_usage": "chunk and node ids, events and times",
     "agent_memory_links": "source ids, relations and similarities",
     "chunk_stats": "counts and lengths",
-    "owner_change_log": "append-only: forget deletes no record, and SQLite's tombstone keeps the uri too",
     "owner_checkpoints": "checkpoint names",
     "queries_eval": "the user's labels, kept by forget on SQLite too",
     "embedding_models": "model names",

@@ -50,6 +50,22 @@ def test_clients_may_append_to_their_log_but_not_rewrite_it(two_users):
         assert verify(store.conn).ok
 
 
+def test_a_client_may_erase_a_forgotten_sources_hashes_in_its_own_chain_only(two_users):
+    """`mem forget` puts markers in place of the erased hashes and re-chains (schema 13's grant)."""
+    from crossmodalrag.forget import find_sources, forget_sources
+
+    with open_postgres_store(two_users["bob"]) as bob:
+        bobs = bob.conn.execute("SELECT seq, content_hash, hash FROM change_log ORDER BY seq").fetchall()
+    with open_postgres_store(two_users["alice"]) as store:
+        forget_sources(store, find_sources(store, uri="/vault/plan.md"))
+        hashes = [row[0] for row in store.conn.execute("SELECT content_hash FROM change_log ORDER BY seq")]
+        assert hashes[0].startswith("erased:") and hashes[-1] == hashes[0]  # the tombstone names the marker
+        assert verify(store.conn).ok
+    with open_postgres_store(two_users["bob"]) as bob:
+        assert bob.conn.execute("SELECT seq, content_hash, hash FROM change_log ORDER BY seq").fetchall() == bobs
+        assert verify(bob.conn).ok
+
+
 def test_checkpoints_and_rollback_stay_within_one_owner(two_users):
     with open_postgres_store(two_users["alice"]) as alice, open_postgres_store(two_users["bob"]) as bob:
         assert checkpoint(alice, "before") == 3 and checkpoint(bob, "before") == 3  # the same name, two chains

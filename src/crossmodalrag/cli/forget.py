@@ -121,8 +121,11 @@ def _render(args: argparse.Namespace, report) -> None:
             f"note: the same text is still in memory at {_shown(report.live_copies)} (a copy, or the note "
             "moved there since): forget that too to erase it\n"
         )
-    elif report.sources and not report.vacuumed:
-        note("note: the text is no longer searchable; run `mem forget --vacuum` to also wipe its bytes from the file\n")
+    elif report.sources and report.bytes_may_remain:
+        note(
+            "note: the text is no longer searchable, but copies of its bytes may remain in the database files"
+            f" ({_where_bytes_remain(args)}); run `mem forget --vacuum` to wipe them\n"
+        )
     if report.stranded_events:
         note(
             f"note: {_count(report.stranded_events, 'remaining memory event')} shared an episode or concept with "
@@ -146,6 +149,12 @@ def _render(args: argparse.Namespace, report) -> None:
             "a forgotten source as expected evidence; "
             "your labels are kept (`mem eval` warns about them)\n"
         )
+
+
+def _where_bytes_remain(args: argparse.Namespace) -> str:
+    if load_settings({"db_path": args.db_path}).db_url:
+        return "PostgreSQL keeps deleted rows until VACUUM (FULL)"
+    return "another mem process keeps the write-ahead log in use, which holds its pages as they were"
 
 
 def _say_still_on_disk(report, note) -> None:

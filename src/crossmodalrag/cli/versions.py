@@ -95,6 +95,7 @@ def make_checkpoint(args: argparse.Namespace) -> int:
 
 
 def do_rollback(args: argparse.Namespace) -> int:
+    from crossmodalrag.memory.anchors import EventsBack, give_events_back
     from crossmodalrag.versioning.history import rollback
 
     settings = _settings(args)
@@ -103,10 +104,19 @@ def do_rollback(args: argparse.Namespace) -> int:
         # Restored chunks are new rows: embed them as an ingest would, when a model is at hand.
         embedded = embed_new_chunks(store, settings) if plan.restore and not plan.dry_run else None
         fileless = [] if plan.dry_run else _restored_without_file(store, plan.restore)
+        events = EventsBack(0, [])
         if not plan.dry_run:
             _relink_restored_memories(store, settings, plan.restore)
+            events = give_events_back(store, [target for kind, target in plan.restore if kind == "source"])
     if args.json:
-        print_json({**plan.to_dict(), "embedded": embedded.chunks if embedded else 0})
+        print_json(
+            {
+                **plan.to_dict(),
+                "embedded": embedded.chunks if embedded else 0,
+                "events_given_back": events.sources,
+                "without_events": events.without,
+            }
+        )
         return 0
     verb = "would" if plan.dry_run else "did"
     for kind, target in plan.restore:
@@ -118,9 +128,18 @@ def do_rollback(args: argparse.Namespace) -> int:
         notice(
             "restored text is searchable by its words now; `mem reindex-embeddings` embeds it once a model is installed"
         )
+    if plan.skipped_forgotten:
+        notice(_forgotten_notice([target for _, target in plan.skipped_forgotten], plan.dry_run))
     if plan.rebuild:
         notice(f"{', '.join(plan.rebuild)} rows are derived, not rolled back: run `mem build-memory` to re-derive them")
-    if (plan.restore or plan.remove) and not plan.dry_run:
+    if events.sources:
+        notice(f"{counted(events.sources, 'restored source')} got {_its(events.sources)} events back")
+    if events.without:
+        notice(
+            f"{counted(len(events.without), 'restored source')} {_has(len(events.without))} no events:"
+            " `mem build-memory` draws them"
+        )
+    if _from_files(plan.restore + plan.remove) and not plan.dry_run:
         notice(
             "the files on disk are as they were: the next `mem sync` or ingest of their folders reads them again "
             "and undoes this (leave those folders out, or change the files)"
@@ -128,6 +147,27 @@ def do_rollback(args: argparse.Namespace) -> int:
     if fileless:
         notice(_files_gone_notice(fileless))
     return 0
+
+
+def _forgotten_notice(targets: list[str], dry_run: bool) -> str:
+    shown = ", ".join(targets[:3]) + (", …" if len(targets) > 3 else "")
+    return (
+        f"note: {counted(len(targets), 'source')} held then, forgotten since, {'would be ' if dry_run else ''}left out"
+        f" ({shown}): forgotten text never comes back"
+    )
+
+
+def _its(count: int) -> str:
+    return "its" if count == 1 else "their"
+
+
+def _has(count: int) -> str:
+    return "has" if count == 1 else "have"
+
+
+def _from_files(keys: list[tuple[str, str]]) -> bool:
+    """Did the rollback change a source an ingest or sync reads again (not an agent's memory)?"""
+    return any(kind == "source" and not target.startswith("memory:") for kind, target in keys)
 
 
 def _relink_restored_memories(store, settings, restored: list[tuple[str, str]]) -> None:
@@ -189,7 +229,7 @@ def show_diff(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from crossmodalrag.versioning.verify import accept, verify
+    from crossmodalrag.versioning.verify import accept, verify, verify_hint
 
     with _open(_settings(args), create=False) as store:
         # Rows on broken pages cannot be checked, so nothing would be proven. (Here, not in verify():
@@ -212,4 +252,6 @@ def run_verify(args: argparse.Namespace) -> int:
         state = "ok" if report.ok else counted(len(report.problems), "problem")
         print(f"{state}: {report.records} records, {report.rows_checked} rows checked in {report.seconds:.2f} s")
         print(f"chain head: seq {report.head_seq} {report.head_hash}")
+        if not report.ok:
+            notice(f"hint: {verify_hint(report.problems)}")
     return 0 if report.ok else 1

@@ -202,6 +202,17 @@ def vectors_stamp(store: Store, identity: ModelIdentity) -> str:
     return f"{identity.sha256[:16]}-{identity.dim}-{count}-{newest}"
 
 
+def vector_cache_dir(store: Store) -> Path | None:
+    """Where the derived copies of the vectors go: `<db>.vectors/` beside the database; None beside a
+    backup (`mem backup` wrote a `.sha256` beside it), which reading with mem leaves as it found it:
+    with nothing beside it (it may be on a read-only stick, and forget would not know the copy)."""
+    from crossmodalrag.store.copies import checksum_path
+
+    if checksum_path(store.path).is_file():
+        return None
+    return store.path.with_name(store.path.name + ".vectors")
+
+
 def cached_vectors(store: Store, identity: ModelIdentity, stamp: str):
     """load_vectors through a derived on-disk copy beside the database, memory-mapped.
 
@@ -213,7 +224,9 @@ def cached_vectors(store: Store, identity: ModelIdentity, stamp: str):
     """
     import numpy as np
 
-    root = store.path.with_name(store.path.name + ".vectors")
+    root = vector_cache_dir(store)
+    if root is None:
+        return load_vectors(store, identity)
     current = root / stamp
     try:
         return _load_copy(current)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from dataclasses import dataclass
 
 from crossmodalrag import versioning
 from crossmodalrag.memory.extract import PROMPT_VERSION
@@ -38,6 +39,55 @@ def reattach_restored(store: Store) -> int:
     for sid, found in homes.items():
         _give_back(store, *unread[sid], found)
     return len(homes)
+
+
+@dataclass(frozen=True)
+class EventsBack:
+    """What a rollback's restored sources got back of the hierarchy."""
+
+    sources: int  # sources given back the events they had (reattach_restored)
+    without: list[str]  # restored sources still without events, in a memory that has some: build-memory
+
+
+def give_events_back(store: Store, restored: list[str]) -> EventsBack:
+    """After a rollback restored these sources (uris): give them back the events still stored for
+    them, as the next `mem build-memory` would, and name those left without (their events went: a
+    forget removes every event left without a source, and a build removes orphans)."""
+    if not restored:
+        return EventsBack(0, [])
+    given = _give_commits_back(store, set(restored)) + reattach_restored(store)
+    if store.conn.execute("SELECT 1 FROM memory_extractions LIMIT 1").fetchone() is None:
+        return EventsBack(given, [])  # no hierarchy built: nothing to say
+    from crossmodalrag.memory.stats import not_extracted_sources
+
+    pending = {row["uri"] for row in not_extracted_sources(store.conn)}
+    return EventsBack(given, sorted(uri for uri in restored if uri in pending))
+
+
+def _give_commits_back(store: Store, restored: set[str]) -> int:
+    """A restored commit's events, by its uri: a commit's text never changes (its uri holds its sha), and
+    its events, drawn without a model, keep no chunk texts to match (reattach_restored). Their links
+    move onto the restored chunks by the spans they covered."""
+    from crossmodalrag.memory.events import GIT_MODEL, GIT_PROMPT, _save_state
+
+    given = 0
+    for source in all_sources(store.conn):
+        if source.uri not in restored or source.source_type != "commit":
+            continue
+        with store.transaction() as conn:
+            count = conn.execute(
+                "UPDATE memory_nodes SET source_id = ? WHERE level = 'event' AND source_id IS NULL AND source_uri = ?",
+                (source.id, source.uri),
+            ).rowcount
+        if not count:
+            continue
+        chunks = chunks_of(store.conn, source.id)
+        reanchor(store, source, chunks)
+        cost = {"calls": 0, "prompt_chars": 0, "completion_tokens": 0, "started": time.monotonic()}
+        with store.transaction() as conn:
+            _save_state(conn, source, text_hash(chunks), (GIT_MODEL, GIT_PROMPT), "done", "", count, cost)
+        given += 1
+    return given
 
 
 def _give_back(store: Store, source: SourceRow, chunks: list[ChunkRow], found: list) -> None:

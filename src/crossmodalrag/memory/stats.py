@@ -4,11 +4,14 @@ and the cascade `mem forget` runs so that nothing derived from a forgotten sourc
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crossmodalrag.memory.nodes import LEVELS, delete_nodes
 from crossmodalrag.store import Store
 from crossmodalrag.store.params import in_batches
+
+if TYPE_CHECKING:
+    from crossmodalrag.versioning import Erasure
 
 
 def memory_stats(store: Store) -> dict[str, Any]:
@@ -83,11 +86,12 @@ def events_with_source_gone(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT COUNT(*) FROM memory_nodes WHERE level='event' AND source_id IS NULL").fetchone()[0]
 
 
-def forget_derived(conn: sqlite3.Connection) -> tuple[int, int]:
+def forget_derived(conn: sqlite3.Connection, erasure: Erasure | None = None) -> tuple[int, int]:
     """Inside `mem forget`'s transaction, after its sources are deleted: remove their events and every
     episode or concept built on them (their titles and summaries came from forgotten text; the next
-    `mem build-memory` re-derives them from what remains). Returns (how many nodes went, how many
-    remaining events lost their episode or concept with them: until that build they are in no timeline)."""
+    `mem build-memory` re-derives them from what remains), and with `erasure` their hashes in the log.
+    Returns (how many nodes went, how many remaining events lost their episode or concept with them:
+    until that build they are in no timeline)."""
     gone = [row[0] for row in conn.execute("SELECT id FROM memory_nodes WHERE level='event' AND source_id IS NULL")]
     if not gone:
         return 0, 0
@@ -102,7 +106,10 @@ def forget_derived(conn: sqlite3.Connection) -> tuple[int, int]:
             )
         }
     stranded = _members_of(conn, parents) - set(gone)
-    return delete_nodes(conn, gone) + delete_nodes(conn, parents), len(stranded)
+    deleted = delete_nodes(conn, gone) + delete_nodes(conn, parents)
+    if erasure is not None:
+        erasure.erase("memory_node", gone + sorted(parents))
+    return deleted, len(stranded)
 
 
 def _members_of(conn: sqlite3.Connection, parents: set[str]) -> set[str]:

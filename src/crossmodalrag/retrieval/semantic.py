@@ -52,12 +52,12 @@ class SemanticIndex:
     def _load(self, stamp: str) -> None:
         import numpy as np
 
-        from crossmodalrag.index.embeddings import cached_vectors
+        from crossmodalrag.index.embeddings import cached_vectors, vector_cache_dir
         from crossmodalrag.index.vectors import build_index
 
         _, chunks, matrix = cached_vectors(self.store, self.embedder.identity, stamp)
-        folder = self.store.path.with_name(f"{self.store.path.name}.vectors")
-        cache = folder / f"ann-{self.embedder.identity.sha256[:12]}.usearch"
+        folder = vector_cache_dir(self.store)  # None beside a backup: built in memory, not kept
+        cache = folder / f"ann-{self.embedder.identity.sha256[:12]}.usearch" if folder else None
         positions = np.arange(len(chunks), dtype=np.int64)
         self._index = build_index(positions, matrix, self.settings.ann_min_vectors, cache, stamp)
         self._matrix, self._chunks = matrix, np.asarray(chunks)

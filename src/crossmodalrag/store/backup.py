@@ -138,7 +138,8 @@ def names_a_folder(dest: str | Path | None, chosen: Path) -> bool:
 
 def _backup_target(db_path: Path, dest: str | Path | None) -> Path:
     """The file a backup goes to: `dest`, or a timestamped name in `dest` or in `backups/` beside the database."""
-    chosen = backups_dir(db_path) if dest is None else Path(dest).expanduser().absolute()
+    # Resolved: `main/../elsewhere` and the real path name one file, recorded and shown once, as it is.
+    chosen = backups_dir(db_path) if dest is None else Path(dest).expanduser().resolve()
     if names_a_folder(dest, chosen):
         if chosen.exists() and not chosen.is_dir():
             raise StoreError(f"{chosen} is a file, not a folder", "name a new file, or a folder to put the backup in")

@@ -9,6 +9,7 @@ copied, and a backup restored elsewhere should not carry another memory's list o
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 
@@ -37,7 +38,7 @@ def remembered_backups(db_path: Path) -> list[Path]:
     paths = []
     for line in lines:
         try:
-            paths.append(Path(json.loads(line)))
+            paths.append(Path(os.path.realpath(json.loads(line))))  # one spelling per file (older records)
         except (ValueError, TypeError):
             continue  # a line cut short by a crash: the others still count
     return list(dict.fromkeys(paths))

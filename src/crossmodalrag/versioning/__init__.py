@@ -18,7 +18,6 @@ from crossmodalrag.versioning.log import (
     changed,
     changing,
     enabled,
-    forgotten,
     genesis,
     head,
     register_kind,
@@ -34,10 +33,12 @@ def load_kinds() -> None:
 
 load_kinds()
 
+from crossmodalrag.versioning.erasure import Erasure, forgotten, is_erased  # noqa: E402
 from crossmodalrag.versioning.sources import changing_source  # noqa: E402  (registers the source kind)
 
 __all__ = [
     "KINDS",
+    "Erasure",
     "MOVED_FROM",
     "MOVED_TO",
     "Kind",
@@ -50,6 +51,7 @@ __all__ = [
     "forgotten",
     "genesis",
     "head",
+    "is_erased",
     "load_kinds",
     "register_kind",
 ]

@@ -16,7 +16,7 @@ from pathlib import Path
 from crossmodalrag.answer.evidence import Retriever
 from crossmodalrag.retrieval.search import SearchResult, coverage_of, search
 from crossmodalrag.store import Store, open_store
-from crossmodalrag.versioning.history import resolve_point, states_at
+from crossmodalrag.versioning.history import forgotten_since, resolve_point, states_at
 from crossmodalrag.versioning.log import head, load_state
 from crossmodalrag.versioning.sources import restore_source
 from crossmodalrag.wording import counted
@@ -48,7 +48,7 @@ def past_state(store: Store, point: str) -> PastState:
     result = PastState(seq, same, None)
     kept = [(uri, state) for uri, state in states if state is not None]
     missing = [uri for uri, state in states if state is None]
-    result.changed, result.erased = len(states), sum(1 for uri in missing if _forgotten_since(store, uri, seq))
+    result.changed, result.erased = len(states), sum(1 for uri in missing if forgotten_since(conn, "source", uri, seq))
     result.unrecorded = len(missing) - result.erased
     if kept:
         result.older = _rebuild(kept)
@@ -61,16 +61,6 @@ def past_state(store: Store, point: str) -> PastState:
             " (changed with CMRAG_VERSIONING=off, or outside mem)"
         )
     return result
-
-
-def _forgotten_since(store: Store, uri: str, seq: int) -> bool:
-    """Did `mem forget` erase the source after `seq`? Otherwise its state of then was never kept: a
-    change made with versioning off is not logged, so the version it replaced was not kept either."""
-    row = store.conn.execute(
-        "SELECT 1 FROM change_log WHERE kind = 'source' AND target = ? AND op = 'forget' AND seq > ? LIMIT 1",
-        (uri, seq),
-    ).fetchone()
-    return row is not None
 
 
 def _rebuild(states: list[tuple[str, dict]]) -> Store:

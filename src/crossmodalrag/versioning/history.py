@@ -305,6 +305,8 @@ class RollbackPlan:
     dry_run: bool
     rebuild: list[str] = field(default_factory=list)  # derived kinds that differ: rebuilt, not rolled back
     applied_seq: int | None = None  # the log's head after rolling back
+    # rows held then whose content `mem forget` erased since: left as they are now (gone, or re-ingested)
+    skipped_forgotten: list[tuple[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -315,12 +317,15 @@ class RollbackPlan:
             "remove": [{"kind": k, "target": t} for k, t in self.remove],
             "head_seq": self.applied_seq,
             "rebuild": self.rebuild,
+            "skipped_forgotten": [{"kind": k, "target": t} for k, t in self.skipped_forgotten],
         }
 
 
 def rollback(store: Store, point: str, dry_run: bool = False) -> RollbackPlan:
-    """Restore every versioned row to its state at `point`, as new versions. Raises CMRAGError when some
-    content cannot come back (erased by forget, or changed outside mem); then nothing changes."""
+    """Restore every versioned row to its state at `point`, as new versions, except those whose content
+    `mem forget` erased since: they stay as they are now (`skipped_forgotten`), and no erased text comes
+    back. Raises CMRAGError when some other content cannot come back (the log never kept it: changed with
+    versioning off, or outside mem); then nothing changes."""
     if dry_run:
         return _plan(store.conn, point, dry_run)
     # Planned under the write lock, so no writer slips in between; planned again if PostgreSQL aborts
@@ -357,20 +362,33 @@ def _plan(conn: sqlite3.Connection, point: str, dry_run: bool) -> RollbackPlan:
     plan.restore = [key for key in plan.restore if key[0] not in skipped]
     plan.remove = [key for key in plan.remove if key[0] not in skipped]
     plan.rebuild = sorted(skipped)
-    _check_restorable(conn, plan, then)
+    erased = [key for key in plan.restore if load_state(conn, then[key]) is None]
+    plan.skipped_forgotten = [key for key in erased if forgotten_since(conn, *key, seq)]
+    plan.restore = [key for key in plan.restore if key not in plan.skipped_forgotten]
+    _check_restorable(conn, plan, [key for key in erased if key not in plan.skipped_forgotten])
     return plan
+
+
+def forgotten_since(conn: sqlite3.Connection, kind: str, target: str, seq: int) -> bool:
+    """Did `mem forget` erase the row after `seq`? Otherwise a state of then missing from the log was
+    never kept: a change made with versioning off is not logged, so the version it replaced is not kept."""
+    row = conn.execute(
+        "SELECT 1 FROM change_log WHERE kind = ? AND target = ? AND op = 'forget' AND seq > ? LIMIT 1",
+        (kind, target, seq),
+    ).fetchone()
+    return row is not None
 
 
 def _restorer(kind: str):
     return KINDS[kind].restore if kind in KINDS else None
 
 
-def _check_restorable(conn: sqlite3.Connection, plan: RollbackPlan, then: dict[tuple[str, str], str]) -> None:
-    erased = [target for key in plan.restore if load_state(conn, then[key]) is None for target in key[1:]]
-    if erased:
-        shown = ", ".join(erased[:3]) + (f" and {len(erased) - 3} more" if len(erased) > 3 else "")
+def _check_restorable(conn: sqlite3.Connection, plan: RollbackPlan, unkept: list[tuple[str, str]]) -> None:
+    if unkept:
+        targets = [target for _, target in unkept]
+        shown = ", ".join(targets[:3]) + (f" and {len(targets) - 3} more" if len(targets) > 3 else "")
         raise CMRAGError(
-            f"cannot roll back to {plan.point!r}: the content of {shown} is not in the log (erased by `mem forget`,"
-            " or changed outside mem); nothing changed",
-            "forgotten text cannot come back: re-ingest the file, or roll back to a later checkpoint",
+            f"cannot roll back to {plan.point!r}: the log did not keep the content {shown} had then (changed with"
+            " CMRAG_VERSIONING=off, or outside mem); nothing changed",
+            "re-ingest the file to record it as it is, or roll back to a point after that change (see `mem history`)",
         )

@@ -3,7 +3,7 @@
 A record is (seq, at, op, kind, target, actor, content_hash, reason) and `hash = sha256(prev_hash ||
 canonical record)`. States are kept apart from the chain, in `change_states` (zlib-compressed
 canonical JSON, keyed by content hash), and only once superseded (the live row is the current one):
-`mem forget` can erase them and leave the chain, which only holds hashes, intact and verifiable.
+`mem forget` erases them, puts random markers in place of their hashes and re-chains (erasure.py).
 
 Tables join by registering a Kind (how to read one row's state, every row's state, and how to put a
 state back) and wrapping each write in `changing(conn, kind, key)`, inside the same transaction: it
@@ -212,7 +212,7 @@ def open_batch(conn: sqlite3.Connection) -> WriteBatch | None:
 
 def latest_hash(conn: sqlite3.Connection, kind: str, target: str) -> str | None:
     """The content hash the log last recorded for a live row (None: never recorded, deleted or
-    forgotten; a forget tombstone keeps the erased content's hash, which is not a live state),
+    forgotten; a forget tombstone holds the erased marker of the last version, not a live state),
     counting the records an open write batch still holds."""
     batch = open_batch(conn)
     pending = batch.collected_items(write_records) if batch is not None else ()
@@ -273,24 +273,6 @@ def changing(conn: sqlite3.Connection, kind: str, target: str, reason: str = "")
     before_change(conn, kind, target)
     yield
     changed(conn, kind, target, reason=reason)
-
-
-def forgotten(conn: sqlite3.Connection, kind: str, target: str, reason: str = "forgotten") -> None:
-    """Erase every stored state of a row and append a tombstone (its erased content's hash), inside the
-    forget's transaction. Done even with versioning off: forgetting must reach the log's copies too."""
-    if not has_log(conn):
-        return
-    digests = conn.execute(
-        "SELECT DISTINCT content_hash FROM change_log WHERE kind = ? AND target = ? AND content_hash IS NOT NULL",
-        (kind, target),
-    ).fetchall()
-    conn.executemany("DELETE FROM change_states WHERE content_hash = ?", digests)
-    last = conn.execute(
-        "SELECT content_hash FROM change_log WHERE kind = ? AND target = ? AND content_hash IS NOT NULL"
-        " ORDER BY seq DESC LIMIT 1",
-        (kind, target),
-    ).fetchone()
-    append(conn, "forget", kind, target, last[0] if last else None, reason)
 
 
 def genesis(conn: sqlite3.Connection, progress: Callable[[int, int], None] | None = None) -> int:

@@ -190,6 +190,28 @@ def what_works(problems: list[Problem]) -> str:
     return "; ".join(steps) or "`mem verify` lists the problems"
 
 
+def verify_hint(problems: list[Problem]) -> str:
+    """What to do about what `mem verify` found in the live memory, one step per kind of problem."""
+    broken = [p for p in problems if p.problem == "chain_broken"]
+    if broken:
+        return (
+            f"the change log itself was altered at seq {broken[0].seq}, which `mem verify --accept` cannot accept:"
+            " restore a backup whose chain head you trust (`mem restore FILE --force`)"
+        )
+    steps = []
+    if any(p.problem in ACCEPTABLE for p in problems):
+        steps.append(
+            "if you changed those rows (with SQL, or with CMRAG_VERSIONING=off), `mem verify --accept` records them as"
+            " new versions; if not, restore a backup made before the change (`mem restore FILE --force`)"
+        )
+    if any(p.problem == "version_altered" for p in problems):
+        steps.append(
+            "an altered stored past version cannot be accepted: restore a backup made before the change,"
+            " or erase that source's stored versions with `mem forget SOURCE`"
+        )
+    return "; ".join(steps)
+
+
 def accept(store: "Store", reason: str = "accepted: changed outside mem") -> Accepted:
     """Record the live rows that verify finds changed, inserted or deleted outside mem as new versions
     (after CMRAG_VERSIONING was off, or an edit made on purpose). Raises CMRAGError when versioning is

@@ -21,8 +21,8 @@ from crossmodalrag.store.writers import lock_source, retrying
 # Every table whose rows forget deletes and that can hold the forgotten text or what came of it: its
 # tokens and vectors, the log's stored versions, the hierarchy's titles, statements, people and uris,
 # recall cards, an extraction's failure reason (a model's reply), a remembered memory's tags. The other
-# tables hold ids, hashes, scores and counts, or what forget keeps on SQLite too: the change log's
-# records (a tombstone names the uri) and eval queries (tests/store/test_postgres.py classifies each).
+# tables hold ids, scores and counts, or what forget keeps on SQLite too: eval queries
+# (tests/store/test_postgres.py classifies each).
 TEXT_TABLES = (
     "sources",
     "chunks",
@@ -30,6 +30,7 @@ TEXT_TABLES = (
     "chunk_postings",
     "chunk_vectors",
     "owner_change_states",
+    "owner_change_log",  # the erased versions' hashes, rewritten by the forget (old row versions stay)
     "memory_nodes",
     "memory_cards",
     "memory_extractions",
@@ -59,8 +60,9 @@ def forget_sources(store, sources, vacuum: bool = False, stage=lambda _: None):
             for uri in sorted({s.uri for s in sources}):  # a writer of one of them finishes first
                 lock_source(conn, uri)
             stage(erasing_versions(len(sources)))
-            for source in sources:  # the change log's copies of the text go too, leaving tombstones
-                versioning.forgotten(conn, "source", source.uri, "mem forget")
+            erasure = versioning.Erasure(conn)
+            for source in sources:  # the change log's copies of the text and their hashes go too
+                erasure.forget("source", source.uri, "mem forget")
             report.vectors = conn.execute(
                 f"SELECT COUNT(*) FROM chunk_vectors WHERE chunk_id IN ({chunk_ids})", (ids,)
             ).fetchone()[0]
@@ -74,7 +76,8 @@ def forget_sources(store, sources, vacuum: bool = False, stage=lambda _: None):
             keep_updates_linked(conn, ids)
             conn.execute("DELETE FROM chunks WHERE source_id = ANY(?)", (ids,))  # chunk_terms: ON DELETE CASCADE
             conn.execute("DELETE FROM sources WHERE id = ANY(?)", (ids,))
-            report.memory_nodes, report.stranded_events = forget_derived(conn)
+            report.memory_nodes, report.stranded_events = forget_derived(conn, erasure)
+            erasure.finish()
 
     retrying(forget)  # a collision the server aborted (serializable, deadlock) is run again whole
     report.eval_queries = eval_queries_naming(store, {s.uri for s in sources})
@@ -85,6 +88,7 @@ def forget_sources(store, sources, vacuum: bool = False, stage=lambda _: None):
         stage(WIPING_FREE_SPACE)
         wipe_free_space(store, just_forgotten=True)
         report.vacuumed = True
+    report.bytes_may_remain = not report.vacuumed  # dead row versions stay in the table files until then
     return report
 
 

@@ -40,6 +40,7 @@ from crossmodalrag.store.postgres.schema_changes import (
     CHUNK_TIMES,
     CORPUS_STATS,
     COVERING_POSTINGS,
+    ERASED_HASHES,
     POSTINGS_CASCADE,
     QUALIFIED_VISIBLE,
     RETOKENIZE,
@@ -68,6 +69,7 @@ MIGRATIONS: list[tuple] = [
     (10, RETOKENIZE, retokenize),  # FTS_VERSION 5
     (11, RETOKENIZE, retokenize),  # FTS_VERSION 6 (INDEX_FTS_VERSION)
     (12, QUALIFIED_VISIBLE),
+    (13, ERASED_HASHES),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -1,4 +1,4 @@
-"""PostgreSQL schema versions 4-12 (schema.py runs them): the change log, the BM25 statistics and covering
+"""PostgreSQL schema versions 4-13 (schema.py runs them): the change log, the BM25 statistics and covering
 postings, chunk times, the owners' visibility rules, and the re-tokenizing of the lexical index.
 Each is a change to versions 1-3 (schema_base.py), kept with the comment saying why it was made."""
 
@@ -11,7 +11,8 @@ from crossmodalrag.store.postgres.schema_base import OWNER, VISIBLE
 # owner's rows (cmrag_owner()) in tables holding every owner's, so each owner's seq runs 1, 2, 3 ...
 # and writers of different owners never wait on one chain head (the head is read under a per-owner
 # advisory lock: PgConnection.lock_chain). Row-level security keeps other owners' records unreadable,
-# and clients may only append to the log (no UPDATE or DELETE is granted; forget erases states).
+# and clients may only append to the log (no UPDATE or DELETE is granted; forget erases states; since
+# version 13 it also rewrites erased hashes and re-chains: ERASED_HASHES).
 CHANGE_LOG = f"""
 CREATE TABLE owner_change_log (
     {OWNER},
@@ -180,6 +181,15 @@ $$ SELECT rolname::text FROM pg_catalog.pg_roles
       OR (pg_catalog.pg_has_role(session_user, oid, 'MEMBER')
           AND current_user = (SELECT pg_catalog.pg_get_userbyid(relowner) FROM pg_catalog.pg_class
                               WHERE oid = 'public.sources'::regclass)) $$;
+"""
+
+
+# Version 13: `mem forget` puts random markers in place of the erased versions' content hashes (and of a
+# forgotten memory node's id, a hash of its statement) and re-chains the owner's log from there
+# (versioning/erasure.py): a hash kept would confirm a guessed secret. So clients may update those three
+# columns of their own records (row-level security), never delete one nor change its seq, time or op.
+ERASED_HASHES = """
+GRANT UPDATE (content_hash, target, hash) ON owner_change_log, change_log TO PUBLIC;
 """
 
 
