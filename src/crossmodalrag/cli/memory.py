@@ -4,12 +4,10 @@ call one library function in memory/, render its payload (or print it with --jso
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 
 from crossmodalrag.cli.arguments import minutes, positive
 from crossmodalrag.cli.commands import _open, _settings, notice
-from crossmodalrag.cli.progress import clear, is_live, redraw
+from crossmodalrag.cli.progress import ExtractProgress
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.memory.build import LEVELS
 from crossmodalrag.memory.extract import EVENT_TYPES
@@ -142,28 +140,6 @@ def _summary(result: dict) -> str:
     gone = result.get("removed_orphans")
     text = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items())
     return text + (f"; removed {counted(len(gone), 'event')} whose source is gone" if gone else "")
-
-
-class ExtractProgress:
-    """`events: 3/40 sources, ETA 2m10s: <title>` on a TTY while the model extracts."""
-
-    def __init__(self, stream=None) -> None:
-        self.stream = stream or sys.stderr
-        self.live = is_live(self.stream)
-        self.started = time.monotonic()
-
-    def __call__(self, done: int, total: int, title: str) -> None:
-        if not self.live:
-            return
-        eta = ""
-        if done:
-            left = (time.monotonic() - self.started) / done * (total - done)
-            eta = f", ETA {int(left // 60)}m{int(left % 60):02d}s"
-        redraw(self.stream, f"events: {done}/{total} sources{eta}: {title[:40]}")
-
-    def finish(self) -> None:
-        if self.live:
-            clear(self.stream)
 
 
 def events(args: argparse.Namespace) -> int:
