@@ -274,6 +274,8 @@ def render_doctor(report: dict[str, Any]) -> str:
     lines.append("extras: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in report["extras"].items()))
     embeddings = report["embeddings"]
     line = f"embedding model: {embeddings['model']}"
+    if embeddings.get("path") and embeddings.get("loadable") is False:  # a folder named "model" said nothing
+        line += f" (folder {embeddings['path']})"
     if "embedded" in embeddings:
         counts = f"{embeddings['embedded']}/{embeddings['chunks']} chunks embedded"
         line += f" ({counts}, window {embeddings['max_tokens']} tokens)"
