@@ -58,19 +58,19 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
 
     p = sub.add_parser("forgetting", parents=[common, as_json], help="what you are likely forgetting, and why")
     p.add_argument("--level", choices=(*NODE_LEVELS, "all"), default="concept", help="default: concept")
-    p.add_argument("--top", type=positive, default=10)
+    p.add_argument("--top", type=positive, default=10, help="how many (default 10)")
     p.add_argument("--min-support", type=positive, default=1, help="episodes/concepts with at least N events")
     p.set_defaults(run=forgetting)
 
     p = sub.add_parser("recall", parents=[common, as_json], help="study cards from your own evidence")
     p.add_argument("--level", choices=(*NODE_LEVELS, "all"), default="all", help="default: all")
-    p.add_argument("--top", type=positive, default=10)
+    p.add_argument("--top", type=positive, default=10, help="how many cards (default 10)")
     p.add_argument("--min-support", type=positive, default=1, help="episodes/concepts with at least N events")
     p.add_argument("--regenerate", action="store_true", help="write the cards again even if cached")
     p.set_defaults(run=recall)
 
     p = sub.add_parser("usage", parents=[common, as_json], help="the opt-in usage log (never the questions)")
-    p.add_argument("--top", type=positive, default=20)
+    p.add_argument("--top", type=positive, default=20, help="the N most used (default 20)")
     p.add_argument("--clear", action="store_true", help="wipe the usage log")
     p.set_defaults(run=usage)
     _extend_ask_and_eval(sub)
