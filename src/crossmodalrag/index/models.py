@@ -283,8 +283,11 @@ def left_behind(settings: Settings) -> Path | None:
     """Where installed models were left when the database moved: `mem models install` writes beside the
     database (./data/models by default), so after CMRAG_DB_PATH points elsewhere no model is found,
     and the messages blamed the hub model or "none is configured". None when nothing is left there."""
-    default = Settings().models_dir.resolve()
-    if default == settings.models_dir.resolve() or not default.is_dir():
+    try:
+        default = Settings().models_dir.resolve()
+        if default == settings.models_dir.resolve() or not default.is_dir():
+            return None
+    except OSError:  # the working directory is gone: nothing can have been left in it
         return None
     if installed_models(replace(settings, db_path=default.parent / "memory.db")) or stray_gguf(default):
         return default
