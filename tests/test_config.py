@@ -83,10 +83,17 @@ def test_memory_windows_and_gaps_in_range_are_kept(monkeypatch):
     assert (settings.drift_window_days, settings.episode_gap_hours, settings.extract_window_chars) == (7.0, 0.0, 3000)
 
 
-def test_broken_toml_is_a_config_error(isolated_env):
+def test_broken_toml_is_a_config_error(isolated_env, monkeypatch):
+    """The hint named CMRAG_CONFIG for the ./crossmodalrag.toml found in the working directory, a
+    variable the user never set."""
     write_toml(isolated_env, "[retrieval\ntop_k = ")
-    with pytest.raises(ConfigError, match="cannot read config"):
+    with pytest.raises(ConfigError, match=r"cannot read config .*crossmodalrag.toml: .*\(at line 1") as found:
         load_settings()
+    assert found.value.hint == "fix the file, or rename it: mem reads ./crossmodalrag.toml of the working directory"
+    monkeypatch.setenv("CMRAG_CONFIG", str(isolated_env / "crossmodalrag.toml"))
+    with pytest.raises(ConfigError) as named:
+        load_settings()
+    assert named.value.hint == "fix the file or unset CMRAG_CONFIG"
 
 
 def test_missing_cmrag_config_file_is_a_config_error(tmp_path, monkeypatch):

@@ -1054,6 +1054,22 @@ def test_a_file_ingested_by_its_own_path_stays_when_its_folder_is_ingested(store
     assert ingest_pdfs(store, [papers]).removed == 1  # gone from disk: it leaves
 
 
+def test_a_pdf_given_and_also_in_a_folder_given_is_read_and_counted_once(store: Store, tmp_path: Path) -> None:
+    """`mem ingest-pdf ~/papers/spec.pdf ~/papers/` (the README's line) said "1 added, 1 unchanged"."""
+    pytest.importorskip("pypdfium2")
+    from crossmodalrag.ingest import ingest_pdfs
+    from tests.pdfs import write_pdf
+
+    papers = tmp_path / "papers"
+    spec = write_pdf(papers / "spec.pdf", ["The turbine blades crack under thermal cycling."])
+    report = ingest_pdfs(store, [spec, papers])
+    assert (report.added, report.unchanged, report.removed, report.notices) == (1, 0, 0, [])
+    write_pdf(papers / "more.pdf", ["The rotor hub was redesigned."])
+    report = ingest_pdfs(store, [papers, spec])  # the other order: the folder first
+    assert (report.added, report.unchanged, report.removed, report.notices) == (1, 1, 0, [])
+    assert len(sources(store)) == 2
+
+
 def test_pdfs_and_chats_whose_file_name_is_not_utf8_fail_alone(store: Store, tmp_path: Path) -> None:
     pytest.importorskip("pypdfium2")
     from crossmodalrag.conversations import ingest_conversations

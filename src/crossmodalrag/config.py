@@ -201,7 +201,7 @@ def load_settings(overrides: dict[str, Any] | None = None, cwd: Path | None = No
     cwd = cwd or Path.cwd()
     env = read_environment(cwd)
     config_path = _config_file(env, cwd)
-    toml = read_toml(config_path) if config_path else {}
+    toml = read_toml(config_path, named=bool(env.get("CMRAG_CONFIG"))) if config_path else {}
     base = config_path.parent if config_path else cwd
     settings = Settings(config_path=config_path)
 

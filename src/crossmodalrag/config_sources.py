@@ -65,9 +65,15 @@ def _not_utf8(exc: UnicodeDecodeError) -> str:
     return f"byte {exc.object[exc.start]:#04x} at offset {exc.start} is not UTF-8"
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """The file's tables, each checked to be a known section holding known keys."""
-    hint = "fix the file or unset CMRAG_CONFIG"
+def read_toml(path: Path, named: bool = True) -> dict[str, Any]:
+    """The file's tables, each checked to be a known section holding known keys. `named`: the file is
+    the one CMRAG_CONFIG names, else the ./crossmodalrag.toml found in the working directory (whose
+    error said "unset CMRAG_CONFIG", a variable the user never set)."""
+    hint = (
+        "fix the file or unset CMRAG_CONFIG"
+        if named
+        else "fix the file, or rename it: mem reads ./crossmodalrag.toml of the working directory"
+    )
     try:
         # utf-8-sig: a byte-order mark, as some Windows editors write, is not TOML but means no harm.
         toml = tomllib.loads(path.read_bytes().decode("utf-8-sig"))

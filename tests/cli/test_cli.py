@@ -331,6 +331,17 @@ def test_python_dash_m_and_console_script_work(tmp_path):
     assert usage.returncode == 2 and usage.stderr.startswith("error: the following arguments are required: query")
 
 
+@pytest.mark.parametrize("command", ["ingest-notes", "ingest-git", "ingest-pdf", "ingest-images"])
+def test_an_ingest_of_mistyped_paths_only_creates_no_database(capsys, tmp_path, db_path, command):
+    """`mem ingest-notes ~/vualt` failed and left a new, empty database behind."""
+    code, out, err = run(capsys, command, str(tmp_path / "vualt"), str(tmp_path / "typo"))
+    assert code == 1 and out == "" and not db_path.exists()
+    assert err == (
+        f"error: {tmp_path / 'vualt'}: no such file or folder (and 1 more paths, none of them there either)"
+        " (hint: check the path; nothing was stored or removed)\n"
+    )
+
+
 def test_progress_is_not_drawn_when_stderr_is_not_a_terminal(capsys, vault):
     _, _, err = run(capsys, "ingest-notes", str(vault))
     assert "\r" not in err and any(line.startswith("ingest-notes: 2 added") for line in err.splitlines())

@@ -191,6 +191,16 @@ def test_a_model_that_cannot_load_comes_with_what_to_run(capsys, monkeypatch):
     assert "mem models install --offline" in why
 
 
+def test_a_missing_embedding_model_folder_is_named_by_its_path_not_its_last_name(capsys, monkeypatch, tmp_path):
+    """CMRAG_EMBED_MODEL_PATH=/nope/model: doctor's line said only "embedding model: model"."""
+    monkeypatch.setenv("CMRAG_EMBED_MODEL_PATH", str(tmp_path / "nope" / "model"))
+    assert main(["init-db"]) == 0
+    capsys.readouterr()
+    assert main(["doctor"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert f"embedding model: model (folder {tmp_path / 'nope' / 'model'})" in lines
+
+
 def test_a_damaged_text_index_is_a_problem_that_init_db_rebuild_index_mends(capsys, tmp_path, db_path):
     write_note(tmp_path / "vault", "a.md", "# A\nalpha beta")
     write_note(tmp_path / "vault", "b.md", "# B\ngamma delta")

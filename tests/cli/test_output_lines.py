@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from types import SimpleNamespace
 
-from crossmodalrag.cli.progress import EmbedProgress, ProgressLine
+from crossmodalrag.cli.progress import EmbedProgress, ExtractProgress, ProgressLine
 
 
 def test_a_large_embedding_backlog_is_announced_once_without_a_terminal():
@@ -20,6 +20,24 @@ def test_a_large_embedding_backlog_is_announced_once_without_a_terminal():
     small = io.StringIO()
     EmbedProgress(small)(SimpleNamespace(chunks=5, seconds=1.0), 5)
     assert small.getvalue() == ""
+
+
+def test_event_extraction_without_a_terminal_says_what_it_does_and_then_how_far_it_is(monkeypatch):
+    """A 17-minute `mem build-memory` into a log left it empty: a pipe gets an opening line and a
+    plain count every EVERY seconds (here every call), never a redraw."""
+    out = io.StringIO()
+    progress = ExtractProgress(out)
+    monkeypatch.setattr(progress, "EVERY", 0.0)
+    progress(0, 40, "first note", 0)
+    progress(3, 40, "fourth note", 1)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "events: extracting from 40 sources (--max-minutes bounds the run; stopping keeps what is done)"
+    assert lines[1].startswith("events: 3/40 sources, 1 failed, ETA ") and "\r" not in out.getvalue()
+    quiet = io.StringIO()
+    paced = ExtractProgress(quiet)  # the default pace: two calls in a row give the opening line only
+    paced(0, 40, "a", 0)
+    paced(1, 40, "b", 0)
+    assert len(quiet.getvalue().splitlines()) == 1
 
 
 class Terminal(io.StringIO):

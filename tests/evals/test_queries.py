@@ -36,6 +36,15 @@ def test_gold_warnings_name_relative_doubled_and_unknown_uris(store):
     assert "relative" in warnings[0] and "doubled" in warnings[1] and "matches no ingested source" in warnings[2]
 
 
+def test_a_gold_uri_written_with_a_tilde_is_the_home_folders_path(store, tmp_path, monkeypatch):
+    """`~/vault/rate.md` was stored literally, warned about as "relative" on every run, and never matched."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (query,) = parse_queries([{"query_text": "q", "expected_source_uris": ["~/vault/rate.md", "~/code/repo@abc1234"]}])
+    assert query.expected_source_uris == [f"{tmp_path}/vault/rate.md", f"{tmp_path}/code/repo@abc1234"]
+    upsert_queries(store, [EvalQuery("[t] old", ["~/vault/rate.md"])])  # loaded before `~` was expanded
+    assert list_queries(store, "[t]")[0].expected_source_uris == [f"{tmp_path}/vault/rate.md"]
+
+
 @pytest.mark.parametrize(
     "content, message",
     [

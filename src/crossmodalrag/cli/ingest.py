@@ -96,12 +96,27 @@ def seed_sample(args: argparse.Namespace) -> int:
 
 
 def _paths(given: list[Path], configured: list[Path], what: str, variable: str) -> list[Path]:
+    """The paths to ingest. When none of them exists (a mistyped path), an error before the database
+    is opened: the failed ingest used to leave a new, empty database behind."""
     paths = given or configured
     if not paths:
         raise CMRAGError(
             f"no {what} given", f"pass paths, or set {variable}_1 in .env or [connectors] in crossmodalrag.toml"
         )
+    if not any(_exists(path) for path in paths):
+        more = f" (and {len(paths) - 1} more paths, none of them there either)" if len(paths) > 1 else ""
+        raise CMRAGError(
+            f"{paths[0].expanduser()}: no such file or folder{more}", "check the path; nothing was stored or removed"
+        )
     return paths
+
+
+def _exists(path: Path) -> bool:
+    """Whether a path is there, or cannot be looked at (the ingest then says why for that path)."""
+    try:
+        return path.expanduser().exists()
+    except OSError:
+        return True
 
 
 def ingest_notes(args: argparse.Namespace) -> int:

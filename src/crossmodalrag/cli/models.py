@@ -90,7 +90,7 @@ def _installed(kind: str, name: str, path: Path | None, sha256: str, verified: b
 
 def _model_listing(settings: Settings) -> dict:
     from crossmodalrag.answer.llm import choose_provider, installed_gguf
-    from crossmodalrag.index.models import folder_problem, installed_models, resolve_model
+    from crossmodalrag.index.models import folder_problem, installed_models, left_behind, move_hint, resolve_model
     from crossmodalrag.retrieval.semantic import embeddings_installed
 
     active = resolve_model(settings)
@@ -107,4 +107,5 @@ def _model_listing(settings: Settings) -> dict:
         },
         "installed": [{"name": spec.name, "path": str(spec.path)} for spec in installed_models(settings)],
         "llm": {"provider": provider, "why": why, "installed": str(gguf) if gguf else None},
+        "left_behind": move_hint(settings, found) if (found := left_behind(settings)) else None,
     }

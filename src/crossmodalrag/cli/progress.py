@@ -1,4 +1,4 @@
-"""Live counts on stderr while sources are ingested (only on a terminal), and the closing summary."""
+"""Progress on stderr during long runs: live lines on a terminal, a few plain lines on a pipe or log."""
 
 from __future__ import annotations
 
@@ -141,3 +141,42 @@ class StageLine:
         if self.drawn:
             clear(self.stream)
             self.drawn = False
+
+
+class ExtractProgress:
+    """`events: 3/40 sources, 1 failed, ETA 2m10s: <title>` while the model extracts events: redrawn
+    on a TTY; without one (a log, cron, a pipe) an opening line and then a plain line every
+    EVERY seconds, since one model call per source makes a run of many minutes that was silent."""
+
+    EVERY = 10.0  # seconds between plain lines: a log gets a pulse, not one line per source
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.live = is_live(self.stream)
+        self.started = time.monotonic()
+        self.last_line: float | None = None
+
+    def __call__(self, done: int, total: int, title: str, failed: int = 0) -> None:
+        counts = f"events: {done}/{total} sources" + (f", {failed} failed" if failed else "")
+        eta = ""
+        if done:
+            left = (time.monotonic() - self.started) / done * (total - done)
+            eta = f", ETA {int(left // 60)}m{int(left % 60):02d}s"
+        if self.live:
+            redraw(self.stream, f"{counts}{eta}: {title[:40]}")
+            return
+        now = time.monotonic()
+        if self.last_line is None:
+            self.stream.write(
+                f"events: extracting from {total} sources (--max-minutes bounds the run; stopping keeps what is done)\n"
+            )
+        elif now - self.last_line >= self.EVERY:
+            self.stream.write(f"{counts}{eta}\n")
+        else:
+            return
+        self.stream.flush()
+        self.last_line = now
+
+    def finish(self) -> None:
+        if self.live:
+            clear(self.stream)

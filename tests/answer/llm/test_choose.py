@@ -164,6 +164,24 @@ def test_llamacpp_without_any_gguf_is_unavailable(settings: Settings, with_llama
     assert "CMRAG_LLM_MODEL_PATH" in caught.value.hint
 
 
+def test_a_model_path_naming_no_file_says_so_and_names_the_installed_model(settings: Settings, tmp_path: Path):
+    """The hint said to install a model while one was installed: the setting, which wins over it,
+    is what to fix."""
+    settings.llm_model_path = str(tmp_path / "nope.gguf")
+    with pytest.raises(LLMUnavailable) as caught:
+        load_llm(settings)
+    assert (
+        caught.value.message == f"no GGUF model at {tmp_path / 'nope.gguf'} (from CMRAG_LLM_MODEL_PATH): no such file"
+    )
+    assert "run `mem models install --llm`" in caught.value.hint
+    installed = install_gguf(settings)
+    with pytest.raises(LLMUnavailable) as caught:
+        load_llm(settings)
+    assert (
+        caught.value.hint == f"unset CMRAG_LLM_MODEL_PATH to use the installed {installed}, or point it at a GGUF file"
+    )
+
+
 def test_a_model_path_is_loaded_lazily(settings: Settings, tmp_path: Path):
     pytest.importorskip("llama_cpp")
     path = tmp_path / "not-really.gguf"

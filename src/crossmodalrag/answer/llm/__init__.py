@@ -56,7 +56,11 @@ def choose_provider(settings: Settings) -> tuple[str, str]:
         return "ollama", f"an Ollama server answers at {ollama.DEFAULT_URL}"
     except LLMError:
         pass
+    from crossmodalrag.index.models import left_behind, stray_gguf
+
     why = "none is configured"
+    if (found := left_behind(settings)) and (stray := stray_gguf(found)):  # a moved database left it behind
+        why = f"{stray} is not beside the database"
     if gguf:
         why = f"{gguf.name} is installed but llama-cpp-python is not"
     return "none", why
@@ -84,6 +88,8 @@ def load_llm(settings: Settings) -> LLM:
     from crossmodalrag.answer.llm.llamacpp import LlamaCppLLM
 
     path = settings.llm_model_path or installed_gguf(settings)
+    if settings.llm_model_path and not Path(path).is_file():
+        raise _setting_names_nothing(settings)
     if not path:
         raise LLMUnavailable(
             "the llamacpp backend needs a GGUF file", "set CMRAG_LLM_MODEL_PATH or run `mem models install --llm`"
@@ -96,6 +102,21 @@ def load_llm(settings: Settings) -> LLM:
         cache_dir=settings.models_dir / "llm" / "cache",
         repack=settings.llm_repack,
     )
+
+
+def _setting_names_nothing(settings: Settings) -> LLMUnavailable:
+    """CMRAG_LLM_MODEL_PATH names no file: the hint said to install a model when one was installed,
+    and the setting (which wins over it) was the thing to fix."""
+    from crossmodalrag.index.models import unset
+
+    origin = settings.origin("llm_model_path")
+    installed = installed_gguf(settings)
+    hint = (
+        f"{unset(origin)} to use the installed {installed}, or point it at a GGUF file"
+        if installed
+        else f"point {origin} at a GGUF file, or {unset(origin)} and run `mem models install --llm`"
+    )
+    return LLMUnavailable(f"no GGUF model at {settings.llm_model_path} (from {origin}): no such file", hint)
 
 
 def _auth_headers(settings: Settings) -> dict[str, str]:
