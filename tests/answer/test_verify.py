@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crossmodalrag.answer.attribution import content_words, excerpts_holding_missing_words
+from crossmodalrag.answer.attribution import content_words, excerpts_holding_missing_words, specific_words
 from crossmodalrag.answer.citations import sentences
 from crossmodalrag.answer.echo import restates_question
 from crossmodalrag.answer.evidence import ask_without_llm, open_retriever
@@ -1142,3 +1142,23 @@ def test_a_passed_sentence_no_longer_cites_an_excerpt_judged_beside_it_that_hold
     assert claims[1]["cited"] == [roster, decision] and [c["id"] for c in answer.citations] == [roster]
     yes = ask_with_llm(retriever, "Is Bob Alice's deputy?", settings, llm=ScriptedLLM("Answer: Yes [E1][E2]"))
     assert yes.text == "Answer: Yes [E1][E2]"  # no word of its own to compare: left as it is
+
+
+def test_a_days_number_is_no_figure_a_version_number_shares(store, settings: Settings, tmp_path):
+    """ "PostgreSQL 16 was chosen as the new database for Kestrel [E4][E1][E2][E3]": the second look
+    added the two deadline notes, whose "16 November 2026" held the sentence's "16"."""
+    notes = {
+        "decision.md": "# Kestrel database\n\nWe chose a new database for Kestrel after the review.\n",
+        "deadline.md": "# Kestrel deadline\n\nThe Kestrel deadline moved to 16 November 2026.\n",
+        "plan.md": "# Kestrel v2 plan\n\nKestrel v2 runs on PostgreSQL 16 from the start.\n",
+    }
+    retriever = notes_retriever(store, settings, tmp_path / "vault", notes)
+    question = "Which database was chosen for Kestrel?"
+    evidence = ask_without_llm(retriever, question).evidence
+    decision, plan = (
+        next(item for item in evidence if item.hit.title == title) for title in ("Kestrel database", "Kestrel v2 plan")
+    )
+    claim = "PostgreSQL 16 was chosen as the new database for Kestrel."
+    assert excerpts_holding_missing_words(claim, question, [decision], evidence) == [plan]
+    # A day is still a name of its own, whatever its form: the same day written otherwise is found.
+    assert specific_words("We met on Nov 16, 2026.") == specific_words("We met on 2026-11-16.") == {"11-16"}

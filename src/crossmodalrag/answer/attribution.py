@@ -14,6 +14,7 @@ from crossmodalrag.index.scripts import CJK_CHAR
 from crossmodalrag.retrieval.snippets import KEY_LETTERS  # "rotates" and "rotation": one key
 from crossmodalrag.retrieval.stopwords import stopwords_for
 from crossmodalrag.types import Evidence
+from crossmodalrag.written_dates import MONTHS
 
 # A sentence of at least ATTRIBUTED_WORDS content words whose cited excerpts hold under MISCITED_SHARE
 # of them, while another excerpt holds SOURCE_SHARE (or, in an answer citing nothing, MISCITED_SHARE),
@@ -29,6 +30,14 @@ _INNER_WORD = re.compile(r"(?<=[^\s.!?:;\[(\-])\s+([^\W\d_]+)\b")  # a word afte
 _NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*")  # "€1,850" is 1,850; "E1" holds no number
 # A figure or date as written: numbers with at most one word between them ("3. Mai 2024", "7:42", "49,90").
 _ALNUM = re.compile(r"[^\W_]+")
+# A day of a month as written ("16 November 2026", "3. Mai", "Nov 16", "2026-11-16"): a name for
+# `specific_words`, its numbers no figures of their own.
+_WRITTEN_DAY = re.compile(
+    r"(?<![\w.,])(?:(?P<d1>\d{1,2})(?:st|nd|rd|th|\.)?\s+(?:de\s+)?(?P<m1>[^\W\d_]{3,10})\b\.?"
+    r"|(?P<m2>[^\W\d_]{3,10})\.?\s+(?P<d2>\d{1,2})(?:st|nd|rd|th)?\b(?![.,:]\d))(?:,?\s+(?:del?\s+)?\d{4}\b)?"
+    r"|(?<![\w.,])\d{4}-(?P<m3>\d{1,2})-(?P<d3>\d{1,2})\b",
+    re.I,
+)
 _FIGURE = re.compile(r"(?<![\w.,])\d+(?:[\W_]+(?:[^\W\d_]+[\W_]+)?\d+)*")
 
 
@@ -66,8 +75,25 @@ def specific_words(text: str) -> set[str]:
     """The numbers ("1,850" whole, not "1" and "850") and the words capitalised inside a sentence
     (not opening it, where any word is), lowercase, function words aside: what a claim names,
     beside what it is about."""
+    days, text = _written_days(text)
     names = {match.group(1).lower() for match in _INNER_WORD.finditer(text) if match.group(1)[0].isupper()}
-    return set(_NUMBER.findall(text)) | (names - stopwords_for(sorted(names)))
+    return set(_NUMBER.findall(text)) | days | (names - stopwords_for(sorted(names)))
+
+
+def _written_days(text: str) -> tuple[set[str], str]:
+    """The days of months `text` names, each keyed month-day whatever its form, and `text` without
+    them: the "16" of "16 November 2026" is no figure, or it made a note about PostgreSQL 16 hold a
+    date's number."""
+    days: set[str] = set()
+
+    def keyed(match: re.Match) -> str:
+        month = match["m3"] or MONTHS.get((match["m1"] or match["m2"] or "").lower())
+        if month is None:  # "16 pages", "version 16": no month
+            return match.group(0)
+        days.add(f"{int(month)}-{int(match['d1'] or match['d2'] or match['d3'])}")
+        return " "
+
+    return days, _WRITTEN_DAY.sub(keyed, text)
 
 
 def word_source(claim: str, claimed: list[Evidence], pool: list[Evidence]) -> Evidence | None:
