@@ -528,9 +528,9 @@ def test_a_missing_vault_is_a_failure_and_removes_nothing(store: Store, vault: P
 
 def test_a_first_ingest_whose_include_selects_none_of_the_notes_says_so(store: Store, tmp_path: Path) -> None:
     write_note(tmp_path / "gv", "work/a.md", "# A\nThe a note.\n")
-    report = ingest_notes(store, [tmp_path / "gv"], include=["work"])  # `work/**` was meant
+    report = ingest_notes(store, [tmp_path / "gv"], include=["wrok"])  # `work` was meant
     assert report.notices == [] and report.failures == [
-        f"{tmp_path / 'gv'}: --include 'work' selects none of its notes (hint: check the pattern; nothing was removed)"
+        f"{tmp_path / 'gv'}: --include 'wrok' selects none of its notes (hint: check the pattern; nothing was removed)"
     ]
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from crossmodalrag import vaults
-from crossmodalrag.connectors import notes
+from crossmodalrag.connectors import globs, notes
 from crossmodalrag.connectors.files import confined
 from crossmodalrag.file_moves import StoredFile, known_files
 from crossmodalrag.ingest.reading import _read_changed
@@ -28,12 +28,15 @@ def ingest_notes(
     allow_mass_delete: bool = False,
     confine: bool = False,
     only: Path | None = None,
+    say_unmatched_globs: bool = False,
 ) -> IngestReport:
     """Ingest vaults; notes gone from a vault (deleted, renamed, now excluded) leave the memory,
     unless more than half of a vault would go (see remove_gone). `confine`: a note that links to a
     file outside its vault fails instead of being read (connectors/files.py `confined`). `only`: a
     note or folder inside the vault given: just its notes are read, and just those gone from it
-    leave, each as the whole vault's ingest reads it (its locator, the vault's globs)."""
+    leave, each as the whole vault's ingest reads it (its locator, the vault's globs).
+    `say_unmatched_globs`: a notice names each pattern that matches none of a vault's notes (those
+    typed as --include/--exclude; configured ones serve many vaults, and would repeat it every sync)."""
     report = IngestReport()
     leaving: list[tuple[Path, list[str], int]] = []  # (vault, its notes gone, how many it held)
     for root in _outermost(roots, report):
@@ -65,6 +68,11 @@ def ingest_notes(
             continue
         if nothing_in_it:
             report.notices.append(f"{root}: no notes (.md, .markdown) in it")
+        for flag, pattern in _matching_nothing(root, include or [], exclude or []) if say_unmatched_globs else ():
+            report.notices.append(
+                f"{root}: {flag} {pattern!r} matches none of its notes (hint: paths are relative to the vault;"
+                " `private` or `private/` is that folder at any depth, `/private` the one at the top)"
+            )
         # A folder that could not be listed fails as a whole: the notes under it are not gone.
         gone = [uri for uri in known if uri not in seen and not any(str(p) in seen for p in Path(uri).parents)]
         leaving.append((root, gone, len(known)))
@@ -95,6 +103,18 @@ def _outermost(roots: list[Path], report: IngestReport) -> list[Path]:
         else:
             report.notices.append(f"{root} is inside {outer}: its notes are read as part of that vault")
     return kept
+
+
+def _matching_nothing(root: Path, include: list[str], exclude: list[str]) -> list[tuple[str, str]]:
+    """(flag, pattern) of each --include and --exclude that matches none of the vault's notes: an
+    exclude that keeps nothing out looks just like one that worked, and private notes were stored."""
+    waiting = [("--include", pattern) for pattern in include] + [("--exclude", pattern) for pattern in exclude]
+    for path in notes.find_notes(root, [], []) if waiting else ():
+        relative = path.relative_to(root).as_posix()
+        waiting = [(flag, pattern) for flag, pattern in waiting if not globs.matches(relative, pattern)]
+        if not waiting:
+            break
+    return waiting
 
 
 def _holds_notes(root: Path) -> bool:
