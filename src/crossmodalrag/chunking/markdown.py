@@ -204,6 +204,14 @@ def breadcrumb(title: str, headings: list[str]) -> list[str]:
     return [title] + path
 
 
+def with_aliases(title: str, aliases: list[str] | None) -> str:
+    """The breadcrumb's first crumb: the title, then the note's frontmatter aliases in parentheses
+    (`Project Zeta (Skunkworks)`). Obsidian users name a note by its aliases, and a question asked
+    by one was refused as mentioning nothing in memory; in the breadcrumb they are found by keyword
+    and in meaning."""
+    return f"{title} ({clip(', '.join(aliases))})" if aliases else title
+
+
 def chunk_markdown(doc: Document) -> list[Chunk]:
     """Chunks of a markdown note, one or more per non-empty section."""
     _, body_start = split_frontmatter(doc.text)
@@ -213,6 +221,7 @@ def chunk_markdown(doc: Document) -> list[Chunk]:
     seen: dict[str, int] = {}
     for index, section in enumerate(found):
         crumbs = breadcrumb(doc.title, section.headings)
+        crumbs[0] = with_aliases(crumbs[0], doc.metadata.get("aliases"))
         heading_path = " > ".join(crumbs[1:])
         locator = f"{doc.locator}#{heading_path}" if heading_path else doc.locator
         # A heading that repeats (a "Notes" under every day) is numbered from its second time, so a
@@ -261,7 +270,7 @@ def _frontmatter_chunks(doc: Document) -> list[Chunk]:
     match = FRONTMATTER.match(doc.text)
     if not match:
         return []
-    title = breadcrumb(doc.title, [])[0]
+    title = with_aliases(breadcrumb(doc.title, [])[0], doc.metadata.get("aliases"))
     spans = split_span(doc.text, match.start(1), match.end(1))
     return [
         Chunk(text=f"{title}\n{doc.text[start:end]}", locator=doc.locator, char_start=start, char_end=end)

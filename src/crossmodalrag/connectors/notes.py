@@ -34,7 +34,7 @@ DATE_KEYS = ("date", "created")  # frontmatter that dates a note
 ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")  # the form notices ask for: one unread is no real day
 # Part of every note's file stamp: an unchanged note file is not read again (ingest.reading._read_changed), so
 # bump this whenever read_note would make another Document of the same bytes (title, text, locator).
-READER_VERSION = "2"  # 2: prose between opening --- lines is text, not frontmatter
+READER_VERSION = "3"  # 2: prose between opening --- lines is text, not frontmatter; 3: aliases
 
 
 def _has_body(text: str, body_start: int) -> bool:
@@ -128,6 +128,7 @@ def read_note(root: Path, path: Path) -> Document:
             "vault": str(root),
             "path": relative,
             "tags": _tags(meta, prose),
+            **({"aliases": aliases} if (aliases := _aliases(meta, title)) else {}),
             "wikilinks": sorted({link.strip() for link in WIKILINK.findall(prose)} - {""}),  # [[<private>x</private>]]
             **({"frontmatter": _jsonable(meta)} if meta else {}),
             **({"notice": f"{_shown(path)}: {unread}"} if unread else {}),
@@ -225,6 +226,15 @@ def _tags(meta: dict[str, Any], body: str) -> list[str]:
     inline = inline_tags(body) if "#" in body else []
     # Composed (NFC), as inline_tags reads them: a decomposed `über` is the same tag as a typed one.
     return sorted({unicodedata.normalize("NFC", tag.lstrip("#")) for tag in listed + inline} - {""})
+
+
+def _aliases(meta: dict[str, Any], title: str) -> list[str]:
+    """Frontmatter `aliases` (or `alias`): a list, or one string whose commas separate them, as
+    Obsidian reads it; the title itself and repeats left out."""
+    raw = meta.get("aliases") or meta.get("alias") or []
+    listed = raw.split(",") if isinstance(raw, str) else raw if isinstance(raw, (list, tuple)) else [raw]
+    found = [clip(" ".join(str(alias).split())) for alias in listed if alias not in (None, "")]
+    return [a for a in dict.fromkeys(found) if a and a.casefold() != title.casefold()]
 
 
 def _jsonable(value: Any) -> Any:
