@@ -60,3 +60,60 @@ def test_a_question_by_alias_finds_the_note(store: Store, vault: Path) -> None:
 def test_a_note_of_frontmatter_only_is_found_by_its_alias(vault: Path) -> None:
     doc = read(vault, "todo.md", "---\naliases: [Plumber call]\ntags: [home]\n---\n")
     assert chunk_document(doc)[0].text.startswith("todo (Plumber call)\n")
+
+
+# --- what the reading view hides --------------------------------------------------------------
+
+DRAWING = (
+    "---\nexcalidraw-plugin: parsed\ntags: [excalidraw]\n---\n"
+    "==⚠  Switch to EXCALIDRAW VIEW in the MORE OPTIONS menu of this document. ⚠==\n\n\n"
+    "# Text Elements\nWhiteboard label ocelot ^abc123\n\nSecond label ^def456\n\n"
+    '%%\n# Drawing\n```json\n{"type":"excalidraw","elements":['
+    + ",".join('{"id":"el%d","type":"rectangle","seed":%d}' % (i, 1000 + i) for i in range(300))
+    + "]}\n```\n%%\n"
+)
+
+
+def test_an_excalidraw_drawing_is_its_labels_titled_by_its_file_name(vault: Path) -> None:
+    doc = read(vault, "plans/board.excalidraw.md", DRAWING)
+    assert doc.title == "board"
+    [chunk] = chunk_document(doc)
+    assert chunk.text == "board > Text Elements\nWhiteboard label ocelot\n\nSecond label"
+    assert "rectangle" not in doc.text and "EXCALIDRAW VIEW" not in doc.text
+
+
+def test_comments_are_not_indexed_but_code_keeps_its_percent_signs(vault: Path) -> None:
+    text = (
+        "# Plain\n\nVisible text.%%hidden armadillo%%After.\n\n%%\nA whole\nhidden block\n%%\n## Next\n\n"
+        '```mermaid\ngraph TD %% a mermaid comment\n```\n\n`printf("%%d")` stays, and 100%% sure\n'
+    )
+    doc = read(vault, "plain.md", text)
+    assert "armadillo" not in doc.text and "hidden block" not in doc.text
+    assert "Visible text. After." in doc.text  # the words around a comment stay apart
+    assert "graph TD %% a mermaid comment" in doc.text and '`printf("%%d")` stays, and 100%% sure' in doc.text
+    assert [chunk.locator for chunk in chunk_document(doc)] == ["plain.md", "plain.md#Next"]  # still a heading
+
+
+def test_stored_offsets_follow_the_stored_text(vault: Path) -> None:
+    doc = read(vault, "a.md", "# A\n\nÜber %%geheim%% alles. ^blk1\n\n## B ^x\n\nMehr.\n")
+    for chunk in chunk_document(doc):
+        assert chunk.text.endswith(doc.text[chunk.char_start : chunk.char_end])
+    assert "^blk1" not in doc.text
+
+
+# --- links and block ids in labels ---------------------------------------------------------
+
+
+def test_headings_read_as_obsidian_shows_them_in_titles_breadcrumbs_and_locators(vault: Path) -> None:
+    doc = read(
+        vault,
+        "launch.md",
+        "# Launch of [[Projects/Zeta|Zeta]]\n\n## Party with [[Alpha|the alpha team]]\n\n"
+        "Celebrate with a pangolin cake. ^cake42\n\n## Budget and [[Finance#Q3]] ^bud\n\nThe budget is 42000 euros.\n",
+    )
+    assert doc.title == "Launch of Zeta"
+    chunks = chunk_document(doc)
+    assert [c.locator for c in chunks] == ["launch.md#Party with the alpha team", "launch.md#Budget and Finance > Q3"]
+    assert chunks[0].text == "Launch of Zeta > Party with the alpha team\nCelebrate with a pangolin cake."
+    assert chunks[1].metadata["headings"] == ["Launch of Zeta", "Budget and Finance > Q3"]
+    assert doc.metadata["wikilinks"] == ["Alpha", "Finance", "Projects/Zeta"]  # the links themselves stay

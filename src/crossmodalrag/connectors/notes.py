@@ -9,7 +9,16 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from crossmodalrag.chunking.markdown import DATE_LINE, clip, inline_tags, leading_date, split_frontmatter, without_code
+from crossmodalrag.chunking.markdown import (
+    DATE_LINE,
+    clip,
+    inline_tags,
+    leading_date,
+    shown_links,
+    split_frontmatter,
+    without_code,
+)
+from crossmodalrag.connectors import obsidian
 from crossmodalrag.connectors.files import check_name, opened_regular, unlisted_folders, unreadable
 from crossmodalrag.connectors.files import shown as _shown  # its locals are named `shown`
 from crossmodalrag.connectors.frontmatter import parse_frontmatter
@@ -34,7 +43,8 @@ DATE_KEYS = ("date", "created")  # frontmatter that dates a note
 ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")  # the form notices ask for: one unread is no real day
 # Part of every note's file stamp: an unchanged note file is not read again (ingest.reading._read_changed), so
 # bump this whenever read_note would make another Document of the same bytes (title, text, locator).
-READER_VERSION = "3"  # 2: prose between opening --- lines is text, not frontmatter; 3: aliases
+# 3: aliases; Obsidian's hidden markup (%%comments%%, block ids) left out, links in headings as shown
+READER_VERSION = "3"  # 2: prose between opening --- lines is text, not frontmatter
 
 
 def _has_body(text: str, body_start: int) -> bool:
@@ -112,10 +122,14 @@ def read_note(root: Path, path: Path) -> Document:
     withheld = has_private(text)
     text = strip_private(text)
     frontmatter_text, body_start = split_frontmatter(text)
+    text = obsidian.hidden_removed(text, body_start, path.name)
     meta = parse_frontmatter(frontmatter_text)
     unread = _frontmatter_unread(frontmatter_text, meta) or _date_line_unread(text, body_start)
     prose = without_code(text[body_start:])
-    title = clip(str(meta.get("title") or heading_text(prose) or path.stem))
+    if obsidian.is_excalidraw(path.name):  # its heading is the plugin's own ("Text Elements")
+        title = clip(str(meta.get("title") or obsidian.excalidraw_title(path.name)))
+    else:
+        title = clip(str(meta.get("title") or heading_text(prose) or path.stem))
     return Document(
         uri=str(path),
         source_type="note",
@@ -197,7 +211,7 @@ def heading_text(prose: str) -> str | None:
     a line underlined with `===`)."""
     found = [(m.start(), m.group(1).rstrip(" \t\r").rstrip("#").rstrip(" \t")) for m in H1.finditer(prose)]
     found += [(m.start(), m.group(1).strip()) for m in SETEXT_H1.finditer(prose)]
-    return next((text for _, text in sorted(found) if text), None)
+    return next((shown for _, text in sorted(found) if (shown := shown_links(text))), None)
 
 
 NAME_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")
