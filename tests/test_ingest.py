@@ -417,7 +417,7 @@ def test_an_editors_atomic_save_is_an_update(store: Store, vault: Path) -> None:
 
 def test_a_bad_utf8_note_fails_alone_and_keeps_its_stored_version(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
-    write_note(vault, "alpha.md", b"# Alpha\n\ncaf\xe9 in latin-1\n")
+    write_note(vault, "alpha.md", b"# Alpha\n\ncaf\xc3\xa9 in UTF-8, caf\xe9 damaged\n")
     write_note(vault, "delta.md", "Dolphins dive deep.\n")
     report = ingest_notes(store, [vault])
     assert len(report.failures) == 1

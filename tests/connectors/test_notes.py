@@ -213,9 +213,26 @@ def test_wikilinks_are_metadata_but_not_inside_code(vault: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("content", "encoding", "word"),
+    [
+        (b"# Caf\xe9\n\nle h\xe9risson \x96 5\x80\n", "cp1252", "hérisson – 5€"),
+        (b"# Caf\xe9\n\nbyte \x81 undefined in cp1252\n", "latin-1", "byte \x81 undefined"),
+    ],
+)
+def test_a_note_in_a_windows_encoding_is_read_with_a_notice(
+    vault: Path, content: bytes, encoding: str, word: str
+) -> None:
+    doc = read(vault, "old.md", content)
+    assert doc.title == "Café" and word in doc.text
+    assert doc.metadata["notice"].endswith(
+        f"old.md: not UTF-8, read as {encoding} (re-save it as UTF-8 to be sure of its accents)"
+    )
+
+
+@pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"caf\xe9 latin-1 text\n", "not valid UTF-8"),
+        (b"caf\xc3\xa9 in UTF-8, caf\xe9 damaged\n", "not valid UTF-8 (byte 19)"),
         (b"", "empty"),
         (b"  \n\t\n  ", "empty"),
         (b"---\ntags:\ntitle: ''\n---\n", "empty"),

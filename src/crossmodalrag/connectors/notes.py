@@ -40,10 +40,13 @@ SETEXT_H1 = re.compile(r"^( {0,3}[^\s#>|<`~*+=-][^\n]*)\n {0,3}={2,}[ \t]*$", re
 # No `[` inside a link: otherwise every `[[` of a `[[[[…` line scans to the end of the line.
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 DATE_KEYS = ("date", "created")  # frontmatter that dates a note
+UTF8_SEQUENCE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+CP1252_UNDEFINED = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
 ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")  # the form notices ask for: one unread is no real day
 # Part of every note's file stamp: an unchanged note file is not read again (ingest.reading._read_changed), so
 # bump this whenever read_note would make another Document of the same bytes (title, text, locator).
-# 3: aliases; Obsidian's hidden markup (%%comments%%, block ids) left out, links in headings as shown
+# 3: aliases; Obsidian's hidden markup (%%comments%%, block ids) left out, links in headings as shown;
+# a cp1252 note read (it was refused)
 READER_VERSION = "3"  # 2: prose between opening --- lines is text, not frontmatter
 
 
@@ -107,12 +110,7 @@ def read_note(root: Path, path: Path) -> Document:
     relative = path.relative_to(root).as_posix()
     check_name(path)
     raw, mtime = _read_bytes(path)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConnectorError(
-            f"{_shown(path)}: not valid UTF-8 (byte {exc.start})", "re-save the note as UTF-8"
-        ) from exc
+    text, decoded_as = _decoded(raw, path)
     text = text.removeprefix("\ufeff")
     if "\x00" in text:
         raise ConnectorError(f"{_shown(path)}: binary data in a .md file", "this is not a text note; exclude it")
@@ -125,6 +123,7 @@ def read_note(root: Path, path: Path) -> Document:
     text = obsidian.hidden_removed(text, body_start, path.name)
     meta = parse_frontmatter(frontmatter_text)
     unread = _frontmatter_unread(frontmatter_text, meta) or _date_line_unread(text, body_start)
+    said = "; ".join(part for part in (decoded_as, unread) if part)
     prose = without_code(text[body_start:])
     if obsidian.is_excalidraw(path.name):  # its heading is the plugin's own ("Text Elements")
         title = clip(str(meta.get("title") or obsidian.excalidraw_title(path.name)))
@@ -145,10 +144,27 @@ def read_note(root: Path, path: Path) -> Document:
             **({"aliases": aliases} if (aliases := _aliases(meta, title)) else {}),
             "wikilinks": sorted({link.strip() for link in WIKILINK.findall(prose)} - {""}),  # [[<private>x</private>]]
             **({"frontmatter": _jsonable(meta)} if meta else {}),
-            **({"notice": f"{_shown(path)}: {unread}"} if unread else {}),
+            **({"notice": f"{_shown(path)}: {said}"} if said else {}),
         },
         withheld_text=withheld,
     )
+
+
+def _decoded(raw: bytes, path: Path) -> tuple[str, str | None]:
+    """The note's text and, when it was not UTF-8, a notice saying how it was read. A note written
+    by an old Windows editor (cp1252, Latin-1) is readable text: it is decoded as such rather than
+    refused. One that holds UTF-8 sequences too is UTF-8 damaged somewhere: refused, naming the byte,
+    since read as cp1252 each of its accented letters would be stored as two wrong ones."""
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        if UTF8_SEQUENCE.search(raw):
+            raise ConnectorError(
+                f"{_shown(path)}: not valid UTF-8 (byte {exc.start})", "re-save the note as UTF-8"
+            ) from exc
+    # cp1252 leaves five bytes undefined; Latin-1 reads every byte (as a control character there)
+    encoding = "cp1252" if not CP1252_UNDEFINED.search(raw) else "latin-1"
+    return raw.decode(encoding), f"not UTF-8, read as {encoding} (re-save it as UTF-8 to be sure of its accents)"
 
 
 def _worth_keeping(meta: dict[str, Any]) -> bool:
