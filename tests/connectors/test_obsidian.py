@@ -9,6 +9,7 @@ import pytest
 
 from crossmodalrag.chunking import chunk_document
 from crossmodalrag.connectors.notes import read_note
+from crossmodalrag.connectors.obsidian import templates_folders
 from crossmodalrag.ingest import ingest_notes
 from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.store import Store
@@ -117,3 +118,42 @@ def test_headings_read_as_obsidian_shows_them_in_titles_breadcrumbs_and_locators
     assert chunks[0].text == "Launch of Zeta > Party with the alpha team\nCelebrate with a pangolin cake."
     assert chunks[1].metadata["headings"] == ["Launch of Zeta", "Budget and Finance > Q3"]
     assert doc.metadata["wikilinks"] == ["Alpha", "Finance", "Projects/Zeta"]  # the links themselves stay
+
+
+# --- canvases and templates ----------------------------------------------------------------------
+
+CANVAS = '{"nodes":[{"id":"1","type":"text","text":"call the flamingo supplier"}],"edges":[]}'
+
+
+def test_a_canvas_is_said_not_read(store: Store, vault: Path) -> None:
+    write_note(vault, "boards/plan.canvas", CANVAS)
+    write_note(vault, "real.md", "# Real\n\nreal note\n")
+    report = ingest_notes(store, [vault])
+    assert report.added == 1
+    assert [n for n in report.notices if "canvas" in n] == [
+        f"{vault}: 1 canvas file not read (e.g. plan.canvas; Obsidian canvases are not notes:"
+        " keep what should be remembered in a note)"
+    ]
+    assert not [n for n in ingest_notes(store, [vault], exclude=["boards"]).notices if "canvas" in n]
+
+
+def test_the_configured_templates_folder_is_not_read_and_its_stored_templates_leave(store: Store, vault: Path) -> None:
+    write_note(vault, "Templates/daily.md", "---\ntags: template\n---\n# {{title}}\n\n## Tasks\n- [ ] placeholder\n")
+    write_note(vault, "real.md", "# Real\n\nreal note\n")
+    write_note(vault, "more.md", "# More\n\nmore notes\n")
+    assert ingest_notes(store, [vault]).added == 3  # no setting yet: the template is a note...
+    title = "SELECT title FROM sources WHERE uri LIKE '%daily.md'"
+    assert store.conn.execute(title).fetchone()[0] == "daily"  # ...titled by its file, not `{{title}}`
+    write_note(vault, ".obsidian/templates.json", '{"folder": "Templates"}')
+    report = ingest_notes(store, [vault])
+    assert (report.removed, report.unchanged) == (1, 2)
+    assert f"{vault}: Templates/ is not read: it is Obsidian's templates folder (set in {vault}/.obsidian)" in (
+        report.notices
+    )
+    assert not any("templates folder" in n for n in ingest_notes(store, [vault]).notices)  # said once
+
+
+def test_templaters_folder_setting_is_read_too(vault: Path) -> None:
+    write_note(vault, ".obsidian/plugins/templater-obsidian/data.json", '{"templates_folder": "meta/tpl/"}')
+    write_note(vault, ".obsidian/templates.json", "{not json")
+    assert templates_folders(vault) == ["meta/tpl"]

@@ -57,14 +57,19 @@ def _has_body(text: str, body_start: int) -> bool:
 
 
 def find_notes(
-    root: Path, include: list[str], exclude: list[str], folder_links: list[Path] | None = None
+    root: Path,
+    include: list[str],
+    exclude: list[str],
+    folder_links: list[Path] | None = None,
+    canvases: list[Path] | None = None,
 ) -> Iterator[Path]:
     """Every note under root in a stable order, skipping vault noise and hidden folders.
 
     Symlinked folders are not followed (each is added to `folder_links`, for the ingest to say so):
     a link loop cannot trap the walk, a link into the vault does not store its notes twice, and the
     watcher, which does not follow links either, would never see their edits. Links to notes of the
-    same vault are not followed either (see _links_within). A folder that cannot be listed is
+    same vault are not followed either (see _links_within). Obsidian canvases the globs select are
+    added to `canvases`, for the ingest to say they were not read. A folder that cannot be listed is
     yielded itself: reading it fails with a clear error, and the failure keeps the notes stored from
     under it (instead of their looking deleted).
     """
@@ -76,6 +81,9 @@ def find_notes(
             folder_links.extend(Path(folder, d) for d in dirs if Path(folder, d).is_symlink())
         for name in sorted(files):
             if name.startswith(".") or not name.lower().endswith(NOTE_SUFFIXES):
+                if canvases is not None and name.lower().endswith(obsidian.CANVAS_SUFFIX) and not name.startswith("."):
+                    if selected(Path(folder, name).relative_to(root).as_posix(), include, exclude):
+                        canvases.append(Path(folder, name))
                 continue
             path = Path(folder, name)
             if selected(path.relative_to(root).as_posix(), include, exclude) and not _links_within(path, root):
@@ -129,6 +137,7 @@ def read_note(root: Path, path: Path) -> Document:
         title = clip(str(meta.get("title") or obsidian.excalidraw_title(path.name)))
     else:
         title = clip(str(meta.get("title") or heading_text(prose) or path.stem))
+        title = path.stem if obsidian.PLACEHOLDER.fullmatch(title) else title
     return Document(
         uri=str(path),
         source_type="note",

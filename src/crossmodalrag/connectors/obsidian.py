@@ -5,7 +5,9 @@ and a heading after a comment is still a heading; offsets then follow the stored
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 from crossmodalrag.chunking.markdown import code_ranges
 
@@ -15,6 +17,14 @@ BLOCK_ID = re.compile(r"(?:^|[ \t]+)\^[A-Za-z0-9-]+[ \t]*(?=\r?$)", re.M)
 # The Excalidraw plugin's line asking to switch views, above its "Text Elements".
 EXCALIDRAW_BANNER = re.compile(r"^==⚠.*⚠==[ \t]*\r?$", re.M)
 EXCALIDRAW_SUFFIX = ".excalidraw.md"
+CANVAS_SUFFIX = ".canvas"
+# Where Obsidian's Templates core plugin and the Templater plugin keep their settings: (file, key).
+TEMPLATE_SETTINGS = (
+    (".obsidian/templates.json", "folder"),
+    (".obsidian/plugins/templater-obsidian/data.json", "templates_folder"),
+)
+# A title that is a template's placeholder (`# {{title}}`, `# <% tp.file.title %>`): no note's name.
+PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|<%.*%>")
 
 
 def hidden_removed(text: str, body_start: int, name: str) -> str:
@@ -73,3 +83,18 @@ def _blanked(text: str, spans: list[tuple[int, int]], gap: str) -> str:
         at = end
     out.append(text[at:])
     return "".join(out)
+
+
+def templates_folders(vault: Path) -> list[str]:
+    """The vault's templates folders (relative, as configured), for the ingest to leave out: a template
+    stored as a note was found as `{{title}}`, its placeholders answering questions. Unreadable or
+    odd settings name none."""
+    found = []
+    for settings, key in TEMPLATE_SETTINGS:
+        try:
+            folder = json.loads((vault / settings).read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(folder, str) and folder.strip("/ ") and ".." not in folder.split("/"):
+            found.append(folder.strip("/ "))
+    return list(dict.fromkeys(found))
