@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import unicodedata
@@ -164,6 +165,11 @@ def _decoded(raw: bytes, path: Path) -> tuple[str, str | None]:
     by an old Windows editor (cp1252, Latin-1) is readable text: it is decoded as such rather than
     refused. One that holds UTF-8 sequences too is UTF-8 damaged somewhere: refused, naming the byte,
     since read as cp1252 each of its accented letters would be stored as two wrong ones."""
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # Notepad's "Unicode"
+        try:
+            return raw.decode("utf-16"), "not UTF-8, read as UTF-16 (by its byte order mark)"
+        except UnicodeDecodeError as exc:
+            raise ConnectorError(f"{_shown(path)}: not valid UTF-16 (byte {exc.start})", "re-save it as UTF-8") from exc
     try:
         return raw.decode("utf-8"), None
     except UnicodeDecodeError as exc:
