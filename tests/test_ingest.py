@@ -417,7 +417,7 @@ def test_an_editors_atomic_save_is_an_update(store: Store, vault: Path) -> None:
 
 def test_a_bad_utf8_note_fails_alone_and_keeps_its_stored_version(store: Store, vault: Path) -> None:
     ingest_notes(store, [vault])
-    write_note(vault, "alpha.md", b"# Alpha\n\ncaf\xe9 in latin-1\n")
+    write_note(vault, "alpha.md", b"# Alpha\n\ncaf\xc3\xa9 in UTF-8, caf\xe9 damaged\n")
     write_note(vault, "delta.md", "Dolphins dive deep.\n")
     report = ingest_notes(store, [vault])
     assert len(report.failures) == 1
@@ -528,9 +528,9 @@ def test_a_missing_vault_is_a_failure_and_removes_nothing(store: Store, vault: P
 
 def test_a_first_ingest_whose_include_selects_none_of_the_notes_says_so(store: Store, tmp_path: Path) -> None:
     write_note(tmp_path / "gv", "work/a.md", "# A\nThe a note.\n")
-    report = ingest_notes(store, [tmp_path / "gv"], include=["work"])  # `work/**` was meant
+    report = ingest_notes(store, [tmp_path / "gv"], include=["wrok"])  # `work` was meant
     assert report.notices == [] and report.failures == [
-        f"{tmp_path / 'gv'}: --include 'work' selects none of its notes (hint: check the pattern; nothing was removed)"
+        f"{tmp_path / 'gv'}: --include 'wrok' selects none of its notes (hint: check the pattern; nothing was removed)"
     ]
 
 

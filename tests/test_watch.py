@@ -340,7 +340,7 @@ def test_an_unreadable_note_the_first_sync_reported_is_not_repeated_by_the_next_
 
     vault = tmp_path / "vault"
     write_note(vault, "a.md", "# A\nText.\n")
-    write_note(vault, "bad.md", b"# Bad\ncaf\xe9\n")
+    write_note(vault, "bad.md", b"# Bad\ncaf\xc3\xa9, damaged: caf\xe9\n")
 
     def saved(self, stop):
         self.pending.add(self.targets[0], [write_note(vault, "a.md", "# A\nText, edited.\n")])

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from crossmodalrag.connectors import git
+from crossmodalrag.connectors.globs import FOLDER_SYNTAX, read_otherwise_before
 from crossmodalrag.connectors.globs import SYNTAX as GLOB_SYNTAX
 from crossmodalrag.file_moves import known_files
 from crossmodalrag.ingest import Unchanged, remove_sources
@@ -97,6 +98,8 @@ def _commit_stamp(include: list[str] | None, exclude: list[str] | None) -> str:
     given: list = [include or [], exclude or []]
     if any("[" in glob for side in given for glob in side):  # read otherwise before: selected other commits
         given.append(GLOB_SYNTAX)
+    if any(read_otherwise_before(glob) for side in given[:2] for glob in side):  # likewise
+        given.append(FOLDER_SYNTAX)
     globs = hashlib.sha256(json.dumps(given).encode()).hexdigest()[:16]
     reader = f"{git.EXTRACTOR} reader {git.READER_VERSION}"
     return f"{reader} chunker {documents.CHUNKER_VERSION} cap {git.MAX_FILE_DIFF_CHARS} globs {globs}"

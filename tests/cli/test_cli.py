@@ -119,7 +119,7 @@ def test_ingest_notes_reads_configured_vaults_from_dotenv(capsys, vault, isolate
 
 
 def test_a_bad_note_is_one_error_line_and_exit_1_while_the_rest_ingests(capsys, vault):
-    write_note(vault, "latin1.md", "caf\xe9".encode("latin-1"))
+    write_note(vault, "damaged.md", b"caf\xc3\xa9, damaged: caf\xe9")  # UTF-8 with a bad byte
     code, _, err = run(capsys, "ingest-notes", str(vault), "--json")
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert code == 1 and len(errors) == 1 and "not valid UTF-8" in errors[0] and "hint:" in errors[0]
@@ -148,7 +148,7 @@ def test_an_empty_note_exits_0_and_a_real_failure_still_exits_1(capsys, vault):
     write_note(vault, "Untitled.md", "")
     code, out, err = run(capsys, "ingest-notes", str(vault), "--json")
     assert code == 0 and json.loads(out)["empty"] == 1 and "error:" not in err
-    write_note(vault, "latin1.md", "caf\xe9".encode("latin-1"))
+    write_note(vault, "damaged.md", b"caf\xc3\xa9, damaged: caf\xe9")  # UTF-8 with a bad byte
     code, out, _ = run(capsys, "ingest-notes", str(vault), "--json")
     assert code == 1 and json.loads(out)["failed"] == 1 and json.loads(out)["empty"] == 1
 

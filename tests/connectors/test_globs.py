@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from crossmodalrag.connectors.globs import matches, selected
+from crossmodalrag.connectors.globs import matches, read_otherwise_before, selected
 
 
 @pytest.mark.parametrize(
@@ -24,7 +24,7 @@ from crossmodalrag.connectors.globs import matches, selected
         ("*.tmp.md", "scratch.tmp.md", True),
         ("*.tmp.md", "a/b/c/scratch.tmp.md", True),
         ("*.tmp.md", "scratch.md", False),
-        ("*.tmp.md", "dir.tmp.md/real.md", False),
+        ("*.tmp.md", "dir.tmp.md/real.md", True),  # a folder so named: everything in it, as in .gitignore
         ("notes/*.md", "notes/a.md", True),
         ("notes/*.md", "notes/sub/a.md", False),
         ("?.md", "a.md", True),
@@ -62,6 +62,32 @@ def test_matches(pattern: str, path: str, expected: bool) -> None:
 )
 def test_a_trailing_slash_pattern_matches_everything_in_that_folder(pattern: str, path: str, expected: bool) -> None:
     assert matches(path, pattern) is expected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("private", "private/diary.md", True),
+        ("private", "journal/private/deep/diary.md", True),
+        ("private", "private.md", False),
+        ("private", "privateer/x.md", False),
+        ("/private", "private/diary.md", True),
+        ("/private", "journal/private/diary.md", False),
+        ("work/old", "work/old/x.md", True),
+        ("work/old", "a/work/old/x.md", False),
+        ("work/*", "work/sub/x.md", True),
+        ("/", "a.md", False),
+    ],
+)
+def test_a_pattern_naming_a_folder_matches_everything_in_it_as_in_gitignore(
+    pattern: str, path: str, expected: bool
+) -> None:
+    assert matches(path, pattern) is expected
+
+
+def test_commits_selected_by_globs_whose_reading_changed_are_read_again() -> None:
+    assert read_otherwise_before("private") and read_otherwise_before("/private") and read_otherwise_before("*.md")
+    assert not read_otherwise_before("private/") and not read_otherwise_before("work/**")
 
 
 def test_no_include_means_everything_not_excluded() -> None:

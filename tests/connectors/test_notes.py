@@ -213,9 +213,26 @@ def test_wikilinks_are_metadata_but_not_inside_code(vault: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("content", "encoding", "word"),
+    [
+        (b"# Caf\xe9\n\nle h\xe9risson \x96 5\x80\n", "cp1252", "hérisson – 5€"),
+        (b"# Caf\xe9\n\nbyte \x81 undefined in cp1252\n", "latin-1", "byte \x81 undefined"),
+        ("\ufeff# Café\n\nNotepad's Unicode\n".encode("utf-16-le"), "UTF-16 (by its byte order mark)", "Notepad's"),
+    ],
+)
+def test_a_note_in_a_windows_encoding_is_read_with_a_notice(
+    vault: Path, content: bytes, encoding: str, word: str
+) -> None:
+    doc = read(vault, "old.md", content)
+    assert doc.title == "Café" and word in doc.text
+    assert f"old.md: not UTF-8, read as {encoding}" in doc.metadata["notice"]
+
+
+@pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"caf\xe9 latin-1 text\n", "not valid UTF-8"),
+        (b"caf\xc3\xa9 in UTF-8, caf\xe9 damaged\n", "not valid UTF-8 (byte 19)"),
+        (b"\xff\xfe odd!", "not valid UTF-16 (byte 6)"),
         (b"", "empty"),
         (b"  \n\t\n  ", "empty"),
         (b"---\ntags:\ntitle: ''\n---\n", "empty"),
@@ -223,7 +240,16 @@ def test_wikilinks_are_metadata_but_not_inside_code(vault: Path) -> None:
         (b"SQLite format 3\x00\x10\x00\x01\x01", "binary"),
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "bad.md"),
     ],
-    ids=["bad-utf8", "empty", "whitespace", "blank-frontmatter", "blank-frontmatter-and-blank", "nul-bytes", "png"],
+    ids=[
+        "bad-utf8",
+        "bad-utf16",
+        "empty",
+        "whitespace",
+        "blank-frontmatter",
+        "blank-frontmatter-and-blank",
+        "nul-bytes",
+        "png",
+    ],
 )
 def test_unreadable_notes_raise_connector_error_with_a_hint(vault: Path, content: bytes, message: str) -> None:
     path = write_note(vault, "bad.md", content)

@@ -58,7 +58,8 @@ def hostile_vault(vault: Path) -> tuple[list[str], list[str]]:
 
     add("hostile/binary.md", bytes(range(256)) * 64, ok=False)
     add("hostile/nul.md", "# Text\nwith a \x00 inside\n", ok=False)
-    add("hostile/latin1.md", "# Café\ncaf\xe9 au lait\n".encode("latin-1"), ok=False)
+    add("hostile/latin1.md", "# Café\ncaf\xe9 au lait\n".encode("latin-1"), ok=True)  # read as cp1252
+    add("hostile/damaged.md", "# Café\n".encode() + b"caf\xe9 au lait\n", ok=False)  # UTF-8 and not
     # Empty notes are skipped and counted, not errors (issue 14): neither stored nor reported.
     write_note(vault, "hostile/empty.md", b"")
     write_note(vault, "hostile/frontmatter-only.md", "---\ntitle: Nothing else\ntags: [x]\n---\n")

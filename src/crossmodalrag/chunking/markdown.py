@@ -37,6 +37,8 @@ PROSE_KEY_WORDS = 3
 DATE_LINE = re.compile(r"\A\s*Date:([^\n]*)(?:\n|\Z)", re.I)  # stripped in Python: no backtracking
 FENCE_LINE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*", re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
+SHOWN_LINK = re.compile(r"!?\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]")  # no `[` inside: see notes.WIKILINK
+BLOCK_ID_END = re.compile(r"(?:\A|[ \t]+)\^[A-Za-z0-9-]+[ \t]*\Z")
 # A tag starts with a letter, of any script (#über, #日本語), and runs over letters, digits, `_`, `/`,
 # `-` and combining marks (see tag_end): `\w` stops at a mark, and cut #ฐานข้อมูล to ฐานข, #हिन्दी to ह.
 TAG_START = re.compile(r"(?<![\w&#/])#(?=[^\W\d_])")
@@ -118,9 +120,41 @@ def without_code(text: str) -> str:
     return INLINE_CODE.sub(" ", "".join(kept))
 
 
+def code_ranges(text: str) -> list[tuple[int, int]]:
+    """Where fenced blocks (an unclosed one runs to the end) and inline code outside them are, as
+    (start, end) offsets in order: markup there is code, not markup."""
+    if "`" not in text and "~~~" not in text:
+        return []
+    fenced, fence, opened_at = [], None, 0
+    for line in FENCE_LINE.finditer(text):
+        opened, _ = _fence_change(fence, line.group(0).rstrip("\r"))
+        if fence is None and opened is not None:
+            opened_at = line.start()
+        elif fence is not None and opened is None:
+            fenced.append((opened_at, line.end()))
+        fence = opened
+    if fence is not None:
+        fenced.append((opened_at, len(text)))
+    inline, at = [], 0
+    for start, end in [*fenced, (len(text), len(text))]:
+        inline += [match.span() for match in INLINE_CODE.finditer(text, at, start)]
+        at = end
+    return sorted(fenced + inline)
+
+
+def shown_links(text: str) -> str:
+    """Wikilinks as Obsidian shows them (`[[Alpha|the alpha team]]` → the alpha team, `[[Alpha]]`
+    → Alpha, `[[Alpha#Plan]]` → Alpha > Plan) and a block id at the end (`^cake42`) dropped: for the
+    labels made of a heading (breadcrumbs, locators, titles), which read as Obsidian's own links do."""
+    if "[[" in text:
+        text = SHOWN_LINK.sub(lambda m: m.group(2) or m.group(1).replace("#^", " > ").replace("#", " > "), text)
+    return BLOCK_ID_END.sub("", text) if "^" in text else text
+
+
 def heading_name(raw: str) -> str:
-    """A heading's text without trailing blanks and the optional closing run of `#`s, clipped."""
-    return clip(raw.rstrip(" \t").rstrip("#").rstrip(" \t"))
+    """A heading's text without trailing blanks and the optional closing run of `#`s, its links
+    as shown, clipped."""
+    return clip(shown_links(raw.rstrip(" \t").rstrip("#").rstrip(" \t")))
 
 
 def clip(text: str, limit: int = MAX_HEADING_CHARS) -> str:
@@ -204,6 +238,14 @@ def breadcrumb(title: str, headings: list[str]) -> list[str]:
     return [title] + path
 
 
+def with_aliases(title: str, aliases: list[str] | None) -> str:
+    """The breadcrumb's first crumb: the title, then the note's frontmatter aliases in parentheses
+    (`Project Zeta (Skunkworks)`). Obsidian users name a note by its aliases, and a question asked
+    by one was refused as mentioning nothing in memory; in the breadcrumb they are found by keyword
+    and in meaning."""
+    return f"{title} ({clip(', '.join(aliases))})" if aliases else title
+
+
 def chunk_markdown(doc: Document) -> list[Chunk]:
     """Chunks of a markdown note, one or more per non-empty section."""
     _, body_start = split_frontmatter(doc.text)
@@ -213,6 +255,7 @@ def chunk_markdown(doc: Document) -> list[Chunk]:
     seen: dict[str, int] = {}
     for index, section in enumerate(found):
         crumbs = breadcrumb(doc.title, section.headings)
+        crumbs[0] = with_aliases(crumbs[0], doc.metadata.get("aliases"))
         heading_path = " > ".join(crumbs[1:])
         locator = f"{doc.locator}#{heading_path}" if heading_path else doc.locator
         # A heading that repeats (a "Notes" under every day) is numbered from its second time, so a
@@ -261,7 +304,7 @@ def _frontmatter_chunks(doc: Document) -> list[Chunk]:
     match = FRONTMATTER.match(doc.text)
     if not match:
         return []
-    title = breadcrumb(doc.title, [])[0]
+    title = with_aliases(breadcrumb(doc.title, [])[0], doc.metadata.get("aliases"))
     spans = split_span(doc.text, match.start(1), match.end(1))
     return [
         Chunk(text=f"{title}\n{doc.text[start:end]}", locator=doc.locator, char_start=start, char_end=end)

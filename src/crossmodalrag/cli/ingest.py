@@ -127,7 +127,8 @@ def ingest_notes(args: argparse.Namespace) -> int:
     progress = ProgressLine("ingest-notes")
     with _open(settings) as store:
         include, exclude = args.include or settings.notes_include, args.exclude or settings.notes_exclude
-        report = ingest(store, roots, include, exclude, progress, args.allow_mass_delete)
+        typed = bool(args.include or args.exclude)
+        report = ingest(store, roots, include, exclude, progress, args.allow_mass_delete, say_unmatched_globs=typed)
         return _finish_ingest(args, report, progress, store)
 
 

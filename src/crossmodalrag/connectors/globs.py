@@ -1,9 +1,11 @@
 """Include/exclude globs over source-relative POSIX paths.
 
 `*` and `?` stay inside one folder, `**` spans folders (`work/**`, `**/draft-*.md`), `[...]` is one
-character of a set or range (`daily/2019-0[1-3]*`, `[!_]*`), a pattern without a slash matches the
-file name at any depth, as in .gitignore (`*.tmp.md`), and one ending in a slash means everything
-inside that folder (`private/`). A `[` without its `]` is the character itself.
+character of a set or range (`daily/2019-0[1-3]*`, `[!_]*`). As in .gitignore, a pattern that
+matches a folder matches everything inside it; one without a slash (`private`, `*.tmp.md`) matches a
+file or folder name at any depth, one with a slash at its start or middle (`/private`, `work/old`)
+from the top of the vault or repository, and one ending in a slash (`private/`) folders only. A `[`
+without its `]` is the character itself.
 
 Both sides are compared in NFC: macOS and many sync tools write file names decomposed (NFD: `e` plus a
 combining accent) while a typed glob is composed, and the two forms of `Privé/**` must exclude the
@@ -19,6 +21,9 @@ from functools import lru_cache
 # In a stored commit's stamp when its globs hold a `[` (repositories._commit_stamp): `[12]` was the two
 # characters before sets were read, so a commit they kept or left out then is looked at again.
 SYNTAX = "sets"
+# Likewise for a glob that matched file names and whole paths only, before a folder it names meant
+# everything inside it (see read_otherwise_before).
+FOLDER_SYNTAX = "folders"
 
 
 @lru_cache(maxsize=256)
@@ -70,15 +75,27 @@ def _character_set(body: str) -> str | None:
 
 
 def matches(path: str, pattern: str) -> bool:
-    """Does a relative POSIX path match one glob?"""
+    """Does a relative POSIX path match one glob, itself or through a folder it lies in?"""
     path = unicodedata.normalize("NFC", path)
-    pattern = unicodedata.normalize("NFC", pattern.strip().lstrip("/"))
-    if pattern.endswith("/"):  # a folder: everything inside it, at any depth if it has no slash
-        core = pattern.rstrip("/")
-        return bool(_compile(("" if "/" in core else "**/") + core + "/**").match(path))
-    if "/" not in pattern:
-        return bool(_compile(pattern).match(path.rsplit("/", 1)[-1])) or bool(_compile(pattern).match(path))
-    return bool(_compile(pattern).match(path))
+    pattern = unicodedata.normalize("NFC", pattern.strip())
+    folders_only = pattern.endswith("/")
+    core = pattern.strip("/")
+    if not core:
+        return False
+    anchored = pattern.startswith("/") or "/" in core  # else: a name at any depth
+    regex = _compile(core if anchored else "**/" + core)
+    parts = path.split("/")
+    candidates = ["/".join(parts[:end]) for end in range(1, len(parts))]  # the folders it lies in
+    if not folders_only:
+        candidates.append(path)
+    return any(regex.match(candidate) for candidate in candidates)
+
+
+def read_otherwise_before(pattern: str) -> bool:
+    """Did the pattern select other paths before a folder it names meant everything inside it? Only
+    those ending in `/` or `/**` read the same."""
+    pattern = pattern.strip()
+    return bool(pattern) and not (pattern.endswith("/") or pattern.endswith("/**"))
 
 
 def selected(path: str, include: list[str], exclude: list[str]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import unicodedata
@@ -9,7 +10,16 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from crossmodalrag.chunking.markdown import DATE_LINE, clip, inline_tags, leading_date, split_frontmatter, without_code
+from crossmodalrag.chunking.markdown import (
+    DATE_LINE,
+    clip,
+    inline_tags,
+    leading_date,
+    shown_links,
+    split_frontmatter,
+    without_code,
+)
+from crossmodalrag.connectors import obsidian
 from crossmodalrag.connectors.files import check_name, opened_regular, unlisted_folders, unreadable
 from crossmodalrag.connectors.files import shown as _shown  # its locals are named `shown`
 from crossmodalrag.connectors.frontmatter import parse_frontmatter
@@ -31,10 +41,14 @@ SETEXT_H1 = re.compile(r"^( {0,3}[^\s#>|<`~*+=-][^\n]*)\n {0,3}={2,}[ \t]*$", re
 # No `[` inside a link: otherwise every `[[` of a `[[[[…` line scans to the end of the line.
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 DATE_KEYS = ("date", "created")  # frontmatter that dates a note
+UTF8_SEQUENCE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+CP1252_UNDEFINED = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
 ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")  # the form notices ask for: one unread is no real day
 # Part of every note's file stamp: an unchanged note file is not read again (ingest.reading._read_changed), so
 # bump this whenever read_note would make another Document of the same bytes (title, text, locator).
-READER_VERSION = "2"  # 2: prose between opening --- lines is text, not frontmatter
+# 3: aliases; Obsidian's hidden markup (%%comments%%, block ids) left out, links in headings as shown;
+# a cp1252 note read (it was refused)
+READER_VERSION = "3"  # 2: prose between opening --- lines is text, not frontmatter
 
 
 def _has_body(text: str, body_start: int) -> bool:
@@ -44,14 +58,19 @@ def _has_body(text: str, body_start: int) -> bool:
 
 
 def find_notes(
-    root: Path, include: list[str], exclude: list[str], folder_links: list[Path] | None = None
+    root: Path,
+    include: list[str],
+    exclude: list[str],
+    folder_links: list[Path] | None = None,
+    canvases: list[Path] | None = None,
 ) -> Iterator[Path]:
     """Every note under root in a stable order, skipping vault noise and hidden folders.
 
     Symlinked folders are not followed (each is added to `folder_links`, for the ingest to say so):
     a link loop cannot trap the walk, a link into the vault does not store its notes twice, and the
     watcher, which does not follow links either, would never see their edits. Links to notes of the
-    same vault are not followed either (see _links_within). A folder that cannot be listed is
+    same vault are not followed either (see _links_within). Obsidian canvases the globs select are
+    added to `canvases`, for the ingest to say they were not read. A folder that cannot be listed is
     yielded itself: reading it fails with a clear error, and the failure keeps the notes stored from
     under it (instead of their looking deleted).
     """
@@ -63,6 +82,9 @@ def find_notes(
             folder_links.extend(Path(folder, d) for d in dirs if Path(folder, d).is_symlink())
         for name in sorted(files):
             if name.startswith(".") or not name.lower().endswith(NOTE_SUFFIXES):
+                if canvases is not None and name.lower().endswith(obsidian.CANVAS_SUFFIX) and not name.startswith("."):
+                    if selected(Path(folder, name).relative_to(root).as_posix(), include, exclude):
+                        canvases.append(Path(folder, name))
                 continue
             path = Path(folder, name)
             if selected(path.relative_to(root).as_posix(), include, exclude) and not _links_within(path, root):
@@ -97,12 +119,7 @@ def read_note(root: Path, path: Path) -> Document:
     relative = path.relative_to(root).as_posix()
     check_name(path)
     raw, mtime = _read_bytes(path)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConnectorError(
-            f"{_shown(path)}: not valid UTF-8 (byte {exc.start})", "re-save the note as UTF-8"
-        ) from exc
+    text, decoded_as = _decoded(raw, path)
     text = text.removeprefix("\ufeff")
     if "\x00" in text:
         raise ConnectorError(f"{_shown(path)}: binary data in a .md file", "this is not a text note; exclude it")
@@ -112,10 +129,16 @@ def read_note(root: Path, path: Path) -> Document:
     withheld = has_private(text)
     text = strip_private(text)
     frontmatter_text, body_start = split_frontmatter(text)
+    text = obsidian.hidden_removed(text, body_start, path.name)
     meta = parse_frontmatter(frontmatter_text)
     unread = _frontmatter_unread(frontmatter_text, meta) or _date_line_unread(text, body_start)
+    said = "; ".join(part for part in (decoded_as, unread) if part)
     prose = without_code(text[body_start:])
-    title = clip(str(meta.get("title") or heading_text(prose) or path.stem))
+    if obsidian.is_excalidraw(path.name):  # its heading is the plugin's own ("Text Elements")
+        title = clip(str(meta.get("title") or obsidian.excalidraw_title(path.name)))
+    else:
+        title = clip(str(meta.get("title") or heading_text(prose) or path.stem))
+        title = path.stem if obsidian.PLACEHOLDER.fullmatch(title) else title
     return Document(
         uri=str(path),
         source_type="note",
@@ -128,12 +151,35 @@ def read_note(root: Path, path: Path) -> Document:
             "vault": str(root),
             "path": relative,
             "tags": _tags(meta, prose),
+            **({"aliases": aliases} if (aliases := _aliases(meta, title)) else {}),
             "wikilinks": sorted({link.strip() for link in WIKILINK.findall(prose)} - {""}),  # [[<private>x</private>]]
             **({"frontmatter": _jsonable(meta)} if meta else {}),
-            **({"notice": f"{_shown(path)}: {unread}"} if unread else {}),
+            **({"notice": f"{_shown(path)}: {said}"} if said else {}),
         },
         withheld_text=withheld,
     )
+
+
+def _decoded(raw: bytes, path: Path) -> tuple[str, str | None]:
+    """The note's text and, when it was not UTF-8, a notice saying how it was read. A note written
+    by an old Windows editor (cp1252, Latin-1) is readable text: it is decoded as such rather than
+    refused. One that holds UTF-8 sequences too is UTF-8 damaged somewhere: refused, naming the byte,
+    since read as cp1252 each of its accented letters would be stored as two wrong ones."""
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # Notepad's "Unicode"
+        try:
+            return raw.decode("utf-16"), "not UTF-8, read as UTF-16 (by its byte order mark)"
+        except UnicodeDecodeError as exc:
+            raise ConnectorError(f"{_shown(path)}: not valid UTF-16 (byte {exc.start})", "re-save it as UTF-8") from exc
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        if UTF8_SEQUENCE.search(raw):
+            raise ConnectorError(
+                f"{_shown(path)}: not valid UTF-8 (byte {exc.start})", "re-save the note as UTF-8"
+            ) from exc
+    # cp1252 leaves five bytes undefined; Latin-1 reads every byte (as a control character there)
+    encoding = "cp1252" if not CP1252_UNDEFINED.search(raw) else "latin-1"
+    return raw.decode(encoding), f"not UTF-8, read as {encoding} (re-save it as UTF-8 to be sure of its accents)"
 
 
 def _worth_keeping(meta: dict[str, Any]) -> bool:
@@ -196,7 +242,7 @@ def heading_text(prose: str) -> str | None:
     a line underlined with `===`)."""
     found = [(m.start(), m.group(1).rstrip(" \t\r").rstrip("#").rstrip(" \t")) for m in H1.finditer(prose)]
     found += [(m.start(), m.group(1).strip()) for m in SETEXT_H1.finditer(prose)]
-    return next((text for _, text in sorted(found) if text), None)
+    return next((shown for _, text in sorted(found) if (shown := shown_links(text))), None)
 
 
 NAME_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")
@@ -225,6 +271,15 @@ def _tags(meta: dict[str, Any], body: str) -> list[str]:
     inline = inline_tags(body) if "#" in body else []
     # Composed (NFC), as inline_tags reads them: a decomposed `über` is the same tag as a typed one.
     return sorted({unicodedata.normalize("NFC", tag.lstrip("#")) for tag in listed + inline} - {""})
+
+
+def _aliases(meta: dict[str, Any], title: str) -> list[str]:
+    """Frontmatter `aliases` (or `alias`): a list, or one string whose commas separate them, as
+    Obsidian reads it; the title itself and repeats left out."""
+    raw = meta.get("aliases") or meta.get("alias") or []
+    listed = raw.split(",") if isinstance(raw, str) else raw if isinstance(raw, (list, tuple)) else [raw]
+    found = [clip(" ".join(str(alias).split())) for alias in listed if alias not in (None, "")]
+    return [a for a in dict.fromkeys(found) if a and a.casefold() != title.casefold()]
 
 
 def _jsonable(value: Any) -> Any:

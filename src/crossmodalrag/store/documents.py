@@ -8,6 +8,7 @@ import hashlib
 import json
 import sqlite3
 import time
+from collections import deque
 
 from crossmodalrag import versioning
 from crossmodalrag.chunking import CHUNKER_VERSION, chunk_document
@@ -63,8 +64,7 @@ def write_document(
                 " ingested_at = ? WHERE id = ?",
                 (doc.source_type, digest, doc.timestamp, doc.title, metadata, time.time(), source_id),
             )
-            former_title = row[2] if moved_from is not None else None
-            written, count = _replace_chunks(batch, conn, source_id, doc, chunks, former_title)
+            written, count = _replace_chunks(batch, conn, source_id, doc, chunks, row[2], moved_from is not None)
         else:
             source_id = new_source_id(conn)
             conn.execute(
@@ -156,45 +156,56 @@ def _replace_chunks(
     source_id: int,
     doc: Document,
     chunks: list,
-    former_title: str | None,
+    former_title: str,
+    moved: bool,
 ) -> tuple[list[tuple], int]:
-    """Replace a source's chunks by `chunks`. For a moved source (`former_title` given), a stored
-    chunk of the same index, span and text below its first line keeps its row (its id, vectors and
-    memory evidence): its heading line, its locator and metadata are updated, and its index row
-    rewritten when heading or title changed. A PDF's heading names its file, a commit's its repository:
-    the vector, made with the former name, still holds the same body (cosine 0.92-0.98 to one made
-    anew, for a 1,200-character page chunk), and the name is found by keyword under its new spelling.
-    Returns the values in CHUNK_COLUMNS order and how many chunks were written anew."""
+    """Replace a source's chunks by `chunks`, keeping the row (its id, vectors and memory evidence) of
+    each stored chunk whose text a new chunk repeats, wherever it now falls: editing one section of
+    a long journal note writes, and embeds, that section only, not the thousands after it that
+    shifted. A kept chunk's index, span, byte offsets, locator and metadata are updated; its index
+    row is rewritten only when what it holds (title, text) changed. For a moved source the text
+    below the first line is compared: that heading line names the source (a PDF's file, a commit's
+    repository), and the vector, made with the former name, still holds the same body (cosine
+    0.92-0.98 to one made anew, for a 1,200-character page chunk), while the name is found by
+    keyword under its new spelling. Returns the values in CHUNK_COLUMNS order and how many chunks
+    were written anew."""
     values = _chunk_values(doc, chunks, 0)
-    stored = conn.execute(
-        "SELECT id, chunk_index, text, char_start, char_end, modality FROM chunks WHERE source_id = ?", (source_id,)
-    ).fetchall()
-    moved = former_title is not None
-    wanted = {value[0]: (_below_heading(value[1]), value[3], value[4], value[6]) for value in values} if moved else {}
-    kept = {
-        index: (chunk_id, text)
-        for chunk_id, index, text, *span in stored
-        if wanted.get(index) == (_below_heading(text), *span)
-    }
-    dropped = [(row[0],) for row in stored if row[1] not in kept]
+    compared = _below_heading if moved else str  # str: the whole text
+    unclaimed: dict[tuple[str, str], deque] = {}  # in chunk order: repeated text pairs up in order
+    for chunk_id, text, modality in conn.execute(
+        "SELECT id, text, modality FROM chunks WHERE source_id = ? ORDER BY chunk_index", (source_id,)
+    ).fetchall():
+        unclaimed.setdefault((compared(text), modality), deque()).append((chunk_id, text))
+    kept: dict[int, tuple[int, str]] = {}  # new chunk_index → (id, text as stored)
+    for value in values:
+        candidates = unclaimed.get((compared(value[1]), value[6]))
+        if candidates:
+            kept[value[0]] = candidates.popleft()
+    dropped = [(chunk_id,) for rest in unclaimed.values() for chunk_id, _ in rest]
     if dropped:
         conn.executemany("DELETE FROM chunks WHERE id = ?", dropped)
     if kept:
+        # (source_id, chunk_index) is unique and kept chunks may trade places: park them at negative
+        # indices, insert the new ones, then turn the parked indices positive in one statement
         conn.executemany(
-            "UPDATE chunks SET text = ?, locator = ?, metadata = ?, byte_start = ?, byte_end = ?, said_at = ?"
-            " WHERE id = ?",
-            [(v[1], v[2], v[5], v[7], v[8], v[9], kept[v[0]][0]) for v in values if v[0] in kept],
+            "UPDATE chunks SET chunk_index = ?, text = ?, locator = ?, char_start = ?, char_end = ?, metadata = ?,"
+            " byte_start = ?, byte_end = ?, said_at = ? WHERE id = ?",
+            [(-1 - v[0], *v[1:5], v[5], v[7], v[8], v[9], kept[v[0]][0]) for v in values if v[0] in kept],
         )
         relabelled = [
             (kept[v[0]][0], doc.title, v[1])
             for v in values
             if v[0] in kept and (former_title != doc.title or kept[v[0]][1] != v[1])
         ]
-        if relabelled:  # the index row holds the title and the heading: rewritten as the batch commits
+        if relabelled:  # the index row holds the title and the text: rewritten as the batch commits
             fts.delete_rows(conn, [r[0] for r in relabelled])
             batch.collect(index_chunks, relabelled)
     fresh = [value for value in values if value[0] not in kept]
     _insert_values(batch, conn, source_id, doc.title, fresh)
+    if kept:
+        conn.execute(
+            "UPDATE chunks SET chunk_index = -1 - chunk_index WHERE source_id = ? AND chunk_index < 0", (source_id,)
+        )
     return [value[1:-1] for value in values], len(fresh)
 
 
