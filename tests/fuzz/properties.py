@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +205,8 @@ def check_query(conn: sqlite3.Connection, query: str) -> None:
     terms = fts.query_terms(query)
     assert len(terms) <= fts.MAX_QUERY_TERMS
     for term in terms:
-        assert term.word and all(ch.isalnum() or ch == "_" for ch in term.word)
+        # Letters, digits and the marks that combine with them: a vowel sign is part of a Hindi or Tibetan word.
+        assert term.word and all(ch.isalnum() or ch == "_" or unicodedata.category(ch)[0] == "M" for ch in term.word)
         assert term.phrase in (f'"{term.word}"', f'"{term.word}" *')
         assert term.exact is None or (term.exact.isascii() and term.exact.isalpha())
     if terms:
