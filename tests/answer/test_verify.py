@@ -1149,7 +1149,7 @@ def test_a_days_number_is_no_figure_a_version_number_shares(store, settings: Set
     added the two deadline notes, whose "16 November 2026" held the sentence's "16"."""
     notes = {
         "decision.md": "# Kestrel database\n\nWe chose a new database for Kestrel after the review.\n",
-        "deadline.md": "# Kestrel deadline\n\nThe Kestrel deadline moved to 16 November 2026.\n",
+        "deadline.md": "# Kestrel deadline\n\nThe Kestrel deadline moved again, from 16 November 2026 to 25 January.\n",
         "plan.md": "# Kestrel v2 plan\n\nKestrel v2 runs on PostgreSQL 16 from the start.\n",
     }
     retriever = notes_retriever(store, settings, tmp_path / "vault", notes)

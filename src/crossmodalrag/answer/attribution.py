@@ -32,9 +32,10 @@ _NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*")  # "€1,850" is 1,850; "E1"
 _ALNUM = re.compile(r"[^\W_]+")
 # A day of a month as written ("16 November 2026", "3. Mai", "Nov 16", "2026-11-16"): a name for
 # `specific_words`, its numbers no figures of their own.
+_MONTH = "|".join(sorted(map(re.escape, MONTHS), key=len, reverse=True))  # a month's names, longest first
 _WRITTEN_DAY = re.compile(
-    r"(?<![\w.,])(?:(?P<d1>\d{1,2})(?:st|nd|rd|th|\.)?\s+(?:de\s+)?(?P<m1>[^\W\d_]{3,10})\b\.?"
-    r"|(?P<m2>[^\W\d_]{3,10})\.?\s+(?P<d2>\d{1,2})(?:st|nd|rd|th)?\b(?![.,:]\d))(?:,?\s+(?:del?\s+)?\d{4}\b)?"
+    rf"(?<![\w.,])(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th|\.)?\s+(?:de\s+)?(?P<m1>{_MONTH})\b\.?"
+    rf"|(?<!\w)(?P<m2>{_MONTH})\.?\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\b(?![.,:]\d))(?:,?\s+(?:del?\s+)?\d{{4}}\b)?"
     r"|(?<![\w.,])\d{4}-(?P<m3>\d{1,2})-(?P<d3>\d{1,2})\b",
     re.I,
 )
@@ -87,9 +88,7 @@ def _written_days(text: str) -> tuple[set[str], str]:
     days: set[str] = set()
 
     def keyed(match: re.Match) -> str:
-        month = match["m3"] or MONTHS.get((match["m1"] or match["m2"] or "").lower())
-        if month is None:  # "16 pages", "version 16": no month
-            return match.group(0)
+        month = match["m3"] or MONTHS[(match["m1"] or match["m2"]).lower()]
         days.add(f"{int(month)}-{int(match['d1'] or match['d2'] or match['d3'])}")
         return " "
 
