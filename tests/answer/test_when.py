@@ -143,3 +143,9 @@ def test_a_header_date_answer_names_the_time_its_note_gives_instead(store, setti
     answer = ask_with_llm(retriever, "When is my sister moving to Gothenburg?", settings, llm=ScriptedLLM(text))
     assert answer.short_answer == "February" and answer.text == f"Answer: February [E1]\n{support}"
     assert answer.notices == ["date moved: the message it cites was written on 4 December 2026 and speaks of February"]
+    # --json's claims record the model's sentence, and beside it the sentence as shown.
+    short_claim = answer.to_dict()["verification"]["claims"][0]
+    assert (
+        short_claim["sentence"].startswith("Answer: 4 December 2026")
+        and short_claim["shown_as"] == "Answer: February [E1]"
+    )

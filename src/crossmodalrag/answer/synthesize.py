@@ -37,6 +37,7 @@ from crossmodalrag.answer.verify import (
     gate_min_margin,
     verify_answer,
 )
+from crossmodalrag.answer.when import with_day
 from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.types import Answer, Evidence
@@ -244,6 +245,8 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
             {"kind": "unsupported_claim", "citation": "", "detail": v.sentence[:200]} for v in verification.dropped
         ]
     text, moved = dated_text(report.text, evidence, query)
+    if moved:
+        _note_moved_dates(checks.get("claims", []), moved)
     answer = _copy(fallback, abstained=False, reason=None, text=text, model=model, checks=checks)
     answer.citations, answer.citation_warnings = report.citations(), report.warnings
     answer.short_answer = short_answer(report.text, query, evidence)  # moves the date itself, once
@@ -251,6 +254,15 @@ def _verified(llm, query, evidence, settings, report, fallback, model, checks, t
         answer.notices.append(f"date moved: the message it cites was written on {moved[0]} and speaks of {moved[1]}")
     answer.timing = dict(timing)
     return answer
+
+
+def _note_moved_dates(claims: list[dict], moved: tuple[str, str]) -> None:
+    """Each judged sentence whose date `answer` shows moved (when.py) gets `shown_as`, the sentence as
+    shown: the claims record what the model wrote, and read alone said the heading's date was supported."""
+    for claim in claims:
+        shown = with_day(claim["sentence"], *moved, count=1)
+        if shown != claim["sentence"]:
+            claim["shown_as"] = shown
 
 
 def _abstain(fallback: Answer, reason: str, text: str, model: dict, checks: dict, timing: dict) -> Answer:
