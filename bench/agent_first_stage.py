@@ -313,7 +313,7 @@ def sentence_pieces_of(store, embedder):
     embedded as the turn is (its breadcrumb line, then "Speaker: sentence")."""
     import numpy as np
 
-    from crossmodalrag.index.embeddings import _embed_by_length
+    from crossmodalrag.index.embeddings import embed_by_length
 
     key = ("sentences", str(store.path))
     if key not in CACHE:
@@ -328,7 +328,7 @@ def sentence_pieces_of(store, embedder):
             for part in parts:
                 chunks.append(chunk)
                 texts.append(f"{crumb}\n{speaker}: {part}" if colon else f"{crumb}\n{part}")
-        matrix = _embed_by_length(embedder, texts, 64) if texts else np.zeros((0, embedder.identity.dim))
+        matrix = embed_by_length(embedder, texts, 64) if texts else np.zeros((0, embedder.identity.dim))
         CACHE[key] = (np.asarray(chunks, dtype=np.int64), matrix)
     return CACHE[key]
 

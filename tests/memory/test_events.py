@@ -747,3 +747,27 @@ def test_a_statement_the_grammar_cut_at_its_length_cap_ends_at_a_whole_word() ->
     assert parsed.statement == long[: long.rindex(" with ")] + " with …"
     whole = "We decided to replace the regex parser with a tokenizer."
     assert parse_events(json.dumps(events_output(event(whole))), 1)[0].statement == whole
+
+
+def test_events_are_embedded_in_small_batches_each_committed(store, db_path, monkeypatch) -> None:
+    """4,000 commits' events were embedded in one model call padded into one tensor: 3.5 GB peak."""
+    from crossmodalrag.memory import events as events_module
+    from crossmodalrag.types import Document
+    from tests.fakes import HashingEmbedder
+
+    monkeypatch.setattr(events_module, "EVENTS_PER_COMMIT", 5)
+    commits = [
+        Document(
+            f"/repo@{n:03x}", "commit", f"Fix bug {n}", f"Fix bug {n}\n\nbody", "diff", "code", 1e9 + n, f"r@{n}", {}
+        )
+        for n in range(12)
+    ]
+    add_docs(store, *commits)
+    embedder = HashingEmbedder()
+    semantic = semantic_for(store, db_path, embedder)
+    monkeypatch.setattr(events_module, "EVENT_EMBED_BATCH", 4)
+    before = len(embedder.calls)
+    report = build(store, db_path, llm=None, semantic=semantic)
+    assert report.levels["event"]["embedded"] == 12
+    assert embedder.calls[before:] == [4, 1, 4, 1, 2]  # 12 events: 5 + 5 + 2 per commit, 4 a call
+    assert not store.conn.execute("SELECT COUNT(*) FROM memory_nodes WHERE vector IS NULL").fetchone()[0]

@@ -134,7 +134,7 @@ def embed_missing(
             for parts in [pieces(embedder, semantic_text(text))]
             for index, part in enumerate(parts)
         ]
-        vectors = _embed_by_length(embedder, [part for *_, part in split], max(1, batch_size))
+        vectors = embed_by_length(embedder, [part for *_, part in split], max(1, batch_size))
         stored = [
             (chunk_id, model_id, index, count, store.encode_vector(vector))
             for (chunk_id, index, count, _), vector in zip(split, vectors, strict=True)
@@ -148,7 +148,7 @@ def embed_missing(
     return report
 
 
-def _embed_by_length(embedder: Embedder, texts: list[str], batch_size: int):
+def embed_by_length(embedder: Embedder, texts: list[str], batch_size: int):
     """Embed in batches of similar length: a batch is padded to its longest text, so mixing a
     short commit message with a full-window note wastes most of the work."""
     import numpy as np

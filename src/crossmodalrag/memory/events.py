@@ -34,6 +34,10 @@ RECHECKED = "rechecked"  # an extraction state: events of an earlier text, check
 Progress = Callable[[int, int, str, int], None]  # (done, total, what is being done, failed so far)
 
 
+EVENT_EMBED_BATCH = 32  # statements per model call: a statement is one sentence, so 32 pad to little
+EVENTS_PER_COMMIT = 512
+
+
 @dataclass
 class EventsReport:
     sources: int = 0
@@ -127,17 +131,21 @@ def embed_missing_events(store: Store, semantic: "SemanticIndex") -> int:
     """Vectors for the events that have none: a commit's event is made without the provenance check,
     and events made before any embedding model was installed have none either. Without them concepts
     stay skipped even after `mem reindex-embeddings`, and event retrieval cannot match them by meaning."""
+    from crossmodalrag.index.embeddings import embed_by_length
+
     missing = store.conn.execute(
         "SELECT id, statement FROM memory_nodes WHERE level = 'event' AND vector IS NULL ORDER BY id"
     ).fetchall()
-    if not missing:
-        return 0
-    vectors = semantic.embedder.embed([row[1] for row in missing])
-    with store.transaction() as conn:
-        conn.executemany(
-            "UPDATE memory_nodes SET vector = ? WHERE id = ?",
-            [(vector.astype("float32").tobytes(), row[0]) for row, vector in zip(missing, vectors, strict=True)],
-        )
+    # In batches, each committed: one call for all of them padded every statement into one tensor
+    # (3.5 GB peak at 4,000 commits' events), and an interrupted run now keeps what it embedded.
+    for start in range(0, len(missing), EVENTS_PER_COMMIT):
+        rows = missing[start : start + EVENTS_PER_COMMIT]
+        vectors = embed_by_length(semantic.embedder, [row[1] for row in rows], EVENT_EMBED_BATCH)
+        with store.transaction() as conn:
+            conn.executemany(
+                "UPDATE memory_nodes SET vector = ? WHERE id = ?",
+                [(vector.astype("float32").tobytes(), row[0]) for row, vector in zip(rows, vectors, strict=True)],
+            )
     return len(missing)
 
 
