@@ -229,7 +229,7 @@ def show_diff(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from crossmodalrag.versioning.verify import accept, verify, verify_hint
+    from crossmodalrag.versioning.verify import accept, verify, what_works
 
     with _open(_settings(args), create=False) as store:
         # Rows on broken pages cannot be checked, so nothing would be proven. (Here, not in verify():
@@ -253,5 +253,5 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"{state}: {report.records} records, {report.rows_checked} rows checked in {report.seconds:.2f} s")
         print(f"chain head: seq {report.head_seq} {report.head_hash}")
         if not report.ok:
-            notice(f"hint: {verify_hint(report.problems)}")
+            notice(f"hint: {what_works(report.problems, live=True)}")
     return 0 if report.ok else 1

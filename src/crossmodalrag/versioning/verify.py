@@ -173,43 +173,33 @@ class Accepted:
         )
 
 
-def what_works(problems: list[Problem]) -> str:
+def what_works(problems: list[Problem], live: bool = False) -> str:
     """What puts these problems right, for a hint: `mem verify --accept` only records rows changed outside
-    mem; it refuses a broken chain and cannot restore an altered past version."""
-    broken = [p for p in problems if p.problem == "chain_broken"]
-    if broken:
-        return (
-            f"the change log itself was altered at seq {broken[0].seq}, which `mem verify --accept` cannot accept: "
-            "restore a backup whose chain head you trust"
-        )
-    steps = []
-    if any(p.problem in ACCEPTABLE for p in problems):
-        steps.append("`mem verify --accept` records the rows changed outside mem as new versions")
-    if any(p.problem == "version_altered" for p in problems):
-        steps.append("an altered stored past version cannot be accepted: `mem forget SOURCE` erases its versions")
-    return "; ".join(steps) or "`mem verify` lists the problems"
-
-
-def verify_hint(problems: list[Problem]) -> str:
-    """What to do about what `mem verify` found in the live memory, one step per kind of problem."""
+    mem; it refuses a broken chain and cannot restore an altered past version. `live`: the problems are
+    the memory in use's (`mem verify`), where a backup made before the change is the other way back;
+    else a backup's, found while restoring it."""
     broken = [p for p in problems if p.problem == "chain_broken"]
     if broken:
         return (
             f"the change log itself was altered at seq {broken[0].seq}, which `mem verify --accept` cannot accept:"
-            " restore a backup whose chain head you trust (`mem restore FILE --force`)"
+            f" restore a backup whose chain head you trust{' (`mem restore FILE --force`)' if live else ''}"
         )
     steps = []
     if any(p.problem in ACCEPTABLE for p in problems):
         steps.append(
             "if you changed those rows (with SQL, or with CMRAG_VERSIONING=off), `mem verify --accept` records them as"
             " new versions; if not, restore a backup made before the change (`mem restore FILE --force`)"
+            if live
+            else "`mem verify --accept` records the rows changed outside mem as new versions"
         )
     if any(p.problem == "version_altered" for p in problems):
         steps.append(
             "an altered stored past version cannot be accepted: restore a backup made before the change,"
             " or erase that source's stored versions with `mem forget SOURCE`"
+            if live
+            else "an altered stored past version cannot be accepted: `mem forget SOURCE` erases its versions"
         )
-    return "; ".join(steps)
+    return "; ".join(steps) or ("" if live else "`mem verify` lists the problems")
 
 
 def accept(store: "Store", reason: str = "accepted: changed outside mem") -> Accepted:
