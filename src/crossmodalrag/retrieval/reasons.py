@@ -26,7 +26,7 @@ GIVES_REASON = re.compile(
     r"\b(?:because|reasons?|why|so that|due to|in order to|rationale|motivation|weil|porque|parce que)\b", re.I
 )
 REASON_FACTOR = 1.3  # as much as a date the question names counts (dates.DATE_FACTOR)
-DOCUMENTS_ONLY = ("conversation", "memory")
+STATEMENT_SOURCES = ("conversation", "memory")  # a turn or a memory is no section of a document
 
 
 def asks_why(question: str) -> bool:
@@ -36,7 +36,7 @@ def asks_why(question: str) -> bool:
 def favour_reasons(hits: list[Hit]) -> list[Hit]:
     """`hits` (ranked, each source's further chunks discounted) with the best hit's own sections that give
     reasons undiscounted and REASON_FACTOR higher, shown as the component `reason_factor`."""
-    if not hits or hits[0].source_type in DOCUMENTS_ONLY:
+    if not hits or hits[0].source_type in STATEMENT_SOURCES:
         return hits
     top = hits[0]
     lifted = [
