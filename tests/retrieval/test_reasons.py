@@ -66,3 +66,33 @@ def test_explain_says_why_a_reasons_section_was_lifted(store, settings, tmp_path
     hits = retriever.search("Why did we move the parser from regular expressions to a PEG grammar?").hits
     reasons = next(h for h in hits if h.locator.endswith("#Reasons"))
     assert "as the best note's section giving reasons" in explain_line(reasons, retriever.options.weights(False))
+
+
+def test_the_query_shift_learns_from_the_ranking_before_the_lift(store, db_path, tmp_path, monkeypatch):
+    """The README's "Why did I change the parser?" lost its note's summary from the evidence: the lift
+    ordered the first pass, whose best hits the query is shifted toward (search._shifted_query)."""
+    from crossmodalrag.config import Settings
+    from crossmodalrag.index.embeddings import embed_missing
+    from crossmodalrag.retrieval import search as search_module
+    from crossmodalrag.retrieval.semantic import semantic_index
+    from tests.fakes import HashingEmbedder
+
+    write_note(tmp_path / "vault", "decision.md", DECISION)
+    for name, text in OTHERS.items():
+        write_note(tmp_path / "vault", name, text)
+    ingest_notes(store, [tmp_path / "vault"])
+    embedder = HashingEmbedder()
+    embed_missing(store, embedder)
+    fed_back = []
+    shift = search_module._shifted_query
+
+    def recorded(known, vector, hits, options):
+        fed_back.append(hits)
+        return shift(known, vector, hits, options)
+
+    monkeypatch.setattr(search_module, "_shifted_query", recorded)
+    question = "Why did we move the parser from regular expressions to a PEG grammar?"
+    options = search_module.SearchOptions(top_k=5)
+    result = search_module.search(store, question, options, semantic_index(store, embedder, Settings(db_path=db_path)))
+    assert fed_back and not any("reason_factor" in hit.components for hit in fed_back[0])
+    assert any("reason_factor" in hit.components for hit in result.hits)  # what is shown is lifted

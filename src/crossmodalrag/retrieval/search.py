@@ -165,11 +165,15 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     known = PoolRows(conn, pool, weights, semantic, options)
     known.exact_match = _best_match_holding_every_term(conn, terms, analyzed, weights, known, lexical)
     why = asks_why(query)
-    hits = rank_pool(known, lexical, asked, asked, options, model, dated, why)
+    # The shift learns from the plain ranking: a why-question's lift (reasons.py) orders what is shown,
+    # and as feedback it moved the README's "Why did I change the parser?" off its note's summary.
+    hits = rank_pool(known, lexical, asked, asked, options, model, dated)
     if semantic is not None and (shifted := _shifted_query(known, vector, hits, options)) is not None:
         # The same candidates, ranked by the question moved toward its best hits.
         moved = semantic.scores_for(shifted, sorted(pool))
         hits = rank_pool(known, lexical, moved, asked, options, model, dated, why)
+    elif why:
+        hits = rank_pool(known, lexical, asked, asked, options, model, dated, why)
     if symbols:
         coverage, matched = symbol_coverage([h.text for h in hits[:COVERAGE_DEPTH]], symbols)
     else:
