@@ -96,6 +96,16 @@ def commit_files(repo: Path, files: dict[str, str], message: str, **identity: st
     return git(repo, "rev-parse", "HEAD").strip()
 
 
+def same_commit_in_two_repos(tmp_path: Path) -> tuple[list[Path], str]:
+    """Two repositories holding the same commit (fixed identity and date: the same sha in both)."""
+    repos = [tmp_path / side / "repo" for side in ("left", "right")]
+    for root in repos:
+        root.mkdir(parents=True)
+        git(root, "init", "-q")
+        sha = commit_files(root, {"a.txt": "same\n"}, "same")
+    return repos, sha
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """An empty git repository."""

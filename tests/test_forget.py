@@ -22,7 +22,7 @@ from crossmodalrag.retrieval.semantic import SemanticIndex
 from crossmodalrag.store import open_store
 from crossmodalrag.store.params import MAX_BOUND
 from crossmodalrag.versioning.verify import verify
-from tests.conftest import commit_files, write_note
+from tests.conftest import commit_files, same_commit_in_two_repos, write_note
 from tests.fakes import HashingEmbedder
 from tests.test_privacy import database_bytes
 
@@ -214,13 +214,7 @@ def test_forget_and_history_take_a_commit_label_with_a_short_sha(capsys, repo, d
 
 @pytest.mark.integration
 def test_a_short_sha_that_names_two_commits_is_ambiguous(capsys, tmp_path, db_path) -> None:
-    from tests.conftest import git
-
-    repos = [tmp_path / side / "repo" for side in ("left", "right")]
-    for root in repos:  # the same commit (fixed identity and date): the same sha in both
-        root.mkdir(parents=True)
-        git(root, "init", "-q")
-        sha = commit_files(root, {"a.txt": "same\n"}, "same")
+    repos, sha = same_commit_in_two_repos(tmp_path)
     with open_store(db_path) as store:
         ingest_git(store, repos)
     code, _, err = run(capsys, "forget", f"repo@{sha[:7]}", "--yes")

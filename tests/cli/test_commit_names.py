@@ -9,7 +9,7 @@ import pytest
 from crossmodalrag.cli.main import main
 from crossmodalrag.ingest import ingest_git
 from crossmodalrag.store import open_store
-from tests.conftest import commit_files, git
+from tests.conftest import commit_files, same_commit_in_two_repos
 
 pytestmark = pytest.mark.integration
 
@@ -45,11 +45,7 @@ def test_history_source_and_forget_take_the_short_sha_git_prints(capsys, repo, d
 
 
 def test_a_short_sha_in_two_repositories_names_both(capsys, tmp_path, db_path) -> None:
-    repos = [tmp_path / side / "repo" for side in ("left", "right")]
-    for root in repos:  # the same commit (fixed identity and date): the same sha in both
-        root.mkdir(parents=True)
-        git(root, "init", "-q")
-        sha = commit_files(root, {"a.txt": "same\n"}, "same")
+    repos, sha = same_commit_in_two_repos(tmp_path)
     with open_store(db_path) as store:
         ingest_git(store, repos)
     code, _, err = run(capsys, "source", sha[:7])

@@ -14,17 +14,7 @@ from crossmodalrag.chunking import chunk_document
 from crossmodalrag.connectors.notes import find_notes, read_note
 from crossmodalrag.errors import ConnectorError
 from tests.conftest import write_note
-
-
-@pytest.fixture
-def vault(tmp_path: Path) -> Path:
-    root = tmp_path / "vault"
-    root.mkdir()
-    return root
-
-
-def read(vault: Path, relative: str, text: str | bytes):
-    return read_note(vault, write_note(vault, relative, text))
+from tests.connectors.conftest import read
 
 
 def utc(*parts: int) -> float:

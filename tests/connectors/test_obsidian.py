@@ -8,23 +8,12 @@ from pathlib import Path
 import pytest
 
 from crossmodalrag.chunking import chunk_document
-from crossmodalrag.connectors.notes import read_note
 from crossmodalrag.connectors.obsidian import templates_folders
 from crossmodalrag.ingest import ingest_notes
 from crossmodalrag.retrieval.search import SearchOptions, search
 from crossmodalrag.store import Store
 from tests.conftest import write_note
-
-
-@pytest.fixture
-def vault(tmp_path: Path) -> Path:
-    root = tmp_path / "vault"
-    root.mkdir()
-    return root
-
-
-def read(vault: Path, relative: str, text: str | bytes):
-    return read_note(vault, write_note(vault, relative, text))
+from tests.connectors.conftest import read
 
 
 def searched(store: Store, query: str) -> set[str]:

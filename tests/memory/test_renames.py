@@ -67,7 +67,9 @@ def test_a_renamed_note_is_reanchored_not_waiting_and_its_events_are_found_by_it
     assert before[0][2] is not None and after[0][0] == "Marta K.md#2026-10-06"
 
 
-def test_a_rollback_across_a_rename_gives_the_note_its_events_back(db_path, tmp_path) -> None:
+def _renamed_after_a_checkpoint(tmp_path, db_path) -> tuple[Path, list[str]]:
+    """The extracted vault, checkpointed as `before-rename`, then its note renamed, ingested and built
+    again; with the --db-path arguments for the commands that follow."""
     vault = _extracted(tmp_path, db_path)
     db = ["--db-path", str(db_path)]
     assert main(["checkpoint", "before-rename", *db]) == 0
@@ -75,6 +77,11 @@ def test_a_rollback_across_a_rename_gives_the_note_its_events_back(db_path, tmp_
     _ingest(vault, db_path)
     with open_store(db_path) as store:
         build(store, db_path, levels=("event",))
+    return vault, db
+
+
+def test_a_rollback_across_a_rename_gives_the_note_its_events_back(db_path, tmp_path) -> None:
+    vault, db = _renamed_after_a_checkpoint(tmp_path, db_path)
     assert main(["rollback", "before-rename", *db]) == 0
     with open_store(db_path) as store:
         report = build(store, db_path, levels=("event",)).levels["event"]  # no model
@@ -90,13 +97,7 @@ def test_the_rollback_itself_gives_the_events_back_without_waiting_for_a_build(c
 
     from crossmodalrag.memory.stats import not_extracted_sources
 
-    vault = _extracted(tmp_path, db_path)
-    db = ["--db-path", str(db_path)]
-    assert main(["checkpoint", "before-rename", *db]) == 0
-    (vault / "Marta Kowalski.md").rename(vault / "Marta K.md")
-    _ingest(vault, db_path)
-    with open_store(db_path) as store:
-        build(store, db_path, levels=("event",))
+    vault, db = _renamed_after_a_checkpoint(tmp_path, db_path)
     capsys.readouterr()
     assert main(["rollback", "before-rename", "--json", *db]) == 0
     done = json.loads(capsys.readouterr().out)

@@ -167,12 +167,12 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     why = asks_why(query)
     # The shift learns from the plain ranking: a why-question's lift (reasons.py) orders what is shown,
     # and as feedback it moved the README's "Why did I change the parser?" off its note's summary.
-    hits = rank_pool(known, lexical, asked, asked, options, model, dated)
+    hits = rank_pool(known, lexical, asked, asked, options, model, dated, why and semantic is None)
     if semantic is not None and (shifted := _shifted_query(known, vector, hits, options)) is not None:
         # The same candidates, ranked by the question moved toward its best hits.
         moved = semantic.scores_for(shifted, sorted(pool))
         hits = rank_pool(known, lexical, moved, asked, options, model, dated, why)
-    elif why:
+    elif why and semantic is not None:  # no shift: the plain ranking is what is shown
         hits = rank_pool(known, lexical, asked, asked, options, model, dated, why)
     if symbols:
         coverage, matched = symbol_coverage([h.text for h in hits[:COVERAGE_DEPTH]], symbols)
