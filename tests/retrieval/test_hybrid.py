@@ -333,6 +333,25 @@ def test_vectors_another_process_adds_are_searched(memory, embedder, db_path):
     assert hit.source_uri == "/vault/kayak.md" and hit.components["cosine"] > 0.5
 
 
+def test_connections_to_one_file_share_one_build_of_its_vectors(memory, embedder, db_path, monkeypatch):
+    """The console answers from a pool of read-only connections: an index per connection read and built
+    the vectors again each time another connection asked."""
+    if getattr(memory, "backend", "sqlite") != "sqlite":
+        pytest.skip("SQLite's in-process index (PostgreSQL's vectors stay on the server)")
+    builds = []
+    real = semantic_module._load_vectors
+    monkeypatch.setattr(semantic_module, "_load_vectors", lambda *args: builds.append(1) or real(*args))
+    with open_store(db_path) as first, open_store(db_path) as second:
+        for conn in (first, second, first, second):
+            assert search(conn, "bike brakes", SearchOptions(), semantic(conn, embedder, db_path)).hybrid
+    assert len(builds) == 1
+    add_docs(memory, note("kayak", "# Kayak\nA new kayak paddle for the lake."))
+    embed_missing(memory, embedder)  # new vectors: the next search builds again, once
+    with open_store(db_path) as third:
+        hit = search(third, "kayak paddle", SearchOptions(), semantic(third, embedder, db_path)).hits[0]
+    assert hit.source_uri == "/vault/kayak.md" and len(builds) == 2
+
+
 def test_a_chunk_not_embedded_yet_is_ranked_by_its_words(store, embedder, db_path):
     """An interrupted embedding run: an exact match of a rare word scored 0 for meaning and sank
     below every embedded chunk; it is ranked as a search without vectors ranks it."""

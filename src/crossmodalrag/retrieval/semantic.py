@@ -50,18 +50,16 @@ class SemanticIndex:
         self._seen = seen
 
     def _load(self, stamp: str) -> None:
-        import numpy as np
-
-        from crossmodalrag.index.embeddings import cached_vectors, vector_cache_dir
-        from crossmodalrag.index.vectors import build_index
-
-        _, chunks, matrix = cached_vectors(self.store, self.embedder.identity, stamp)
-        folder = vector_cache_dir(self.store)  # None beside a backup: built in memory, not kept
-        cache = folder / f"ann-{self.embedder.identity.sha256[:12]}.usearch" if folder else None
-        positions = np.arange(len(chunks), dtype=np.int64)
-        self._index = build_index(positions, matrix, self.settings.ann_min_vectors, cache, stamp)
-        self._matrix, self._chunks = matrix, np.asarray(chunks)
-        self._by_chunk = np.argsort(self._chunks, kind="stable")
+        key = (str(self.store.path), self.embedder.identity)
+        loaded = _LOADED.get(key)
+        if loaded is None or loaded.stamp != stamp:
+            loaded = _LOADED[key] = _load_vectors(self.store, self.embedder, self.settings, stamp)
+        self._index, self._matrix, self._chunks, self._by_chunk = (
+            loaded.index,
+            loaded.matrix,
+            loaded.chunks,
+            loaded.by_chunk,
+        )
         self.stamp = stamp
 
     def query_vector(self, text: str) -> "np.ndarray":
@@ -97,6 +95,38 @@ class SemanticIndex:
         """The first piece's vector of each chunk that has one (for near-duplicate checks)."""
         self.refresh()
         return {chunk: self._matrix[rows[0]] for chunk, rows in self._rows(chunk_ids)}
+
+
+@dataclass(frozen=True)
+class _Vectors:
+    """One build of a model's stored vectors, read-only once made."""
+
+    stamp: str
+    index: object
+    matrix: "np.ndarray"
+    chunks: "np.ndarray"
+    by_chunk: "np.ndarray"
+
+
+# The latest build per database file and model, shared by every connection to that file: the console
+# serves requests from a pool of read-only connections, and an index bound to one connection was built
+# again whenever another asked (a /health beside an /ask swapped the cached index out and back).
+_LOADED: dict[tuple, _Vectors] = {}
+
+
+def _load_vectors(store: Store, embedder: "Embedder", settings: Settings, stamp: str) -> _Vectors:
+    import numpy as np
+
+    from crossmodalrag.index.embeddings import cached_vectors, vector_cache_dir
+    from crossmodalrag.index.vectors import build_index
+
+    _, chunks, matrix = cached_vectors(store, embedder.identity, stamp)
+    folder = vector_cache_dir(store)  # None beside a backup: built in memory, not kept
+    cache = folder / f"ann-{embedder.identity.sha256[:12]}.usearch" if folder else None
+    positions = np.arange(len(chunks), dtype=np.int64)
+    index = build_index(positions, matrix, settings.ann_min_vectors, cache, stamp)
+    chunks = np.asarray(chunks)
+    return _Vectors(stamp, index, matrix, chunks, np.argsort(chunks, kind="stable"))
 
 
 def semantic_index(store: Store, embedder: "Embedder", settings: Settings) -> SemanticIndex:
