@@ -123,3 +123,49 @@ def test_install_offline_json_says_what_was_installed_where_and_that_it_was_veri
         "sha256": models.OFFLINE_FILES["model.onnx"][1],
         "verified": True,
     }
+
+
+def test_a_sync_that_added_nothing_does_not_speak_of_new_chunks(capsys, monkeypatch, tmp_path):
+    """With the model gone, every sync said "new chunks were not embedded", also when nothing was new."""
+    from tests.fakes import HashingEmbedder
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\nThe boiler is serviced in October.\n")
+    monkeypatch.setenv("OBSIDIAN_VAULT_PATH_1", str(vault))
+    monkeypatch.setattr(embed_module, "load_embedder", lambda settings: HashingEmbedder())
+    assert run(capsys, "sync")[0] == 0  # the memory uses vectors
+
+    def gone(settings):
+        raise models.ModelUnavailable("the embedding model is gone", "run `mem models install --offline`")
+
+    monkeypatch.setattr(embed_module, "load_embedder", gone)
+    (vault / "b.md").write_text("# B\nThe gutter is cleaned in November.\n")
+    code, _, err = run(capsys, "sync")
+    assert code == 0 and "1 chunk has no vectors yet: the embedding model is gone" in err
+    assert "(1 chunk written)" in err  # it said "1 chunks written"
+    code, _, err = run(capsys, "sync")  # nothing new: the chunk still without vectors is named as such
+    assert code == 0 and "new chunks" not in err
+    assert "1 chunk has no vectors yet: the embedding model is gone (hint: run `mem models install --offline`)" in err
+
+
+def test_new_chunks_the_offline_model_is_missing_for_name_it_not_the_hub_default(capsys, monkeypatch, tmp_path):
+    """A memory embedded with the offline MiniLM whose models folder is gone: ingest said "embedding model
+    BAAI/bge-small-en-v1.5 is not cached", a model the memory never used, while ask named the offline one."""
+    from tests.fakes import HashingEmbedder
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\nThe boiler is serviced in October.\n")
+    monkeypatch.setattr(embed_module, "load_embedder", lambda settings: HashingEmbedder(name=models.OFFLINE_NAME))
+    assert run(capsys, "ingest-notes", str(vault))[0] == 0
+
+    def hub_default(settings):
+        raise models.ModelUnavailable(f"embedding model {models.HUB_DEFAULT} is not cached", "go online")
+
+    monkeypatch.setattr(embed_module, "load_embedder", hub_default)
+    (vault / "b.md").write_text("# B\nThe gutter is cleaned in November.\n")
+    code, _, err = run(capsys, "ingest-notes", str(vault))
+    assert code == 0 and models.HUB_DEFAULT not in err
+    assert f"1 chunk has no vectors yet: the stored vectors were made by {models.OFFLINE_NAME}" in err
+    assert "run `mem models install --offline`" in err

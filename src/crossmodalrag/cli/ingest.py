@@ -45,20 +45,22 @@ def note_orphaned_events(store: Store) -> None:
 
 def embed_new_chunks(store: Store, settings: Settings):
     """Embed chunks without vectors when the embeddings extra and a model are available."""
-    from crossmodalrag.retrieval.semantic import embeddings_installed
+    from crossmodalrag.retrieval.semantic import embeddings_installed, model_missing
 
     if not embeddings_installed():
         return None
     from crossmodalrag.index.embed import load_embedder
-    from crossmodalrag.index.embeddings import embed_missing
+    from crossmodalrag.index.embeddings import embed_missing, unembedded_count
     from crossmodalrag.index.models import ModelUnavailable
+    from crossmodalrag.wording import counted
 
     try:
         embedder = load_embedder(settings)
     except ModelUnavailable as error:
-        notice(
-            f"note: new chunks were not embedded: {error.message} (hint: {error.hint}, then `mem reindex-embeddings`)"
-        )
+        # Counted, not "new chunks": a sync that changed nothing still tries the chunks left without vectors.
+        waiting = counted(unembedded_count(store), "chunk")
+        have = "has" if waiting.startswith("1 ") else "have"
+        notice(f"note: {waiting} {have} no vectors yet: {model_missing(store, settings, error)}")
         return None
     progress = EmbedProgress()
     report = embed_missing(store, embedder, settings.embed_batch_size, progress)

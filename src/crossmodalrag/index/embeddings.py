@@ -20,6 +20,7 @@ from crossmodalrag.chunking.turns import semantic_text
 from crossmodalrag.index.embed import Embedder, ModelIdentity, pieces
 from crossmodalrag.store import Store
 from crossmodalrag.store.writers import retrying
+from crossmodalrag.wording import counted
 
 GROUP_BATCHES = 8  # batches fetched, length-sorted and committed together
 
@@ -32,7 +33,8 @@ class EmbedReport:
 
     def summary(self) -> str:
         rate = self.chunks / self.seconds if self.seconds else 0.0
-        return f"{self.chunks} chunks embedded as {self.pieces} vectors in {self.seconds:.1f} s ({rate:.1f} chunks/s)"
+        made = f"{counted(self.chunks, 'chunk')} embedded as {counted(self.pieces, 'vector')}"
+        return f"{made} in {self.seconds:.1f} s ({rate:.1f} chunks/s)"
 
 
 def store_vectors(store: Store, rows: list[tuple]) -> int:
@@ -68,6 +70,13 @@ def has_unembedded(store: Store) -> bool:
     return store.conn.execute(
         "SELECT EXISTS (SELECT 1 FROM embedding_models) AND EXISTS (SELECT 1 FROM chunks c"
         " WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id))"
+    ).fetchone()[0]
+
+
+def unembedded_count(store: Store) -> int:
+    """How many chunks have no vector of any model."""
+    return store.conn.execute(
+        "SELECT COUNT(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)"
     ).fetchone()[0]
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from crossmodalrag.errors import CMRAGError
+from crossmodalrag.wording import counted
 
 
 @dataclass
@@ -36,7 +37,7 @@ class IngestReport:
         skipped = f"{self.empty} empty skipped, " if self.empty else ""
         return (
             f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, {moved}"
-            f"{self.removed} removed, {skipped}{self.failed} failed ({self.chunks} chunks written)"
+            f"{self.removed} removed, {skipped}{self.failed} failed ({counted(self.chunks, 'chunk')} written)"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -191,6 +191,14 @@ def _made_by(store: Store, settings: Settings, active: str | None = None) -> str
     )
 
 
+def model_missing(store: Store, settings: Settings, error: Exception) -> str:
+    """Why no model embeds here, in words about this memory: with no model asked for by name, the one
+    that made the stored vectors (the default's "bge-small is not cached" named a model the memory never
+    used); a model asked for says why in its own error."""
+    named = settings.embed_model or settings.embed_model_path
+    return (not named and _made_by(store, settings)) or str(error)
+
+
 def _no_vectors(settings: Settings) -> str:
     """Why nothing is embedded yet, and the step that works: `mem reindex-embeddings` fails while no
     model is installed (it was the only hint, and the first thing a lexical-only user ran)."""
@@ -228,8 +236,7 @@ def open_semantic(store: Store, settings: Settings) -> SemanticStatus:
     try:
         embedder = load_embedder(settings)
     except ModelUnavailable as error:
-        named = settings.embed_model or settings.embed_model_path  # a model asked for: its own error says why
-        return SemanticStatus(None, f"lexical retrieval only: {(not named and _made_by(store, settings)) or error}")
+        return SemanticStatus(None, f"lexical retrieval only: {model_missing(store, settings, error)}")
     status = vector_status(store, embedder.identity)
     if status["embedded"] == 0:
         if status["chunks"] == 0:
