@@ -169,3 +169,23 @@ def test_new_chunks_the_offline_model_is_missing_for_name_it_not_the_hub_default
     assert code == 0 and models.HUB_DEFAULT not in err
     assert f"1 chunk has no vectors yet: the stored vectors were made by {models.OFFLINE_NAME}" in err
     assert "run `mem models install --offline`" in err
+
+
+def test_the_same_ingest_again_embeds_what_an_interrupted_one_left(capsys, monkeypatch, tmp_path, db_path):
+    """An ingest stopped while it embedded: running it again found every file unchanged and embedded
+    nothing; only a sync or `mem reindex-embeddings` caught up, and nothing said so."""
+    import sqlite3
+
+    from tests.fakes import HashingEmbedder
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name in "abc":
+        (vault / f"{name}.md").write_text(f"# {name}\nNote {name} about the boiler.\n")
+    monkeypatch.setattr(embed_module, "load_embedder", lambda settings: HashingEmbedder())
+    assert run(capsys, "ingest-notes", str(vault))[0] == 0
+    with sqlite3.connect(db_path) as conn:  # what the stopped run never wrote
+        conn.execute("DELETE FROM chunk_vectors WHERE chunk_id IN (SELECT MAX(id) FROM chunks)")
+    code, out, _ = run(capsys, "ingest-notes", str(vault), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["unchanged"] == 3 and report["embedded"] == 1

@@ -87,6 +87,7 @@ def test_an_ingest_error_starts_its_own_line_after_the_live_one(monkeypatch, tmp
         summary=lambda: "1 added, 1 failed",
     )
     line(report)
+    monkeypatch.setattr(cli_ingest, "embedding_due", lambda store, new_chunks: False)  # no store here
     args = SimpleNamespace(json=False)
     assert cli_ingest._finish_ingest(args, report, line, store=None) == 1
     drawn, rest = err.getvalue().split("\r\033[K", 2)[1:]

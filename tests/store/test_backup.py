@@ -140,7 +140,7 @@ def test_backup_defaults_to_a_timestamped_file_in_backups_and_never_overwrites(d
         backup_database(tmp_path / "missing.db")
 
 
-@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal", "-writers"])
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal", "-writers", "-embedding"])
 def test_a_backup_onto_the_live_databases_own_side_file_is_refused(db_path, suffix):
     make_db(db_path, ["/v/a.md"])  # closed: its -wal and -shm are gone, and SQLite makes them again on the next open
     with pytest.raises(StoreError, match=f"the database's own {suffix} file"):

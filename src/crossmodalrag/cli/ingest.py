@@ -27,7 +27,7 @@ def _finish_ingest(args: argparse.Namespace, report: "IngestReport", progress: P
     progress.finish(report)
     if report.removed:
         note_orphaned_events(store)
-    embedded = embed_new_chunks(store, _settings(args)) if report.chunks else None
+    embedded = embed_new_chunks(store, _settings(args)) if embedding_due(store, report.chunks) else None
     if args.json:
         print_json({**report.to_dict(), "embedded": embedded.chunks if embedded else 0})
     return 1 if report.failed else 0
@@ -41,6 +41,14 @@ def note_orphaned_events(store: Store) -> None:
     if orphans:
         lost = "1 memory event lost its source" if orphans == 1 else f"{orphans} memory events lost their source"
         notice(f"note: {lost}; `mem build-memory` lists and removes them")
+
+
+def embedding_due(store: Store, new_chunks: int) -> bool:
+    """Whether to embed after a run: new chunks, or chunks an interrupted run left without vectors (the
+    same ingest again found every file unchanged and left them so until a sync)."""
+    from crossmodalrag.index.embeddings import has_unembedded
+
+    return bool(new_chunks) or has_unembedded(store)
 
 
 def embed_new_chunks(store: Store, settings: Settings):
@@ -63,7 +71,7 @@ def embed_new_chunks(store: Store, settings: Settings):
         notice(f"note: {waiting} {have} no vectors yet: {model_missing(store, settings, error)}")
         return None
     progress = EmbedProgress()
-    report = embed_missing(store, embedder, settings.embed_batch_size, progress)
+    report = embed_missing(store, embedder, settings.embed_batch_size, progress, progress.waiting)
     progress.finish(report)
     return report
 

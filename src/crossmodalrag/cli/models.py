@@ -22,7 +22,7 @@ def reindex_embeddings(args: argparse.Namespace) -> int:
     with _open(settings, create=False) as store:
         embedder = load_embedder(settings)
         progress = EmbedProgress()
-        report = embed_missing(store, embedder, batch_size, progress)
+        report = embed_missing(store, embedder, batch_size, progress, progress.waiting)
         progress.finish(report)
         status = vector_status(store, embedder.identity)
     if args.json:

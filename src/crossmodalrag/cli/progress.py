@@ -86,6 +86,11 @@ class EmbedProgress:
             self.stream.flush()
             self.announced = True
 
+    def waiting(self) -> None:
+        """Another process is embedding this database: this one waits instead of doing the same work."""
+        self.stream.write("embedding: another mem process is embedding this memory; waiting for it to finish\n")
+        self.stream.flush()
+
     def finish(self, report) -> None:
         if self.live:
             clear(self.stream)

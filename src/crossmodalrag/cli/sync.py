@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from crossmodalrag.cli.commands import notice
-from crossmodalrag.cli.ingest import embed_new_chunks, note_orphaned_events
+from crossmodalrag.cli.ingest import embed_new_chunks, embedding_due, note_orphaned_events
 from crossmodalrag.cli.progress import ProgressLine
 from crossmodalrag.cli.render import print_json
 from crossmodalrag.config import Settings, load_settings
@@ -96,7 +96,6 @@ def _sync_once(
     args: argparse.Namespace, settings: Settings, store: Store, only: tuple[str, ...], embed: Callable[[], int]
 ) -> tuple["SyncReport", int]:
     """Sync, print the per-connector lines and a total, embed new chunks; returns (report, embedded)."""
-    from crossmodalrag.index.embeddings import has_unembedded
     from crossmodalrag.sync import sync as run_sync
 
     report = run_sync(store, settings, only, args.max_commits, SyncLines(), args.allow_mass_delete)
@@ -105,7 +104,7 @@ def _sync_once(
         notice(f"sync: {total.summary()}")
     if total.removed:
         note_orphaned_events(store)
-    return report, embed() if total.chunks or has_unembedded(store) else 0
+    return report, embed() if embedding_due(store, total.chunks) else 0
 
 
 def _embed(store: Store, settings: Settings) -> int:

@@ -19,6 +19,7 @@ from typing import Callable
 from crossmodalrag.chunking.turns import semantic_text
 from crossmodalrag.index.embed import Embedder, ModelIdentity, pieces
 from crossmodalrag.store import Store
+from crossmodalrag.store.turns import embedding_turn
 from crossmodalrag.store.writers import retrying
 from crossmodalrag.wording import counted
 
@@ -127,9 +128,17 @@ def embed_missing(
     embedder: Embedder,
     batch_size: int = 32,
     progress: Callable[[EmbedReport, int], None] | None = None,
+    on_wait: Callable[[], None] | None = None,
 ) -> EmbedReport:
     """Embed every chunk that has no vector for the active model; each batch commits on its own,
-    so an interrupted run resumes where it stopped and a finished one is a no-op."""
+    so an interrupted run resumes where it stopped and a finished one is a no-op. Another process
+    embedding the same database goes first (`on_wait` is told), and this one embeds what it left."""
+    local = getattr(store, "backend", "sqlite") == "sqlite"
+    with embedding_turn(store.path if local else None, on_wait):
+        return _embed_backlog(store, embedder, batch_size, progress)
+
+
+def _embed_backlog(store: Store, embedder: Embedder, batch_size: int, progress) -> EmbedReport:
     report = EmbedReport()
     started = time.perf_counter()
     model_id = model_row(store, embedder.identity)

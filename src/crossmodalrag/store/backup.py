@@ -32,6 +32,7 @@ from crossmodalrag.store.copies import (
     write_checksum,
 )
 from crossmodalrag.store.failures import explain, is_disk_full
+from crossmodalrag.store.turns import LOCK_FILES
 
 
 @dataclass
@@ -157,9 +158,10 @@ def _backup_target(db_path: Path, dest: str | Path | None) -> Path:
 
 
 def _side_file_named(path: Path, db_path: Path) -> str | None:
-    """The suffix (`-wal`, `-shm`, `-journal`, `-writers`) if `path` is one of the live database's side files."""
+    """The suffix (SQLite's `-wal`, `-shm`, `-journal`, or a lock file of ours) if `path` is a side file of
+    the live database."""
     database = str(db_path.resolve())
-    return next((s for s in (*SIDECARS, "-writers") if str(path.resolve()) == database + s), None)
+    return next((s for s in (*SIDECARS, *LOCK_FILES) if str(path.resolve()) == database + s), None)
 
 
 def _sqlite_failure(exc: sqlite3.DatabaseError, what: str) -> StoreError:

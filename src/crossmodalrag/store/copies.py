@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from crossmodalrag.errors import StoreError
+from crossmodalrag.store.turns import LOCK_FILES
 
 SIDECARS = ("-wal", "-shm", "-journal")  # SQLite files that belong to one database file, by name
 
@@ -163,7 +164,7 @@ def sync_dir(folder: Path) -> None:
 
 def remove(path: Path) -> None:
     """A staging file and whatever SQLite (or a store opened on it: its writers' lock) left beside it."""
-    for candidate in (path, *(Path(f"{path}{suffix}") for suffix in (*SIDECARS, "-writers"))):
+    for candidate in (path, *(Path(f"{path}{suffix}") for suffix in (*SIDECARS, *LOCK_FILES))):
         unlink(candidate)
 
 

@@ -1,4 +1,5 @@
-"""Writer processes taking turns at SQLite's write lock (store/connection.py opens one per database)."""
+"""Processes taking turns beside one SQLite file: writers at its write lock (store/connection.py opens
+one per database), and embedders at the backlog of chunks without vectors."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 try:
     import fcntl
 except ImportError:  # Windows: writers still wait for each other, only without taking turns
     fcntl = None  # type: ignore[assignment]
 
+LOCK_FILES = ("-writers", "-embedding")  # beside a database, ours, by name (SQLite's are copies.SIDECARS)
 HANDOFF_SECONDS = 0.15  # longer than SQLite's longest sleep between two tries of a waiting writer (100 ms)
 
 
@@ -28,7 +30,7 @@ class WriterTurns:
 
     def __init__(self, db_path: Path) -> None:
         real = Path(os.path.realpath(db_path))  # one lock per file, however each writer reaches it
-        self.path = real.with_name(real.name + "-writers")
+        self.path = real.with_name(real.name + LOCK_FILES[0])
         self.fd: int | None = None
         # An in-memory database (as-of queries build one) has no other writers and no folder to lock in.
         self.disabled = fcntl is None or db_path.name == ":memory:"
@@ -74,3 +76,32 @@ class WriterTurns:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+@contextmanager
+def embedding_turn(db_path: Path | None, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """One process at a time embeds a database's chunks without vectors.
+
+    Two processes (`mem sync --watch` and an ingest, two syncs) each read the same backlog and embedded
+    all of it, the same work twice on a shared CPU. A second embedder waits here (`on_wait` says so) and
+    then finds only what the first left. An exclusive `flock` on `<db>-embedding`: it dies with its
+    process. No lock (an in-memory database, a read-only folder, PostgreSQL, Windows): both embed."""
+    if fcntl is None or db_path is None or db_path.name == ":memory:":
+        yield
+        return
+    real = Path(os.path.realpath(db_path))
+    try:
+        fd = os.open(real.with_name(real.name + "-embedding"), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait:
+                on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
