@@ -477,6 +477,15 @@ def test_a_rollback_derives_the_restored_memories_supersession_again(capsys, db_
         ("Flight LH123 departs at 09:40", "Flight LH456 departs at 09:40", False),
         ("Flight LH123 departs at 09:40", "Flight LH123 departs at 10:15", True),
         ("We use Postgres for the rate limits", "We use Redis for the rate limits", True),
+        # the value must stay a value of the same thing: what it is for, a verb of many values, its kind
+        ("Use port 5432 for Postgres", "Use port 6379 for Redis", False),
+        ("Use port 5432 for Postgres", "Use port 5433 for Postgres", True),
+        ("We use Postgres for the cache", "We use Redis for the sessions", False),
+        ("Alice owns the billing service", "Alice owns the search service", False),
+        ("Maria likes tea in the morning", "Maria likes coffee in the morning", False),
+        ("Maria prefers dark mode in the editor", "Maria prefers vim keybindings in the editor", False),
+        ("Maria prefers dark mode in the editor", "Maria prefers light mode in the editor", True),
+        ("Maria prefers tea in the morning", "Maria prefers coffee in the morning", True),
         # two events, both true: a happening does not replace another
         ("Fixed the login bug in the auth service", "Fixed the logout bug in the auth service", False),
         ("I went to the gym on Monday", "I went to the gym on Tuesday", False),
