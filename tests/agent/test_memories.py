@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from crossmodalrag.agent.browse import change_notices, list_memories
+from crossmodalrag.agent.browse import change_notices, list_memories, memory_texts
 from crossmodalrag.agent.edits import update_memory
 from crossmodalrag.agent.memories import InvalidMemory, remember
 from crossmodalrag.cli.main import main
@@ -342,11 +342,18 @@ def test_when_and_context_place_a_turn_stored_alone(store, embedder):
     assert " · 2023-05-08 · re: Ana: Which museum" in chunk.split("\n")[0]
 
 
+def test_invisible_characters_around_a_memory_are_not_its_text(store):
+    stored = remember(store, "\ufeff\u200bDeploys need the VPN\u2060 ")
+    assert memory_texts(store, [stored.id])[stored.id] == "Deploys need the VPN"
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"content": ""}, "empty"),
         ({"content": "<private>all of it</private>"}, "empty"),
+        ({"content": "\u200b\u200b\u200b"}, "empty"),  # zero-width spaces: str.strip keeps them
+        ({"content": " \ufeff\u2060\n"}, "empty"),  # a byte order mark and a word joiner
         ({"content": 42}, "must be text"),
         ({"content": "x" * 50_000}, "at most"),
         ({"content": "ok", "importance": 1.5}, "from 0 to 1"),
