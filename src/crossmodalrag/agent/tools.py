@@ -109,7 +109,11 @@ def search_memory(
     found = retriever.search(query)
     focus_hits(found.hits, query)
     evidence = [Evidence(f"E{i}", hit) for i, hit in enumerate(found.hits, 1)]
-    results = [compact_result(e) for e in evidence] if compact else _packed(evidence, max_tokens)
+    if compact:
+        successors = successors_of(retriever.store, found.hits)
+        results = [compact_result(e, successors.get(e.hit.source_id)) for e in evidence]
+    else:
+        results = _packed(evidence, max_tokens)
     # Fused scores (episodic, fusion) rank but do not say whether anything matched: `weak` does, as
     # `mem ask` decides to abstain (nothing covers enough of the query's words or meaning).
     weak = is_weak(found, options)
@@ -144,11 +148,13 @@ def ask_memory(
     return answer.to_dict()
 
 
-def compact_result(item: Evidence) -> dict[str, Any]:
+def compact_result(item: Evidence, superseded_by: int | None = None) -> dict[str, Any]:
     """Enough to triage and open a result. No title: memory_get has it, and a chat's title (both
-    names, session number, date) cost ~30 tokens of a ~100-token result while repeating `date`."""
+    names, session number, date) cost ~30 tokens of a ~100-token result while repeating `date`.
+    `superseded_by` only on a memory a newer one replaced: old and new value side by side otherwise
+    read alike, and an agent would have to open each to learn which is current."""
     hit = item.hit
-    return {
+    result = {
         "id": hit.source_id,
         "chunk_id": hit.chunk_id,
         "type": hit.source_type,
@@ -156,6 +162,23 @@ def compact_result(item: Evidence) -> dict[str, Any]:
         "date": (iso_time(hit.timestamp) or "")[:10] or None,
         "score": round(hit.score, 3),
     }
+    if superseded_by is not None:
+        result["superseded_by"] = superseded_by
+    return result
+
+
+def successors_of(store: Store, hits: list) -> dict[int, int]:
+    """Source id -> the memory that superseded it, for the superseded agent memories among `hits`."""
+    ids = sorted({hit.source_id for hit in hits if hit.source_type == "memory"})
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = store.conn.execute(
+        f"SELECT source_id, superseded_by FROM agent_memories WHERE source_id IN ({marks})"
+        " AND superseded_by IS NOT NULL",
+        ids,
+    )
+    return dict(rows.fetchall())
 
 
 def _packed(evidence: list[Evidence], max_tokens: int | None) -> list[dict[str, Any]]:
