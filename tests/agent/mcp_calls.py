@@ -148,6 +148,8 @@ async def exercise_every_tool(client, chats: Path) -> None:
     assert [d["id"] for d in context["decisions"]] == [decision["id"]] and context["tokens"] <= 400
     browsed = await call(client, "memory_browse", {"kind": "fact", "history": True})
     assert {m["id"] for m in browsed["memories"]} == {first, newer["id"]}
+    page = await call(client, "memory_browse", {"limit": 1})  # a page says how many there are in all
+    assert len(page["memories"]) == 1 and page["total"] == 2  # the current ones: newer and the decision
 
     session = write_session(chats)
     digest = await call(client, "memory_digest_session", {"path": str(session)})

@@ -394,6 +394,10 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
     assert oldest["date"].startswith("2023-05-08") and oldest["context"] == "Ana: which museum?"
     assert main(["memories"]) == 0  # the text list shows each memory's own date, the order it is in
     assert capsys.readouterr().out.splitlines()[-2].split()[1] == "2023-05-08"
+    assert main(["memories", "--limit", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == 2  # the current ones: the cut list says so
+    assert main(["memories", "--limit", "1"]) == 0
+    assert "showing 1 of 2 memories (raise --limit" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -127,13 +127,14 @@ def render_stored(result) -> str:
 
 
 def memories(args: argparse.Namespace) -> int:
-    from crossmodalrag.agent.browse import list_memories
+    from crossmodalrag.agent.browse import count_memories, list_memories
 
     settings = _settings(args)
     with _open(settings, create=False) as store:
         found = list_memories(store, args.kind, args.tag, history=args.history, limit=args.limit)
+        total = count_memories(store, args.kind, args.tag, history=args.history)
     if args.json:
-        print_json({"memories": found})
+        print_json({"memories": found, "total": total})
         return 0
     for item in found:
         mark = f" [superseded by {item['superseded_by']}]" if item.get("superseded_by") else ""
@@ -141,6 +142,8 @@ def memories(args: argparse.Namespace) -> int:
         # the memory's own date (its `when`), by which the list is ordered, not when it was stored
         text = item["text"].replace("\n", "\n        ")  # a memory of several lines stays under its header
         print(f"{item['id']:>6}  {(item['date'] or '')[:10]}  {item['kind']}{tags}{mark}\n        {text}")
+    if len(found) < total:  # the list was cut at --limit: say so, rather than end as if that were all
+        notice(f"showing {len(found)} of {total} memories (raise --limit, up to 500, or narrow with --kind/--tag)")
     if not found:
         narrowed = args.kind or args.tag
         notice("no memories match --kind/--tag" if narrowed else "no memories yet: `mem remember TEXT` stores one")

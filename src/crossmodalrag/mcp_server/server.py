@@ -267,11 +267,13 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         offset: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0,  # SQLite's integer range
     ) -> dict[str, Any]:
         """List agent memories newest first by kind, tags and date, without a query; history=true also
-        lists memories a newer one superseded."""
+        lists memories a newer one superseded. `total` counts all that match: page on with `offset`."""
 
         def listed():
             start, end = tools.parse_window(after, before)
-            return {"memories": browse.list_memories(service.store(), kind, tags, start, end, history, limit, offset)}
+            store = service.store()
+            found = browse.list_memories(store, kind, tags, start, end, history, limit, offset)
+            return {"memories": found, "total": browse.count_memories(store, kind, tags, start, end, history)}
 
         return await run(listed)
 
