@@ -234,7 +234,9 @@ def context_for(retriever: "Retriever", topic: str | None = None, max_tokens: in
     sections = {
         "decisions": [_brief(m) for m in list_memories(store, kind="decision", limit=10)],
         "tasks": [_brief(m) for m in list_memories(store, kind="task", limit=10)],
-        "relevant": search_memory(retriever, topic, limit=10, compact=False)["results"] if topic else [],
+        # compact, as memory_search's default: scoring components and offsets told an agent nothing and
+        # cost ~70 tokens an item of the budget it pays for at every session start (memory_get has the rest)
+        "relevant": search_memory(retriever, topic, limit=10)["results"] if topic else [],
         "recent_sessions": _recent_sessions(store, 10),
     }
     packed, used = {name: [] for name in sections}, 0
@@ -253,13 +255,23 @@ def _brief(memory: dict[str, Any]) -> dict[str, Any]:
     return {k: memory[k] for k in keys if k in memory}
 
 
+LAST_ACTIVE = "MAX(COALESCE(c.said_at, s.timestamp))"  # a session's latest turn (PostgreSQL: no alias in ORDER BY)
+
+
 def _recent_sessions(store: Store, limit: int) -> list[dict[str, Any]]:
+    """The sessions last active most recently (by their latest turn's own date): a session resumed
+    today is recent, however long ago it began (`date`, its start)."""
     rows = store.conn.execute(
-        "SELECT id, title, timestamp FROM sources WHERE source_type = 'conversation'"
-        " ORDER BY timestamp IS NULL, timestamp DESC LIMIT ?",
+        f"SELECT s.id, s.title, s.timestamp, {LAST_ACTIVE} FROM sources s"
+        " LEFT JOIN chunks c ON c.source_id = s.id WHERE s.source_type = 'conversation'"
+        f" GROUP BY s.id, s.title, s.timestamp ORDER BY {LAST_ACTIVE} IS NULL, {LAST_ACTIVE} DESC, s.id DESC LIMIT ?",
         (limit,),
     ).fetchall()
-    return [{"id": i, "title": t, "date": (iso_time(ts) or "")[:10] or None} for i, t, ts in rows]
+    return [{"id": i, "title": t, "date": _day(start), "last_active": _day(active)} for i, t, start, active in rows]
+
+
+def _day(when: float | None) -> str | None:
+    return (iso_time(when) or "")[:10] or None
 
 
 def timeline_view(store: Store, after: str | None = None, before: str | None = None, limit: int = 50) -> dict:
