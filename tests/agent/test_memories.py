@@ -406,6 +406,7 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
         (["--when", "yesterday"], "argument --when: the date must be an ISO date"),
         (["--importance", "7"], "argument --importance: must be a number from 0 to 1"),
         (["--importance", "nan"], "argument --importance: must be a number from 0 to 1"),
+        (["--kind", "Bad Kind"], "argument --kind: must be one short lowercase word"),  # exited 1
     ],
 )
 def test_cli_remember_refuses_a_bad_value_as_a_usage_error_before_any_work(option, said, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from crossmodalrag.cli.arguments import at_most, given_path, importance, iso_date
+from crossmodalrag.cli.arguments import at_most, given_path, importance, iso_date, memory_kind
 from crossmodalrag.cli.commands import _open, _settings, notice
 from crossmodalrag.cli.ingest import _finish_ingest, _paths
 from crossmodalrag.cli.progress import ProgressLine
@@ -65,7 +65,9 @@ def register_memory_commands(sub, common, as_json) -> None:
     )
     p.add_argument("--tags", default="", help="comma-separated tags, e.g. ops,deploy")
     p.add_argument("--importance", type=importance, default=0.5, help="0 to 1 (default 0.5)")
-    p.add_argument("--kind", default="note", help="fact, decision, preference, task, note, … (default note)")
+    p.add_argument(
+        "--kind", type=memory_kind, default="note", help="fact, decision, preference, task, note, … (default note)"
+    )
     p.add_argument("--session", default="", help="the session it came from")
     p.add_argument("--agent", default="", help="the agent that wrote it")
     p.add_argument(
@@ -75,7 +77,7 @@ def register_memory_commands(sub, common, as_json) -> None:
     p.set_defaults(run=remember)
 
     p = sub.add_parser("memories", parents=[common, as_json], help="list stored memories, newest first")
-    p.add_argument("--kind", help="only this kind")
+    p.add_argument("--kind", type=memory_kind, help="only this kind")
     p.add_argument("--tag", action="append", help="only memories with this tag (repeatable)")
     p.add_argument("--history", action="store_true", help="also memories a newer one superseded")
     p.add_argument("--limit", type=at_most(500), default=50, help="how many (default 50, at most 500)")
