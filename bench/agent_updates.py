@@ -81,7 +81,9 @@ PAIRS = [
     ("The user is allergic to peanuts", "The user is not allergic to peanuts", "update"),
     ("Deploy freeze starts on December 15", "Deploy freeze starts on December 18", "update"),
     ("The log level in production is debug", "The log level in production is warning", "update"),
-    ("Priya owns the billing service", "Priya owns the notification service", "update"),
+    # Relabelled in session 36 (was "update"): one owns several services; a QA sweep read "Alice owns the
+    # billing service" then "... the search service" as two facts, both true.
+    ("Priya owns the billing service", "Priya owns the notification service", "addition"),
     ("User: My favourite language is Go", "User: My favourite language is Rust", "update"),
     ("The build cache lives in S3", "The build cache lives in GCS now", "update"),
     # paraphrases
@@ -134,6 +136,13 @@ PAIRS = [
     ("We met Alice at the conference", "We met Bob at the conference", "addition"),
     ("Mel: Thanks, Caroline.", "Mel: Thanks, Caro.", "chat"),
     ("Jordan: I'm reading Dune", "Jordan: I'm reading Emma", "chat"),
+    # Session 36: a QA sweep's false supersessions (the value's owner, a verb of many values, two kinds
+    # of setting), with updates of the same shape beside them.
+    ("Use port 5432 for Postgres", "Use port 6379 for Redis", "other-subject"),
+    ("Use port 5432 for Postgres", "Use port 5433 for Postgres", "update"),
+    ("Alice owns the billing service", "Alice owns the search service", "addition"),
+    ("Maria prefers dark mode in the editor", "Maria prefers vim keybindings in the editor", "addition"),
+    ("Maria prefers dark mode in the editor", "Maria prefers light mode in the editor", "update"),
 ]
 
 

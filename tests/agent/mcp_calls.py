@@ -117,6 +117,8 @@ async def exercise_every_tool(client, chats: Path) -> None:
 
     found = await call(client, "memory_search", {"query": "staging key rotation"})
     assert found["results"][0]["id"] == newer["id"] and set(found["results"][0]) == COMPACT_KEYS
+    # the old value says it was replaced (a compact result carries `superseded_by` only then)
+    assert next(r for r in found["results"] if r["id"] == first)["superseded_by"] == newer["id"]
     unmatched = await call(client, "memory_search", {"query": "capital of Mongolia"})
     assert found["weak"] is False and unmatched["weak"] is True  # fused scores alone cannot tell them apart
     full = await call(client, "memory_search", {"query": "staging key", "compact": False, "max_tokens": 60})
@@ -146,6 +148,8 @@ async def exercise_every_tool(client, chats: Path) -> None:
     assert [d["id"] for d in context["decisions"]] == [decision["id"]] and context["tokens"] <= 400
     browsed = await call(client, "memory_browse", {"kind": "fact", "history": True})
     assert {m["id"] for m in browsed["memories"]} == {first, newer["id"]}
+    page = await call(client, "memory_browse", {"limit": 1})  # a page says how many there are in all
+    assert len(page["memories"]) == 1 and page["total"] == 2  # the current ones: newer and the decision
 
     session = write_session(chats)
     digest = await call(client, "memory_digest_session", {"path": str(session)})

@@ -107,7 +107,7 @@ def test_claude_code_follows_the_tree_and_drops_an_edited_away_branch(tmp_path):
     assert session.turns[0].turn_id == "u1" and session.title == "What port does the cache use?"
 
 
-EARLIER, LATER = "2026-02-10T20:00:00Z", "2026-02-10T22:00:00Z"
+EARLIER, LATER = "2026-02-10T20:55:00Z", "2026-02-10T22:00:00Z"  # the prompt typed 7 minutes after
 
 
 def test_a_prompt_after_an_interruption_is_cited_by_its_own_record_and_command_output_is_a_result(tmp_path):
@@ -139,6 +139,26 @@ def test_a_prompt_after_an_interruption_is_cited_by_its_own_record_and_command_o
     ]
     assert session.turns[2].timestamp == parse_time(claude_record("c1", None, "user", "")["timestamp"])
     assert session.turns[-1].timestamp == parse_time(LATER)
+
+
+def test_a_session_resumed_weeks_later_starts_a_turn_of_its_own(tmp_path):
+    # The new prompt was glued onto the last old record ("[Request interrupted ...]", February),
+    # which then took the new turn's id and March date: its chunk was gone, --before missed its text.
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            claude_record("u1", None, "user", "start the server"),
+            claude_record("a1", "u1", "assistant", [{"type": "text", "text": "Starting."}]),
+            claude_record("x1", "a1", "user", [{"type": "text", "text": "[Request interrupted by user]"}]),
+            claude_record("r1", "x1", "user", "Let's resume: listen on port 4471", timestamp="2026-03-20T10:00:00Z"),
+        ],
+    )
+    _, (session,) = sessions(path)
+    assert [(t.turn_id, t.text) for t in session.turns[2:]] == [
+        ("x1", "[Request interrupted by user]"),
+        ("r1", "Let's resume: listen on port 4471"),
+    ]
+    assert session.turns[2].timestamp == parse_time(claude_record("x1", None, "user", "")["timestamp"])
 
 
 def test_a_record_written_twice_is_read_once(tmp_path):

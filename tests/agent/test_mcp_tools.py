@@ -130,3 +130,27 @@ def test_memory_ingest_reads_the_note_or_folder_asked_for_as_its_vault_would(tmp
     ]
     assert {stored_vault for _, stored_vault in rows} == {str(vault)}
     assert any(locator.startswith("big/n1.md") for locator in locators)
+
+
+def test_an_unexpected_failure_is_one_line_with_a_hint_and_logged_once_compactly(tmp_path, monkeypatch, caplog):
+    # A bug or a full disk came back as the SDK's bare "Error executing tool memory_search", and the
+    # server logged a ~180-line boxed traceback for it.
+    from crossmodalrag.agent import tools
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tools, "search_memory", full_disk)
+    settings = Settings(db_path=tmp_path / "memory.db")
+
+    async def search(client):
+        message = await refused(client, "memory_search", {"query": "cache"})
+        assert not (await client.call_tool("memory_stats", {})).is_error  # the server keeps serving
+        return message
+
+    with caplog.at_level("ERROR"):
+        message = with_server(settings, search)
+    assert message.startswith("memory_search: unexpected error: OSError: [Errno 28] No space left on device (hint: ")
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and not errors[0].exc_info and "\n" not in errors[0].getMessage()
+    assert "test_mcp_tools.py" in errors[0].getMessage() and "full_disk" in errors[0].getMessage()

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from crossmodalrag.agent.browse import change_notices, list_memories
+from crossmodalrag.agent.browse import change_notices, list_memories, memory_texts
 from crossmodalrag.agent.edits import update_memory
 from crossmodalrag.agent.memories import InvalidMemory, remember
 from crossmodalrag.cli.main import main
@@ -342,11 +342,18 @@ def test_when_and_context_place_a_turn_stored_alone(store, embedder):
     assert " · 2023-05-08 · re: Ana: Which museum" in chunk.split("\n")[0]
 
 
+def test_invisible_characters_around_a_memory_are_not_its_text(store):
+    stored = remember(store, "\ufeff\u200bDeploys need the VPN\u2060 ")
+    assert memory_texts(store, [stored.id])[stored.id] == "Deploys need the VPN"
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"content": ""}, "empty"),
         ({"content": "<private>all of it</private>"}, "empty"),
+        ({"content": "\u200b\u200b\u200b"}, "empty"),  # zero-width spaces: str.strip keeps them
+        ({"content": " \ufeff\u2060\n"}, "empty"),  # a byte order mark and a word joiner
         ({"content": 42}, "must be text"),
         ({"content": "x" * 50_000}, "at most"),
         ({"content": "ok", "importance": 1.5}, "from 0 to 1"),
@@ -387,6 +394,10 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
     assert oldest["date"].startswith("2023-05-08") and oldest["context"] == "Ana: which museum?"
     assert main(["memories"]) == 0  # the text list shows each memory's own date, the order it is in
     assert capsys.readouterr().out.splitlines()[-2].split()[1] == "2023-05-08"
+    assert main(["memories", "--limit", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == 2  # the current ones: the cut list says so
+    assert main(["memories", "--limit", "1"]) == 0
+    assert "showing 1 of 2 memories (raise --limit" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -395,6 +406,7 @@ def test_cli_remember_memories_and_ask_mentions_the_change(capsys):
         (["--when", "yesterday"], "argument --when: the date must be an ISO date"),
         (["--importance", "7"], "argument --importance: must be a number from 0 to 1"),
         (["--importance", "nan"], "argument --importance: must be a number from 0 to 1"),
+        (["--kind", "Bad Kind"], "argument --kind: must be one short lowercase word"),  # exited 1
     ],
 )
 def test_cli_remember_refuses_a_bad_value_as_a_usage_error_before_any_work(option, said, capsys):
@@ -477,6 +489,15 @@ def test_a_rollback_derives_the_restored_memories_supersession_again(capsys, db_
         ("Flight LH123 departs at 09:40", "Flight LH456 departs at 09:40", False),
         ("Flight LH123 departs at 09:40", "Flight LH123 departs at 10:15", True),
         ("We use Postgres for the rate limits", "We use Redis for the rate limits", True),
+        # the value must stay a value of the same thing: what it is for, a verb of many values, its kind
+        ("Use port 5432 for Postgres", "Use port 6379 for Redis", False),
+        ("Use port 5432 for Postgres", "Use port 5433 for Postgres", True),
+        ("We use Postgres for the cache", "We use Redis for the sessions", False),
+        ("Alice owns the billing service", "Alice owns the search service", False),
+        ("Maria likes tea in the morning", "Maria likes coffee in the morning", False),
+        ("Maria prefers dark mode in the editor", "Maria prefers vim keybindings in the editor", False),
+        ("Maria prefers dark mode in the editor", "Maria prefers light mode in the editor", True),
+        ("Maria prefers tea in the morning", "Maria prefers coffee in the morning", True),
         # two events, both true: a happening does not replace another
         ("Fixed the login bug in the auth service", "Fixed the logout bug in the auth service", False),
         ("I went to the gym on Monday", "I went to the gym on Tuesday", False),

@@ -113,6 +113,17 @@ def locked(sample_db):
         yield client
 
 
+def test_a_wrong_token_is_told_it_does_not_match_and_a_missing_one_that_one_is_required(locked: TestClient) -> None:
+    # A user with a stale token file was told "a token is required" while sending one.
+    assert locked.get("/health").json()["error"] == "a token is required"
+    wrong = {"authorization": "Bearer wrong-token-0123456789"}
+    assert locked.get("/health", headers=wrong).json()["error"] == "the token does not match"
+    assert locked.get("/health?token=wrong-token-0123456789").json()["error"] == "the token does not match"
+    locked.cookies.set("mem_session", "an-old-session")
+    assert locked.get("/health").json()["error"] == "the token does not match"
+    locked.cookies.clear()
+
+
 def test_a_token_is_required_when_set(locked: TestClient) -> None:
     assert locked.get("/health").status_code == 401
     assert locked.get("/health", headers={"authorization": "Bearer wrong-token-0123456789"}).status_code == 401

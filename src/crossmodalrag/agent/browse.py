@@ -35,6 +35,21 @@ def list_memories(
     return [memory_with_text(store, source_id) for (source_id,) in rows]
 
 
+def count_memories(
+    store: Store,
+    kind: str | None = None,
+    tags: list[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    history: bool = False,
+) -> int:
+    """How many memories list_memories would list without a limit: a listing says what it left out."""
+    where, params = _memory_filter(kind, tags, since, until, history)
+    return store.conn.execute(
+        f"SELECT COUNT(*) FROM agent_memories m JOIN sources s ON s.id = m.source_id WHERE {where}", params
+    ).fetchone()[0]
+
+
 def matching_memories(store: Store, kind: str | None, tags: list[str] | None) -> list[int]:
     """The ids of every memory of this kind with all these tags, superseded ones included (a search
     shows them with a notice of what replaced them)."""

@@ -5,6 +5,7 @@ InvalidMemory saying what to give instead. Apart from memories.py, which stores 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 from crossmodalrag.chunking.turns import CONTEXT_CHARS, clip
@@ -30,12 +31,28 @@ def clean_content(content: Any) -> tuple[str, int]:
         raise InvalidMemory("a memory's content must be text", "pass the memory as a string")
     if len(content) > MAX_CHARS * 2:
         raise InvalidMemory(f"a memory is at most {MAX_CHARS} characters", "store a summary, or ingest the file")
-    text, masked = mask_secrets(strip_private(content).strip())
+    text, masked = mask_secrets(trim_invisible(strip_private(content)))
     if not text:
         raise InvalidMemory("the memory is empty (or all of it was <private>)", "give the text to remember")
     if len(text) > MAX_CHARS:
         raise InvalidMemory(f"a memory is at most {MAX_CHARS} characters", "store a summary, or ingest the file")
     return text, masked
+
+
+def trim_invisible(text: str) -> str:
+    """The text without the spaces and invisible format characters at its ends (zero-width space,
+    word joiner, byte order mark: Unicode's Cf), which `str.strip` keeps: a memory of only those is
+    empty, not an invisible title that search returns. Inside, they stay (an emoji's joiner)."""
+    start, end = 0, len(text)
+    while start < end and _invisible(text[start]):
+        start += 1
+    while end > start and _invisible(text[end - 1]):
+        end -= 1
+    return text[start:end]
+
+
+def _invisible(char: str) -> bool:
+    return char.isspace() or unicodedata.category(char) == "Cf"
 
 
 def clean_context(context: Any) -> tuple[str, int]:

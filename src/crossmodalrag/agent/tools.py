@@ -109,7 +109,11 @@ def search_memory(
     found = retriever.search(query)
     focus_hits(found.hits, query)
     evidence = [Evidence(f"E{i}", hit) for i, hit in enumerate(found.hits, 1)]
-    results = [compact_result(e) for e in evidence] if compact else _packed(evidence, max_tokens)
+    if compact:
+        successors = successors_of(retriever.store, found.hits)
+        results = [compact_result(e, successors.get(e.hit.source_id)) for e in evidence]
+    else:
+        results = _packed(evidence, max_tokens)
     # Fused scores (episodic, fusion) rank but do not say whether anything matched: `weak` does, as
     # `mem ask` decides to abstain (nothing covers enough of the query's words or meaning).
     weak = is_weak(found, options)
@@ -144,11 +148,13 @@ def ask_memory(
     return answer.to_dict()
 
 
-def compact_result(item: Evidence) -> dict[str, Any]:
+def compact_result(item: Evidence, superseded_by: int | None = None) -> dict[str, Any]:
     """Enough to triage and open a result. No title: memory_get has it, and a chat's title (both
-    names, session number, date) cost ~30 tokens of a ~100-token result while repeating `date`."""
+    names, session number, date) cost ~30 tokens of a ~100-token result while repeating `date`.
+    `superseded_by` only on a memory a newer one replaced: old and new value side by side otherwise
+    read alike, and an agent would have to open each to learn which is current."""
     hit = item.hit
-    return {
+    result = {
         "id": hit.source_id,
         "chunk_id": hit.chunk_id,
         "type": hit.source_type,
@@ -156,6 +162,23 @@ def compact_result(item: Evidence) -> dict[str, Any]:
         "date": (iso_time(hit.timestamp) or "")[:10] or None,
         "score": round(hit.score, 3),
     }
+    if superseded_by is not None:
+        result["superseded_by"] = superseded_by
+    return result
+
+
+def successors_of(store: Store, hits: list) -> dict[int, int]:
+    """Source id -> the memory that superseded it, for the superseded agent memories among `hits`."""
+    ids = sorted({hit.source_id for hit in hits if hit.source_type == "memory"})
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = store.conn.execute(
+        f"SELECT source_id, superseded_by FROM agent_memories WHERE source_id IN ({marks})"
+        " AND superseded_by IS NOT NULL",
+        ids,
+    )
+    return dict(rows.fetchall())
 
 
 def _packed(evidence: list[Evidence], max_tokens: int | None) -> list[dict[str, Any]]:
@@ -211,7 +234,9 @@ def context_for(retriever: "Retriever", topic: str | None = None, max_tokens: in
     sections = {
         "decisions": [_brief(m) for m in list_memories(store, kind="decision", limit=10)],
         "tasks": [_brief(m) for m in list_memories(store, kind="task", limit=10)],
-        "relevant": search_memory(retriever, topic, limit=10, compact=False)["results"] if topic else [],
+        # compact, as memory_search's default: scoring components and offsets told an agent nothing and
+        # cost ~70 tokens an item of the budget it pays for at every session start (memory_get has the rest)
+        "relevant": search_memory(retriever, topic, limit=10)["results"] if topic else [],
         "recent_sessions": _recent_sessions(store, 10),
     }
     packed, used = {name: [] for name in sections}, 0
@@ -230,13 +255,23 @@ def _brief(memory: dict[str, Any]) -> dict[str, Any]:
     return {k: memory[k] for k in keys if k in memory}
 
 
+LAST_ACTIVE = "MAX(COALESCE(c.said_at, s.timestamp))"  # a session's latest turn (PostgreSQL: no alias in ORDER BY)
+
+
 def _recent_sessions(store: Store, limit: int) -> list[dict[str, Any]]:
+    """The sessions last active most recently (by their latest turn's own date): a session resumed
+    today is recent, however long ago it began (`date`, its start)."""
     rows = store.conn.execute(
-        "SELECT id, title, timestamp FROM sources WHERE source_type = 'conversation'"
-        " ORDER BY timestamp IS NULL, timestamp DESC LIMIT ?",
+        f"SELECT s.id, s.title, s.timestamp, {LAST_ACTIVE} FROM sources s"
+        " LEFT JOIN chunks c ON c.source_id = s.id WHERE s.source_type = 'conversation'"
+        f" GROUP BY s.id, s.title, s.timestamp ORDER BY {LAST_ACTIVE} IS NULL, {LAST_ACTIVE} DESC, s.id DESC LIMIT ?",
         (limit,),
     ).fetchall()
-    return [{"id": i, "title": t, "date": (iso_time(ts) or "")[:10] or None} for i, t, ts in rows]
+    return [{"id": i, "title": t, "date": _day(start), "last_active": _day(active)} for i, t, start, active in rows]
+
+
+def _day(when: float | None) -> str | None:
+    return (iso_time(when) or "")[:10] or None
 
 
 def timeline_view(store: Store, after: str | None = None, before: str | None = None, limit: int = 50) -> dict:

@@ -19,6 +19,13 @@ true ("I went to the gym on Monday", "... on Tuesday"; "Fixed the login bug", "F
 a happening is not replaced by another happening. "The meeting moved to Thursdays" is still updated by
 "The meeting is on Fridays", a state.
 
+The value must also stay a value of the same thing. A change on both sides of a kept "for" or "of"
+changes what the value is for ("Use port 5432 for Postgres", "Use port 6379 for Redis": two ports of
+two services). A verb that holds many values at once (MANY_VALUED: "Alice owns the billing service",
+"... the search service") gains one, it does not swap one. Two values of two kinds, phrases whose
+last words differ ("Maria prefers dark mode in the editor", "... vim keybindings ..."), are two
+settings, not one changed.
+
 The new memory must also be about that fact: the clause holds at least half of its content words.
 A long message that contains one sentence shaped like an older one ("Thanks, Mel." after
 "Thanks, Melanie.", inside chat turns stored one by one) states no update.
@@ -67,6 +74,12 @@ NOT_PAST = frozenset("need speed feed seed bed red shed bred hundred sacred nake
 VERB_ENDING = re.compile(r"[a-z]{2,}(?:[^su']s|ed)$")
 MAX_GUESSED_SUBJECT = 4  # words before a verb guessed from its ending
 SINGLE_VALUED = frozenset("live reside prefer".split())  # stems: one lives in one place at a time
+# Verbs whose subject holds many objects at once: one owns several services, loves several cities.
+MANY_VALUED_FORMS = (
+    "own owns maintain maintains like likes love loves enjoy enjoys know knows speak speaks visit visits"
+)
+# Relations that tie a value to what it belongs to: "port 5432 for Postgres", "version 3 of the SDK".
+OWNER_RELATIONS = frozenset({"for", "of"})
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,7 @@ class Clause:
     past: bool = False
     verb: bool = False  # a verb was found: the clause states something of its subject
     named: frozenset[str] = frozenset()  # its names and numbers (capitalised after its first word, digits)
+    framed: tuple[str, ...] = ()  # its content words with OWNER_RELATIONS kept in place
 
 
 def stem(word: str) -> str:
@@ -89,9 +103,9 @@ def stem(word: str) -> str:
     return word
 
 
-def content_words(clause: str) -> list[str]:
-    """The clause's words that carry its fact, stemmed, in order."""
-    return [stem(w) for w in WORDS.findall(clause.lower()) if w.replace("'", "") not in STOP]
+def content_words(clause: str, keep: frozenset[str] = frozenset()) -> list[str]:
+    """The clause's words that carry its fact, stemmed, in order (and the stop words in `keep`)."""
+    return [stem(w) for w in WORDS.findall(clause.lower()) if w in keep or w.replace("'", "") not in STOP]
 
 
 def clauses(text: str) -> list[Clause]:
@@ -110,7 +124,8 @@ def read_clause(text: str) -> Clause:
     tokens = WORDS.findall(text.lower())
     verb = verb_position(tokens)
     subject = 0 if verb is None else len(content_words(" ".join(tokens[:verb])))
-    return Clause(content_words(text), subject, tells_of_the_past(tokens), verb is not None, named_words(text))
+    framed = tuple(content_words(text, OWNER_RELATIONS))
+    return Clause(content_words(text), subject, tells_of_the_past(tokens), verb is not None, named_words(text), framed)
 
 
 def named_words(text: str) -> frozenset[str]:
@@ -234,7 +249,27 @@ def _clause_update(old_clause: Clause, new_clause: Clause) -> bool:
         return _short_fact_update(old_clause, new_clause, changes[0])
     if set(gone) ^ set(added) and set(gone) ^ set(added) <= NEGATIONS:
         return True  # "supports" -> "does not support"
+    if not _same_thing(old_clause, new_clause, gone, added):
+        return False
     return 1 <= len(gone) <= MAX_CHANGED and 1 <= len(added) <= MAX_CHANGED
+
+
+MANY_VALUED = frozenset(stem(form) for form in MANY_VALUED_FORMS.split())
+
+
+def _same_thing(old_clause: Clause, new_clause: Clause, gone: list[str], added: list[str]) -> bool:
+    """Is the changed run still a value of one and the same thing? Not when it spans a kept "for"/"of"
+    (the value and what it is for both changed), when the verb holds many values at once, or when the
+    two values are phrases of different kinds (their last words, what they are, differ)."""
+    framed = SequenceMatcher(None, old_clause.framed, new_clause.framed, autojunk=False).get_opcodes()
+    if sum(op[0] != "equal" for op in framed) > 1:
+        return False  # "5432 for Postgres" -> "6379 for Redis": split only by a relation both keep
+    verb = old_clause.words[old_clause.subject : old_clause.subject + 1] if old_clause.verb else []
+    if verb and verb[0] in MANY_VALUED and new_clause.words[new_clause.subject : new_clause.subject + 1] == verb:
+        return False  # "Alice owns the billing service" -> "... the search service": she owns both
+    named = old_clause.named | new_clause.named
+    kinds_differ = len(gone) >= 2 and len(added) >= 2 and gone[-1] != added[-1]
+    return not (kinds_differ and not (set(gone) | set(added)) & named)
 
 
 def _head(words: list[str]) -> str:

@@ -160,14 +160,7 @@ class LocalGuard:
             await _send(send, 303, b"", [(b"location", redirect.encode("ascii")), _cookie(self.session)])
             return
         if self.token and not self._authorized(headers):
-            await _send_error(
-                send,
-                scope,
-                401,
-                "a token is required",
-                "open the login URL `mem serve` printed, or send `Authorization: Bearer <token>`",
-                [(b"www-authenticate", b"Bearer")],
-            )
+            await _send_error(send, scope, 401, *self._unauthorized(scope, headers), [(b"www-authenticate", b"Bearer")])
             return
         if scope.get("method") == "HEAD" and not self._is_mcp(scope):  # routes are GET's: its headers, no body
             scope, send = {**scope, "method": "GET"}, _without_body(send)
@@ -211,6 +204,16 @@ class LocalGuard:
         if not length.isdigit() or int(length) > MCP_BODY_BYTES or "transfer-encoding" in headers:
             return 413, f"MCP request bodies are at most {MCP_BODY_BYTES} bytes, with a Content-Length", ""
         return None
+
+    def _unauthorized(self, scope: Scope, headers: dict[str, str]) -> tuple[str, str]:
+        """What a 401 says: a user sending a stale token (a token file changed, an old login cookie) is
+        told it does not match, not to send one."""
+        given = headers.get("authorization") or COOKIE in headers.get("cookie", "")
+        given = given or any(k == "token" for k, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        how = "open the console once with `?token=<token>`, or send `Authorization: Bearer <token>`"
+        if given:
+            return "the token does not match", f"use the token `mem serve` was started with: {how}"
+        return "a token is required", how
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         scheme, _, given = headers.get("authorization", "").partition(" ")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from crossmodalrag.cli.arguments import at_most, given_path, importance, iso_date
+from crossmodalrag.cli.arguments import at_most, given_path, importance, iso_date, memory_kind
 from crossmodalrag.cli.commands import _open, _settings, notice
 from crossmodalrag.cli.ingest import _finish_ingest, _paths
 from crossmodalrag.cli.progress import ProgressLine
@@ -65,7 +65,9 @@ def register_memory_commands(sub, common, as_json) -> None:
     )
     p.add_argument("--tags", default="", help="comma-separated tags, e.g. ops,deploy")
     p.add_argument("--importance", type=importance, default=0.5, help="0 to 1 (default 0.5)")
-    p.add_argument("--kind", default="note", help="fact, decision, preference, task, note, … (default note)")
+    p.add_argument(
+        "--kind", type=memory_kind, default="note", help="fact, decision, preference, task, note, … (default note)"
+    )
     p.add_argument("--session", default="", help="the session it came from")
     p.add_argument("--agent", default="", help="the agent that wrote it")
     p.add_argument(
@@ -75,7 +77,7 @@ def register_memory_commands(sub, common, as_json) -> None:
     p.set_defaults(run=remember)
 
     p = sub.add_parser("memories", parents=[common, as_json], help="list stored memories, newest first")
-    p.add_argument("--kind", help="only this kind")
+    p.add_argument("--kind", type=memory_kind, help="only this kind")
     p.add_argument("--tag", action="append", help="only memories with this tag (repeatable)")
     p.add_argument("--history", action="store_true", help="also memories a newer one superseded")
     p.add_argument("--limit", type=at_most(500), default=50, help="how many (default 50, at most 500)")
@@ -127,13 +129,14 @@ def render_stored(result) -> str:
 
 
 def memories(args: argparse.Namespace) -> int:
-    from crossmodalrag.agent.browse import list_memories
+    from crossmodalrag.agent.browse import count_memories, list_memories
 
     settings = _settings(args)
     with _open(settings, create=False) as store:
         found = list_memories(store, args.kind, args.tag, history=args.history, limit=args.limit)
+        total = count_memories(store, args.kind, args.tag, history=args.history)
     if args.json:
-        print_json({"memories": found})
+        print_json({"memories": found, "total": total})
         return 0
     for item in found:
         mark = f" [superseded by {item['superseded_by']}]" if item.get("superseded_by") else ""
@@ -141,6 +144,8 @@ def memories(args: argparse.Namespace) -> int:
         # the memory's own date (its `when`), by which the list is ordered, not when it was stored
         text = item["text"].replace("\n", "\n        ")  # a memory of several lines stays under its header
         print(f"{item['id']:>6}  {(item['date'] or '')[:10]}  {item['kind']}{tags}{mark}\n        {text}")
+    if len(found) < total:  # the list was cut at --limit: say so, rather than end as if that were all
+        notice(f"showing {len(found)} of {total} memories (raise --limit, up to 500, or narrow with --kind/--tag)")
     if not found:
         narrowed = args.kind or args.tag
         notice("no memories match --kind/--tag" if narrowed else "no memories yet: `mem remember TEXT` stores one")

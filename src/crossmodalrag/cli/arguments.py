@@ -92,6 +92,16 @@ def importance(text: str) -> float:
     return value
 
 
+def memory_kind(text: str) -> str:
+    """`mem remember --kind` (and `mem memories --kind`), checked as the library checks it, before any
+    work: a bad value is a usage error (exit 2), as a bad --importance is."""
+    from crossmodalrag.agent.memory_input import KIND
+
+    if not KIND.match(text):
+        raise argparse.ArgumentTypeError("must be one short lowercase word, e.g. fact, decision, preference, task")
+    return text
+
+
 def listing_day(text: str) -> str:
     """A `mem sources --since/--until` day, checked as the listing will read it (sources.parse_day), so a
     bad one is a usage error like a bad `--after`, not a failed listing."""

@@ -159,6 +159,16 @@ def _mcp_app(args: argparse.Namespace, settings: Settings):
     return mcp_http_app(settings)
 
 
+def login_notice(url: str, token: str, token_file: str | None) -> str:
+    """How to log in. The token itself only on a terminal, and never when it came from --token-file
+    (its owner has it): stderr of a service goes to journald or a container log."""
+    if token_file:
+        shown = f"<the token in {token_file}>"
+    else:
+        shown = token if sys.stderr.isatty() else "<CMRAG_SERVE_TOKEN>"
+    return f"login once in the browser with {url}?token={shown} (it sets a cookie and drops the token from the URL)"
+
+
 def serve(args: argparse.Namespace) -> int:
     from crossmodalrag.api import require_ui
 
@@ -191,9 +201,7 @@ def serve(args: argparse.Namespace) -> int:
     url = f"http://{shown}:{args.port}/"
     notice(f"mem console at {url} (API docs at {url}docs), serving {where} read-only; Ctrl-C stops")
     if token:
-        notice(
-            f"login once in the browser with {url}?token={token} (it sets a cookie and drops the token from the URL)"
-        )
+        notice(login_notice(url, token, args.token_file))
     if args.mcp:
         notice(f"MCP tools at {url}mcp (streamable HTTP; they can store and forget: same host and token rules)")
     if not loopback:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
+import re
+import traceback
 from typing import Annotated, Any, Callable, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -36,6 +39,9 @@ AgentId = Annotated[str, Field(max_length=200)]  # who calls, e.g. "claude-code"
 Strategy = Literal["direct", "episodic", "fusion"]
 SourceType = Literal["note", "commit", "pdf", "image", "conversation", "memory"]
 
+logger = logging.getLogger(__name__)
+UNEXPECTED_HINT = "run `mem doctor`; if it persists, report it with the server log"
+
 INSTRUCTIONS = (
     "Long-term memory of this user: notes, git history, PDFs, images, past agent and chat sessions, and "
     "memories agents stored. Start a session with memory_context; search with memory_search (compact "
@@ -56,7 +62,7 @@ class OneLineErrorServer(MCPServer):
         except ToolError as error:
             cause = error.__cause__
             if isinstance(error, UnexpectedToolError):
-                raise
+                raise ToolError(unexpected_failure(name, cause)) from cause
             if isinstance(cause, ValidationError):
                 raise ToolError(invalid_arguments(name, cause)) from cause
             if isinstance(cause, ToolError):  # a tool's own failure (ToolFailure, in `run` below)
@@ -71,6 +77,27 @@ class OneLineErrorServer(MCPServer):
             return register(*args, description=description, **kwargs)(fn)
 
         return decorate
+
+
+def unexpected_failure(tool: str, cause: BaseException | None) -> str:
+    """The one line an agent gets for a bug or an environment failure (a full disk, a broken install):
+    what was raised, and what to do. The log gets it once with where it was raised, one frame a line
+    item (the SDK's own log of it is a ~180-line boxed rendering per call, in the client's MCP log)."""
+    if cause is None:
+        return f"{tool}: unexpected error (hint: {UNEXPECTED_HINT})"
+    what = " ".join(f"{type(cause).__name__}: {cause}".split())
+    logger.error("%s: unexpected error: %s; raised at %s", tool, what, compact_trace(cause))
+    return f"{tool}: unexpected error: {what} (hint: {UNEXPECTED_HINT})"
+
+
+def compact_trace(error: BaseException) -> str:
+    """'crossmodalrag/agent/tools.py:88 search_memory < ...': innermost frame first, paths from the package."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return " < ".join(f"{_short_path(f.filename)}:{f.lineno} {f.name}" for f in reversed(frames))
+
+
+def _short_path(path: str) -> str:
+    return re.sub(r"^.*/(?:site-packages|src|lib/python3\.\d+)/", "", path)
 
 
 def invalid_arguments(tool: str, error: ValidationError) -> str:
@@ -240,11 +267,13 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         offset: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0,  # SQLite's integer range
     ) -> dict[str, Any]:
         """List agent memories newest first by kind, tags and date, without a query; history=true also
-        lists memories a newer one superseded."""
+        lists memories a newer one superseded. `total` counts all that match: page on with `offset`."""
 
         def listed():
             start, end = tools.parse_window(after, before)
-            return {"memories": browse.list_memories(service.store(), kind, tags, start, end, history, limit, offset)}
+            store = service.store()
+            found = browse.list_memories(store, kind, tags, start, end, history, limit, offset)
+            return {"memories": found, "total": browse.count_memories(store, kind, tags, start, end, history)}
 
         return await run(listed)
 

@@ -22,6 +22,7 @@ from crossmodalrag.connectors.chats.jsonio import clip, json_lines, parse_time
 
 TOOL_ARGS_CHARS = 240
 TOOL_RESULT_CHARS = 240
+JOIN_GAP_SECONDS = 30 * 60  # records of one speaker further apart than this are turns of their own
 
 
 @dataclass
@@ -95,16 +96,30 @@ def _remember_meta(meta: dict[str, Any], record: dict[str, Any]) -> None:
 
 def _session(key: str, title: str, records: list[Record], metadata: dict[str, Any]) -> Session:
     turns: list[Turn] = []
+    previous: Record | None = None
     for record in records:
-        if turns and turns[-1].speaker == record.speaker:
+        if turns and previous is not None and _one_turn(previous, record):
             turns[-1].text += "\n" + record.text  # one API response is split over several records
             if record.speaker == "user" and _typed(record.text):
                 # "[Request interrupted by user]" then the prompt typed after it: the prompt is what is cited.
                 turns[-1].turn_id, turns[-1].timestamp = record.uuid, record.timestamp
         else:
             turns.append(Turn(record.speaker, record.text, record.uuid, record.timestamp))
+        previous = record
     start = next((r.timestamp for r in records if r.timestamp is not None), None)
     return Session(key, title, "claude-code", turns, start, metadata)
+
+
+def _one_turn(previous: Record, record: Record) -> bool:
+    """Do two consecutive records make one turn? The same speaker, written within JOIN_GAP_SECONDS:
+    the records of one API response are milliseconds apart, an interruption and the prompt typed
+    after it seconds or minutes. A session resumed weeks later starts a turn of its own, under its
+    own id and date, rather than re-dating the last turn before it (and losing that turn's chunk)."""
+    if previous.speaker != record.speaker:
+        return False
+    if previous.timestamp is None or record.timestamp is None:
+        return True  # no times to tell them apart: as one response
+    return abs(record.timestamp - previous.timestamp) <= JOIN_GAP_SECONDS
 
 
 def _typed(text: str) -> bool:
