@@ -171,6 +171,27 @@ def rank_nodes(
     return ranked[:limit]
 
 
+def matching_nodes(
+    table: NodeTable,
+    query: str,
+    query_vector,
+    half_life_days: float,
+    least: float,
+    event_level: bool,
+    limit: int | None,
+) -> list[tuple]:
+    """The best `limit` nodes (all when None) that match the question: an event at cosine `least` or
+    more; an episode or concept sharing a word with it or that close in meaning. The gate runs before
+    the cut: five recent, central nodes about something else used to fill the top five, and the one
+    matching episode ranked sixth was dropped with them."""
+    ranked = rank_nodes(table, query, query_vector, half_life_days, len(table.ids), event_level)
+    if event_level:
+        ranked = [node for node in ranked if node[2].get("cosine", 1.0) >= least]
+    else:
+        ranked = [node for node in ranked if node[2]["lexical"] > 0 or node[2].get("cosine", 0.0) >= least]
+    return ranked if limit is None else ranked[:limit]
+
+
 def event_min_cosine(semantic) -> float:
     """The event gate's cosine for the active embedding model (its own scale)."""
     name = semantic.embedder.identity.name if semantic is not None else ""
@@ -218,15 +239,11 @@ class LevelRetriever:
         limit = max(top_k, EVENTS_DRILLED) if self.level == "event" else MATCHED_NODES
         self.allowed = matching_chunks(self.store.conn, query, self.options)
         filtered = is_filtered(self.options) or self.allowed is not None
-        # Filtered, the best nodes may have no evidence left: rank them all, then keep the best that do.
-        ranked = rank_nodes(
-            table, query, vector, self.half_life_days, len(table.ids) if filtered else limit, self.level == "event"
-        )
-        least = event_min_cosine(self.semantic)
-        if self.level == "event":
-            ranked = [node for node in ranked if node[2].get("cosine", 1.0) >= least]
-        else:  # an episode or concept sharing no word with the question and far from it in meaning is no match
-            ranked = [node for node in ranked if node[2]["lexical"] > 0 or node[2].get("cosine", 0.0) >= least]
+        # Filtered, the best nodes may have no evidence left: keep them all, then the best that do.
+        ranked = matching_nodes(
+            table, query, vector, self.half_life_days, event_min_cosine(self.semantic), self.level == "event",
+            None if filtered else limit,
+        )  # fmt: skip
         if filtered:
             ranked = self._with_evidence(ranked, table, limit)
         self.matched_nodes = _matched(self.store, table, ranked, self.options, self.allowed)
