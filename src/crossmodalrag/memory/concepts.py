@@ -2,10 +2,11 @@
 
 Clustering walks the events oldest first and puts each into the closest existing cluster when its
 centroid is within the similarity threshold, else starts a new one. New (newer) events therefore
-never move old ones, and a concept's id comes from its oldest member: ids are stable as memory
-grows. A concept keeps the name it got first; the LLM names only new concepts (a short label,
-validated), with the most distinctive terms as the fallback, so an unchanged memory rebuilds with
-zero model calls.
+never move old ones. A new concept's id comes from its oldest member, and a concept that keeps any
+of its events keeps its id (episodes alike, episodes.lasting_ids): ids are stable as memory grows and
+notes are edited. A concept keeps the name it got first; the LLM names only new concepts (a short
+label, validated), with the most distinctive terms as the fallback, so an unchanged memory rebuilds
+with zero model calls.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from crossmodalrag.memory.episodes import EventRow, centroid, load_events, member_links, members_of, replace_level
+from crossmodalrag.memory.episodes import (
+    EventRow,
+    centroid,
+    lasting_ids,
+    load_events,
+    member_links,
+    members_of,
+    replace_level,
+)
 from crossmodalrag.memory.nodes import Node, rows, stable_id, with_evidence
 from crossmodalrag.retrieval.stopwords import STOPWORDS
 from crossmodalrag.store import Store
@@ -116,8 +125,10 @@ def build_concepts(
     names = {row["id"]: row["title"] for row in rows(store.conn, "level = 'concept'")}
     frequency = Counter(t for e in events for t in _terms(e.statement))
     nodes, llm_calls = [], 0
-    for members in groups:
-        concept_id = stable_id("concept", members[0].id)
+    fresh = [stable_id("concept", members[0].id) for members in groups]
+    for members, concept_id in zip(
+        groups, lasting_ids(store.conn, "concept", "in_concept", groups, fresh), strict=True
+    ):
         name = names.get(concept_id)
         if name is None and llm is not None:
             llm_calls += 1

@@ -8,7 +8,8 @@ events writes nothing.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +136,8 @@ def build_episodes(store: Store, gap_hours: float, events: list[EventRow] | None
     events = load_events(store.conn) if events is None else events
     groups = split_episodes(events, gap_hours)
     nodes = [episode_node(members) for members in groups]
+    ids = lasting_ids(store.conn, "episode", "in_episode", groups, [node.id for node in nodes])
+    nodes = [replace(node, id=node_id) for node, node_id in zip(nodes, ids, strict=True)]
     changed, removed = replace_level(store, "episode", nodes, groups, "in_episode")
     return {"episodes": len(nodes), "changed": changed, "removed": removed}
 
@@ -152,6 +155,38 @@ def replace_level(store: Store, level: str, nodes: list[Node], groups: list[list
             [(event.id, node.id, edge) for node, members in zip(nodes, groups, strict=True) for event in members],
         )
     return changed, len(stale)
+
+
+def lasting_ids(
+    conn: sqlite3.Connection, level: str, edge: str, groups: list[list[EventRow]], fresh: list[str]
+) -> list[str]:
+    """Each group's node id: the id of the stored node it shares the most events with (each stored
+    id goes to one group), else its `fresh` id. A note's events share its day, so an edit adding an
+    event whose hash sorts first made it the node's "first" event, and its episode or concept got a
+    new id (a concept renamed by a model call, its recall cards and usage left behind)."""
+    before: dict[str, str] = dict(
+        conn.execute(
+            "SELECT e.src, e.dst FROM memory_edges e JOIN memory_nodes n ON n.id = e.dst"
+            " WHERE e.kind = ? AND n.level = ?",
+            (edge, level),
+        ).fetchall()
+    )
+    overlaps = Counter((index, before[e.id]) for index, members in enumerate(groups) for e in members if e.id in before)
+    ids: list[str | None] = [None] * len(groups)
+    taken: set[str] = set()
+    for (index, old), _ in sorted(overlaps.items(), key=lambda item: (-item[1], item[0][1], item[0][0])):
+        if ids[index] is None and old not in taken:
+            ids[index] = old
+            taken.add(old)
+    for index, members in enumerate(groups):
+        if ids[index] is None:
+            # A fresh id may be one a stored node kept (a node split in two): derive another.
+            new = (
+                fresh[index] if fresh[index] not in taken else stable_id(level, fresh[index], *[e.id for e in members])
+            )
+            ids[index] = new
+            taken.add(new)
+    return [node_id for node_id in ids if node_id is not None]
 
 
 def member_links(members: list[EventRow]) -> list[Link]:
