@@ -749,6 +749,18 @@ def test_a_statement_the_grammar_cut_at_its_length_cap_ends_at_a_whole_word() ->
     assert parse_events(json.dumps(events_output(event(whole))), 1)[0].statement == whole
 
 
+def test_a_cut_statement_holding_a_mark_inside_a_word_still_ends_at_a_whole_word() -> None:
+    """The grammar counts "?f" as one unit, so its cut statement is 201 characters: "/alerts" became "/alert."."""
+    from crossmodalrag.memory.extract import MAX_STATEMENT
+
+    long = "The public read API plan is outlined for July 15 with FastAPI service in front of DuckDB, rate limited"
+    long += " to 60 requests per minute per key, endpoints /stations, /stations/{id}/readings?from=&to=, /alerts."
+    cut = long[:MAX_STATEMENT] + "."
+    assert len(cut) == MAX_STATEMENT + 1 and cut.endswith(" /alert.")
+    (parsed,) = parse_events(json.dumps(events_output(event(cut))), 1)
+    assert parsed.statement.endswith("/readings?from=&to= …")
+
+
 def test_events_are_embedded_in_small_batches_each_committed(store, db_path, monkeypatch) -> None:
     """4,000 commits' events were embedded in one model call padded into one tensor: 3.5 GB peak."""
     from crossmodalrag.memory import events as events_module

@@ -65,6 +65,8 @@ CAPTION = re.compile(r" ?\[shares a photo: [^\]]*\]")
 # With only . ! ? a Chinese or Japanese sentence ending in 。 could not close its string: the model
 # padded it with its note's #tags and [E#] numbers up to the length cap ("…作成します。#移行#移行#移行…").
 SENTENCE_ENDS = ".!?。！？｡．।؟۔።။"
+# What the statement grammar (_event) counts as one of its MAX_STATEMENT - 1 units before the end mark.
+GRAMMAR_UNIT = re.compile(rf'[.!?] [a-z0-9]|[.!?][^"\\\n {SENTENCE_ENDS}]|.', re.S)
 # #tags, [E#] citations or E# numbers after the sentence has ended: what that padding left behind, and
 # what a backend without a grammar appends. A "#12" inside the sentence ("fixed bug #12.") stays.
 TRAILER = re.compile(rf"(?<=[{SENTENCE_ENDS}])(?:\s*(?:#[^\s#]+|\[E\d+\]|E\d+\b))+\W*$")
@@ -347,9 +349,12 @@ def _event_of(item: Any, excerpts: int, person: str, people: Collection[str]) ->
 def at_word(statement: str) -> str:
     """A statement the grammar cut at MAX_STATEMENT characters, closed with the end mark it forces
     ("... which still only happens with Weasy."), cut at its last whole word instead and marked "…".
-    Only the grammar writes exactly that many ending mid-word (a free backend's may run longer)."""
+    Only the grammar writes exactly that many units ending mid-word (a free backend's may run longer);
+    a unit is a character, or a mark with what follows it inside a sentence ("?f", "0.5": _event), so a
+    cut statement holding one is longer than MAX_STATEMENT characters ("... /stations?from=&to=, /alert.")."""
     space = statement.rfind(" ")
-    if len(statement) != MAX_STATEMENT or not statement[-2:-1].isalnum() or space < MAX_STATEMENT // 2:
+    cut = len(GRAMMAR_UNIT.findall(statement[:-1])) == MAX_STATEMENT - 1
+    if not cut or not statement[-2:-1].isalnum() or space < MAX_STATEMENT // 2:
         return statement  # ended on its own, or no words to cut at (a model looping: dropped as degenerate)
     return statement[:space].rstrip(",;:-–— ") + " …"
 
