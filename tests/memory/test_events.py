@@ -179,7 +179,7 @@ def test_a_concept_level_build_takes_the_configured_model_to_name_concepts(store
     from crossmodalrag.memory import concepts
 
     model, given = object(), []
-    monkeypatch.setattr(build_module, "extraction_llm", lambda settings, chosen=None: (model, ""))
+    monkeypatch.setattr(build_module, "extraction_llm", lambda settings, chosen=None: (model, "", ""))
     real = concepts.build_concepts
     monkeypatch.setattr(
         concepts,

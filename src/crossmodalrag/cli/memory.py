@@ -340,7 +340,7 @@ def recall(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     with _open(settings, create=False) as store:  # no database: its error alone, before any note
-        llm, why = extraction_llm(settings)
+        llm, why, _ = extraction_llm(settings)
         if llm is None:
             kept = " (cards a model wrote are kept)" if args.regenerate else ""
             notice(f"note: new cards are template cards{kept}, as {why}")

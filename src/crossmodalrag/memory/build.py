@@ -42,19 +42,42 @@ def require_numpy() -> None:
 
 
 def extraction_llm(settings: Settings, model: str | None = None):
-    """(the model that extracts events, or None, and why not): CMRAG_EXTRACT_MODEL / --model, else the LLM."""
+    """(the model that extracts events, or None, why not, and what to do): CMRAG_EXTRACT_MODEL / --model,
+    else the LLM."""
     from crossmodalrag.answer.llm import load_llm
 
-    chosen = model or settings.extract_model
-    if chosen:
-        if chosen.endswith(".gguf") or Path(chosen).expanduser().is_file():
-            settings.llm_model_path = str(Path(chosen).expanduser().resolve())
-        else:
-            settings.llm_model = chosen
     try:
-        return load_llm(settings), ""
+        _choose_extraction_model(settings, model)
+        return load_llm(settings), "", ""
     except CMRAGError as error:
-        return None, error.message
+        return None, error.message, error.hint
+
+
+def _choose_extraction_model(settings: Settings, model: str | None) -> None:
+    """Point the settings at the model chosen for extraction. A GGUF path names a file; anything else
+    is a server's model name, which the llamacpp backend ignores: it extracted with
+    CMRAG_LLM_MODEL_PATH instead. Raises LLMUnavailable for either mistake."""
+    from crossmodalrag.answer.llm import LLMUnavailable, choose_provider
+
+    chosen = model or settings.extract_model
+    if not chosen:
+        return
+    named_by = "--model" if model else settings.origin("extract_model")
+    path = Path(chosen).expanduser()
+    if path.is_file():
+        settings.llm_model_path = str(path.resolve())
+    elif chosen.lower().endswith(".gguf"):
+        raise LLMUnavailable(
+            f"no GGUF model at {chosen} (from {named_by}): no such file", f"check the path {named_by} gives"
+        )
+    else:
+        settings.llm_model = chosen
+        if choose_provider(settings)[0] == "llamacpp":
+            raise LLMUnavailable(
+                f"{chosen} (from {named_by}) is no file, and the llamacpp backend loads a GGUF file"
+                " (a model name is for an ollama or openai server)",
+                f"give {named_by} the path of a GGUF file",
+            )
 
 
 def semantic_index(store: Store, settings: Settings):
@@ -82,21 +105,26 @@ def build_memory(
         semantic, notice = semantic_index(store, settings)
         if notice:
             report.notices.append(notice)
-    why = ""
+    why = hint = ""
     if llm is None and ("event" in levels or "concept" in levels):  # concepts are named by the model too
-        llm, why = extraction_llm(settings, model)
+        llm, why, hint = extraction_llm(settings, model)
         if llm is None and model:  # asked for by name: not silently built without it
-            raise CMRAGError(f"the model {model} cannot be used: {why}", "check the path or name given to --model")
+            raise CMRAGError(
+                f"the model {model} cannot be used: {why}", hint or "check the path or name given to --model"
+            )
     if "event" in levels:
         how = Extraction(llm, semantic, settings.extract_window_chars, settings.event_support_min_cosine)
         events = build_events(store, how, limit, max_minutes, progress)
         report.levels["event"] = events.to_dict()
         if events.unreachable:
             if model:  # asked for by name: not silently built without it (as when it cannot be loaded)
-                raise CMRAGError(f"the model {model} cannot be used: {events.unreachable}", "start its server")
+                raise CMRAGError(
+                    f"the model {model} cannot be used: {events.unreachable}",
+                    events.unreachable_hint or "start its server",
+                )
             llm, why = None, f"the model server is unreachable: {events.unreachable}"  # concepts get word names
         if events.waiting:
-            report.notices.append(_waiting_notice(events, why))
+            report.notices.append(_waiting_notice(events, why, hint))
     if llm is not None and max_minutes is not None and time.monotonic() - started > max_minutes * 60:
         llm = None  # the levels above take no model call past the budget: concepts get their word names
         report.notices.append("the time budget is spent: new concepts are named by their words, not by the model")
@@ -105,12 +133,11 @@ def build_memory(
     return report
 
 
-def _waiting_notice(events, why: str) -> str:
-    hint = (
-        "start the model server, or set CMRAG_LLM_BASE_URL; `mem doctor` checks it"
-        if events.unreachable
-        else "`mem models install --llm`, or set CMRAG_EXTRACT_MODEL"
-    )
+def _waiting_notice(events, why: str, hint: str = "") -> str:
+    """`hint`: what the failed model load said to do (fix the setting that names no file, say)."""
+    if events.unreachable:
+        hint = events.unreachable_hint or "start the model server, or set CMRAG_LLM_BASE_URL; `mem doctor` checks it"
+    hint = hint or "`mem models install --llm`, or set CMRAG_EXTRACT_MODEL"
     return (
         f"{events.waiting} sources wait for a language model ({why})"
         + (

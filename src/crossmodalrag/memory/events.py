@@ -60,9 +60,14 @@ class EventsReport:
     completion_tokens: int = 0
     seconds: float = 0.0
     unreachable: str = ""  # why the model could not be reached mid-run (build-memory says it in its notices)
+    unreachable_hint: str = ""  # what to do about it: start a server, replace a corrupt GGUF file
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items() if k != "unreachable"}
+        return {
+            k: (round(v, 3) if isinstance(v, float) else v)
+            for k, v in self.__dict__.items()
+            if not k.startswith("unreachable")
+        }
 
 
 @dataclass
@@ -114,7 +119,7 @@ def build_events(
             finished = _process(store, source, state, how, report, deadline)
         except LLMUnavailable as error:
             report.extracted -= 1
-            report.unreachable, how = error.message, replace(how, llm=None)
+            report.unreachable, report.unreachable_hint, how = error.message, error.hint, replace(how, llm=None)
             finished = not _needs_work(source, state, how, report) or _process(store, source, state, how, report)
         if not finished:
             report.pending = len(todo) - done  # this one too: cut off between its windows, nothing stored
