@@ -153,6 +153,8 @@ def events(args: argparse.Namespace) -> int:
         notice("no events match --source/--type" if narrowed else "no events yet: run `mem build-memory`")
     for event in found:
         flag = "" if event["supported"] else "  [waiting for a model]" if event["waiting"] else "  [unsupported]"
+        if not event["supported"] and event["not_in_source"]:
+            flag = f"  [unsupported: {', '.join(event['not_in_source'])} not in its source]"
         print(f"{(event['first_time'] or '')[:10]}  {event['type']:<8} {event['statement']}{flag}")
         print(f"    {event['id']}  {_locators(event['evidence'])}")
     return 0

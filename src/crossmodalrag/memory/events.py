@@ -20,7 +20,7 @@ from crossmodalrag.answer.llm.base import LLMUnavailable
 from crossmodalrag.memory.anchors import reanchor, reattach_restored
 from crossmodalrag.memory.extract import PROMPT_VERSION, extract_window, spoken
 from crossmodalrag.memory.nodes import Link, Node, delete_nodes, rows, stable_id, with_evidence, write_nodes
-from crossmodalrag.memory.provenance import WAITING, check_provenance, relink_edited
+from crossmodalrag.memory.provenance import NOT_IN_SOURCE, WAITING, check_provenance, relink_edited
 from crossmodalrag.memory.sources import ChunkRow, SourceRow, all_sources, chunks_of, events_filter, text_hash, windows
 from crossmodalrag.store import Store
 from crossmodalrag.types import iso_time
@@ -415,5 +415,7 @@ def list_events(store: Store, source: str | None = None, kind: str | None = None
     found = rows(store.conn, " AND ".join(where), tuple(params), "first_time IS NULL, first_time DESC, id", limit)
     listed = with_evidence(store.conn, found)
     for item, row in zip(listed, found, strict=True):
-        item["waiting"] = WAITING in json.loads(row["metadata"])  # not judged unsupported: not judged yet
+        metadata = json.loads(row["metadata"])
+        item["waiting"] = WAITING in metadata  # not judged unsupported: not judged yet
+        item[NOT_IN_SOURCE] = metadata.get(NOT_IN_SOURCE, [])
     return listed

@@ -1,6 +1,7 @@
 """Provenance of L1 events, checked rather than trusted: each event is linked to the chunks it cites
 plus its nearest chunks of the source, scored sentence by sentence, and flagged unsupported when no
-link reaches the threshold; restatements of an earlier event of the same source are dropped.
+link reaches the threshold, or when it states a name, figure or script its source lacks
+(grounding.py); restatements of an earlier event of the same source are dropped.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from crossmodalrag.memory.grounding import not_in_evidence
 from crossmodalrag.memory.nodes import Link, Node
 from crossmodalrag.memory.sources import ChunkRow, chunk_digest
 
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
 
 MAX_LINKS = 3
 WAITING = "waiting"  # an event's metadata key: its source changed and only a model can tell if it still says it
+NOT_IN_SOURCE = "not_in_source"  # an event's metadata key: the names, figures, words its source lacks
 NEAREST_LINKS = 2  # chunks nearest to an event added to the ones it cites (then the MAX_LINKS best kept)
 CANDIDATES = 8  # chunks per event scored sentence by sentence: the nearest by whole-chunk vector, plus cited
 REPEAT_COSINE = 0.9  # two events of one source this close (MiniLM) say the same thing
@@ -51,11 +54,26 @@ def check_provenance(
     else:
         for node in nodes:
             _link_nearest(node, {c.id: _word_support(node.statement, c.body) for c in chunks}, by_id)
+    source = [chunk.text for chunk in chunks]  # the title too: a note's breadcrumb line
     for node in nodes:
         best = max((link.score or 0.0 for link in node.links), default=0.0)
         node.confidence = round(best, 4)
-        node.supported = best >= min_cosine
+        # A name, figure or script the source never has is a fact added to it, however close in meaning
+        # (grounding.py). The whole source, not the linked chunks: a turn cited for one speaker's event
+        # seldom names the other (11% of LoCoMo's gold observations named someone their cited turns do
+        # not; 0.2% something their session does not).
+        missing = _added_facts(node, source)
+        node.supported = best >= min_cosine and not missing
     return nodes
+
+
+def _added_facts(node: Node, source: list[str]) -> list[str]:
+    """What the event states that its source's texts lack (grounding.py), kept in its metadata."""
+    missing = not_in_evidence(node.statement, source)
+    node.metadata.pop(NOT_IN_SOURCE, None)
+    if missing:
+        node.metadata[NOT_IN_SOURCE] = missing
+    return missing
 
 
 def _sentence_scores(
@@ -239,9 +257,10 @@ def relink_edited(node: Node, chunks: list[ChunkRow], min_cosine: float) -> None
     if resting < min_cosine:  # what it rested on changed: does the new text still hold its words?
         node.links = [Link(c.id, "nearest", 1.0) for c in chunks if says_verbatim(node.statement, c.body)][:MAX_LINKS]
     node.metadata.pop(WAITING, None)
+    missing = _added_facts(node, [c.text for c in chunks])
     if node.links:
         node.confidence = max(link.score or 0.0 for link in node.links)
-        node.supported = node.confidence >= min_cosine
+        node.supported = node.confidence >= min_cosine and not missing
     else:
         node.supported, node.confidence = False, 0.0
         node.metadata[WAITING] = "its source was edited: waiting for a model to read it again"
