@@ -477,3 +477,15 @@ def test_the_events_of_one_long_note_each_get_their_own_card_and_excerpt(store, 
     excerpts = {e["statement"]: e["evidence"][0]["excerpt"] for e in list_events(store)}
     assert excerpts[DAILY_EVENTS[2]].startswith("… Went for a run along the canal")
     assert excerpts[DAILY_EVENTS[1]].startswith("… In the afternoon I paired with Bo")
+
+
+def test_drift_after_a_build_says_what_would_show_it_not_to_build_again(store, db_path, capsys) -> None:
+    """Running `mem build-memory` again, as the hint said, changed nothing: the concept's events were
+    all in one window."""
+    from crossmodalrag.cli.main import main
+
+    add_docs(store, _doc("cache", CACHE, 0), _doc("cache2", CACHE + " Again.", 3))
+    build(store, db_path, llm=PerSource("{}"))
+    assert main(["drift", "--min-support", "1", "--db-path", str(db_path)]) == 0
+    said = capsys.readouterr().err
+    assert "the longest spans 3 days, a window 30" in said and "build-memory" not in said

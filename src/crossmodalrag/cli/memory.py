@@ -257,11 +257,31 @@ def _why_no_drift(args: argparse.Namespace) -> str:
     """No concept spans two windows, or those that do have fewer than --min-support events."""
     from crossmodalrag.memory.drift import drift_view
 
-    with _open(_settings(args), create=False) as store:
-        below = drift_view(store, 1, 1)
-    if below:
-        return f"no drifting concept has at least {args.min_support} events: lower --min-support"
-    return "no concept spans two drift windows yet (CMRAG_DRIFT_WINDOW_DAYS); run `mem build-memory`"
+    settings = _settings(args)
+    with _open(settings, create=False) as store:
+        if drift_view(store, 1, 1):
+            return f"no drifting concept has at least {args.min_support} events: lower --min-support"
+        return _no_drift_window(store.conn, settings.drift_window_days)
+
+
+def _no_drift_window(conn, window_days: float) -> str:
+    """Why no concept has a drift series: no concepts, a build not run since they changed, or (after a
+    build, when running it again changes nothing) concepts whose events all fall in one window."""
+    from crossmodalrag.memory.concepts import why_no_concepts
+
+    concepts, unbuilt, longest = conn.execute(
+        "SELECT COUNT(*), COUNT(CASE WHEN json_type(metadata, '$.drift') IS NULL THEN 1 END),"
+        " MAX(last_time - first_time) FROM memory_nodes WHERE level = 'concept'"
+    ).fetchone()
+    if not concepts:
+        return f"no concepts: {why_no_concepts(conn)}"
+    if unbuilt:
+        return "no concept has a drift series yet: run `mem build-memory`"
+    return (
+        f"no concept spans two drift windows yet: the longest spans {(longest or 0) / 86400:.0f} days, a window"
+        f" {window_days:g} (CMRAG_DRIFT_WINDOW_DAYS); drift shows once a topic comes back later, or with a shorter"
+        " window"
+    )
 
 
 def distill(args: argparse.Namespace) -> int:
