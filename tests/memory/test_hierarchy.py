@@ -401,3 +401,11 @@ def test_the_timeline_tool_keeps_the_episodes_its_window_overlaps_up_to_its_limi
     assert projects(after="2025-01-01T06:00", before="2025-01-05") == ["/work/a"]  # begun before the window
     assert projects(after="2025-01-15") == ["/work/c"] and projects(before="2025-01-12") == ["/work/a", "/work/b"]
     assert projects(after="2030-01-01") == []
+
+
+def test_the_timeline_cuts_a_long_summary_at_a_word_and_marks_it(store, db_path, capsys) -> None:
+    long = "We moved raw readings to Parquet because the Postgres table hit 400 million rows. " * 3
+    _memory(store, db_path, [_doc("/work/a/n.md", 0, text=long)], statement=long[:170].strip() + ".")
+    assert main(["timeline", "--db-path", str(db_path)]) == 0
+    summary = capsys.readouterr().out.splitlines()[1].strip()
+    assert summary.endswith(" …") and len(summary) <= 162 and summary[:-2].split()[-1] in long.split()

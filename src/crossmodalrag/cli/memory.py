@@ -219,6 +219,7 @@ def concepts(args: argparse.Namespace) -> int:
 
 
 def timeline(args: argparse.Namespace) -> int:
+    from crossmodalrag.answer.prompt import clip
     from crossmodalrag.memory.episodes import timeline as episodes
 
     found = _fetch(args, lambda s: episodes(s, args.limit, args.project), "episodes")
@@ -230,7 +231,7 @@ def timeline(args: argparse.Namespace) -> int:
         notice("no episodes yet: run `mem build-memory`")
     for item in found:
         print(f"{item['title']}")
-        print(f"    {item['statement'][:160]}")
+        print(f"    {clip(item['statement'], 160)}")  # at a word, marked: "... table hit 4" read as a figure
         print(f"    {item['id']}  {_locators(item['evidence'])}")
     return 0
 
