@@ -363,6 +363,9 @@ def test_the_event_level_keeps_the_per_source_cap(store, db_path) -> None:
          "Some suggestions for improvements: 1. Cache less."),
         ("# Decision\n\nWe dropped the cache.\nIt was stale.", "We dropped the cache."),
         ("The parser was slow and\nwe rewrote it. Then more.", "The parser was slow and we rewrote it."),
+        ("- Priya will own the alerting service; Marcus keeps ingest\n- Jonas is on call",
+         "Priya will own the alerting service; Marcus keeps ingest"),
+        ("-18 °C was the low.", "-18 °C was the low."),
     ],
 )  # fmt: skip
 def test_a_template_answer_is_the_first_sentence_of_the_first_paragraph(text, expected) -> None:
@@ -489,3 +492,13 @@ def test_drift_after_a_build_says_what_would_show_it_not_to_build_again(store, d
     assert main(["drift", "--min-support", "1", "--db-path", str(db_path)]) == 0
     said = capsys.readouterr().err
     assert "the longest spans 3 days, a window 30" in said and "build-memory" not in said
+
+
+def test_an_event_card_from_a_list_item_answers_without_its_bullet() -> None:
+    from crossmodalrag.memory.recall import template_card
+
+    body = "# Kickoff\n\n- Priya will own the alerting service.\n- Marcus keeps the ingest side."
+    evidence = {"chunk_id": 1, "title": "Kickoff", "excerpt": body}
+    node = {"level": "event", "type": "decision", "first_time": None, "project": "/notes",
+            "statement": "Priya will own the alerting service.", "evidence": [evidence]}  # fmt: skip
+    assert template_card(node, body)["answer"] == "Priya will own the alerting service."

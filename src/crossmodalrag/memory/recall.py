@@ -46,9 +46,21 @@ def first_sentence(text: str, limit: int = 220) -> str:
     """The first sentence of a text's first paragraph (a blank line ends a sentence too: a commit's
     subject line has no full stop), not cut at a list item's number."""
     paragraphs = [p for p in PARAGRAPH.split(text.strip()) if p.strip() and not p.lstrip().startswith("#")]
-    flat = " ".join((paragraphs[0] if paragraphs else text).split())
+    flat = " ".join(_first_item(paragraphs[0] if paragraphs else text).split())
     ends = (m.end() for m in SENTENCE_END.finditer(flat) if not LIST_NUMBER.search(flat[: m.end()]))
     return capped(flat[: next(ends, len(flat))], limit)
+
+
+def _first_item(paragraph: str) -> str:
+    """A list's first item without its mark ("- Priya will own the alerting service"), else the
+    paragraph: an answer opened with the note's bullet, and ran on into the next item."""
+    from crossmodalrag.memory.provenance import BLOCK_START, LIST_MARK
+
+    lines = paragraph.strip().splitlines()
+    if not BLOCK_START.match(lines[0]):
+        return paragraph
+    rest = next((i for i, line in enumerate(lines[1:], 1) if BLOCK_START.match(line)), len(lines))
+    return " ".join([LIST_MARK.sub("", lines[0]), *lines[1:rest]])
 
 
 def capped(sentence: str, limit: int = 220) -> str:
@@ -65,7 +77,7 @@ def template_card(node: dict[str, Any], body: str | None = None) -> dict[str, An
     best = node["evidence"][0]
     text = body if body is not None else best["excerpt"]
     said = supporting_sentence(node.get("statement") or "", text) if node["level"] == "event" else ""
-    answer = capped(said) if said else first_sentence(text)
+    answer = capped(_first_item(said)) if said else first_sentence(text)  # a list item's sentence: its mark off
     when = (node["first_time"] or "")[:10]
     if node["level"] == "event":
         named = best["title"]
