@@ -55,3 +55,25 @@ def test_a_waiting_notice_names_the_setting_that_names_no_file(waiting, db_path)
     report = _build(waiting, db_path, None, llm_model_path="/nonexistent/m.gguf")
     (said,) = [n for n in report.notices if "wait for a language model" in n]
     assert "point CMRAG_LLM_MODEL_PATH at a GGUF file" in said and "set CMRAG_EXTRACT_MODEL" not in said
+
+
+def test_the_progress_line_counts_only_the_sources_the_model_reads(store, db_path) -> None:
+    """Without a model, 'events: extracting from 3 sources' was printed for three git commits."""
+    from crossmodalrag.types import Document
+    from tests.memory.helpers import event, events_output
+
+    commits = [
+        Document(f"/repo@{n:03x}", "commit", f"Fix bug {n}", f"Fix bug {n}\n\nbody", "diff", "code", 1e9 + n, f"r@{n}")
+        for n in range(3)
+    ]
+    add_docs(store, *commits)
+    calls = []
+    options = Settings(db_path=db_path, llm_provider="none")
+    semantic = semantic_for(store, db_path)
+    build_memory(store, options, levels=("event",), semantic=semantic, progress=lambda *call: calls.append(call))
+    assert calls == []
+    add_docs(store, note("a", "# A\n\nWe shipped the release."))
+    store.conn.execute("DELETE FROM memory_extractions")  # the commits need work again, beside the note
+    llm = ScriptedExtractor(events_output(event("We shipped the release.")))
+    build_memory(store, options, levels=("event",), semantic=semantic, llm=llm, progress=lambda *c: calls.append(c))
+    assert [(done, total) for done, total, *_ in calls] == [(0, 1)]

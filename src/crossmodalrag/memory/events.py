@@ -85,6 +85,11 @@ class Extraction:
         return f"{self.llm.provider}/{self.llm.model}" if self.llm else ""
 
 
+def read_by_model(source: SourceRow, how: Extraction) -> bool:
+    """Whether a source needing work is one the model reads (git commits become events without it)."""
+    return how.llm is not None and source.source_type != "commit"
+
+
 def build_events(
     store: Store,
     how: Extraction,
@@ -104,6 +109,8 @@ def build_events(
     report.sources = len(sources)
     states = _states(store)
     todo = [s for s in sources if _needs_work(s, states.get(s.id), how, report)]
+    # What the progress line counts: "extracting from 15 sources" without a model, for 15 commits, was wrong.
+    read, by_model = 0, sum(read_by_model(source, how) for source in todo)
     for done, source in enumerate(todo):
         over_time = deadline is not None and time.monotonic() > deadline
         tried = report.extracted + len(report.failed)  # --limit bounds the model's work: failures took it too
@@ -113,8 +120,9 @@ def build_events(
         state = states.get(source.id)
         if report.unreachable and not _needs_work(source, state, how, report):
             continue  # decided again without the model: it waits for it
-        if progress:
-            progress(done, len(todo), source.title, len(report.failed))
+        if progress and read_by_model(source, how):
+            progress(read, by_model, source.title, len(report.failed))
+            read += 1
         try:
             finished = _process(store, source, state, how, report, deadline)
         except LLMUnavailable as error:
