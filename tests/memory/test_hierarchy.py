@@ -346,12 +346,14 @@ def test_the_sources_waiting_for_a_model_are_named_by_the_build_and_memory_stats
         "/work/p/n5.md",
     ]
     waiting = memory_stats(store)["sources"]["not_extracted_sources"]
-    assert [w["uri"] for w in waiting] == [f"/work/p/n{i}.md" for i in range(7)]  # not the commit: it has its event
+    # Newest first, as the build names them; not the commit: it has its event.
+    assert [w["uri"] for w in waiting] == [w["uri"] for w in report["waiting_sources"]]
+    assert [w["uri"] for w in waiting] == [f"/work/p/n{i}.md" for i in reversed(range(7))]
     assert waiting[0]["reason"] == "no events drawn from it yet" and waiting[0]["source_id"]
     store.close()
     assert main(["memory-stats", "--db-path", str(db_path)]) == 0
     out = capsys.readouterr().out
-    assert "  not extracted: /work/p/n0.md (source " in out and "/work/p/n5.md" not in out
+    assert "  not extracted: /work/p/n6.md (source " in out and "/work/p/n1.md" not in out
     assert "  not extracted: and 2 more (`mem memory-stats --json` lists them all)" in out
     assert main(["build-memory", "--level", "event", "--db-path", str(db_path)]) == 0
     err = capsys.readouterr().err

@@ -129,12 +129,13 @@ def _members_of(conn: sqlite3.Connection, parents: set[str]) -> set[str]:
 
 def not_extracted_sources(conn) -> list[dict[str, Any]]:
     """The sources counted as not extracted yet (failed ones apart), each with why: what `mem ask
-    --level`'s note sends a user here to find out."""
+    --level`'s note sends a user here to find out. Newest first, the order extraction reads them in
+    and `mem build-memory` names them (by uri here, the two named different first five)."""
     found = conn.execute(
         "SELECT s.id, s.uri, x.status, x.reason FROM sources s LEFT JOIN memory_extractions x ON x.source_id = s.id"
         " WHERE x.source_id IS NULL OR (x.status <> 'failed'"
         " AND (x.status <> 'done' OR x.source_fingerprint <> s.fingerprint))"
-        " ORDER BY s.uri"
+        " ORDER BY s.timestamp IS NULL, s.timestamp DESC, s.id DESC"
     ).fetchall()
     return [{"source_id": r[0], "uri": r[1], "reason": _why_not_extracted(r[2], r[3])} for r in found]
 
