@@ -77,3 +77,16 @@ def test_the_progress_line_counts_only_the_sources_the_model_reads(store, db_pat
     llm = ScriptedExtractor(events_output(event("We shipped the release.")))
     build_memory(store, options, levels=("event",), semantic=semantic, llm=llm, progress=lambda *c: calls.append(c))
     assert [(done, total) for done, total, *_ in calls] == [(0, 1)]
+
+
+def test_the_progress_line_counts_no_more_sources_than_limit_lets_the_model_read(store, db_path) -> None:
+    """`--limit 1` on 30 waiting notes announced "extracting from 30 sources" and an ETA for all 30."""
+    from tests.memory.helpers import event, events_output
+
+    add_docs(store, *(note(f"n{n}", f"# N{n}\n\nWe shipped release {n}.") for n in range(3)))
+    calls = []
+    llm = ScriptedExtractor(events_output(event("We shipped the release.")))
+    options = Settings(db_path=db_path, llm_provider="none")
+    semantic = semantic_for(store, db_path)
+    build_memory(store, options, ("event",), limit=1, semantic=semantic, llm=llm, progress=lambda *c: calls.append(c))
+    assert [(done, total) for done, total, *_ in calls] == [(0, 1)]

@@ -111,6 +111,7 @@ def build_events(
     todo = [s for s in sources if _needs_work(s, states.get(s.id), how, report)]
     # What the progress line counts: "extracting from 15 sources" without a model, for 15 commits, was wrong.
     read, by_model = 0, sum(read_by_model(source, how) for source in todo)
+    by_model = by_model if limit is None else min(by_model, limit)  # nor all 30 waiting for --limit 1
     for done, source in enumerate(todo):
         over_time = deadline is not None and time.monotonic() > deadline
         tried = report.extracted + len(report.failed)  # --limit bounds the model's work: failures took it too
