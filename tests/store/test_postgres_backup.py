@@ -203,7 +203,7 @@ def test_an_export_reports_its_own_schema_version(postgres_url, monkeypatch, tmp
     with open_postgres_store(postgres_url) as store:
         add_docs(store, *NOTES)
     code, report = _run(capsys, "backup", str(tmp_path), "--export")
-    assert code == 0 and report["schema_version"] == LATEST_VERSION != schema.LATEST_VERSION
+    assert code == 0 and report["schema_version"] == LATEST_VERSION  # SQLite's numbering (PostgreSQL's may coincide)
     with open_store(Path(report["path"]), create=False) as exported:
         assert exported.schema_version() == report["schema_version"]
     assert report["sources"] == len(NOTES) and report["only_rows_of"] is None  # the suite's superuser: every row
