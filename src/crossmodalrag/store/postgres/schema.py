@@ -48,6 +48,7 @@ from crossmodalrag.store.postgres.schema_changes import (
     QUALIFIED_VISIBLE,
     RETOKENIZE,
     SESSION_VISIBLE,
+    VECTOR_OWNERS,
     retokenize,
     versioning_genesis,
 )
@@ -74,6 +75,7 @@ MIGRATIONS: list[tuple] = [
     (12, QUALIFIED_VISIBLE),
     (13, ERASED_HASHES),
     (14, OWNED_HIERARCHY),
+    (15, VECTOR_OWNERS),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -272,3 +272,26 @@ CREATE INDEX memory_evidence_chunk ON memory_evidence(chunk_id);
     )
     + "".join(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY;\n" for table in (*OWNED_HIERARCHY_TABLES, "sources"))
 )
+
+
+# Version 15: a vector belongs to the owner of its chunk. Embedding what still lacks a vector (after an
+# ingest, `mem reindex-embeddings`) covers every chunk the user sees, and each vector took the configured
+# owner: under CMRAG_DB_OWNER=team a member's private chunks got team vectors, which every member could
+# read (an embedding leaks meaning: embed a guessed sentence and compare), and a team chunk embedded by
+# a member's own run got a vector the rest of the team could neither see nor replace. Set by the server
+# whoever writes (a trigger reading the chunk, as the writer: it sees the chunk it embeds), and the
+# vectors written so far get their chunk's owner (NO FORCE while they are read, as in version 6).
+VECTOR_OWNERS = """
+ALTER TABLE chunks NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE chunk_vectors NO FORCE ROW LEVEL SECURITY;
+UPDATE chunk_vectors v SET owner = c.owner FROM chunks c WHERE c.id = v.chunk_id AND v.owner <> c.owner;
+ALTER TABLE chunks FORCE ROW LEVEL SECURITY;
+ALTER TABLE chunk_vectors FORCE ROW LEVEL SECURITY;
+CREATE FUNCTION cmrag_vector_owner() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.owner := (SELECT owner FROM chunks WHERE id = NEW.chunk_id);
+  RETURN NEW;
+END $$;
+CREATE TRIGGER chunk_vectors_owner BEFORE INSERT OR UPDATE ON chunk_vectors
+    FOR EACH ROW EXECUTE FUNCTION cmrag_vector_owner();
+"""
