@@ -352,10 +352,7 @@ def pool_for(url: str, owner: str, statement_timeout: float, connect_timeout: fl
             with psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))) as probe:
                 refused = owner_refusal(probe, owner)
         except psycopg.Error as error:
-            raise StoreError(
-                f"cannot reach PostgreSQL at {redact(url)}: {str(error).strip().splitlines()[0]}",
-                "check CMRAG_DB_URL and that the server is running (unset CMRAG_DB_URL to use the SQLite memory)",
-            ) from error
+            raise _unreachable(url, error) from error
         if refused:
             raise StoreError(refused, OWNER_HINT)
         pool = psycopg_pool.ConnectionPool(
@@ -371,12 +368,44 @@ def pool_for(url: str, owner: str, statement_timeout: float, connect_timeout: fl
             pool.open(wait=True, timeout=connect_timeout)
         except (psycopg_pool.PoolTimeout, psycopg.Error) as error:
             pool.close()
-            raise StoreError(
-                f"cannot reach PostgreSQL at {redact(url)}",
-                "check CMRAG_DB_URL and that the server is running (unset CMRAG_DB_URL to use the SQLite memory)",
-            ) from error
+            raise _unreachable(url) from error
         _POOLS[key] = pool
         return pool
+
+
+def _unreachable(url: str, error: Exception | None = None) -> StoreError:
+    why = f": {str(error).strip().splitlines()[0]}" if error is not None and str(error).strip() else ""
+    return StoreError(
+        f"cannot reach PostgreSQL at {redact(url)}{why}",
+        "check CMRAG_DB_URL and that the server is running (unset CMRAG_DB_URL to use the SQLite memory)",
+    )
+
+
+QUICK_CHECKOUT = 1.0  # seconds: a pool whose server is up hands out a connection well within this
+POOL_PATIENCE = 30.0  # seconds: how long a request waits for a connection other requests hold
+
+
+def checkout(pool, url: str, connect_timeout: float = 2.0):
+    """A connection from the pool. When none comes at once, the server is asked directly: a pool whose
+    server went down kept every request waiting POOL_PATIENCE seconds for a connection that could not
+    come, then failed with a traceback (`mem serve`: a plain 500 after 30 s, where the CLI says so within
+    a second). Raises StoreError: the server is unreachable, or every connection stayed busy."""
+    psycopg, psycopg_pool = psycopg_modules()
+    try:
+        return pool.getconn(timeout=QUICK_CHECKOUT)
+    except psycopg_pool.PoolTimeout:
+        pass
+    try:
+        psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))).close()
+    except psycopg.Error as error:
+        raise _unreachable(url, error) from error
+    try:  # the server is up: the pool is busy with other requests
+        return pool.getconn(timeout=POOL_PATIENCE - QUICK_CHECKOUT)
+    except psycopg_pool.PoolTimeout as error:
+        raise StoreError(
+            f"PostgreSQL at {redact(url)} gave no free connection in {POOL_PATIENCE:.0f} s",
+            "too many requests at once: try again shortly",
+        ) from error
 
 
 def close_pools() -> None:
