@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from crossmodalrag.errors import MissingExtraError, StoreError, WriteConflict
 from crossmodalrag.store.postgres.sql import translate
 from crossmodalrag.store.writers import retrying
+from crossmodalrag.url_secrets import redact  # noqa: F401 - imported from here by the store's other modules
 
 SCHEMA_LOCK = 0x636D7261  # "cmra": the advisory lock key of schema migrations (one at a time)
 CHAIN_LOCK = 0x636D6C67  # "cmlg": with the owner's hash, the lock on one owner's change-log head
@@ -33,7 +34,6 @@ MULTI_ROW = re.compile(r"\A(INSERT INTO \S+ \([^()]*\) VALUES )(\((?:%s, )*%s\))
 MAX_PARAMETERS = 65535  # the protocol's limit per statement
 INSTALL_HINT = 'pip install -e ".[postgres]"'
 OWNER_HINT = "CMRAG_DB_OWNER must name your role or a role you are a member of"
-QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")  # redact(): the value of a `password` parameter
 
 
 def psycopg_modules():
@@ -296,17 +296,6 @@ class PgConnection:
 
 _POOLS: dict[tuple[str, str, bool], Any] = {}
 _POOLS_LOCK = threading.Lock()
-
-
-def redact(url: str) -> str:
-    """The url without its password, for messages: libpq takes one after the user name or as a
-    `password` parameter of the query string."""
-    from urllib.parse import urlsplit
-
-    password = urlsplit(url).password
-    if password:  # the first ":PASSWORD@" is the netloc's: the scheme's colon is followed by "//"
-        url = url.replace(f":{password}@", ":***@", 1)
-    return QUERY_PASSWORD.sub(r"\1***", url)
 
 
 def owner_refusal(conn, owner: str) -> str | None:
