@@ -142,7 +142,8 @@ def test_forget_a_folder_by_path(capsys, vault, db_path) -> None:
     assert set(data) == {"forgotten", "sources", "earlier_paths", "sub_agent_sessions", "chunks", "vectors",
                          "memory_nodes", "stranded_events", "vacuumed", "eval_queries_naming_them", "still_on_disk",
                          "backups", "backup_paths", "unfinished_copies", "live_copies",
-                         "bytes_may_remain"}  # fmt: skip
+                         "bytes_may_remain", "vacuum_by_owner"}  # fmt: skip
+    assert data["vacuum_by_owner"] is None  # only PostgreSQL's tables have an owner other than the user
     assert counts(db_path)["sources"] == 1
 
 

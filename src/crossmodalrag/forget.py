@@ -91,6 +91,8 @@ class ForgetReport:
     # Copies of its pages may still be in the files: PostgreSQL's dead rows until VACUUM (FULL); on SQLite
     # only while another process keeps the write-ahead log in use (freed space is zeroed as it is freed).
     bytes_may_remain: bool = True
+    # PostgreSQL, a role that may not rewrite the tables: the statement their owner runs to wipe those bytes
+    vacuum_by_owner: str = ""
     eval_queries: int = 0  # stored eval queries whose gold names a forgotten source (kept)
     still_on_disk: list[str] = field(default_factory=list)  # files or repositories an ingest would re-read
     backups: list[str] = field(default_factory=list)  # backups made before: they may still hold the text
@@ -131,6 +133,7 @@ class ForgetReport:
             "stranded_events": self.stranded_events,
             "vacuumed": self.vacuumed,
             "bytes_may_remain": self.bytes_may_remain,
+            "vacuum_by_owner": self.vacuum_by_owner or None,
             "eval_queries_naming_them": self.eval_queries,
             "still_on_disk": self.still_on_disk,
             "backups": len(self.backups),
@@ -145,7 +148,8 @@ def forget_sources(
 ) -> ForgetReport:
     """Delete the sources and everything derived from them, in one transaction; with vacuum, also
     wipe the freed space from the database files. `stage` hears each step as it starts. Raises
-    StoreError if the database stays locked or the space cannot be wiped (the sources are forgotten by then)."""
+    StoreError if the database stays locked or the space cannot be wiped (the sources are forgotten by then);
+    on PostgreSQL a role that may not rewrite the tables gets the report, saying what their owner runs."""
     if store.backend == "postgresql":
         from crossmodalrag.store.postgres import erase
 

@@ -8,6 +8,8 @@ import re
 from typing import Callable
 from urllib.parse import urlsplit
 
+from crossmodalrag.url_secrets import redact
+
 
 def globs(value: str | list[str]) -> list[str]:
     if isinstance(value, list):
@@ -70,11 +72,11 @@ def database_url(value: str) -> str | None:
     """A postgresql:// (or postgres://) url; blank means none (the SQLite file)."""
     value = value.strip()
     if value and value.split("://", 1)[0] not in ("postgresql", "postgres"):
-        raise ValueError(f"{value[:60]!r} is not a postgresql://user@host/database url")
+        raise ValueError(f"{redact(value)[:60]!r} is not a postgresql://user@host/database url")
     try:
         urlsplit(value)  # "[::1/db" fails here, in one line (libpq's multi-host "h1:5432,h2:5432" parses)
     except ValueError as error:
-        raise ValueError(f"{value[:60]!r} is not a valid url: {error}") from None
+        raise ValueError(f"{redact(value)[:60]!r} is not a valid url: {error}") from None
     return value or None
 
 

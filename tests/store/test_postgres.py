@@ -420,7 +420,7 @@ def test_doctor_reports_server_pgvector_and_index_health(postgres_url, monkeypat
     assert any("superuser" in problem for problem in report["problems"])
     database = report["database"]
     keys = {"backend", "url", "exists", "server_version", "pgvector_version", "schema_version", "owner", "sources"}
-    assert set(database) == keys | {"chunks", "indexes"}  # docs/json-contract.md
+    assert set(database) == keys | {"chunks", "indexes", "pg_dump_version"}  # docs/json-contract.md
     assert database["backend"] == "postgresql" and database["server_version"].startswith("18")
     assert database["pgvector_version"] == "0.8.6" and database["chunks"] == len(NOTES)
     assert database["indexes"]["chunk_terms_gin"] == {"method": "gin", "valid": True}

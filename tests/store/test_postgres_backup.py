@@ -203,7 +203,7 @@ def test_an_export_reports_its_own_schema_version(postgres_url, monkeypatch, tmp
     with open_postgres_store(postgres_url) as store:
         add_docs(store, *NOTES)
     code, report = _run(capsys, "backup", str(tmp_path), "--export")
-    assert code == 0 and report["schema_version"] == LATEST_VERSION != schema.LATEST_VERSION
+    assert code == 0 and report["schema_version"] == LATEST_VERSION  # SQLite's numbering (PostgreSQL's may coincide)
     with open_store(Path(report["path"]), create=False) as exported:
         assert exported.schema_version() == report["schema_version"]
     assert report["sources"] == len(NOTES) and report["only_rows_of"] is None  # the suite's superuser: every row
@@ -226,3 +226,25 @@ def test_forget_names_the_backups_that_may_still_hold_the_text(
     assert code == 0 and report["backup_paths"] == sorted([kept["path"], elsewhere["path"]])
     assert main(["forget", "/vault/n2.md", "--yes"]) == 0
     assert "2 backups in" in capsys.readouterr().err
+
+
+def test_doctor_says_backups_will_fail_with_a_pg_dump_older_than_the_server(
+    postgres_url, tmp_path, monkeypatch, capsys
+):
+    """pg_dump refuses a newer server: the first `mem backup` failed, though doctor knew both versions."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "pg_dump").write_text("#!/bin/sh\necho 'pg_dump (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)'\n")
+    (tools / "pg_dump").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    monkeypatch.setenv("CMRAG_DB_URL", postgres_url)
+    with open_postgres_store(postgres_url):
+        pass
+    assert main(["doctor", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["database"]["pg_dump_version"] == "15.18"
+    assert any(
+        p.startswith("`mem backup` will fail: the pg_dump on PATH is version 15.18, older than the server's 18")
+        and "mem backup --export" in p
+        for p in report["problems"]
+    )

@@ -236,7 +236,7 @@ def test_an_owner_the_user_may_not_use_is_an_error_at_connect(two_users, postgre
 
 
 def test_forget_vacuum_by_a_user_not_owning_the_tables_says_what_happened(two_users, capsys, monkeypatch):
-    """Alone, --vacuum deleted nothing: its error must not say "the forgotten rows are deleted"."""
+    """Alone, --vacuum deletes nothing, so it is an error (not saying "the forgotten rows are deleted")."""
     from crossmodalrag.cli.main import main
 
     monkeypatch.setenv("CMRAG_DB_URL", two_users["alice"][0])
@@ -244,11 +244,19 @@ def test_forget_vacuum_by_a_user_not_owning_the_tables_says_what_happened(two_us
     alone = capsys.readouterr().err
     assert alone.startswith("error: cannot wipe the table files: the bytes of rows forgotten earlier stay there")
     assert "deleted" not in alone and "VACUUM (FULL) sources, chunks" in alone
-    assert main(["forget", "/vault/secret.md", "--yes", "--vacuum"]) == 1
-    after = capsys.readouterr().err
-    assert after.startswith("error: the forgotten rows are deleted, but their bytes stay in the table files")
+    # With sources it forgets and reports it (the forget happened: exit 1 and no report made a script
+    # retry into "no stored source" and lose still_on_disk), saying what the tables' owner runs.
+    assert main(["forget", "/vault/secret.md", "--yes", "--vacuum", "--json"]) == 0
+    shown = capsys.readouterr()
+    report = json.loads(shown.out)
+    assert report["sources"] == 1 and not report["vacuumed"] and report["bytes_may_remain"]
+    assert report["vacuum_by_owner"].startswith("VACUUM (FULL) sources, chunks")
+    assert f"ask the database owner to run `{report['vacuum_by_owner']}`" in shown.err
+    assert "run `mem forget --vacuum`" not in shown.err and "error" not in shown.err
     with open_postgres_store(two_users["alice"][0]) as store:
         assert store.conn.execute("SELECT COUNT(*) FROM sources WHERE uri = '/vault/secret.md'").fetchone()[0] == 0
+    assert main(["forget", "/vault/alice-diary.md", "--yes"]) == 0  # without --vacuum: not told to run it either
+    assert "ask the database owner to run `VACUUM (FULL)" in capsys.readouterr().err
 
 
 def test_a_member_on_a_memory_an_older_mem_made_is_told_who_upgrades_it(postgres_url, tmp_path, capsys, monkeypatch):

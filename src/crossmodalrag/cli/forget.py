@@ -122,9 +122,16 @@ def _render(args: argparse.Namespace, report) -> None:
             "moved there since): forget that too to erase it\n"
         )
     elif report.sources and report.bytes_may_remain:
+        # only the tables' owner may rewrite them on PostgreSQL: a client is told who runs what, not --vacuum
+        wipe = (
+            f"only the tables' owner may wipe them: ask the database owner to run `{report.vacuum_by_owner}`"
+            " (docs/scaling.md)"
+            if report.vacuum_by_owner
+            else "run `mem forget --vacuum` to wipe them"
+        )
         note(
             "note: the text is no longer searchable, but copies of its bytes may remain in the database files"
-            f" ({_where_bytes_remain(args)}); run `mem forget --vacuum` to wipe them\n"
+            f" ({_where_bytes_remain(args)}); {wipe}\n"
         )
     if report.stranded_events:
         note(

@@ -133,10 +133,13 @@ def _differs(report, new_file: Path | None) -> StoreError:
             f"the copy differs from the memory in {tables}: {new_file} was not written",
             "run `mem migrate` again; if it differs again, run `mem doctor` on the memory",
         )
-    return StoreError(
-        f"the copy in {report.target} differs from the memory in {tables}",
-        "empty that database (or use a new one) and run `mem migrate` again",
-    )
+    from crossmodalrag.store.postgres import is_postgres_url
+
+    if is_postgres_url(report.target):  # perhaps a team's database: never tell a member to empty it
+        hint = "the copied rows stay there, yours alone; to copy again, `mem forget` them first or use a new database"
+    else:
+        hint = "empty that file (or use a new one) and run `mem migrate` again"
+    return StoreError(f"the copy in {report.target} differs from the memory in {tables}", hint)
 
 
 def _open(location: str, settings: Settings, create: bool) -> Store:

@@ -53,7 +53,12 @@ CANONICAL = {
     "chunk_vectors": "SELECT m.name, m.sha256, s.uri, c.chunk_index, v.piece, v.pieces, v.vector FROM chunk_vectors v"
     " JOIN chunks c ON c.id = v.chunk_id JOIN sources s ON s.id = c.source_id JOIN embedding_models m"
     " ON m.id = v.model_id ORDER BY m.sha256, s.uri, c.chunk_index, v.piece",
-    "embedding_models": f"SELECT {MODEL_COLUMNS} FROM embedding_models ORDER BY sha256, dim",
+    # The models the vectors use, without created_at: a PostgreSQL database shares one row per model among
+    # its owners (kept, not copied over: INSERT OR IGNORE), so its time is whoever embedded first's, and
+    # a model another owner uses is not this memory's. Both made a complete copy into a team's database
+    # "differ" (exit 1, "empty that database").
+    "embedding_models": "SELECT name, sha256, dim, max_tokens FROM embedding_models"
+    " WHERE id IN (SELECT model_id FROM chunk_vectors) ORDER BY sha256, dim",
     "queries_eval": f"SELECT {QUERY_COLUMNS} FROM queries_eval ORDER BY query_text",
     "agent_memories": "SELECT s.uri, m.kind, m.importance, m.tags, m.session_id, m.agent_id, m.content_hash, m.times,"
     " newer.uri, m.created_at, m.updated_at FROM agent_memories m JOIN sources s ON s.id = m.source_id"

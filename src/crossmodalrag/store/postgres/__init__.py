@@ -17,7 +17,14 @@ from crossmodalrag.store.batch import WriteBatch
 from crossmodalrag.store.connection import BUSY_TIMEOUT_SECONDS, Store
 from crossmodalrag.store.postgres import schema
 from crossmodalrag.store.postgres.batch import GroupBatch, UnitBatch
-from crossmodalrag.store.postgres.connection import PgConnection, pool_for, psycopg_modules, redact, translated_errors
+from crossmodalrag.store.postgres.connection import (
+    PgConnection,
+    checkout,
+    pool_for,
+    psycopg_modules,
+    redact,
+    translated_errors,
+)
 
 
 def is_postgres_url(url: str | None) -> bool:
@@ -84,7 +91,7 @@ class PgStore(Store):
             return False
         self.pool.putconn(self.conn.raw)
         with translated_errors():
-            self.conn.raw = self.pool.getconn()
+            self.conn.raw = checkout(self.pool, self.url)
         return True
 
     def close(self) -> None:
@@ -104,7 +111,7 @@ def open_postgres_store(
     unreachable, the schema is missing and `create` is off, or it is newer than this program.
     `read_only`: the server refuses every write on this store, and the schema must be current."""
     pool = pool_for(url, owner, statement_timeout, read_only=read_only)
-    conn = PgConnection(pool.getconn())
+    conn = PgConnection(checkout(pool, url))
     store = PgStore(pool, conn, url, statement_timeout)
     try:
         version = schema.applied_version(conn)

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from crossmodalrag.errors import MissingExtraError, StoreError, WriteConflict
 from crossmodalrag.store.postgres.sql import translate
 from crossmodalrag.store.writers import retrying
+from crossmodalrag.url_secrets import redact  # noqa: F401 - imported from here by the store's other modules
 
 SCHEMA_LOCK = 0x636D7261  # "cmra": the advisory lock key of schema migrations (one at a time)
 CHAIN_LOCK = 0x636D6C67  # "cmlg": with the owner's hash, the lock on one owner's change-log head
@@ -33,7 +34,6 @@ MULTI_ROW = re.compile(r"\A(INSERT INTO \S+ \([^()]*\) VALUES )(\((?:%s, )*%s\))
 MAX_PARAMETERS = 65535  # the protocol's limit per statement
 INSTALL_HINT = 'pip install -e ".[postgres]"'
 OWNER_HINT = "CMRAG_DB_OWNER must name your role or a role you are a member of"
-QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")  # redact(): the value of a `password` parameter
 
 
 def psycopg_modules():
@@ -298,17 +298,6 @@ _POOLS: dict[tuple[str, str, bool], Any] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def redact(url: str) -> str:
-    """The url without its password, for messages: libpq takes one after the user name or as a
-    `password` parameter of the query string."""
-    from urllib.parse import urlsplit
-
-    password = urlsplit(url).password
-    if password:  # the first ":PASSWORD@" is the netloc's: the scheme's colon is followed by "//"
-        url = url.replace(f":{password}@", ":***@", 1)
-    return QUERY_PASSWORD.sub(r"\1***", url)
-
-
 def owner_refusal(conn, owner: str) -> str | None:
     """Why the connecting role cannot use `owner` (CMRAG_DB_OWNER), or None. Checked once per pool:
     row-level security would otherwise show such a user an empty memory, without a word, and refuse
@@ -352,10 +341,7 @@ def pool_for(url: str, owner: str, statement_timeout: float, connect_timeout: fl
             with psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))) as probe:
                 refused = owner_refusal(probe, owner)
         except psycopg.Error as error:
-            raise StoreError(
-                f"cannot reach PostgreSQL at {redact(url)}: {str(error).strip().splitlines()[0]}",
-                "check CMRAG_DB_URL and that the server is running (unset CMRAG_DB_URL to use the SQLite memory)",
-            ) from error
+            raise _unreachable(url, error) from error
         if refused:
             raise StoreError(refused, OWNER_HINT)
         pool = psycopg_pool.ConnectionPool(
@@ -371,12 +357,44 @@ def pool_for(url: str, owner: str, statement_timeout: float, connect_timeout: fl
             pool.open(wait=True, timeout=connect_timeout)
         except (psycopg_pool.PoolTimeout, psycopg.Error) as error:
             pool.close()
-            raise StoreError(
-                f"cannot reach PostgreSQL at {redact(url)}",
-                "check CMRAG_DB_URL and that the server is running (unset CMRAG_DB_URL to use the SQLite memory)",
-            ) from error
+            raise _unreachable(url) from error
         _POOLS[key] = pool
         return pool
+
+
+def _unreachable(url: str, error: Exception | None = None) -> StoreError:
+    why = f": {str(error).strip().splitlines()[0]}" if error is not None and str(error).strip() else ""
+    return StoreError(
+        f"cannot reach PostgreSQL at {redact(url)}{why}",
+        "check CMRAG_DB_URL and that the server is running (unset CMRAG_DB_URL to use the SQLite memory)",
+    )
+
+
+QUICK_CHECKOUT = 1.0  # seconds: a pool whose server is up hands out a connection well within this
+POOL_PATIENCE = 30.0  # seconds: how long a request waits for a connection other requests hold
+
+
+def checkout(pool, url: str, connect_timeout: float = 2.0):
+    """A connection from the pool. When none comes at once, the server is asked directly: a pool whose
+    server went down kept every request waiting POOL_PATIENCE seconds for a connection that could not
+    come, then failed with a traceback (`mem serve`: a plain 500 after 30 s, where the CLI says so within
+    a second). Raises StoreError: the server is unreachable, or every connection stayed busy."""
+    psycopg, psycopg_pool = psycopg_modules()
+    try:
+        return pool.getconn(timeout=QUICK_CHECKOUT)
+    except psycopg_pool.PoolTimeout:
+        pass
+    try:
+        psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))).close()
+    except psycopg.Error as error:
+        raise _unreachable(url, error) from error
+    try:  # the server is up: the pool is busy with other requests
+        return pool.getconn(timeout=POOL_PATIENCE - QUICK_CHECKOUT)
+    except psycopg_pool.PoolTimeout as error:
+        raise StoreError(
+            f"PostgreSQL at {redact(url)} gave no free connection in {POOL_PATIENCE:.0f} s",
+            "too many requests at once: try again shortly",
+        ) from error
 
 
 def close_pools() -> None:

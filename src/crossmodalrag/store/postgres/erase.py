@@ -41,7 +41,8 @@ TEXT_TABLES = (
 def forget_sources(store, sources, vacuum: bool = False, stage=lambda _: None):
     """Delete the sources and everything derived from them in one transaction (only rows this client
     may see: row-level security applies to DELETE too); `stage` hears each long step as it starts, as
-    on SQLite. Raises StoreError if vacuum cannot run."""
+    on SQLite. A role that may not VACUUM (FULL) gets the report all the same: the rows are deleted, and
+    `vacuum_by_owner` says what the tables' owner runs to wipe their bytes."""
     from crossmodalrag.forget import WIPING_FREE_SPACE, ForgetReport, deleting_rows, erasing_versions
     from crossmodalrag.forget_leftovers import (
         eval_queries_naming,
@@ -84,34 +85,40 @@ def forget_sources(store, sources, vacuum: bool = False, stage=lambda _: None):
     report.still_on_disk = still_on_disk(sources)
     report.backups = existing_backups(store, first_stored(store, [s.uri for s in sources]))
     report.unfinished_copies = unfinished_copies(store)
-    if vacuum:
+    allowed = may_rewrite_tables(store.conn)
+    if vacuum and allowed:
         stage(WIPING_FREE_SPACE)
-        wipe_free_space(store, just_forgotten=True)
+        wipe_free_space(store)
         report.vacuumed = True
     report.bytes_may_remain = not report.vacuumed  # dead row versions stay in the table files until then
+    if not allowed:  # every client, as docs/scaling.md sets them up: the report (the erasure happened) says who
+        report.vacuum_by_owner = VACUUM_STATEMENT
     return report
 
 
-def wipe_free_space(store, just_forgotten: bool = False) -> None:
-    """VACUUM (FULL) the tables holding text, then CHECKPOINT when allowed (old WAL segments are
-    recycled sooner). `just_forgotten`: run by a forget that deleted rows (its error says so; alone,
-    `mem forget --vacuum` wipes what earlier forgets left). Raises StoreError if this role may not
-    rewrite the tables."""
-    conn = store.conn
-    allowed = conn.execute(
+VACUUM_STATEMENT = f"VACUUM (FULL) {', '.join(TEXT_TABLES)}"
+
+
+def may_rewrite_tables(conn) -> bool:
+    """Whether this role may VACUUM (FULL) the tables holding text: their owner, or MAINTAIN granted."""
+    return conn.execute(
         "SELECT bool_and(pg_has_role(c.relowner, 'USAGE') OR has_table_privilege(c.oid, 'MAINTAIN')) "
         "FROM pg_class c WHERE c.oid = ANY(?::regclass[])",
         (list(TEXT_TABLES),),
     ).fetchone()[0]
-    if not allowed:
-        if just_forgotten:
-            why = "the forgotten rows are deleted, but their bytes stay in the table files until VACUUM (FULL)"
-        else:
-            why = "cannot wipe the table files: the bytes of rows forgotten earlier stay there until VACUUM (FULL)"
+
+
+def wipe_free_space(store) -> None:
+    """VACUUM (FULL) the tables holding text, then CHECKPOINT when allowed (old WAL segments are
+    recycled sooner): run by a forget that may, or alone (`mem forget --vacuum` wipes what earlier
+    forgets left). Raises StoreError if this role may not rewrite the tables."""
+    conn = store.conn
+    if not may_rewrite_tables(conn):
         raise StoreError(
-            f"{why}, which needs the tables' owner",
-            f"ask the database owner to run `VACUUM (FULL) {', '.join(TEXT_TABLES)}` (docs/scaling.md)",
+            "cannot wipe the table files: the bytes of rows forgotten earlier stay there until VACUUM (FULL),"
+            " which needs the tables' owner",
+            f"ask the database owner to run `{VACUUM_STATEMENT}` (docs/scaling.md)",
         )
-    conn.raw.execute(f"VACUUM (FULL) {', '.join(TEXT_TABLES)}")
+    conn.raw.execute(VACUUM_STATEMENT)
     if conn.execute("SELECT pg_has_role('pg_checkpoint', 'USAGE')").fetchone()[0]:
         conn.raw.execute("CHECKPOINT")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 from typing import Any
 
 from crossmodalrag.errors import StoreError
@@ -38,6 +41,15 @@ def database_facts(settings, problems: list[str]) -> dict[str, Any]:
         indexes = conn.execute(INDEX_HEALTH).fetchall()
         facts["indexes"] = {name: {"method": method, "valid": valid} for name, valid, method in indexes}
         superuser = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]
+        server_major = int(conn.execute("SHOW server_version_num").fetchone()[0]) // 10000
+    facts["pg_dump_version"] = _pg_dump_version()
+    dump_major = int(facts["pg_dump_version"].split(".")[0]) if facts["pg_dump_version"] else None
+    if dump_major is not None and dump_major < server_major:  # pg_dump refuses a newer server
+        problems.append(
+            f"`mem backup` will fail: the pg_dump on PATH is version {facts['pg_dump_version']}, older than the"
+            f" server's {server_major}: install the PostgreSQL {server_major} client tools, or use"
+            " `mem backup --export` (a SQLite file)"
+        )
     if facts["pgvector_version"] is None:
         problems.append("the pgvector extension is missing: CREATE EXTENSION vector (as a superuser)")
     problems.extend(
@@ -54,6 +66,19 @@ def database_facts(settings, problems: list[str]) -> dict[str, Any]:
     return facts
 
 
+def _pg_dump_version() -> str | None:
+    """The version of the pg_dump `mem backup` runs ("15.18"), or None (not on PATH: backups are exports)."""
+    found = shutil.which("pg_dump")
+    if found is None:
+        return None
+    try:
+        shown = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    version = re.search(r"(\d+(?:\.\d+)*)", shown)  # "pg_dump (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
+    return version.group(1) if version else None
+
+
 def describe(facts: dict[str, Any]) -> list[str]:
     """The doctor's text lines for a PostgreSQL memory."""
     lines = [f"database: PostgreSQL at {facts['url']}" + ("" if facts["exists"] else " (unreachable or no schema)")]
@@ -67,4 +92,6 @@ def describe(facts: dict[str, Any]) -> list[str]:
             f"{facts['chunks']} chunks from {sum(facts['sources'].values())} sources"
         )
         lines.append(f"  indexes: {indexes or 'none'}")
+        if facts.get("pg_dump_version"):
+            lines.append(f"  pg_dump {facts['pg_dump_version']} (mem backup)")
     return lines

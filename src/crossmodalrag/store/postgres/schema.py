@@ -14,12 +14,14 @@ plus what only a server has:
     Row-level security enforces it in the server (FORCE: the tables' owner too; superusers bypass
     RLS, so clients must connect as ordinary roles). `cmrag.owner` (CMRAG_DB_OWNER) picks which of
     the user's roles owns new rows; the policy's WITH CHECK refuses a role the user is not in.
-The tables of the hierarchy and agent memory exist (search joins agent_memories); since version 3
-every table holding text or naming what a memory holds is under row-level security too (see
-FOLLOWERS). Left shared: embedding_models (model names) and schema_migrations. Version 4 is the
-change log (SQLite's 7), one hash chain per owner (CHANGE_LOG). The lexical index's tokens are
-index/fts.py's preparation of their day: when its FTS_VERSION changes, a migration re-tokenizes
-every owner's chunks (RETOKENIZE, version 10 for FTS_VERSION 5, 11 for 6; INDEX_FTS_VERSION, tested).
+The tables of the hierarchy and agent memory exist (search joins agent_memories); since version 3 every
+table holding text or naming what a memory holds is under row-level security too (see FOLLOWERS). Since
+version 14 the hierarchy (nodes, evidence, edges, cards, extractions, usage) is the configured owner's
+alone, keyed with it (OWNED_HIERARCHY): node ids are hashes of content. Left shared: embedding_models
+(model names) and schema_migrations. Version 4 is the change log (SQLite's 7), one hash chain per owner
+(CHANGE_LOG). The lexical index's tokens are index/fts.py's preparation of their day: when its
+FTS_VERSION changes, a migration re-tokenizes every owner's chunks (RETOKENIZE, version 10 for
+FTS_VERSION 5, 11 for 6; INDEX_FTS_VERSION, tested).
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ from crossmodalrag.store.postgres.schema_changes import (
     CORPUS_STATS,
     COVERING_POSTINGS,
     ERASED_HASHES,
+    OWNED_HIERARCHY,
     POSTINGS_CASCADE,
     QUALIFIED_VISIBLE,
     RETOKENIZE,
     SESSION_VISIBLE,
+    VECTOR_OWNERS,
     retokenize,
     versioning_genesis,
 )
@@ -70,6 +74,8 @@ MIGRATIONS: list[tuple] = [
     (11, RETOKENIZE, retokenize),  # FTS_VERSION 6 (INDEX_FTS_VERSION)
     (12, QUALIFIED_VISIBLE),
     (13, ERASED_HASHES),
+    (14, OWNED_HIERARCHY),
+    (15, VECTOR_OWNERS),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -207,3 +207,91 @@ def retokenize(conn) -> None:
     )
     for table in ("sources", "chunks", "chunk_terms", "chunk_postings", "chunk_stats"):
         conn.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+
+
+# Version 14: the memory hierarchy is the configured owner's (CMRAG_DB_OWNER, else the role), as the
+# change log is. A node's id is a hash of what it says (memory/nodes.py stable_id), so two owners who
+# ingested one repository make the same `ev_...` ids: with `memory_nodes.id` the key of every owner's
+# rows, the second one's build-memory failed on the first one's node (and the error told them someone
+# held that commit). The nodes, their evidence, edges, cards and the extraction states are keyed with
+# their owner now, and each owner reads and writes only their own (a member of a team role reads the
+# team's hierarchy with CMRAG_DB_OWNER set to it): rows of two owners sharing an id must never meet in
+# one query. Usage events name node ids too. Existing rows get their node's owner (an extraction: the
+# owner of its source's events, else of its source); NO FORCE while they are read, as in version 6.
+OWNED_HIERARCHY_TABLES = (
+    "memory_nodes",
+    "memory_evidence",
+    "memory_edges",
+    "memory_cards",
+    "memory_extractions",
+    "memory_usage",
+)
+OWN = f"owner = cmrag_owner() AND {VISIBLE}"  # VISIBLE too: cmrag.owner is a setting anyone may change
+OWNED_HIERARCHY = (
+    "".join(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY;\n" for table in (*OWNED_HIERARCHY_TABLES, "sources"))
+    + """
+ALTER TABLE memory_evidence DROP CONSTRAINT memory_evidence_node_id_fkey, ADD COLUMN owner TEXT;
+ALTER TABLE memory_edges DROP CONSTRAINT memory_edges_src_fkey, DROP CONSTRAINT memory_edges_dst_fkey,
+    ADD COLUMN owner TEXT;
+ALTER TABLE memory_cards DROP CONSTRAINT memory_cards_node_id_fkey, ADD COLUMN owner TEXT;
+ALTER TABLE memory_extractions ADD COLUMN owner TEXT;
+UPDATE memory_evidence e SET owner = n.owner FROM memory_nodes n WHERE n.id = e.node_id;
+UPDATE memory_edges e SET owner = n.owner FROM memory_nodes n WHERE n.id = e.src;
+UPDATE memory_cards c SET owner = n.owner FROM memory_nodes n WHERE n.id = c.node_id;
+UPDATE memory_extractions x SET owner = COALESCE(
+    (SELECT MIN(n.owner) FROM memory_nodes n WHERE n.source_id = x.source_id),
+    (SELECT s.owner FROM sources s WHERE s.id = x.source_id));
+"""
+    + "".join(
+        f"ALTER TABLE {table} ALTER COLUMN owner SET DEFAULT cmrag_owner(), ALTER COLUMN owner SET NOT NULL;\n"
+        for table in ("memory_evidence", "memory_edges", "memory_cards", "memory_extractions")
+    )
+    + """
+ALTER TABLE memory_nodes DROP CONSTRAINT memory_nodes_pkey, ADD PRIMARY KEY (owner, id);
+ALTER TABLE memory_evidence DROP CONSTRAINT memory_evidence_pkey, ADD PRIMARY KEY (owner, node_id, chunk_id, role),
+    ADD FOREIGN KEY (owner, node_id) REFERENCES memory_nodes(owner, id) ON DELETE CASCADE;
+ALTER TABLE memory_edges DROP CONSTRAINT memory_edges_pkey, ADD PRIMARY KEY (owner, src, dst, kind),
+    ADD FOREIGN KEY (owner, src) REFERENCES memory_nodes(owner, id) ON DELETE CASCADE,
+    ADD FOREIGN KEY (owner, dst) REFERENCES memory_nodes(owner, id) ON DELETE CASCADE;
+ALTER TABLE memory_cards DROP CONSTRAINT memory_cards_pkey, ADD PRIMARY KEY (owner, node_id),
+    ADD FOREIGN KEY (owner, node_id) REFERENCES memory_nodes(owner, id) ON DELETE CASCADE;
+ALTER TABLE memory_extractions DROP CONSTRAINT memory_extractions_pkey, ADD PRIMARY KEY (owner, source_id);
+CREATE INDEX memory_evidence_chunk ON memory_evidence(chunk_id);
+"""
+    + "".join(
+        f"DROP POLICY {table}_owner ON {table};"
+        f" CREATE POLICY {table}_owner ON {table} USING ({rule}) WITH CHECK ({rule});\n"
+        for table, rule in {
+            "memory_nodes": OWN,
+            "memory_evidence": f"{OWN} AND EXISTS (SELECT 1 FROM chunks c WHERE c.id = chunk_id)",
+            "memory_edges": OWN,
+            "memory_cards": OWN,
+            "memory_extractions": f"{OWN} AND EXISTS (SELECT 1 FROM sources s WHERE s.id = source_id)",
+            "memory_usage": OWN,
+        }.items()
+    )
+    + "".join(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY;\n" for table in (*OWNED_HIERARCHY_TABLES, "sources"))
+)
+
+
+# Version 15: a vector belongs to the owner of its chunk. Embedding what still lacks a vector (after an
+# ingest, `mem reindex-embeddings`) covers every chunk the user sees, and each vector took the configured
+# owner: under CMRAG_DB_OWNER=team a member's private chunks got team vectors, which every member could
+# read (an embedding leaks meaning: embed a guessed sentence and compare), and a team chunk embedded by
+# a member's own run got a vector the rest of the team could neither see nor replace. Set by the server
+# whoever writes (a trigger reading the chunk, as the writer: it sees the chunk it embeds), and the
+# vectors written so far get their chunk's owner (NO FORCE while they are read, as in version 6).
+VECTOR_OWNERS = """
+ALTER TABLE chunks NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE chunk_vectors NO FORCE ROW LEVEL SECURITY;
+UPDATE chunk_vectors v SET owner = c.owner FROM chunks c WHERE c.id = v.chunk_id AND v.owner <> c.owner;
+ALTER TABLE chunks FORCE ROW LEVEL SECURITY;
+ALTER TABLE chunk_vectors FORCE ROW LEVEL SECURITY;
+CREATE FUNCTION cmrag_vector_owner() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.owner := (SELECT owner FROM chunks WHERE id = NEW.chunk_id);
+  RETURN NEW;
+END $$;
+CREATE TRIGGER chunk_vectors_owner BEFORE INSERT OR UPDATE ON chunk_vectors
+    FOR EACH ROW EXECUTE FUNCTION cmrag_vector_owner();
+"""

@@ -26,13 +26,14 @@ from crossmodalrag.errors import StoreError
 # Tables whose rows have an integer `id` primary key: an INSERT returns it (lastrowid).
 ID_TABLES = {"sources", "chunks", "queries_eval", "embedding_models", "chunk_vectors", "memory_usage"}
 # INSERT OR REPLACE needs the conflict target PostgreSQL's upsert asks for.
+# The hierarchy's keys start with the owner (schema version 14), which the shared SQL leaves to its default.
 REPLACE_KEYS = {
     "chunk_vectors": ("model_id", "chunk_id", "piece"),
-    "memory_cards": ("node_id",),
-    "memory_extractions": ("source_id",),
-    "memory_nodes": ("id",),
-    "memory_evidence": ("node_id", "chunk_id", "role"),
-    "memory_edges": ("src", "dst", "kind"),
+    "memory_cards": ("owner", "node_id"),
+    "memory_extractions": ("owner", "source_id"),
+    "memory_nodes": ("owner", "id"),
+    "memory_evidence": ("owner", "node_id", "chunk_id", "role"),
+    "memory_edges": ("owner", "src", "dst", "kind"),
     "agent_memories": ("source_id",),
     "agent_memory_links": ("source_id", "target_id", "relation"),
     "change_states": ("content_hash",),
