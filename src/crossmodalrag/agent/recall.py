@@ -18,8 +18,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from crossmodalrag.agent.periods import named_periods, period_spans
 from crossmodalrag.agent.temporal import EVENT_BOUND, TimeRange, asks_when, states_time, time_ranges
 from crossmodalrag.agent.updates import split_label
+from crossmodalrag.retrieval.dates import within
 from crossmodalrag.retrieval.fusion import reciprocal_rank_fusion
 from crossmodalrag.retrieval.gate import model_cosines
 from crossmodalrag.retrieval.scoring import below_successors
@@ -109,10 +111,12 @@ def recall(retriever: "Retriever", question: str, strategy: str = "direct", answ
     # The boosts and fusion above may lift a replaced memory over the one that replaced it again.
     ranked = below_successors(with_neighbour_support(retriever.store, lifted, floor), successor_of)
     sessions = agent_sessions(retriever.store, ranked)
+    spans = period_spans(named_periods(question, memory_anchor(retriever)))
+    period = {h.chunk_id for h in ranked if within(h.timestamp, spans)}
     hits = (
         ranked[: base.top_k]
         if answering
-        else diversify_by_session(ranked, base.top_k, sessions=sessions, cosine_floor=floor)
+        else diversify_by_session(ranked, base.top_k, sessions=sessions, cosine_floor=floor, period=period)
     )
     if retriever.judge is not None:
         # It reorders the evidence found, never changes which: a session it pulled in from further
@@ -320,6 +324,7 @@ def diversify_by_session(
     head: int | None = None,
     sessions: dict[int, Any] | None = None,
     cosine_floor: float | None = None,
+    period: set[int] | None = None,
 ) -> list["Hit"]:
     """Greedy MMR by session for the first `head` picks (default DIVERSE_HEAD): a session already
     chosen n times multiplies a hit's score by SESSION_DECAY**n; the rest follow in fused order, so
@@ -329,18 +334,24 @@ def diversify_by_session(
     it: it is picked only once it leads the rest. Fused RRF scores lie close together (0.026 vs
     0.036), so once the best session's turns were decayed, turns of other sessions that share no word
     with the question and are far from it in meaning ("[REDACTED_TEXT ...]", cosine 0.17) came
-    before the session's turn holding the answer."""
+    before the session's turn holding the answer.
+    `period`: the hits inside a period the question names (agent/periods.py). While some of them about
+    the question are left, the spread stays inside it: a hit from outside is not lifted over one ranked
+    above it either ("the logo in March 2023": turns of July and May, fused far below March's logo
+    turns, took two of the five places once each March session had been chosen)."""
     head = DIVERSE_HEAD if head is None else head
     sessions = sessions or {}
     best_bm25 = max((h.components.get("bm25", 0.0) for h in hits), default=0.0)
     related = {h.chunk_id for h in hits if about_the_question(h, best_bm25, cosine_floor)}
+    in_period = related & (period or set())
     remaining, chosen, counts = list(hits), [], {}
 
     def session(hit: "Hit") -> Any:
         return sessions.get(hit.source_id, hit.source_id)
 
     while remaining and len(chosen) < min(limit, head):
-        eligible = [h for i, h in enumerate(remaining) if i == 0 or h.chunk_id in related]
+        lifted = in_period if any(h.chunk_id in in_period for h in remaining) else related
+        eligible = [h for i, h in enumerate(remaining) if i == 0 or h.chunk_id in lifted]
         best = max(eligible, key=lambda h: h.score * SESSION_DECAY ** counts.get(session(h), 0))
         remaining.remove(best)
         chosen.append(best)
