@@ -172,7 +172,8 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
         and scores (~50 tokens a result): open the ones you need with memory_get. compact=false gives
         full results, as many as fit in max_tokens. Filters: kind and tags (agent memories), source
         types, and a date range on the sources' own dates. strategy=episodic reads "last week", "in May",
-        "before the migration" in the query as date ranges on the memory's own timeline."""
+        "before the migration" in the query as date ranges on the memory's own timeline; results stay
+        inside a named period while it holds matching ones."""
         return await run(
             lambda: tools.search_memory(
                 service.retriever(),
