@@ -262,8 +262,9 @@ def whole_word_tokens(text: str) -> list[str]:
 
 
 def has_vietnamese(text: str) -> bool:
-    """Does the text use letters only Vietnamese writes (ơ ư đ ă, or the stacked ạ ế ở ự …)?"""
-    return not text.isascii() and bool(VIETNAMESE_LETTER.search(text))
+    """Does the text use letters only Vietnamese writes (ơ ư đ ă, or the stacked ạ ế ở ự …), composed
+    or not (a note saved by macOS is decomposed)?"""
+    return not text.isascii() and bool(VIETNAMESE_LETTER.search(unicodedata.normalize("NFC", text)))
 
 
 def exact_tokens(text: str) -> list[str]:
