@@ -134,7 +134,7 @@ def test_a_frontmatter_date_in_the_ways_vaults_write_it(vault: Path, written: st
 @pytest.mark.parametrize(
     "written",
     ["2023年7月14日", "２０２３年７月１４日", "2023년 7월 14일", "14. Juli 2023", "14 de julio de 2023",
-     "14 juillet 2023", "1er juillet 2023", "ngày 14 tháng 7 năm 2023", "14. Jul. 2023"],
+     "14 juillet 2023", "1er juillet 2023", "ngày 14 tháng 7 năm 2023", "14. Jul. 2023", "14 июля 2023"],
 )  # fmt: skip
 def test_a_date_written_in_another_language_is_read_in_frontmatter_and_a_date_line(vault: Path, written: str) -> None:
     expected = utc(2023, 7, 1) if written.startswith("1er") else utc(2023, 7, 14)
