@@ -10,8 +10,9 @@ Components of a hit, each in [0, 1] across the candidate pool:
             `usage` profile and only for candidates that match the query's words or meaning.
 Score = weights · components; the weights come from the profile (profiles.py) or, without
 vectors, from the lexical defaults. `fusion="rrf"` ranks by reciprocal rank fusion instead.
-`coverage` (idf-weighted share of query terms the best returned hit contains) and `similarity`
-(best raw cosine) say how well the evidence answers at all: the abstention gate (gate.py) reads them.
+`coverage` (idf-weighted share of query terms the best of the first COVERAGE_DEPTH ranked hits contains)
+and `similarity` (their best raw cosine), the same whatever `top_k` shows, say how well the evidence
+answers at all: the abstention gate (gate.py) reads them.
 """
 
 from __future__ import annotations
