@@ -5,7 +5,7 @@ Besides ISO 8601, the unambiguous forms vaults use: `2023/06/01`, `2023-6-1`, `2
 (day first, as wherever dots are used), `13/06/2023` or `06/13/2023` (a day past 12 tells which is
 which; `06/01/2023` is not read: June or January?), `June 1, 2023`, `1 Jun 2023`, a link to a daily
 note, `[[2023-06-01]]`, and the same in other languages: `2023年6月1日` (and Korean `2023년 6월 1일`),
-`1. Juni 2023`, `1 de junio de 2023`, `1er juin 2023`, `ngày 1 tháng 6 năm 2023`.
+`1. Juni 2023`, `1 de junio de 2023`, `1er juin 2023`, `ngày 1 tháng 6 năm 2023`, `1 июня 2023`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ def _month_numbers() -> dict[str, int]:
         "november nov noviembre novembre",
         "dezember dez diciembre dic décembre déc",
     ]
+    # Russian, as a day is written (3 марта: the genitive) and as a month is named (март)
+    russian = "января февраля марта апреля мая июня июля августа сентября октября ноября декабря".split()
+    russian_named = "январь февраль март апрель май июнь июль август сентябрь октябрь ноябрь декабрь".split()
+    other = [f"{names} {day} {named}" for names, day, named in zip(other, russian, russian_named, strict=True)]
     for number, names in enumerate(other, start=1):
         months.update(dict.fromkeys(names.split(), number))
     return months

@@ -128,6 +128,30 @@ def test_the_short_answer_drops_what_only_restates_the_question(question, line, 
     assert short_answer(f"Answer: {line} [E1]", question) == expected
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "WER übernimmt das System von Frau Schröder? [E1] Answer: Herrn Özdemir [E1] Er beginnt im Mai [E1].",
+        "Wer übernimmt das System von Frau Schröder?\n**Answer:** Herrn Özdemir [E1]\nEr beginnt im Mai [E1].",
+    ],
+)
+def test_the_question_repeated_before_the_answer_label_is_no_part_of_the_answer(text):
+    # qwen2.5-coder-1.5b in German: short_answer was the question, judged a supported claim.
+    question = "Wer übernimmt das System von Frau Schröder?"
+    assert short_answer(text, question) == "Herrn Özdemir"
+    assert [short for _, short in split_answer(text)] == [True, False]
+    assert split_answer("Was it slow? Answer is: yes [E1]")[0] == ("Was it slow?", False)  # no label: kept
+    assert split_answer("It was slow. Why? Answer: regexes [E1]")[0] == ("It was slow.", False)  # not all asked
+
+
+def test_a_repeated_question_is_neither_judged_nor_shown(retriever, settings: Settings):
+    text = f"{QUESTION} [E1] {ANSWER}"
+    llm = ScriptedLLM(text, margins=[2.0, 3.0, 1.5, 0.5])
+    answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)
+    assert answer.text == ANSWER and answer.short_answer == "regexes backtracked"
+    assert len(llm.judged) == 4  # the gate and the three sentences of ANSWER
+
+
 def test_all_supported_keeps_the_answer_and_reports_every_margin(retriever, settings: Settings):
     llm = ScriptedLLM(ANSWER, margins=[2.0, 3.0, 1.5, 0.5])
     answer = ask_with_llm(retriever, QUESTION, settings, llm=llm)

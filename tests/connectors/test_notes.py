@@ -95,6 +95,21 @@ def test_timestamp_from_a_leading_date_line(vault: Path) -> None:
     assert read(vault, "n.md", "Date: 2023-07-14\n\nWhat happened.\n").timestamp == utc(2023, 7, 14)
 
 
+@pytest.mark.parametrize("written", ["2023-07-14", "14.07.2023", "2023年7月14日", "14 de julio de 2023"])
+def test_a_date_line_under_the_title_dates_the_note(vault: Path, written: str) -> None:
+    # The meeting-note layout `# Title` / `Date: …` was dated by its file, silently.
+    note = read(vault, "n.md", f"# Projektübergabe\n\nDate: {written}\n\nFrau Schröder übergibt.\n")
+    assert note.timestamp == utc(2023, 7, 14) and "notice" not in note.metadata
+    assert (
+        read(vault, "u.md", "# Title\nDate: 07/06/2023\n\nx\n")
+        .metadata["notice"]
+        .endswith("u.md: `Date: 07/06/2023` is not a date mem reads (write YYYY-MM-DD), so another date is used")
+    )
+    path = write_note(vault, "late.md", "# Title\n\nWhat happened.\n\nDate: 2023-07-14\n")  # not under the title
+    os.utime(path, (1_600_000_000, 1_600_000_000))
+    assert read_note(vault, path).timestamp == 1_600_000_000
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [("2024-01-15.md", utc(2024, 1, 15)), ("daily/2024-01-15 standup.md", utc(2024, 1, 15)), ("2024-13-45.md", None)],
@@ -119,7 +134,7 @@ def test_a_frontmatter_date_in_the_ways_vaults_write_it(vault: Path, written: st
 @pytest.mark.parametrize(
     "written",
     ["2023年7月14日", "２０２３年７月１４日", "2023년 7월 14일", "14. Juli 2023", "14 de julio de 2023",
-     "14 juillet 2023", "1er juillet 2023", "ngày 14 tháng 7 năm 2023", "14. Jul. 2023"],
+     "14 juillet 2023", "1er juillet 2023", "ngày 14 tháng 7 năm 2023", "14. Jul. 2023", "14 июля 2023"],
 )  # fmt: skip
 def test_a_date_written_in_another_language_is_read_in_frontmatter_and_a_date_line(vault: Path, written: str) -> None:
     expected = utc(2023, 7, 1) if written.startswith("1er") else utc(2023, 7, 14)
@@ -208,6 +223,7 @@ def test_wikilinks_are_metadata_but_not_inside_code(vault: Path) -> None:
         (b"# Caf\xe9\n\nle h\xe9risson \x96 5\x80\n", "cp1252", "hérisson – 5€"),
         (b"# Caf\xe9\n\nbyte \x81 undefined in cp1252\n", "latin-1", "byte \x81 undefined"),
         ("\ufeff# Café\n\nNotepad's Unicode\n".encode("utf-16-le"), "UTF-16 (by its byte order mark)", "Notepad's"),
+        ("# Café\n\nÜbergröße für Müller, à côté\n".encode("cp1252"), "cp1252", "Übergröße für Müller, à"),
     ],
 )
 def test_a_note_in_a_windows_encoding_is_read_with_a_notice(
@@ -216,6 +232,14 @@ def test_a_note_in_a_windows_encoding_is_read_with_a_notice(
     doc = read(vault, "old.md", content)
     assert doc.title == "Café" and word in doc.text
     assert f"old.md: not UTF-8, read as {encoding}" in doc.metadata["notice"]
+
+
+def test_a_russian_note_in_cp1251_is_read_as_cyrillic_not_as_cp1252_accents(vault: Path) -> None:
+    # Read as cp1252 it was stored as "Çàêóïêà ñåðâåðîâ", found by no Russian question.
+    text = "# Закупка серверов\n\nРешили закупить серверы у поставщика в Новосибирске (API v2).\n"
+    doc = read(vault, "ru.md", text.encode("cp1251"))
+    assert doc.title == "Закупка серверов" and "серверы у поставщика в Новосибирске" in doc.text
+    assert "ru.md: not UTF-8, read as cp1251" in doc.metadata["notice"]
 
 
 @pytest.mark.parametrize(

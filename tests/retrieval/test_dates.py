@@ -80,6 +80,10 @@ def test_a_hit_dated_when_the_question_says_ranks_first_and_explains_why(store, 
         ("Was habe ich am 10.05.2024 gemacht?", None, None, (day("2024-05-09"), day("2024-05-12"))),
         ("¿Qué hice el 10 de mayo de 2024?", None, None, (day("2024-05-09"), day("2024-05-12"))),
         ("Tôi đã làm gì vào ngày 10 tháng 5 năm 2024?", None, None, (day("2024-05-09"), day("2024-05-12"))),
+        # French and Russian: their asking words were read as a topic, and Russian days not at all
+        ("Que s'est-il passé le 10 mai 2024 ?", None, None, (day("2024-05-09"), day("2024-05-12"))),
+        ("Qu'avons-nous fait le 10 mai 2024 ?", None, None, (day("2024-05-09"), day("2024-05-12"))),
+        ("Что случилось 10 мая 2024 года?", None, None, (day("2024-05-09"), day("2024-05-12"))),
         ("¿Qué hice con la bicicleta?", day("2024-03-01"), day("2024-04-01"), None),  # a topic
         ("猫在哪里？", day("2024-03-01"), day("2024-04-01"), None),
         ("What did Caroline say about Mars?", None, None, None),  # a month elsewhere, but no year: no date
@@ -221,6 +225,17 @@ WEDNESDAY = datetime(2024, 8, 14, 9, tzinfo=timezone.utc)
         ("What happened yesterday?", (day("2024-08-12"), day("2024-08-15"))),  # the 13th, a day either side
         ("What did I do in May?", (day("2024-04-30"), day("2024-06-02"))),
         ("What did we decide last week?", None),  # a topic: judged by its words as ever
+        # The same in the other languages asked in: these were refused as matching nothing
+        ("Was habe ich letzte Woche gemacht?", (day("2024-08-04"), day("2024-08-13"))),
+        ("上周我做了什么？", (day("2024-08-04"), day("2024-08-13"))),
+        ("¿Qué hice la semana pasada?", (day("2024-08-04"), day("2024-08-13"))),
+        ("Qu'est-ce que j'ai fait la semaine dernière ?", (day("2024-08-04"), day("2024-08-13"))),
+        ("Tôi đã làm gì tuần trước?", (day("2024-08-04"), day("2024-08-13"))),
+        ("Что мы делали на прошлой неделе?", (day("2024-08-04"), day("2024-08-13"))),
+        ("先週何をしましたか？", (day("2024-08-04"), day("2024-08-13"))),
+        ("¿Qué pasó ayer?", (day("2024-08-12"), day("2024-08-15"))),
+        ("Was habe ich diesen Monat gemacht?", (day("2024-07-31"), day("2024-09-02"))),
+        ("Was ist hier passiert?", None),  # "hier" is German "here", not French "yesterday"
     ],
 )
 def test_a_time_without_its_year_is_read_on_the_memorys_timeline(query, window):

@@ -8,12 +8,17 @@ from pathlib import Path
 import pytest
 
 from crossmodalrag.answer.evidence import abstention_text
+from crossmodalrag.config import Settings
+from crossmodalrag.index.embeddings import embed_missing
 from crossmodalrag.ingest import ingest_notes
 from crossmodalrag.retrieval.gate import CROSS_LANGUAGE, MODEL_COSINES, Cosines, is_weak, model_cosines
 from crossmodalrag.retrieval.languages import different_languages
 from crossmodalrag.retrieval.search import SearchOptions, SearchResult, search
+from crossmodalrag.retrieval.semantic import semantic_index
 from crossmodalrag.types import Hit
 from tests.conftest import write_note
+from tests.fakes import HashingEmbedder
+from tests.retrieval.helpers import add_docs, note
 
 HIT = Hit(1, "uri", "note", "text", "t", "loc", "text", None)
 
@@ -154,3 +159,41 @@ DISTRACTORS = {
     "kitchen": "Bake the bread for forty minutes and let it cool.",
     "travel": "The train to Lyon leaves at nine from platform four.",
 }
+
+
+def test_a_chinese_question_word_covers_nothing(store):
+    # 什么时候 ("when") is 什么 么时 时候: a cat's vaccine note that asks it too covered 16% of a roof question.
+    add_docs(store, note("cat", "# 猫的疫苗\n我的猫咪小白什么时候需要打狂犬疫苗？上次是2025年3月打的。"))
+    off_topic = search(store, "屋顶什么时候修好的？", SearchOptions())
+    assert off_topic.coverage == 0.0 and is_weak(off_topic, SearchOptions())
+    assert not is_weak(search(store, "小白什么时候打疫苗？", SearchOptions()), SearchOptions())
+
+
+def test_a_vietnamese_word_typed_with_accents_is_not_covered_by_another_languages_word_without_them(store):
+    add_docs(
+        store,
+        note("de", "# Wartungsvertrag\nNächste Prüfung der Wärmepumpe: 14. Mai 2026."),
+        note("es", "# Ventas\nJosé dirige el equipo de ventas."),
+    )
+    assert search(store, "Khi nào mái nhà được sửa?", SearchOptions()).coverage == 0.0  # mái (roof) is no Mai
+    assert search(store, "Anh José làm việc ở đâu?", SearchOptions()).coverage > 0.1  # José: spelled alike
+
+
+def test_the_gate_judges_the_same_evidence_whatever_top_k_shows(store, db_path):
+    # The closest passage in meaning shares no word; the second shares one: the gate read only the first
+    # at --top-k 1 and refused, and answered at --top-k 2.
+    embedder = HashingEmbedder(
+        synonyms={"rooftop": "roof", "mended": "repaired", "tiles": "roof", "then": "when", "that": "the", "day": "was"}
+    )
+    add_docs(
+        store,
+        note("meaning", "# Rooftop\nThen rooftop tiles mended that day.", days=10),
+        note("word", "# Kitchen\nPlumber Anders finally repaired our sink, hose, tap and drain on Monday morning."),
+    )
+    embed_missing(store, embedder)
+    semantic = semantic_index(store, embedder, Settings(db_path=db_path))
+    results = [search(store, "When was the roof repaired?", SearchOptions(top_k=k), semantic) for k in (1, 2, 5)]
+    assert [len(r.hits) for r in results] == [1, 2, 2] and results[0].hits[0].source_uri.endswith("meaning.md")
+    assert {(r.coverage, r.similarity, is_weak(r, SearchOptions())) for r in results} == {
+        (results[1].coverage, results[1].similarity, False)
+    }

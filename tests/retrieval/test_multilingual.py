@@ -282,6 +282,15 @@ def test_a_decomposed_query_finds_what_its_composed_form_finds(memory, form):
     assert uris(search(memory, phrase, SearchOptions(match="phrase"))) == ["de"]
 
 
+def test_a_vietnamese_note_saved_decomposed_is_found_and_covered_by_a_typed_question(store):
+    # A note saved by macOS (NFD) had no exact-form or pair tokens: an accented question covered 0%.
+    text = "# Sao lưu\nĐã quyết định: chị Phạm Thị Hương phụ trách sao lưu dữ liệu."  # đ: read as Vietnamese
+    add_docs(store, note("vi-nfd", unicodedata.normalize("NFD", text)), note("en", "# Backup\nNightly backup."))
+    for question in ("Ai phụ trách sao lưu dữ liệu?", "Phạm Thị Hương", "Pham Thi Huong"):
+        result = search(store, question, SearchOptions())
+        assert uris(result)[0] == "vi-nfd" and result.coverage == 1.0, question
+
+
 @pytest.fixture
 def widths(store):
     add_docs(

@@ -31,6 +31,11 @@ OTHERS = {
         ("And why was that?", True),
         ("What were the reasons for the move?", True),
         ("Warum haben wir den Parser umgestellt?", True),
+        ("Почему перенесли запуск приложения?", True),
+        ("Tại sao chúng ta chuyển sang PostgreSQL?", True),
+        ("我们为什么把订单服务迁移到PostgreSQL？", True),  # the why-word follows the subject
+        ("PostgreSQLに移行したのはなぜですか？", True),
+        ("谁负责迁移？", False),
         ("Who moved the parser?", False),
         ("Explain why the parser moved", False),  # not a question that opens with why: left as it ranks
     ],
@@ -55,6 +60,34 @@ def test_a_why_question_finds_the_reasons_section_of_its_best_note(store, settin
     # Asked what was done, the note's further section keeps its discount and stays out
     plain = retriever.search("Who moved the parser from regular expressions to a PEG grammar?").hits
     assert not [h for h in plain if h.locator.endswith("#Reasons")]
+
+
+@pytest.mark.parametrize(
+    "question, note",
+    [
+        (
+            "Warum ersetzen wir die Ölheizung?",
+            "# Ölheizung\n\n## Entscheidung\nWir ersetzen die Ölheizung.\n\n## Gründe\nÖl ist teuer.\n",
+        ),
+        (
+            "¿Por qué abrimos una oficina?",
+            "# Oficina\n\n## Decisión\nAbrimos una oficina.\n\n## Razones\nLas ventas crecieron.\n",
+        ),
+        (
+            "Почему перенесли запуск?",
+            "# Запуск\n\n## Решение\nПеренесли запуск.\n\n## Причины\nТесты заняли больше времени.\n",
+        ),
+        ("为什么迁移订单服务？", "# 订单服务\n\n## 决定\n我们迁移订单服务。\n\n## 原因\nJSONB更适合元数据。\n"),
+    ],
+)
+def test_a_reasons_section_is_lifted_in_other_languages(store, settings, tmp_path, question, note):
+    # In German "## Gründe" ranked below an unrelated Spanish note, ×0.8 as its note's second chunk.
+    # Found by its breadcrumb (the title shares a word with the question), as `## Reasons` is above.
+    write_note(tmp_path / "vault", "decision.md", note)
+    write_note(tmp_path / "vault", "other.md", "# Other\n\nNothing related at all.\n")
+    ingest_notes(store, [tmp_path / "vault"])
+    hits = open_retriever(store, settings, 3, lexical_only=True).search(question).hits
+    assert len(hits) >= 2 and hits[1].components.get("reason_factor") == REASON_FACTOR, [h.locator for h in hits]
 
 
 def test_explain_says_why_a_reasons_section_was_lifted(store, settings, tmp_path):

@@ -1,4 +1,5 @@
 import sqlite3
+import unicodedata
 
 import pytest
 
@@ -156,6 +157,18 @@ def test_a_version_11_memorys_chat_turns_gain_their_own_time(db_path):
     with open_store(db_path) as store:
         times = dict(store.conn.execute("SELECT id, said_at FROM chunks"))
     assert times == {1: 1680000000.5, 2: 1690000000, 3: None, 4: None}
+
+
+def test_a_version_14_index_of_a_decomposed_vietnamese_note_gains_its_exact_forms_in_place(db_path):
+    """Migration 15 re-tokenizes: a Vietnamese chunk saved decomposed (NFD) is indexed composed, so
+    its accented words' exact forms and syllable pairs are found, with no re-ingest."""
+    text = unicodedata.normalize("NFD", "Chị Hương phụ trách sao lưu dữ liệu.")
+    exact = fts.index_body("phụ").split()[1]  # the exact-form token of "phụ"
+    _one_chunk_indexed_at(db_path, 14, text).close()  # as FTS_VERSION 6 indexed it: no exact forms
+    with open_store(db_path) as store:
+        assert store.schema_version() >= 15
+        found = store.conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (f'"{exact}"',))
+        assert found.fetchone()[0] == 1
 
 
 def _one_chunk_indexed_at(db_path, version: int, text: str) -> sqlite3.Connection:

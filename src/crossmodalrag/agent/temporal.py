@@ -3,9 +3,10 @@
 "What did we decide last week?" asked of a memory whose newest session is from May 2023 means the
 week before that session, not the week before today: ranges are resolved against an anchor (the
 newest source date in memory, or the clock when it is empty). Recognised: yesterday, today, this or
-last week/weekend/month/year, N days/weeks/months/years ago, recently, a month name (with or without
+last week/weekend/month/year (and in German, Spanish, French, Vietnamese, Russian, Chinese and Japanese:
+"letzte Woche", "上周"), N days/weeks/months/years ago, recently, a month name (with or without
 a year: the latest such month up to the anchor), a day (ISO, or written out: "3 June, 2023",
-"October 13", "Aug 15th"; in German, Spanish, French, Vietnamese, Chinese, Japanese and Korean
+"October 13", "Aug 15th"; in German, Spanish, French, Vietnamese, Russian, Chinese, Japanese and Korean
 as notes write it: "am 10. Mai 2024", "10.05.2024", "2024年5月10日"), `before|after|since` a date or
 a month, and `between|from` one date `and|to` another (one range). `before|after|since <something
 else>` is left to the caller as an event (see recall.py).
@@ -30,6 +31,37 @@ RELATIVE = re.compile(
     r"\b(yesterday|today|tonight|recently|lately|(this|last|past|previous) (week|weekend|month|year))\b", re.I
 )
 AGO = re.compile(r"\b(a|an|one|two|three|four|five|six|\d{1,3}) (day|week|month|year)s? ago\b", re.I)
+# The same said in the other languages asked in ("letzte Woche", "上周", "la semana pasada", "tuần trước"),
+# as the English words RELATIVE reads. French "hier" is left out: German "here".
+LOCAL_RELATIVE_WORDS = {
+    phrase: english
+    for english, phrases in {
+        "yesterday": "gestern|ayer|hôm qua|вчера|昨天|昨日",
+        "today": "heute|hoy|aujourd'hui|hôm nay|сегодня|今天|今日",
+        "last week": "letzte woche|letzten woche|vergangene woche|vergangenen woche|la semana pasada|semana pasada"
+        "|la semaine dernière|semaine dernière|tuần trước|на прошлой неделе|прошлой неделе|上周|上星期|上个星期|先週",
+        "this week": "diese woche|esta semana|cette semaine|tuần này|на этой неделе|本周|这周|这个星期|今週",
+        "last weekend": "letztes wochenende|letzten wochenende|el fin de semana pasado|le week-end dernier"
+        "|cuối tuần trước|上周末|先週末",
+        "last month": "letzten monat|letzter monat|vergangenen monat|el mes pasado|mes pasado|le mois dernier"
+        "|mois dernier|tháng trước|в прошлом месяце|上个月|上月|先月",
+        "this month": "diesen monat|este mes|ce mois-ci|tháng này|в этом месяце|这个月|本月|今月",
+        "last year": "letztes jahr|letzten jahr|vergangenes jahr|el año pasado|año pasado|l'année dernière"
+        "|année dernière|năm ngoái|năm trước|в прошлом году|去年|昨年",
+        "this year": "dieses jahr|este año|cette année|năm nay|в этом году|今年",
+    }.items()
+    for phrase in phrases.split("|")
+}
+_CJK = re.compile("[\u3040-\u30ff\u4e00-\u9fff]")
+_LOCAL_PHRASES = sorted(LOCAL_RELATIVE_WORDS, key=len, reverse=True)
+# A CJK phrase sits inside a run of characters (我上周做了什么): no word boundary there
+LOCAL_RELATIVE = re.compile(
+    r"(?<!\w)(?:"
+    + "|".join(re.escape(p) for p in _LOCAL_PHRASES if not _CJK.search(p))
+    + r")(?!\w)|"
+    + "|".join(re.escape(p) for p in _LOCAL_PHRASES if _CJK.search(p)),
+    re.I,
+)
 MONTH = re.compile(rf"\b(?:in |during |on )?({MONTH_NAMES})\.?(?:,? (\d{{4}}))?\b", re.I)
 ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 # "3 June, 2023", "8th December 2023", "October 13, 2023", "Aug 15th", "December 1,2023"
@@ -113,7 +145,14 @@ def time_ranges(question: str, anchor: datetime) -> tuple[list[TimeRange], str]:
     """The question's date ranges and the question without the words that made them."""
     found: list[TimeRange] = []
     rest = question
-    patterns = ((BETWEEN, _between), (BOUND, _bound), (AGO, _ago), (RELATIVE, _relative), (ISO_DAY, _iso_day))
+    patterns = (
+        (BETWEEN, _between),
+        (BOUND, _bound),
+        (AGO, _ago),
+        (RELATIVE, _relative),
+        (LOCAL_RELATIVE, _local_relative),
+        (ISO_DAY, _iso_day),
+    )
     for pattern, resolve in (
         *patterns,
         (LOCAL_DAY, _local_day),
@@ -140,7 +179,16 @@ def _day(moment: datetime) -> datetime:
 
 
 def _relative(match: re.Match, anchor: datetime):
-    word = match.group(0).lower()
+    return _relative_span(match.group(0).lower(), anchor)
+
+
+def _local_relative(match: re.Match, anchor: datetime):
+    """A LOCAL_RELATIVE phrase, read as the English words it says (`letzte Woche`: last week)."""
+    return _relative_span(LOCAL_RELATIVE_WORDS[" ".join(match.group(0).lower().split())], anchor)
+
+
+def _relative_span(word: str, anchor: datetime):
+    """The days of a RELATIVE phrase ("yesterday", "last week") on the timeline whose now is `anchor`."""
     today = _day(anchor)
     if word in ("today", "tonight"):
         return today, today + DAY
@@ -148,7 +196,7 @@ def _relative(match: re.Match, anchor: datetime):
         return today - DAY, today
     if word in ("recently", "lately"):
         return today - 30 * DAY, today + DAY
-    which, unit = match.group(2).lower(), match.group(3).lower()
+    which, unit = word.split()
     back = which != "this"
     if unit == "week":
         start = today - timedelta(days=today.weekday()) - (7 * DAY if back else timedelta())

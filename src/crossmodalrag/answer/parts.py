@@ -32,6 +32,22 @@ _TAG = re.compile(r"(?<![\w&])#\w[\w/-]*")
 _LAST_END = re.compile(r"[.!?。！？]([^.!?。！？]*)$")  # what follows a sentence's last mark
 # An excerpt's label written as if it were a sentence ("... every 90 days. - E2 [E2]"): no claim.
 _LABELS_ONLY = re.compile(r"[\W_]*(?:E\d{1,3}[\W_]*)+", re.IGNORECASE)
+# The "Answer:" label anywhere in the text, its markdown with it ("... Schröder? [E1] **Answer:** ...").
+_ANSWER_LABEL = re.compile(r"[*_]*\banswer[*_ ]*:", re.IGNORECASE)
+_ASKED = ("?", "？")  # how a question ends, in Latin and CJK punctuation
+
+
+def without_asked_question(text: str) -> str:
+    """`text` from its "Answer:" label on when all before it is a question: a small model repeats the
+    question first ("WER übernimmt das Lagerverwaltungssystem von Frau Schröder? [E1] Answer: Herrn
+    Özdemir [E1]"), and the question, taken for the short answer, was judged a supported claim."""
+    label = _ANSWER_LABEL.search(text)
+    if label is None or label.start() == 0:
+        return text
+    asked = [piece for line in text[: label.start()].splitlines() for piece in sentences(CITATION.sub("", line))]
+    if not asked or not all(piece.rstrip(" *_\"'“”").endswith(_ASKED) for piece in asked):
+        return text
+    return text[label.start() :]
 
 
 def split_answer(text: str) -> list[tuple[str, bool]]:
@@ -39,10 +55,11 @@ def split_answer(text: str) -> list[tuple[str, bool]]:
     "Answer:" line: models often run on after it on the same line ("Lots of homes were ruined. It
     was a serious challenge"), and those sentences are support, each judged on its own. A line of
     nothing but citations ("Support: [E3]") gives them to the sentence before it; a heading alone
-    ("Support:") is no sentence, and after a lone "Answer:" the next line is the answer."""
+    ("Support:") is no sentence, and after a lone "Answer:" the next line is the answer. The question
+    repeated before the "Answer:" label is no sentence of it either (without_asked_question)."""
     parts: list[tuple[str, bool]] = []
     heading = ""
-    for line in (line.strip() for line in text.splitlines()):
+    for line in (line.strip() for line in without_asked_question(text).splitlines()):
         if not line:
             continue
         if _HEADING.match(line) and not CITATION.search(line):

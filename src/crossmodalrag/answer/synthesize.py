@@ -21,7 +21,7 @@ from crossmodalrag.answer.citations import (
 from crossmodalrag.answer.evidence import Retriever, diagnostics, evidence_answer, render_evidence_answer
 from crossmodalrag.answer.forms import UNDECIDED, is_statement
 from crossmodalrag.answer.llm import LLM, Generation, LLMError, load_llm
-from crossmodalrag.answer.parts import dated_text, short_answer, split_answer
+from crossmodalrag.answer.parts import dated_text, short_answer, split_answer, without_asked_question
 from crossmodalrag.answer.prompt import INSUFFICIENT, build_messages, echoes_instructions, newest_note
 from crossmodalrag.answer.subjects import full_names, named_subjects, subject_share
 from crossmodalrag.answer.superseded import SUPERSEDED
@@ -129,6 +129,7 @@ def ask_with_llm(
             if echoes_instructions(raw):  # no answer, and the refusal marker inside it no refusal
                 raise LLMError("it wrote out its instructions instead of an answer")
             written, copied = without_copied_note(raw, newest_note(query, evidence))
+            written = without_asked_question(written)  # the question repeated before "Answer:" is no part of it
             report = validate(strip_marker(written) if not _leads_with_marker(written) else "", evidence)
             report.warnings += [{"kind": PROMPT_ECHO, "citation": "", "detail": line[:200]} for line in copied]
             if is_insufficient(written, report):

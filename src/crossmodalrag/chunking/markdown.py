@@ -35,6 +35,7 @@ MAX_HEADING_CHARS = 200
 # properties are named in one or two ("tags", "date created").
 PROSE_KEY_WORDS = 3
 DATE_LINE = re.compile(r"\A\s*Date:([^\n]*)(?:\n|\Z)", re.I)  # stripped in Python: no backtracking
+TITLE_LINE = re.compile(r"\A\s*#[ \t][^\n]*\n")  # the `# Title` a meeting note's `Date:` line sits under
 FENCE_LINE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*", re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
 SHOWN_LINK = re.compile(r"!?\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]")  # no `[` inside: see notes.WIKILINK
@@ -76,6 +77,16 @@ def leading_date(text: str, body_start: int) -> tuple[str | None, int]:
     if match is None or parse_date(written := match.group(1).strip()) is None:
         return None, body_start
     return written, body_start + match.end()
+
+
+def written_date_line(text: str, body_start: int) -> str | None:
+    """What the note's `Date:` line says, whether it leads the note or sits right under its `# Title`
+    (the usual meeting-note layout: that one was passed over and the note dated by its file)."""
+    body = text[body_start:]
+    match = DATE_LINE.match(body)
+    if match is None and (title := TITLE_LINE.match(body)) is not None:
+        match = DATE_LINE.match(body[title.end() :])
+    return match.group(1).strip() if match else None
 
 
 def inline_tags(text: str) -> list[str]:

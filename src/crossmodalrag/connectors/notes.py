@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from crossmodalrag.chunking.markdown import (
-    DATE_LINE,
     clip,
     inline_tags,
     leading_date,
     shown_links,
     split_frontmatter,
     without_code,
+    written_date_line,
 )
 from crossmodalrag.connectors import obsidian
 from crossmodalrag.connectors.files import check_name, opened_regular, unlisted_folders, unreadable
@@ -43,12 +43,14 @@ WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]
 DATE_KEYS = ("date", "created")  # frontmatter that dates a note
 UTF8_SEQUENCE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
 CP1252_UNDEFINED = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
+WORD = re.compile(r"[^\W\d_]+")  # a run of letters
 ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")  # the form notices ask for: one unread is no real day
 # Part of every note's file stamp: an unchanged note file is not read again (ingest.reading._read_changed), so
 # bump this whenever read_note would make another Document of the same bytes (title, text, locator).
 # 3: aliases; Obsidian's hidden markup (%%comments%%, block ids) left out, links in headings as shown;
 # a cp1252 note read (it was refused)
-READER_VERSION = "3"  # 2: prose between opening --- lines is text, not frontmatter
+# 4: a cp1251 note read as Cyrillic (it was cp1252 mojibake); a `Date:` line under the `# Title` read
+READER_VERSION = "4"  # 2: prose between opening --- lines is text, not frontmatter
 
 
 def _has_body(text: str, body_start: int) -> bool:
@@ -145,7 +147,7 @@ def read_note(root: Path, path: Path) -> Document:
         title=title,
         text=text if _has_body(text, body_start) or _worth_keeping(meta) else "",
         format="markdown",
-        timestamp=_timestamp(meta, leading_date(text, body_start)[0], mtime, path.stem),
+        timestamp=_timestamp(meta, written_date_line(text, body_start), mtime, path.stem),
         locator=relative,
         metadata={
             "vault": str(root),
@@ -177,9 +179,25 @@ def _decoded(raw: bytes, path: Path) -> tuple[str, str | None]:
             raise ConnectorError(
                 f"{_shown(path)}: not valid UTF-8 (byte {exc.start})", "re-save the note as UTF-8"
             ) from exc
+    if _reads_as_cyrillic(raw):
+        return raw.decode(
+            "cp1251", "replace"
+        ), "not UTF-8, read as cp1251 (re-save it as UTF-8 to be sure of its letters)"
     # cp1252 leaves five bytes undefined; Latin-1 reads every byte (as a control character there)
     encoding = "cp1252" if not CP1252_UNDEFINED.search(raw) else "latin-1"
     return raw.decode(encoding), f"not UTF-8, read as {encoding} (re-save it as UTF-8 to be sure of its accents)"
+
+
+def _reads_as_cyrillic(raw: bytes) -> bool:
+    """Is a legacy note in cp1251 (Russian, Ukrainian, Bulgarian Windows) rather than cp1252? Both give
+    every byte a letter, so the bytes alone cannot tell; the words can. In a Western note the accented
+    letters sit inside words of ASCII letters (café, für): read as cp1251 those words mix scripts. In a
+    Cyrillic note every letter of a word is a high byte: read as cp1251 its words are Cyrillic throughout
+    (read as cp1252 they were runs like "Çàêóïêà", stored as such and found by no question)."""
+    # one-letter words say nothing: Russian в, и, с read as cp1252 are French à, è, ñ
+    words = [word for word in WORD.findall(raw.decode("cp1251", "replace")) if len(word) > 1 and not word.isascii()]
+    cyrillic = sum(1 for word in words if all("\u0400" <= char <= "\u04ff" for char in word))
+    return cyrillic > len(words) - cyrillic
 
 
 def _worth_keeping(meta: dict[str, Any]) -> bool:
@@ -202,10 +220,9 @@ def _frontmatter_unread(raw: str | None, meta: dict[str, Any]) -> str | None:
 
 
 def _date_line_unread(text: str, body_start: int) -> str | None:
-    """A leading `Date:` line with digits that is no date mem reads (`Date: 03/04/2024`), said as
-    frontmatter's is: silently the note was dated by its file and the line kept as a chunk."""
-    match = DATE_LINE.match(text[body_start:])
-    written = match.group(1).strip() if match else ""
+    """A `Date:` line (leading, or under the title) with digits that is no date mem reads (`Date:
+    03/04/2024`), said as frontmatter's is: silently the note was dated by its file."""
+    written = written_date_line(text, body_start) or ""
     if any(c.isdigit() for c in written) and parse_date(written) is None:
         return f"{_not_a_date(f'Date: {written[:40]}', written)}, so another date is used"
     return None
@@ -249,8 +266,8 @@ NAME_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")
 
 
 def _timestamp(meta: dict[str, Any], date_line: str | None, mtime: float, name: str = "") -> float | None:
-    """Frontmatter `date:`/`created:`, else a leading `Date:` line, else a date the file's name starts
-    with (Obsidian's daily notes: `2024-01-15.md`, `2024-01-15 standup.md`; a copied or cloned vault
+    """Frontmatter `date:`/`created:`, else a `Date:` line (leading or under the title), else a date the
+    file's name starts with (Obsidian's daily notes: `2024-01-15.md`, `2024-01-15 standup.md`; a copied or cloned vault
     gives every file the same mtime), else the file's mtime; a moment outside years 1-9999 is skipped
     (`date: 9999-12-31T23:59-12:00` would break every display)."""
     named = NAME_DATE.match(name)

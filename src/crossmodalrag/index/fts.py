@@ -61,8 +61,8 @@ MATCH_MODES = ("any", "all", "phrase")
 # 1: words only; 2: CJK bigrams, exact forms; 3: Vietnamese pairs, Spanish/German stems; 4: folded
 # Greek, Cyrillic, Hebrew and Arabic words; 5: a CJK run's last character alone, Russian stems, NFKC
 # forms of full-width and half-width words; 6: vocalised Arabic and Hebrew words folded whole, ß as ss,
-# Thai and Lao as bigrams, Indic words with marks also whole
-FTS_VERSION = 6
+# Thai and Lao as bigrams, Indic words with marks also whole; 7: text composed (NFC) before it is indexed
+FTS_VERSION = 7
 
 
 def _word_at(text: str, index: int) -> str:
@@ -98,7 +98,10 @@ def index_body(text: str) -> str:
     """The text FTS5 indexes for a chunk: the chunk (CJK as bigrams) plus its identifier variants,
     and in Vietnamese the exact forms of its accented words and its syllable pairs, in Spanish and
     German its words' stem tokens, in Greek, Cyrillic, Hebrew and Arabic its words' folded forms,
-    and the NFKC forms of full-width Latin and half-width kana (index/scripts.py)."""
+    and the NFKC forms of full-width Latin and half-width kana (index/scripts.py). Composed (NFC) first,
+    as queries are: in a note saved decomposed (macOS) `\\w` splits words at their marks, and a Vietnamese
+    one lost its exact forms and pairs, so a question typed with accents covered none of it."""
+    text = unicodedata.normalize("NFC", text)
     extra = (
         identifier_variants(text)
         + exact_tokens(text)
@@ -114,7 +117,8 @@ def index_body(text: str) -> str:
 
 def index_title(title: str) -> str:
     """The text FTS5 indexes for a chunk's title: CJK as bigrams, marked words also folded,
-    full-width and half-width words also in NFKC."""
+    full-width and half-width words also in NFKC; composed (NFC), as the body is."""
+    title = unicodedata.normalize("NFC", title)
     extra = folded_forms(title) + compatibility_forms(title) + whole_word_tokens(title)
     return segment_cjk(title, last_alone=True) + (f"\n{' '.join(extra)}" if extra else "")
 
@@ -251,7 +255,7 @@ def _candidates(token: str) -> list[str]:
 def composed_query(query: str) -> str:
     """The query composed (NFC): text pasted from a macOS file name is decomposed (`a` and a
     combining diaeresis), where `\\w` splits "Geschäftsreise" into "Gescha" and "ftsreise", which no
-    note holds (FTS5 reads a note's text in either form alike)."""
+    note holds (a note's text is composed before it is indexed: index_body)."""
     return unicodedata.normalize("NFC", query)
 
 

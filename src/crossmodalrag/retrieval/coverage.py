@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import unicodedata
 
 from crossmodalrag.index import fts
-from crossmodalrag.index.scripts import has_vietnamese, is_cjk, is_function_bigram
+from crossmodalrag.index.scripts import WORD, exact_token, has_vietnamese, is_cjk, is_function_bigram
 
 STEM_MIN_LETTERS = 5  # the shortest leading part of a query word that counts as its stem (see _contains)
 
@@ -100,25 +101,37 @@ def matches(
     prefixes: set[str] | None = None,
     alternatives: dict[str, str] | None = None,
     exact: dict[str, set[str]] | None = None,
+    asked_in_vietnamese: bool = False,
 ) -> list[set[str]]:
     """The query tokens (keys of `weights`) that each text covers (see _contains), or covers
     through the token's alternative (its stem token); in a Vietnamese text, a token with `exact`
-    forms only through one of them (exact_forms)."""
+    forms only through one of them (exact_forms), and in any text when the question is Vietnamese
+    (`asked_in_vietnamese`): its marks make the word, and "mái" (roof) was covered by German "Mai"."""
     if not texts or not weights:
         return [set() for _ in texts]
     prefixes, alternatives, exact = prefixes or set(), alternatives or {}, exact or {}
     stems = {token[:n] for token in weights if not is_cjk(token) for n in range(STEM_MIN_LETTERS, len(token))}
     wanted = set(weights) | stems | set(alternatives.values()) | {form for forms in exact.values() for form in forms}
     token_sets = fts.analyze(conn, [fts.index_body(t) for t in texts], only=wanted, prefixes=prefixes)
-    return [
-        {
-            token
-            for token in weights
-            if (_contains(tokens, token, token in prefixes) or alternatives.get(token) in tokens)
-            and (not vietnamese or not exact.get(token) or bool(exact[token] & tokens))
-        }
-        for vietnamese, tokens in zip(map(has_vietnamese, texts), token_sets, strict=True)
-    ]
+    found = []
+    for text, tokens in zip(texts, token_sets, strict=True):
+        vietnamese = has_vietnamese(text)
+        if asked_in_vietnamese and exact and not vietnamese:
+            tokens = tokens | spelled_exactly(text)  # only a Vietnamese text is indexed with them
+        found.append(
+            {
+                token
+                for token in weights
+                if (_contains(tokens, token, token in prefixes) or alternatives.get(token) in tokens)
+                and (not (vietnamese or asked_in_vietnamese) or not exact.get(token) or bool(exact[token] & tokens))
+            }
+        )
+    return found
+
+
+def spelled_exactly(text: str) -> set[str]:
+    """The exact-form tokens of every accented word of a text, in any language (José, Müller)."""
+    return {token for word in WORD.findall(unicodedata.normalize("NFC", text)) if (token := exact_token(word))}
 
 
 def coverages(

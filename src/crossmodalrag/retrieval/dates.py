@@ -35,6 +35,9 @@ ASKING_WORDS = frozenset(
     + "habe hatte gemacht getan passiert geschehen geschrieben notiert los gab".split()
     + "hice hizo hicimos hecho hacer pasó ocurrió escribí escrito".split()
     + "làm gì xảy ra viết đã tôi".split()
+    # "Que s'est-il passé le 5 mars ?", "Qu'avons-nous fait ?", "Что случилось 3 марта 2026 года?"
+    + "passé passée arrivé arrivée fait faite écrit noté s qu j".split()
+    + "что мы я делали делал делала сделали сделал случилось произошло было были писал написал года году".split()
     + "뭐 무엇 무엇을 했어 했어요 했나요 했습니까 했지 있었어 있었나요 일".split()
 )
 # What a CJK question asks with besides its function characters (做了什么, 何をした): with them and

@@ -17,13 +17,22 @@ from dataclasses import replace
 
 from crossmodalrag.types import Hit
 
-# "Why did we ...?", "And why ...?", "Warum ...?", "¿Por qué ...?", "Pourquoi ...?"
+# "Why did we ...?", "And why ...?", "Warum ...?", "¿Por qué ...?", "Pourquoi ...?", "Почему ...?", "Tại sao ...?";
+# in Chinese and Japanese the why-word follows the subject or ends the question (我们为什么…, …のはなぜですか).
 ASKS_WHY = re.compile(
-    r"^\W*(?:(?:and|but|so),? )?(?:why|what (?:was|is|were) the reasons?|warum|wieso|por ?qu[eé]|pourquoi)\b", re.I
+    r"^\W*(?:(?:and|but|so),? )?(?:why|what (?:was|is|were) the reasons?|warum|wieso|weshalb|por ?qu[eé]|pourquoi"
+    r"|почему|зачем|отчего|t[ạa]i sao|v[ìi] sao)\b"
+    r"|为什么|為什麼|为何|為何|なぜ|どうして",
+    re.I,
 )
-# What gives a reason, in the text or its heading (the breadcrumb): "because", "## Reasons", "so that"
+# What gives a reason, in the text or its heading (the breadcrumb): "because", "## Reasons", "so that", and
+# the same in the other languages asked about: "## Gründe" of a German note ranked below a Spanish one.
 GIVES_REASON = re.compile(
-    r"\b(?:because|reasons?|why|so that|due to|in order to|rationale|motivation|weil|porque|parce que)\b", re.I
+    r"\b(?:because|reasons?|why|so that|due to|in order to|rationale|motivation|weil|gr[üu]nde?|begründung"
+    r"|porque|debido a|raz[oó]n|razones|motivos?|parce que|raisons?|en raison de|причин\w*|потому что|так как"
+    r"|из-за|lý do|bởi vì|vì)\b"
+    r"|原因|理由|因为|因為|由于|由於",
+    re.I,
 )
 REASON_FACTOR = 1.3  # as much as a date the question names counts (dates.DATE_FACTOR)
 STATEMENT_SOURCES = ("conversation", "memory")  # a turn or a memory is no section of a document

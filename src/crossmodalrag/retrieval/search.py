@@ -10,8 +10,9 @@ Components of a hit, each in [0, 1] across the candidate pool:
             `usage` profile and only for candidates that match the query's words or meaning.
 Score = weights · components; the weights come from the profile (profiles.py) or, without
 vectors, from the lexical defaults. `fusion="rrf"` ranks by reciprocal rank fusion instead.
-`coverage` (idf-weighted share of query terms the best returned hit contains) and `similarity`
-(best raw cosine) say how well the evidence answers at all: the abstention gate (gate.py) reads them.
+`coverage` (idf-weighted share of query terms the best of the first COVERAGE_DEPTH ranked hits contains)
+and `similarity` (their best raw cosine), the same whatever `top_k` shows, say how well the evidence
+answers at all: the abstention gate (gate.py) reads them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from crossmodalrag.index import fts
+from crossmodalrag.index.scripts import has_vietnamese
 from crossmodalrag.retrieval.candidates import dated_chunks, lexical_candidates, vector_candidates
 from crossmodalrag.retrieval.coverage import (
     best_coverage,
@@ -165,6 +167,10 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
     known = PoolRows(conn, pool, weights, semantic, options)
     known.exact_match = _best_match_holding_every_term(conn, terms, analyzed, weights, known, lexical)
     why = asks_why(query)
+    # Ranked COVERAGE_DEPTH deep whatever is shown: the gate (as calibrated, at top-k 10) and the shift
+    # read the best hits, and a question refused at --top-k 1 was answered at --top-k 2. Cutting the
+    # deeper ranking shows what ranking top_k deep would (both are greedy down the same order).
+    shown, options = options.top_k, replace(options, top_k=max(options.top_k, COVERAGE_DEPTH))
     # The shift learns from the plain ranking: a why-question's lift (reasons.py) orders what is shown,
     # and as feedback it moved the README's "Why did I change the parser?" off its note's summary.
     hits = rank_pool(known, lexical, asked, asked, options, model, dated, why and semantic is None)
@@ -185,6 +191,7 @@ def _search_one(store: Store, query: str, options: SearchOptions, semantic: "Sem
         # are written alike across languages (Berlin, Zürich) and are still checked.
         unknown = []
     similarity = asked[closest.chunk_id] if closest is not None else None
+    hits = hits[:shown]
     return SearchResult(
         hits,
         searched,
@@ -238,7 +245,9 @@ def _coverage(conn, terms, analyzed, weights, hits: list[Hit]) -> tuple[float, i
 def _coverage_of_texts(conn, terms, analyzed, weights, texts: list[str]) -> tuple[float, int]:
     needed = coverage_weights(terms, analyzed, weights)
     alternatives = stem_alternatives(conn, terms, analyzed)
-    found = matches(conn, texts, needed, prefix_tokens(terms, analyzed), alternatives, exact_forms(terms, analyzed))
+    exact = exact_forms(terms, analyzed)
+    vietnamese = bool(exact) and has_vietnamese(" ".join(term.word for term in terms))
+    found = matches(conn, texts, needed, prefix_tokens(terms, analyzed), alternatives, exact, vietnamese)
     return best_coverage(found, needed)
 
 

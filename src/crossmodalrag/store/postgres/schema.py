@@ -21,7 +21,7 @@ alone, keyed with it (OWNED_HIERARCHY): node ids are hashes of content. Left sha
 (model names) and schema_migrations. Version 4 is the change log (SQLite's 7), one hash chain per owner
 (CHANGE_LOG). The lexical index's tokens are index/fts.py's preparation of their day: when its
 FTS_VERSION changes, a migration re-tokenizes every owner's chunks (RETOKENIZE, version 10 for
-FTS_VERSION 5, 11 for 6; INDEX_FTS_VERSION, tested).
+FTS_VERSION 5, 11 for 6, 16 for 7; INDEX_FTS_VERSION, tested).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from crossmodalrag.store.postgres.schema_changes import (
 # The FTS_VERSION the lexical index holds once every migration has run. A new FTS_VERSION needs a new
 # migration `(N, RETOKENIZE, retokenize)` and this raised with it: tests/store/test_postgres_tokens.py
 # fails while the two differ.
-INDEX_FTS_VERSION = 6
+INDEX_FTS_VERSION = 7
 
 
 # (version, SQL) or (version, SQL, a Python step run after the SQL in the same transaction).
@@ -71,11 +71,12 @@ MIGRATIONS: list[tuple] = [
     (8, SESSION_VISIBLE),
     (9, CHUNK_TIMES),
     (10, RETOKENIZE, retokenize),  # FTS_VERSION 5
-    (11, RETOKENIZE, retokenize),  # FTS_VERSION 6 (INDEX_FTS_VERSION)
+    (11, RETOKENIZE, retokenize),  # FTS_VERSION 6
     (12, QUALIFIED_VISIBLE),
     (13, ERASED_HASHES),
     (14, OWNED_HIERARCHY),
     (15, VECTOR_OWNERS),
+    (16, RETOKENIZE, retokenize),  # FTS_VERSION 7 (INDEX_FTS_VERSION): text composed (NFC) before indexing
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
