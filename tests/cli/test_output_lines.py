@@ -139,3 +139,18 @@ def test_explain_prints_weights_that_sum_to_one():
         line = explain_line(hit, SearchOptions().weights(hybrid=hybrid))
         shown = [float(w) for w in re.findall(r"(\d\.\d\d)×", line)]
         assert len(shown) >= 3 and round(sum(shown), 2) == 1.0, line
+
+
+def test_counts_of_one_read_as_one(tmp_path, capsys):
+    """ "loaded 1 queries", and `usage --clear` told the user to opt in right after clearing the log."""
+    import json
+
+    from crossmodalrag.cli.main import main
+
+    queries = tmp_path / "q.json"
+    queries.write_text(json.dumps([{"query_text": "[t] anything", "expected_source_uris": []}]))
+    assert main(["init-db"]) == 0
+    main(["eval", "--load-queries", str(queries), "--query-prefix", "[t]"])
+    assert f"loaded 1 query from {queries}" in capsys.readouterr().err
+    assert main(["usage", "--clear"]) == 0
+    assert capsys.readouterr().err == "usage log cleared (0 events)\n"

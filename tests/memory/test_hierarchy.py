@@ -250,7 +250,7 @@ def test_forget_says_which_remaining_events_lost_their_episode(store, db_path, c
     captured = capsys.readouterr()
     assert json.loads(captured.out)["stranded_events"] == 1
     assert "note: 1 remaining memory event shared an episode or concept" in captured.err
-    assert "run `mem build-memory`" in captured.err
+    assert "run `mem build-memory` to re-derive it (until then it is in no timeline)" in captured.err
 
 
 def test_a_note_deleted_from_the_vault_leaves_no_event_to_match_and_ingest_says_so(db_path, tmp_path, capsys) -> None:

@@ -134,10 +134,11 @@ def _render(args: argparse.Namespace, report) -> None:
             f" ({_where_bytes_remain(args)}); {wipe}\n"
         )
     if report.stranded_events:
+        them, they_are = ("it", "it is") if report.stranded_events == 1 else ("them", "they are")
         note(
             f"note: {_count(report.stranded_events, 'remaining memory event')} shared an episode or concept with "
-            "the forgotten text, which went with it; run `mem build-memory` to re-derive them (until then they "
-            "are in no timeline)\n"
+            f"the forgotten text, which went with it; run `mem build-memory` to re-derive {them} (until then "
+            f"{they_are} in no timeline)\n"
         )
     _say_still_on_disk(report, note)
     if report.sources:
