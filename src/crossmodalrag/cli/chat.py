@@ -102,11 +102,20 @@ def chat(args: argparse.Namespace) -> int:
                 for message in last.notices:
                     if message not in standing:
                         notice(f"note: {message}")
-                print(json.dumps(last.to_dict(), ensure_ascii=False), flush=True)
+                print(json.dumps(_payload(last, question, asked), ensure_ascii=False), flush=True)
             else:
                 show_answer(last, retriever, stream, as_json=False, explain=False, debug=False, printed=standing)
     _save_history(history)
     return 0
+
+
+def _payload(answer, question: str, asked: str) -> dict:
+    """The `mem ask --json` payload, whose `query` is the line as typed: a client matches answers to the
+    lines it sent. A follow-up searched with the previous topic's words says so in `searched_as`."""
+    payload = answer.to_dict()
+    if asked != question:
+        payload.update(query=question, searched_as=asked)
+    return payload
 
 
 def _answer(retriever, question: str, settings, llm, stream):
