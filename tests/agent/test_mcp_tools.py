@@ -154,3 +154,20 @@ def test_an_unexpected_failure_is_one_line_with_a_hint_and_logged_once_compactly
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and not errors[0].exc_info and "\n" not in errors[0].getMessage()
     assert "test_mcp_tools.py" in errors[0].getMessage() and "full_disk" in errors[0].getMessage()
+
+
+def test_memory_stats_is_mem_stats_json_plus_agent_memories(tmp_path):
+    """The contract's promise: an agent reads `retrieval` (lexical only, and why) as `mem stats --json` shows it."""
+    from crossmodalrag.retrieval_mode import stats_report
+
+    settings = Settings(db_path=tmp_path / "memory.db")
+
+    async def stats(client):
+        await call(client, "memory_store", {"content": "the zeppelin lands at noon"})
+        return await call(client, "memory_stats", {})
+
+    shown = with_server(settings, stats)
+    with open_store(settings.db_path) as store:
+        expected = stats_report(store, settings)
+    assert shown.pop("agent_memories")["memories"] == 1
+    assert shown == expected and set(shown["retrieval"]) == {"mode", "embedding_model", "notice"}

@@ -189,3 +189,14 @@ def test_ctrl_c_during_an_answer_abandons_it_and_the_session_goes_on(capsys, mon
     assert code == 0 and loads == [1] and len(llm.calls) == 2
     assert [json.loads(line)["query"] for line in out.splitlines()] == [QUESTIONS[1]]
     assert "note: answer abandoned (Ctrl-C)" in err and "error:" not in err
+
+
+def test_forget_names_the_chat_history_that_may_quote_what_it_forgot(vault, db_path, capsys):
+    """`mem chat` on a terminal keeps typed questions beside the database; forget leaves that file."""
+    history = db_path.parent / "chat_history"
+    assert main(["forget", "--path", str(vault / "cache.md"), "--yes"]) == 0
+    assert "chat_history" not in capsys.readouterr().err  # no history kept: nothing to say
+    history.write_text("why was the parser rewritten?\n")
+    assert main(["forget", "--path", str(vault / "parser.md"), "--yes"]) == 0
+    assert f"questions typed in `mem chat` are kept in {history}" in capsys.readouterr().err
+    assert history.read_text() == "why was the parser rewritten?\n"

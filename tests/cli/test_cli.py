@@ -169,20 +169,24 @@ def test_an_emptied_vault_is_refused_until_allow_mass_delete(capsys, tmp_path):
 def test_eval_loads_queries_and_warns_about_bad_gold(capsys, vault, tmp_path):
     run(capsys, "ingest-notes", str(vault))
     queries = tmp_path / "q.json"
-    queries.write_text(
-        json.dumps(
-            [
-                {"query_text": "[t] tokenizer regexes", "expected_source_uris": [str(vault / "parser.md")]},
-                {"query_text": "[t] stale html", "expected_source_uris": ["cache.md"]},
-            ]
-        ),
-        encoding="utf-8",
-    )
-    code, out, err = run(capsys, "eval", "--load-queries", str(queries), "--query-prefix", "[t]", "--json")
+
+    def load(gold: str):
+        rows = [
+            {"query_text": "[t] tokenizer regexes", "expected_source_uris": [str(vault / "parser.md")]},
+            {"query_text": "[t] stale html", "expected_source_uris": [gold]},
+        ]
+        queries.write_text(json.dumps(rows), encoding="utf-8")
+        return run(capsys, "eval", "--load-queries", str(queries), "--query-prefix", "[t]", "--json")
+
+    # a relative path could never match, and no command removes a stored query: refused, nothing stored
+    code, out, err = load("cache.md")
+    assert code == 1 and out == "" and "relative gold uri 'cache.md'" in err and "nothing was loaded" in err
+    assert "no eval queries" in run(capsys, "eval", "--query-prefix", "[t]")[2]
+    code, out, err = load(str(vault / "gone.md"))  # absolute: it may be ingested later, so a warning
     assert code == 0
     report = json.loads(out)
     assert report["overall"]["answerable"] == 2 and report["per_query"][0]["metrics"]["hit_rate"] == 1.0
-    assert "warning: gold uri 'cache.md' is relative" in err
+    assert f"warning: gold uri '{vault / 'gone.md'}' matches no ingested source" in err
 
 
 def test_eval_without_queries_is_an_error(capsys, vault):

@@ -62,8 +62,13 @@ def test_chat_answers_a_follow_up_about_the_previous_topic_and_says_so(capsys, m
     monkeypatch.setattr(sys, "stdin", io.StringIO(f"{FIRST}\nAnd what version is it on now?\n"))
     assert main(["chat", "--no-llm", "--json", "--top-k", "1"]) == 0
     out, err = capsys.readouterr()
-    follow_up = json.loads(out.splitlines()[1])
+    first, follow_up = map(json.loads, out.splitlines())
     assert [e["title"] for e in follow_up["evidence"]] == ["Helios database"]
+    assert follow_up["query"] == "And what version is it on now?"  # as typed: a client matches it to its line
+    assert (
+        follow_up["searched_as"] == "And what version is it on now — Postgres Helios start?"
+        and "searched_as" not in first
+    )
     assert "read as a follow-up: searched with Postgres Helios start" in follow_up["notices"][-1]
     assert "read as a follow-up" in err
 

@@ -123,3 +123,34 @@ def test_control_characters_reach_the_terminal_escaped_and_json_as_they_are(tmp_
     assert "\x1b" not in shown and "[E1] Plan\\x1b[2J — weekly\\nplan.md" in shown and "\\x1b[31mred" in shown
     assert main(["ask", "okapi plan", "--no-llm", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["evidence"][0]["title"] == "Plan\x1b[2J"
+
+
+def test_explain_prints_weights_that_sum_to_one():
+    """The default profile's 0.5225, 0.285, 0.1425, 0, 0.05 showed as 0.52 + 0.28 + 0.14 + 0.00 + 0.05 = 0.99."""
+    import re
+
+    from crossmodalrag.cli.render import explain_line
+    from crossmodalrag.retrieval.search import SearchOptions
+    from crossmodalrag.types import Hit
+
+    hit = Hit(1, "/v/a.md", "note", "text", "A", "a.md", "crumb\nbody", None, score=0.5,
+              components={"bm25": 2.0, "lexical": 1.0, "recency": 0.5, "vector": 0.5, "title": 0.0})  # fmt: skip
+    for hybrid in (True, False):
+        line = explain_line(hit, SearchOptions().weights(hybrid=hybrid))
+        shown = [float(w) for w in re.findall(r"(\d\.\d\d)×", line)]
+        assert len(shown) >= 3 and round(sum(shown), 2) == 1.0, line
+
+
+def test_counts_of_one_read_as_one(tmp_path, capsys):
+    """ "loaded 1 queries", and `usage --clear` told the user to opt in right after clearing the log."""
+    import json
+
+    from crossmodalrag.cli.main import main
+
+    queries = tmp_path / "q.json"
+    queries.write_text(json.dumps([{"query_text": "[t] anything", "expected_source_uris": []}]))
+    assert main(["init-db"]) == 0
+    main(["eval", "--load-queries", str(queries), "--query-prefix", "[t]"])
+    assert f"loaded 1 query from {queries}" in capsys.readouterr().err
+    assert main(["usage", "--clear"]) == 0
+    assert capsys.readouterr().err == "usage log cleared (0 events)\n"

@@ -95,7 +95,8 @@ def test_without_a_model_commits_become_events_and_notes_wait(store, db_path, tm
     add_docs(store, PARSER, commit)
     report = build(store, db_path, llm=None)
     assert report.levels["event"]["from_git"] == 1 and report.levels["event"]["waiting"] == 1
-    assert any("wait for a language model" in n for n in report.notices)
+    # one source, and load_llm's "no language model (…)" not nested in the notice's brackets
+    assert any("1 source waits for a language model (CMRAG_LLM_PROVIDER=none);" in n for n in report.notices)
     (found,) = list_events(store)
     assert found["statement"] == "Fix nested emphasis" and found["type"] == "change" and found["people"] == ["Ada"]
     assert report.levels["episode"]["episodes"] == 1  # the levels that can run still run

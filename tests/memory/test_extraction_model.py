@@ -53,7 +53,7 @@ def test_a_model_file_that_cannot_load_gets_its_own_hint_not_start_its_server(wa
 
 def test_a_waiting_notice_names_the_setting_that_names_no_file(waiting, db_path) -> None:
     report = _build(waiting, db_path, None, llm_model_path="/nonexistent/m.gguf")
-    (said,) = [n for n in report.notices if "wait for a language model" in n]
+    (said,) = [n for n in report.notices if "for a language model" in n]
     assert "point CMRAG_LLM_MODEL_PATH at a GGUF file" in said and "set CMRAG_EXTRACT_MODEL" not in said
 
 

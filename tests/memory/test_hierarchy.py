@@ -250,7 +250,7 @@ def test_forget_says_which_remaining_events_lost_their_episode(store, db_path, c
     captured = capsys.readouterr()
     assert json.loads(captured.out)["stranded_events"] == 1
     assert "note: 1 remaining memory event shared an episode or concept" in captured.err
-    assert "run `mem build-memory`" in captured.err
+    assert "run `mem build-memory` to re-derive it (until then it is in no timeline)" in captured.err
 
 
 def test_a_note_deleted_from_the_vault_leaves_no_event_to_match_and_ingest_says_so(db_path, tmp_path, capsys) -> None:
@@ -289,6 +289,7 @@ def test_an_answer_at_a_level_says_how_many_sources_have_no_events_yet(db_path, 
     main(["ask", "regex parser tokenizer", "--level", "event", "--no-llm", "--json", "--db-path", str(db_path)])
     notices = json.loads(capsys.readouterr().out)["notices"]
     assert "1 of 2 sources have no events yet, so --level event cannot see them" in " ".join(notices)
+    assert "with a language model but for git commits: `mem doctor` says if one is set up" in " ".join(notices)
     write_note(vault, "parser.md", "# Parser\nWe kept the regex parser after all.\n")  # edited: no model since
     assert main(["ingest-notes", str(vault), "--db-path", str(db_path)]) == 0
     with open_store(db_path) as opened:
@@ -349,7 +350,7 @@ def test_the_sources_waiting_for_a_model_are_named_by_the_build_and_memory_stats
     # Newest first, as the build names them; not the commit: it has its event.
     assert [w["uri"] for w in waiting] == [w["uri"] for w in report["waiting_sources"]]
     assert [w["uri"] for w in waiting] == [f"/work/p/n{i}.md" for i in reversed(range(7))]
-    assert waiting[0]["reason"] == "no events drawn from it yet" and waiting[0]["source_id"]
+    assert waiting[0]["reason"].endswith("with a language model but for git commits") and waiting[0]["source_id"]
     store.close()
     assert main(["memory-stats", "--db-path", str(db_path)]) == 0
     out = capsys.readouterr().out

@@ -15,7 +15,8 @@ from crossmodalrag.agent.browse import list_memories, matching_memories, memory_
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.retrieval.gate import is_weak
 from crossmodalrag.retrieval.snippets import focus_hits
-from crossmodalrag.sources import SourceNotFound, source_detail, store_stats
+from crossmodalrag.retrieval_mode import stats_report
+from crossmodalrag.sources import SourceNotFound, source_detail
 from crossmodalrag.store import Store
 from crossmodalrag.types import Evidence, excerpt, iso_time
 
@@ -333,8 +334,9 @@ def changes_since(store: Store, since: str, limit: int = DIFF_LIMIT, offset: int
     }
 
 
-def stats_view(store: Store) -> dict[str, Any]:
-    return {**store_stats(store), "agent_memories": memory_counts(store)}
+def stats_view(store: Store, settings: Settings) -> dict[str, Any]:
+    """`mem stats --json` (with `retrieval`: whether searches are lexical only, and why) plus agent memories."""
+    return {**stats_report(store, settings), "agent_memories": memory_counts(store)}
 
 
 def record_feedback(store: Store, chunk_ids: list[int], useful: bool) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from crossmodalrag.cli.ask import TextStream, question_retriever, show_answer
 from crossmodalrag.cli.commands import _open, _settings, notice
 from crossmodalrag.cli.followup import follow_up_notice, with_previous_topic
 from crossmodalrag.cli.render import explanation
+from crossmodalrag.config import Settings
 from crossmodalrag.errors import CMRAGError
 from crossmodalrag.types import readable
 
@@ -43,7 +44,7 @@ def chat(args: argparse.Namespace) -> int:
     from crossmodalrag.memory.retrieve import after_answer
 
     settings = _settings(args)
-    history = _start_history(settings.db_path.parent / "chat_history")
+    history = _start_history(history_path(settings))
     with _open(settings, create=False) as store:
         retriever = question_retriever(store, settings, args)
         standing = list(retriever.notices)  # printed once here; in every answer's JSON `notices`
@@ -101,11 +102,20 @@ def chat(args: argparse.Namespace) -> int:
                 for message in last.notices:
                     if message not in standing:
                         notice(f"note: {message}")
-                print(json.dumps(last.to_dict(), ensure_ascii=False), flush=True)
+                print(json.dumps(_payload(last, question, asked), ensure_ascii=False), flush=True)
             else:
                 show_answer(last, retriever, stream, as_json=False, explain=False, debug=False, printed=standing)
     _save_history(history)
     return 0
+
+
+def _payload(answer, question: str, asked: str) -> dict:
+    """The `mem ask --json` payload, whose `query` is the line as typed: a client matches answers to the
+    lines it sent. A follow-up searched with the previous topic's words says so in `searched_as`."""
+    payload = answer.to_dict()
+    if asked != question:
+        payload.update(query=question, searched_as=asked)
+    return payload
 
 
 def _answer(retriever, question: str, settings, llm, stream):
@@ -143,6 +153,11 @@ def _read(prompt: str) -> str | None:
     except KeyboardInterrupt:
         print()
         return ""
+
+
+def history_path(settings: Settings) -> Path:
+    """Where the questions typed on a terminal are kept (readline's history): beside the database."""
+    return settings.db_path.parent / "chat_history"
 
 
 def _start_history(path: Path) -> Path | None:

@@ -13,6 +13,7 @@ from crossmodalrag.errors import CMRAGError
 from crossmodalrag.evals.queries import gold_warnings, list_queries, load_queries_file, upsert_queries
 from crossmodalrag.memory.retrieve import at_level
 from crossmodalrag.store import Store
+from crossmodalrag.wording import counted
 
 
 def evaluate(args: argparse.Namespace) -> int:
@@ -20,10 +21,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     with _open(settings, create=args.load_queries is not None) as store:
-        if args.load_queries:
-            loaded = load_queries_file(args.load_queries)
-            upsert_queries(store, loaded)
-            notice(f"loaded {len(loaded)} queries from {args.load_queries}")
+        _load_queries(args, store)
         modalities = tuple(args.modality or ())
         level = getattr(args, "level", "evidence")
         run = run_retrieval_eval(store, settings, args.top_k, args.query_prefix, args.profile, modalities, level)
@@ -75,12 +73,17 @@ def evaluate_generation(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval_queries(args: argparse.Namespace, store: Store) -> list:
-    """Stored eval queries (after loading --load-queries), filtered by --query-prefix; warns on bad gold."""
+def _load_queries(args: argparse.Namespace, store: Store) -> None:
+    """--load-queries FILE: upsert its queries before the run."""
     if args.load_queries:
         loaded = load_queries_file(args.load_queries)
         upsert_queries(store, loaded)
-        notice(f"loaded {len(loaded)} queries from {args.load_queries}")
+        notice(f"loaded {counted(len(loaded), 'query', 'queries')} from {args.load_queries}")
+
+
+def _eval_queries(args: argparse.Namespace, store: Store) -> list:
+    """Stored eval queries (after loading --load-queries), filtered by --query-prefix; warns on bad gold."""
+    _load_queries(args, store)
     queries = list_queries(store, args.query_prefix)
     if not queries:
         raise CMRAGError(

@@ -134,12 +134,15 @@ def _render(args: argparse.Namespace, report) -> None:
             f" ({_where_bytes_remain(args)}); {wipe}\n"
         )
     if report.stranded_events:
+        them, they_are = ("it", "it is") if report.stranded_events == 1 else ("them", "they are")
         note(
             f"note: {_count(report.stranded_events, 'remaining memory event')} shared an episode or concept with "
-            "the forgotten text, which went with it; run `mem build-memory` to re-derive them (until then they "
-            "are in no timeline)\n"
+            f"the forgotten text, which went with it; run `mem build-memory` to re-derive {them} (until then "
+            f"{they_are} in no timeline)\n"
         )
     _say_still_on_disk(report, note)
+    if report.sources:
+        _say_chat_history(args, note)
     if report.backups:
         note(
             f"note: {_count(len(report.backups), 'backup')} in {_shown(_folders(report.backups))} made before now may "
@@ -155,6 +158,18 @@ def _render(args: argparse.Namespace, report) -> None:
             f"note: {_count(report.eval_queries, 'eval query')} {'names' if report.eval_queries == 1 else 'name'} "
             "a forgotten source as expected evidence; "
             "your labels are kept (`mem eval` warns about them)\n"
+        )
+
+
+def _say_chat_history(args: argparse.Namespace, note) -> None:
+    """`mem chat` keeps the questions typed on a terminal in a file of its own, which forget leaves."""
+    from crossmodalrag.cli.chat import history_path
+
+    path = history_path(load_settings({"db_path": args.db_path}))
+    if path.is_file() and path.stat().st_size:
+        note(
+            f"note: the questions typed in `mem chat` are kept in {path}, which forget leaves as it is; "
+            "delete it (or the lines about this) if they name what you forgot\n"
         )
 
 

@@ -304,12 +304,12 @@ def usage(args: argparse.Namespace) -> int:
 
     with _open(_settings(args), create=False) as store:
         if args.clear:
-            notice(f"usage log cleared ({clear(store)} events)")
+            notice(f"usage log cleared ({counted(clear(store), 'event')})")
         report = usage_view(store, args.top)
     if args.json:
         print_json(report)
         return 0
-    if not report["events"]:
+    if not report["events"] and not args.clear:  # just cleared: the hint to opt in would read as never on
         notice("the usage log is empty (opt in with CMRAG_USAGE_TRACKING=on or `mem ask --track`)")
     for item in report["targets"]:
         events = ", ".join(f"{k} {v}" for k, v in sorted(item["events"].items()))

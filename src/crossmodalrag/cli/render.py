@@ -17,6 +17,17 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+def shown_weights(weights: dict[str, float]) -> dict[str, int]:
+    """The weights in hundredths, rounded by largest remainder so that they still sum to 1: each rounded
+    on its own, the default profile's 0.5225 + 0.285 + 0.1425 + 0.05 showed as 0.99."""
+    floors = {name: int(weight * 100) for name, weight in weights.items()}
+    short = round(sum(weights.values()) * 100) - sum(floors.values())
+    by_remainder = sorted(weights, key=lambda name: weights[name] * 100 - floors[name], reverse=True)
+    for name in by_remainder[: max(short, 0)]:
+        floors[name] += 1
+    return floors
+
+
 def explain_line(hit: Hit, weights: dict[str, float]) -> str:
     """`score = 0.52×vector 0.910 + …` with the raw values (bm25, cosine) alongside."""
     if "level" in hit.components:  # --level: the score is the level's ranking, not a blend of these parts
@@ -25,7 +36,8 @@ def explain_line(hit: Hit, weights: dict[str, float]) -> str:
         parts = f"rrf {hit.components['rrf']:.4f} (reciprocal rank fusion of BM25 and vector ranks)"
     else:
         parts = " + ".join(
-            f"{weight:.2f}×{name} {hit.components.get(name, 0.0):.3f}" for name, weight in weights.items()
+            f"{hundredths / 100:.2f}×{name} {hit.components.get(name, 0.0):.3f}"
+            for name, hundredths in shown_weights(weights).items()
         )
     raw = f"bm25 {hit.components['bm25']:.3f}"
     if "cosine" in hit.components:

@@ -58,8 +58,21 @@ def parse_queries(data: Any, origin: str = "queries") -> list[EvalQuery]:
                 f"{origin}: item {index} contains an invalid \\u escape (a lone surrogate)",
                 "write the text itself, or escape whole characters",
             )
-        queries.append(EvalQuery(item["query_text"].strip(), _expanded(uris)))
+        expanded = _expanded(uris)
+        if relative := next((uri for uri in expanded if _is_relative(uri)), None):
+            # stored, it could never match (every stored uri is absolute) and no command removes a query
+            raise EvalError(
+                f"{origin}: item {index} has the relative gold uri {relative!r}, which no source can match",
+                "give absolute paths as `mem sources` lists them; nothing was loaded",
+            )
+        queries.append(EvalQuery(item["query_text"].strip(), expanded))
     return queries
+
+
+def _is_relative(uri: str) -> bool:
+    """A gold uri that names no stored source's form: sources are absolute paths (a commit's and a chat
+    session's with `@…` after it), agent memories `memory:KEY`."""
+    return not uri.split("@", 1)[0].startswith("/") and not uri.startswith("memory:")
 
 
 def _expanded(uris: list[str]) -> list[str]:
@@ -133,7 +146,7 @@ def gold_warnings(store: Store, queries: list[EvalQuery]) -> list[str]:
     for query in queries:
         for uri in query.expected_source_uris:
             path = uri.split("@", 1)[0]
-            if not path.startswith("/"):
+            if _is_relative(uri):  # stored before loading refused them
                 warnings.append(
                     f"gold uri {uri!r} is relative, so it matches no ingested source; uris are absolute paths"
                     f" (query {query.query_text!r})"

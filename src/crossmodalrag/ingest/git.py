@@ -50,7 +50,7 @@ def ingest_git(
                 # a mistyped pattern, not every change to go: as ingest-notes refuses one selecting no note
                 patterns = [f"--include {p!r}" for p in include or []] + [f"--exclude {p!r}" for p in exclude or []]
                 report.failures.append(
-                    f"{root}: {' '.join(patterns)} select none of its commits "
+                    f"{root}: {' '.join(patterns)} {'selects' if len(patterns) == 1 else 'select'} none of its commits "
                     "(hint: check the patterns; nothing was removed)"
                 )
                 continue

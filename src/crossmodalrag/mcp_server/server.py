@@ -313,7 +313,7 @@ def build_server(settings: Settings, service: MemoryService | None = None) -> MC
     @server.tool()
     async def memory_stats() -> dict[str, Any]:
         """What the memory holds: sources by kind, chunks, vectors, agent memories, per month."""
-        return await run(lambda: tools.stats_view(service.store()))
+        return await run(lambda: tools.stats_view(service.store(), service.settings))
 
     @server.tool()
     async def memory_diff(

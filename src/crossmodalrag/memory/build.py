@@ -138,8 +138,10 @@ def _waiting_notice(events, why: str, hint: str = "") -> str:
     if events.unreachable:
         hint = events.unreachable_hint or "start the model server, or set CMRAG_LLM_BASE_URL; `mem doctor` checks it"
     hint = hint or "`mem models install --llm`, or set CMRAG_EXTRACT_MODEL"
+    # load_llm's own message is "no language model (none is configured)": its reason alone, unnested
+    why = why.removeprefix("no language model (").removesuffix(")") if why.startswith("no language model (") else why
     return (
-        f"{events.waiting} sources wait for a language model ({why})"
+        f"{counted(events.waiting, 'source')} {'waits' if events.waiting == 1 else 'wait'} for a language model ({why})"
         + (
             f"; {counted(events.events_waiting, 'event')} of edited ones out of retrieval until it reads them again"
             if events.events_waiting

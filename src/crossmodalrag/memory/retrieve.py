@@ -423,7 +423,8 @@ def _note_unextracted(retriever: Retriever, level: str) -> None:
         total = conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0]
         retriever.notices.append(
             f"{missing} of {total} sources have no events yet, so --level {level} cannot see them"
-            " (run `mem build-memory`; `mem memory-stats` says why)"
+            " (`mem build-memory` draws events, with a language model but for git commits: `mem doctor` says if"
+            " one is set up; `mem memory-stats` names the sources)"
         )
     if waiting:
         from crossmodalrag.wording import counted

@@ -140,9 +140,12 @@ def not_extracted_sources(conn) -> list[dict[str, Any]]:
     return [{"source_id": r[0], "uri": r[1], "reason": _why_not_extracted(r[2], r[3])} for r in found]
 
 
+NOT_DRAWN = "no events drawn from it yet: `mem build-memory` draws them, with a language model but for git commits"
+
+
 def _why_not_extracted(status: str | None, reason: str | None) -> str:
-    if status is None:
-        return "no events drawn from it yet"
+    if status is None:  # never read, or skipped for want of a model: the build records neither
+        return NOT_DRAWN
     if status == "rechecked" and reason:
         return reason
     return "changed since its events were drawn"

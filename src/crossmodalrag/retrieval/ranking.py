@@ -85,9 +85,14 @@ def _body(hit: Hit) -> str:
     return hit.text.split("\n", 1)[-1]  # without the breadcrumb, which siblings share
 
 
+def _same_text(a: Hit, b: Hit) -> bool:
+    """The same body whatever its case and spacing: a PDF or screenshot copied under another name."""
+    return " ".join(_body(a).casefold().split()) == " ".join(_body(b).casefold().split())
+
+
 def _dedupe_with_vectors(hits: list[Hit], known: "PoolRows", options: SearchOptions) -> list[Hit]:
-    """Near-duplicates by vector similarity where both chunks have vectors, else by word sets, and
-    giving the same values (numbers, dates, weekdays, identifiers)."""
+    """Copies (the same body text), and near-duplicates by vector similarity where both chunks have
+    vectors, else by word sets, giving the same values (numbers, dates, weekdays, identifiers)."""
     threshold = options.dedupe_threshold
     if threshold <= 0:
         return hits[: options.top_k]
@@ -102,6 +107,10 @@ def _dedupe_with_vectors(hits: list[Hit], known: "PoolRows", options: SearchOpti
         return values[a.chunk_id] == values[b.chunk_id]
 
     def is_duplicate(a: Hit, b: Hit) -> bool:
+        # A file's chunks are embedded with its name in the heading, so two copies' vectors can be far
+        # apart (0.586 and 0.523 to one question); the same body text is a copy whatever the cosine.
+        if _same_text(a, b):
+            return True
         if a.chunk_id in vectors and b.chunk_id in vectors:
             close = float(vectors[a.chunk_id] @ vectors[b.chunk_id]) >= threshold
         else:

@@ -109,7 +109,8 @@ def as_of(retriever: Retriever, point: str) -> PastRetriever:
     semantic = retriever.semantic if past.older is None else None  # see the module docstring
     if retriever.semantic is not None and semantic is None:
         past.notices.append(
-            f"ranked lexically: {past.changed} sources changed or went since, and their older versions have no vectors"
+            f"ranked lexically: {counted(past.changed, 'source')} changed or went since, and "
+            f"{'its older versions have' if past.changed == 1 else 'their older versions have'} no vectors"
         )
     elif semantic is None:
         past.notices.append("ranked lexically")
