@@ -50,7 +50,7 @@ from crossmodalrag.types import Evidence
 # A backend that can only say yes or no gets this margin, beyond any fitted threshold either way.
 REPLY_MARGIN = 10.0
 GUESSED_CITATION_MIN_MARGIN = 0.0  # a support sentence citing nothing is given the excerpt it passed against from here
-MAX_CHECKS = 5  # sentences checked: a short answer and the support asked for (three), one or two more when cited
+MAX_CHECKS = 5  # at most this many sentences of an answer are checked, and so shown: a short answer and its support
 REPEATED = "repeated"  # a Verdict.reason: said already by an earlier sentence of the answer
 UNCITED = "uncited"  # a Verdict.reason: passed, but nothing it could cite (Verification.leave_out_uncited)
 HEDGE = "hedge"  # a Verdict.reason: it says the evidence lacks what the question asks or the answer, which passed
