@@ -326,9 +326,10 @@ def test_when_and_context_place_a_turn_stored_alone(store, embedder):
     assert record["date"].startswith("2023-05-08T13:56") and record["text"] == "Ben: The one downtown, twice!"
     assert record["context"].startswith("Ana: Which museum") and "4242" not in record["context"]
     (chunk,) = store.conn.execute("SELECT text FROM chunks WHERE source_id = ?", (reply.id,)).fetchone()
-    assert chunk.split("\n")[0].startswith("Ben: The one downtown, twice! · 2023-05-08 · re: Ana: Which museum")
+    first_line = chunk.split("\n")[0]
+    assert first_line.startswith("Ben: The one downtown, twice! · 8 May 2023 · 2023-05-08 · re: Ana: Which museum")
     (vector,) = store.conn.execute("SELECT vector FROM chunk_vectors").fetchone()
-    own = embedder.embed(["Ben: The one downtown, twice! · 2023-05-08\nBen: The one downtown, twice!"])[0]
+    own = embedder.embed(["Ben: The one downtown, twice! · 8 May 2023 · 2023-05-08\nBen: The one downtown, twice!"])[0]
     assert np.frombuffer(vector, dtype=np.float32) @ own == pytest.approx(1.0)  # the context is not embedded
     (hit,) = search(store, "dinosaur skeletons museum", SearchOptions(top_k=1)).hits
     assert hit.source_id == reply.id
@@ -339,7 +340,7 @@ def test_when_and_context_place_a_turn_stored_alone(store, embedder):
     assert remember(store, "Ben: the one downtown, twice!", context="other").status == "stored"
     update_memory(store, reply.id, content="Ben: The one downtown, three times!", embedder=embedder)
     (chunk,) = store.conn.execute("SELECT text FROM chunks WHERE source_id = ?", (reply.id,)).fetchone()
-    assert " · 2023-05-08 · re: Ana: Which museum" in chunk.split("\n")[0]
+    assert " · 8 May 2023 · 2023-05-08 · re: Ana: Which museum" in chunk.split("\n")[0]
 
 
 def test_invisible_characters_around_a_memory_are_not_its_text(store):
@@ -664,3 +665,17 @@ def test_what_changed_since_pages_and_counts_every_change(any_store):
 
 
 WORDS = ["amber", "birch", "cedar", "dune", "ember", "fjord", "garnet"]
+
+
+@pytest.mark.parametrize(
+    ("when", "words"),
+    [(datetime(2023, 5, 8, 23, 59, tzinfo=timezone.utc).timestamp(), "8 May 2023"), (None, ""), (1e20, "")],
+)
+def test_a_memorys_day_in_words_is_the_days_of_a_chat_sessions_breadcrumb(when, words):
+    """A chat turn's breadcrumb says "8 May, 2023"; a memory's said only 2023-05-08, which neither
+    the words index nor the embedder relates to "in May" (#13 benchmark 2, docs/benchmarks.md session 36)."""
+    from crossmodalrag.agent.memories import day_in_words, memory_document
+
+    assert day_in_words(when) == words
+    crumb = memory_document("Deploys need the VPN", "k", when, {}).metadata["_breadcrumb"]
+    assert crumb == (f"Deploys need the VPN · {words} · 2023-05-08" if words else "Deploys need the VPN")

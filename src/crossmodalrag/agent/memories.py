@@ -175,11 +175,13 @@ def load_memory_embedder(settings: "Settings") -> tuple["Embedder | None", str |
 
 
 def memory_document(text: str, key: str, when: float, attributes: dict[str, Any]) -> Document:
-    """A memory as a document. Its chunks' breadcrumb is its first line and its day, then " · re: " and
-    its context if it has one (chunking/turns.py: indexed for words, left out of the vector)."""
+    """A memory as a document. Its chunks' breadcrumb is its first line and its day, in words and as
+    ISO, then " · re: " and its context if it has one (chunking/turns.py: indexed for words, left out
+    of the vector). The day in words is what a chat turn's session breadcrumb carries ("8 May, 2023"):
+    with the ISO day alone, "in May 2023" met a memory's date in neither its words nor its vector."""
     first_line = text.split("\n", 1)[0]
     title = first_line if len(first_line) <= 80 else first_line[:79] + "…"
-    crumb = f"{title} · {(iso_time(when) or '')[:10]}"
+    crumb = " · ".join(part for part in (title, day_in_words(when), (iso_time(when) or "")[:10]) if part)
     if attributes.get("context"):
         crumb += CONTEXT_MARK + attributes["context"]
     return Document(
@@ -192,6 +194,18 @@ def memory_document(text: str, key: str, when: float, attributes: dict[str, Any]
         locator=f"memory {key[:8]}",
         metadata={**attributes, "_breadcrumb": crumb},
     )
+
+
+MONTH_NAMES = "January February March April May June July August September October November December".split()
+
+
+def day_in_words(when: float | None) -> str:
+    """'8 May 2023' (UTC, English month names whatever the locale), or "" for no printable day."""
+    day = iso_time(when)
+    if day is None:
+        return ""
+    year, month, date = (int(part) for part in day[:10].split("-"))
+    return f"{date} {MONTH_NAMES[month - 1]} {year}"
 
 
 def _insert(batch, conn, text: str, attributes: dict[str, Any], digest: str, now: float, when: float) -> int:
