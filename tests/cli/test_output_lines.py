@@ -38,6 +38,9 @@ def test_event_extraction_without_a_terminal_says_what_it_does_and_then_how_far_
     paced(0, 40, "a", 0)
     paced(1, 40, "b", 0)
     assert len(quiet.getvalue().splitlines()) == 1
+    one = io.StringIO()
+    ExtractProgress(one)(0, 1, "a", 0)  # `--limit 1`: it said "extracting from 1 sources"
+    assert one.getvalue().startswith("events: extracting from 1 source (")
 
 
 class Terminal(io.StringIO):

@@ -8,6 +8,8 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from crossmodalrag.wording import counted
+
 if TYPE_CHECKING:
     from crossmodalrag.ingest import IngestReport
 
@@ -173,7 +175,8 @@ class ExtractProgress:
         now = time.monotonic()
         if self.last_line is None:
             self.stream.write(
-                f"events: extracting from {total} sources (--max-minutes bounds the run; stopping keeps what is done)\n"
+                f"events: extracting from {counted(total, 'source')}"
+                " (--max-minutes bounds the run; stopping keeps what is done)\n"
             )
         elif now - self.last_line >= self.EVERY:
             self.stream.write(f"{counts}{eta}\n")
