@@ -77,6 +77,13 @@ def iso_time(timestamp: float | None) -> str | None:
         return None
 
 
+def human_date(timestamp: float) -> str:
+    """A date as people ask and answer in it ("7 May 2023"), which the model copies into its
+    answer: from an ISO header it wrote "2023-05-07", which matches no one's "7 May 2023"."""
+    day = datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    return f"{day.day} {day:%B %Y}"
+
+
 EXCERPT_CHARS = 280
 
 

@@ -48,7 +48,7 @@ from crossmodalrag.agent.supersession import reinstate, supersede
 from crossmodalrag.chunking.turns import CONTEXT_MARK, semantic_text
 from crossmodalrag.store import Store
 from crossmodalrag.store.documents import fingerprint, write_document
-from crossmodalrag.types import Document, iso_time
+from crossmodalrag.types import Document, human_date, iso_time
 
 if TYPE_CHECKING:
     from crossmodalrag.config import Settings
@@ -196,16 +196,9 @@ def memory_document(text: str, key: str, when: float, attributes: dict[str, Any]
     )
 
 
-MONTH_NAMES = "January February March April May June July August September October November December".split()
-
-
 def day_in_words(when: float | None) -> str:
-    """'8 May 2023' (UTC, English month names whatever the locale), or "" for no printable day."""
-    day = iso_time(when)
-    if day is None:
-        return ""
-    year, month, date = (int(part) for part in day[:10].split("-"))
-    return f"{date} {MONTH_NAMES[month - 1]} {year}"
+    """'8 May 2023' (types.human_date), or "" for no printable day."""
+    return human_date(when) if iso_time(when) else ""
 
 
 def _insert(batch, conn, text: str, attributes: dict[str, Any], digest: str, now: float, when: float) -> int:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 
 from crossmodalrag.answer.numbers import exempt, values_in
-from crossmodalrag.answer.prompt import human_date, judge_excerpt
+from crossmodalrag.answer.prompt import judge_excerpt
 from crossmodalrag.answer.subjects import speaker
 from crossmodalrag.answer.when import RELATIVE
 from crossmodalrag.index.scripts import CJK_CHAR
 from crossmodalrag.retrieval.snippets import KEY_LETTERS  # "rotates" and "rotation": one key
 from crossmodalrag.retrieval.stopwords import stopwords_for
-from crossmodalrag.types import Evidence
+from crossmodalrag.types import Evidence, human_date
 from crossmodalrag.written_dates import MONTHS
 
 # A sentence of at least ATTRIBUTED_WORDS content words whose cited excerpts hold under MISCITED_SHARE

@@ -7,7 +7,6 @@ not answer this" is easier for them than judging when to write a refusal.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 
 from crossmodalrag.answer.current import day, same_subject_by_date
 from crossmodalrag.answer.forms import as_question
@@ -15,7 +14,7 @@ from crossmodalrag.answer.llm.base import Message
 from crossmodalrag.index.scripts import CJK_CHAR
 from crossmodalrag.retrieval.snippets import focus, key_matches
 from crossmodalrag.retrieval.stopwords import guess_language
-from crossmodalrag.types import Evidence
+from crossmodalrag.types import Evidence, human_date
 
 INSUFFICIENT = "INSUFFICIENT_EVIDENCE"
 
@@ -116,13 +115,6 @@ HEADER_COPY = re.compile(
     rf"|(?<=\])[ \t]*\((?={_LOCATOR}){_PART}(?: · {_PART})+\)"
     rf"|\({_PART}(?: · {_PART})* · (?:written )?{_HEADER_DATE}\)[ \t]*"
 )
-
-
-def human_date(timestamp: float) -> str:
-    """A date as people ask and answer in it ("7 May 2023"), which the model copies into its
-    answer: from an ISO header it wrote "2023-05-07", which matches no one's "7 May 2023"."""
-    day = datetime.fromtimestamp(timestamp, tz=timezone.utc)
-    return f"{day.day} {day:%B %Y}"
 
 
 def _body(item: Evidence) -> str:

@@ -19,9 +19,8 @@ from datetime import datetime, timedelta, timezone
 
 from crossmodalrag.agent.temporal import MONTHS_BUT_MAY
 from crossmodalrag.answer.citations import CITATION
-from crossmodalrag.answer.prompt import human_date
 from crossmodalrag.retrieval.stopwords import stopwords_for
-from crossmodalrag.types import Evidence
+from crossmodalrag.types import Evidence, human_date
 
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "ten": 10}
