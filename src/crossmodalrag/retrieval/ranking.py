@@ -85,11 +85,6 @@ def _body(hit: Hit) -> str:
     return hit.text.split("\n", 1)[-1]  # without the breadcrumb, which siblings share
 
 
-def _same_text(a: Hit, b: Hit) -> bool:
-    """The same body whatever its case and spacing: a PDF or screenshot copied under another name."""
-    return " ".join(_body(a).casefold().split()) == " ".join(_body(b).casefold().split())
-
-
 def _dedupe_with_vectors(hits: list[Hit], known: "PoolRows", options: SearchOptions) -> list[Hit]:
     """Copies (the same body text), and near-duplicates by vector similarity where both chunks have
     vectors, else by word sets, giving the same values (numbers, dates, weekdays, identifiers)."""
@@ -99,6 +94,7 @@ def _dedupe_with_vectors(hits: list[Hit], known: "PoolRows", options: SearchOpti
     vectors = known.vectors([h.chunk_id for h in hits])
     words = WordSets(_body)
     values: dict[int, set[str]] = {}
+    flat: dict[int, str] = {}  # each body once, however many pairs it is compared in
 
     def same_values(a: Hit, b: Hit) -> bool:
         for hit in (a, b):
@@ -106,10 +102,17 @@ def _dedupe_with_vectors(hits: list[Hit], known: "PoolRows", options: SearchOpti
                 values[hit.chunk_id] = value_words(_body(hit))
         return values[a.chunk_id] == values[b.chunk_id]
 
+    def same_text(a: Hit, b: Hit) -> bool:
+        """The same body whatever its case and spacing: a PDF or screenshot copied under another name."""
+        for hit in (a, b):
+            if hit.chunk_id not in flat:
+                flat[hit.chunk_id] = " ".join(_body(hit).casefold().split())
+        return flat[a.chunk_id] == flat[b.chunk_id]
+
     def is_duplicate(a: Hit, b: Hit) -> bool:
         # A file's chunks are embedded with its name in the heading, so two copies' vectors can be far
         # apart (0.586 and 0.523 to one question); the same body text is a copy whatever the cosine.
-        if _same_text(a, b):
+        if same_text(a, b):
             return True
         if a.chunk_id in vectors and b.chunk_id in vectors:
             close = float(vectors[a.chunk_id] @ vectors[b.chunk_id]) >= threshold
